@@ -1,0 +1,39 @@
+/**
+ * **@mymodel/serve** launches one inference-engine subprocess (vLLM by default;
+ * llama.cpp, SGLang or any command) per catalogue model and serves a small
+ * management API over them: `GET /health` and `GET /models`.
+ *
+ * Run it:
+ *
+ * ```sh
+ * deno run -A jsr:@mymodel/serve llama-3 qwen-7b --port 5000 --directory /srv/mymodel
+ * ```
+ *
+ * Or embed it:
+ *
+ * @example
+ * ```ts ignore
+ * import { Semioserve } from "@mymodel/serve";
+ *
+ * const serve = new Semioserve({ models: ["llama-3"], directory: "/srv/mymodel" });
+ * await serve.run(); // until SIGTERM, SIGINT or serve.stop()
+ * ```
+ *
+ * @module
+ */
+import "./src/_cli_guard.ts";
+import { main } from "./src/serve.ts";
+
+export {
+  EngineError,
+  main,
+  OpsStance,
+  Semioserve,
+  type SemioserveOptions,
+  ServerProcess,
+  type ServerProcessOptions,
+} from "./src/serve.ts";
+
+if (import.meta.main) {
+  Deno.exit(await main(Deno.args));
+}

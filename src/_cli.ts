@@ -1,0 +1,164 @@
+/**
+ * The command line: flags in, launcher options out. Usage errors are one line
+ * and exit code 2.
+ *
+ * @module
+ */
+import { parseArgs } from "node:util";
+import { parsePort } from "./common.ts";
+
+/** A command line that cannot be used. */
+export class UsageError extends Error {
+  /** @param message One line naming the input and what was expected. */
+  constructor(message: string) {
+    super(message);
+    this.name = "UsageError";
+  }
+}
+
+/** What the command line asks for; unset fields fall back to the environment. */
+export interface CliOptions {
+  models: string[];
+  host?: string;
+  port?: number;
+  dev_mode?: boolean;
+  directory?: string;
+  catalogue?: string;
+  graceMs?: number;
+  help: boolean;
+}
+
+/** The text `--help` prints. */
+export const USAGE = `Usage: serve <model> [<model> ...] [options]
+
+Starts one inference engine per catalogue model (ports --port+1, --port+2, ...)
+and serves GET /health and GET /models on --port.
+
+  <model>              a catalogue name, or <VERB>:<name> (e.g. CHAT:llama-3)
+
+Options:
+  --host H             host of the API and every engine (env NUCLEUS_HOST, else localhost)
+  --port P             management port (env NUCLEUS_PORT, else 5000)
+  --dev_mode[=BOOL]    development mode, no authentication (default: env NUCLEUS_MODE
+                       starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode;
+                       --dev_mode=false or --no-dev_mode forces production mode
+  --directory D        root holding models/ logs/ metrics/ data/ (env MY_LOCAL)
+  --catalogue FILE     catalogue YAML (default: the catalogue shipped with the package)
+  --grace SECONDS      time engines get between SIGTERM and SIGKILL at shutdown (default 10)
+  -h, --help           print this help and exit
+`;
+
+const TRUE = new Set(["true", "1", "yes", "on"]);
+const FALSE = new Set(["false", "0", "no", "off"]);
+
+/** Folds the dev-mode spellings into `--dev_mode` / `--no-dev_mode`. */
+function normalizeDevMode(args: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const arg of args) {
+    if (arg === "--") {
+      out.push(...args.slice(args.indexOf(arg)));
+      break;
+    }
+    const match = /^--(no-)?dev[-_]mode(?:=(.*))?$/.exec(arg);
+    if (!match) {
+      out.push(arg);
+      continue;
+    }
+    const [, negated, value] = match;
+    if (value === undefined) {
+      out.push(negated ? "--no-dev_mode" : "--dev_mode");
+      continue;
+    }
+    const lowered = value.toLowerCase();
+    if (negated || (!TRUE.has(lowered) && !FALSE.has(lowered))) {
+      throw new UsageError(
+        `Cannot use ${arg}: expected --dev_mode, --dev_mode=true or --dev_mode=false`,
+      );
+    }
+    out.push(TRUE.has(lowered) ? "--dev_mode" : "--no-dev_mode");
+  }
+  return out;
+}
+
+/**
+ * Parses the launcher's command line.
+ *
+ * @param args The arguments after the program name.
+ * @returns The parsed options; `help` set when usage was asked for.
+ * @throws {UsageError} On an unknown flag, a missing value or model, or a bad port.
+ */
+export function parseCli(args: readonly string[]): CliOptions {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: normalizeDevMode(args),
+      allowPositionals: true,
+      strict: true,
+      options: {
+        host: { type: "string" },
+        port: { type: "string" },
+        dev_mode: { type: "boolean" },
+        "no-dev_mode": { type: "boolean" },
+        directory: { type: "string" },
+        catalogue: { type: "string" },
+        grace: { type: "string" },
+        help: { type: "boolean", short: "h" },
+      },
+    });
+  } catch (error) {
+    // node's messages are multi-line and mention node: keep the first line.
+    const first = (error as Error).message.split("\n")[0]?.replace(
+      /\. To specify a positional argument.*$/,
+      "",
+    );
+    throw new UsageError(`Cannot parse the command line: ${first}`);
+  }
+  const { values, positionals } = parsed;
+  const options: CliOptions = { models: positionals, help: !!values.help };
+  if (options.help) return options;
+  if (positionals.length === 0) {
+    throw new UsageError(
+      "Cannot start: no model given (expected one or more catalogue names, e.g. llama-3)",
+    );
+  }
+  for (const spec of positionals) {
+    if (!spec.slice(spec.indexOf(":") + 1)) {
+      throw new UsageError(
+        `Cannot use model '${spec}': expected <name> or <VERB>:<name>`,
+      );
+    }
+  }
+  for (const key of ["host", "directory", "catalogue"] as const) {
+    const value = values[key];
+    if (value === "") {
+      throw new UsageError(`Cannot use --${key}: expected a non-empty value`);
+    }
+    if (value !== undefined) options[key] = value;
+  }
+  if (values.port !== undefined) {
+    try {
+      options.port = parsePort(values.port, "--port");
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+  }
+  if (values.grace !== undefined) {
+    const seconds = Number(values.grace);
+    if (
+      values.grace.trim() === "" || !Number.isFinite(seconds) || seconds < 0
+    ) {
+      throw new UsageError(
+        `Cannot use --grace=${values.grace}: expected a number of seconds, 0 or more`,
+      );
+    }
+    options.graceMs = Math.round(seconds * 1000);
+  }
+  if (values.dev_mode && values["no-dev_mode"]) {
+    throw new UsageError(
+      "Cannot use both --dev_mode and --no-dev_mode: expected one",
+    );
+  }
+  if (values.dev_mode) options.dev_mode = true;
+  if (values["no-dev_mode"]) options.dev_mode = false;
+  return options;
+}

@@ -1,0 +1,79 @@
+/**
+ * Signals whole process groups. Engines start in their own session, so their
+ * pgid is their pid and one signal reaches every descendant that stayed in the
+ * group (vLLM's EngineCore and workers do).
+ *
+ * `Deno.kill` needs unscoped `--allow-run`; under a narrowed `--allow-run=...`
+ * list the system `kill` program is used instead (it must then be in the list).
+ *
+ * @module
+ */
+
+type GroupSignal = "SIGTERM" | "SIGKILL" | "SIGCONT";
+
+let canKillDirectly: boolean | undefined;
+
+function directKillAllowed(): boolean {
+  canKillDirectly ??= Deno.permissions.querySync({ name: "run" }).state ===
+    "granted";
+  return canKillDirectly;
+}
+
+/**
+ * Sends a signal to every process in a group.
+ *
+ * @returns false when the group has no process left.
+ */
+export function signalGroup(pgid: number, signal: GroupSignal): boolean {
+  if (!(pgid > 1)) return false; // never signal our own group (0) or init's (1)
+  if (directKillAllowed()) {
+    try {
+      Deno.kill(-pgid, signal);
+      return true;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return false;
+      throw error;
+    }
+  }
+  const { code } = new Deno.Command("kill", {
+    args: [`-${signal.slice(3)}`, "--", `-${pgid}`],
+    stdout: "null",
+    stderr: "null",
+  }).outputSync();
+  return code === 0;
+}
+
+/** True while any process of the group exists (SIGCONT is harmless to a running process). */
+export function groupAlive(pgid: number): boolean {
+  return signalGroup(pgid, "SIGCONT");
+}
+
+/** Groups that must not outlive this process, even when it exits abruptly. */
+const live = new Set<number>();
+let unloadHooked = false;
+
+/** Records a group as live until {@linkcode forget} is called. */
+export function track(pgid: number): void {
+  live.add(pgid);
+  if (!unloadHooked) {
+    unloadHooked = true;
+    // Last resort on Deno.exit() or a crash: nothing can be awaited there, so SIGKILL.
+    globalThis.addEventListener("unload", killAllTracked);
+  }
+}
+
+/** Stops tracking a group whose processes are all gone. */
+export function forget(pgid: number): void {
+  live.delete(pgid);
+}
+
+function killAllTracked(): void {
+  for (const pgid of live) {
+    try {
+      signalGroup(pgid, "SIGKILL");
+    } catch {
+      // Nothing more can be done while exiting.
+    }
+  }
+  live.clear();
+}

@@ -1,0 +1,425 @@
+/**
+ * One engine subprocess: its command line, its log file, its health and its
+ * shutdown.
+ *
+ * @module
+ */
+import type { ModelCard } from "./catalogue.ts";
+import { LOCAL_ENGINE_API_KEY } from "./common.ts";
+import { ENGINE_KINDS, type EngineKind } from "./_engines.ts";
+import { forget, groupAlive, signalGroup, track } from "./_process_group.ts";
+import { log } from "./_log.ts";
+
+/**
+ * An engine that cannot be prepared or started: a missing executable, missing
+ * weights, an ambiguous model file.
+ *
+ * @example
+ * ```ts
+ * import { EngineError } from "@mymodel/serve/serve";
+ * const error = new EngineError("Cannot start llama-3: vllm is not on PATH");
+ * console.assert(error.name === "EngineError");
+ * ```
+ */
+export class EngineError extends Error {
+  /**
+   * @param message One line saying what was wrong and what was expected.
+   * @param options The underlying error, if any.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "EngineError";
+  }
+}
+
+/** Where and how an engine runs. */
+export interface ServerProcessOptions {
+  /** Host the engine binds; also used to reach it. */
+  host: string;
+  /** Port the engine listens on. */
+  port: number;
+  /** Root directory: weights under `models/`, the log under `logs/`. */
+  directory: string;
+  /**
+   * API key the engine demands; empty for none.
+   * @default {LOCAL_ENGINE_API_KEY}
+   */
+  apiKey?: string;
+}
+
+/** How long a group may take to go away after SIGKILL, and how long logs may drain. */
+const KILL_WAIT_MS = 5_000;
+const DRAIN_WAIT_MS = 1_000;
+const POLL_MS = 50;
+/** Grace given to what an engine that exited on its own left in its group. */
+const ORPHAN_GRACE_MS = 5_000;
+
+function isWildcard(host: string): boolean {
+  return host === "0.0.0.0" || host === "::" || host === "[::]" || host === "";
+}
+
+/** Formats a host for a URL: IPv6 literals get brackets. */
+export function urlHost(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
+function exists(path: string): Deno.FileInfo | undefined {
+  try {
+    return Deno.statSync(path);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    if (error instanceof Deno.errors.NotCapable) return undefined;
+    throw error;
+  }
+}
+
+/**
+ * Finds an executable: a name with a slash is checked as a path, a bare name is
+ * looked up on PATH. Returns false only when it is certainly missing.
+ */
+function findExecutable(name: string): boolean {
+  const executable = (info: Deno.FileInfo | undefined) =>
+    info !== undefined && info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0;
+  if (name.includes("/")) return executable(exists(name));
+  const dirs = (Deno.env.get("PATH") ?? "").split(":").filter(Boolean);
+  for (const dir of dirs) {
+    try {
+      if (executable(Deno.statSync(`${dir}/${name}`))) return true;
+    } catch (error) {
+      // Without read access to PATH the check cannot decide; the spawn will.
+      if (error instanceof Deno.errors.NotCapable) return true;
+    }
+  }
+  return false;
+}
+
+function timeout(ms: number): Promise<"timeout"> {
+  return new Promise((resolve) => {
+    const id = setTimeout(() => resolve("timeout"), ms);
+    // Keep the timer from holding the process open on its own.
+    Deno.unrefTimer(id);
+  });
+}
+
+/**
+ * One engine subprocess serving one catalogue model.
+ *
+ * The constructor resolves the command line (executable, weights) and throws
+ * {@linkcode EngineError} if it cannot; {@linkcode ServerProcess.start} spawns the
+ * engine in its own process group without waiting for it to load;
+ * {@linkcode ServerProcess.stop} sends SIGTERM to the group, waits up to a
+ * grace period, then SIGKILLs what is left.
+ *
+ * @example Start and stop one engine
+ * ```ts ignore
+ * import { Registry } from "@mymodel/serve/catalogue";
+ * import { ServerProcess } from "@mymodel/serve";
+ *
+ * const card = (await Registry.load()).get("llama-3");
+ * await using engine = new ServerProcess(card, {
+ *   host: "localhost",
+ *   port: 5001,
+ *   directory: "/srv/mymodel",
+ * });
+ * engine.start();
+ * console.log(engine.url, await engine.healthy());
+ * ```
+ */
+export class ServerProcess implements AsyncDisposable {
+  /** The catalogue card this engine serves. */
+  readonly card: ModelCard;
+  /** Host the engine binds. */
+  readonly host: string;
+  /** Port the engine listens on. */
+  readonly port: number;
+  /** The executable that is run. */
+  readonly executable: string;
+  /** Its arguments. */
+  readonly args: readonly string[];
+  /** The log file for the engine's stdout and stderr. */
+  readonly logFile: string;
+  #apiKey: string;
+  #child: Deno.ChildProcess | undefined;
+  #status: Deno.CommandStatus | undefined;
+  #exited: Promise<Deno.CommandStatus> | undefined;
+  #drained: Promise<unknown> | undefined;
+  #stopping: Promise<void> | undefined;
+  #poll: Promise<boolean> | undefined;
+
+  /**
+   * Resolves the command line for a card.
+   *
+   * @param card The catalogue card.
+   * @param options Host, port, root directory and API key.
+   * @throws {EngineError} When the executable is missing, or neither local weights nor a hub id exist.
+   */
+  constructor(card: ModelCard, options: ServerProcessOptions) {
+    this.card = card;
+    this.host = options.host;
+    this.port = options.port;
+    this.#apiKey = options.apiKey ?? LOCAL_ENGINE_API_KEY;
+    const kind = ENGINE_KINDS[card.engine];
+    if (!kind) {
+      throw new EngineError(
+        `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
+      );
+    }
+    this.executable = card.executable ??
+      (card.engine === "command" ? card.command?.[0] ?? "" : kind.executable);
+    if (!this.executable || !findExecutable(this.executable)) {
+      throw new EngineError(
+        `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${this.executable}' is not on PATH (${kind.install}, or set the card's executable)`,
+      );
+    }
+    const { model, isLocal } = resolveModel(card, kind, options.directory);
+    this.args = kind.argv({
+      model,
+      isLocal,
+      host: this.host,
+      port: this.port,
+      name: card.name,
+      apiKey: this.#apiKey,
+      card,
+    });
+    this.logFile = `${options.directory}/logs/${card.name}.log`;
+  }
+
+  /** The catalogue name. */
+  get name(): string {
+    return this.card.name;
+  }
+
+  /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
+  get url(): string {
+    return `http://${urlHost(this.host)}:${this.port}/v1`;
+  }
+
+  /** The engine's pid (and process group id) once started. */
+  get pid(): number | undefined {
+    return this.#child?.pid;
+  }
+
+  /** True from {@linkcode ServerProcess.start} until the engine process exits. */
+  get running(): boolean {
+    return this.#child !== undefined && this.#status === undefined;
+  }
+
+  /** How the engine exited, once it has. */
+  get status(): Deno.CommandStatus | undefined {
+    return this.#status;
+  }
+
+  /** The command line as logged: the API key masked. */
+  get commandLine(): string {
+    const line = [this.executable, ...this.args].join(" ");
+    return this.#apiKey ? line.replaceAll(this.#apiKey, "***") : line;
+  }
+
+  /**
+   * Spawns the engine in its own process group, its output appended to
+   * {@linkcode ServerProcess.logFile}. Does not wait for the model to load.
+   *
+   * @throws {EngineError} When already started or the spawn fails.
+   */
+  start(): void {
+    if (this.#child) {
+      throw new EngineError(`Cannot start ${this.name}: already started`);
+    }
+    const header = `--- ${
+      new Date().toISOString()
+    } start: ${this.commandLine}\n`;
+    let out: Deno.FsFile;
+    let err: Deno.FsFile;
+    try {
+      Deno.writeTextFileSync(this.logFile, header, { append: true });
+      out = Deno.openSync(this.logFile, { append: true });
+      err = Deno.openSync(this.logFile, { append: true });
+    } catch (cause) {
+      throw new EngineError(
+        `Cannot start ${this.name}: cannot write ${this.logFile}`,
+        { cause },
+      );
+    }
+    try {
+      this.#child = new Deno.Command(this.executable, {
+        args: [...this.args],
+        env: { ...this.card.env },
+        stdin: "null",
+        stdout: "piped",
+        stderr: "piped",
+        detached: true,
+      }).spawn();
+    } catch (cause) {
+      out.close();
+      err.close();
+      throw new EngineError(
+        `Cannot start ${this.name}: ${this.executable}: ${
+          cause instanceof Error ? cause.message : cause
+        }`,
+        { cause },
+      );
+    }
+    const child = this.#child;
+    track(child.pid);
+    this.#drained = Promise.allSettled([
+      pump(child.stdout, out),
+      pump(child.stderr, err),
+    ]);
+    this.#exited = child.status.then((status) => {
+      this.#status = status;
+      if (!this.#stopping) {
+        log.warn(
+          `engine ${this.name} (pid ${child.pid}) exited on its own with ${
+            describe(status)
+          }; see ${this.logFile}`,
+        );
+        // Its children may live on (vLLM's EngineCore does): clear the group.
+        this.#stopping = this.#terminate(child.pid, ORPHAN_GRACE_MS);
+      }
+      return status;
+    });
+    log.info(
+      `engine ${this.name} (${this.card.engine}) started, pid ${child.pid}, ${this.url}, log ${this.logFile}`,
+    );
+  }
+
+  /**
+   * Polls the engine's `GET /health` once. True only for a 200 answer within
+   * the timeout. Concurrent callers share one poll; an exited engine is false
+   * without a poll.
+   *
+   * @param timeoutMs How long to wait for an answer.
+   * @returns Whether the engine is healthy now.
+   */
+  healthy(timeoutMs = 2_000): Promise<boolean> {
+    if (!this.running) return Promise.resolve(false);
+    this.#poll ??= this.#probe(timeoutMs).finally(() => {
+      this.#poll = undefined;
+    });
+    return this.#poll;
+  }
+
+  async #probe(timeoutMs: number): Promise<boolean> {
+    const host = isWildcard(this.host)
+      ? (this.host.includes(":") ? "[::1]" : "127.0.0.1")
+      : urlHost(this.host);
+    try {
+      const response = await fetch(`http://${host}:${this.port}/health`, {
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      await response.body?.cancel();
+      return response.status === 200 && this.running;
+    } catch {
+      return false; // refused, reset, timed out: not healthy yet
+    }
+  }
+
+  /**
+   * Stops the engine and every process in its group: SIGTERM, then SIGKILL
+   * after the grace period. Resolves once they are gone and the log is flushed.
+   * Safe to call more than once and on an engine that already exited.
+   *
+   * @param graceMs How long to wait after SIGTERM.
+   */
+  async stop(graceMs = 10_000): Promise<void> {
+    const child = this.#child;
+    if (!child) return;
+    this.#stopping ??= this.#terminate(child.pid, graceMs);
+    await this.#stopping;
+  }
+
+  /** Sends SIGKILL to the whole group at once (a second Ctrl-C). */
+  kill(): void {
+    if (this.#child) signalGroup(this.#child.pid, "SIGKILL");
+  }
+
+  async #terminate(pgid: number, graceMs: number): Promise<void> {
+    if (signalGroup(pgid, "SIGTERM")) {
+      if (!(await this.#gone(pgid, graceMs))) {
+        log.warn(
+          `engine ${this.name} (pgid ${pgid}) outlived ${graceMs} ms after SIGTERM: SIGKILL`,
+        );
+        signalGroup(pgid, "SIGKILL");
+        await this.#gone(pgid, KILL_WAIT_MS);
+      }
+    }
+    // While this promise is pending, the exit handler sees `#stopping` set and stays quiet.
+    const status = await this.#exited;
+    forget(pgid);
+    await Promise.race([this.#drained, timeout(DRAIN_WAIT_MS)]);
+    if (status) {
+      const trailer = `--- ${new Date().toISOString()} exit: ${
+        describe(status)
+      }\n`;
+      await Deno.writeTextFile(this.logFile, trailer, { append: true }).catch(
+        () => {},
+      );
+    }
+  }
+
+  /** Waits until the leader has exited and the group is empty; false on timeout. */
+  async #gone(pgid: number, ms: number): Promise<boolean> {
+    const deadline = Date.now() + ms;
+    while (this.running || groupAlive(pgid)) {
+      if (Date.now() >= deadline) return false;
+      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    }
+    return true;
+  }
+
+  /** Stops the engine (see {@linkcode ServerProcess.stop}). */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}
+
+/**
+ * Copies an engine's output into its log as it arrives. (`pipeTo(file.writable)`
+ * held everything back until the engine exited, which hides a live engine's log.)
+ */
+async function pump(
+  stream: ReadableStream<Uint8Array>,
+  file: Deno.FsFile,
+): Promise<void> {
+  try {
+    for await (const chunk of stream) {
+      for (let done = 0; done < chunk.length;) {
+        done += await file.write(chunk.subarray(done));
+      }
+    }
+  } finally {
+    file.close();
+  }
+}
+
+function describe(status: Deno.CommandStatus): string {
+  return status.signal ? `signal ${status.signal}` : `code ${status.code}`;
+}
+
+/** Local weights when `<directory>/models/<local>` exists, else the hub id. */
+function resolveModel(
+  card: ModelCard,
+  kind: EngineKind,
+  directory: string,
+): { model: string; isLocal: boolean } {
+  const path = `${directory}/models/${card.local}`;
+  const info = exists(path);
+  if (info) {
+    const absolute = Deno.realPathSync(path);
+    if (info.isDirectory && kind.localFile) {
+      try {
+        return { model: kind.localFile(absolute), isLocal: true };
+      } catch (cause) {
+        throw new EngineError(
+          `Cannot prepare ${card.name}: ${(cause as Error).message}`,
+          { cause },
+        );
+      }
+    }
+    return { model: absolute, isLocal: true };
+  }
+  if (card.hub) return { model: card.hub, isLocal: false };
+  throw new EngineError(
+    `Cannot prepare ${card.name}: no weights at ${path} and the card has no hub id`,
+  );
+}

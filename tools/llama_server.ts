@@ -1,0 +1,190 @@
+/**
+ * Builds llama.cpp's `llama-server` from the source that the npm package
+ * `node-llama-cpp` ships as a git bundle, and caches it outside the checkout.
+ *
+ * ```sh
+ * deno task engine:llama          # prints the path of the binary on its last line
+ * ```
+ *
+ * The build is idempotent: a finished build is reused at once; an interrupted one
+ * resumes (cmake builds incrementally). The cache lives in `$MYMODEL_CACHE`, else
+ * `$XDG_CACHE_HOME/mymodel-serve`, else `~/.cache/mymodel-serve`.
+ *
+ * @module
+ */
+
+/** The one place the llama.cpp source is pinned: node-llama-cpp 3.22.1 ships llama.cpp de3ff81. */
+export const NODE_LLAMA_CPP_VERSION = "3.22.1";
+
+/** Where this project caches what it builds or generates outside the checkout. */
+export function cacheDir(): string {
+  const explicit = Deno.env.get("MYMODEL_CACHE");
+  if (explicit) return explicit;
+  const xdg = Deno.env.get("XDG_CACHE_HOME");
+  const home = Deno.env.get("HOME");
+  if (xdg) return `${xdg}/mymodel-serve`;
+  if (home) return `${home}/.cache/mymodel-serve`;
+  throw new Error(
+    "Cannot find a cache directory: set MYMODEL_CACHE, XDG_CACHE_HOME or HOME",
+  );
+}
+
+function buildRoot(): string {
+  return `${cacheDir()}/llama.cpp-${NODE_LLAMA_CPP_VERSION}`;
+}
+
+/** Path of the cached `llama-server` binary (it may not exist yet). */
+export function llamaServerPath(): string {
+  return `${buildRoot()}/src/build/bin/llama-server`;
+}
+
+function exists(path: string): boolean {
+  try {
+    Deno.statSync(path);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** True when a finished build is in the cache. */
+export function isLlamaServerBuilt(): boolean {
+  return exists(`${buildRoot()}/BUILT`) && exists(llamaServerPath());
+}
+
+const TOOLS: Record<string, string> = {
+  npm: "install Node.js (Debian: apt-get install nodejs npm)",
+  tar: "apt-get install tar",
+  git: "apt-get install git",
+  cmake: "apt-get install cmake",
+  "g++": "apt-get install g++",
+  make: "apt-get install make",
+};
+
+function onPath(name: string): boolean {
+  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
+    if (dir && exists(`${dir}/${name}`)) return true;
+  }
+  return false;
+}
+
+async function run(
+  cmd: string,
+  args: string[],
+  cwd: string,
+  quiet = false,
+): Promise<void> {
+  const stdio = quiet ? "null" : "inherit";
+  const { code } = await new Deno.Command(cmd, {
+    args,
+    cwd,
+    stdin: "null",
+    stdout: stdio,
+    stderr: "inherit",
+  }).output();
+  if (code !== 0) {
+    throw new Error(
+      `Cannot build llama-server: '${cmd} ${
+        args.join(" ")
+      }' exited with ${code}`,
+    );
+  }
+}
+
+function say(line: string): void {
+  console.error(`[engine:llama] ${line}`);
+}
+
+/**
+ * Builds `llama-server` unless a finished build is cached; returns its path.
+ *
+ * @throws {Error} naming the missing tool when npm, tar, git, cmake, g++ or make is absent.
+ */
+export async function buildLlamaServer(): Promise<string> {
+  const bin = llamaServerPath();
+  if (isLlamaServerBuilt()) {
+    say(`using the cached build at ${bin}`);
+    return bin;
+  }
+  for (const [tool, how] of Object.entries(TOOLS)) {
+    if (!onPath(tool)) {
+      throw new Error(
+        `Cannot build llama-server: '${tool}' is not on PATH (${how})`,
+      );
+    }
+  }
+  const root = buildRoot();
+  const src = `${root}/src`;
+  await Deno.mkdir(root, { recursive: true });
+  if (!exists(`${src}/CMakeLists.txt`)) {
+    say(
+      `fetching node-llama-cpp@${NODE_LLAMA_CPP_VERSION} from npm (about 35 MB)`,
+    );
+    const tgz = `${root}/node-llama-cpp-${NODE_LLAMA_CPP_VERSION}.tgz`;
+    if (!exists(tgz)) {
+      await run(
+        "npm",
+        [
+          "pack",
+          "--silent",
+          `node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`,
+        ],
+        root,
+        true,
+      );
+    }
+    await run("tar", ["xzf", tgz, "package/llama/gitRelease.bundle"], root);
+    await Deno.remove(src, { recursive: true }).catch(() => {});
+    say("cloning the llama.cpp source out of the bundle");
+    await run("git", [
+      "clone",
+      "-q",
+      "package/llama/gitRelease.bundle",
+      "src",
+    ], root);
+    await Deno.remove(`${root}/package`, { recursive: true });
+    await Deno.remove(tgz);
+  }
+  say("configuring with cmake");
+  await run(
+    "cmake",
+    [
+      "-S",
+      ".",
+      "-B",
+      "build",
+      "-DCMAKE_BUILD_TYPE=Release",
+      "-DLLAMA_CURL=OFF",
+      "-DLLAMA_OPENSSL=OFF",
+      "-DGGML_NATIVE=ON",
+      "-DLLAMA_BUILD_TESTS=OFF",
+      "-DLLAMA_BUILD_EXAMPLES=OFF",
+    ],
+    src,
+    true,
+  );
+  const jobs = String(navigator.hardwareConcurrency || 2);
+  say(
+    `compiling llama-server with ${jobs} jobs (about 6 minutes on 2 cores the first time)`,
+  );
+  await run("cmake", [
+    "--build",
+    "build",
+    "--target",
+    "llama-server",
+    "-j",
+    jobs,
+  ], src);
+  await Deno.writeTextFile(`${root}/BUILT`, `${new Date().toISOString()}\n`);
+  say(`built ${bin}`);
+  return bin;
+}
+
+if (import.meta.main) {
+  try {
+    console.log(await buildLlamaServer());
+  } catch (error) {
+    console.error(error instanceof Error ? error.message : String(error));
+    Deno.exit(1);
+  }
+}
