@@ -23,20 +23,30 @@ function stderrSink(level: LogLevel, message: string): void {
 let sink: LogSink = stderrSink;
 let threshold: LogLevel = "info";
 
+/** Where log lines go and which level is kept. */
+export interface LogSettings {
+  level: LogLevel;
+  sink: LogSink;
+}
+
 /**
  * Replaces where log lines go and which level is kept.
+ *
+ * @param options The level and/or sink to use from now on.
+ * @returns The settings before the call, to restore later.
  *
  * @example Silence the launcher in an embedding program
  * ```ts
  * import { configureLogging } from "@mymodel/serve/common";
- * configureLogging({ level: "error" });
+ * const previous = configureLogging({ level: "error" });
+ * configureLogging(previous);
  * ```
  */
-export function configureLogging(
-  options: { level?: LogLevel; sink?: LogSink },
-): void {
+export function configureLogging(options: Partial<LogSettings>): LogSettings {
+  const previous = { level: threshold, sink };
   if (options.level) threshold = options.level;
   if (options.sink) sink = options.sink;
+  return previous;
 }
 
 function emit(level: LogLevel, message: string): void {

@@ -20,7 +20,12 @@
  * @module
  */
 
-export { configureLogging, type LogLevel, type LogSink } from "./_log.ts";
+export {
+  configureLogging,
+  type LogLevel,
+  type LogSettings,
+  type LogSink,
+} from "./_log.ts";
 
 /**
  * A setting that cannot be used: a bad environment variable, flag or file layout.

@@ -92,6 +92,9 @@ export interface SemioserveOptions {
   onListen?: (url: URL) => void;
 }
 
+/** Signals closer together than this are one signal delivered twice. */
+const DUPLICATE_SIGNAL_MS = 500;
+
 /** What start-up resolved, before anything runs. */
 interface Prepared {
   engines: ServerProcess[];
@@ -171,7 +174,6 @@ export class Semioserve implements AsyncDisposable {
   #url: URL | undefined;
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
-  #shuttingDown = false;
 
   /**
    * Creates the launcher, or returns the one that exists.
@@ -309,11 +311,16 @@ export class Semioserve implements AsyncDisposable {
     const { engines, stance, tls, handler } = this.#prepared as Prepared;
     const o = this.options;
     log.info(stance.describe());
+    let firstSignalAt = 0;
     const onSignal = () => {
-      if (this.#shuttingDown) {
+      // A second signal (an impatient Ctrl-C) skips the grace period. One that
+      // arrives at once is the same signal relayed twice (a wrapper such as
+      // `deno task` or `timeout` forwarding to the whole group): not a second ask.
+      if (firstSignalAt && Date.now() - firstSignalAt > DUPLICATE_SIGNAL_MS) {
         log.warn("second signal: SIGKILL to every engine");
         for (const engine of engines) engine.kill();
       }
+      firstSignalAt ||= Date.now();
       this.#requestShutdown();
     };
     const signals: Deno.Signal[] = o.handleSignals === false
@@ -352,7 +359,6 @@ export class Semioserve implements AsyncDisposable {
   }
 
   #requestShutdown(): void {
-    this.#shuttingDown = true;
     this.#shutdown.resolve();
   }
 

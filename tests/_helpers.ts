@@ -3,6 +3,8 @@
  * free ports, and the launcher CLI in a subprocess.
  */
 
+import { configureLogging, type LogLevel } from "../src/_log.ts";
+
 const MOD = new URL("../mod.ts", import.meta.url).pathname;
 const FAKE_ENGINE =
   new URL("./fixtures/fake_engine.ts", import.meta.url).pathname;
@@ -227,5 +229,23 @@ export function listDir(dir: string): string[] {
     return [...Deno.readDirSync(dir)].map((e) => e.name).sort();
   } catch {
     return [];
+  }
+}
+
+/** Runs `run` with log lines captured as `level: message`, then restores the logger. */
+export async function captureLog<T>(
+  run: () => T | Promise<T>,
+): Promise<{ result: T; lines: string[] }> {
+  const lines: string[] = [];
+  const previous = configureLogging({
+    level: "debug",
+    sink: function capture(level: LogLevel, message: string): void {
+      lines.push(`${level}: ${message}`);
+    },
+  });
+  try {
+    return { result: await run(), lines };
+  } finally {
+    configureLogging(previous);
   }
 }

@@ -297,6 +297,28 @@ Deno.test("an engine that ignores SIGTERM is SIGKILLed after the grace period, i
   }
 });
 
+Deno.test("a second signal during shutdown skips the grace period; a relayed duplicate does not", async () => {
+  await using s = await launch(["stubborn"]); // default grace: 10 s
+  await s.launcher.ready();
+  const rec = await readRecordSoon(s.records, s.port + 1);
+  const started = performance.now();
+  s.launcher.child.kill("SIGTERM");
+  s.launcher.child.kill("SIGTERM"); // the same signal twice at once, as a wrapper relays it
+  await new Promise((r) => setTimeout(r, 1_000));
+  assert.equal(s.launcher.status, undefined, "still in its grace period");
+  assert.doesNotMatch(s.launcher.stderr, /second signal/);
+  s.launcher.child.kill("SIGINT");
+  const status = await s.launcher.exited();
+  assert.equal(status.code, 0);
+  assert.ok(performance.now() - started < 5_000, "did not wait the 10 s grace");
+  assert.match(s.launcher.stderr, /second signal: SIGKILL/);
+  await waitFor(
+    () => !pidAlive(rec.pid) && !pidAlive(rec.childPid!),
+    "engine and child gone",
+    3_000,
+  );
+});
+
 Deno.test("children left by an engine that crashed are cleaned up at once", async () => {
   await using s = await launch(["orphaner"]);
   await s.launcher.ready();
