@@ -5,12 +5,7 @@
  * @module
  */
 import { type ServerProcess, urlHost } from "./_server_process.ts";
-
-/** A request handler as `Deno.serve` takes it. */
-export type Handler = (
-  req: Request,
-  info?: Deno.ServeHandlerInfo,
-) => Response | Promise<Response>;
+import type { Handler } from "./web.ts";
 
 /** What the management API reports on. */
 export interface ManagementState {

@@ -59,12 +59,20 @@ export function track(pgid: number): void {
     unloadHooked = true;
     // Last resort on Deno.exit() or a crash: nothing can be awaited there, so SIGKILL.
     globalThis.addEventListener("unload", killAllTracked);
+    // An uncaught error ends the process without "unload"; unless a listener
+    // before us handled it, the process is about to die.
+    globalThis.addEventListener("error", killUnlessHandled);
+    globalThis.addEventListener("unhandledrejection", killUnlessHandled);
   }
 }
 
 /** Stops tracking a group whose processes are all gone. */
 export function forget(pgid: number): void {
   live.delete(pgid);
+}
+
+function killUnlessHandled(event: Event): void {
+  if (!event.defaultPrevented) killAllTracked();
 }
 
 function killAllTracked(): void {

@@ -328,6 +328,44 @@ Deno.test("children left by an engine that crashed are cleaned up at once", asyn
   assert.equal(s.launcher.status, undefined, "the launcher keeps running");
 });
 
+for (const how of ["throw", "exit"]) {
+  Deno.test(`an embedding program that ends by ${how === "throw" ? "an uncaught error" : "Deno.exit"} takes its engines with it`, async () => {
+    const root = await makeRoot();
+    const bin = await fakeBin();
+    const records = await Deno.makeTempDir();
+    const port = freePorts(1);
+    const fixture =
+      new URL("./fixtures/crashing_embedder.ts", import.meta.url).pathname;
+    const { stdout } = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "--quiet",
+        fixture,
+        how,
+        root,
+        String(port),
+        CATALOGUE,
+      ],
+      env: { PATH: pathWith(bin), FAKE_ENGINE_RECORD_DIR: records },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "null",
+    }).output();
+    const pid = Number(/pid (\d+)/.exec(new TextDecoder().decode(stdout))?.[1]);
+    assert.ok(pid > 0);
+    const rec = await readRecordSoon(records, port);
+    await waitFor(
+      () => !pidAlive(pid) && !pidAlive(rec.childPid!),
+      "engine and its child gone",
+      3_000,
+    );
+    for (const dir of [root, bin, records]) {
+      await Deno.remove(dir, { recursive: true });
+    }
+  });
+}
+
 // ---- start-up errors: one line, the right exit code, nothing listening, no engine started
 
 async function failsToStart(
