@@ -93,12 +93,17 @@ function findExecutable(name: string): boolean {
   return false;
 }
 
-function timeout(ms: number): Promise<"timeout"> {
-  return new Promise((resolve) => {
-    const id = setTimeout(() => resolve("timeout"), ms);
-    // Keep the timer from holding the process open on its own.
-    Deno.unrefTimer(id);
+/** Resolves with `promise`'s outcome, or with false after `ms`; the timer never outlives it. */
+async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let id: ReturnType<typeof setTimeout> | undefined;
+  const timer = new Promise<false>((resolve) => {
+    id = setTimeout(() => resolve(false), ms);
   });
+  try {
+    return await Promise.race([promise.then(() => true), timer]);
+  } finally {
+    clearTimeout(id);
+  }
 }
 
 /**
@@ -243,7 +248,8 @@ export class ServerProcess implements AsyncDisposable {
     try {
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: { ...this.card.env },
+        env: engineEnv(this.card.env),
+        clearEnv: true,
         stdin: "null",
         stdout: "piped",
         stderr: "piped",
@@ -346,7 +352,7 @@ export class ServerProcess implements AsyncDisposable {
     // While this promise is pending, the exit handler sees `#stopping` set and stays quiet.
     const status = await this.#exited;
     forget(pgid);
-    await Promise.race([this.#drained, timeout(DRAIN_WAIT_MS)]);
+    await within(this.#drained ?? Promise.resolve(), DRAIN_WAIT_MS);
     if (status) {
       const trailer = `--- ${new Date().toISOString()} exit: ${
         describe(status)
@@ -360,7 +366,9 @@ export class ServerProcess implements AsyncDisposable {
   /** Waits until the leader has exited and the group is empty; false on timeout. */
   async #gone(pgid: number, ms: number): Promise<boolean> {
     const deadline = Date.now() + ms;
-    while (this.running || groupAlive(pgid)) {
+    // The leader's exit is an event; only the rest of the group needs polling.
+    if (this.running && !(await within(this.#exited!, ms))) return false;
+    while (groupAlive(pgid)) {
       if (Date.now() >= deadline) return false;
       await new Promise((resolve) => setTimeout(resolve, POLL_MS));
     }
@@ -390,6 +398,18 @@ async function pump(
   } finally {
     file.close();
   }
+}
+
+/** Secrets of the launcher itself that no engine needs to see. */
+const PRIVATE_ENV = ["IDP_SECRET", "IDP_ISSUER"];
+
+/** The launcher's environment minus its secrets, plus the card's `env`. */
+function engineEnv(
+  cardEnv: Readonly<Record<string, string>>,
+): Record<string, string> {
+  const env = Deno.env.toObject();
+  for (const name of PRIVATE_ENV) delete env[name];
+  return { ...env, ...cardEnv };
 }
 
 function describe(status: Deno.CommandStatus): string {

@@ -176,7 +176,11 @@ Deno.test("the environment applies when no flag is given", async () => {
 
 Deno.test("the engine inherits the environment plus the card's env, and its output goes to its log", async () => {
   await using s = await launch(["envy"], {
-    env: { FAKE_MARK: "inherited", LOCAL_ENGINE_API_KEY: "sekret-key-123" },
+    env: {
+      FAKE_MARK: "inherited",
+      LOCAL_ENGINE_API_KEY: "sekret-key-123",
+      IDP_SECRET: "the-launcher's-own-secret",
+    },
   });
   await s.launcher.ready();
   const record = await readRecordSoon(s.records, s.port + 1);
