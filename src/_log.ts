@@ -25,7 +25,9 @@ let threshold: LogLevel = "info";
 
 /** Where log lines go and which level is kept. */
 export interface LogSettings {
+  /** Lines below this level are dropped. */
   level: LogLevel;
+  /** Receives the lines kept. */
   sink: LogSink;
 }
 

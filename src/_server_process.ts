@@ -23,6 +23,8 @@ import { log } from "./_log.ts";
  */
 export class EngineError extends Error {
   /**
+   * Creates the error.
+   *
    * @param message One line saying what was wrong and what was expected.
    * @param options The underlying error, if any.
    */

@@ -39,6 +39,8 @@ export {
  */
 export class ConfigError extends Error {
   /**
+   * Creates the error.
+   *
    * @param message One line saying what was wrong and what was expected.
    * @param options The underlying error, if any.
    */
