@@ -9,6 +9,24 @@ const MOD = new URL("../mod.ts", import.meta.url).pathname;
 const FAKE_ENGINE =
   new URL("./fixtures/fake_engine.ts", import.meta.url).pathname;
 
+/** The stand-in engine's test catalogue (one card per behaviour). */
+export const STAND_IN_CATALOGUE =
+  new URL("./fixtures/stand_in.yaml", import.meta.url).pathname;
+
+/** Launcher flags for loopback, a port, a root directory and the stand-in catalogue. */
+export function siteArgs(port: number, root: string): string[] {
+  return [
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--directory",
+    root,
+    "--catalogue",
+    STAND_IN_CATALOGUE,
+  ];
+}
+
 /** A root directory with `models/ logs/ metrics/ data/`, removed on dispose. */
 export async function makeRoot(
   subdirs = ["models", "logs", "metrics", "data"],

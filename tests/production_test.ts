@@ -13,9 +13,9 @@ import {
   listening,
   makeRoot,
   pathWith,
+  siteArgs,
 } from "./_helpers.ts";
 
-const CATALOGUE = new URL("./fixtures/stand_in.yaml", import.meta.url).pathname;
 const SECRET =
   "a-production-secret-that-is-at-least-sixty-four-bytes-long-0123456789";
 const ISSUER = "https://idp.example";
@@ -55,25 +55,17 @@ async function site(ssl?: Record<string, string>): Promise<Site> {
     port,
     records,
     start(args = [], env = {}) {
-      const launcher = new Launcher([
-        "alpha",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--directory",
-        root,
-        "--catalogue",
-        CATALOGUE,
-        ...args,
-      ], {
-        PATH: pathWith(bin),
-        FAKE_ENGINE_RECORD_DIR: records,
-        NUCLEUS_MODE: "production",
-        IDP_SECRET: SECRET,
-        IDP_ISSUER: ISSUER,
-        ...env,
-      });
+      const launcher = new Launcher(
+        ["alpha", ...siteArgs(port, root), ...args],
+        {
+          PATH: pathWith(bin),
+          FAKE_ENGINE_RECORD_DIR: records,
+          NUCLEUS_MODE: "production",
+          IDP_SECRET: SECRET,
+          IDP_ISSUER: ISSUER,
+          ...env,
+        },
+      );
       launchers.push(launcher);
       return launcher;
     },

@@ -14,10 +14,12 @@ import {
   pathWith,
   pidAlive,
   readRecord,
+  siteArgs,
+  STAND_IN_CATALOGUE,
   waitFor,
 } from "./_helpers.ts";
 
-const CATALOGUE = new URL("./fixtures/stand_in.yaml", import.meta.url).pathname;
+const CATALOGUE = STAND_IN_CATALOGUE;
 
 interface Setup extends AsyncDisposable {
   root: string;
@@ -29,23 +31,20 @@ interface Setup extends AsyncDisposable {
 /** Starts the CLI for `models` on a free port block with stand-in engines. */
 async function launch(
   models: string[],
-  options: { args?: string[]; env?: Record<string, string>; root?: string } =
-    {},
+  options: {
+    args?: string[];
+    env?: Record<string, string>;
+    root?: string;
+    port?: number;
+  } = {},
 ): Promise<Setup> {
   const root = options.root ?? await makeRoot();
   const bin = await fakeBin();
   const records = await Deno.makeTempDir({ prefix: "serve-rec-" });
-  const port = freePorts(models.length);
+  const port = options.port ?? freePorts(models.length);
   const launcher = new Launcher([
     ...models,
-    "--host",
-    "127.0.0.1",
-    "--port",
-    String(port),
-    "--directory",
-    root,
-    "--catalogue",
-    CATALOGUE,
+    ...siteArgs(port, root),
     ...(options.args ?? []),
   ], {
     PATH: pathWith(bin),
@@ -425,31 +424,14 @@ Deno.test("a catalogue with a syntax error is refused naming the file and line",
 Deno.test("a port already in use is refused before any engine starts", async () => {
   const port = freePorts(2);
   using _busy = Deno.listen({ hostname: "127.0.0.1", port: port + 2 });
-  const root = await makeRoot();
-  const bin = await fakeBin();
-  const records = await Deno.makeTempDir();
-  await using launcher = new Launcher([
-    "alpha",
-    "beta",
-    "--host",
-    "127.0.0.1",
-    "--port",
-    String(port),
-    "--directory",
-    root,
-    "--catalogue",
-    CATALOGUE,
-  ], { PATH: pathWith(bin), FAKE_ENGINE_RECORD_DIR: records });
-  assert.equal((await launcher.exited()).code, 1);
+  await using s = await launch(["alpha", "beta"], { port });
+  assert.equal((await s.launcher.exited()).code, 1);
   assert.match(
-    launcher.stderr,
+    s.launcher.stderr,
     new RegExp(`port ${port + 2} .*beta.*already in use`),
   );
-  assert.deepEqual(listDir(records), []);
-  assert.ok(!(await listening(port)));
-  for (const dir of [root, bin, records]) {
-    await Deno.remove(dir, { recursive: true });
-  }
+  assert.deepEqual(listDir(s.records), []);
+  assert.ok(!(await listening(port)) && !(await listening(port + 1)));
 });
 
 Deno.test("a missing engine executable is refused naming the engine and how to install it", async () => {
