@@ -25,6 +25,7 @@ export interface ActiveModel {
 }
 
 const ALLOW = "GET, HEAD";
+const JSON_HEADERS = { "content-type": "application/json" };
 
 function json(
   body: unknown,
@@ -40,6 +41,21 @@ function engineUrl(engine: ServerProcess, req: Request): string {
   if (!wildcard) return engine.url;
   const host = new URL(req.url).hostname;
   return `http://${urlHost(host)}:${engine.port}/v1`;
+}
+
+/**
+ * The path of an absolute request URL, without query or fragment. Cheaper than
+ * `new URL()` on the hot path; request URLs from `Deno.serve` are normalized.
+ */
+function pathOf(url: string): string {
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return "/";
+  let end = url.length;
+  for (const mark of ["?", "#"]) {
+    const i = url.indexOf(mark, start);
+    if (i >= 0 && i < end) end = i;
+  }
+  return url.slice(start, end);
 }
 
 /**
@@ -71,21 +87,23 @@ export function createManagementHandler(state: ManagementState): Handler {
     return json({ active, catalogue });
   }
 
-  return async function managementHandler(req: Request): Promise<Response> {
-    const { pathname } = new URL(req.url);
-    if (pathname !== "/health" && pathname !== "/models") {
+  // Synchronous for /health: no promise per request on the hottest path.
+  return function managementHandler(
+    req: Request,
+  ): Response | Promise<Response> {
+    const path = pathOf(req.url);
+    if (path !== "/health" && path !== "/models") {
       return json({ error: "not found" }, 404);
     }
-    if (req.method !== "GET" && req.method !== "HEAD") {
+    const head = req.method === "HEAD";
+    if (req.method !== "GET" && !head) {
       return json({ error: "method not allowed" }, 405, { allow: ALLOW });
     }
-    const response = pathname === "/health"
-      ? new Response(health, {
-        headers: { "content-type": "application/json" },
-      })
-      : await models(req);
-    return req.method === "HEAD"
-      ? new Response(null, { headers: response.headers })
-      : response;
+    if (path === "/health") {
+      return new Response(head ? null : health, { headers: JSON_HEADERS });
+    }
+    return head
+      ? models(req).then((r) => new Response(null, { headers: r.headers }))
+      : models(req);
   };
 }

@@ -132,6 +132,33 @@ for (const method of ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"]) {
   });
 }
 
+Deno.test("a query string does not change the route", async () => {
+  const { serve, cleanup } = await prepared(["alpha"]);
+  try {
+    const health = await serve.handler()(get("/health?verbose=1#x"));
+    assert.deepEqual(await health.json(), { status: "ok", models: 1 });
+    const models = await serve.handler()(get("/models?x=/health"));
+    assert.ok((await models.json()).active.alpha);
+    const other = await serve.handler()(get("/nope?/health"));
+    assert.equal(other.status, 404);
+    await other.body?.cancel();
+  } finally {
+    await cleanup();
+  }
+});
+
+Deno.test("HEAD /models answers like GET without a body", async () => {
+  const { serve, cleanup } = await prepared(["alpha"]);
+  try {
+    const response = await serve.handler()(get("/models", "HEAD"));
+    assert.equal(response.status, 200);
+    assert.equal(response.headers.get("content-type"), "application/json");
+    assert.equal(await response.text(), "");
+  } finally {
+    await cleanup();
+  }
+});
+
 Deno.test("HEAD /health answers like GET without a body", async () => {
   const { serve, cleanup } = await prepared(["alpha"]);
   try {
