@@ -1,0 +1,32 @@
+/**
+ * The baseline for `deno task bench`: a bare `Deno.serve` answering every
+ * request with the same constant JSON as the launcher's `GET /health` with one
+ * engine. Usage: `deno run --allow-net bench/_bare_server.ts PORT`.
+ *
+ * It prints `listening on http://127.0.0.1:PORT` on stderr once it listens,
+ * like the launcher, so both are timed the same way.
+ *
+ * @module
+ */
+
+const BODY = JSON.stringify({ status: "ok", models: 1 });
+
+function handler(): Response {
+  return new Response(BODY, {
+    headers: { "content-type": "application/json" },
+  });
+}
+
+const port = Number(Deno.args[0] ?? "0");
+if (!Number.isInteger(port) || port < 0 || port > 65535) {
+  console.error(`Cannot use port '${Deno.args[0]}': expected 0..65535`);
+  Deno.exit(2);
+}
+
+Deno.serve({
+  hostname: "127.0.0.1",
+  port,
+  onListen(addr) {
+    console.error(`listening on http://127.0.0.1:${addr.port}`);
+  },
+}, handler);
