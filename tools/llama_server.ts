@@ -137,6 +137,8 @@ export async function buildLlamaServer(): Promise<string> {
     await Deno.remove(src, { recursive: true }).catch(() => {});
     say("cloning the llama.cpp source out of the bundle");
     await run("git", [
+      "-c",
+      "advice.detachedHead=false",
       "clone",
       "-q",
       "package/llama/gitRelease.bundle",
