@@ -69,7 +69,8 @@ function isFree(port: number): boolean {
 /** A port p such that p .. p+count are all free on 127.0.0.1. */
 export function freePorts(count: number): number {
   for (let attempt = 0; attempt < 200; attempt++) {
-    const base = 20000 + Math.floor(Math.random() * 30000);
+    // Below Linux's ephemeral range (32768+), where outgoing connections could take a port first.
+    const base = 10000 + Math.floor(Math.random() * (32000 - 10000 - count));
     let ok = true;
     for (let p = base; p <= base + count && ok; p++) ok = isFree(p);
     if (ok) return base;
