@@ -14,7 +14,7 @@
  *
  * @module
  */
-import { fakeBin, freePorts, pathWith } from "../tests/_helpers.ts";
+import { fakeBin, freePorts, pathWith, siteArgs } from "../tests/_helpers.ts";
 import { Child } from "./_process.ts";
 import {
   runWrk,
@@ -184,14 +184,7 @@ async function spawnLauncher(
       "--quiet",
       MOD,
       ...models,
-      "--host",
-      HOST,
-      "--port",
-      String(port),
-      "--directory",
-      root,
-      "--catalogue",
-      bench.catalogue,
+      ...siteArgs(port, root, bench.catalogue),
       "--dev_mode",
     ], { PATH: pathWith(bench.bin), NO_COLOR: "1" }),
   );

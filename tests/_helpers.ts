@@ -13,8 +13,15 @@ const FAKE_ENGINE =
 export const STAND_IN_CATALOGUE =
   new URL("./fixtures/stand_in.yaml", import.meta.url).pathname;
 
-/** Launcher flags for loopback, a port, a root directory and the stand-in catalogue. */
-export function siteArgs(port: number, root: string): string[] {
+/**
+ * Launcher flags for loopback, a port and a root directory, with a catalogue:
+ * the stand-in one by default, `null` for the one shipped with the package.
+ */
+export function siteArgs(
+  port: number,
+  root: string,
+  catalogue: string | null = STAND_IN_CATALOGUE,
+): string[] {
   return [
     "--host",
     "127.0.0.1",
@@ -22,8 +29,7 @@ export function siteArgs(port: number, root: string): string[] {
     String(port),
     "--directory",
     root,
-    "--catalogue",
-    STAND_IN_CATALOGUE,
+    ...(catalogue === null ? [] : ["--catalogue", catalogue]),
   ];
 }
 

@@ -20,6 +20,7 @@ import {
   makeRoot,
   pathWith,
   pidAlive,
+  siteArgs,
   waitFor,
 } from "./_helpers.ts";
 
@@ -69,16 +70,10 @@ async function launch(
   const port = freePorts(models.length);
   const launcher = new Launcher([
     ...models,
-    "--host",
-    HOST,
-    "--port",
-    String(port),
-    "--directory",
-    root,
+    ...siteArgs(port, root, options.catalogue ?? null),
     "--dev_mode",
     "--grace",
     "5",
-    ...(options.catalogue ? ["--catalogue", options.catalogue] : []),
   ], {
     PATH: pathWith(bin),
     // Keep the runner's own settings out: only the flags above count.
