@@ -37,7 +37,7 @@ function apiKeyArgs(apiKey: string): string[] {
   return apiKey ? ["--api-key", apiKey] : [];
 }
 
-function common(ctx: EngineContext, nameFlag: string): string[] {
+function standardFlags(ctx: EngineContext, nameFlag: string): string[] {
   return [
     "--host",
     ctx.host,
@@ -107,29 +107,35 @@ export const ENGINE_KINDS: Readonly<Record<string, EngineKind>> = {
   vllm: {
     executable: "vllm",
     install: "pip install vllm",
-    argv: (ctx) => ["serve", ctx.model, ...common(ctx, "--served-model-name")],
+    argv(ctx) {
+      return ["serve", ctx.model, ...standardFlags(ctx, "--served-model-name")];
+    },
   },
   "llama.cpp": {
     executable: "llama-server",
     install:
       "build llama.cpp (deno task engine:llama) or use a llama.cpp release",
-    argv: (ctx) => [
-      ctx.isLocal ? "-m" : "-hf",
-      ctx.model,
-      ...common(ctx, "--alias"),
-    ],
+    argv(ctx) {
+      return [
+        ctx.isLocal ? "-m" : "-hf",
+        ctx.model,
+        ...standardFlags(ctx, "--alias"),
+      ];
+    },
     localFile: singleGguf,
   },
   sglang: {
     executable: "python3",
     install: "pip install 'sglang[all]'",
-    argv: (ctx) => [
-      "-m",
-      "sglang.launch_server",
-      "--model-path",
-      ctx.model,
-      ...common(ctx, "--served-model-name"),
-    ],
+    argv(ctx) {
+      return [
+        "-m",
+        "sglang.launch_server",
+        "--model-path",
+        ctx.model,
+        ...standardFlags(ctx, "--served-model-name"),
+      ];
+    },
   },
   command: {
     executable: "",
