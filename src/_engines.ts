@@ -37,6 +37,7 @@ function apiKeyArgs(apiKey: string): string[] {
   return apiKey ? ["--api-key", apiKey] : [];
 }
 
+/** `--host`, `--port`, the served-name flag, `--api-key`, then the card's args. */
 function standardFlags(ctx: EngineContext, nameFlag: string): string[] {
   return [
     "--host",
