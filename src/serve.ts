@@ -377,14 +377,10 @@ export class Semioserve implements AsyncDisposable {
 /** HTTPS answers carry HSTS, 401s included (scanners flag its absence). */
 function withHsts(handler: Handler): Handler {
   return async function hsts(req, info) {
+    // Our handlers build their responses, so the headers are mutable: no copy.
     const response = await handler(req, info);
-    const headers = new Headers(response.headers);
-    headers.set("strict-transport-security", "max-age=31536000");
-    return new Response(response.body, {
-      status: response.status,
-      statusText: response.statusText,
-      headers,
-    });
+    response.headers.set("strict-transport-security", "max-age=31536000");
+    return response;
   };
 }
 
