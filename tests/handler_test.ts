@@ -20,7 +20,7 @@ const CATALOGUE = new URL("./fixtures/stand_in.yaml", import.meta.url).pathname;
 async function prepared(
   models: string[],
   host = "127.0.0.1",
-): Promise<{ serve: Semioserve; cleanup: () => Promise<void> }> {
+): Promise<{ serve: Semioserve } & AsyncDisposable> {
   await Semioserve.reset();
   const root = await makeRoot();
   const bin = await fakeBin();
@@ -39,7 +39,7 @@ async function prepared(
   await serve.prepare();
   return {
     serve,
-    async cleanup() {
+    async [Symbol.asyncDispose]() {
       await Semioserve.reset();
       Deno.env.set("PATH", path);
       await Deno.remove(root, { recursive: true });
@@ -53,122 +53,98 @@ function get(path: string, method = "GET", host = "127.0.0.1:5000"): Request {
 }
 
 Deno.test("GET /health counts configured engines without contacting them", async () => {
-  const { serve, cleanup } = await prepared(["alpha", "hung"]);
-  try {
-    const response = await serve.handler()(get("/health"));
-    assert.equal(response.status, 200);
-    assert.equal(response.headers.get("content-type"), "application/json");
-    assert.deepEqual(await response.json(), { status: "ok", models: 2 });
-  } finally {
-    await cleanup();
-  }
+  await using site = await prepared(["alpha", "hung"]);
+  const { serve } = site;
+  const response = await serve.handler()(get("/health"));
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-type"), "application/json");
+  assert.deepEqual(await response.json(), { status: "ok", models: 2 });
 });
 
 Deno.test("GET /models reports engines that never started as not healthy, without polling", async () => {
-  const { serve, cleanup } = await prepared(["beta", "hung"]);
-  try {
-    const started = performance.now();
-    const response = await serve.handler()(get("/models"));
-    assert.ok(performance.now() - started < 1_000, "no poll, no timeout");
-    assert.equal(response.headers.get("content-type"), "application/json");
-    const body = await response.json();
-    assert.deepEqual(Object.keys(body.active), ["beta", "hung"]);
-    assert.equal(body.active.beta.healthy, false);
-    assert.equal(body.active.beta.verb, "embed");
-    assert.deepEqual(body.catalogue, [...body.catalogue].sort());
-    assert.equal(body.catalogue.length, 13);
-  } finally {
-    await cleanup();
-  }
+  await using site = await prepared(["beta", "hung"]);
+  const { serve } = site;
+  const started = performance.now();
+  const response = await serve.handler()(get("/models"));
+  assert.ok(performance.now() - started < 1_000, "no poll, no timeout");
+  assert.equal(response.headers.get("content-type"), "application/json");
+  const body = await response.json();
+  assert.deepEqual(Object.keys(body.active), ["beta", "hung"]);
+  assert.equal(body.active.beta.healthy, false);
+  assert.equal(body.active.beta.verb, "embed");
+  assert.deepEqual(body.catalogue, [...body.catalogue].sort());
+  assert.equal(body.catalogue.length, 13);
 });
 
 Deno.test("engines bound to every interface are reported under the host the client used", async () => {
-  const { serve, cleanup } = await prepared(["alpha"], "0.0.0.0");
-  try {
-    const [engine] = serve.engines;
-    const response = await serve.handler()(
-      get("/models", "GET", "gpu-7.example:5000"),
-    );
-    const body = await response.json();
-    assert.equal(
-      body.active.alpha.url,
-      `http://gpu-7.example:${engine!.port}/v1`,
-    );
-  } finally {
-    await cleanup();
-  }
+  await using site = await prepared(["alpha"], "0.0.0.0");
+  const { serve } = site;
+  const [engine] = serve.engines;
+  const response = await serve.handler()(
+    get("/models", "GET", "gpu-7.example:5000"),
+  );
+  const body = await response.json();
+  assert.equal(
+    body.active.alpha.url,
+    `http://gpu-7.example:${engine!.port}/v1`,
+  );
 });
 
 for (
   const path of ["/", "/healthz", "/health/", "/models/alpha", "/v1/models"]
 ) {
   Deno.test(`any other path (${path}) is 404 with a JSON body`, async () => {
-    const { serve, cleanup } = await prepared(["alpha"]);
-    try {
-      const response = await serve.handler()(get(path));
-      assert.equal(response.status, 404);
-      assert.equal(response.headers.get("content-type"), "application/json");
-      assert.deepEqual(await response.json(), { error: "not found" });
-    } finally {
-      await cleanup();
-    }
+    await using site = await prepared(["alpha"]);
+    const { serve } = site;
+    const response = await serve.handler()(get(path));
+    assert.equal(response.status, 404);
+    assert.equal(response.headers.get("content-type"), "application/json");
+    assert.deepEqual(await response.json(), { error: "not found" });
   });
 }
 
 for (const method of ["POST", "PUT", "DELETE", "PATCH", "OPTIONS"]) {
   Deno.test(`${method} on /health and /models is 405 with an Allow header`, async () => {
-    const { serve, cleanup } = await prepared(["alpha"]);
-    try {
-      for (const path of ["/health", "/models"]) {
-        const response = await serve.handler()(get(path, method));
-        assert.equal(response.status, 405);
-        assert.equal(response.headers.get("allow"), "GET, HEAD");
-        assert.equal(response.headers.get("content-type"), "application/json");
-        await response.body?.cancel();
-      }
-    } finally {
-      await cleanup();
+    await using site = await prepared(["alpha"]);
+    const { serve } = site;
+    for (const path of ["/health", "/models"]) {
+      const response = await serve.handler()(get(path, method));
+      assert.equal(response.status, 405);
+      assert.equal(response.headers.get("allow"), "GET, HEAD");
+      assert.equal(response.headers.get("content-type"), "application/json");
+      await response.body?.cancel();
     }
   });
 }
 
 Deno.test("a query string does not change the route", async () => {
-  const { serve, cleanup } = await prepared(["alpha"]);
-  try {
-    const health = await serve.handler()(get("/health?verbose=1#x"));
-    assert.deepEqual(await health.json(), { status: "ok", models: 1 });
-    const models = await serve.handler()(get("/models?x=/health"));
-    assert.ok((await models.json()).active.alpha);
-    const other = await serve.handler()(get("/nope?/health"));
-    assert.equal(other.status, 404);
-    await other.body?.cancel();
-  } finally {
-    await cleanup();
-  }
+  await using site = await prepared(["alpha"]);
+  const { serve } = site;
+  const health = await serve.handler()(get("/health?verbose=1#x"));
+  assert.deepEqual(await health.json(), { status: "ok", models: 1 });
+  const models = await serve.handler()(get("/models?x=/health"));
+  assert.ok((await models.json()).active.alpha);
+  const other = await serve.handler()(get("/nope?/health"));
+  assert.equal(other.status, 404);
+  await other.body?.cancel();
 });
 
 Deno.test("HEAD /models answers like GET without a body", async () => {
-  const { serve, cleanup } = await prepared(["alpha"]);
-  try {
-    const response = await serve.handler()(get("/models", "HEAD"));
-    assert.equal(response.status, 200);
-    assert.equal(response.headers.get("content-type"), "application/json");
-    assert.equal(await response.text(), "");
-  } finally {
-    await cleanup();
-  }
+  await using site = await prepared(["alpha"]);
+  const { serve } = site;
+  const response = await serve.handler()(get("/models", "HEAD"));
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-type"), "application/json");
+  assert.equal(await response.text(), "");
 });
 
 Deno.test("HEAD /health answers like GET without a body", async () => {
-  const { serve, cleanup } = await prepared(["alpha"]);
-  try {
-    const response = await serve.handler()(get("/health", "HEAD"));
-    assert.equal(response.status, 200);
-    assert.equal(response.headers.get("content-type"), "application/json");
-    assert.equal(await response.text(), "");
-  } finally {
-    await cleanup();
-  }
+  await using site = await prepared(["alpha"]);
+  const { serve } = site;
+  const response = await serve.handler()(get("/health", "HEAD"));
+  assert.equal(response.status, 200);
+  assert.equal(response.headers.get("content-type"), "application/json");
+  assert.equal(await response.text(), "");
 });
 
 Deno.test("Semioserve is a singleton until reset", async () => {
@@ -229,20 +205,17 @@ Deno.test("embedded: run() serves until the AbortSignal fires, then stops every 
 });
 
 Deno.test("embedded: stop() and `await using` shut the launcher down", async () => {
-  const { serve, cleanup } = await prepared(["alpha"]);
-  try {
-    const running = serve.run();
-    await waitFor(() => serve.url !== undefined, "listening");
-    await waitFor(() => serve.engines[0]!.pid !== undefined, "engine started");
-    const pid = serve.engines[0]!.pid!;
-    {
-      await using _s = serve;
-    }
-    await running;
-    assert.ok(!pidAlive(pid));
-  } finally {
-    await cleanup();
+  await using site = await prepared(["alpha"]);
+  const { serve } = site;
+  const running = serve.run();
+  await waitFor(() => serve.url !== undefined, "listening");
+  await waitFor(() => serve.engines[0]!.pid !== undefined, "engine started");
+  const pid = serve.engines[0]!.pid!;
+  {
+    await using _s = serve;
   }
+  await running;
+  assert.ok(!pidAlive(pid));
 });
 
 Deno.test("embedded: start-up errors reject run() before anything starts", async () => {
