@@ -103,7 +103,45 @@ export interface ModelCard {
   readonly env: Readonly<Record<string, string>>;
   /** Free text for people. */
   readonly description?: string;
+  /**
+   * When the engine is started again after it ends; unset means the launcher's
+   * `--restart` default.
+   */
+  readonly restart?: RestartPolicy;
+  /**
+   * GPUs the engine needs: an integer n ≥ 1 is n whole devices, a value
+   * between 0 and 1 a share of one device, `0` no GPU. Unset means the need
+   * follows from the engine's own settings.
+   */
+  readonly gpus?: number;
 }
+
+/**
+ * When a stopped engine is started again: `on-failure` after a non-zero exit,
+ * a signal or a failed liveness check; `always` also after exit 0; `never`.
+ *
+ * @example
+ * ```ts
+ * import { RESTART_POLICIES } from "@mymodel/serve/catalogue";
+ * console.log(RESTART_POLICIES.join(" | ")); // on-failure | always | never
+ * ```
+ */
+export type RestartPolicy = "on-failure" | "always" | "never";
+
+/**
+ * Every {@linkcode RestartPolicy}, in the order the help text lists them.
+ *
+ * @example
+ * ```ts
+ * import { RESTART_POLICIES } from "@mymodel/serve/catalogue";
+ * console.assert(RESTART_POLICIES.includes("always"));
+ * ```
+ */
+export const RESTART_POLICIES: readonly RestartPolicy[] = [
+  "on-failure",
+  "always",
+  "never",
+];
 
 /**
  * Thrown when a model name is not in the catalogue. The message suggests close
@@ -452,6 +490,8 @@ const CARD_FIELDS = [
   "args",
   "env",
   "description",
+  "restart",
+  "gpus",
 ] as const;
 type CardField = typeof CARD_FIELDS[number];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -839,7 +879,30 @@ function readCard(
   if (descriptionField !== undefined) {
     card.description = text(ctx, descriptionField, "a text", true);
   }
+  const restartField = get("restart");
+  if (restartField !== undefined) {
+    card.restart = oneOf(ctx, restartField, RESTART_POLICIES);
+  }
+  const gpusField = get("gpus");
+  if (gpusField !== undefined) card.gpus = readGpus(ctx, gpusField);
   return Object.freeze(card);
+}
+
+/** A whole number of devices (0 for none), or a share of one device (0 < x < 1). */
+function readGpus(ctx: Context, field: FieldValue): number {
+  const value = scalarValue(field.value);
+  const ok = typeof value === "number" && Number.isFinite(value) &&
+    (Number.isInteger(value) ? value >= 0 : value > 0 && value < 1);
+  if (!ok) {
+    fail(
+      ctx,
+      field.where,
+      `expected 0 (no GPU), a whole number of GPUs (1, 2, ...) or a share of one GPU between 0 and 1 (such as 0.3), got ${
+        describe(field.value)
+      }`,
+    );
+  }
+  return value as number;
 }
 
 /** A non-empty string (or any string when `allowEmpty`). */
