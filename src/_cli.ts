@@ -6,6 +6,7 @@
  */
 import { parseArgs } from "node:util";
 import { parsePort } from "./common.ts";
+import { RESTART_POLICIES, type RestartPolicy } from "./catalogue.ts";
 
 /** A command line that cannot be used. */
 export class UsageError extends Error {
@@ -25,6 +26,12 @@ export interface CliOptions {
   directory?: string;
   catalogue?: string;
   graceMs?: number;
+  restart?: RestartPolicy;
+  restartMaxDelayMs?: number;
+  healthIntervalMs?: number;
+  livenessFailures?: number;
+  logMaxBytes?: number;
+  logKeep?: number;
   help: boolean;
 }
 
@@ -45,6 +52,19 @@ Options:
   --directory D        root holding models/ logs/ metrics/ data/ (env MY_LOCAL)
   --catalogue FILE     catalogue YAML (default: the catalogue shipped with the package)
   --grace SECONDS      time engines get between SIGTERM and SIGKILL at shutdown (default 10)
+
+Supervision:
+  --restart POLICY     on-failure | always | never: when an engine that ended is started
+                       again; a card's restart: field wins (default on-failure)
+  --restart-max-delay SECONDS
+                       cap of the restart delay, 1 s doubling per restart (default 300)
+  --health-interval SECONDS
+                       background /health poll of every engine (default 10)
+  --liveness-failures N
+                       failed polls in a row, after a first 200, that restart an engine;
+                       0 turns this off (default 6)
+  --log-max-bytes N    rotate logs/<name>.log past this size (default 104857600)
+  --log-keep N         rotated files kept as <name>.log.1 ... <name>.log.N (default 5)
   -h, --help           print this help and exit
 `;
 
@@ -80,6 +100,30 @@ function normalizeDevMode(args: readonly string[]): string[] {
   return out;
 }
 
+/** A number of seconds, at least `min`, as milliseconds. */
+function seconds(flag: string, text: string, min: number): number {
+  const value = Number(text);
+  if (text.trim() === "" || !Number.isFinite(value) || value < min) {
+    throw new UsageError(
+      `Cannot use --${flag}=${text}: expected a number of seconds, ${min} or more`,
+    );
+  }
+  return Math.round(value * 1000);
+}
+
+/** A whole number, at least `min`. */
+function count(flag: string, text: string, min: number): number {
+  const value = Number(text);
+  if (
+    !/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < min
+  ) {
+    throw new UsageError(
+      `Cannot use --${flag}=${text}: expected a whole number, ${min} or more`,
+    );
+  }
+  return value;
+}
+
 /**
  * Parses the launcher's command line.
  *
@@ -102,6 +146,12 @@ export function parseCli(args: readonly string[]): CliOptions {
         directory: { type: "string" },
         catalogue: { type: "string" },
         grace: { type: "string" },
+        restart: { type: "string" },
+        "restart-max-delay": { type: "string" },
+        "health-interval": { type: "string" },
+        "liveness-failures": { type: "string" },
+        "log-max-bytes": { type: "string" },
+        "log-keep": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -143,16 +193,36 @@ export function parseCli(args: readonly string[]): CliOptions {
     }
   }
   if (values.grace !== undefined) {
-    const seconds = Number(values.grace);
-    if (
-      values.grace.trim() === "" || !Number.isFinite(seconds) || seconds < 0
-    ) {
+    options.graceMs = seconds("grace", values.grace, 0);
+  }
+  if (values.restart !== undefined) {
+    if (!(RESTART_POLICIES as readonly string[]).includes(values.restart)) {
       throw new UsageError(
-        `Cannot use --grace=${values.grace}: expected a number of seconds, 0 or more`,
+        `Cannot use --restart=${values.restart}: expected one of ${
+          RESTART_POLICIES.join(", ")
+        }`,
       );
     }
-    options.graceMs = Math.round(seconds * 1000);
+    options.restart = values.restart as RestartPolicy;
   }
+  const delay = values["restart-max-delay"];
+  if (delay !== undefined) {
+    options.restartMaxDelayMs = seconds("restart-max-delay", delay, 1);
+  }
+  const interval = values["health-interval"];
+  if (interval !== undefined) {
+    options.healthIntervalMs = seconds("health-interval", interval, 0.1);
+  }
+  const failures = values["liveness-failures"];
+  if (failures !== undefined) {
+    options.livenessFailures = count("liveness-failures", failures, 0);
+  }
+  const maxBytes = values["log-max-bytes"];
+  if (maxBytes !== undefined) {
+    options.logMaxBytes = count("log-max-bytes", maxBytes, 1);
+  }
+  const keep = values["log-keep"];
+  if (keep !== undefined) options.logKeep = count("log-keep", keep, 0);
   if (values.dev_mode && values["no-dev_mode"]) {
     throw new UsageError(
       "Cannot use both --dev_mode and --no-dev_mode: expected one",

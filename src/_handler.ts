@@ -4,21 +4,36 @@
  *
  * @module
  */
-import { type ServerProcess, urlHost } from "./_server_process.ts";
+import { urlHost } from "./_server_process.ts";
+import type { EngineDetail } from "./_supervisor.ts";
+import type { ModelCard } from "./catalogue.ts";
 import type { Handler } from "./web.ts";
+
+/** What the API needs of one engine (an `EngineSupervisor` is one). */
+export interface ReportedEngine {
+  readonly name: string;
+  readonly card: ModelCard;
+  readonly host: string;
+  readonly port: number;
+  readonly url: string;
+  /** Polls the engine now; true only for a 200 answer. */
+  healthy(timeoutMs: number): Promise<boolean>;
+  /** Supervision facts for `?detail=1`. */
+  detail(): EngineDetail;
+}
 
 /** What the management API reports on. */
 export interface ManagementState {
   /** The configured engines, in request order. */
-  engines: readonly ServerProcess[];
+  engines: readonly ReportedEngine[];
   /** Every catalogue name. */
   catalogue: readonly string[];
   /** How long one engine's health poll may take, in milliseconds. */
   pollTimeoutMs: number;
 }
 
-/** One engine's entry in `GET /models`. */
-export interface ActiveModel {
+/** One engine's entry in `GET /models` (with `?detail=1`, its supervision facts too). */
+export interface ActiveModel extends Partial<EngineDetail> {
   verb: string;
   url: string;
   healthy: boolean;
@@ -36,7 +51,7 @@ function json(
 }
 
 /** Engines bound to every interface are reported under the name the client used. */
-function engineUrl(engine: ServerProcess, req: Request): string {
+function engineUrl(engine: ReportedEngine, req: Request): string {
   const wildcard = ["0.0.0.0", "::", "[::]", ""].includes(engine.host);
   if (!wildcard) return engine.url;
   const host = new URL(req.url).hostname;
@@ -58,6 +73,15 @@ function pathOf(url: string): string {
   return url.slice(start, end);
 }
 
+/** True for `?detail=1` (or `true`); the plain answer keeps the specification's shape. */
+function wantsDetail(url: string): boolean {
+  const query = url.indexOf("?");
+  if (query < 0) return false;
+  const value = new URLSearchParams(url.slice(query + 1).split("#")[0])
+    .get("detail");
+  return value === "1" || value === "true";
+}
+
 /**
  * Builds the management API handler: `GET /health` and `GET /models`.
  *
@@ -76,13 +100,15 @@ export function createManagementHandler(state: ManagementState): Handler {
     const healthy = await Promise.all(
       state.engines.map((engine) => engine.healthy(state.pollTimeoutMs)),
     );
+    const detail = wantsDetail(req.url);
     const active: Record<string, ActiveModel> = {};
     state.engines.forEach((engine, i) => {
-      active[engine.name] = {
+      const entry: ActiveModel = {
         verb: engine.card.verb,
         url: engineUrl(engine, req),
         healthy: healthy[i] === true,
       };
+      active[engine.name] = detail ? { ...entry, ...engine.detail() } : entry;
     });
     return json({ active, catalogue });
   }

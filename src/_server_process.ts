@@ -9,6 +9,7 @@ import { LOCAL_ENGINE_API_KEY } from "./common.ts";
 import { ENGINE_KINDS, type EngineKind } from "./_engines.ts";
 import { forget, groupAlive, signalGroup, track } from "./_process_group.ts";
 import { log } from "./_log.ts";
+import { EngineLog } from "./_log_sink.ts";
 
 /**
  * An engine that cannot be prepared or started: a missing executable, missing
@@ -47,6 +48,36 @@ export interface ServerProcessOptions {
    * @default {LOCAL_ENGINE_API_KEY}
    */
   apiKey?: string;
+  /**
+   * Environment set over the card's `env` (the launcher's GPU placement uses
+   * it for `CUDA_VISIBLE_DEVICES`).
+   */
+  env?: Readonly<Record<string, string>>;
+  /**
+   * Where output goes. A supervisor passes one log shared by successive runs;
+   * by default each run opens `<directory>/logs/<name>.log` with the default
+   * rotation.
+   */
+  log?: EngineLog;
+  /**
+   * Log a warning and an exit line when the engine exits on its own. A
+   * supervisor turns this off and writes its own line, restart plan included.
+   * @default {true}
+   */
+  announceExit?: boolean;
+}
+
+/** The outcome of one health poll. */
+export interface HealthCheck {
+  /** True only for a 200 answer within the timeout. */
+  ok: boolean;
+  /**
+   * Set when the poll failed for a reason of this process, not of the engine
+   * (no socket could be opened: too many open files, no buffer space).
+   */
+  local?: string;
+  /** How long the poll took, in milliseconds. */
+  ms: number;
 }
 
 /** How long a group may take to go away after SIGKILL, and how long logs may drain. */
@@ -55,6 +86,9 @@ const DRAIN_WAIT_MS = 1_000;
 const POLL_MS = 50;
 /** Grace given to what an engine that exited on its own left in its group. */
 const ORPHAN_GRACE_MS = 5_000;
+/** Errors that say this process could not open a socket: not the engine's fault. */
+const LOCAL_FAILURE =
+  /too many open files|os error 24\b|no buffer space|os error 105\b|cannot allocate memory|os error 12\b/i;
 
 function isWildcard(host: string): boolean {
   return host === "0.0.0.0" || host === "::" || host === "[::]" || host === "";
@@ -146,12 +180,18 @@ export class ServerProcess implements AsyncDisposable {
   /** The log file for the engine's stdout and stderr. */
   readonly logFile: string;
   #apiKey: string;
+  #env: Readonly<Record<string, string>>;
+  #log: EngineLog;
+  #ownLog: boolean;
+  #announceExit: boolean;
+  #startedAt: number | undefined;
+  #ended: Promise<Deno.CommandStatus> | undefined;
   #child: Deno.ChildProcess | undefined;
   #status: Deno.CommandStatus | undefined;
   #exited: Promise<Deno.CommandStatus> | undefined;
   #drained: Promise<unknown> | undefined;
   #stopping: Promise<void> | undefined;
-  #poll: Promise<boolean> | undefined;
+  #poll: Promise<HealthCheck> | undefined;
 
   /**
    * Resolves the command line for a card.
@@ -188,7 +228,12 @@ export class ServerProcess implements AsyncDisposable {
       apiKey: this.#apiKey,
       card,
     });
-    this.logFile = `${options.directory}/logs/${card.name}.log`;
+    this.logFile = options.log?.path ??
+      `${options.directory}/logs/${card.name}.log`;
+    this.#env = options.env ?? {};
+    this.#ownLog = options.log === undefined;
+    this.#log = options.log ?? new EngineLog(this.logFile);
+    this.#announceExit = options.announceExit ?? true;
   }
 
   /** The catalogue name. */
@@ -216,6 +261,20 @@ export class ServerProcess implements AsyncDisposable {
     return this.#status;
   }
 
+  /** When the engine was spawned (milliseconds since the epoch), once it was. */
+  get startedAt(): number | undefined {
+    return this.#startedAt;
+  }
+
+  /**
+   * Resolves once the engine has exited and whatever it left in its group is
+   * gone, with how it exited. Rejects if the engine was never started.
+   */
+  get ended(): Promise<Deno.CommandStatus> {
+    return this.#ended ??
+      Promise.reject(new EngineError(`${this.name} was never started`));
+  }
+
   /** The command line as logged: the API key masked. */
   get commandLine(): string {
     const line = [this.executable, ...this.args].join(" ");
@@ -232,25 +291,10 @@ export class ServerProcess implements AsyncDisposable {
     if (this.#child) {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
-    const header = `--- ${
-      new Date().toISOString()
-    } start: ${this.commandLine}\n`;
-    let out: Deno.FsFile;
-    let err: Deno.FsFile;
-    try {
-      Deno.writeTextFileSync(this.logFile, header, { append: true });
-      out = Deno.openSync(this.logFile, { append: true });
-      err = Deno.openSync(this.logFile, { append: true });
-    } catch (cause) {
-      throw new EngineError(
-        `Cannot start ${this.name}: cannot write ${this.logFile}`,
-        { cause },
-      );
-    }
     try {
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: engineEnv(this.card.env),
+        env: engineEnv({ ...this.card.env, ...this.#env }),
         clearEnv: true,
         stdin: "null",
         stdout: "piped",
@@ -258,8 +302,9 @@ export class ServerProcess implements AsyncDisposable {
         detached: true,
       }).spawn();
     } catch (cause) {
-      out.close();
-      err.close();
+      this.#log.line(
+        `--- ${new Date().toISOString()} cannot start: ${this.commandLine}`,
+      );
       throw new EngineError(
         `Cannot start ${this.name}: ${this.executable}: ${
           cause instanceof Error ? cause.message : cause
@@ -268,22 +313,34 @@ export class ServerProcess implements AsyncDisposable {
       );
     }
     const child = this.#child;
+    this.#startedAt = Date.now();
     track(child.pid);
+    this.#log.line(
+      `--- ${
+        new Date().toISOString()
+      } start: ${this.commandLine} (pid ${child.pid})`,
+    );
     this.#drained = Promise.allSettled([
-      pump(child.stdout, out),
-      pump(child.stderr, err),
+      pump(child.stdout, this.#log),
+      pump(child.stderr, this.#log),
     ]);
     this.#exited = child.status.then((status) => {
       this.#status = status;
       if (!this.#stopping) {
-        log.warn(
-          `engine ${this.name} (pid ${child.pid}) exited on its own with ${
-            describe(status)
-          }; see ${this.logFile}`,
-        );
+        if (this.#announceExit) {
+          log.warn(
+            `engine ${this.name} (pid ${child.pid}) exited on its own with ${
+              describe(status)
+            }; see ${this.logFile}`,
+          );
+        }
         // Its children may live on (vLLM's EngineCore does): clear the group.
         this.#stopping = this.#terminate(child.pid, ORPHAN_GRACE_MS);
       }
+      return status;
+    });
+    this.#ended = this.#exited.then(async (status) => {
+      await this.#stopping;
       return status;
     });
     log.info(
@@ -299,15 +356,28 @@ export class ServerProcess implements AsyncDisposable {
    * @param timeoutMs How long to wait for an answer.
    * @returns Whether the engine is healthy now.
    */
-  healthy(timeoutMs = 2_000): Promise<boolean> {
-    if (!this.running) return Promise.resolve(false);
+  async healthy(timeoutMs = 2_000): Promise<boolean> {
+    if (!this.running) return false;
+    return (await this.check(timeoutMs)).ok;
+  }
+
+  /**
+   * Polls the engine's `GET /health` once and says how it went, telling a
+   * failure of this process (no socket to be had) from one of the engine.
+   * Concurrent callers share one poll.
+   *
+   * @param timeoutMs How long to wait for an answer.
+   * @returns The outcome.
+   */
+  check(timeoutMs = 2_000): Promise<HealthCheck> {
+    if (!this.running) return Promise.resolve({ ok: false, ms: 0 });
     this.#poll ??= this.#probe(timeoutMs).finally(() => {
       this.#poll = undefined;
     });
     return this.#poll;
   }
 
-  async #probe(timeoutMs: number): Promise<boolean> {
+  async #probe(timeoutMs: number): Promise<HealthCheck> {
     const host = isWildcard(this.host)
       ? (this.host.includes(":") ? "[::1]" : "127.0.0.1")
       : urlHost(this.host);
@@ -315,14 +385,19 @@ export class ServerProcess implements AsyncDisposable {
     // timeout after the poll ends, and under load thousands pile up (RSS grew 2x).
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
+    const began = performance.now();
     try {
       const response = await fetch(`http://${host}:${this.port}/health`, {
         signal: abort.signal,
       });
       await response.body?.cancel();
-      return response.status === 200 && this.running;
-    } catch {
-      return false; // refused, reset, timed out: not healthy yet
+      const ok = response.status === 200 && this.running;
+      return { ok, ms: performance.now() - began };
+    } catch (error) {
+      // Refused, reset, timed out: not healthy (yet). Unless we could not even open a socket.
+      const local = localFailure(error);
+      const ms = performance.now() - began;
+      return local ? { ok: false, local, ms } : { ok: false, ms };
     } finally {
       clearTimeout(timer);
     }
@@ -361,14 +436,17 @@ export class ServerProcess implements AsyncDisposable {
     const status = await this.#exited;
     forget(pgid);
     await within(this.#drained ?? Promise.resolve(), DRAIN_WAIT_MS);
-    if (status) {
-      const trailer = `--- ${new Date().toISOString()} exit: ${
-        describe(status)
-      }\n`;
-      await Deno.writeTextFile(this.logFile, trailer, { append: true }).catch(
-        () => {},
+    if (status && this.#announceExit) {
+      const ran = ((Date.now() - (this.#startedAt ?? Date.now())) / 1000)
+        .toFixed(1);
+      this.#log.line(
+        `--- ${new Date().toISOString()} exit: ${
+          describe(status)
+        } after ${ran} s`,
       );
     }
+    if (this.#ownLog) await this.#log.close();
+    else await this.#log.flush();
   }
 
   /** Waits until the leader has exited and the group is empty; false on timeout. */
@@ -390,22 +468,23 @@ export class ServerProcess implements AsyncDisposable {
 }
 
 /**
- * Copies an engine's output into its log as it arrives. (`pipeTo(file.writable)`
- * held everything back until the engine exited, which hides a live engine's log.)
+ * Hands an engine's output to its log as it arrives. The log never makes the
+ * pump wait, so the engine never blocks on a full pipe.
  */
 async function pump(
   stream: ReadableStream<Uint8Array>,
-  file: Deno.FsFile,
+  sink: EngineLog,
 ): Promise<void> {
-  try {
-    for await (const chunk of stream) {
-      for (let done = 0; done < chunk.length;) {
-        done += await file.write(chunk.subarray(done));
-      }
-    }
-  } finally {
-    file.close();
+  for await (const chunk of stream) sink.write(chunk);
+}
+
+/** The local cause of a failed poll, if the failure was ours rather than the engine's. */
+function localFailure(error: unknown): string | undefined {
+  for (let e = error; e instanceof Error; e = e.cause) {
+    const match = LOCAL_FAILURE.exec(e.message);
+    if (match) return e.message.split("\n")[0];
   }
+  return undefined;
 }
 
 /** Secrets of the launcher itself that no engine needs to see. */

@@ -19,7 +19,7 @@
  * @module
  */
 import { AssertionError } from "node:assert";
-import { type ModelCard, Registry } from "./catalogue.ts";
+import { type ModelCard, Registry, type RestartPolicy } from "./catalogue.ts";
 import {
   checkDirectory,
   ConfigError,
@@ -30,7 +30,12 @@ import {
 } from "./common.ts";
 import { type Handler, SSLConfig } from "./web.ts";
 import { createManagementHandler } from "./_handler.ts";
-import { ServerProcess, urlHost } from "./_server_process.ts";
+import { type ServerProcess, urlHost } from "./_server_process.ts";
+import { EngineSupervisor } from "./_supervisor.ts";
+import { EngineRecords } from "./_records.ts";
+import { Watchdog } from "./_watchdog.ts";
+import { HealthLoop } from "./_health_loop.ts";
+import { EngineLog } from "./_log_sink.ts";
 import { OpsStance } from "./_ops_stance.ts";
 import { parseCli, USAGE, UsageError } from "./_cli.ts";
 import { log } from "./_log.ts";
@@ -41,6 +46,13 @@ export {
   type ServerProcessOptions,
 } from "./_server_process.ts";
 export { type Mode, OpsStance, type OpsStanceOptions } from "./_ops_stance.ts";
+export {
+  type EngineDetail,
+  type EngineState,
+  EngineSupervisor,
+  type LastExit,
+  type SupervisorOptions,
+} from "./_supervisor.ts";
 
 /** How a {@linkcode Semioserve} is configured; unset fields fall back to the environment. */
 export interface SemioserveOptions {
@@ -77,10 +89,49 @@ export interface SemioserveOptions {
    */
   graceMs?: number;
   /**
-   * Milliseconds one engine health poll may take in `GET /models`.
+   * Milliseconds one engine health poll may take (in `GET /models` and in the
+   * background).
    * @default {2000}
    */
   pollTimeoutMs?: number;
+  /**
+   * When an engine that ended is started again, for cards that set no
+   * `restart` of their own.
+   * @default {"on-failure"}
+   */
+  restart?: RestartPolicy;
+  /**
+   * Cap of the restart delay (1 s, doubling per restart), in milliseconds.
+   * @default {300000}
+   */
+  restartMaxDelayMs?: number;
+  /**
+   * A run that stays up this long after its first 200 resets the restart
+   * delay to 1 s, in milliseconds (tests shorten it).
+   * @default {600000}
+   */
+  stableAfterMs?: number;
+  /**
+   * Milliseconds between background health polls of every engine.
+   * @default {10000}
+   */
+  healthIntervalMs?: number;
+  /**
+   * Failed background polls in a row, after a first 200, that restart an
+   * engine; 0 turns liveness restarts off.
+   * @default {6}
+   */
+  livenessFailures?: number;
+  /**
+   * Rotate `logs/<name>.log` past this many bytes.
+   * @default {104857600}
+   */
+  logMaxBytes?: number;
+  /**
+   * Rotated log files kept.
+   * @default {5}
+   */
+  logKeep?: number;
   /** Aborting it shuts the launcher down, like SIGTERM. */
   signal?: AbortSignal;
   /**
@@ -97,7 +148,8 @@ const DUPLICATE_SIGNAL_MS = 500;
 
 /** What start-up resolved, before anything runs. */
 interface Prepared {
-  engines: ServerProcess[];
+  supervisors: EngineSupervisor[];
+  records: EngineRecords;
   handler: Handler;
   stance: OpsStance;
   tls: SSLConfig | undefined;
@@ -124,6 +176,16 @@ function checkRoot(directory: string): void {
         missing.join(", ")
       } (create with: mkdir -p ${paths.join(" ")})`,
     });
+  }
+}
+
+/** True when nothing listens on the port (a restart checks before it starts). */
+function isPortFree(hostname: string, port: number): boolean {
+  try {
+    Deno.listen({ hostname, port }).close();
+    return true;
+  } catch {
+    return false;
   }
 }
 
@@ -208,9 +270,20 @@ export class Semioserve implements AsyncDisposable {
     return this.#url;
   }
 
-  /** The engines, in request order (empty before {@linkcode Semioserve.prepare}). */
+  /**
+   * Each model's current engine run, in request order (empty before
+   * {@linkcode Semioserve.prepare}). A restart replaces a model's run.
+   */
   get engines(): readonly ServerProcess[] {
-    return this.#prepared?.engines ?? [];
+    return this.supervisors.map((s) => s.process);
+  }
+
+  /**
+   * Each model's supervisor, in request order: state, restarts, last exit
+   * (the facts `GET /models?detail=1` reports).
+   */
+  get supervisors(): readonly EngineSupervisor[] {
+    return this.#prepared?.supervisors ?? [];
   }
 
   /**
@@ -250,11 +323,30 @@ export class Semioserve implements AsyncDisposable {
       }
       cards.push(card);
     }
-    const engines = cards.map((card, i) =>
-      new ServerProcess(card, {
+    const graceMs = o.graceMs ?? 10_000;
+    const records = new EngineRecords(directory);
+    const supervisors = cards.map((card, i) =>
+      new EngineSupervisor(card, {
         host: this.host,
         port: this.port + i + 1,
         directory,
+        log: new EngineLog(`${directory}/logs/${card.name}.log`, {
+          ...(o.logMaxBytes !== undefined ? { maxBytes: o.logMaxBytes } : {}),
+          ...(o.logKeep !== undefined ? { keep: o.logKeep } : {}),
+        }),
+        graceMs,
+        records,
+        portFree: isPortFree,
+        ...(o.restart !== undefined ? { restart: o.restart } : {}),
+        ...(o.restartMaxDelayMs !== undefined
+          ? { restartMaxDelayMs: o.restartMaxDelayMs }
+          : {}),
+        ...(o.stableAfterMs !== undefined
+          ? { stableAfterMs: o.stableAfterMs }
+          : {}),
+        ...(o.livenessFailures !== undefined
+          ? { livenessFailures: o.livenessFailures }
+          : {}),
       })
     );
     const stance = OpsStance.resolve(
@@ -263,19 +355,22 @@ export class Semioserve implements AsyncDisposable {
     const tls = await SSLConfig.fromDirectory(directory, {
       devMode: stance.devMode,
     });
+    // What a launcher killed outright left behind goes first, so its ports are free again.
+    await records.reap(cards.map((card) => card.name), graceMs);
     checkPortFree(this.host, this.port, "the management API");
-    for (const engine of engines) {
-      checkPortFree(this.host, engine.port, `engine ${engine.name}`);
+    for (const s of supervisors) {
+      checkPortFree(this.host, s.port, `engine ${s.name}`);
     }
     const app = stance.auth.wrap(
       createManagementHandler({
-        engines,
+        engines: supervisors,
         catalogue: registry.names(),
         pollTimeoutMs: o.pollTimeoutMs ?? 2_000,
       }),
     );
     this.#prepared = {
-      engines,
+      supervisors,
+      records,
       stance,
       tls,
       handler: tls ? withHsts(app) : app,
@@ -308,8 +403,9 @@ export class Semioserve implements AsyncDisposable {
 
   async #run(): Promise<void> {
     await this.prepare();
-    const { engines, stance, tls, handler } = this.#prepared as Prepared;
+    const { supervisors, stance, tls, handler } = this.#prepared as Prepared;
     const o = this.options;
+    const graceMs = o.graceMs ?? 10_000;
     log.info(stance.describe());
     let firstSignalAt = 0;
     const onSignal = () => {
@@ -318,7 +414,7 @@ export class Semioserve implements AsyncDisposable {
       // `deno task` or `timeout` forwarding to the whole group): not a second ask.
       if (firstSignalAt && Date.now() - firstSignalAt > DUPLICATE_SIGNAL_MS) {
         log.warn("second signal: SIGKILL to every engine");
-        for (const engine of engines) engine.kill();
+        for (const s of supervisors) s.kill();
       }
       firstSignalAt ||= Date.now();
       this.#requestShutdown();
@@ -330,8 +426,14 @@ export class Semioserve implements AsyncDisposable {
     const onAbort = () => this.#requestShutdown();
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#requestShutdown();
+    const watchdog = Watchdog.start(graceMs);
+    const healthLoop = new HealthLoop(supervisors, {
+      intervalMs: o.healthIntervalMs ?? 10_000,
+      timeoutMs: o.pollTimeoutMs ?? 2_000,
+    });
     try {
-      for (const engine of engines) engine.start();
+      for (const s of supervisors) s.start(watchdog);
+      healthLoop.start();
       const scheme = tls ? "https" : "http";
       this.#server = Deno.serve({
         hostname: this.host,
@@ -342,7 +444,7 @@ export class Semioserve implements AsyncDisposable {
           log.info(
             `listening on ${this.#url.origin} (${
               tls ? `TLS, ${tls.certFile}` : "plain HTTP"
-            }) with ${engines.length} engine(s)`,
+            }) with ${supervisors.length} engine(s)`,
           );
           o.onListen?.(this.#url);
         },
@@ -350,7 +452,9 @@ export class Semioserve implements AsyncDisposable {
       await this.#shutdown.promise;
     } finally {
       log.info("shutting down: stopping engines");
-      await Promise.all(engines.map((e) => e.stop(o.graceMs ?? 10_000)));
+      await healthLoop.stop();
+      await Promise.all(supervisors.map((s) => s.stop(graceMs)));
+      await watchdog?.close();
       await this.#server?.shutdown();
       for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
       o.signal?.removeEventListener("abort", onAbort);

@@ -238,7 +238,7 @@ Deno.test("/models reports a loading engine as not healthy, then healthy, then n
       !!body.active.crashy?.healthy;
   }, "all healthy");
   await s.launcher.waitForLine(
-    /engine crashy .* exited on its own with code 3/,
+    /engine crashy .* exit: code 3/,
   );
   const after = await models(s.port);
   assert.equal(after.active.crashy?.healthy, false);
@@ -326,7 +326,7 @@ Deno.test("children left by an engine that crashed are cleaned up at once", asyn
   await using s = await launch(["orphaner"]);
   await s.launcher.ready();
   const rec = await readRecordSoon(s.records, s.port + 1);
-  await s.launcher.waitForLine(/engine orphaner .* exited on its own/);
+  await s.launcher.waitForLine(/engine orphaner .* exit: code 3/);
   await waitFor(() => !pidAlive(rec.childPid!), "orphaned child gone", 8_000);
   assert.equal(s.launcher.status, undefined, "the launcher keeps running");
 });

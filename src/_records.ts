@@ -1,0 +1,263 @@
+/**
+ * Engine records under `<directory>/data/`: while an engine runs, one small
+ * JSON file says which process it is (pid, group, start time), what it runs
+ * and which launcher owns it. A launcher killed outright cannot clean up
+ * after itself; the next one on the same directory reads these records, stops
+ * what the dead launcher left running, and refuses to share a model with a
+ * launcher that is still alive.
+ *
+ * Processes are identified by pid *and* start time (field 22 of
+ * `/proc/<pid>/stat`), so a pid the kernel has since given to another process
+ * is never mistaken for the engine.
+ *
+ * @module
+ */
+import { ConfigError } from "./common.ts";
+import { log } from "./_log.ts";
+import { signalGroup } from "./_process_group.ts";
+
+/** What is recorded about one running engine. */
+export interface EngineRecord {
+  /** The catalogue name. */
+  model: string;
+  /** The engine's pid; also its process group id. */
+  pid: number;
+  /** Its start time in clock ticks since boot, from `/proc/<pid>/stat`. */
+  startTime: string;
+  /** The command line, API key masked. */
+  command: string;
+  /** Host and port the engine listens on. */
+  host: string;
+  port: number;
+  /** The launcher that started it, with that launcher's own start time. */
+  launcherPid: number;
+  launcherStartTime: string;
+}
+
+const SUFFIX = ".engine.json";
+const POLL_MS = 50;
+const KILL_WAIT_MS = 5_000;
+
+/**
+ * The start time of a process, or undefined when there is no such process.
+ *
+ * @param pid The process id.
+ * @returns Clock ticks since boot, as text.
+ */
+export function processStartTime(pid: number): string | undefined {
+  let stat: string;
+  try {
+    stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+  } catch {
+    return undefined;
+  }
+  // The name (field 2) may hold spaces and parentheses: count from the last ')'.
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+  return fields[19]; // field 22 overall
+}
+
+/** The process group of a process, or undefined when there is no such process. */
+function processGroup(pid: number): number | undefined {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return Number(fields[2]); // field 5 overall
+  } catch {
+    return undefined;
+  }
+}
+
+/** True when `pid` is alive and is the process that started at `startTime`. */
+function sameProcess(pid: number, startTime: string): boolean {
+  return processStartTime(pid) === startTime;
+}
+
+/**
+ * Reads and writes the records of one root directory.
+ *
+ * @example
+ * ```ts ignore
+ * import { EngineRecords } from "./_records.ts";
+ * const records = new EngineRecords("/srv/mymodel");
+ * for (const record of records.list()) console.log(record.model, record.pid);
+ * ```
+ */
+export class EngineRecords {
+  /** Where the records live: `<directory>/data`. */
+  readonly dir: string;
+  readonly #launcherStartTime: string;
+
+  /** @param directory The launcher's root directory. */
+  constructor(directory: string) {
+    this.dir = `${directory}/data`;
+    this.#launcherStartTime = processStartTime(Deno.pid) ?? "";
+  }
+
+  #path(model: string): string {
+    return `${this.dir}/${model}${SUFFIX}`;
+  }
+
+  /**
+   * Records a running engine of this launcher (atomically: a reader never
+   * sees half a record).
+   */
+  write(
+    record: Omit<EngineRecord, "launcherPid" | "launcherStartTime">,
+  ): void {
+    const full: EngineRecord = {
+      ...record,
+      launcherPid: Deno.pid,
+      launcherStartTime: this.#launcherStartTime,
+    };
+    const path = this.#path(record.model);
+    const temp = `${path}.${Deno.pid}.tmp`;
+    try {
+      Deno.writeTextFileSync(temp, JSON.stringify(full) + "\n");
+      Deno.renameSync(temp, path);
+    } catch (error) {
+      try {
+        Deno.removeSync(temp);
+      } catch { /* never written */ }
+      log.warn(
+        `cannot write the record of engine ${record.model} in ${this.dir}: ${
+          (error as Error).message
+        }`,
+      );
+    }
+  }
+
+  /** Removes a model's record if this launcher wrote it. */
+  remove(model: string): void {
+    const record = this.read(this.#path(model));
+    if (record && record.launcherPid !== Deno.pid) return;
+    try {
+      Deno.removeSync(this.#path(model));
+    } catch { /* already gone */ }
+  }
+
+  /** Every readable record, with its path; unreadable files are skipped. */
+  list(): { path: string; record: EngineRecord }[] {
+    const out: { path: string; record: EngineRecord }[] = [];
+    let entries: Deno.DirEntry[];
+    try {
+      entries = [...Deno.readDirSync(this.dir)];
+    } catch {
+      return out;
+    }
+    for (const entry of entries) {
+      if (!entry.isFile || !entry.name.endsWith(SUFFIX)) continue;
+      const path = `${this.dir}/${entry.name}`;
+      const record = this.read(path);
+      if (record) out.push({ path, record });
+    }
+    return out.sort((a, b) => a.record.model.localeCompare(b.record.model));
+  }
+
+  read(path: string): EngineRecord | undefined {
+    try {
+      const value = JSON.parse(Deno.readTextFileSync(path));
+      const valid = typeof value?.model === "string" &&
+        Number.isInteger(value.pid) && typeof value.startTime === "string" &&
+        Number.isInteger(value.launcherPid) &&
+        typeof value.launcherStartTime === "string";
+      return valid ? value as EngineRecord : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Start-up check, before any port is checked. A record whose launcher is
+   * alive and serves one of `models` refuses the start; a record whose
+   * launcher is dead is stale: its engine group, when still alive and still
+   * the recorded one, gets SIGTERM, the grace period, then SIGKILL, and the
+   * record is removed.
+   *
+   * @param models The models this launcher is about to serve.
+   * @param graceMs Time between SIGTERM and SIGKILL.
+   * @throws {ConfigError} When a live launcher serves one of `models` from this directory.
+   */
+  async reap(models: readonly string[], graceMs: number): Promise<void> {
+    const records = this.list();
+    for (const { record } of records) {
+      if (
+        models.includes(record.model) && record.launcherPid !== Deno.pid &&
+        sameProcess(record.launcherPid, record.launcherStartTime)
+      ) {
+        throw new ConfigError(
+          `Cannot start ${record.model}: launcher pid ${record.launcherPid} already serves it from ${
+            this.dir.slice(0, -"/data".length)
+          } (on port ${record.port}; stop that launcher or use another directory)`,
+        );
+      }
+    }
+    const stale = records.filter(({ record }) =>
+      !sameProcess(record.launcherPid, record.launcherStartTime)
+    );
+    await Promise.all(stale.map(async ({ path, record }) => {
+      if (groupIsRecorded(record)) {
+        log.warn(
+          `engine ${record.model} (pid ${record.pid}) outlived its launcher (pid ${record.launcherPid}, gone): stopping it`,
+        );
+        await stopGroup(record.pid, graceMs);
+      }
+      try {
+        Deno.removeSync(path);
+      } catch { /* another launcher reaped it too */ }
+    }));
+  }
+}
+
+/**
+ * True when the recorded engine's group is still there: the leader alive with
+ * its recorded start time, or, the leader gone, members of its group left.
+ * (Linux does not hand out a pid while a group of that id exists, so a group
+ * without its leader is still the engine's.)
+ */
+function groupIsRecorded(record: EngineRecord): boolean {
+  const leaderStart = processStartTime(record.pid);
+  if (leaderStart !== undefined) {
+    return leaderStart === record.startTime &&
+      processGroup(record.pid) === record.pid;
+  }
+  return groupMembers(record.pid).length > 0;
+}
+
+function groupMembers(pgid: number): number[] {
+  const members: number[] = [];
+  try {
+    for (const entry of Deno.readDirSync("/proc")) {
+      const pid = Number(entry.name);
+      if (Number.isInteger(pid) && processGroup(pid) === pgid) {
+        members.push(pid);
+      }
+    }
+  } catch { /* no /proc: nothing can be found */ }
+  return members;
+}
+
+async function stopGroup(pgid: number, graceMs: number): Promise<void> {
+  if (!signalGroup(pgid, "SIGTERM")) return;
+  if (await groupGone(pgid, graceMs)) return;
+  signalGroup(pgid, "SIGKILL");
+  await groupGone(pgid, KILL_WAIT_MS);
+}
+
+async function groupGone(pgid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (groupMembers(pgid).some((pid) => !isZombie(pid))) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+  return true;
+}
+
+/** A zombie is dead; only its parent's wait removes it. */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+  } catch {
+    return true;
+  }
+}
