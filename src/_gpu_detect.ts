@@ -218,11 +218,15 @@ async function askNvidiaSmi(
     }).spawn();
   } catch (error) {
     // Under a narrowed --allow-run, a program missing from PATH at start-up is "not capable".
-    if (
-      error instanceof Deno.errors.NotFound ||
-      (found === undefined && error instanceof Deno.errors.NotCapable)
-    ) {
+    // (Deno cannot tell that apart from a program left out of the list.)
+    if (error instanceof Deno.errors.NotFound) {
       return { pool: undefined, source: NO_NVIDIA_SMI };
+    }
+    if (found === undefined && error instanceof Deno.errors.NotCapable) {
+      return {
+        pool: undefined,
+        source: `${NO_NVIDIA_SMI}, or not allowed by --allow-run`,
+      };
     }
     return failed(
       error instanceof Deno.errors.NotCapable
