@@ -7,6 +7,7 @@
 import { parseArgs } from "node:util";
 import { parsePort } from "./common.ts";
 import { RESTART_POLICIES, type RestartPolicy } from "./catalogue.ts";
+import { parseGpuList } from "./_gpu_detect.ts";
 
 /** A command line that cannot be used. */
 export class UsageError extends Error {
@@ -32,6 +33,7 @@ export interface CliOptions {
   livenessFailures?: number;
   logMaxBytes?: number;
   logKeep?: number;
+  gpus?: string;
   help: boolean;
 }
 
@@ -52,6 +54,11 @@ Options:
   --directory D        root holding models/ logs/ metrics/ data/ (env MY_LOCAL)
   --catalogue FILE     catalogue YAML (default: the catalogue shipped with the package)
   --grace SECONDS      time engines get between SIGTERM and SIGKILL at shutdown (default 10)
+
+GPUs:
+  --gpus LIST          devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none
+                       (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's
+                       devices, else no placement)
 
 Supervision:
   --restart POLICY     on-failure | always | never: when an engine that ended is started
@@ -152,6 +159,7 @@ export function parseCli(args: readonly string[]): CliOptions {
         "liveness-failures": { type: "string" },
         "log-max-bytes": { type: "string" },
         "log-keep": { type: "string" },
+        gpus: { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -223,6 +231,14 @@ export function parseCli(args: readonly string[]): CliOptions {
   }
   const keep = values["log-keep"];
   if (keep !== undefined) options.logKeep = count("log-keep", keep, 0);
+  if (values.gpus !== undefined) {
+    try {
+      parseGpuList(values.gpus, "--gpus");
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
+    options.gpus = values.gpus;
+  }
   if (values.dev_mode && values["no-dev_mode"]) {
     throw new UsageError(
       "Cannot use both --dev_mode and --no-dev_mode: expected one",

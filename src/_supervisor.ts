@@ -205,6 +205,11 @@ export class EngineSupervisor {
     return this.#state;
   }
 
+  /** Devices handed to the engine, `[]` for none, null when not placed. */
+  get gpus(): readonly string[] | null {
+    return this.#options.gpus ?? null;
+  }
+
   /** Restarts since the launcher started. */
   get restarts(): number {
     return this.#restarts;

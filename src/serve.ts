@@ -36,6 +36,13 @@ import { EngineRecords } from "./_records.ts";
 import { Watchdog } from "./_watchdog.ts";
 import { HealthLoop } from "./_health_loop.ts";
 import { EngineLog } from "./_log_sink.ts";
+import { detectGpuPool, gpuPoolLine } from "./_gpu_detect.ts";
+import {
+  type GpuAssignment,
+  gpuEnv,
+  gpuLine,
+  placeGpus,
+} from "./_gpu_placement.ts";
 import { OpsStance } from "./_ops_stance.ts";
 import { parseCli, USAGE, UsageError } from "./_cli.ts";
 import { log } from "./_log.ts";
@@ -132,6 +139,12 @@ export interface SemioserveOptions {
    * @default {5}
    */
   logKeep?: number;
+  /**
+   * The GPUs this launcher may hand out, as `--gpus` takes them (`0-7`,
+   * `0,2,4-5`, `GPU-<uuid>` entries) or `none` for no placement.
+   * @default {the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else none}
+   */
+  gpus?: string;
   /** Aborting it shuts the launcher down, like SIGTERM. */
   signal?: AbortSignal;
   /**
@@ -177,6 +190,52 @@ function checkRoot(directory: string): void {
       } (create with: mkdir -p ${paths.join(" ")})`,
     });
   }
+}
+
+/** Each engine's devices and the environment that hands them over. */
+interface Placement {
+  env(card: ModelCard): Record<string, string>;
+  devices(card: ModelCard): readonly string[] | null;
+}
+
+/**
+ * Finds the GPU pool and places every card on it, logging the pool and each
+ * engine's devices. Throws `GpuPlacementError` (one line) when a card does not fit.
+ */
+async function placeEngines(
+  cards: readonly ModelCard[],
+  gpus: string | undefined,
+): Promise<Placement> {
+  const detection = await detectGpuPool(gpus === undefined ? {} : { gpus });
+  if (detection.warning) log.warn(detection.warning);
+  log.info(gpuPoolLine(detection));
+  const placed = placeGpus(cards, detection.pool);
+  for (const [name, assignment] of placed) {
+    log.info(gpuLine(name, assignment));
+  }
+  // nvidia-smi numbers devices in PCI bus order, CUDA by default fastest first:
+  // make the indices mean the same devices to the engine.
+  const pciOrder = detection.pool !== undefined &&
+    !detection.source.includes("CUDA_VISIBLE_DEVICES") &&
+    Deno.env.get("CUDA_DEVICE_ORDER") === undefined;
+  function assignment(card: ModelCard): GpuAssignment | undefined {
+    return placed.get(card.name);
+  }
+  return {
+    env(card) {
+      const env = gpuEnv(assignment(card));
+      if (
+        pciOrder && env.CUDA_VISIBLE_DEVICES &&
+        card.env.CUDA_DEVICE_ORDER === undefined
+      ) {
+        env.CUDA_DEVICE_ORDER = "PCI_BUS_ID";
+      }
+      return env;
+    },
+    devices(card) {
+      return assignment(card)?.devices ?? null;
+    },
+  };
 }
 
 /** True when nothing listens on the port (a restart checks before it starts). */
@@ -324,12 +383,15 @@ export class Semioserve implements AsyncDisposable {
       cards.push(card);
     }
     const graceMs = o.graceMs ?? 10_000;
+    const placement = await placeEngines(cards, o.gpus);
     const records = new EngineRecords(directory);
     const supervisors = cards.map((card, i) =>
       new EngineSupervisor(card, {
         host: this.host,
         port: this.port + i + 1,
         directory,
+        env: placement.env(card),
+        gpus: placement.devices(card),
         log: new EngineLog(`${directory}/logs/${card.name}.log`, {
           ...(o.logMaxBytes !== undefined ? { maxBytes: o.logMaxBytes } : {}),
           ...(o.logKeep !== undefined ? { keep: o.logKeep } : {}),

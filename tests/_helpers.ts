@@ -3,7 +3,9 @@
  * free ports, and the launcher CLI in a subprocess.
  */
 
+import assert from "node:assert/strict";
 import { configureLogging, type LogLevel } from "../src/_log.ts";
+import type { EngineDetail } from "../src/_supervisor.ts";
 
 const MOD = new URL("../mod.ts", import.meta.url).pathname;
 const FAKE_ENGINE =
@@ -273,4 +275,78 @@ export async function captureLog<T>(
   } finally {
     configureLogging(previous);
   }
+}
+
+/** A launcher over stand-in engines, with its root and record directories. */
+export interface Setup extends AsyncDisposable {
+  root: string;
+  records: string;
+  port: number;
+  launcher: Launcher;
+}
+
+/** Starts the CLI for `models` on a free port block with stand-in engines. */
+export async function launch(
+  models: string[],
+  options: {
+    args?: string[];
+    env?: Record<string, string>;
+    root?: string;
+    port?: number;
+    catalogue?: string;
+    /** Extra executables on PATH (name → shell script body). */
+    bin?: Record<string, string>;
+  } = {},
+): Promise<Setup> {
+  const root = options.root ?? await makeRoot();
+  const bin = await fakeBin();
+  for (const [name, script] of Object.entries(options.bin ?? {})) {
+    await Deno.writeTextFile(`${bin}/${name}`, script, { mode: 0o755 });
+  }
+  const records = await Deno.makeTempDir({ prefix: "serve-rec-" });
+  const port = options.port ?? freePorts(models.length);
+  const launcher = new Launcher([
+    ...models,
+    ...siteArgs(port, root, options.catalogue ?? STAND_IN_CATALOGUE),
+    ...(options.args ?? []),
+  ], {
+    PATH: pathWith(bin),
+    FAKE_ENGINE_RECORD_DIR: records,
+    NUCLEUS_MODE: "dev",
+    ...options.env,
+  });
+  return {
+    root,
+    records,
+    port,
+    launcher,
+    async [Symbol.asyncDispose]() {
+      await launcher.stop();
+      for (const dir of [root, bin, records]) {
+        await Deno.remove(dir, { recursive: true }).catch(() => {});
+      }
+    },
+  };
+}
+
+/** The `GET /models` body. */
+export interface ModelsBody {
+  active: Record<
+    string,
+    { verb: string; url: string; healthy: boolean } & Partial<EngineDetail>
+  >;
+  catalogue: string[];
+}
+
+/** GETs `/models` (with `?detail=1` when asked), checking the status and type. */
+export async function models(
+  port: number,
+  detail = false,
+): Promise<ModelsBody> {
+  const { status, body, headers } = await getJson(
+    `http://127.0.0.1:${port}/models${detail ? "?detail=1" : ""}`,
+  );
+  assert.equal(status, 200);
+  assert.equal(headers.get("content-type"), "application/json");
+  return body as ModelsBody;
 }

@@ -7,78 +7,20 @@ import {
   fakeBin,
   freePorts,
   getJson,
+  launch,
   Launcher,
   listDir,
   listening,
   makeRoot,
+  models,
   pathWith,
   pidAlive,
   readRecord,
-  siteArgs,
   STAND_IN_CATALOGUE,
   waitFor,
 } from "./_helpers.ts";
 
 const CATALOGUE = STAND_IN_CATALOGUE;
-
-interface Setup extends AsyncDisposable {
-  root: string;
-  records: string;
-  port: number;
-  launcher: Launcher;
-}
-
-/** Starts the CLI for `models` on a free port block with stand-in engines. */
-async function launch(
-  models: string[],
-  options: {
-    args?: string[];
-    env?: Record<string, string>;
-    root?: string;
-    port?: number;
-  } = {},
-): Promise<Setup> {
-  const root = options.root ?? await makeRoot();
-  const bin = await fakeBin();
-  const records = await Deno.makeTempDir({ prefix: "serve-rec-" });
-  const port = options.port ?? freePorts(models.length);
-  const launcher = new Launcher([
-    ...models,
-    ...siteArgs(port, root),
-    ...(options.args ?? []),
-  ], {
-    PATH: pathWith(bin),
-    FAKE_ENGINE_RECORD_DIR: records,
-    NUCLEUS_MODE: "dev",
-    ...options.env,
-  });
-  return {
-    root,
-    records,
-    port,
-    launcher,
-    async [Symbol.asyncDispose]() {
-      await launcher.stop();
-      for (const dir of [root, bin, records]) {
-        await Deno.remove(dir, { recursive: true }).catch(() => {});
-      }
-    },
-  };
-}
-
-interface ModelsBody {
-  active: Record<string, { verb: string; url: string; healthy: boolean }>;
-  catalogue: string[];
-}
-
-async function models(port: number): Promise<ModelsBody> {
-  const { status, body, headers } = await getJson(
-    `http://127.0.0.1:${port}/models`,
-  );
-  assert.equal(status, 200);
-  assert.equal(headers.get("content-type"), "application/json");
-  return body as ModelsBody;
-}
 
 Deno.test("engines listen on --port + n in request order and /models reports them", async () => {
   await using s = await launch(["beta", "alpha"]);
