@@ -28,7 +28,7 @@ import {
   NUCLEUS_PORT,
   ROOT_SUBDIRECTORIES,
 } from "./common.ts";
-import { type Handler, SSLConfig } from "./web.ts";
+import { type Handler, SSLConfig, withSecurityHeaders } from "./web.ts";
 import { createManagementHandler } from "./_handler.ts";
 import { ServerProcess, urlHost } from "./_server_process.ts";
 import { OpsStance } from "./_ops_stance.ts";
@@ -278,7 +278,7 @@ export class Semioserve implements AsyncDisposable {
       engines,
       stance,
       tls,
-      handler: tls ? withHsts(app) : app,
+      handler: withSecurityHeaders(app, { https: tls !== undefined }),
     };
   }
 
@@ -372,16 +372,6 @@ export class Semioserve implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
-}
-
-/** HTTPS answers carry HSTS, 401s included (scanners flag its absence). */
-function withHsts(handler: Handler): Handler {
-  return async function hsts(req, info) {
-    // Our handlers build their responses, so the headers are mutable: no copy.
-    const response = await handler(req, info);
-    response.headers.set("strict-transport-security", "max-age=31536000");
-    return response;
-  };
 }
 
 /**
