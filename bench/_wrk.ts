@@ -88,11 +88,19 @@ export async function wrkVersion(): Promise<string> {
 /**
  * Writes the Lua reporting script into `dir`.
  *
+ * @param dir Where to write it.
+ * @param name The file name.
+ * @param prelude Lua run before the reporting hook (request headers, a
+ * `request()` function).
  * @returns Its path, for {@linkcode runWrk}.
  */
-export async function writeWrkScript(dir: string): Promise<string> {
-  const path = `${dir}/report.lua`;
-  await Deno.writeTextFile(path, SCRIPT);
+export async function writeWrkScript(
+  dir: string,
+  name = "report.lua",
+  prelude = "",
+): Promise<string> {
+  const path = `${dir}/${name}`;
+  await Deno.writeTextFile(path, `${prelude}\n${SCRIPT}`);
   return path;
 }
 

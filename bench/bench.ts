@@ -10,12 +10,20 @@
  * its ratio to a baseline measured in the same run; a "Targets" section says
  * pass or fail. With `--strict` a failed target makes the exit code 1.
  *
- * Needs `wrk` (`apt-get install wrk`). Takes about two and a half minutes.
+ * Needs `wrk` (`apt-get install wrk`). Takes about three minutes;
+ * `--auth-only` runs the production-mode rows alone in about 30 s.
  *
  * @module
  */
 import { fakeBin, freePorts, pathWith, siteArgs } from "../tests/_helpers.ts";
 import { Child } from "./_process.ts";
+import {
+  AUTH_ENV,
+  FRESH_TOKENS,
+  type HeaderCost,
+  measureHeaderCost,
+  writeAuthScripts,
+} from "./_auth_load.ts";
 import {
   runWrk,
   writeWrkScript,
@@ -28,6 +36,7 @@ const MOD = new URL("../mod.ts", import.meta.url).pathname;
 const BARE = new URL("./_bare_server.ts", import.meta.url).pathname;
 const FANOUT = new URL("./_fanout_server.ts", import.meta.url).pathname;
 const RESULTS = new URL("./results/latest.md", import.meta.url);
+const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);
 const HOST = "127.0.0.1";
 /** The launcher's default per-engine poll timeout in `GET /models`. */
 const POLL_TIMEOUT_MS = 2_000;
@@ -44,6 +53,8 @@ const PLAN = {
   hungTimeoutSeconds: 5,
   startReps: 5,
   startRepsMany: 3,
+  authRounds: 3,
+  authSeconds: 2,
 } as const;
 
 /** `wrk -t1 -c1` or `wrk -t2 -c8`. */
@@ -79,6 +90,8 @@ type Runs = Record<string, Measured[]>;
 interface Target {
   url: string;
   child: Child;
+  /** wrk script for this target (request headers); else the plain one. */
+  script?: string;
 }
 
 /** Start and stop timings of one process, in milliseconds. */
@@ -174,9 +187,12 @@ async function spawnLauncher(
   stack: AsyncDisposableStack,
   models: readonly string[],
   port: number,
+  production?: Readonly<Record<string, string>>,
 ): Promise<Child> {
   const root = await makeRootIn(bench.work);
-  const label = models.length === 1 ? "1 engine" : `${models.length} engines`;
+  const label =
+    (models.length === 1 ? "1 engine" : `${models.length} engines`) +
+    (production ? ", production" : "");
   return stack.use(
     new Child(`launcher (${label})`, Deno.execPath(), [
       "run",
@@ -185,8 +201,8 @@ async function spawnLauncher(
       MOD,
       ...models,
       ...siteArgs(port, root, bench.catalogue),
-      "--dev_mode",
-    ], { PATH: pathWith(bench.bin), NO_COLOR: "1" }),
+      production ? "--dev_mode=false" : "--dev_mode",
+    ], { PATH: pathWith(bench.bin), NO_COLOR: "1", ...production }),
   );
 }
 
@@ -299,7 +315,7 @@ async function compare(
   const runs: Runs = {};
   for (const [key, target] of entries) {
     runs[key] = [];
-    await runWrk(bench.script, {
+    await runWrk(target.script ?? bench.script, {
       url: target.url,
       ...load,
       seconds: PLAN.warmSeconds,
@@ -316,7 +332,7 @@ async function compare(
     );
     for (const [key, target] of order) {
       const before = target.child.cpuSeconds();
-      const result = await runWrk(bench.script, {
+      const result = await runWrk(target.script ?? bench.script, {
         url: target.url,
         ...load,
         seconds,
@@ -473,6 +489,75 @@ async function startPhase(bench: Bench): Promise<StartResults> {
     out.many.push(await startStop(bench, engineNames(MANY)));
   }
   return out;
+}
+
+/** Production ÷ development `/health` at c=8, and the headers' own cost. */
+interface AuthResults {
+  runs: Runs;
+  headers: HeaderCost;
+}
+
+/** Waits until `/health` answers 200 to a request with `token`. */
+async function waitAuthorized(
+  bench: Bench,
+  child: Child,
+  port: number,
+  token: string,
+): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!bench.signal.aborted && Date.now() < deadline) {
+    try {
+      const response = await fetch(url(port, "/health"), {
+        client: bench.client,
+        headers: { authorization: `Bearer ${token}` },
+      });
+      await response.body?.cancel();
+      if (response.ok) return;
+    } catch {
+      // Not listening yet.
+    }
+    if (child.status) {
+      throw new Error(`${child.name} exited:\n${child.tail()}`);
+    }
+    await sleep(50);
+  }
+  throw new Error(`${child.name} never accepted the bench token`);
+}
+
+async function authPhase(bench: Bench): Promise<AuthResults> {
+  await using stack = new AsyncDisposableStack();
+  progress(`minting ${FRESH_TOKENS} tokens for the production rows`);
+  const scripts = await writeAuthScripts(bench.work);
+  const base = freePorts(3);
+  const one = engineNames(1);
+  const dev = await spawnLauncher(bench, stack, one, base);
+  const prod = await spawnLauncher(bench, stack, one, base + 2, AUTH_ENV);
+  await waitHealthy(bench, dev, base, one);
+  await waitAuthorized(bench, prod, base + 2, scripts.token);
+  progress(
+    `GET /health c=8: development, production with one token, with a fresh token; ${PLAN.authRounds} rotating ${PLAN.authSeconds} s rounds`,
+  );
+  const runs = await compare(
+    bench,
+    {
+      dev: { url: url(base, "/health"), child: dev },
+      prodOne: {
+        url: url(base + 2, "/health"),
+        child: prod,
+        script: scripts.oneToken,
+      },
+      prodFresh: {
+        url: url(base + 2, "/health"),
+        child: prod,
+        script: scripts.freshToken,
+      },
+    },
+    C8,
+    PLAN.authRounds,
+    PLAN.authSeconds,
+  );
+  progress("security headers: in-process cost on /health");
+  return { runs, headers: measureHeaderCost() };
 }
 
 // ---- Report ----------------------------------------------------------------
@@ -794,14 +879,73 @@ function buildRows(load: LoadResults, start: StartResults): Row[] {
   return rows;
 }
 
+function authRows(auth: AuthResults): Row[] {
+  const { runs, headers } = auth;
+  const dev = {
+    label: "development c=8",
+    runs: pick(runs, "dev"),
+    paired: true,
+  };
+  return [
+    ...wrkRows("launcher /health, development, c=8", pick(runs, "dev")),
+    ...wrkRows(
+      "launcher /health, production, one token reused, c=8",
+      pick(runs, "prodOne"),
+      dev,
+    ),
+    ...wrkRows(
+      `launcher /health, production, a fresh token per request (${FRESH_TOKENS} in a cycle, no cache hit), c=8`,
+      pick(runs, "prodFresh"),
+      dev,
+    ),
+    {
+      what: "management handler /health in process, with the security headers",
+      value: `${headers.withHeaders.toFixed(0)} ns`,
+      baseline: `without: ${headers.plain.toFixed(0)} ns`,
+      ratio: times(headers.withHeaders / headers.plain),
+      delta: `+${(headers.withHeaders - headers.plain).toFixed(0)} ns`,
+    },
+  ];
+}
+
+function authTargets(auth: AuthResults): Verdict[] {
+  const ratios = roundRatios(
+    pick(auth.runs, "prodOne"),
+    pick(auth.runs, "dev"),
+    "rps",
+  );
+  const fresh = roundRatios(
+    pick(auth.runs, "prodFresh"),
+    pick(auth.runs, "dev"),
+    "rps",
+  );
+  const ratio = median(ratios);
+  return [{
+    name:
+      "production ÷ development /health throughput, one token, c=8 (ratio ≥ 0.70)",
+    pass: ratio >= 0.7,
+    detail: `ratio ${ratio.toFixed(2)} (rounds ${range(ratios)}); ` +
+      `a fresh token per request: ${median(fresh).toFixed(2)} (rounds ${
+        range(fresh)
+      }, reported, no target)`,
+  }];
+}
+
+function authErrors(auth: AuthResults): string[] {
+  return errorNotesOf([["/health c=8 auth", auth.runs]]);
+}
+
 function errorNotes(load: LoadResults): string[] {
-  const notes: string[] = [];
-  const all: [string, Runs][] = [
+  return errorNotesOf([
     ["/health c=1", load.health.c1],
     ["/health c=8", load.health.c8],
     ["/models c=1", load.models.c1],
     ["/models c=8", load.models.c8],
-  ];
+  ]);
+}
+
+function errorNotesOf(all: [string, Runs][]): string[] {
+  const notes: string[] = [];
   for (const [what, runs] of all) {
     for (const [key, results] of Object.entries(runs)) {
       const errors = results.reduce(
@@ -823,11 +967,12 @@ function errorNotes(load: LoadResults): string[] {
 function buildReport(
   load: LoadResults,
   start: StartResults,
+  auth: AuthResults,
   meta: { wrk: string; loadBefore: number; loadAfter: number; seconds: number },
 ): { markdown: string; targets: Verdict[] } {
-  const rows = buildRows(load, start);
-  const targets = buildTargets(load);
-  const notes = errorNotes(load);
+  const rows = [...buildRows(load, start), ...authRows(auth)];
+  const targets = [...buildTargets(load), ...authTargets(auth)];
+  const notes = [...errorNotes(load), ...authErrors(auth)];
   const markdown = [
     "# Benchmark: management API",
     "",
@@ -875,7 +1020,34 @@ async function removeDir(path: string): Promise<void> {
   await Deno.remove(path, { recursive: true }).catch(() => {});
 }
 
-async function run(strict: boolean): Promise<number> {
+/** The production rows alone (`--auth-only`): about 30 s. */
+function authReport(auth: AuthResults): string {
+  const rows = authRows(auth);
+  return [
+    "# Benchmark: production mode (`deno task bench --auth-only`)",
+    "",
+    `Run ${
+      new Date().toISOString()
+    }: Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} CPUs. ` +
+    `\`wrk -t2 -c8\`, ${PLAN.authRounds} rotating rounds of ${PLAN.authSeconds} s; ratios are medians of per-round ratios.`,
+    "",
+    "| Measurement | Value | Baseline (same run) | Ratio | Δ vs baseline |",
+    "|---|--:|---|--:|--:|",
+    ...rows.map((r) =>
+      `| ${r.what} | ${r.value} | ${r.baseline} | ${r.ratio} | ${r.delta} |`
+    ),
+    "",
+    "## Targets",
+    "",
+    ...authTargets(auth).map((t) =>
+      `- **${t.pass ? "PASS" : "FAIL"}** ${t.name}: ${t.detail}`
+    ),
+    ...authErrors(auth),
+    "",
+  ].join("\n");
+}
+
+async function run(strict: boolean, authOnly = false): Promise<number> {
   const wrk = await wrkVersion();
   const started = performance.now();
   const loadBefore = Deno.loadavg()[0] ?? Number.NaN;
@@ -910,9 +1082,19 @@ async function run(strict: boolean): Promise<number> {
     client,
   };
 
+  if (authOnly) {
+    const auth = await authPhase(bench);
+    const markdown = authReport(auth);
+    console.log(markdown);
+    await Deno.mkdir(new URL(".", AUTH_RESULTS), { recursive: true });
+    await Deno.writeTextFile(AUTH_RESULTS, markdown);
+    progress(`wrote ${AUTH_RESULTS.pathname}`);
+    return strict && authTargets(auth).some((t) => !t.pass) ? 1 : 0;
+  }
   const load = await loadPhase(bench);
   const start = await startPhase(bench);
-  const { markdown, targets } = buildReport(load, start, {
+  const auth = await authPhase(bench);
+  const { markdown, targets } = buildReport(load, start, auth, {
     wrk: wrk.replace(/ Copyright.*$/, ""),
     loadBefore,
     loadAfter: Deno.loadavg()[0] ?? Number.NaN,
@@ -928,19 +1110,22 @@ async function run(strict: boolean): Promise<number> {
 /**
  * Runs the benchmark.
  *
- * @param args `--strict` makes a failed target exit with code 1.
+ * @param args `--strict` makes a failed target exit with code 1;
+ * `--auth-only` runs only the production-mode rows (about 30 s).
  * @returns The exit code.
  */
 export async function main(
   args: readonly string[] = Deno.args,
 ): Promise<number> {
-  const unknown = args.filter((a) => a !== "--strict");
+  const unknown = args.filter((a) => a !== "--strict" && a !== "--auth-only");
   if (unknown.length > 0) {
-    console.error(`Cannot use ${unknown.join(" ")}: expected only --strict`);
+    console.error(
+      `Cannot use ${unknown.join(" ")}: expected --strict or --auth-only`,
+    );
     return 2;
   }
   try {
-    return await run(args.includes("--strict"));
+    return await run(args.includes("--strict"), args.includes("--auth-only"));
   } catch (error) {
     if (error instanceof WrkMissingError) {
       console.error(error.message);

@@ -14,6 +14,7 @@
 
 import { errors, jwtVerify } from "jose";
 import type { JWTPayload } from "jose";
+import type { AuthFailureReason } from "./_auth_failures.ts";
 
 /** The only accepted signature algorithm. */
 export const ALGORITHM = "HS512";
@@ -28,23 +29,31 @@ const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const strictDecoder = new TextDecoder("utf-8", { fatal: true });
 const encoder = new TextEncoder();
 
+/** The refusal reasons a token (as opposed to a request) can earn. */
+export type TokenFailure = Exclude<AuthFailureReason, "missing">;
+
 /**
  * A token was refused. `reason` is a short, fixed description for the log; it
- * never holds the token nor any part of it.
+ * never holds the token nor any part of it. `kind` sorts it into the fixed
+ * set the metrics count.
  */
 export class TokenError extends Error {
+  /** Which of the fixed refusal reasons this is. */
+  readonly kind: TokenFailure;
   /** Why the token was refused, safe to log. */
   readonly reason: string;
 
   /**
    * Creates the error.
    *
+   * @param kind Which of the fixed refusal reasons this is.
    * @param reason Why the token was refused; must not contain the token.
    * @param options The underlying error, kept as `cause`.
    */
-  constructor(reason: string, options?: ErrorOptions) {
+  constructor(kind: TokenFailure, reason: string, options?: ErrorOptions) {
     super(`Cannot accept the token: ${reason}`, options);
     this.name = "TokenError";
+    this.kind = kind;
     this.reason = reason;
   }
 }
@@ -86,18 +95,20 @@ function decodeSegment(segment: string, label: string): unknown {
       lastChunkHandling: "loose",
     });
   } catch (cause) {
-    throw new TokenError(`${label} is not valid base64url`, { cause });
+    throw new TokenError("malformed", `${label} is not valid base64url`, {
+      cause,
+    });
   }
   let text: string;
   try {
     text = strictDecoder.decode(bytes);
   } catch (cause) {
-    throw new TokenError(`${label} is not valid UTF-8`, { cause });
+    throw new TokenError("malformed", `${label} is not valid UTF-8`, { cause });
   }
   try {
     return JSON.parse(text);
   } catch (cause) {
-    throw new TokenError(`${label} is not valid JSON`, { cause });
+    throw new TokenError("malformed", `${label} is not valid JSON`, { cause });
   }
 }
 
@@ -110,16 +121,20 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
  * Returns nothing: jose parses the token again, this only refuses early.
  */
 function checkStructure(token: string): void {
-  if (token.length === 0) throw new TokenError("empty token");
+  if (token.length === 0) throw new TokenError("malformed", "empty token");
   // Any character outside base64url and "." is refused below, so the length
   // in UTF-16 code units equals the length in bytes for every token that can
   // pass; a longer string is refused before it is looked at further.
   if (token.length > MAX_TOKEN_BYTES) {
-    throw new TokenError(`token longer than ${MAX_TOKEN_BYTES} bytes`);
+    throw new TokenError(
+      "malformed",
+      `token longer than ${MAX_TOKEN_BYTES} bytes`,
+    );
   }
   const segments = token.split(".");
   if (segments.length !== 3) {
     throw new TokenError(
+      "malformed",
       segments.length === 5
         ? "5 segments (a JWE, not a JWS)"
         : `${segments.length} segment(s), expected 3`,
@@ -137,36 +152,54 @@ function checkStructure(token: string): void {
       // An empty signature is refused after the header, so an `alg: none`
       // token is logged as such.
       if (label === "signature") continue;
-      throw new TokenError(`empty ${label}`);
+      throw new TokenError("malformed", `empty ${label}`);
     }
     if (!BASE64URL.test(segment)) {
-      throw new TokenError(`${label} has characters outside base64url`);
+      throw new TokenError(
+        "malformed",
+        `${label} has characters outside base64url`,
+      );
     }
     if (segment.length % 4 === 1) {
-      throw new TokenError(`${label} has an impossible base64url length`);
+      throw new TokenError(
+        "malformed",
+        `${label} has an impossible base64url length`,
+      );
     }
   }
   const parsed = decodeSegment(header, "header");
-  if (!isPlainObject(parsed)) throw new TokenError("header is not an object");
+  if (!isPlainObject(parsed)) {
+    throw new TokenError("malformed", "header is not an object");
+  }
   const alg = parsed["alg"];
   if (typeof alg !== "string") {
-    throw new TokenError("alg missing or not a string");
+    throw new TokenError("malformed", "alg missing or not a string");
   }
   if (alg !== ALGORITHM) {
-    // Fixed set of names so a crafted alg cannot write into the log.
+    // Fixed set of names so a crafted alg cannot write into the log. Another
+    // algorithm is a signature we refuse to check (none, downgrade, confusion).
     throw new TokenError(
+      "signature",
       /^[A-Za-z0-9]{1,10}$/.test(alg)
         ? `alg ${alg} not allowed, expected ${ALGORITHM}`
         : `alg not allowed, expected ${ALGORITHM}`,
     );
   }
   if (Object.hasOwn(parsed, "crit")) {
-    throw new TokenError("crit header present (no extension is understood)");
+    throw new TokenError(
+      "malformed",
+      "crit header present (no extension is understood)",
+    );
   }
   if (Object.hasOwn(parsed, "b64")) {
-    throw new TokenError("b64 header present (unencoded payloads refused)");
+    throw new TokenError(
+      "malformed",
+      "b64 header present (unencoded payloads refused)",
+    );
   }
-  if (signature.length === 0) throw new TokenError("empty signature");
+  if (signature.length === 0) {
+    throw new TokenError("signature", "empty signature");
+  }
   // kid, jku, x5u, jwk and x5c are ignored on purpose: the key never comes
   // from the token.
 }
@@ -178,20 +211,24 @@ function checkTimes(
 ): void {
   const { exp, nbf, iat } = claims;
   if (typeof exp !== "number" || !Number.isFinite(exp)) {
-    throw new TokenError("exp is not a finite number");
+    throw new TokenError("claims", "exp is not a finite number");
   }
-  if (!(exp > now - leeway)) throw new TokenError("expired (exp)");
+  if (!(exp > now - leeway)) throw new TokenError("expired", "expired (exp)");
   if (nbf !== undefined) {
     if (typeof nbf !== "number" || !Number.isFinite(nbf)) {
-      throw new TokenError("nbf is not a finite number");
+      throw new TokenError("claims", "nbf is not a finite number");
     }
-    if (nbf > now + leeway) throw new TokenError("not yet valid (nbf)");
+    if (nbf > now + leeway) {
+      throw new TokenError("claims", "not yet valid (nbf)");
+    }
   }
   if (iat !== undefined) {
     if (typeof iat !== "number" || !Number.isFinite(iat)) {
-      throw new TokenError("iat is not a finite number");
+      throw new TokenError("claims", "iat is not a finite number");
     }
-    if (iat > now + leeway) throw new TokenError("issued in the future (iat)");
+    if (iat > now + leeway) {
+      throw new TokenError("claims", "issued in the future (iat)");
+    }
   }
 }
 
@@ -199,12 +236,14 @@ function checkIdentity(
   claims: JWTPayload,
   options: VerifyTokenOptions,
 ): void {
-  if (claims.iss !== options.issuer) throw new TokenError("wrong iss");
+  if (claims.iss !== options.issuer) {
+    throw new TokenError("claims", "wrong iss");
+  }
   const aud = claims.aud;
   const audienceMatches = typeof aud === "string"
     ? aud === options.audience
     : Array.isArray(aud) && aud.includes(options.audience);
-  if (!audienceMatches) throw new TokenError("wrong or missing aud");
+  if (!audienceMatches) throw new TokenError("claims", "wrong or missing aud");
 }
 
 function describeJoseError(error: unknown): string {
@@ -214,6 +253,25 @@ function describeJoseError(error: unknown): string {
   }
   if (error instanceof Error) return `${error.name} while verifying`;
   return "unknown failure while verifying";
+}
+
+/** Sorts what jose threw into the fixed set of refusal reasons. */
+function classifyJoseError(error: unknown): TokenFailure {
+  if (!(error instanceof errors.JOSEError)) return "other";
+  switch (error.code) {
+    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
+    case "ERR_JOSE_ALG_NOT_ALLOWED":
+      return "signature";
+    case "ERR_JWT_EXPIRED":
+      return "expired";
+    case "ERR_JWT_CLAIM_VALIDATION_FAILED":
+      return "claims";
+    case "ERR_JWS_INVALID":
+    case "ERR_JWT_INVALID":
+      return "malformed";
+    default:
+      return "other";
+  }
 }
 
 /**
@@ -231,7 +289,9 @@ export async function verifyToken(
   key: CryptoKey,
   options: VerifyTokenOptions,
 ): Promise<JWTPayload> {
-  if (typeof token !== "string") throw new TokenError("token is not a string");
+  if (typeof token !== "string") {
+    throw new TokenError("malformed", "token is not a string");
+  }
   checkStructure(token);
   const now = options.now ?? Date.now() / 1000;
   let claims: JWTPayload;
@@ -246,9 +306,13 @@ export async function verifyToken(
     });
     claims = result.payload;
   } catch (cause) {
-    throw new TokenError(describeJoseError(cause), { cause });
+    throw new TokenError(classifyJoseError(cause), describeJoseError(cause), {
+      cause,
+    });
   }
-  if (!isPlainObject(claims)) throw new TokenError("payload is not an object");
+  if (!isPlainObject(claims)) {
+    throw new TokenError("malformed", "payload is not an object");
+  }
   checkTimes(claims, now, options.leewaySeconds);
   checkIdentity(claims, options);
   return claims;

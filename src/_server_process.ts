@@ -488,7 +488,12 @@ function localFailure(error: unknown): string | undefined {
 }
 
 /** Secrets of the launcher itself that no engine needs to see. */
-const PRIVATE_ENV = ["IDP_SECRET", "IDP_ISSUER"];
+const PRIVATE_ENV = [
+  "IDP_SECRET",
+  "IDP_ISSUER",
+  "IDP_SECRET_FILE",
+  "LOCAL_ENGINE_API_KEY_FILE",
+];
 
 /** The launcher's environment minus its secrets, plus the card's `env`. */
 function engineEnv(

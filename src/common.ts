@@ -9,7 +9,16 @@
  * | `NUCLEUS_PORT` | management port; engine n listens on port + n | `5000` |
  * | `NUCLEUS_MODE` | `dev…` means development mode (no auth) | `dev` |
  * | `LOCAL_ENGINE_API_KEY` | key every engine demands (`--api-key`) | none |
+ * | `LOCAL_ENGINE_API_KEY_FILE` | a file holding that key instead | none |
  * | `IDP_SECRET`, `IDP_ISSUER` | HS512 secret and issuer for production mode | none |
+ * | `IDP_SECRET_FILE` | a file holding that secret instead | none |
+ *
+ * A `*_FILE` variable names a file (a container secret, a systemd credential)
+ * whose content, less one trailing newline, is the value: the secret then
+ * stays out of the environment every child process and `/proc/<pid>/environ`
+ * see. Setting both forms of one variable, or naming a missing, unreadable or
+ * empty file, throws a {@linkcode ConfigError} at import; a file readable by
+ * group or others is used with a warning.
  *
  * @example
  * ```ts
@@ -20,6 +29,9 @@
  * @module
  */
 
+import { ConfigError } from "./_config_error.ts";
+import { secretFromEnv } from "./_secret_file.ts";
+
 export {
   configureLogging,
   type LogLevel,
@@ -27,28 +39,7 @@ export {
   type LogSink,
 } from "./_log.ts";
 
-/**
- * A setting that cannot be used: a bad environment variable, flag or file layout.
- *
- * @example
- * ```ts
- * import { ConfigError } from "@mymodel/serve/common";
- * const error = new ConfigError("Cannot use NUCLEUS_PORT=x: expected an integer");
- * console.assert(error.name === "ConfigError");
- * ```
- */
-export class ConfigError extends Error {
-  /**
-   * Creates the error.
-   *
-   * @param message One line saying what was wrong and what was expected.
-   * @param options The underlying error, if any.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "ConfigError";
-  }
-}
+export { ConfigError } from "./_config_error.ts";
 
 function env(name: string): string | undefined {
   return Deno.env.get(name);
@@ -137,11 +128,19 @@ export const NUCLEUS_MODE: string = env("NUCLEUS_MODE") || "dev";
 /** True when {@linkcode NUCLEUS_MODE} starts with `dev`. */
 export const DEV_MODE_DEFAULT: boolean = NUCLEUS_MODE.startsWith("dev");
 
-/** API key every engine demands, from `LOCAL_ENGINE_API_KEY`; empty for none. */
-export const LOCAL_ENGINE_API_KEY: string = env("LOCAL_ENGINE_API_KEY") ?? "";
+/**
+ * API key every engine demands, from `LOCAL_ENGINE_API_KEY` or the file
+ * `LOCAL_ENGINE_API_KEY_FILE` names; empty for none.
+ */
+export const LOCAL_ENGINE_API_KEY: string = secretFromEnv(
+  "LOCAL_ENGINE_API_KEY",
+);
 
-/** HS512 secret (raw text) for production mode, from `IDP_SECRET`; empty when unset. */
-export const IDP_SECRET: string = env("IDP_SECRET") ?? "";
+/**
+ * HS512 secret (raw text) for production mode, from `IDP_SECRET` or the file
+ * `IDP_SECRET_FILE` names; empty when unset.
+ */
+export const IDP_SECRET: string = secretFromEnv("IDP_SECRET");
 
 /** Issuer every production token must carry, from `IDP_ISSUER`; empty when unset. */
 export const IDP_ISSUER: string = env("IDP_ISSUER") ?? "";

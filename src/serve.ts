@@ -28,7 +28,7 @@ import {
   NUCLEUS_PORT,
   ROOT_SUBDIRECTORIES,
 } from "./common.ts";
-import { type Handler, SSLConfig } from "./web.ts";
+import { type Handler, SSLConfig, withSecurityHeaders } from "./web.ts";
 import { createManagementHandler } from "./_handler.ts";
 import { type ServerProcess, urlHost } from "./_server_process.ts";
 import { EngineSupervisor } from "./_supervisor.ts";
@@ -435,7 +435,7 @@ export class Semioserve implements AsyncDisposable {
       records,
       stance,
       tls,
-      handler: tls ? withHsts(app) : app,
+      handler: withSecurityHeaders(app, { https: tls !== undefined }),
     };
   }
 
@@ -538,16 +538,6 @@ export class Semioserve implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
-}
-
-/** HTTPS answers carry HSTS, 401s included (scanners flag its absence). */
-function withHsts(handler: Handler): Handler {
-  return async function hsts(req, info) {
-    // Our handlers build their responses, so the headers are mutable: no copy.
-    const response = await handler(req, info);
-    response.headers.set("strict-transport-security", "max-age=31536000");
-    return response;
-  };
 }
 
 /**
