@@ -64,7 +64,9 @@ export async function validateFile(
     try {
       new Model(data as never).validate();
     } catch (error) {
-      problems.push(`${name}: ${(error as Error).message.replaceAll("\n", " ")}`);
+      problems.push(
+        `${name}: ${(error as Error).message.replaceAll("\n", " ")}`,
+      );
     }
   }
   return { checked, problems };
