@@ -60,6 +60,8 @@ export class UnsetVariableError extends Error {
   readonly variable: string;
 
   /**
+   * Builds the one-line message from its parts.
+   *
    * @param file The catalogue file.
    * @param card The card's catalogue name.
    * @param site The field and line of the value.

@@ -9,6 +9,10 @@ import { parse, parseAllDocuments } from "yaml";
 import { ALLOW_RUN } from "../tools/compile.ts";
 import { validateFile } from "../deploy/validate_kubernetes.ts";
 
+// Manifests are free-form JSON here; the schema test checks their shape.
+// deno-lint-ignore no-explicit-any
+type Json = any;
+
 const DEPLOY = new URL("../deploy/", import.meta.url);
 const read = (path: string) => Deno.readTextFileSync(new URL(path, DEPLOY));
 
@@ -123,13 +127,11 @@ Deno.test("the schema check rejects a manifest with a wrong type", async () => {
 });
 
 Deno.test("the StatefulSet: one launcher per node, ordinal as NODE_RANK, probes, GPUs, secret file, grace", () => {
-  // deno-lint-ignore no-explicit-any
-  const set = parse(read("kubernetes/statefulset.yaml")) as any;
+  const set = parse(read("kubernetes/statefulset.yaml")) as Json;
   const pod = set.spec.template.spec;
   const serve = pod.containers[0];
   const env = Object.fromEntries(
-    // deno-lint-ignore no-explicit-any
-    serve.env.map((e: any) => [e.name, e.value ?? e.valueFrom]),
+    serve.env.map((e: Json) => [e.name, e.value ?? e.valueFrom]),
   );
   assert.equal(set.spec.podManagementPolicy, "Parallel");
   assert.deepEqual(env.NODE_RANK, {
@@ -145,22 +147,18 @@ Deno.test("the StatefulSet: one launcher per node, ordinal as NODE_RANK, probes,
     path: "/health",
     port: "engine",
   });
-  // deno-lint-ignore no-explicit-any
   const ports = Object.fromEntries(
-    serve.ports.map((p: any) => [p.name, p.containerPort]),
+    serve.ports.map((p: Json) => [p.name, p.containerPort]),
   );
   assert.equal(ports.management, 5000);
   assert.equal(ports.engine, 5001);
   const grace = Number(
-    // deno-lint-ignore no-explicit-any
     serve.args.find((a: string) => a.startsWith("--grace="))?.split("=")[1],
   );
   assert.ok(pod.terminationGracePeriodSeconds > grace);
-  // deno-lint-ignore no-explicit-any
-  const secrets = serve.volumeMounts.find((m: any) => m.name === "secrets");
+  const secrets = serve.volumeMounts.find((m: Json) => m.name === "secrets");
   assert.ok(env.IDP_SECRET_FILE.startsWith(`${secrets.mountPath}/`));
-  // deno-lint-ignore no-explicit-any
-  const root = serve.volumeMounts.find((m: any) => m.name === "root");
+  const root = serve.volumeMounts.find((m: Json) => m.name === "root");
   assert.equal(root.mountPath, env.MY_LOCAL);
   assert.equal(set.spec.volumeClaimTemplates[0].metadata.name, "root");
   assert.equal(pod.securityContext.runAsNonRoot, true);
@@ -169,10 +167,7 @@ Deno.test("the StatefulSet: one launcher per node, ordinal as NODE_RANK, probes,
 Deno.test("the Services: per-pod management names, and the engine port on rank 0", () => {
   const services = parseAllDocuments(read("kubernetes/services.yaml")).map((
     d,
-  ) =>
-    // deno-lint-ignore no-explicit-any
-    d.toJS() as any
-  );
+  ) => d.toJS() as Json);
   const byName = Object.fromEntries(services.map((s) => [s.metadata.name, s]));
   const headless = byName["mymodel-serve-headless"];
   assert.equal(headless.spec.clusterIP, "None");

@@ -65,8 +65,7 @@ export function compileArgs(options: CompileOptions): string[] {
  * @returns The line to print.
  */
 export function explainFailure(stderr: string): string {
-  // deno colours its output; match on the text.
-  const text = stderr.replace(/\x1b\[[0-9;]*m/g, "");
+  const text = stderr; // uncoloured: main() runs deno compile with NO_COLOR
   const download = /(https?:\/\/\S*denort\S*\.zip)/.exec(text);
   if (download || /Setting up base binary/.test(text)) {
     const url = download?.[1] ?? "the denort runtime";
@@ -94,6 +93,7 @@ async function main(args: string[]): Promise<number> {
   const { code, stderr } = await new Deno.Command(Deno.execPath(), {
     args: compileArgs(options),
     cwd: repo,
+    env: { NO_COLOR: "1" },
     stdout: "inherit",
     stderr: "piped",
   }).output();
