@@ -5,6 +5,7 @@
  * @module
  */
 import type { ModelCard } from "./catalogue.ts";
+import type { EngineName } from "./_engine_names.ts";
 
 /** What an engine's command line is built from. */
 export interface EngineContext {
@@ -143,7 +144,7 @@ export const ENGINE_KINDS: Readonly<Record<string, EngineKind>> = {
     install: "install the program the card's command names",
     argv: templateArgv,
   },
-};
+} satisfies Record<EngineName, EngineKind>;
 
-/** The names a card's `engine` field may take. */
-export const ENGINE_NAMES: readonly string[] = Object.keys(ENGINE_KINDS);
+// The table must cover exactly these names (checked by `satisfies` above).
+export { ENGINE_NAMES } from "./_engine_names.ts";

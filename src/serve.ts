@@ -374,7 +374,8 @@ export class Semioserve implements AsyncDisposable {
     const registry = await Registry.load(o.catalogue);
     const cards: ModelCard[] = [];
     for (const spec of o.models) {
-      const card = registry.resolve(spec);
+      // Per-node `${NAME}` values, from the environment, for requested cards only.
+      const card = registry.expand(registry.resolve(spec), Deno.env.toObject());
       if (cards.some((c) => c.name === card.name)) {
         throw new ConfigError(
           `Cannot start: model '${card.name}' is requested twice (expected each model once)`,

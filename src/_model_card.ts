@@ -1,0 +1,108 @@
+/**
+ * The shape of a model card and the vocabularies of its fields: verbs,
+ * modalities and restart policies. Public through `@mymodel/serve/catalogue`.
+ *
+ * @module
+ */
+
+/**
+ * What a model does: the kind of request it answers.
+ *
+ * @example
+ * ```ts
+ * import { Verb } from "@mymodel/serve/catalogue";
+ * console.log(Verb.CHAT); // "chat"
+ * ```
+ */
+export const Verb = {
+  CHAT: "chat",
+  COMPLETE: "complete",
+  EMBED: "embed",
+  RERANK: "rerank",
+  CLASSIFY: "classify",
+  TRANSCRIBE: "transcribe",
+} as const;
+/** One of the {@linkcode Verb} values: `chat`, `complete`, `embed`, `rerank`, `classify`, `transcribe`. */
+export type Verb = typeof Verb[keyof typeof Verb];
+
+/**
+ * What kind of input a model takes.
+ *
+ * @example
+ * ```ts
+ * import { Modality } from "@mymodel/serve/catalogue";
+ * console.log(Modality.IMAGE); // "image"
+ * ```
+ */
+export const Modality = {
+  TEXT: "text",
+  IMAGE: "image",
+  AUDIO: "audio",
+  VIDEO: "video",
+} as const;
+/** One of the {@linkcode Modality} values: `text`, `image`, `audio`, `video`. */
+export type Modality = typeof Modality[keyof typeof Modality];
+
+/** One model of the catalogue, validated and normalized. Cards are frozen. */
+export interface ModelCard {
+  /** The catalogue name; safe as a file name (`^[A-Za-z0-9][A-Za-z0-9._-]*$`). */
+  readonly name: string;
+  /** What the model does. */
+  readonly verb: Verb;
+  /** The inputs the model takes, never empty. @default {["text"]} */
+  readonly modality: readonly Modality[];
+  /** The hub identifier (for llama.cpp: `<user>/<repo>[:quant]`), if the card names one. */
+  readonly hub?: string;
+  /** Where the weights live, relative to `<directory>/models`. @default {name} */
+  readonly local: string;
+  /** The engine kind that serves the model. @default {"vllm"} */
+  readonly engine: string;
+  /** An explicit engine executable, overriding the engine's default. */
+  readonly executable?: string;
+  /** The argv template of an `engine: command` card (placeholders like `{model}`, `{port}`). */
+  readonly command?: readonly string[];
+  /** Extra engine arguments, rendered to argv. */
+  readonly args: readonly string[];
+  /** Extra environment variables for the engine. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Free text for people. */
+  readonly description?: string;
+  /**
+   * When the engine is started again after it ends; unset means the launcher's
+   * `--restart` default.
+   */
+  readonly restart?: RestartPolicy;
+  /**
+   * GPUs the engine needs: an integer n ≥ 1 is n whole devices, a value
+   * between 0 and 1 a share of one device, `0` no GPU. Unset means the need
+   * follows from the engine's own settings.
+   */
+  readonly gpus?: number;
+}
+
+/**
+ * When a stopped engine is started again: `on-failure` after a non-zero exit,
+ * a signal or a failed liveness check; `always` also after exit 0; `never`.
+ *
+ * @example
+ * ```ts
+ * import { RESTART_POLICIES } from "@mymodel/serve/catalogue";
+ * console.log(RESTART_POLICIES.join(" | ")); // on-failure | always | never
+ * ```
+ */
+export type RestartPolicy = "on-failure" | "always" | "never";
+
+/**
+ * Every {@linkcode RestartPolicy}, in the order the help text lists them.
+ *
+ * @example
+ * ```ts
+ * import { RESTART_POLICIES } from "@mymodel/serve/catalogue";
+ * console.assert(RESTART_POLICIES.includes("always"));
+ * ```
+ */
+export const RESTART_POLICIES: readonly RestartPolicy[] = [
+  "on-failure",
+  "always",
+  "never",
+];
