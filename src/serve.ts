@@ -161,6 +161,7 @@ const DUPLICATE_SIGNAL_MS = 500;
 
 /** What start-up resolved, before anything runs. */
 interface Prepared {
+  placement: Placement;
   supervisors: EngineSupervisor[];
   records: EngineRecords;
   handler: Handler;
@@ -196,6 +197,8 @@ function checkRoot(directory: string): void {
 interface Placement {
   env(card: ModelCard): Record<string, string>;
   devices(card: ModelCard): readonly string[] | null;
+  /** The pool and each engine's devices, logged once start-up checks have passed. */
+  report(): void;
 }
 
 /**
@@ -207,12 +210,7 @@ async function placeEngines(
   gpus: string | undefined,
 ): Promise<Placement> {
   const detection = await detectGpuPool(gpus === undefined ? {} : { gpus });
-  if (detection.warning) log.warn(detection.warning);
-  log.info(gpuPoolLine(detection));
   const placed = placeGpus(cards, detection.pool);
-  for (const [name, assignment] of placed) {
-    log.info(gpuLine(name, assignment));
-  }
   // nvidia-smi numbers devices in PCI bus order, CUDA by default fastest first:
   // make the indices mean the same devices to the engine.
   const pciOrder = detection.pool !== undefined &&
@@ -234,6 +232,11 @@ async function placeEngines(
     },
     devices(card) {
       return assignment(card)?.devices ?? null;
+    },
+    report() {
+      if (detection.warning) log.warn(detection.warning);
+      log.info(gpuPoolLine(detection));
+      for (const [name, a] of placed) log.info(gpuLine(name, a));
     },
   };
 }
@@ -432,6 +435,7 @@ export class Semioserve implements AsyncDisposable {
       }),
     );
     this.#prepared = {
+      placement,
       supervisors,
       records,
       stance,
@@ -466,10 +470,12 @@ export class Semioserve implements AsyncDisposable {
 
   async #run(): Promise<void> {
     await this.prepare();
-    const { supervisors, stance, tls, handler } = this.#prepared as Prepared;
+    const { supervisors, stance, tls, handler, placement } = this
+      .#prepared as Prepared;
     const o = this.options;
     const graceMs = o.graceMs ?? 10_000;
     log.info(stance.describe());
+    placement.report();
     let firstSignalAt = 0;
     const onSignal = () => {
       // A second signal (an impatient Ctrl-C) skips the grace period. One that
