@@ -25,6 +25,9 @@ export interface CliOptions {
   directory?: string;
   catalogue?: string;
   graceMs?: number;
+  headerTimeoutMs?: number;
+  idleTimeoutMs?: number;
+  maxConnections?: number;
   help: boolean;
 }
 
@@ -45,6 +48,13 @@ Options:
   --directory D        root holding models/ logs/ metrics/ data/ (env MY_LOCAL)
   --catalogue FILE     catalogue YAML (default: the catalogue shipped with the package)
   --grace SECONDS      time engines get between SIGTERM and SIGKILL at shutdown (default 10)
+  --header-timeout SECONDS
+                       an API connection that has not sent a complete request head
+                       (TLS handshake included) in this time is closed (default 10)
+  --idle-timeout SECONDS
+                       an API connection idle this long is closed (default 120)
+  --max-connections N  API connections open at once; more are closed at once (default
+                       1024, lowered to what the open-files limit leaves room for)
   -h, --help           print this help and exit
 `;
 
@@ -80,6 +90,18 @@ function normalizeDevMode(args: readonly string[]): string[] {
   return out;
 }
 
+/** Seconds (more than 0) as whole milliseconds, or a UsageError naming `flag`. */
+function positiveMs(text: string, flag: string): number {
+  const seconds = Number(text);
+  const ms = Math.round(seconds * 1000);
+  if (text.trim() === "" || !Number.isFinite(seconds) || ms < 1) {
+    throw new UsageError(
+      `Cannot use ${flag}=${text}: expected a number of seconds, more than 0`,
+    );
+  }
+  return ms;
+}
+
 /**
  * Parses the launcher's command line.
  *
@@ -102,6 +124,9 @@ export function parseCli(args: readonly string[]): CliOptions {
         directory: { type: "string" },
         catalogue: { type: "string" },
         grace: { type: "string" },
+        "header-timeout": { type: "string" },
+        "idle-timeout": { type: "string" },
+        "max-connections": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -152,6 +177,26 @@ export function parseCli(args: readonly string[]): CliOptions {
       );
     }
     options.graceMs = Math.round(seconds * 1000);
+  }
+  const headerTimeout = values["header-timeout"];
+  if (headerTimeout !== undefined) {
+    options.headerTimeoutMs = positiveMs(headerTimeout, "--header-timeout");
+  }
+  const idleTimeout = values["idle-timeout"];
+  if (idleTimeout !== undefined) {
+    options.idleTimeoutMs = positiveMs(idleTimeout, "--idle-timeout");
+  }
+  const maxConnections = values["max-connections"];
+  if (maxConnections !== undefined) {
+    const n = Number(maxConnections);
+    if (
+      !/^\s*\d+\s*$/.test(maxConnections) || !Number.isSafeInteger(n) || n < 1
+    ) {
+      throw new UsageError(
+        `Cannot use --max-connections=${maxConnections}: expected a whole number, 1 or more`,
+      );
+    }
+    options.maxConnections = n;
   }
   if (values.dev_mode && values["no-dev_mode"]) {
     throw new UsageError(

@@ -33,6 +33,8 @@ import { createManagementHandler } from "./_handler.ts";
 import { ServerProcess, urlHost } from "./_server_process.ts";
 import { OpsStance } from "./_ops_stance.ts";
 import { parseCli, USAGE, UsageError } from "./_cli.ts";
+import { type GuardedServer, serveGuarded } from "./_connection_guard.ts";
+import { raiseOpenFilesLimit } from "./_open_files.ts";
 import { log } from "./_log.ts";
 
 export {
@@ -81,6 +83,23 @@ export interface SemioserveOptions {
    * @default {2000}
    */
   pollTimeoutMs?: number;
+  /**
+   * Milliseconds a client connection to the management API gets to send its
+   * first complete request head (a TLS handshake included) before it is closed.
+   * @default {10000}
+   */
+  headerTimeoutMs?: number;
+  /**
+   * Milliseconds a management API connection may stay idle before it is closed.
+   * @default {120000}
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Management API connections open at once; one more is accepted and closed
+   * at once. Lowered to what the open-files limit leaves room for.
+   * @default {1024}
+   */
+  maxConnections?: number;
   /** Aborting it shuts the launcher down, like SIGTERM. */
   signal?: AbortSignal;
   /**
@@ -170,7 +189,7 @@ export class Semioserve implements AsyncDisposable {
   /** The resolved management port. */
   readonly port!: number;
   #prepared: Prepared | undefined;
-  #server: Deno.HttpServer<Deno.NetAddr> | undefined;
+  #server: GuardedServer | undefined;
   #url: URL | undefined;
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
@@ -310,6 +329,17 @@ export class Semioserve implements AsyncDisposable {
     await this.prepare();
     const { engines, stance, tls, handler } = this.#prepared as Prepared;
     const o = this.options;
+    const openFiles = await raiseOpenFilesLimit().then(({ before, after }) => {
+      log.info(
+        `open files: limit ${after.soft}${
+          before.soft < after.soft ? ` (raised from ${before.soft})` : ""
+        }, hard limit ${after.hard}`,
+      );
+      return after.soft;
+    }, (error: Error) => {
+      log.warn(`${error.message}; the connection limit is not capped to it`);
+      return undefined;
+    });
     log.info(stance.describe());
     let firstSignalAt = 0;
     const onSignal = () => {
@@ -333,10 +363,15 @@ export class Semioserve implements AsyncDisposable {
     try {
       for (const engine of engines) engine.start();
       const scheme = tls ? "https" : "http";
-      this.#server = Deno.serve({
+      this.#server = serveGuarded({
         hostname: this.host,
         port: this.port,
-        ...(tls ? { cert: tls.cert, key: tls.key } : {}),
+        ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
+        handler,
+        headerTimeoutMs: o.headerTimeoutMs ?? 10_000,
+        idleTimeoutMs: o.idleTimeoutMs ?? 120_000,
+        maxConnections: o.maxConnections ?? 1024,
+        ...(openFiles === undefined ? {} : { openFilesLimit: openFiles }),
         onListen: ({ port }) => {
           this.#url = new URL(`${scheme}://${urlHost(this.host)}:${port}`);
           log.info(
@@ -346,7 +381,7 @@ export class Semioserve implements AsyncDisposable {
           );
           o.onListen?.(this.#url);
         },
-      }, handler);
+      });
       await this.#shutdown.promise;
     } finally {
       log.info("shutting down: stopping engines");
