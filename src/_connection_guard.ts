@@ -6,10 +6,16 @@
  * The guard owns the public listener and accepts in a loop of its own that
  * survives every accept error. It counts connections, closes one over the
  * limit at once, closes a connection that has not sent a complete first
- * request head (TLS handshake included) in time, and closes one that stays
- * idle too long. Only once a first head has arrived does it connect to an
- * internal `Deno.serve` on a private loopback port and copy bytes both ways:
- * slow or idle clients cost one descriptor, not three.
+ * request head in time, and closes one that stays idle too long. Only once a
+ * first head has arrived does it connect to an internal `Deno.serve` on a
+ * loopback port and copy bytes both ways: slow or idle clients cost one
+ * descriptor, not three.
+ *
+ * Under TLS the internal server terminates TLS (Deno cannot close a TLS
+ * connection whose handshake never began) and the guard copies encrypted
+ * bytes: it connects on the first byte, and the first request the internal
+ * server hands to the handler ends the header deadline, so the handshake
+ * counts as part of the head.
  *
  * It knows sockets, not routes: no HTTP parsing beyond finding the end of
  * the first request head (CRLF CRLF).
@@ -24,7 +30,7 @@ export interface GuardedServeOptions {
   hostname: string;
   /** Port to listen on (0: any free port). */
   port: number;
-  /** PEM certificate and key: TLS is terminated by the guard. */
+  /** PEM certificate and key: serve HTTPS. */
   tls?: { cert: string; key: string };
   /** Answers every request; `info.remoteAddr` is the real client's address. */
   handler: Deno.ServeHandler<Deno.NetAddr>;
@@ -168,17 +174,21 @@ class Internal {
   #handler: Deno.ServeHandler<Deno.NetAddr>;
   #onError: (error: unknown) => Response | Promise<Response>;
   /** Guard-side local port of each upstream connection → the real client's address. */
-  readonly clients = new Map<number, Deno.NetAddr>();
+  readonly clients = new Map<number, Tracked>();
   #server: Deno.HttpServer<Deno.NetAddr> | undefined;
   #ready = Promise.withResolvers<number>();
   #stopping = false;
   #failures = new FailureRun("serve the internal HTTP server");
   readonly #loop: Promise<void>;
 
+  #tls: { cert: string; key: string } | undefined;
+
   constructor(
     handler: Deno.ServeHandler<Deno.NetAddr>,
     onError: (error: unknown) => Response | Promise<Response>,
+    tls: { cert: string; key: string } | undefined,
   ) {
+    this.#tls = tls;
     this.#handler = handler;
     this.#onError = onError;
     this.#loop = this.#run();
@@ -198,6 +208,7 @@ class Internal {
           port: 0,
           onListen: () => {},
           onError: this.#onError,
+          ...(this.#tls ?? {}),
         }, (req, info) => this.#serve(req, info));
         this.#server = server;
         this.#ready.resolve(server.addr.port);
@@ -220,9 +231,12 @@ class Internal {
     req: Request,
     info: Deno.ServeHandlerInfo<Deno.NetAddr>,
   ): Response | Promise<Response> {
-    const remoteAddr = this.clients.get(info.remoteAddr.port);
+    const client = this.clients.get(info.remoteAddr.port);
     // Not from the guard: someone found the internal port. Serve nothing.
-    if (!remoteAddr) return new Response(null, { status: 421 });
+    if (!client) return new Response(null, { status: 421 });
+    // Under TLS the guard cannot see the head end: a request is the proof.
+    client.headDeadline = undefined;
+    const remoteAddr = client.conn.remoteAddr as Deno.NetAddr;
     return this.#handler(req, { ...info, remoteAddr });
   }
 
@@ -264,6 +278,7 @@ class Guard implements GuardedServer {
   #internal: Internal;
   #tracked = new Set<Tracked>();
   #headerTimeoutMs: number;
+  #tls: boolean;
   #idleTimeoutMs: number;
   #sweep: ReturnType<typeof setInterval>;
   #closing = false;
@@ -287,19 +302,19 @@ class Guard implements GuardedServer {
         `max connections ${wanted} lowered to ${this.maxConnections}: the open-files limit ${options.openFilesLimit} leaves room for that many at ${FDS_PER_CONNECTION} descriptors each, ${RESERVED_FDS} kept for the rest`,
       );
     }
-    const listen = { hostname: options.hostname, port: options.port };
-    this.#listener = options.tls
-      ? Deno.listenTls({
-        ...listen,
-        ...options.tls,
-        // The internal server speaks HTTP/1.1 to the guard; so does the client.
-        alpnProtocols: ["http/1.1"],
-      })
-      : Deno.listen(listen);
+    // Plain TCP even for TLS: Deno does not close a TLS connection whose
+    // handshake never began, so the internal server terminates TLS and the
+    // guard copies the encrypted bytes, closing raw sockets it can close.
+    this.#tls = options.tls !== undefined;
+    this.#listener = Deno.listen({
+      hostname: options.hostname,
+      port: options.port,
+    });
     this.addr = this.#listener.addr;
     this.#internal = new Internal(
       options.handler,
       options.onError ?? defaultOnError,
+      options.tls,
     );
     // One timer for every deadline: cheaper than a timer per connection and byte.
     const tick = Math.min(
@@ -371,9 +386,12 @@ class Guard implements GuardedServer {
     };
     this.#tracked.add(t);
     try {
-      const head = await this.#readHead(t);
+      const head = this.#tls
+        ? await this.#readSome(t)
+        : await this.#readHead(t);
       if (!head || this.#closing) return;
-      t.headDeadline = undefined;
+      // Under TLS the deadline holds until the internal server sees a request.
+      if (!this.#tls) t.headDeadline = undefined;
       const port = await this.#internal.port();
       let upstream: Deno.TcpConn;
       try {
@@ -385,7 +403,7 @@ class Guard implements GuardedServer {
       this.#upstreamFailures.ok();
       t.upstream = upstream;
       const key = upstream.localAddr.port;
-      this.#internal.clients.set(key, conn.remoteAddr as Deno.NetAddr);
+      this.#internal.clients.set(key, t);
       try {
         if (this.#closing) return;
         await writeAll(upstream, head);
@@ -403,6 +421,15 @@ class Guard implements GuardedServer {
       closeQuietly(t.upstream);
       closeQuietly(conn);
     }
+  }
+
+  /** The first bytes (of a TLS handshake); undefined when the client leaves first. */
+  async #readSome(t: Tracked): Promise<Uint8Array | undefined> {
+    const buffer = new Uint8Array(HEAD_CHUNK);
+    const n = await t.conn.read(buffer);
+    if (n === null) return undefined;
+    t.lastActive = performance.now();
+    return buffer.subarray(0, n);
   }
 
   /** Reads until the end of the first request head; undefined when the client goes first. */
