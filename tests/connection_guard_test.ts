@@ -44,12 +44,17 @@ function connect(server: GuardedServer): Promise<Deno.TcpConn> {
 async function closedAfter(conn: Deno.Conn, limitMs: number): Promise<number> {
   const started = performance.now();
   const buffer = new Uint8Array(4096);
-  const timer = setTimeout(() => conn.close(), limitMs);
+  let expired = false;
+  const timer = setTimeout(() => {
+    expired = true;
+    conn.close();
+  }, limitMs);
   try {
     while (await conn.read(buffer) !== null) { /* drop */ }
     return performance.now() - started;
   } catch {
-    return Infinity; // Closed by our own timer: the server kept it open.
+    // A reset (a TLS peer gone without close_notify) is a close too; our own timer is not.
+    return expired ? Infinity : performance.now() - started;
   } finally {
     clearTimeout(timer);
     try {
