@@ -1,13 +1,16 @@
 /**
  * The baseline for `deno task bench`: a bare `Deno.serve` answering every
  * request with the same constant JSON as the launcher's `GET /health` with one
- * engine. Usage: `deno run --allow-net bench/_bare_server.ts PORT`.
+ * engine. Usage: `deno run --allow-net bench/_bare_server.ts PORT [--guard]`;
+ * with `--guard` the same handler is served behind the connection guard
+ * (`src/_connection_guard.ts`), to measure what the guard costs.
  *
  * It prints `listening on http://127.0.0.1:PORT` on stderr once it listens,
  * like the launcher, so both are timed the same way.
  *
  * @module
  */
+import { serveGuarded } from "../src/_connection_guard.ts";
 
 const BODY = JSON.stringify({ status: "ok", models: 1 });
 
@@ -23,10 +26,12 @@ if (!Number.isInteger(port) || port < 0 || port > 65535) {
   Deno.exit(2);
 }
 
-Deno.serve({
-  hostname: "127.0.0.1",
-  port,
-  onListen(addr) {
-    console.error(`listening on http://127.0.0.1:${addr.port}`);
-  },
-}, handler);
+function onListen(addr: Deno.NetAddr): void {
+  console.error(`listening on http://127.0.0.1:${addr.port}`);
+}
+
+if (Deno.args.includes("--guard")) {
+  serveGuarded({ hostname: "127.0.0.1", port, handler, onListen });
+} else {
+  Deno.serve({ hostname: "127.0.0.1", port, onListen }, handler);
+}

@@ -558,6 +558,131 @@ async function authPhase(bench: Bench): Promise<AuthResults> {
   );
   progress("security headers: in-process cost on /health");
   return { runs, headers: measureHeaderCost() };
+// ---- Connection guard (`--only guard`) ---------------------------------------
+
+/** Guarded ÷ bare `/health`, and the launcher's `/health` with 1,000 idle connections held ÷ without. */
+interface GuardResults {
+  guard: Runs;
+  flood: Runs;
+}
+
+const IDLE_FLOOD = 1_000;
+
+/** A target whose runs happen while `IDLE_FLOOD` idle connections are held. */
+async function withIdleFlood<T>(
+  port: number,
+  run: () => Promise<T>,
+): Promise<T> {
+  const conns: Deno.TcpConn[] = [];
+  try {
+    for (let i = 0; i < IDLE_FLOOD; i++) {
+      conns.push(await Deno.connect({ hostname: HOST, port }));
+    }
+    return await run();
+  } finally {
+    for (const conn of conns) conn.close();
+  }
+}
+
+async function guardPhase(bench: Bench): Promise<GuardResults> {
+  await using stack = new AsyncDisposableStack();
+  const base = freePorts(4);
+  const bare = spawnBaseline(stack, base);
+  const guarded = stack.use(
+    new Child("guarded bare server", Deno.execPath(), [
+      "run",
+      "-A",
+      "--quiet",
+      BARE,
+      String(base + 1),
+      "--guard",
+    ], { NO_COLOR: "1" }),
+  );
+  const l1 = await spawnLauncher(bench, stack, engineNames(1), base + 2);
+  await bare.waitForLine(/listening on /);
+  await guarded.waitForLine(/listening on /);
+  await waitHealthy(bench, l1, base + 2, engineNames(1));
+  progress("GET /health: bare vs guarded bare server, c=8");
+  const guard = await compare(
+    bench,
+    {
+      bare: { url: url(base, "/health"), child: bare },
+      guarded: { url: url(base + 1, "/health"), child: guarded },
+    },
+    C8,
+    PLAN.healthRounds,
+    PLAN.healthSeconds,
+  );
+  progress(
+    `GET /health on the launcher with and without ${IDLE_FLOOD} idle connections`,
+  );
+  const target = { url: url(base + 2, "/health"), child: l1 };
+  const flood: Runs = { quiet: [], flooded: [] };
+  for (let round = 0; round < PLAN.healthRounds; round++) {
+    const quiet = await compare(
+      bench,
+      { quiet: target },
+      C8,
+      1,
+      PLAN.healthSeconds,
+    );
+    const flooded = await withIdleFlood(
+      base + 2,
+      () => compare(bench, { flooded: target }, C8, 1, PLAN.healthSeconds),
+    );
+    pick(flood, "quiet").push(...pick(quiet, "quiet"));
+    pick(flood, "flooded").push(...pick(flooded, "flooded"));
+  }
+  return { guard, flood };
+}
+
+function guardReport(results: GuardResults): string {
+  const { guard, flood } = results;
+  const ratio = median(
+    roundRatios(pick(guard, "guarded"), pick(guard, "bare"), "rps"),
+  );
+  const floodRatio = median(
+    roundRatios(pick(flood, "flooded"), pick(flood, "quiet"), "rps"),
+  );
+  const rows = [
+    ...wrkRows("bare `Deno.serve` /health c=8", pick(guard, "bare")),
+    ...wrkRows(
+      "same handler behind the connection guard, c=8",
+      pick(guard, "guarded"),
+      {
+        label: "bare c=8",
+        runs: pick(guard, "bare"),
+        paired: true,
+      },
+    ),
+    ...wrkRows("launcher /health c=8", pick(flood, "quiet")),
+    ...wrkRows(
+      `launcher /health c=8, ${IDLE_FLOOD} idle connections held`,
+      pick(flood, "flooded"),
+      {
+        label: "without",
+        runs: pick(flood, "quiet"),
+        paired: true,
+      },
+    ),
+  ];
+  return [
+    "# Benchmark: connection guard",
+    "",
+    "| Measurement | Value | Baseline (same run) | Ratio | Δ vs baseline |",
+    "|---|--:|---|--:|--:|",
+    ...rows.map((r) =>
+      `| ${r.what} | ${r.value} | ${r.baseline} | ${r.ratio} | ${r.delta} |`
+    ),
+    "",
+    `- guarded ÷ bare /health throughput: ${ratio.toFixed(2)} (target ≥ 0.70: ${
+      ratio >= 0.7 ? "PASS" : "FAIL"
+    })`,
+    `- launcher /health with ${IDLE_FLOOD} idle connections ÷ without: ${
+      floodRatio.toFixed(2)
+    }`,
+    "",
+  ].join("\n");
 }
 
 // ---- Report ----------------------------------------------------------------
@@ -1047,7 +1172,7 @@ function authReport(auth: AuthResults): string {
   ].join("\n");
 }
 
-async function run(strict: boolean, authOnly = false): Promise<number> {
+async function run(strict: boolean, only?: "auth" | "guard"): Promise<number> {
   const wrk = await wrkVersion();
   const started = performance.now();
   const loadBefore = Deno.loadavg()[0] ?? Number.NaN;
@@ -1082,7 +1207,7 @@ async function run(strict: boolean, authOnly = false): Promise<number> {
     client,
   };
 
-  if (authOnly) {
+  if (only === "auth") {
     const auth = await authPhase(bench);
     const markdown = authReport(auth);
     console.log(markdown);
@@ -1090,6 +1215,10 @@ async function run(strict: boolean, authOnly = false): Promise<number> {
     await Deno.writeTextFile(AUTH_RESULTS, markdown);
     progress(`wrote ${AUTH_RESULTS.pathname}`);
     return strict && authTargets(auth).some((t) => !t.pass) ? 1 : 0;
+  if (only === "guard") {
+    const markdown = guardReport(await guardPhase(bench));
+    console.log(markdown);
+    return 0;
   }
   const load = await loadPhase(bench);
   const start = await startPhase(bench);
@@ -1111,21 +1240,28 @@ async function run(strict: boolean, authOnly = false): Promise<number> {
  * Runs the benchmark.
  *
  * @param args `--strict` makes a failed target exit with code 1;
- * `--auth-only` runs only the production-mode rows (about 30 s).
+ * `--auth-only` runs only the production-mode rows (about 30 s);
+ * `--only=guard` measures only the connection guard (about 40 s).
  * @returns The exit code.
  */
 export async function main(
   args: readonly string[] = Deno.args,
 ): Promise<number> {
-  const unknown = args.filter((a) => a !== "--strict" && a !== "--auth-only");
+  const flags = ["--strict", "--auth-only", "--only=guard"];
+  const unknown = args.filter((a) => !flags.includes(a));
   if (unknown.length > 0) {
     console.error(
-      `Cannot use ${unknown.join(" ")}: expected --strict or --auth-only`,
+      `Cannot use ${unknown.join(" ")}: expected ${flags.join(", ")}`,
     );
     return 2;
   }
   try {
-    return await run(args.includes("--strict"), args.includes("--auth-only"));
+    const only = args.includes("--auth-only")
+      ? "auth"
+      : args.includes("--only=guard")
+      ? "guard"
+      : undefined;
+    return await run(args.includes("--strict"), only);
   } catch (error) {
     if (error instanceof WrkMissingError) {
       console.error(error.message);

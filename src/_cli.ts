@@ -34,6 +34,9 @@ export interface CliOptions {
   logMaxBytes?: number;
   logKeep?: number;
   gpus?: string;
+  headerTimeoutMs?: number;
+  idleTimeoutMs?: number;
+  maxConnections?: number;
   help: boolean;
 }
 
@@ -72,6 +75,13 @@ Supervision:
                        0 turns this off (default 6)
   --log-max-bytes N    rotate logs/<name>.log past this size (default 104857600)
   --log-keep N         rotated files kept as <name>.log.1 ... <name>.log.N (default 5)
+  --header-timeout SECONDS
+                       an API connection that has not sent a complete request head
+                       (TLS handshake included) in this time is closed (default 10)
+  --idle-timeout SECONDS
+                       an API connection idle this long is closed (default 120)
+  --max-connections N  API connections open at once; more are closed at once (default
+                       1024, lowered to what the open-files limit leaves room for)
   -h, --help           print this help and exit
 `;
 
@@ -129,8 +139,6 @@ function count(flag: string, text: string, min: number): number {
     );
   }
   return value;
-}
-
 /**
  * Parses the launcher's command line.
  *
@@ -160,6 +168,9 @@ export function parseCli(args: readonly string[]): CliOptions {
         "log-max-bytes": { type: "string" },
         "log-keep": { type: "string" },
         gpus: { type: "string" },
+        "header-timeout": { type: "string" },
+        "idle-timeout": { type: "string" },
+        "max-connections": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -238,6 +249,18 @@ export function parseCli(args: readonly string[]): CliOptions {
       throw new UsageError((error as Error).message);
     }
     options.gpus = values.gpus;
+  }
+  const headerTimeout = values["header-timeout"];
+  if (headerTimeout !== undefined) {
+    options.headerTimeoutMs = seconds("header-timeout", headerTimeout, 0.001);
+  }
+  const idleTimeout = values["idle-timeout"];
+  if (idleTimeout !== undefined) {
+    options.idleTimeoutMs = seconds("idle-timeout", idleTimeout, 0.001);
+  }
+  const maxConnections = values["max-connections"];
+  if (maxConnections !== undefined) {
+    options.maxConnections = count("max-connections", maxConnections, 1);
   }
   if (values.dev_mode && values["no-dev_mode"]) {
     throw new UsageError(

@@ -45,6 +45,8 @@ import {
 } from "./_gpu_placement.ts";
 import { OpsStance } from "./_ops_stance.ts";
 import { parseCli, USAGE, UsageError } from "./_cli.ts";
+import { type GuardedServer, serveGuarded } from "./_connection_guard.ts";
+import { raiseOpenFilesLimit } from "./_open_files.ts";
 import { log } from "./_log.ts";
 
 export {
@@ -145,6 +147,22 @@ export interface SemioserveOptions {
    * @default {the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else none}
    */
   gpus?: string;
+   * Milliseconds a client connection to the management API gets to send its
+   * first complete request head (a TLS handshake included) before it is closed.
+   * @default {10000}
+   */
+  headerTimeoutMs?: number;
+  /**
+   * Milliseconds a management API connection may stay idle before it is closed.
+   * @default {120000}
+   */
+  idleTimeoutMs?: number;
+  /**
+   * Management API connections open at once; one more is accepted and closed
+   * at once. Lowered to what the open-files limit leaves room for.
+   * @default {1024}
+   */
+  maxConnections?: number;
   /** Aborting it shuts the launcher down, like SIGTERM. */
   signal?: AbortSignal;
   /**
@@ -294,7 +312,7 @@ export class Semioserve implements AsyncDisposable {
   /** The resolved management port. */
   readonly port!: number;
   #prepared: Prepared | undefined;
-  #server: Deno.HttpServer<Deno.NetAddr> | undefined;
+  #server: GuardedServer | undefined;
   #url: URL | undefined;
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
@@ -474,6 +492,17 @@ export class Semioserve implements AsyncDisposable {
       .#prepared as Prepared;
     const o = this.options;
     const graceMs = o.graceMs ?? 10_000;
+    const openFiles = await raiseOpenFilesLimit().then(({ before, after }) => {
+      log.info(
+        `open files: limit ${after.soft}${
+          before.soft < after.soft ? ` (raised from ${before.soft})` : ""
+        }, hard limit ${after.hard}`,
+      );
+      return after.soft;
+    }, (error: Error) => {
+      log.warn(`${error.message}; the connection limit is not capped to it`);
+      return undefined;
+    });
     log.info(stance.describe());
     placement.report();
     let firstSignalAt = 0;
@@ -504,10 +533,15 @@ export class Semioserve implements AsyncDisposable {
       for (const s of supervisors) s.start(watchdog);
       healthLoop.start();
       const scheme = tls ? "https" : "http";
-      this.#server = Deno.serve({
+      this.#server = serveGuarded({
         hostname: this.host,
         port: this.port,
-        ...(tls ? { cert: tls.cert, key: tls.key } : {}),
+        ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
+        handler,
+        headerTimeoutMs: o.headerTimeoutMs ?? 10_000,
+        idleTimeoutMs: o.idleTimeoutMs ?? 120_000,
+        maxConnections: o.maxConnections ?? 1024,
+        ...(openFiles === undefined ? {} : { openFilesLimit: openFiles }),
         onListen: ({ port }) => {
           this.#url = new URL(`${scheme}://${urlHost(this.host)}:${port}`);
           log.info(
@@ -517,7 +551,7 @@ export class Semioserve implements AsyncDisposable {
           );
           o.onListen?.(this.#url);
         },
-      }, handler);
+      });
       await this.#shutdown.promise;
     } finally {
       log.info("shutting down: stopping engines");

@@ -1,0 +1,113 @@
+/**
+ * The open-files limit (RLIMIT_NOFILE): read it, and raise the soft limit to
+ * the hard one, as Go and Node.js do for every server.
+ *
+ * Deno has no getrlimit or setrlimit API. Deno itself raises the soft limit to
+ * the hard one when it starts (2.x), so this mostly confirms what it got; when
+ * it did not, util-linux's `prlimit` on our own pid does it. `prlimit` needs
+ * only `--allow-run=prlimit`, where FFI would need `--allow-ffi` (which is all
+ * permissions) and reading `/proc/self/limits` needs `--allow-all`.
+ *
+ * @module
+ */
+
+/** An open-files limit; `Infinity` when unlimited. */
+export interface OpenFilesLimit {
+  soft: number;
+  hard: number;
+}
+
+/** The limit before and after {@linkcode raiseOpenFilesLimit}. */
+export interface RaisedOpenFilesLimit {
+  before: OpenFilesLimit;
+  after: OpenFilesLimit;
+}
+
+/** `prlimit` failed, or is missing or not allowed. */
+export class OpenFilesLimitError extends Error {
+  /**
+   * @param message What could not be done and why.
+   * @param options The underlying error as `cause`.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "OpenFilesLimitError";
+  }
+}
+
+const decoder = new TextDecoder();
+
+function parseLimit(text: string, output: string): number {
+  if (text === "unlimited") return Infinity;
+  const value = Number(text);
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new OpenFilesLimitError(
+      `Cannot read the open-files limit: prlimit printed '${output}' (expected two numbers)`,
+    );
+  }
+  return value;
+}
+
+async function prlimit(args: string[], what: string): Promise<string> {
+  let output: Deno.CommandOutput;
+  try {
+    output = await new Deno.Command("prlimit", {
+      args: ["--pid", String(Deno.pid), ...args],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).output();
+  } catch (cause) {
+    const hint = cause instanceof Deno.errors.NotCapable
+      ? " (allow it with --allow-run=prlimit)"
+      : cause instanceof Deno.errors.NotFound
+      ? " (install util-linux)"
+      : "";
+    throw new OpenFilesLimitError(
+      `Cannot ${what}: prlimit: ${(cause as Error).message}${hint}`,
+      { cause },
+    );
+  }
+  if (!output.success) {
+    throw new OpenFilesLimitError(
+      `Cannot ${what}: prlimit exited with code ${output.code}: ${
+        decoder.decode(output.stderr).trim()
+      }`,
+    );
+  }
+  return decoder.decode(output.stdout).trim();
+}
+
+/**
+ * Reads this process's open-files limit.
+ *
+ * @returns The soft and hard limits.
+ * @throws {OpenFilesLimitError} When `prlimit` is missing, not allowed or fails.
+ */
+export async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
+  const out = await prlimit(
+    ["--nofile", "--raw", "--noheadings", "--output=SOFT,HARD"],
+    "read the open-files limit",
+  );
+  const [soft, hard, ...rest] = out.split(/\s+/);
+  if (soft === undefined || hard === undefined || rest.length > 0) {
+    throw new OpenFilesLimitError(
+      `Cannot read the open-files limit: prlimit printed '${out}' (expected two numbers)`,
+    );
+  }
+  return { soft: parseLimit(soft, out), hard: parseLimit(hard, out) };
+}
+
+/**
+ * Raises this process's soft open-files limit to the hard limit.
+ *
+ * @returns The limit before and after.
+ * @throws {OpenFilesLimitError} When `prlimit` is missing, not allowed or fails.
+ */
+export async function raiseOpenFilesLimit(): Promise<RaisedOpenFilesLimit> {
+  const before = await readOpenFilesLimit();
+  if (before.soft >= before.hard) return { before, after: before };
+  const hard = before.hard === Infinity ? "unlimited" : String(before.hard);
+  await prlimit([`--nofile=${hard}:${hard}`], "raise the open-files limit");
+  return { before, after: await readOpenFilesLimit() };
+}
