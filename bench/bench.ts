@@ -558,6 +558,8 @@ async function authPhase(bench: Bench): Promise<AuthResults> {
   );
   progress("security headers: in-process cost on /health");
   return { runs, headers: measureHeaderCost() };
+}
+
 // ---- Connection guard (`--only guard`) ---------------------------------------
 
 /** Guarded ÷ bare `/health`, and the launcher's `/health` with 1,000 idle connections held ÷ without. */
@@ -1215,6 +1217,7 @@ async function run(strict: boolean, only?: "auth" | "guard"): Promise<number> {
     await Deno.writeTextFile(AUTH_RESULTS, markdown);
     progress(`wrote ${AUTH_RESULTS.pathname}`);
     return strict && authTargets(auth).some((t) => !t.pass) ? 1 : 0;
+  }
   if (only === "guard") {
     const markdown = guardReport(await guardPhase(bench));
     console.log(markdown);

@@ -139,6 +139,8 @@ function count(flag: string, text: string, min: number): number {
     );
   }
   return value;
+}
+
 /**
  * Parses the launcher's command line.
  *

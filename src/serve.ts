@@ -147,6 +147,7 @@ export interface SemioserveOptions {
    * @default {the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else none}
    */
   gpus?: string;
+  /**
    * Milliseconds a client connection to the management API gets to send its
    * first complete request head (a TLS handshake included) before it is closed.
    * @default {10000}

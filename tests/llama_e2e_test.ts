@@ -367,3 +367,38 @@ Deno.test("two llama-server engines run side by side on --port + 1 and + 2", asy
   }));
   await shutdown(run);
 });
+
+Deno.test("a llama-server killed with SIGKILL is restarted and answers a chat request again", async () => {
+  await using run = await launch(["tiny-a"], { catalogue: FIXTURE });
+  const { "tiny-a": first } = await run.pids();
+  Deno.kill(first!, "SIGKILL");
+  await run.launcher.waitForLine(
+    /engine tiny-a \(pid \d+\) exit: signal SIGKILL after .* restart 1 in 1 s/,
+  );
+  let second: number | undefined;
+  await waitFor(
+    async () => {
+      const { body } = await getJson(
+        `http://${HOST}:${run.port}/models?detail=1`,
+      );
+      const entry = (body as {
+        active: Record<string, { healthy: boolean; pid: number | null }>;
+      }).active["tiny-a"];
+      second = entry?.pid ?? undefined;
+      return entry?.healthy === true && second !== first;
+    },
+    "tiny-a healthy again under a new pid",
+    20_000,
+  );
+  assert.ok(!pidAlive(first!), "the killed server is gone");
+  const entry = (await getModels(run.port)).active["tiny-a"]!;
+  const reply = await client(entry.url).chat.completions.create({
+    model: "tiny-a",
+    messages: HELLO,
+    max_tokens: 4,
+  });
+  assert.equal(reply.object, "chat.completion");
+  assert.equal(reply.choices.length, 1);
+  await run.launcher.stop("SIGTERM");
+  assert.ok(!pidAlive(second!), "the restarted server is gone after SIGTERM");
+});
