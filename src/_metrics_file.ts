@@ -142,6 +142,8 @@ export class MetricsWriter implements AsyncDisposable {
   #closed = false;
 
   /**
+   * Creates a writer; nothing is written before the first `update`.
+   *
    * @param directory The launcher's root directory (holding `metrics/`).
    * @param port The management API's port (names the file).
    * @param options How files are written.
