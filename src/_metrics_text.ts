@@ -5,24 +5,12 @@
  * @module
  */
 
-/** Why a production request was refused, as counted by `mymodel_auth_failures_total`. */
-export type AuthFailureReason =
-  | "missing"
-  | "malformed"
-  | "signature"
-  | "expired"
-  | "claims"
-  | "other";
+import {
+  AUTH_FAILURE_REASONS,
+  type AuthFailureReason,
+} from "./_auth_failures.ts";
 
-/** Every {@linkcode AuthFailureReason}, in the order they are rendered. */
-export const AUTH_FAILURE_REASONS: readonly AuthFailureReason[] = [
-  "missing",
-  "malformed",
-  "signature",
-  "expired",
-  "claims",
-  "other",
-];
+export { AUTH_FAILURE_REASONS, type AuthFailureReason };
 
 /** Facts about the launcher itself. */
 export interface LauncherMetrics {

@@ -15,6 +15,7 @@
 import { ConfigError } from "./common.ts";
 import { log } from "./_log.ts";
 import { signalGroup } from "./_process_group.ts";
+import { allProcStats, procStat } from "./_proc.ts";
 
 /** What is recorded about one running engine. */
 export interface EngineRecord {
@@ -45,26 +46,7 @@ const KILL_WAIT_MS = 5_000;
  * @returns Clock ticks since boot, as text.
  */
 export function processStartTime(pid: number): string | undefined {
-  let stat: string;
-  try {
-    stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-  } catch {
-    return undefined;
-  }
-  // The name (field 2) may hold spaces and parentheses: count from the last ')'.
-  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-  return fields[19]; // field 22 overall
-}
-
-/** The process group of a process, or undefined when there is no such process. */
-function processGroup(pid: number): number | undefined {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return Number(fields[2]); // field 5 overall
-  } catch {
-    return undefined;
-  }
+  return procStat(pid)?.startTime;
 }
 
 /** True when `pid` is alive and is the process that started at `startTime`. */
@@ -91,6 +73,11 @@ export class EngineRecords {
   constructor(directory: string) {
     this.dir = `${directory}/data`;
     this.#launcherStartTime = processStartTime(Deno.pid) ?? "";
+    if (!this.#launcherStartTime) {
+      log.warn(
+        "cannot read /proc (grant --allow-read=/proc): engine records cannot tell a live process from a reused pid, so nothing left by a killed launcher will be stopped",
+      );
+    }
   }
 
   #path(model: string): string {
@@ -215,25 +202,18 @@ export class EngineRecords {
  * without its leader is still the engine's.)
  */
 function groupIsRecorded(record: EngineRecord): boolean {
-  const leaderStart = processStartTime(record.pid);
-  if (leaderStart !== undefined) {
-    return leaderStart === record.startTime &&
-      processGroup(record.pid) === record.pid;
+  const leader = procStat(record.pid);
+  if (leader !== undefined) {
+    return leader.startTime === record.startTime && leader.pgid === record.pid;
   }
-  return groupMembers(record.pid).length > 0;
+  return livingMembers(record.pid).length > 0;
 }
 
-function groupMembers(pgid: number): number[] {
-  const members: number[] = [];
-  try {
-    for (const entry of Deno.readDirSync("/proc")) {
-      const pid = Number(entry.name);
-      if (Number.isInteger(pid) && processGroup(pid) === pgid) {
-        members.push(pid);
-      }
-    }
-  } catch { /* no /proc: nothing can be found */ }
-  return members;
+/** The group's processes that have not exited (zombies are dead: only a wait removes them). */
+function livingMembers(pgid: number): number[] {
+  return allProcStats()
+    .filter((p) => p.pgid === pgid && p.state !== "Z")
+    .map((p) => p.pid);
 }
 
 async function stopGroup(pgid: number, graceMs: number): Promise<void> {
@@ -245,19 +225,9 @@ async function stopGroup(pgid: number, graceMs: number): Promise<void> {
 
 async function groupGone(pgid: number, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
-  while (groupMembers(pgid).some((pid) => !isZombie(pid))) {
+  while (livingMembers(pgid).length > 0) {
     if (Date.now() >= deadline) return false;
     await new Promise((resolve) => setTimeout(resolve, POLL_MS));
   }
   return true;
-}
-
-/** A zombie is dead; only its parent's wait removes it. */
-function isZombie(pid: number): boolean {
-  try {
-    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-    return stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
-  } catch {
-    return true;
-  }
 }

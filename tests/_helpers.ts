@@ -144,9 +144,18 @@ export class Launcher implements AsyncDisposable {
   #done: Promise<unknown>;
   #status: Deno.CommandStatus | undefined;
 
-  constructor(args: string[], env: Record<string, string> = {}) {
+  /**
+   * @param args The launcher's arguments.
+   * @param env Added to this process's environment.
+   * @param permissions `deno run` permission flags; all of them by default.
+   */
+  constructor(
+    args: string[],
+    env: Record<string, string> = {},
+    permissions: string[] = ["-A"],
+  ) {
     this.child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--quiet", MOD, ...args],
+      args: ["run", ...permissions, "--quiet", MOD, ...args],
       env: { NO_COLOR: "1", ...env },
       stdin: "null",
       stdout: "piped",
