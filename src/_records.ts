@@ -75,7 +75,7 @@ export class EngineRecords {
     this.#launcherStartTime = processStartTime(Deno.pid) ?? "";
     if (!this.#launcherStartTime) {
       log.warn(
-        "cannot read /proc (grant --allow-read=/proc): engine records cannot tell a live process from a reused pid, so nothing left by a killed launcher will be stopped",
+        "cannot read /proc (neither directly nor through sh): engine records cannot tell a live process from a reused pid, so nothing left by a killed launcher will be stopped",
       );
     }
   }
