@@ -136,6 +136,7 @@ export class EngineSupervisor {
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
   #lastPollMs: number | undefined;
+  #up = false;
   #localLoggedAt = 0;
   #localSuppressed = 0;
   #watchdog: Watchdog | undefined;
@@ -215,6 +216,11 @@ export class EngineSupervisor {
     return this.#restarts;
   }
 
+  /** True when the current run's last health poll answered 200. */
+  get up(): boolean {
+    return this.#up && this.#process.running;
+  }
+
   /** Duration of the last health poll, in seconds (for metrics). */
   get lastPollSeconds(): number | undefined {
     return this.#lastPollMs === undefined ? undefined : this.#lastPollMs / 1000;
@@ -256,6 +262,7 @@ export class EngineSupervisor {
   /** Spawns a run and records it (throws only what `ServerProcess.start` throws). */
   #launch(run: ServerProcess): void {
     run.start();
+    this.#up = false;
     this.#failures = 0;
     this.#firstOkAt = undefined;
     this.#killedUnhealthy = false;
@@ -414,6 +421,7 @@ export class EngineSupervisor {
       this.#logLocal(result.local);
       return;
     }
+    this.#up = result.ok;
     if (result.ok) {
       this.#firstOkAt ??= Date.now();
       this.#failures = 0;

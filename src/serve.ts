@@ -48,6 +48,8 @@ import { parseCli, USAGE, UsageError } from "./_cli.ts";
 import { type GuardedServer, serveGuarded } from "./_connection_guard.ts";
 import { raiseOpenFilesLimit } from "./_open_files.ts";
 import { log } from "./_log.ts";
+import { MetricsWriter } from "./_metrics_file.ts";
+import { metricsSnapshot } from "./_metrics_snapshot.ts";
 
 export {
   EngineError,
@@ -180,6 +182,7 @@ const DUPLICATE_SIGNAL_MS = 500;
 
 /** What start-up resolved, before anything runs. */
 interface Prepared {
+  directory: string;
   placement: Placement;
   supervisors: EngineSupervisor[];
   records: EngineRecords;
@@ -317,6 +320,7 @@ export class Semioserve implements AsyncDisposable {
   #url: URL | undefined;
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
+  #onEngineChange: () => void = () => {};
 
   /**
    * Creates the launcher, or returns the one that exists.
@@ -422,6 +426,7 @@ export class Semioserve implements AsyncDisposable {
         graceMs,
         records,
         portFree: isPortFree,
+        onChange: () => this.#onEngineChange(),
         ...(o.restart !== undefined ? { restart: o.restart } : {}),
         ...(o.restartMaxDelayMs !== undefined
           ? { restartMaxDelayMs: o.restartMaxDelayMs }
@@ -454,6 +459,7 @@ export class Semioserve implements AsyncDisposable {
       }),
     );
     this.#prepared = {
+      directory,
       placement,
       supervisors,
       records,
@@ -489,8 +495,9 @@ export class Semioserve implements AsyncDisposable {
 
   async #run(): Promise<void> {
     await this.prepare();
-    const { supervisors, stance, tls, handler, placement } = this
+    const { supervisors, stance, tls, handler, placement, directory } = this
       .#prepared as Prepared;
+    const startedAt = Date.now();
     const o = this.options;
     const graceMs = o.graceMs ?? 10_000;
     const openFiles = await raiseOpenFilesLimit().then(({ before, after }) => {
@@ -526,13 +533,25 @@ export class Semioserve implements AsyncDisposable {
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#requestShutdown();
     const watchdog = Watchdog.start(graceMs);
+    const metrics = new MetricsWriter(directory, this.port);
+    const facts = {
+      stance,
+      tls: tls !== undefined,
+      port: this.port,
+      startedAt,
+    };
+    const writeMetrics = () =>
+      metrics.update(metricsSnapshot(facts, supervisors));
+    this.#onEngineChange = writeMetrics;
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs ?? 10_000,
       timeoutMs: o.pollTimeoutMs ?? 2_000,
+      onRound: writeMetrics,
     });
     try {
       for (const s of supervisors) s.start(watchdog);
       healthLoop.start();
+      writeMetrics();
       const scheme = tls ? "https" : "http";
       this.#server = serveGuarded({
         hostname: this.host,
@@ -558,6 +577,8 @@ export class Semioserve implements AsyncDisposable {
       log.info("shutting down: stopping engines");
       await healthLoop.stop();
       await Promise.all(supervisors.map((s) => s.stop(graceMs)));
+      this.#onEngineChange = () => {};
+      await metrics.close();
       await watchdog?.close();
       await this.#server?.shutdown();
       for (const signal of signals) Deno.removeSignalListener(signal, onSignal);

@@ -1,31 +1,11 @@
 import assert from "node:assert/strict";
-import parsePrometheusTextFormat from "parse-prometheus-text-format";
+import { get, parse } from "./_prometheus.ts";
 import {
   AUTH_FAILURE_REASONS,
   type EngineMetrics,
   type MetricsSnapshot,
   renderMetrics,
 } from "../src/_metrics_text.ts";
-
-/** One family as parse-prometheus-text-format returns it (the package ships no types). */
-interface ParsedFamily {
-  name: string;
-  help: string;
-  type: string;
-  metrics: { value: string; labels?: Record<string, string> }[];
-}
-
-/** Parses exposition text with a real Prometheus text-format parser. */
-function parse(text: string): Map<string, ParsedFamily> {
-  const families = parsePrometheusTextFormat(text) as ParsedFamily[];
-  return new Map(families.map((f) => [f.name, f]));
-}
-
-function get(families: Map<string, ParsedFamily>, name: string): ParsedFamily {
-  const found = families.get(name);
-  assert.ok(found, `family ${name} is missing`);
-  return found;
-}
 
 function engine(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
   return {
