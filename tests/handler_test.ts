@@ -73,7 +73,7 @@ Deno.test("GET /models reports engines that never started as not healthy, withou
   assert.equal(body.active.beta.healthy, false);
   assert.equal(body.active.beta.verb, "embed");
   assert.deepEqual(body.catalogue, [...body.catalogue].sort());
-  assert.equal(body.catalogue.length, 26);
+  assert.equal(body.catalogue.length, 27);
 });
 
 Deno.test("engines bound to every interface are reported under the host the client used", async () => {
