@@ -8,7 +8,6 @@
 import type { ModelCard, RestartPolicy } from "./catalogue.ts";
 import { log } from "./_log.ts";
 import { EngineLog } from "./_log_sink.ts";
-import type { EngineRecords } from "./_records.ts";
 import { processStartTime } from "./_records.ts";
 import {
   DEFAULT_RESTART_MAX_DELAY_MS,
@@ -24,7 +23,6 @@ import {
   ServerProcess,
   type ServerProcessOptions,
 } from "./_server_process.ts";
-import type { Watchdog } from "./_watchdog.ts";
 
 export type { EngineState } from "./_restart_policy.ts";
 
@@ -44,6 +42,7 @@ export interface LastExit {
 
 /** One engine's supervision facts (the `?detail=1` fields). */
 export interface EngineDetail {
+  /** Where the engine is in its lifecycle. */
   state: EngineState;
   /** The running engine process's pid, or null. */
   pid: number | null;
@@ -51,11 +50,44 @@ export interface EngineDetail {
   restarts: number;
   /** ISO time of the last state change. */
   since: string;
+  /** How the last run ended, or null before any run ended. */
   last_exit: LastExit | null;
   /** ISO time of the next start while in backoff, else null. */
   next_restart: string | null;
   /** Devices handed to the engine (`CUDA_VISIBLE_DEVICES`), `[]` for none, null when not placed. */
   gpus: readonly string[] | null;
+}
+
+/** Told each run's process group while it runs (the launcher's watchdog is one). */
+export interface RunWatcher {
+  /** A run started in process group `pgid`. */
+  add(pgid: number): void;
+  /** That run and its group are gone. */
+  remove(pgid: number): void;
+}
+
+/** What a {@linkcode RunRecorder} records of a running engine. */
+export interface RunRecord {
+  /** The catalogue name. */
+  model: string;
+  /** The engine's pid (and process group id). */
+  pid: number;
+  /** The process start time from `/proc/<pid>/stat`, so a reused pid is never taken for it. */
+  startTime: string;
+  /** The command line, API key masked. */
+  command: string;
+  /** Host the engine listens on. */
+  host: string;
+  /** Port the engine listens on. */
+  port: number;
+}
+
+/** Keeps a record per running engine (the launcher's records under `data/` are one). */
+export interface RunRecorder {
+  /** Records a run that just started. */
+  write(record: RunRecord): void;
+  /** Forgets the model's run once it is gone. */
+  remove(model: string): void;
 }
 
 /** How a model's engine is supervised. */
@@ -89,9 +121,9 @@ export interface SupervisorOptions extends ServerProcessOptions {
   /** Devices this engine was placed on, for reporting (its `env` carries them). */
   gpus?: readonly string[] | null;
   /** Where engine runs are recorded while they run. */
-  records?: EngineRecords;
+  records?: RunRecorder;
   /** The launcher's watchdog, told each run's process group. */
-  watchdog?: Watchdog;
+  watchdog?: RunWatcher;
   /** Whether the engine's port is free before a restart. */
   portFree?: (host: string, port: number) => boolean;
   /** Called after every state change (metrics). */
@@ -139,7 +171,7 @@ export class EngineSupervisor {
   #up = false;
   #localLoggedAt = 0;
   #localSuppressed = 0;
-  #watchdog: Watchdog | undefined;
+  #watchdog: RunWatcher | undefined;
 
   /**
    * Prepares the first run (command line resolved, nothing started).
@@ -252,7 +284,7 @@ export class EngineSupervisor {
    * @param watchdog The launcher's watchdog, told each run's process group.
    * @throws {EngineError} When the first run cannot be spawned.
    */
-  start(watchdog?: Watchdog): void {
+  start(watchdog?: RunWatcher): void {
     if (this.#loop) return;
     this.#watchdog = watchdog ?? this.#watchdog;
     this.#launch(this.#process);

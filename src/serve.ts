@@ -18,16 +18,8 @@
  *
  * @module
  */
-import { AssertionError } from "node:assert";
-import { type ModelCard, Registry, type RestartPolicy } from "./catalogue.ts";
-import {
-  checkDirectory,
-  ConfigError,
-  MY_LOCAL,
-  NUCLEUS_HOST,
-  NUCLEUS_PORT,
-  ROOT_SUBDIRECTORIES,
-} from "./common.ts";
+import { type ModelCard, Registry } from "./catalogue.ts";
+import { ConfigError, MY_LOCAL, NUCLEUS_HOST, NUCLEUS_PORT } from "./common.ts";
 import { type Handler, SSLConfig, withSecurityHeaders } from "./web.ts";
 import { createManagementHandler } from "./_handler.ts";
 import { type ServerProcess, urlHost } from "./_server_process.ts";
@@ -36,13 +28,9 @@ import { EngineRecords } from "./_records.ts";
 import { Watchdog } from "./_watchdog.ts";
 import { HealthLoop } from "./_health_loop.ts";
 import { EngineLog } from "./_log_sink.ts";
-import { detectGpuPool, gpuPoolLine } from "./_gpu_detect.ts";
-import {
-  type GpuAssignment,
-  gpuEnv,
-  gpuLine,
-  placeGpus,
-} from "./_gpu_placement.ts";
+import { placeEngines, type Placement } from "./_engine_placement.ts";
+import { checkPortFree, checkRoot, isPortFree } from "./_startup_checks.ts";
+import type { SemioserveOptions } from "./_serve_options.ts";
 import { OpsStance } from "./_ops_stance.ts";
 import { parseCli, USAGE, UsageError } from "./_cli.ts";
 import { type GuardedServer, serveGuarded } from "./_connection_guard.ts";
@@ -53,129 +41,23 @@ import { metricsSnapshot } from "./_metrics_snapshot.ts";
 
 export {
   EngineError,
+  type HealthCheck,
   ServerProcess,
   type ServerProcessOptions,
 } from "./_server_process.ts";
 export { type Mode, OpsStance, type OpsStanceOptions } from "./_ops_stance.ts";
+export type { SemioserveOptions } from "./_serve_options.ts";
 export {
   type EngineDetail,
   type EngineState,
   EngineSupervisor,
   type LastExit,
+  type RunRecord,
+  type RunRecorder,
+  type RunWatcher,
   type SupervisorOptions,
 } from "./_supervisor.ts";
-
-/** How a {@linkcode Semioserve} is configured; unset fields fall back to the environment. */
-export interface SemioserveOptions {
-  /** Model specs: `<name>` or `<VERB>:<name>`. Engine n listens on `port + n`. */
-  models: readonly string[];
-  /**
-   * Host of the API and every engine.
-   * @default {NUCLEUS_HOST}
-   */
-  host?: string;
-  /**
-   * Management port.
-   * @default {NUCLEUS_PORT}
-   */
-  port?: number;
-  /**
-   * Development mode (no authentication).
-   * @default {true while NUCLEUS_MODE starts with "dev"}
-   */
-  dev_mode?: boolean;
-  /**
-   * Root directory holding `models/`, `logs/`, `metrics/` and `data/`.
-   * @default {MY_LOCAL}
-   */
-  directory?: string;
-  /**
-   * Catalogue file: a path or a URL.
-   * @default {the catalogue shipped with the package}
-   */
-  catalogue?: string | URL;
-  /**
-   * Milliseconds engines get between SIGTERM and SIGKILL.
-   * @default {10000}
-   */
-  graceMs?: number;
-  /**
-   * Milliseconds one engine health poll may take (in `GET /models` and in the
-   * background).
-   * @default {2000}
-   */
-  pollTimeoutMs?: number;
-  /**
-   * When an engine that ended is started again, for cards that set no
-   * `restart` of their own.
-   * @default {"on-failure"}
-   */
-  restart?: RestartPolicy;
-  /**
-   * Cap of the restart delay (1 s, doubling per restart), in milliseconds.
-   * @default {300000}
-   */
-  restartMaxDelayMs?: number;
-  /**
-   * A run that stays up this long after its first 200 resets the restart
-   * delay to 1 s, in milliseconds (tests shorten it).
-   * @default {600000}
-   */
-  stableAfterMs?: number;
-  /**
-   * Milliseconds between background health polls of every engine.
-   * @default {10000}
-   */
-  healthIntervalMs?: number;
-  /**
-   * Failed background polls in a row, after a first 200, that restart an
-   * engine; 0 turns liveness restarts off.
-   * @default {6}
-   */
-  livenessFailures?: number;
-  /**
-   * Rotate `logs/<name>.log` past this many bytes.
-   * @default {104857600}
-   */
-  logMaxBytes?: number;
-  /**
-   * Rotated log files kept.
-   * @default {5}
-   */
-  logKeep?: number;
-  /**
-   * The GPUs this launcher may hand out, as `--gpus` takes them (`0-7`,
-   * `0,2,4-5`, `GPU-<uuid>` entries) or `none` for no placement.
-   * @default {the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else none}
-   */
-  gpus?: string;
-  /**
-   * Milliseconds a client connection to the management API gets to send its
-   * first complete request head (a TLS handshake included) before it is closed.
-   * @default {10000}
-   */
-  headerTimeoutMs?: number;
-  /**
-   * Milliseconds a management API connection may stay idle before it is closed.
-   * @default {120000}
-   */
-  idleTimeoutMs?: number;
-  /**
-   * Management API connections open at once; one more is accepted and closed
-   * at once. Lowered to what the open-files limit leaves room for.
-   * @default {1024}
-   */
-  maxConnections?: number;
-  /** Aborting it shuts the launcher down, like SIGTERM. */
-  signal?: AbortSignal;
-  /**
-   * Shut down on SIGTERM and SIGINT while running.
-   * @default {true}
-   */
-  handleSignals?: boolean;
-  /** Called once the management API listens. */
-  onListen?: (url: URL) => void;
-}
+export { EngineLog, type EngineLogOptions } from "./_log_sink.ts";
 
 /** Signals closer together than this are one signal delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;
@@ -189,105 +71,6 @@ interface Prepared {
   handler: Handler;
   stance: OpsStance;
   tls: SSLConfig | undefined;
-}
-
-/**
- * Checks the root directory holds `models`, `logs`, `metrics` and `data`.
- *
- * @throws {AssertionError} Naming what is missing and how to create it.
- */
-function checkRoot(directory: string): void {
-  checkDirectory(directory, "--directory");
-  const missing = ROOT_SUBDIRECTORIES.filter((sub) => {
-    try {
-      return !Deno.statSync(`${directory}/${sub}`).isDirectory;
-    } catch {
-      return true;
-    }
-  });
-  if (missing.length > 0) {
-    const paths = missing.map((sub) => `${directory}/${sub}`);
-    throw new AssertionError({
-      message: `Cannot use root directory ${directory}: missing ${
-        missing.join(", ")
-      } (create with: mkdir -p ${paths.join(" ")})`,
-    });
-  }
-}
-
-/** Each engine's devices and the environment that hands them over. */
-interface Placement {
-  env(card: ModelCard): Record<string, string>;
-  devices(card: ModelCard): readonly string[] | null;
-  /** The pool and each engine's devices, logged once start-up checks have passed. */
-  report(): void;
-}
-
-/**
- * Finds the GPU pool and places every card on it, logging the pool and each
- * engine's devices. Throws `GpuPlacementError` (one line) when a card does not fit.
- */
-async function placeEngines(
-  cards: readonly ModelCard[],
-  gpus: string | undefined,
-): Promise<Placement> {
-  const detection = await detectGpuPool(gpus === undefined ? {} : { gpus });
-  const placed = placeGpus(cards, detection.pool);
-  // nvidia-smi numbers devices in PCI bus order, CUDA by default fastest first:
-  // make the indices mean the same devices to the engine.
-  const pciOrder = detection.pool !== undefined &&
-    !detection.source.includes("CUDA_VISIBLE_DEVICES") &&
-    Deno.env.get("CUDA_DEVICE_ORDER") === undefined;
-  function assignment(card: ModelCard): GpuAssignment | undefined {
-    return placed.get(card.name);
-  }
-  return {
-    env(card) {
-      const env = gpuEnv(assignment(card));
-      if (
-        pciOrder && env.CUDA_VISIBLE_DEVICES &&
-        card.env.CUDA_DEVICE_ORDER === undefined
-      ) {
-        env.CUDA_DEVICE_ORDER = "PCI_BUS_ID";
-      }
-      return env;
-    },
-    devices(card) {
-      return assignment(card)?.devices ?? null;
-    },
-    report() {
-      if (detection.warning) log.warn(detection.warning);
-      log.info(gpuPoolLine(detection));
-      for (const [name, a] of placed) log.info(gpuLine(name, a));
-    },
-  };
-}
-
-/** True when nothing listens on the port (a restart checks before it starts). */
-function isPortFree(hostname: string, port: number): boolean {
-  try {
-    Deno.listen({ hostname, port }).close();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** Fails when something already listens on a port we are about to use. */
-function checkPortFree(hostname: string, port: number, what: string): void {
-  let listener: Deno.Listener;
-  try {
-    listener = Deno.listen({ hostname, port });
-  } catch (cause) {
-    const reason = cause instanceof Deno.errors.AddrInUse
-      ? "already in use"
-      : (cause as Error).message;
-    throw new ConfigError(
-      `Cannot use port ${port} on ${hostname} for ${what}: ${reason}`,
-      { cause },
-    );
-  }
-  listener.close();
 }
 
 /**
