@@ -12,6 +12,8 @@ cd "$(dirname "$0")/.."
 UNIT=deploy/systemd/mymodel-serve.service
 MAX_EXPOSURE=5.0
 tmp=$(mktemp -d)
+# A fresh machine has Deno only through npm.
+command -v deno >/dev/null || deno() { npx --yes deno@2.9.6 "$@"; }
 trap 'rm -rf "$tmp"' EXIT
 
 if ! command -v systemd-analyze >/dev/null; then
