@@ -7,6 +7,7 @@
 import { parseArgs } from "node:util";
 import { parsePort } from "./common.ts";
 import { RESTART_POLICIES, type RestartPolicy } from "./catalogue.ts";
+import type { SemioserveOptions } from "./_serve_options.ts";
 import { parseGpuList } from "./_gpu_detect.ts";
 
 /** A command line that cannot be used. */
@@ -19,26 +20,31 @@ export class UsageError extends Error {
 }
 
 /** What the command line asks for; unset fields fall back to the environment. */
-export interface CliOptions {
-  models: string[];
-  host?: string;
-  port?: number;
-  dev_mode?: boolean;
-  directory?: string;
-  catalogue?: string;
-  graceMs?: number;
-  restart?: RestartPolicy;
-  restartMaxDelayMs?: number;
-  healthIntervalMs?: number;
-  livenessFailures?: number;
-  logMaxBytes?: number;
-  logKeep?: number;
-  gpus?: string;
-  headerTimeoutMs?: number;
-  idleTimeoutMs?: number;
-  maxConnections?: number;
-  help: boolean;
-}
+export type CliOptions =
+  & Pick<
+    SemioserveOptions,
+    | "host"
+    | "port"
+    | "dev_mode"
+    | "directory"
+    | "graceMs"
+    | "restart"
+    | "restartMaxDelayMs"
+    | "healthIntervalMs"
+    | "livenessFailures"
+    | "logMaxBytes"
+    | "logKeep"
+    | "gpus"
+    | "headerTimeoutMs"
+    | "idleTimeoutMs"
+    | "maxConnections"
+  >
+  & {
+    models: string[];
+    /** A path or URL, as typed. */
+    catalogue?: string;
+    help: boolean;
+  };
 
 /** The text `--help` prints. */
 export const USAGE = `Usage: serve <model> [<model> ...] [options]

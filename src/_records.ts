@@ -16,22 +16,13 @@ import { ConfigError } from "./common.ts";
 import { log } from "./_log.ts";
 import { signalGroup } from "./_process_group.ts";
 import { allProcStats, procStat } from "./_proc.ts";
+import type { RunRecord } from "./_supervisor.ts";
 
-/** What is recorded about one running engine. */
-export interface EngineRecord {
-  /** The catalogue name. */
-  model: string;
-  /** The engine's pid; also its process group id. */
-  pid: number;
-  /** Its start time in clock ticks since boot, from `/proc/<pid>/stat`. */
-  startTime: string;
-  /** The command line, API key masked. */
-  command: string;
-  /** Host and port the engine listens on. */
-  host: string;
-  port: number;
-  /** The launcher that started it, with that launcher's own start time. */
+/** What is recorded about one running engine: the run, and the launcher that owns it. */
+export interface EngineRecord extends RunRecord {
+  /** The launcher's pid. */
   launcherPid: number;
+  /** The launcher's own start time, so a reused launcher pid is not taken for it. */
   launcherStartTime: string;
 }
 
@@ -88,9 +79,7 @@ export class EngineRecords {
    * Records a running engine of this launcher (atomically: a reader never
    * sees half a record).
    */
-  write(
-    record: Omit<EngineRecord, "launcherPid" | "launcherStartTime">,
-  ): void {
+  write(record: RunRecord): void {
     const full: EngineRecord = {
       ...record,
       launcherPid: Deno.pid,
