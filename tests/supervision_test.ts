@@ -446,3 +446,27 @@ Deno.test("engine logs rotate at --log-max-bytes keeping --log-keep files, and a
   assert.match(current, /--- .* exit: /, "the exit line in the current file");
   assert.doesNotMatch(current, /bytes of engine output were lost/);
 });
+
+Deno.test("a port taken when the delay ends is logged, and the restart waits for the next step", async () => {
+  await using s = await launch(["crash1"]);
+  await s.launcher.ready();
+  await s.launcher.waitForLine(/engine crash1 .* restart 1 in 1 s/);
+  // Someone else takes the engine's port during the delay.
+  const squatter = Deno.listen({ hostname: "127.0.0.1", port: s.port + 1 });
+  try {
+    await s.launcher.waitForLine(
+      new RegExp(
+        `engine crash1 .* cannot restart: port ${
+          s.port + 1
+        } is taken by another process; restart 1 in 2 s`,
+      ),
+    );
+    assert.equal((await models(s.port, true)).active.crash1?.state, "backoff");
+  } finally {
+    squatter.close();
+  }
+  await waitFor(
+    async () => (await models(s.port, true)).active.crash1?.restarts === 1,
+    "restarted once the port was free",
+  );
+});
