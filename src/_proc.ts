@@ -48,15 +48,15 @@ function canReadDirectly(): boolean {
   return direct;
 }
 
-/** Stat lines of `globs` (shell patterns under /proc), read by `sh`. */
-function readThroughShell(pattern: string): string[] {
+/** Stat lines of the files named (shell patterns allowed), read by `sh`. */
+function readThroughShell(...patterns: string[]): string[] {
   try {
     const { stdout } = new Deno.Command("sh", {
       args: [
         "-c",
-        'for f in $1; do read -r line < "$f" && printf "%s\\n" "$line"; done 2>/dev/null',
+        'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
         "proc",
-        pattern,
+        ...patterns,
       ],
       stdin: "null",
       stdout: "piped",
@@ -92,6 +92,39 @@ export function procStat(pid: number): ProcStat | undefined {
   }
   const [line] = readThroughShell(`/proc/${pid}/stat`);
   return line === undefined ? undefined : parse(line);
+}
+
+/**
+ * Several processes' stats at once (one shell run under narrowed
+ * permissions); a pid with no process is missing from the result.
+ *
+ * @param pids The process ids.
+ * @returns Their stats by pid.
+ *
+ * @example
+ * ```ts ignore
+ * import { procStats } from "./_proc.ts";
+ * console.log(procStats([Deno.pid]).get(Deno.pid)?.state);
+ * ```
+ */
+export function procStats(pids: readonly number[]): Map<number, ProcStat> {
+  const out = new Map<number, ProcStat>();
+  const wanted = pids.filter((pid) => pid > 0);
+  if (wanted.length === 0) return out;
+  if (canReadDirectly()) {
+    for (const pid of wanted) {
+      const stat = procStat(pid);
+      if (stat) out.set(pid, stat);
+    }
+    return out;
+  }
+  for (
+    const line of readThroughShell(...wanted.map((p) => `/proc/${p}/stat`))
+  ) {
+    const stat = parse(line);
+    if (stat) out.set(stat.pid, stat);
+  }
+  return out;
 }
 
 /**

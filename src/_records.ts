@@ -15,11 +15,13 @@
 import { ConfigError } from "./common.ts";
 import { log } from "./_log.ts";
 import { signalGroup } from "./_process_group.ts";
-import { allProcStats, procStat } from "./_proc.ts";
+import { allProcStats, procStat, procStats } from "./_proc.ts";
 import type { RunRecord } from "./_supervisor.ts";
 
 /** What is recorded about one running engine: the run, and the launcher that owns it. */
 export interface EngineRecord extends RunRecord {
+  /** The engine's start time from `/proc/<pid>/stat`, so a reused pid is never taken for it. */
+  startTime: string;
   /** The launcher's pid. */
   launcherPid: number;
   /** The launcher's own start time, so a reused launcher pid is not taken for it. */
@@ -59,6 +61,7 @@ export class EngineRecords {
   /** Where the records live: `<directory>/data`. */
   readonly dir: string;
   readonly #launcherStartTime: string;
+  readonly #pending = new Map<string, RunRecord>();
 
   /** @param directory The launcher's root directory. */
   constructor(directory: string) {
@@ -80,15 +83,31 @@ export class EngineRecords {
    * sees half a record).
    */
   write(record: RunRecord): void {
-    const full: EngineRecord = {
-      ...record,
-      launcherPid: Deno.pid,
-      launcherStartTime: this.#launcherStartTime,
-    };
+    // Engines start in one synchronous loop: their start times are read in one
+    // go right after it (one `sh` under narrowed permissions, not one each).
+    this.#pending.set(record.model, record);
+    if (this.#pending.size === 1) queueMicrotask(() => this.#flush());
+  }
+
+  #flush(): void {
+    const records = [...this.#pending.values()];
+    this.#pending.clear();
+    const stats = procStats(records.map((r) => r.pid));
+    for (const record of records) {
+      this.#writeOne({
+        ...record,
+        startTime: stats.get(record.pid)?.startTime ?? "",
+        launcherPid: Deno.pid,
+        launcherStartTime: this.#launcherStartTime,
+      });
+    }
+  }
+
+  #writeOne(record: EngineRecord): void {
     const path = this.#path(record.model);
     const temp = `${path}.${Deno.pid}.tmp`;
     try {
-      Deno.writeTextFileSync(temp, JSON.stringify(full) + "\n");
+      Deno.writeTextFileSync(temp, JSON.stringify(record) + "\n");
       Deno.renameSync(temp, path);
     } catch (error) {
       try {
@@ -104,6 +123,7 @@ export class EngineRecords {
 
   /** Removes a model's record if this launcher wrote it. */
   remove(model: string): void {
+    this.#pending.delete(model);
     const record = this.read(this.#path(model));
     if (record && record.launcherPid !== Deno.pid) return;
     try {

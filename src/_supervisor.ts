@@ -8,7 +8,6 @@
 import type { ModelCard, RestartPolicy } from "./catalogue.ts";
 import { log } from "./_log.ts";
 import { EngineLog } from "./_log_sink.ts";
-import { processStartTime } from "./_records.ts";
 import {
   DEFAULT_RESTART_MAX_DELAY_MS,
   DEFAULT_STABLE_AFTER_MS,
@@ -72,8 +71,6 @@ export interface RunRecord {
   model: string;
   /** The engine's pid (and process group id). */
   pid: number;
-  /** The process start time from `/proc/<pid>/stat`, so a reused pid is never taken for it. */
-  startTime: string;
   /** The command line, API key masked. */
   command: string;
   /** Host the engine listens on. */
@@ -304,7 +301,6 @@ export class EngineSupervisor {
     this.#options.records?.write({
       model: this.name,
       pid,
-      startTime: processStartTime(pid) ?? "",
       command: run.commandLine,
       host: run.host,
       port: run.port,
