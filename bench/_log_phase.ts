@@ -1,9 +1,11 @@
 /**
  * The log phase (issue 8 §4): a stand-in engine writes `PLAN.logBytes` of
  * 100-byte lines to stdout as fast as it can, (a) through the launcher, whose
- * pipes carry it into `<root>/logs/<name>.log`, and (b) started directly with
- * stdout redirected to a file by the shell. Rounds alternate the two. The
- * launcher's log is then read back to check every byte arrived.
+ * pipes carry it into `<root>/logs/<name>.log`, (b) started directly with
+ * stdout redirected to a file by the shell, and (c) with stdout piped to
+ * `cat > file`: the floor of any pipe, launcher or not. The order rotates
+ * each round. The launcher's log is then read back to check every byte
+ * arrived.
  *
  * @module
  */
@@ -41,10 +43,12 @@ export interface FloodRun {
   lost: number;
 }
 
-/** Launcher and direct runs, index i of each in the same round. */
+/** Runs of each way, index i of each in the same round. */
 export interface LogResults {
   launcher: FloodRun[];
   direct: FloodRun[];
+  /** Through a pipe to `cat > file`. */
+  pipe: FloodRun[];
 }
 
 /** What a log file holds: engine stdout bytes, the done line, the launcher's loss notes. */
@@ -175,6 +179,24 @@ async function waitLogComplete(
   throw new Error("interrupted");
 }
 
+/**
+ * Stops `sh -c 'engine | cat > file'`: SIGTERM to sh alone would leave the
+ * engine serving, so sh's children (the engine and cat) get it first.
+ */
+async function stopPipeline(child: Child): Promise<void> {
+  const children = await Deno.readTextFile(
+    `/proc/${child.pid}/task/${child.pid}/children`,
+  ).catch(() => "");
+  for (const pid of children.trim().split(/\s+/).filter(Boolean)) {
+    try {
+      Deno.kill(Number(pid), "SIGTERM");
+    } catch {
+      // Already gone.
+    }
+  }
+  await child.stop();
+}
+
 /** One flood through a 1-engine launcher; its log read back after the stop. */
 async function throughLauncher(bench: Bench): Promise<FloodRun> {
   await using stack = new AsyncDisposableStack();
@@ -206,25 +228,38 @@ async function throughLauncher(bench: Bench): Promise<FloodRun> {
   };
 }
 
-/** One flood from the engine started by `sh`, stdout redirected to a file. */
-async function straightToFile(bench: Bench, round: number): Promise<FloodRun> {
+/**
+ * One flood from the engine started by `sh`, stdout redirected to a file, or
+ * with `pipe` through `cat` into the file.
+ */
+async function straightToFile(bench: Bench, pipe: boolean): Promise<FloodRun> {
   await using stack = new AsyncDisposableStack();
-  const path = `${bench.work}/direct-${round}.log`;
+  const path = `${bench.work}/${pipe ? "pipe" : "direct"}.log`;
   stack.defer(() => Deno.remove(path).catch(() => {}));
   const port = freePorts(1);
   const quote = (s: string) => `'${s.replaceAll("'", `'\\''`)}'`;
   const child = stack.use(
-    new Child("engine, stdout to a file", "sh", [
+    new Child(`engine, stdout ${pipe ? "through cat " : ""}to a file`, "sh", [
       "-c",
-      `exec ${quote(Deno.execPath())} run -A --quiet ${quote(FAKE_ENGINE)} ` +
-      `--host 127.0.0.1 --port ${port} --fake-flood-bytes ${PLAN.logBytes} > ${
-        quote(path)
-      }`,
+      `${pipe ? "" : "exec "}${quote(Deno.execPath())} run -A --quiet ${
+        quote(FAKE_ENGINE)
+      } --host 127.0.0.1 --port ${port} --fake-flood-bytes ${PLAN.logBytes} ${
+        pipe ? "| cat " : ""
+      }> ${quote(path)}`,
     ], { NO_COLOR: "1" }),
   );
   const done = await child.waitForLine(DONE, 120_000);
-  const outsideMs = done.at - child.spawnedAt;
-  await child.stop();
+  let outsideMs = done.at - child.spawnedAt;
+  if (pipe) {
+    // cat may still be writing its last reads when the engine is done.
+    const until = performance.now() + 10_000;
+    while (await sizeOf(path) < PLAN.logBytes && performance.now() < until) {
+      await sleep(1);
+    }
+    outsideMs = performance.now() - child.spawnedAt;
+  }
+  if (pipe) await stopPipeline(child);
+  else await child.stop();
   return {
     engineMs: Number(DONE.exec(done.text)?.[1]),
     outsideMs,
@@ -233,22 +268,26 @@ async function straightToFile(bench: Bench, round: number): Promise<FloodRun> {
   };
 }
 
-/** `PLAN.logRounds` rounds, the order alternating. */
+/** `PLAN.logRounds` rounds, the order rotated each round. */
 export async function logPhase(bench: Bench): Promise<LogResults> {
-  const out: LogResults = { launcher: [], direct: [] };
+  const out: LogResults = { launcher: [], direct: [], pipe: [] };
+  const ways: [keyof LogResults, () => Promise<FloodRun>][] = [
+    ["launcher", () => throughLauncher(bench)],
+    ["direct", () => straightToFile(bench, false)],
+    ["pipe", () => straightToFile(bench, true)],
+  ];
   const mb = PLAN.logBytes / 1e6;
   for (let round = 0; round < PLAN.logRounds; round++) {
     progress(
       `log flood ${
         round + 1
-      }/${PLAN.logRounds}: ${mb} MB through the launcher and straight to a file`,
+      }/${PLAN.logRounds}: ${mb} MB through the launcher, straight to a file, through cat`,
     );
-    if (round % 2 === 0) {
-      out.launcher.push(await throughLauncher(bench));
-      out.direct.push(await straightToFile(bench, round));
-    } else {
-      out.direct.push(await straightToFile(bench, round));
-      out.launcher.push(await throughLauncher(bench));
+    const shift = round % ways.length;
+    for (
+      const [key, flood] of [...ways.slice(shift), ...ways.slice(0, shift)]
+    ) {
+      out[key].push(await flood());
     }
   }
   return out;
@@ -258,10 +297,16 @@ function med(runs: readonly FloodRun[], key: keyof FloodRun): number {
   return median(runs.map((r) => r[key]));
 }
 
+function ratiosTo(
+  runs: readonly FloodRun[],
+  base: readonly FloodRun[],
+  key: keyof FloodRun,
+): number[] {
+  return runs.map((r, i) => r[key] / (base[i]?.[key] ?? Number.NaN));
+}
+
 function ratios(results: LogResults, key: keyof FloodRun): number[] {
-  return results.launcher.map((r, i) =>
-    r[key] / (results.direct[i]?.[key] ?? Number.NaN)
-  );
+  return ratiosTo(results.launcher, results.direct, key);
 }
 
 /** Wall times both ways, and what the launcher's log holds. */
@@ -281,6 +326,18 @@ export function logRows(results: LogResults): Row[] {
       med(launcher, "engineMs"),
       "ms",
       { label: "straight to a file", value: med(direct, "engineMs") },
+    ),
+    row(
+      `${mb} MB of engine stdout through a pipe to \`cat > file\` (any pipe's floor): engine's own time (${n})`,
+      med(results.pipe, "engineMs"),
+      "ms",
+      { label: "straight to a file", value: med(direct, "engineMs") },
+    ),
+    row(
+      `${mb} MB through the launcher vs through \`cat\`: engine's own time (${n})`,
+      med(launcher, "engineMs"),
+      "ms",
+      { label: "through cat", value: med(results.pipe, "engineMs") },
     ),
     row(
       `${mb} MB straight to a file: spawn → done line (${n})`,
@@ -346,7 +403,13 @@ export function logTargets(results: LogResults): Verdict[] {
         fmt(med(results.direct, "engineMs"), "ms")
       }); seen from outside, spawn → all bytes in the file: ${
         median(outside).toFixed(2)
-      } (rounds ${range(outside)})`,
+      } (rounds ${
+        range(outside)
+      }); a plain pipe to \`cat > file\` ÷ straight to a file: ${
+        median(ratiosTo(results.pipe, results.direct, "engineMs")).toFixed(2)
+      }, launcher ÷ that pipe: ${
+        median(ratiosTo(results.launcher, results.pipe, "engineMs")).toFixed(2)
+      }`,
     },
     {
       name: "log flood: the launcher's log holds every byte the engine wrote",

@@ -73,9 +73,9 @@ const METHOD = [
   `Log: the stand-in engine writes ${
     PLAN.logBytes / 1e6
   } MB of 100-byte lines to stdout as fast as it can, through`,
-  `the launcher (into \`logs/<name>.log\`, \`--log-max-bytes 1000000000\`) or started by \`sh\` with stdout`,
-  `redirected to a file; ${PLAN.logRounds} rounds alternating; the engine's own time is its \`flood done in\` figure;`,
-  `the launcher's log is read back and its flood bytes counted.`,
+  `the launcher (into \`logs/<name>.log\`, \`--log-max-bytes 1000000000\`), or started by \`sh\` with stdout`,
+  `redirected to a file, or piped to \`cat > file\` (the floor of any pipe); ${PLAN.logRounds} rounds, order rotated;`,
+  `the engine's own time is its \`flood done in\` figure; the launcher's log is read back and its flood bytes counted.`,
 ].join(" ");
 
 /** The full report. */
@@ -178,7 +178,7 @@ export function guardReport(guard: GuardResults): Report {
 export function logReport(log: LogResults): Report {
   return phaseReport(
     "engine logs (`deno task bench --only=log`)",
-    `${PLAN.logRounds} rounds alternating through the launcher and straight to a file.`,
+    `${PLAN.logRounds} rounds, order rotated: through the launcher, straight to a file, through \`cat > file\`.`,
     logRows(log),
     logTargets(log),
   );

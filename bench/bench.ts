@@ -15,8 +15,8 @@
  * - connection guard (`_guard_phase.ts`): guarded ÷ bare `/health`, and the
  *   launcher's `/health` with 1,000 idle connections held ÷ without;
  * - engine logs (`_log_phase.ts`): an engine writing 200 MB to stdout
- *   through the launcher into its log ÷ straight to a file, and whether the
- *   log holds every byte.
+ *   through the launcher into its log ÷ straight to a file (and through a
+ *   plain pipe to `cat`), and whether the log holds every byte.
  *
  * Prints a Markdown table on stdout (progress goes to stderr) and writes the
  * same text to `bench/results/latest.md`. Every row has its absolute value and
@@ -26,7 +26,7 @@
  * Needs `wrk` (`apt-get install wrk`). Takes about five minutes on two cores;
  * `--auth-only` runs the production-mode rows alone (about 30 s, written to
  * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s) and
- * `--only=log` the log rows (about 30 s), both printed only.
+ * `--only=log` the log rows (a few seconds), both printed only.
  *
  * @module
  */
@@ -143,7 +143,7 @@ async function run(strict: boolean, only: Only): Promise<number> {
  * @param args `--strict` makes a failed target exit with code 1;
  * `--auth-only` runs only the production-mode rows (about 30 s);
  * `--only=guard` measures only the connection guard (about 45 s);
- * `--only=log` measures only the engine logs (about 30 s).
+ * `--only=log` measures only the engine logs (a few seconds).
  * @returns The exit code.
  */
 export async function main(
