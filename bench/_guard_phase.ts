@@ -7,12 +7,7 @@
  */
 import { freePorts } from "../tests/_helpers.ts";
 import { compare } from "./_compare.ts";
-import {
-  spawnBaseline,
-  spawnLauncher,
-  stopCleanly,
-  waitHealthy,
-} from "./_servers.ts";
+import { spawnBaseline, spawnLauncher, waitHealthy } from "./_servers.ts";
 import {
   type Bench,
   C8,
@@ -104,7 +99,6 @@ export async function guardPhase(bench: Bench): Promise<GuardResults> {
     pick(flood, "quiet").push(...pick(quiet, "quiet"));
     pick(flood, "flooded").push(...pick(flooded, "flooded"));
   }
-  await stopCleanly([l1]);
   return { guard, flood };
 }
 
