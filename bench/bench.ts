@@ -1,1189 +1,110 @@
 /**
- * `deno task bench`: measures the launcher's management API on loopback
- * against baselines started in the same run (a bare `Deno.serve` answering
- * constant JSON, and a bare fan-out server polling the same engines), with
- * `wrk` as the load generator and the stand-in engine
- * (`tests/fixtures/fake_engine.ts`) behind every model.
+ * `deno task bench`: measures the launcher on loopback against baselines
+ * started in the same run, with `wrk` as the load generator and the stand-in
+ * engine (`tests/fixtures/fake_engine.ts`) behind every model. Phases:
+ *
+ * - load (`_load_phase.ts`): `/health` against a bare `Deno.serve` answering
+ *   the same JSON (and a second one as the noise control); `/models` with 1, 8
+ *   and 32 engines against a bare fan-out server polling the same engines; a
+ *   hung engine; RSS idle and after load, also of 1-engine launchers with a
+ *   smaller V8 young generation (`--v8-flags=--max-semi-space-size=2`, `=1`);
+ * - start (`_start_phase.ts`): spawn → "listening on", → first answer, and
+ *   SIGTERM → exit, with 1 and 32 stand-in engines and with sleep-like ones;
+ * - production mode (`_auth_phase.ts`): production ÷ development `/health`,
+ *   one reused token or a fresh one per request; the security headers' cost;
+ * - connection guard (`_guard_phase.ts`): guarded ÷ bare `/health`, and the
+ *   launcher's `/health` with 1,000 idle connections held ÷ without;
+ * - engine logs (`_log_phase.ts`): an engine writing 200 MB to stdout
+ *   through the launcher into its log ÷ straight to a file (and through a
+ *   plain pipe to `cat`), and whether the log holds every byte.
  *
  * Prints a Markdown table on stdout (progress goes to stderr) and writes the
  * same text to `bench/results/latest.md`. Every row has its absolute value and
  * its ratio to a baseline measured in the same run; a "Targets" section says
  * pass or fail. With `--strict` a failed target makes the exit code 1.
  *
- * Needs `wrk` (`apt-get install wrk`). Takes about three minutes;
- * `--auth-only` runs the production-mode rows alone in about 30 s.
+ * Needs `wrk` (`apt-get install wrk`). Takes about five minutes on two cores;
+ * `--auth-only` runs the production-mode rows alone (about 30 s, written to
+ * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s) and
+ * `--only=log` the log rows (a few seconds), both printed only.
  *
  * @module
  */
-import { fakeBin, freePorts, pathWith, siteArgs } from "../tests/_helpers.ts";
+import { fakeBin } from "../tests/_helpers.ts";
 import { Child } from "./_process.ts";
+import { writeWrkScript, WrkMissingError, wrkVersion } from "./_wrk.ts";
+import { type Bench, progress, removeDir } from "./_plan.ts";
+import { catalogueYaml } from "./_servers.ts";
+import { loadPhase } from "./_load_phase.ts";
+import { startPhase } from "./_start_phase.ts";
+import { authPhase } from "./_auth_phase.ts";
+import { guardPhase } from "./_guard_phase.ts";
+import { logPhase } from "./_log_phase.ts";
 import {
-  AUTH_ENV,
-  FRESH_TOKENS,
-  type HeaderCost,
-  measureHeaderCost,
-  writeAuthScripts,
-} from "./_auth_load.ts";
-import {
-  runWrk,
-  writeWrkScript,
-  WrkMissingError,
-  type WrkResult,
-  wrkVersion,
-} from "./_wrk.ts";
+  authReport,
+  buildReport,
+  guardReport,
+  logReport,
+  type Report,
+} from "./_report.ts";
 
-const MOD = new URL("../mod.ts", import.meta.url).pathname;
-const BARE = new URL("./_bare_server.ts", import.meta.url).pathname;
-const FANOUT = new URL("./_fanout_server.ts", import.meta.url).pathname;
 const RESULTS = new URL("./results/latest.md", import.meta.url);
 const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);
-const HOST = "127.0.0.1";
-/** The launcher's default per-engine poll timeout in `GET /models`. */
-const POLL_TIMEOUT_MS = 2_000;
-const MANY = 32;
 
-/** Durations (whole seconds, as wrk takes them) and repetitions: about 2.5 minutes in all. */
-const PLAN = {
-  warmSeconds: 1,
-  healthRounds: 4,
-  healthSeconds: 2,
-  modelsRounds: 3,
-  modelsSeconds: 2,
-  hungSeconds: 6,
-  hungTimeoutSeconds: 5,
-  startReps: 5,
-  startRepsMany: 3,
-  authRounds: 3,
-  authSeconds: 2,
-} as const;
+/** What one run measures: everything, or one phase. */
+type Only = "auth" | "guard" | "log" | undefined;
 
-/** `wrk -t1 -c1` or `wrk -t2 -c8`. */
-interface Load {
-  name: string;
-  threads: number;
-  connections: number;
-}
-const C1: Load = { name: "c=1", threads: 1, connections: 1 };
-const C8: Load = { name: "c=8", threads: 2, connections: 8 };
-
-/** What every step needs. */
-interface Bench {
-  work: string;
-  bin: string;
-  catalogue: string;
-  script: string;
-  signal: AbortSignal;
-  /** Polls without keeping idle connections open to the measured servers. */
-  client: Deno.HttpClient;
-}
-
-/** One wrk run and the server's CPU time per request during it. */
-interface Measured extends WrkResult {
-  /** Server process CPU (all threads, engines excluded) per request, in µs. */
-  cpu: number;
-}
-
-/** Results per target, one a round; index i of every target is the same round. */
-type Runs = Record<string, Measured[]>;
-
-/** A server under test: where to send load, and its process. */
-interface Target {
-  url: string;
-  child: Child;
-  /** wrk script for this target (request headers); else the plain one. */
-  script?: string;
-}
-
-/** Start and stop timings of one process, in milliseconds. */
-interface StartStop {
-  listen: number;
-  answer: number;
-  stop: number;
-}
-
-/** VmRSS in MiB. */
-interface Rss {
-  bare: number;
-  one: number;
-  many: number;
-}
-
-interface LoadResults {
-  health: { c1: Runs; c8: Runs };
-  models: { c1: Runs; c8: Runs };
-  hung: WrkResult;
-  rss: { idle: Rss; loaded: Rss };
-}
-
-interface StartResults {
-  bare: StartStop[];
-  one: StartStop[];
-  many: StartStop[];
-}
-
-function progress(message: string): void {
-  console.error(`[bench] ${message}`);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function median(values: readonly number[]): number {
-  if (values.length === 0) return Number.NaN;
-  const sorted = [...values].sort((a, b) => a - b);
-  const mid = Math.floor(sorted.length / 2);
-  const hi = sorted[mid] as number;
-  return sorted.length % 2 ? hi : ((sorted[mid - 1] as number) + hi) / 2;
-}
-
-function pick<T>(record: Record<string, T>, key: string): T {
-  const value = record[key];
-  if (value === undefined) throw new Error(`Cannot find result '${key}'`);
-  return value;
-}
-
-function engineNames(count: number): string[] {
-  return Array.from(
-    { length: count },
-    (_, i) => `e${String(i + 1).padStart(2, "0")}`,
-  );
-}
-
-/** 32 healthy stand-in cards `e01`..`e32` and one `hung` card. */
-function catalogueYaml(): string {
-  const lines = [
-    "# Generated by bench/bench.ts for the stand-in engine.",
-    "models:",
-  ];
-  for (const name of engineNames(MANY)) {
-    lines.push(`  ${name}: { verb: chat, hub: org/${name} }`);
-  }
-  lines.push(
-    "  hung: { verb: chat, hub: org/hung, args: { fake-hang: true } }",
-  );
-  return `${lines.join("\n")}\n`;
-}
-
-function url(port: number, path: string): string {
-  return `http://${HOST}:${port}${path}`;
-}
-
-function mib(child: Child): number {
-  return child.rssKiB() / 1024;
-}
-
-/** A root directory (`models/ logs/ metrics/ data/`) inside the work directory. */
-async function makeRootIn(work: string): Promise<string> {
-  const root = await Deno.makeTempDir({ dir: work, prefix: "root-" });
-  for (const sub of ["models", "logs", "metrics", "data"]) {
-    await Deno.mkdir(`${root}/${sub}`);
-  }
-  return root;
-}
-
-async function spawnLauncher(
-  bench: Bench,
-  stack: AsyncDisposableStack,
-  models: readonly string[],
-  port: number,
-  production?: Readonly<Record<string, string>>,
-): Promise<Child> {
-  const root = await makeRootIn(bench.work);
-  const label =
-    (models.length === 1 ? "1 engine" : `${models.length} engines`) +
-    (production ? ", production" : "");
-  return stack.use(
-    new Child(`launcher (${label})`, Deno.execPath(), [
-      "run",
-      "-A",
-      "--quiet",
-      MOD,
-      ...models,
-      ...siteArgs(port, root, bench.catalogue),
-      production ? "--dev_mode=false" : "--dev_mode",
-    ], { PATH: pathWith(bench.bin), NO_COLOR: "1", ...production }),
-  );
-}
-
-/** The bare server, or with `enginePorts` the bare fan-out server. */
-function spawnBaseline(
-  stack: AsyncDisposableStack,
-  port: number,
-  enginePorts?: readonly number[],
-): Child {
-  const script = enginePorts ? FANOUT : BARE;
-  const name = enginePorts
-    ? `fan-out server (${enginePorts.length})`
-    : "bare server";
-  return stack.use(
-    new Child(name, Deno.execPath(), [
-      "run",
-      "-A",
-      "--quiet",
-      script,
-      String(port),
-      ...(enginePorts ?? []).map(String),
-    ], { NO_COLOR: "1" }),
-  );
-}
-
-/** Polls `GET /models` until every engine in `names` reports healthy. */
-async function waitHealthy(
-  bench: Bench,
-  child: Child,
-  port: number,
-  names: readonly string[],
-  ms = 90_000,
-): Promise<void> {
-  const deadline = Date.now() + ms;
-  let last = "not listening yet";
-  while (!bench.signal.aborted) {
-    try {
-      const response = await fetch(url(port, "/models"), {
-        client: bench.client,
-        signal: AbortSignal.timeout(POLL_TIMEOUT_MS + 3_000),
-      });
-      const body = await response.json() as {
-        active?: Record<string, { healthy?: boolean }>;
-      };
-      const sick = names.filter((n) => body.active?.[n]?.healthy !== true);
-      if (sick.length === 0) return;
-      last = `not healthy yet: ${sick.join(", ")}`;
-    } catch (error) {
-      last = error instanceof Error ? error.message : String(error);
-    }
-    if (child.status) {
-      throw new Error(
-        `${child.name} exited while its engines started:\n${child.tail()}`,
-      );
-    }
-    if (Date.now() > deadline) {
-      throw new Error(
-        `Cannot benchmark ${child.name}: engines not healthy after ${ms} ms (${last})`,
-      );
-    }
-    await sleep(200);
-  }
-  throw new Error("interrupted");
-}
-
-/** Milliseconds from the spawn to the first 200 from `GET /health`, polling every 5 ms. */
-async function firstAnswer(
-  bench: Bench,
-  child: Child,
-  port: number,
-  ms = 30_000,
-): Promise<number> {
-  const deadline = performance.now() + ms;
-  while (!bench.signal.aborted) {
-    try {
-      const response = await fetch(url(port, "/health"), {
-        client: bench.client,
-      });
-      await response.body?.cancel();
-      if (response.ok) return performance.now() - child.spawnedAt;
-    } catch {
-      // Not listening yet.
-    }
-    if (child.status) {
-      throw new Error(
-        `${child.name} exited before answering:\n${child.tail()}`,
-      );
-    }
-    if (performance.now() > deadline) {
-      throw new Error(`${child.name} did not answer within ${ms} ms`);
-    }
-    await sleep(5);
-  }
-  throw new Error("interrupted");
-}
-
-/**
- * Warms every target up, then runs `rounds` rounds over all of them, the order
- * rotated each round. Comparing targets round by round cancels most of the
- * drift of a shared machine's load.
- */
-async function compare(
-  bench: Bench,
-  targets: Record<string, Target>,
-  load: Load,
-  rounds: number,
-  seconds: number,
-): Promise<Runs> {
-  const entries = Object.entries(targets);
-  const runs: Runs = {};
-  for (const [key, target] of entries) {
-    runs[key] = [];
-    await runWrk(target.script ?? bench.script, {
-      url: target.url,
-      ...load,
-      seconds: PLAN.warmSeconds,
-      signal: bench.signal,
-    });
-  }
-  for (let round = 0; round < rounds; round++) {
-    const shift = round % entries.length;
-    const order = [...entries.slice(shift), ...entries.slice(0, shift)];
-    progress(
-      `  ${load.name} round ${round + 1}/${rounds}: ${
-        order.map(([k]) => k).join(", ")
-      }`,
-    );
-    for (const [key, target] of order) {
-      const before = target.child.cpuSeconds();
-      const result = await runWrk(target.script ?? bench.script, {
-        url: target.url,
-        ...load,
-        seconds,
-        signal: bench.signal,
-      });
-      const used = target.child.cpuSeconds() - before;
-      const cpu = result.requests > 0 ? used / result.requests * 1e6 : NaN;
-      pick(runs, key).push({ ...result, cpu });
-    }
-  }
-  return runs;
-}
-
-/** Throughput, latency and memory under load, every server up at once. */
-async function loadPhase(bench: Bench): Promise<LoadResults> {
-  await using stack = new AsyncDisposableStack();
-  const base = freePorts(4 + 2 + (8 + 1) + (MANY + 1) + 3 - 1);
-  const ports = {
-    bare: base,
-    bare2: base + 1,
-    fan1: base + 2,
-    fanMany: base + 3,
-    one: base + 4,
-    eight: base + 6,
-    many: base + 15,
-    hung: base + 16 + MANY,
-  };
-  const one = engineNames(1);
-  const eight = engineNames(8);
-  const many = engineNames(MANY);
-
-  progress("starting two bare servers and a 1-engine launcher");
-  const bare = spawnBaseline(stack, ports.bare);
-  const bare2 = spawnBaseline(stack, ports.bare2);
-  const l1 = await spawnLauncher(bench, stack, one, ports.one);
-  await bare.waitForLine(/listening on /);
-  await bare2.waitForLine(/listening on /);
-  await waitHealthy(bench, l1, ports.one, one);
-  const idle = { bare: mib(bare), one: mib(l1), many: Number.NaN };
-
-  progress(
-    `GET /health: bare, bare #2, launcher; ${PLAN.healthRounds} rotating ${PLAN.healthSeconds} s rounds`,
-  );
-  const healthTargets = {
-    bare: { url: url(ports.bare, "/health"), child: bare },
-    bare2: { url: url(ports.bare2, "/health"), child: bare2 },
-    one: { url: url(ports.one, "/health"), child: l1 },
-  };
-  const { healthRounds: hr, healthSeconds: hs } = PLAN;
-  const health = {
-    c1: await compare(bench, healthTargets, C1, hr, hs),
-    c8: await compare(bench, healthTargets, C8, hr, hs),
-  };
-
-  progress(`starting 8-, ${MANY}-engine and hung-engine launchers`);
-  const l8 = await spawnLauncher(bench, stack, eight, ports.eight);
-  const lMany = await spawnLauncher(bench, stack, many, ports.many);
-  const lHung = await spawnLauncher(bench, stack, ["e01", "hung"], ports.hung);
-  await Promise.all([
-    waitHealthy(bench, l8, ports.eight, eight),
-    waitHealthy(bench, lMany, ports.many, many),
-    waitHealthy(bench, lHung, ports.hung, ["e01"]),
-  ]);
-  idle.many = mib(lMany);
-  // The fan-out baselines poll the very engines of the 1- and 32-engine launchers.
-  const fan1 = spawnBaseline(stack, ports.fan1, [ports.one + 1]);
-  const fanMany = spawnBaseline(
-    stack,
-    ports.fanMany,
-    many.map((_, i) => ports.many + 1 + i),
-  );
-  await fan1.waitForLine(/listening on /);
-  await fanMany.waitForLine(/listening on /);
-
-  progress(
-    `GET /models: 1, 8, ${MANY} engines and fan-outs; ${PLAN.modelsRounds} rotating ${PLAN.modelsSeconds} s rounds`,
-  );
-  const launchers = {
-    "1": { url: url(ports.one, "/models"), child: l1 },
-    "8": { url: url(ports.eight, "/models"), child: l8 },
-    [String(MANY)]: { url: url(ports.many, "/models"), child: lMany },
-  };
-  const fanOuts = {
-    fan1: { url: url(ports.fan1, "/models"), child: fan1 },
-    [`fan${MANY}`]: { url: url(ports.fanMany, "/models"), child: fanMany },
-  };
-  const { modelsRounds: mr, modelsSeconds: ms } = PLAN;
-  const models = {
-    c1: await compare(bench, { ...launchers, ...fanOuts }, C1, mr, ms),
-    c8: await compare(bench, launchers, C8, mr, ms),
-  };
-  const loaded = { bare: mib(bare), one: mib(l1), many: mib(lMany) };
-
-  progress(`GET /models with a hung engine: ${PLAN.hungSeconds} s at c=1`);
-  const hung = await runWrk(bench.script, {
-    url: url(ports.hung, "/models"),
-    ...C1,
-    seconds: PLAN.hungSeconds,
-    timeoutSeconds: PLAN.hungTimeoutSeconds,
-    signal: bench.signal,
+/** A PATH directory whose `vllm` sleeps: an engine that costs no CPU and never answers. */
+async function sleepBin(): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "serve-bench-sleep-" });
+  await Deno.writeTextFile(`${dir}/vllm`, "#!/bin/sh\nexec sleep 600\n", {
+    mode: 0o755,
   });
+  return dir;
+}
 
-  progress("stopping the load-phase servers");
-  for (const launcher of [l1, l8, lMany, lHung]) {
-    const { status, forced } = await launcher.stop();
-    if (forced || !status.success) {
-      throw new Error(
-        `${launcher.name} did not stop cleanly (code ${status.code}${
-          forced ? ", SIGKILLed" : ""
-        }):\n${launcher.tail()}`,
-      );
-    }
+async function write(url: URL, report: Report): Promise<void> {
+  await Deno.mkdir(new URL(".", url), { recursive: true });
+  await Deno.writeTextFile(url, report.markdown);
+  progress(`wrote ${url.pathname}`);
+}
+
+async function measure(bench: Bench, only: Only): Promise<Report> {
+  if (only === "auth") {
+    const report = authReport(await authPhase(bench));
+    await write(AUTH_RESULTS, report);
+    return report;
   }
-  return { health, models, hung, rss: { idle, loaded } };
-}
-
-/** One start-to-listening and SIGTERM-to-exit sample; `models` undefined for the bare server. */
-async function startStop(
-  bench: Bench,
-  models: readonly string[] | undefined,
-): Promise<StartStop> {
-  await using stack = new AsyncDisposableStack();
-  const port = freePorts(models?.length ?? 0);
-  const child = models
-    ? await spawnLauncher(bench, stack, models, port)
-    : spawnBaseline(stack, port);
-  const [line, answer] = await Promise.all([
-    child.waitForLine(/listening on /),
-    firstAnswer(bench, child, port),
-  ]);
-  // Stop only once every engine is up: the well-behaved case.
-  if (models) await waitHealthy(bench, child, port, models);
-  const stop = await child.stop("SIGTERM");
-  if (stop.forced || (models && !stop.status.success)) {
-    throw new Error(
-      `${child.name} did not stop cleanly on SIGTERM (code ${stop.status.code}):\n${child.tail()}`,
-    );
-  }
-  return { listen: line.at - child.spawnedAt, answer, stop: stop.ms };
-}
-
-async function startPhase(bench: Bench): Promise<StartResults> {
-  const out: StartResults = { bare: [], one: [], many: [] };
-  // Unmeasured starts first, so every measured one finds warm caches.
-  await startStop(bench, undefined);
-  await startStop(bench, engineNames(1));
-  for (let rep = 1; rep <= PLAN.startReps; rep++) {
-    progress(`start/stop ${rep}/${PLAN.startReps}: bare server, 1 engine`);
-    out.bare.push(await startStop(bench, undefined));
-    out.one.push(await startStop(bench, engineNames(1)));
-  }
-  for (let rep = 1; rep <= PLAN.startRepsMany; rep++) {
-    progress(`start/stop ${rep}/${PLAN.startRepsMany}: ${MANY} engines`);
-    out.many.push(await startStop(bench, engineNames(MANY)));
-  }
-  return out;
-}
-
-/** Production ÷ development `/health` at c=8, and the headers' own cost. */
-interface AuthResults {
-  runs: Runs;
-  headers: HeaderCost;
-}
-
-/** Waits until `/health` answers 200 to a request with `token`. */
-async function waitAuthorized(
-  bench: Bench,
-  child: Child,
-  port: number,
-  token: string,
-): Promise<void> {
-  const deadline = Date.now() + 30_000;
-  while (!bench.signal.aborted && Date.now() < deadline) {
-    try {
-      const response = await fetch(url(port, "/health"), {
-        client: bench.client,
-        headers: { authorization: `Bearer ${token}` },
-      });
-      await response.body?.cancel();
-      if (response.ok) return;
-    } catch {
-      // Not listening yet.
-    }
-    if (child.status) {
-      throw new Error(`${child.name} exited:\n${child.tail()}`);
-    }
-    await sleep(50);
-  }
-  throw new Error(`${child.name} never accepted the bench token`);
-}
-
-async function authPhase(bench: Bench): Promise<AuthResults> {
-  await using stack = new AsyncDisposableStack();
-  progress(`minting ${FRESH_TOKENS} tokens for the production rows`);
-  const scripts = await writeAuthScripts(bench.work);
-  const base = freePorts(3);
-  const one = engineNames(1);
-  const dev = await spawnLauncher(bench, stack, one, base);
-  const prod = await spawnLauncher(bench, stack, one, base + 2, AUTH_ENV);
-  await waitHealthy(bench, dev, base, one);
-  await waitAuthorized(bench, prod, base + 2, scripts.token);
-  progress(
-    `GET /health c=8: development, production with one token, with a fresh token; ${PLAN.authRounds} rotating ${PLAN.authSeconds} s rounds`,
-  );
-  const runs = await compare(
-    bench,
-    {
-      dev: { url: url(base, "/health"), child: dev },
-      prodOne: {
-        url: url(base + 2, "/health"),
-        child: prod,
-        script: scripts.oneToken,
-      },
-      prodFresh: {
-        url: url(base + 2, "/health"),
-        child: prod,
-        script: scripts.freshToken,
-      },
-    },
-    C8,
-    PLAN.authRounds,
-    PLAN.authSeconds,
-  );
-  progress("security headers: in-process cost on /health");
-  return { runs, headers: measureHeaderCost() };
-}
-
-// ---- Connection guard (`--only guard`) ---------------------------------------
-
-/** Guarded ÷ bare `/health`, and the launcher's `/health` with 1,000 idle connections held ÷ without. */
-interface GuardResults {
-  guard: Runs;
-  flood: Runs;
-}
-
-const IDLE_FLOOD = 1_000;
-
-/** A target whose runs happen while `IDLE_FLOOD` idle connections are held. */
-async function withIdleFlood<T>(
-  port: number,
-  run: () => Promise<T>,
-): Promise<T> {
-  const conns: Deno.TcpConn[] = [];
-  try {
-    for (let i = 0; i < IDLE_FLOOD; i++) {
-      conns.push(await Deno.connect({ hostname: HOST, port }));
-    }
-    return await run();
-  } finally {
-    for (const conn of conns) conn.close();
-  }
-}
-
-async function guardPhase(bench: Bench): Promise<GuardResults> {
-  await using stack = new AsyncDisposableStack();
-  const base = freePorts(4);
-  const bare = spawnBaseline(stack, base);
-  const guarded = stack.use(
-    new Child("guarded bare server", Deno.execPath(), [
-      "run",
-      "-A",
-      "--quiet",
-      BARE,
-      String(base + 1),
-      "--guard",
-    ], { NO_COLOR: "1" }),
-  );
-  const l1 = await spawnLauncher(bench, stack, engineNames(1), base + 2);
-  await bare.waitForLine(/listening on /);
-  await guarded.waitForLine(/listening on /);
-  await waitHealthy(bench, l1, base + 2, engineNames(1));
-  progress("GET /health: bare vs guarded bare server, c=8");
-  const guard = await compare(
-    bench,
-    {
-      bare: { url: url(base, "/health"), child: bare },
-      guarded: { url: url(base + 1, "/health"), child: guarded },
-    },
-    C8,
-    PLAN.healthRounds,
-    PLAN.healthSeconds,
-  );
-  progress(
-    `GET /health on the launcher with and without ${IDLE_FLOOD} idle connections`,
-  );
-  const target = { url: url(base + 2, "/health"), child: l1 };
-  const flood: Runs = { quiet: [], flooded: [] };
-  for (let round = 0; round < PLAN.healthRounds; round++) {
-    const quiet = await compare(
-      bench,
-      { quiet: target },
-      C8,
-      1,
-      PLAN.healthSeconds,
-    );
-    const flooded = await withIdleFlood(
-      base + 2,
-      () => compare(bench, { flooded: target }, C8, 1, PLAN.healthSeconds),
-    );
-    pick(flood, "quiet").push(...pick(quiet, "quiet"));
-    pick(flood, "flooded").push(...pick(flooded, "flooded"));
-  }
-  return { guard, flood };
-}
-
-function guardReport(results: GuardResults): string {
-  const { guard, flood } = results;
-  const ratio = median(
-    roundRatios(pick(guard, "guarded"), pick(guard, "bare"), "rps"),
-  );
-  const floodRatio = median(
-    roundRatios(pick(flood, "flooded"), pick(flood, "quiet"), "rps"),
-  );
-  const rows = [
-    ...wrkRows("bare `Deno.serve` /health c=8", pick(guard, "bare")),
-    ...wrkRows(
-      "same handler behind the connection guard, c=8",
-      pick(guard, "guarded"),
-      {
-        label: "bare c=8",
-        runs: pick(guard, "bare"),
-        paired: true,
-      },
-    ),
-    ...wrkRows("launcher /health c=8", pick(flood, "quiet")),
-    ...wrkRows(
-      `launcher /health c=8, ${IDLE_FLOOD} idle connections held`,
-      pick(flood, "flooded"),
-      {
-        label: "without",
-        runs: pick(flood, "quiet"),
-        paired: true,
-      },
-    ),
-  ];
-  return [
-    "# Benchmark: connection guard",
-    "",
-    "| Measurement | Value | Baseline (same run) | Ratio | Δ vs baseline |",
-    "|---|--:|---|--:|--:|",
-    ...rows.map((r) =>
-      `| ${r.what} | ${r.value} | ${r.baseline} | ${r.ratio} | ${r.delta} |`
-    ),
-    "",
-    `- guarded ÷ bare /health throughput: ${ratio.toFixed(2)} (target ≥ 0.70: ${
-      ratio >= 0.7 ? "PASS" : "FAIL"
-    })`,
-    `- launcher /health with ${IDLE_FLOOD} idle connections ÷ without: ${
-      floodRatio.toFixed(2)
-    }`,
-    "",
-  ].join("\n");
-}
-
-// ---- Report ----------------------------------------------------------------
-
-type Unit = "req/s" | "ms" | "µs" | "MiB" | "requests";
-type Metric = "rps" | "p50" | "p99" | "cpu";
-
-const METRICS: readonly { key: Metric; label: string; unit: Unit }[] = [
-  { key: "rps", label: "throughput", unit: "req/s" },
-  { key: "p50", label: "p50", unit: "ms" },
-  { key: "p99", label: "p99", unit: "ms" },
-  { key: "cpu", label: "server CPU per request", unit: "µs" },
-];
-
-interface Row {
-  what: string;
-  value: string;
-  baseline: string;
-  ratio: string;
-  delta: string;
-}
-
-interface Verdict {
-  name: string;
-  pass: boolean;
-  detail: string;
-}
-
-function fmt(value: number, unit: Unit): string {
-  if (!Number.isFinite(value)) return "n/a";
-  switch (unit) {
-    case "req/s":
-      return `${Math.round(value)} req/s`;
-    case "requests":
-      return `${Math.round(value)}`;
-    case "MiB":
-      return `${value.toFixed(1)} MiB`;
-    case "µs":
-      return `${value.toFixed(1)} µs`;
-    case "ms": {
-      const abs = Math.abs(value);
-      const digits = abs < 1 ? 3 : abs < 100 ? 2 : 0;
-      return `${value.toFixed(digits)} ms`;
-    }
-  }
-}
-
-function signed(value: number, unit: Unit): string {
-  const text = fmt(value, unit);
-  return value > 0 ? `+${text}` : text;
-}
-
-function times(ratio: number): string {
-  return Number.isFinite(ratio) ? `${ratio.toFixed(2)}×` : "n/a";
-}
-
-/** A row whose ratio and difference are those of the two medians. */
-function row(
-  what: string,
-  value: number,
-  unit: Unit,
-  base?: { label: string; value: number },
-): Row {
-  if (!base) {
-    return {
-      what,
-      value: fmt(value, unit),
-      baseline: "(baseline)",
-      ratio: "",
-      delta: "",
-    };
-  }
-  return {
-    what,
-    value: fmt(value, unit),
-    baseline: `${base.label}: ${fmt(base.value, unit)}`,
-    ratio: times(value / base.value),
-    delta: signed(value - base.value, unit),
-  };
-}
-
-/** Per-round ratios of a target to its baseline (same round, so same machine load). */
-function roundRatios(
-  runs: readonly Measured[],
-  base: readonly Measured[],
-  metric: Metric,
-): number[] {
-  return runs.map((r, i) => r[metric] / (base[i]?.[metric] ?? Number.NaN));
-}
-
-function roundDeltas(
-  runs: readonly Measured[],
-  base: readonly Measured[],
-  metric: Metric,
-): number[] {
-  return runs.map((r, i) => r[metric] - (base[i]?.[metric] ?? Number.NaN));
-}
-
-/**
- * Throughput, p50 and p99 rows of one target: medians over rounds. Against a
- * baseline from the same {@linkcode compare} call, ratio and difference are
- * the medians of the per-round ones; otherwise those of the medians.
- */
-function wrkRows(
-  what: string,
-  runs: readonly Measured[],
-  base?: { label: string; runs: readonly Measured[]; paired: boolean },
-): Row[] {
-  return METRICS.map(({ key, label, unit }) => {
-    const value = median(runs.map((r) => r[key]));
-    if (!base) return row(`${what} ${label}`, value, unit);
-    const baseValue = median(base.runs.map((r) => r[key]));
-    if (!base.paired) {
-      return row(`${what} ${label}`, value, unit, {
-        label: base.label,
-        value: baseValue,
-      });
-    }
-    return {
-      what: `${what} ${label}`,
-      value: fmt(value, unit),
-      baseline: `${base.label}: ${fmt(baseValue, unit)}`,
-      ratio: times(median(roundRatios(runs, base.runs, key))),
-      delta: signed(median(roundDeltas(runs, base.runs, key)), unit),
-    };
-  });
-}
-
-function startRows(
-  what: string,
-  samples: readonly StartStop[],
-  base: { label: string; samples: readonly StartStop[] } | undefined,
-): Row[] {
-  const n = `median of ${samples.length}`;
-  function m(s: readonly StartStop[], k: keyof StartStop): number {
-    return median(s.map((x) => x[k]));
-  }
-  function b(k: keyof StartStop) {
-    return base && { label: base.label, value: m(base.samples, k) };
-  }
-  return [
-    row(
-      `${what}: spawn → "listening on" (${n})`,
-      m(samples, "listen"),
-      "ms",
-      b("listen"),
-    ),
-    row(
-      `${what}: spawn → first /health answer (${n})`,
-      m(samples, "answer"),
-      "ms",
-      b("answer"),
-    ),
-    row(`${what}: SIGTERM → exit (${n})`, m(samples, "stop"), "ms", b("stop")),
-  ];
-}
-
-function range(values: readonly number[]): string {
-  return `${Math.min(...values).toFixed(2)}–${Math.max(...values).toFixed(2)}`;
-}
-
-function buildTargets(load: LoadResults): Verdict[] {
-  const many = String(MANY);
-  const targets: Verdict[] = [];
-  for (
-    const [name, runs] of [["c=1", load.health.c1], [
-      "c=8",
-      load.health.c8,
-    ]] as const
-  ) {
-    const ratios = roundRatios(pick(runs, "one"), pick(runs, "bare"), "rps");
-    const control = roundRatios(pick(runs, "bare2"), pick(runs, "bare"), "rps");
-    const ratio = median(ratios);
-    targets.push({
-      name: `/health throughput within 10% of bare at ${name} (ratio ≥ 0.90)`,
-      pass: ratio >= 0.9,
-      detail: `ratio ${ratio.toFixed(2)} (rounds ${range(ratios)}); ` +
-        `noise floor, bare #2 vs bare: ${median(control).toFixed(2)} (rounds ${
-          range(control)
-        })`,
-    });
-  }
-  const m1 = load.models.c1;
-  const deltas = roundDeltas(pick(m1, many), pick(m1, "1"), "p50");
-  const delta = median(deltas);
-  const fanDelta = median(
-    roundDeltas(pick(m1, `fan${many}`), pick(m1, "fan1"), "p50"),
-  );
-  targets.push({
-    name: `/models p50 with ${many} engines ≤ 1 engine + 5 ms at c=1`,
-    pass: delta <= 5,
-    detail: `${signed(delta, "ms")} (rounds ${
-      deltas.map((d) => d.toFixed(2)).join(", ")
-    } ms); bare fan-out ${many} vs 1: ${signed(fanDelta, "ms")}`,
-  });
-  const hung = load.hung;
-  const bound = POLL_TIMEOUT_MS + 1_000;
-  targets.push({
-    name:
-      `/models with a hung engine stays bounded (every answer ≤ ${bound} ms, no timeouts)`,
-    pass: hung.requests > 0 && hung.errors.timeout === 0 && hung.max <= bound,
-    detail: `${hung.requests} answers in ${PLAN.hungSeconds} s, max ${
-      fmt(hung.max, "ms")
-    }, ${hung.errors.timeout} timeouts`,
-  });
-  return targets;
-}
-
-function buildRows(load: LoadResults, start: StartResults): Row[] {
-  const many = String(MANY);
-  const fanMany = `fan${many}`;
-  const { c1: h1, c8: h8 } = load.health;
-  const { c1: m1, c8: m8 } = load.models;
-  function paired(label: string, runs: Runs, key: string) {
-    return { label, runs: pick(runs, key), paired: true };
-  }
-  function unpaired(label: string, runs: Runs, key: string) {
-    return { label, runs: pick(runs, key), paired: false };
-  }
-  const rows: Row[] = [];
-  for (const [c, h] of [["c=1", h1], ["c=8", h8]] as const) {
-    rows.push(
-      ...wrkRows(`bare \`Deno.serve\` /health ${c}`, pick(h, "bare")),
-      ...wrkRows(
-        `bare #2 (noise control) /health ${c}`,
-        pick(h, "bare2"),
-        paired(`bare ${c}`, h, "bare"),
-      ),
-      ...wrkRows(
-        `launcher /health, 1 engine, ${c}`,
-        pick(h, "one"),
-        paired(`bare ${c}`, h, "bare"),
-      ),
-    );
-  }
-  rows.push(
-    ...wrkRows("bare fan-out /models, 1 engine, c=1", pick(m1, "fan1")),
-    ...wrkRows(
-      "launcher /models, 1 engine, c=1",
-      pick(m1, "1"),
-      paired("fan-out 1 c=1", m1, "fan1"),
-    ),
-    ...wrkRows(
-      "launcher /models, 8 engines, c=1",
-      pick(m1, "8"),
-      paired("launcher 1 engine c=1", m1, "1"),
-    ),
-    ...wrkRows(
-      `launcher /models, ${many} engines, c=1`,
-      pick(m1, many),
-      paired("launcher 1 engine c=1", m1, "1"),
-    ),
-    ...wrkRows(
-      `bare fan-out /models, ${many} engines, c=1`,
-      pick(m1, fanMany),
-      paired("fan-out 1 c=1", m1, "fan1"),
-    ),
-    ...wrkRows(
-      `launcher /models, ${many} engines, c=1 vs fan-out`,
-      pick(m1, many),
-      paired(`fan-out ${many} c=1`, m1, fanMany),
-    ),
-    ...wrkRows(
-      "launcher /models, 1 engine, c=8",
-      pick(m8, "1"),
-      unpaired("launcher /health c=8", h8, "one"),
-    ),
-    ...wrkRows(
-      "launcher /models, 8 engines, c=8",
-      pick(m8, "8"),
-      paired("launcher 1 engine c=8", m8, "1"),
-    ),
-    ...wrkRows(
-      `launcher /models, ${many} engines, c=8`,
-      pick(m8, many),
-      paired("launcher 1 engine c=8", m8, "1"),
-    ),
-  );
-  const timeout = { label: "poll timeout", value: POLL_TIMEOUT_MS };
-  const hung = load.hung;
-  const hungWhat = "launcher /models, 1 hung + 1 healthy, c=1,";
-  rows.push(
-    row(`${hungWhat} p50`, hung.p50, "ms", timeout),
-    row(`${hungWhat} p99`, hung.p99, "ms", timeout),
-    row(`${hungWhat} max`, hung.max, "ms", timeout),
-    row(
-      `${hungWhat} answers in ${PLAN.hungSeconds} s`,
-      hung.requests,
-      "requests",
-      {
-        label: `${PLAN.hungSeconds} s / poll timeout`,
-        value: Math.floor(PLAN.hungSeconds * 1000 / POLL_TIMEOUT_MS),
-      },
-    ),
-    ...startRows("bare server", start.bare, undefined),
-    ...startRows("launcher, 1 engine", start.one, {
-      label: "bare",
-      samples: start.bare,
-    }),
-    ...startRows(`launcher, ${many} engines`, start.many, {
-      label: "1 engine",
-      samples: start.one,
-    }),
-  );
-  const { idle, loaded } = load.rss;
-  for (const [when, rss] of [["idle", idle], ["after load", loaded]] as const) {
-    rows.push(
-      row(`RSS ${when}: bare server`, rss.bare, "MiB"),
-      row(`RSS ${when}: launcher, 1 engine`, rss.one, "MiB", {
-        label: "bare",
-        value: rss.bare,
-      }),
-      row(`RSS ${when}: launcher, ${many} engines`, rss.many, "MiB", {
-        label: "1 engine",
-        value: rss.one,
-      }),
-    );
-  }
-  return rows;
-}
-
-function authRows(auth: AuthResults): Row[] {
-  const { runs, headers } = auth;
-  const dev = {
-    label: "development c=8",
-    runs: pick(runs, "dev"),
-    paired: true,
-  };
-  return [
-    ...wrkRows("launcher /health, development, c=8", pick(runs, "dev")),
-    ...wrkRows(
-      "launcher /health, production, one token reused, c=8",
-      pick(runs, "prodOne"),
-      dev,
-    ),
-    ...wrkRows(
-      `launcher /health, production, a fresh token per request (${FRESH_TOKENS} in a cycle, no cache hit), c=8`,
-      pick(runs, "prodFresh"),
-      dev,
-    ),
-    {
-      what: "management handler /health in process, with the security headers",
-      value: `${headers.withHeaders.toFixed(0)} ns`,
-      baseline: `without: ${headers.plain.toFixed(0)} ns`,
-      ratio: times(headers.withHeaders / headers.plain),
-      delta: `+${(headers.withHeaders - headers.plain).toFixed(0)} ns`,
-    },
-  ];
-}
-
-function authTargets(auth: AuthResults): Verdict[] {
-  const ratios = roundRatios(
-    pick(auth.runs, "prodOne"),
-    pick(auth.runs, "dev"),
-    "rps",
-  );
-  const fresh = roundRatios(
-    pick(auth.runs, "prodFresh"),
-    pick(auth.runs, "dev"),
-    "rps",
-  );
-  const ratio = median(ratios);
-  return [{
-    name:
-      "production ÷ development /health throughput, one token, c=8 (ratio ≥ 0.70)",
-    pass: ratio >= 0.7,
-    detail: `ratio ${ratio.toFixed(2)} (rounds ${range(ratios)}); ` +
-      `a fresh token per request: ${median(fresh).toFixed(2)} (rounds ${
-        range(fresh)
-      }, reported, no target)`,
-  }];
-}
-
-function authErrors(auth: AuthResults): string[] {
-  return errorNotesOf([["/health c=8 auth", auth.runs]]);
-}
-
-function errorNotes(load: LoadResults): string[] {
-  return errorNotesOf([
-    ["/health c=1", load.health.c1],
-    ["/health c=8", load.health.c8],
-    ["/models c=1", load.models.c1],
-    ["/models c=8", load.models.c8],
-  ]);
-}
-
-function errorNotesOf(all: [string, Runs][]): string[] {
-  const notes: string[] = [];
-  for (const [what, runs] of all) {
-    for (const [key, results] of Object.entries(runs)) {
-      const errors = results.reduce(
-        (sum, r) =>
-          sum + r.errors.connect + r.errors.read + r.errors.write +
-          r.errors.status + r.errors.timeout,
-        0,
-      );
-      if (errors > 0) {
-        notes.push(
-          `- ${what} (${key}): ${errors} wrk errors (non-2xx, socket or timeout): its numbers are suspect`,
-        );
-      }
-    }
-  }
-  return notes;
-}
-
-function buildReport(
-  load: LoadResults,
-  start: StartResults,
-  auth: AuthResults,
-  meta: { wrk: string; loadBefore: number; loadAfter: number; seconds: number },
-): { markdown: string; targets: Verdict[] } {
-  const rows = [...buildRows(load, start), ...authRows(auth)];
-  const targets = [...buildTargets(load), ...authTargets(auth)];
-  const notes = [...errorNotes(load), ...authErrors(auth)];
-  const markdown = [
-    "# Benchmark: management API",
-    "",
-    `Run ${
-      new Date().toISOString()
-    } by \`deno task bench\`: Deno ${Deno.version.deno}, ${meta.wrk}, ` +
-    `${navigator.hardwareConcurrency} CPUs, load average ${
-      meta.loadBefore.toFixed(2)
-    } before and ${meta.loadAfter.toFixed(2)} after, ${
-      Math.round(meta.seconds)
-    } s in all.`,
-    "",
-    `Loopback only (${HOST}); every engine is the stand-in \`tests/fixtures/fake_engine.ts\` (a Deno process). ` +
-    `Load: \`wrk -t1 -c1\` (c=1) or \`wrk -t2 -c8\` (c=8), ${PLAN.warmSeconds} s warm-up per target. ` +
-    `/health: ${PLAN.healthRounds} rounds of ${PLAN.healthSeconds} s over the bare server, a second bare server ` +
-    `(the noise control: it differs from the first only by chance) and the launcher, order rotated each round. ` +
-    `/models: ${PLAN.modelsRounds} such rounds over launchers with 1, 8 and ${MANY} engines, all up at once, ` +
-    `and at c=1 over a bare fan-out server (\`bench/_fanout_server.ts\`) polling the same engines. ` +
-    `Values are medians over rounds; where baseline and target ran in the same rounds, ratio and Δ are the ` +
-    `medians of the per-round ratios and differences. Server CPU per request: user + system time of the ` +
-    `server process (all threads, engines excluded) during a run over the requests wrk completed; ` +
-    `steadier than throughput on a shared machine. Hung engine: one ${PLAN.hungSeconds} s run, ` +
-    `\`--timeout ${PLAN.hungTimeoutSeconds}s\`. Start: from the spawn of a fresh \`deno run -A\`; ` +
-    `SIGTERM → exit once every engine is healthy. RSS: VmRSS of the server process alone (engines excluded), ` +
-    `idle (all engines healthy, before any load) and after the load.`,
-    "",
-    "| Measurement | Value | Baseline (same run) | Ratio | Δ vs baseline |",
-    "|---|--:|---|--:|--:|",
-    ...rows.map((r) =>
-      `| ${r.what} | ${r.value} | ${r.baseline} | ${r.ratio} | ${r.delta} |`
-    ),
-    "",
-    "## Targets",
-    "",
-    ...targets.map((t) =>
-      `- **${t.pass ? "PASS" : "FAIL"}** ${t.name}: ${t.detail}`
-    ),
-    ...(notes.length ? ["", "## Notes", "", ...notes] : []),
-    "",
-  ].join("\n");
-  return { markdown, targets };
-}
-
-async function removeDir(path: string): Promise<void> {
-  await Deno.remove(path, { recursive: true }).catch(() => {});
-}
-
-/** The production rows alone (`--auth-only`): about 30 s. */
-function authReport(auth: AuthResults): string {
-  const rows = authRows(auth);
-  return [
-    "# Benchmark: production mode (`deno task bench --auth-only`)",
-    "",
-    `Run ${
-      new Date().toISOString()
-    }: Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} CPUs. ` +
-    `\`wrk -t2 -c8\`, ${PLAN.authRounds} rotating rounds of ${PLAN.authSeconds} s; ratios are medians of per-round ratios.`,
-    "",
-    "| Measurement | Value | Baseline (same run) | Ratio | Δ vs baseline |",
-    "|---|--:|---|--:|--:|",
-    ...rows.map((r) =>
-      `| ${r.what} | ${r.value} | ${r.baseline} | ${r.ratio} | ${r.delta} |`
-    ),
-    "",
-    "## Targets",
-    "",
-    ...authTargets(auth).map((t) =>
-      `- **${t.pass ? "PASS" : "FAIL"}** ${t.name}: ${t.detail}`
-    ),
-    ...authErrors(auth),
-    "",
-  ].join("\n");
-}
-
-async function run(strict: boolean, only?: "auth" | "guard"): Promise<number> {
+  if (only === "guard") return guardReport(await guardPhase(bench));
+  if (only === "log") return logReport(await logPhase(bench));
   const wrk = await wrkVersion();
   const started = performance.now();
   const loadBefore = Deno.loadavg()[0] ?? Number.NaN;
+  const load = await loadPhase(bench);
+  const start = await startPhase(bench);
+  const auth = await authPhase(bench);
+  const guard = await guardPhase(bench);
+  const log = await logPhase(bench);
+  const report = buildReport({ load, start, auth, guard, log }, {
+    wrk: wrk.replace(/ Copyright.*$/, ""),
+    loadBefore,
+    loadAfter: Deno.loadavg()[0] ?? Number.NaN,
+    seconds: (performance.now() - started) / 1000,
+  });
+  await write(RESULTS, report);
+  return report;
+}
+
+async function run(strict: boolean, only: Only): Promise<number> {
+  await wrkVersion();
   await using stack = new AsyncDisposableStack();
   const controller = new AbortController();
   const work = await Deno.makeTempDir({ prefix: "serve-bench-" });
   stack.defer(() => removeDir(work));
   const bin = await fakeBin(["vllm"]);
   stack.defer(() => removeDir(bin));
+  const sleeping = await sleepBin();
+  stack.defer(() => removeDir(sleeping));
   const client = Deno.createHttpClient({ poolMaxIdlePerHost: 0 });
   stack.defer(() => client.close());
   // Ctrl-C or SIGTERM: stop whatever runs (launchers stop their engines), then clean up.
@@ -1191,7 +112,9 @@ async function run(strict: boolean, only?: "auth" | "guard"): Promise<number> {
     progress("interrupted: stopping every process");
     controller.abort();
     Child.stopAll()
-      .finally(() => Promise.all([removeDir(work), removeDir(bin)]))
+      .finally(() =>
+        Promise.all([removeDir(work), removeDir(bin), removeDir(sleeping)])
+      )
       .finally(() => Deno.exit(130));
   }
   for (const signal of ["SIGINT", "SIGTERM"] as const) {
@@ -1203,40 +126,15 @@ async function run(strict: boolean, only?: "auth" | "guard"): Promise<number> {
   const bench: Bench = {
     work,
     bin,
+    sleepBin: sleeping,
     catalogue,
     script: await writeWrkScript(work),
     signal: controller.signal,
     client,
   };
-
-  if (only === "auth") {
-    const auth = await authPhase(bench);
-    const markdown = authReport(auth);
-    console.log(markdown);
-    await Deno.mkdir(new URL(".", AUTH_RESULTS), { recursive: true });
-    await Deno.writeTextFile(AUTH_RESULTS, markdown);
-    progress(`wrote ${AUTH_RESULTS.pathname}`);
-    return strict && authTargets(auth).some((t) => !t.pass) ? 1 : 0;
-  }
-  if (only === "guard") {
-    const markdown = guardReport(await guardPhase(bench));
-    console.log(markdown);
-    return 0;
-  }
-  const load = await loadPhase(bench);
-  const start = await startPhase(bench);
-  const auth = await authPhase(bench);
-  const { markdown, targets } = buildReport(load, start, auth, {
-    wrk: wrk.replace(/ Copyright.*$/, ""),
-    loadBefore,
-    loadAfter: Deno.loadavg()[0] ?? Number.NaN,
-    seconds: (performance.now() - started) / 1000,
-  });
-  console.log(markdown);
-  await Deno.mkdir(new URL(".", RESULTS), { recursive: true });
-  await Deno.writeTextFile(RESULTS, markdown);
-  progress(`wrote ${RESULTS.pathname}`);
-  return strict && targets.some((t) => !t.pass) ? 1 : 0;
+  const report = await measure(bench, only);
+  console.log(report.markdown);
+  return strict && report.targets.some((t) => !t.pass) ? 1 : 0;
 }
 
 /**
@@ -1244,13 +142,14 @@ async function run(strict: boolean, only?: "auth" | "guard"): Promise<number> {
  *
  * @param args `--strict` makes a failed target exit with code 1;
  * `--auth-only` runs only the production-mode rows (about 30 s);
- * `--only=guard` measures only the connection guard (about 40 s).
+ * `--only=guard` measures only the connection guard (about 45 s);
+ * `--only=log` measures only the engine logs (a few seconds).
  * @returns The exit code.
  */
 export async function main(
   args: readonly string[] = Deno.args,
 ): Promise<number> {
-  const flags = ["--strict", "--auth-only", "--only=guard"];
+  const flags = ["--strict", "--auth-only", "--only=guard", "--only=log"];
   const unknown = args.filter((a) => !flags.includes(a));
   if (unknown.length > 0) {
     console.error(
@@ -1259,10 +158,12 @@ export async function main(
     return 2;
   }
   try {
-    const only = args.includes("--auth-only")
+    const only: Only = args.includes("--auth-only")
       ? "auth"
       : args.includes("--only=guard")
       ? "guard"
+      : args.includes("--only=log")
+      ? "log"
       : undefined;
     return await run(args.includes("--strict"), only);
   } catch (error) {

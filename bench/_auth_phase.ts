@@ -1,0 +1,171 @@
+/**
+ * The production-mode phase: `/health` at c=8 on a development launcher and
+ * a production one (one reused token, or a fresh token per request), and the
+ * security headers' in-process cost.
+ *
+ * @module
+ */
+import { freePorts } from "../tests/_helpers.ts";
+import type { Child } from "./_process.ts";
+import {
+  AUTH_ENV,
+  FRESH_TOKENS,
+  type HeaderCost,
+  measureHeaderCost,
+  writeAuthScripts,
+} from "./_auth_load.ts";
+import { compare } from "./_compare.ts";
+import { spawnLauncher, waitHealthy } from "./_servers.ts";
+import {
+  type Bench,
+  C8,
+  engineNames,
+  median,
+  pick,
+  PLAN,
+  progress,
+  type Runs,
+  sleep,
+  url,
+} from "./_plan.ts";
+import {
+  errorNotesOf,
+  range,
+  roundRatios,
+  type Row,
+  times,
+  type Verdict,
+  wrkRows,
+} from "./_table.ts";
+
+/** Production ÷ development `/health` at c=8, and the headers' own cost. */
+export interface AuthResults {
+  /** Keys `dev`, `prodOne`, `prodFresh`. */
+  runs: Runs;
+  headers: HeaderCost;
+}
+
+/** Waits until `/health` answers 200 to a request with `token`. */
+async function waitAuthorized(
+  bench: Bench,
+  child: Child,
+  port: number,
+  token: string,
+): Promise<void> {
+  const deadline = Date.now() + 30_000;
+  while (!bench.signal.aborted && Date.now() < deadline) {
+    try {
+      const response = await fetch(url(port, "/health"), {
+        client: bench.client,
+        headers: { authorization: `Bearer ${token}` },
+      });
+      await response.body?.cancel();
+      if (response.ok) return;
+    } catch {
+      // Not listening yet.
+    }
+    if (child.status) {
+      throw new Error(`${child.name} exited:\n${child.tail()}`);
+    }
+    await sleep(50);
+  }
+  throw new Error(`${child.name} never accepted the bench token`);
+}
+
+/** Development vs production launchers, rotating rounds at c=8. */
+export async function authPhase(bench: Bench): Promise<AuthResults> {
+  await using stack = new AsyncDisposableStack();
+  progress(`minting ${FRESH_TOKENS} tokens for the production rows`);
+  const scripts = await writeAuthScripts(bench.work);
+  const base = freePorts(3);
+  const one = engineNames(1);
+  const dev = await spawnLauncher(bench, stack, one, base);
+  const prod = await spawnLauncher(bench, stack, one, base + 2, {
+    production: AUTH_ENV,
+  });
+  await waitHealthy(bench, dev, base, one);
+  await waitAuthorized(bench, prod, base + 2, scripts.token);
+  progress(
+    `GET /health c=8: development, production with one token, with a fresh token; ${PLAN.authRounds} rotating ${PLAN.authSeconds} s rounds`,
+  );
+  const runs = await compare(
+    bench,
+    {
+      dev: { url: url(base, "/health"), child: dev },
+      prodOne: {
+        url: url(base + 2, "/health"),
+        child: prod,
+        script: scripts.oneToken,
+      },
+      prodFresh: {
+        url: url(base + 2, "/health"),
+        child: prod,
+        script: scripts.freshToken,
+      },
+    },
+    C8,
+    PLAN.authRounds,
+    PLAN.authSeconds,
+  );
+  progress("security headers: in-process cost on /health");
+  return { runs, headers: measureHeaderCost() };
+}
+
+/** Development, production with one token and with fresh tokens; the headers' cost. */
+export function authRows(auth: AuthResults): Row[] {
+  const { runs, headers } = auth;
+  const dev = {
+    label: "development c=8",
+    runs: pick(runs, "dev"),
+    paired: true,
+  };
+  return [
+    ...wrkRows("launcher /health, development, c=8", pick(runs, "dev")),
+    ...wrkRows(
+      "launcher /health, production, one token reused, c=8",
+      pick(runs, "prodOne"),
+      dev,
+    ),
+    ...wrkRows(
+      `launcher /health, production, a fresh token per request (${FRESH_TOKENS} in a cycle, no cache hit), c=8`,
+      pick(runs, "prodFresh"),
+      dev,
+    ),
+    {
+      what: "management handler /health in process, with the security headers",
+      value: `${headers.withHeaders.toFixed(0)} ns`,
+      baseline: `without: ${headers.plain.toFixed(0)} ns`,
+      ratio: times(headers.withHeaders / headers.plain),
+      delta: `+${(headers.withHeaders - headers.plain).toFixed(0)} ns`,
+    },
+  ];
+}
+
+/** Production ÷ development with one token ≥ 0.70. */
+export function authTargets(auth: AuthResults): Verdict[] {
+  const ratios = roundRatios(
+    pick(auth.runs, "prodOne"),
+    pick(auth.runs, "dev"),
+    "rps",
+  );
+  const fresh = roundRatios(
+    pick(auth.runs, "prodFresh"),
+    pick(auth.runs, "dev"),
+    "rps",
+  );
+  const ratio = median(ratios);
+  return [{
+    name:
+      "production ÷ development /health throughput, one token, c=8 (ratio ≥ 0.70)",
+    pass: ratio >= 0.7,
+    detail: `ratio ${ratio.toFixed(2)} (rounds ${range(ratios)}); ` +
+      `a fresh token per request: ${median(fresh).toFixed(2)} (rounds ${
+        range(fresh)
+      }, reported, no target)`,
+  }];
+}
+
+/** Notes on wrk errors during the production rows. */
+export function authNotes(auth: AuthResults): string[] {
+  return errorNotesOf([["/health c=8 auth", auth.runs]]);
+}

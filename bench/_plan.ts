@@ -1,0 +1,121 @@
+/**
+ * What every phase of `deno task bench` shares: the plan (durations and
+ * repetitions), the loads, the bench context, the result types, and a few
+ * small helpers.
+ *
+ * @module
+ */
+import type { WrkResult } from "./_wrk.ts";
+import type { Child } from "./_process.ts";
+
+/** Loopback only. */
+export const HOST = "127.0.0.1";
+/** The launcher's default per-engine poll timeout in `GET /models`. */
+export const POLL_TIMEOUT_MS = 2_000;
+/** The "many engines" count. */
+export const MANY = 32;
+
+/** Durations (whole seconds, as wrk takes them) and repetitions. */
+export const PLAN = {
+  warmSeconds: 1,
+  healthRounds: 4,
+  healthSeconds: 2,
+  modelsRounds: 3,
+  modelsSeconds: 2,
+  hungSeconds: 6,
+  hungTimeoutSeconds: 5,
+  startReps: 5,
+  startRepsMany: 3,
+  authRounds: 3,
+  authSeconds: 2,
+  guardRounds: 4,
+  guardSeconds: 2,
+  logRounds: 3,
+  logBytes: 200_000_000,
+} as const;
+
+/** `wrk -t1 -c1` or `wrk -t2 -c8`. */
+export interface Load {
+  name: string;
+  threads: number;
+  connections: number;
+}
+/** One connection, one thread. */
+export const C1: Load = { name: "c=1", threads: 1, connections: 1 };
+/** Eight connections over two threads. */
+export const C8: Load = { name: "c=8", threads: 2, connections: 8 };
+
+/** What every step needs. */
+export interface Bench {
+  work: string;
+  /** PATH directory whose `vllm` is the stand-in Deno engine. */
+  bin: string;
+  /** PATH directory whose `vllm` is `exec sleep 600`: no /health at all. */
+  sleepBin: string;
+  catalogue: string;
+  script: string;
+  signal: AbortSignal;
+  /** Polls without keeping idle connections open to the measured servers. */
+  client: Deno.HttpClient;
+}
+
+/** One wrk run and the server's CPU time per request during it. */
+export interface Measured extends WrkResult {
+  /** Server process CPU (all threads, engines excluded) per request, in µs. */
+  cpu: number;
+}
+
+/** Results per target, one a round; index i of every target is the same round. */
+export type Runs = Record<string, Measured[]>;
+
+/** A server under test: where to send load, and its process. */
+export interface Target {
+  url: string;
+  child: Child;
+  /** wrk script for this target (request headers); else the plain one. */
+  script?: string;
+}
+
+/** Progress goes to stderr; the report to stdout. */
+export function progress(message: string): void {
+  console.error(`[bench] ${message}`);
+}
+
+/** Resolves after `ms` milliseconds. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** The median; NaN for no values. */
+export function median(values: readonly number[]): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const mid = Math.floor(sorted.length / 2);
+  const hi = sorted[mid] as number;
+  return sorted.length % 2 ? hi : ((sorted[mid - 1] as number) + hi) / 2;
+}
+
+/** `record[key]`, which must exist. */
+export function pick<T>(record: Record<string, T>, key: string): T {
+  const value = record[key];
+  if (value === undefined) throw new Error(`Cannot find result '${key}'`);
+  return value;
+}
+
+/** `e01`, `e02`, … */
+export function engineNames(count: number): string[] {
+  return Array.from(
+    { length: count },
+    (_, i) => `e${String(i + 1).padStart(2, "0")}`,
+  );
+}
+
+/** `http://127.0.0.1:PORT/PATH`. */
+export function url(port: number, path: string): string {
+  return `http://${HOST}:${port}${path}`;
+}
+
+/** Removes a directory tree, quietly. */
+export async function removeDir(path: string): Promise<void> {
+  await Deno.remove(path, { recursive: true }).catch(() => {});
+}

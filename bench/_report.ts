@@ -1,0 +1,185 @@
+/**
+ * The Markdown `deno task bench` prints and writes: the full report (every
+ * phase's rows, then the Targets section) and the one-phase reports of
+ * `--auth-only`, `--only=guard` and `--only=log`.
+ *
+ * @module
+ */
+import type { LoadResults } from "./_load_phase.ts";
+import { loadNotes, loadRows, loadTargets } from "./_load_rows.ts";
+import { memoryRows, memoryTargets } from "./_memory_rows.ts";
+import { type StartResults, startRows, startTargets } from "./_start_phase.ts";
+import {
+  authNotes,
+  type AuthResults,
+  authRows,
+  authTargets,
+} from "./_auth_phase.ts";
+import {
+  guardNotes,
+  type GuardResults,
+  guardRows,
+  guardTargets,
+  IDLE_FLOOD,
+} from "./_guard_phase.ts";
+import { type LogResults, logRows, logTargets } from "./_log_phase.ts";
+import { HOST, MANY, PLAN } from "./_plan.ts";
+import { type Row, tableLines, type Verdict, verdictLines } from "./_table.ts";
+
+/** Every phase's results. */
+export interface AllResults {
+  load: LoadResults;
+  start: StartResults;
+  auth: AuthResults;
+  guard: GuardResults;
+  log: LogResults;
+}
+
+/** About the run, for the first line. */
+export interface RunMeta {
+  wrk: string;
+  loadBefore: number;
+  loadAfter: number;
+  seconds: number;
+}
+
+/** A report and its verdicts (for `--strict`). */
+export interface Report {
+  markdown: string;
+  targets: Verdict[];
+}
+
+const METHOD = [
+  `Loopback only (${HOST}); every engine is the stand-in \`tests/fixtures/fake_engine.ts\` (a Deno process) unless said otherwise.`,
+  `Load: \`wrk -t1 -c1\` (c=1) or \`wrk -t2 -c8\` (c=8), ${PLAN.warmSeconds} s warm-up per target.`,
+  `/health: ${PLAN.healthRounds} rounds of ${PLAN.healthSeconds} s over the bare server, a second bare server`,
+  `(the noise control: it differs from the first only by chance) and the 1-engine launchers, order rotated each round.`,
+  `/models: ${PLAN.modelsRounds} such rounds over launchers with 1, 8 and ${MANY} engines, all up at once,`,
+  `and at c=1 over a bare fan-out server (\`bench/_fanout_server.ts\`) polling the same engines.`,
+  `Two more 1-engine launchers run with \`--v8-flags=--max-semi-space-size=2\` and \`=1\` (a smaller V8 young generation)`,
+  `and take the same /health and /models load as the default 1-engine launcher.`,
+  `Values are medians over rounds; where baseline and target ran in the same rounds, ratio and Δ are the`,
+  `medians of the per-round ratios and differences. Server CPU per request: user + system time of the`,
+  `server process (all threads, engines excluded) during a run over the requests wrk completed;`,
+  `steadier than throughput on a shared machine. Hung engine: one ${PLAN.hungSeconds} s run,`,
+  `\`--timeout ${PLAN.hungTimeoutSeconds}s\`. Start: from the spawn of a fresh \`deno run -A\`;`,
+  `SIGTERM → exit once every engine is healthy; "sleep-like" engines are a shell script \`exec sleep 600\``,
+  `named \`vllm\` (no /health, no CPU), which leaves the launcher's own start-up cost.`,
+  `RSS: VmRSS of the server process alone (engines excluded), idle (all engines healthy, before any load)`,
+  `and after the load; the bare server's "after load" is after the /health load.`,
+  `Guard: the bare server's handler behind the connection guard vs bare, ${PLAN.guardRounds} rotating rounds`,
+  `of ${PLAN.guardSeconds} s at c=8; then the 1-engine launcher's /health alternately without and with`,
+  `${IDLE_FLOOD} idle TCP connections held open.`,
+  `Log: the stand-in engine writes ${
+    PLAN.logBytes / 1e6
+  } MB of 100-byte lines to stdout as fast as it can, through`,
+  `the launcher (into \`logs/<name>.log\`, \`--log-max-bytes 1000000000\`), or started by \`sh\` with stdout`,
+  `redirected to a file, or piped to \`cat > file\` (the floor of any pipe); ${PLAN.logRounds} rounds, order rotated;`,
+  `the engine's own time is its \`flood done in\` figure; the launcher's log is read back and its flood bytes counted.`,
+].join(" ");
+
+/** The full report. */
+export function buildReport(all: AllResults, meta: RunMeta): Report {
+  const rows: Row[] = [
+    ...loadRows(all.load),
+    ...startRows(all.start),
+    ...memoryRows(all.load),
+    ...authRows(all.auth),
+    ...guardRows(all.guard),
+    ...logRows(all.log),
+  ];
+  const targets = [
+    ...loadTargets(all.load),
+    ...startTargets(all.start),
+    ...memoryTargets(all.load),
+    ...authTargets(all.auth),
+    ...guardTargets(all.guard),
+    ...logTargets(all.log),
+  ];
+  const notes = [
+    ...loadNotes(all.load),
+    ...authNotes(all.auth),
+    ...guardNotes(all.guard),
+  ];
+  const markdown = [
+    "# Benchmark: management API",
+    "",
+    `Run ${
+      new Date().toISOString()
+    } by \`deno task bench\`: Deno ${Deno.version.deno}, ${meta.wrk}, ` +
+    `${navigator.hardwareConcurrency} CPUs, load average ${
+      meta.loadBefore.toFixed(2)
+    } before and ${meta.loadAfter.toFixed(2)} after, ${
+      Math.round(meta.seconds)
+    } s in all.`,
+    "",
+    METHOD,
+    "",
+    ...tableLines(rows),
+    "",
+    "## Targets",
+    "",
+    ...verdictLines(targets),
+    ...(notes.length ? ["", "## Notes", "", ...notes] : []),
+    "",
+  ].join("\n");
+  return { markdown, targets };
+}
+
+/** A report of one phase (`--auth-only`, `--only=guard`, `--only=log`). */
+export function phaseReport(
+  title: string,
+  method: string,
+  rows: readonly Row[],
+  targets: readonly Verdict[],
+  notes: readonly string[] = [],
+): Report {
+  const markdown = [
+    `# Benchmark: ${title}`,
+    "",
+    `Run ${
+      new Date().toISOString()
+    }: Deno ${Deno.version.deno}, ${navigator.hardwareConcurrency} CPUs. ${method}`,
+    "",
+    ...tableLines(rows),
+    "",
+    "## Targets",
+    "",
+    ...verdictLines(targets),
+    ...(notes.length ? ["", ...notes] : []),
+    "",
+  ].join("\n");
+  return { markdown, targets: [...targets] };
+}
+
+/** The production rows alone. */
+export function authReport(auth: AuthResults): Report {
+  return phaseReport(
+    "production mode (`deno task bench --auth-only`)",
+    `\`wrk -t2 -c8\`, ${PLAN.authRounds} rotating rounds of ${PLAN.authSeconds} s; ratios are medians of per-round ratios.`,
+    authRows(auth),
+    authTargets(auth),
+    authNotes(auth),
+  );
+}
+
+/** The guard rows alone. */
+export function guardReport(guard: GuardResults): Report {
+  return phaseReport(
+    "connection guard (`deno task bench --only=guard`)",
+    `\`wrk -t2 -c8\`, ${PLAN.guardRounds} rounds of ${PLAN.guardSeconds} s; ratios are medians of per-round ratios.`,
+    guardRows(guard),
+    guardTargets(guard),
+    guardNotes(guard),
+  );
+}
+
+/** The log rows alone. */
+export function logReport(log: LogResults): Report {
+  return phaseReport(
+    "engine logs (`deno task bench --only=log`)",
+    `${PLAN.logRounds} rounds, order rotated: through the launcher, straight to a file, through \`cat > file\`.`,
+    logRows(log),
+    logTargets(log),
+  );
+}
