@@ -25,6 +25,7 @@ import { fmt, range, type Row, row, type Verdict } from "./_table.ts";
 const FAKE_ENGINE =
   new URL("../tests/fixtures/fake_engine.ts", import.meta.url).pathname;
 const DONE = /flood done in (\d+) ms/;
+const DRAIN = new URL("./_pipe_drain.ts", import.meta.url).pathname;
 /** Issue 8 §4: through the launcher ÷ straight to a file. */
 export const LOG_TARGET_RATIO = 1.2;
 
@@ -49,6 +50,8 @@ export interface LogResults {
   direct: FloodRun[];
   /** Through a pipe to `cat > file`. */
   pipe: FloodRun[];
+  /** Through a pipe into a Deno process that reads and discards (no file). */
+  drain: FloodRun[];
 }
 
 /** What a log file holds: engine stdout bytes, the done line, the launcher's loss notes. */
@@ -268,20 +271,48 @@ async function straightToFile(bench: Bench, pipe: boolean): Promise<FloodRun> {
   };
 }
 
+/** One flood into a Deno process that only reads the pipe: Deno's own floor. */
+async function drainedByDeno(bench: Bench): Promise<FloodRun> {
+  await using stack = new AsyncDisposableStack();
+  const child = stack.use(
+    new Child("engine, stdout drained by Deno", Deno.execPath(), [
+      "run",
+      "-A",
+      "--quiet",
+      DRAIN,
+      "--host",
+      "127.0.0.1",
+      "--port",
+      String(freePorts(1)),
+      "--fake-flood-bytes",
+      String(PLAN.logBytes),
+    ], { NO_COLOR: "1" }),
+  );
+  const done = await child.waitForLine(DONE, 120_000);
+  await child.stop();
+  return {
+    engineMs: Number(DONE.exec(done.text)?.[1]),
+    outsideMs: done.at - child.spawnedAt,
+    bytes: PLAN.logBytes,
+    lost: 0,
+  };
+}
+
 /** `PLAN.logRounds` rounds, the order rotated each round. */
 export async function logPhase(bench: Bench): Promise<LogResults> {
-  const out: LogResults = { launcher: [], direct: [], pipe: [] };
+  const out: LogResults = { launcher: [], direct: [], pipe: [], drain: [] };
   const ways: [keyof LogResults, () => Promise<FloodRun>][] = [
     ["launcher", () => throughLauncher(bench)],
     ["direct", () => straightToFile(bench, false)],
     ["pipe", () => straightToFile(bench, true)],
+    ["drain", () => drainedByDeno(bench)],
   ];
   const mb = PLAN.logBytes / 1e6;
   for (let round = 0; round < PLAN.logRounds; round++) {
     progress(
       `log flood ${
         round + 1
-      }/${PLAN.logRounds}: ${mb} MB through the launcher, straight to a file, through cat`,
+      }/${PLAN.logRounds}: ${mb} MB through the launcher, straight to a file, through cat, drained by Deno`,
     );
     const shift = round % ways.length;
     for (
@@ -332,6 +363,18 @@ export function logRows(results: LogResults): Row[] {
       med(results.pipe, "engineMs"),
       "ms",
       { label: "straight to a file", value: med(direct, "engineMs") },
+    ),
+    row(
+      `${mb} MB of engine stdout read and discarded by a bare Deno process (Deno's floor for a child's pipe): engine's own time (${n})`,
+      med(results.drain, "engineMs"),
+      "ms",
+      { label: "straight to a file", value: med(direct, "engineMs") },
+    ),
+    row(
+      `${mb} MB through the launcher vs read and discarded by bare Deno: engine's own time (${n})`,
+      med(launcher, "engineMs"),
+      "ms",
+      { label: "bare Deno drain", value: med(results.drain, "engineMs") },
     ),
     row(
       `${mb} MB through the launcher vs through \`cat\`: engine's own time (${n})`,
@@ -409,6 +452,10 @@ export function logTargets(results: LogResults): Verdict[] {
         median(ratiosTo(results.pipe, results.direct, "engineMs")).toFixed(2)
       }, launcher ÷ that pipe: ${
         median(ratiosTo(results.launcher, results.pipe, "engineMs")).toFixed(2)
+      }; a bare Deno process draining the pipe ÷ straight to a file: ${
+        median(ratiosTo(results.drain, results.direct, "engineMs")).toFixed(2)
+      }, launcher ÷ that drain: ${
+        median(ratiosTo(results.launcher, results.drain, "engineMs")).toFixed(2)
       }`,
     },
     {
