@@ -272,7 +272,7 @@ async function straightToFile(bench: Bench, pipe: boolean): Promise<FloodRun> {
 }
 
 /** One flood into a Deno process that only reads the pipe: Deno's own floor. */
-async function drainedByDeno(bench: Bench): Promise<FloodRun> {
+async function drainedByDeno(): Promise<FloodRun> {
   await using stack = new AsyncDisposableStack();
   const child = stack.use(
     new Child("engine, stdout drained by Deno", Deno.execPath(), [
@@ -305,7 +305,7 @@ export async function logPhase(bench: Bench): Promise<LogResults> {
     ["launcher", () => throughLauncher(bench)],
     ["direct", () => straightToFile(bench, false)],
     ["pipe", () => straightToFile(bench, true)],
-    ["drain", () => drainedByDeno(bench)],
+    ["drain", () => drainedByDeno()],
   ];
   const mb = PLAN.logBytes / 1e6;
   for (let round = 0; round < PLAN.logRounds; round++) {

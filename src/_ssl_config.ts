@@ -7,12 +7,11 @@
  */
 
 import { join } from "node:path";
-import {
-  createPrivateKey,
-  createPublicKey,
-  X509Certificate,
-} from "node:crypto";
-import type { KeyObject } from "node:crypto";
+// node:crypto is loaded only when TLS files exist: it costs a launcher that
+// serves plain HTTP several MiB of resident memory for nothing.
+import type { KeyObject, X509Certificate } from "node:crypto";
+
+type Crypto = typeof import("node:crypto");
 import { log } from "./_log.ts";
 
 /** Settings of {@linkcode SSLConfig.fromDirectory}. */
@@ -83,7 +82,11 @@ async function readPem(path: string): Promise<string> {
   }
 }
 
-function parseCertificate(path: string, pem: string): X509Certificate {
+function parseCertificate(
+  crypto: Crypto,
+  path: string,
+  pem: string,
+): X509Certificate {
   if (!pem.includes("-----BEGIN CERTIFICATE-----")) {
     throw new SSLConfigError(
       path,
@@ -91,7 +94,7 @@ function parseCertificate(path: string, pem: string): X509Certificate {
     );
   }
   try {
-    return new X509Certificate(pem);
+    return new crypto.X509Certificate(pem);
   } catch (error) {
     throw new SSLConfigError(
       path,
@@ -101,7 +104,11 @@ function parseCertificate(path: string, pem: string): X509Certificate {
   }
 }
 
-function parsePrivateKey(path: string, pem: string): KeyObject {
+function parsePrivateKey(
+  crypto: Crypto,
+  path: string,
+  pem: string,
+): KeyObject {
   if (pem.includes("-----BEGIN ENCRYPTED PRIVATE KEY-----")) {
     throw new SSLConfigError(
       path,
@@ -115,7 +122,7 @@ function parsePrivateKey(path: string, pem: string): KeyObject {
     );
   }
   try {
-    return createPrivateKey(pem);
+    return crypto.createPrivateKey(pem);
   } catch (error) {
     throw new SSLConfigError(
       path,
@@ -125,12 +132,19 @@ function parsePrivateKey(path: string, pem: string): KeyObject {
   }
 }
 
-function sameKey(certificate: X509Certificate, key: KeyObject): boolean {
+function sameKey(
+  crypto: Crypto,
+  certificate: X509Certificate,
+  key: KeyObject,
+): boolean {
   const fromCert = certificate.publicKey.export({
     type: "spki",
     format: "der",
   });
-  const fromKey = createPublicKey(key).export({ type: "spki", format: "der" });
+  const fromKey = crypto.createPublicKey(key).export({
+    type: "spki",
+    format: "der",
+  });
   return fromCert.equals(fromKey);
 }
 
@@ -255,11 +269,12 @@ export class SSLConfig {
     }
     const cert = await readPem(certFile);
     const key = await readPem(keyFile);
-    const certificate = parseCertificate(certFile, cert);
-    const privateKey = parsePrivateKey(keyFile, key);
+    const crypto = await import("node:crypto");
+    const certificate = parseCertificate(crypto, certFile, cert);
+    const privateKey = parsePrivateKey(crypto, keyFile, key);
     let matches: boolean;
     try {
-      matches = sameKey(certificate, privateKey);
+      matches = sameKey(crypto, certificate, privateKey);
     } catch (error) {
       throw new SSLConfigError(
         `${certFile} and ${keyFile}`,
@@ -280,7 +295,7 @@ export class SSLConfig {
       const caFile = join(directory, "ssl", "ca.crt");
       if (await isPresent(caFile)) {
         const ca = await readPem(caFile);
-        const authority = parseCertificate(caFile, ca);
+        const authority = parseCertificate(crypto, caFile, ca);
         if (!certificate.checkIssued(authority)) {
           log.warn(`${certFile} was not issued by ${caFile}`);
         }
