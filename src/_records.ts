@@ -16,6 +16,7 @@ import { ConfigError } from "./common.ts";
 import { log } from "./_log.ts";
 import { signalGroup } from "./_process_group.ts";
 import { allProcStats, procStat, procStats } from "./_proc.ts";
+import { isPortFree } from "./_startup_checks.ts";
 import type { RunRecord } from "./_supervisor.ts";
 
 /** What is recorded about one running engine: the run, and the launcher that owns it. */
@@ -31,6 +32,7 @@ export interface EngineRecord extends RunRecord {
 const SUFFIX = ".engine.json";
 const POLL_MS = 50;
 const KILL_WAIT_MS = 5_000;
+const PORT_WAIT_MS = 2_000;
 
 /**
  * The start time of a process, or undefined when there is no such process.
@@ -196,6 +198,8 @@ export class EngineRecords {
           `engine ${record.model} (pid ${record.pid}) outlived its launcher (pid ${record.launcherPid}, gone): stopping it`,
         );
         await stopGroup(record.pid, graceMs);
+        // The port is what the new launcher needs: give the kernel a moment to let go of it.
+        await portReleased(record.host, record.port, PORT_WAIT_MS);
       }
       try {
         Deno.removeSync(path);
@@ -223,6 +227,19 @@ function livingMembers(pgid: number): number[] {
   return allProcStats()
     .filter((p) => p.pgid === pgid && p.state !== "Z")
     .map((p) => p.pid);
+}
+
+/** Waits until nothing listens on the port, or `ms` have passed. */
+async function portReleased(
+  hostname: string,
+  port: number,
+  ms: number,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (isPortFree(hostname, port)) return;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
 }
 
 async function stopGroup(pgid: number, graceMs: number): Promise<void> {

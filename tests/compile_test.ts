@@ -14,6 +14,7 @@ Deno.test("compile bakes in the narrowed permissions and embeds the catalogue", 
   const args = compileArgs({ root: "/srv/mymodel", output: "out/serve" });
   assert.deepEqual(args, [
     "compile",
+    "--v8-flags=--max-semi-space-size=2",
     "--allow-net",
     "--allow-env",
     "--allow-run=vllm,llama-server,python3,kill,sh,nvidia-smi,prlimit",

@@ -6,7 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { parse, parseAllDocuments } from "yaml";
-import { ALLOW_RUN } from "../tools/compile.ts";
+import { ALLOW_RUN, V8_FLAGS } from "../tools/compile.ts";
 import { validateFile } from "../deploy/validate_kubernetes.ts";
 
 // Manifests are free-form JSON here; the schema test checks their shape.
@@ -50,6 +50,10 @@ Deno.test("deno task start, the unit, the container and the binary run with the 
   assert.equal(flag(tasks.start, "--allow-run"), ALLOW_RUN);
   assert.equal(flag(execStart, "--allow-run"), ALLOW_RUN);
   assert.ok(container.includes(`"--allow-run=${ALLOW_RUN}"`));
+  // The same V8 heap setting wherever the launcher runs.
+  assert.equal(flag(tasks.start, "--v8-flags"), V8_FLAGS);
+  assert.equal(flag(execStart, "--v8-flags"), V8_FLAGS);
+  assert.ok(container.includes(`"--v8-flags=${V8_FLAGS}"`));
   for (const text of [tasks.start, execStart, container]) {
     assert.ok(!/(?:^|[\s"])(-A|--allow-all)(?:[\s"]|$)/.test(text), text);
   }
