@@ -7,6 +7,7 @@
  * @module
  */
 import { freePorts } from "../tests/_helpers.ts";
+import { Child } from "./_process.ts";
 import { runWrk, type WrkResult } from "./_wrk.ts";
 import { compare } from "./_compare.ts";
 import {
@@ -42,7 +43,9 @@ export const SEMI_SPACE = [
 export type SemiKey = (typeof SEMI_SPACE)[number]["key"];
 
 /** VmRSS in MiB of each server process (engines excluded). */
-export type Rss = Record<"bare" | "one" | "many" | SemiKey, number>;
+export type Rss = Record<"bare" | "one" | "many" | "floor" | SemiKey, number>;
+
+const FLOOR = new URL("./_import_floor.ts", import.meta.url).pathname;
 
 /** What the load phase measured. */
 export interface LoadResults {
@@ -104,8 +107,18 @@ export async function loadPhase(bench: Bench): Promise<LoadResults> {
     });
     semi[key] = { url: url(ports[key], ""), child };
   }
+  const floor = stack.use(
+    new Child("modules only", Deno.execPath(), [
+      "run",
+      "-A",
+      "--quiet",
+      `--v8-flags=${SEMI_SPACE[0].flags}`,
+      FLOOR,
+    ], { NO_COLOR: "1" }),
+  );
   await bare.waitForLine(/listening on /);
   await bare2.waitForLine(/listening on /);
+  await floor.waitForLine(/listening on /);
   await waitHealthy(bench, l1, ports.one, one);
   for (const { key } of SEMI_SPACE) {
     const target = semi[key] as Target;
@@ -114,6 +127,7 @@ export async function loadPhase(bench: Bench): Promise<LoadResults> {
   const idle: Rss = {
     bare: mib(bare),
     one: mib(l1),
+    floor: mib(floor),
     many: Number.NaN,
     semi2: Number.NaN,
     semi1: Number.NaN,
@@ -188,6 +202,7 @@ export async function loadPhase(bench: Bench): Promise<LoadResults> {
   const loaded: Rss = {
     bare: mib(bare),
     one: mib(l1),
+    floor: mib(floor),
     many: mib(lMany),
     semi2: Number.NaN,
     semi1: Number.NaN,

@@ -40,6 +40,16 @@ export function memoryRows(load: LoadResults): Row[] {
       );
     }
   }
+  rows.push(
+    row(
+      `RSS: a process that only imports the launcher's modules, \`--v8-flags=${
+        SEMI_SPACE[0].flags
+      }\` (the runtime and code floor)`,
+      load.rss.idle.floor,
+      "MiB",
+      { label: "bare", value: load.rss.idle.bare },
+    ),
+  );
   const m8 = load.models.c8;
   for (const { key, flags } of SEMI_SPACE) {
     rows.push(
