@@ -7,6 +7,7 @@
  */
 import type { ModelCard, RestartPolicy } from "./catalogue.ts";
 import { log } from "./_log.ts";
+import { LogThrottle } from "./_log_throttle.ts";
 import { EngineLog } from "./_log_sink.ts";
 import {
   DEFAULT_RESTART_MAX_DELAY_MS,
@@ -127,8 +128,6 @@ export interface SupervisorOptions extends ServerProcessOptions {
   onChange?: () => void;
 }
 
-const LOCAL_FAILURE_LOG_MS = 10_000;
-
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
  * when it stops answering, and keeps the facts operators read.
@@ -166,8 +165,8 @@ export class EngineSupervisor {
   #loop: Promise<void> | undefined;
   #lastPollMs: number | undefined;
   #up = false;
-  #localLoggedAt = 0;
-  #localSuppressed = 0;
+  /** Polls that failed on our side: one line per 10 s, then a count of the rest. */
+  #localFailures = new LogThrottle({ write: log.warn });
   #watchdog: RunWatcher | undefined;
 
   /**
@@ -446,7 +445,12 @@ export class EngineSupervisor {
     if (this.#state === "stopping") return;
     this.#lastPollMs = result.ms;
     if (result.local) {
-      this.#logLocal(result.local);
+      const cause = result.local;
+      this.#localFailures.hit(
+        "local",
+        () =>
+          `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${cause}`,
+      );
       return;
     }
     this.#up = result.ok;
@@ -470,25 +474,6 @@ export class EngineSupervisor {
       this.#set("stopping");
       run.stop(this.#options.graceMs ?? 10_000);
     }
-  }
-
-  /** One line per 10 s for polls that failed on our side, with a count of the rest. */
-  #logLocal(cause: string): void {
-    const now = Date.now();
-    if (now - this.#localLoggedAt < LOCAL_FAILURE_LOG_MS) {
-      this.#localSuppressed++;
-      return;
-    }
-    const more = this.#localSuppressed > 0
-      ? ` (and ${this.#localSuppressed} more in ${
-        Math.round((now - this.#localLoggedAt) / 1000)
-      } s)`
-      : "";
-    this.#localLoggedAt = now;
-    this.#localSuppressed = 0;
-    log.warn(
-      `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${cause}${more}`,
-    );
   }
 
   /**
