@@ -6,34 +6,14 @@
  */
 import type { ModelCard } from "./catalogue.ts";
 import { LOCAL_ENGINE_API_KEY } from "./common.ts";
-import { ENGINE_KINDS, type EngineKind } from "./_engines.ts";
+import { ENGINE_KINDS } from "./_engines.ts";
+import { EngineError } from "./_engine_error.ts";
+import { engineEnv, findExecutable, resolveModel } from "./_engine_launch.ts";
+
+export { EngineError } from "./_engine_error.ts";
 import { forget, groupAlive, signalGroup, track } from "./_process_group.ts";
 import { log } from "./_log.ts";
 import { EngineLog } from "./_log_sink.ts";
-
-/**
- * An engine that cannot be prepared or started: a missing executable, missing
- * weights, an ambiguous model file.
- *
- * @example
- * ```ts
- * import { EngineError } from "@mymodel/serve/serve";
- * const error = new EngineError("Cannot start llama-3: vllm is not on PATH");
- * console.assert(error.name === "EngineError");
- * ```
- */
-export class EngineError extends Error {
-  /**
-   * Creates the error.
-   *
-   * @param message One line saying what was wrong and what was expected.
-   * @param options The underlying error, if any.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "EngineError";
-  }
-}
 
 /** Where and how an engine runs. */
 export interface ServerProcessOptions {
@@ -97,36 +77,6 @@ function isWildcard(host: string): boolean {
 /** Formats a host for a URL: IPv6 literals get brackets. */
 export function urlHost(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
-}
-
-function exists(path: string): Deno.FileInfo | undefined {
-  try {
-    return Deno.statSync(path);
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    if (error instanceof Deno.errors.NotCapable) return undefined;
-    throw error;
-  }
-}
-
-/**
- * Finds an executable: a name with a slash is checked as a path, a bare name is
- * looked up on PATH. Returns false only when it is certainly missing.
- */
-function findExecutable(name: string): boolean {
-  const executable = (info: Deno.FileInfo | undefined) =>
-    info !== undefined && info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0;
-  if (name.includes("/")) return executable(exists(name));
-  const dirs = (Deno.env.get("PATH") ?? "").split(":").filter(Boolean);
-  for (const dir of dirs) {
-    try {
-      if (executable(Deno.statSync(`${dir}/${name}`))) return true;
-    } catch (error) {
-      // Without read access to PATH the check cannot decide; the spawn will.
-      if (error instanceof Deno.errors.NotCapable) return true;
-    }
-  }
-  return false;
 }
 
 /** Resolves with `promise`'s outcome, or with false after `ms`; the timer never outlives it. */
@@ -487,51 +437,6 @@ function localFailure(error: unknown): string | undefined {
   return undefined;
 }
 
-/** Secrets of the launcher itself that no engine needs to see. */
-const PRIVATE_ENV = [
-  "IDP_SECRET",
-  "IDP_ISSUER",
-  "IDP_SECRET_FILE",
-  "LOCAL_ENGINE_API_KEY_FILE",
-];
-
-/** The launcher's environment minus its secrets, plus the card's `env`. */
-function engineEnv(
-  cardEnv: Readonly<Record<string, string>>,
-): Record<string, string> {
-  const env = Deno.env.toObject();
-  for (const name of PRIVATE_ENV) delete env[name];
-  return { ...env, ...cardEnv };
-}
-
 function describe(status: Deno.CommandStatus): string {
   return status.signal ? `signal ${status.signal}` : `code ${status.code}`;
-}
-
-/** Local weights when `<directory>/models/<local>` exists, else the hub id. */
-function resolveModel(
-  card: ModelCard,
-  kind: EngineKind,
-  directory: string,
-): { model: string; isLocal: boolean } {
-  const path = `${directory}/models/${card.local}`;
-  const info = exists(path);
-  if (info) {
-    const absolute = Deno.realPathSync(path);
-    if (info.isDirectory && kind.localFile) {
-      try {
-        return { model: kind.localFile(absolute), isLocal: true };
-      } catch (cause) {
-        throw new EngineError(
-          `Cannot prepare ${card.name}: ${(cause as Error).message}`,
-          { cause },
-        );
-      }
-    }
-    return { model: absolute, isLocal: true };
-  }
-  if (card.hub) return { model: card.hub, isLocal: false };
-  throw new EngineError(
-    `Cannot prepare ${card.name}: no weights at ${path} and the card has no hub id`,
-  );
 }

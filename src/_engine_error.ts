@@ -1,0 +1,29 @@
+/**
+ * The error of an engine that cannot be prepared or started.
+ *
+ * @module
+ */
+
+/**
+ * An engine that cannot be prepared or started: a missing executable, missing
+ * weights, an ambiguous model file.
+ *
+ * @example
+ * ```ts
+ * import { EngineError } from "@mymodel/serve/serve";
+ * const error = new EngineError("Cannot start llama-3: vllm is not on PATH");
+ * console.assert(error.name === "EngineError");
+ * ```
+ */
+export class EngineError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message One line saying what was wrong and what was expected.
+   * @param options The underlying error, if any.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "EngineError";
+  }
+}
