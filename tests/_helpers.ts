@@ -359,3 +359,28 @@ export async function models(
   assert.equal(headers.get("content-type"), "application/json");
   return body as ModelsBody;
 }
+
+/**
+ * For launchers embedded in this process: `Semioserve` reset, a fresh root
+ * directory, and stand-in engines first on this process's PATH; dispose
+ * resets the launcher, restores PATH and removes both directories.
+ */
+export async function inProcessSite(): Promise<
+  { root: string } & AsyncDisposable
+> {
+  const { Semioserve } = await import("../mod.ts");
+  await Semioserve.reset();
+  const root = await makeRoot();
+  const bin = await fakeBin();
+  const path = Deno.env.get("PATH") ?? "";
+  Deno.env.set("PATH", pathWith(bin));
+  return {
+    root,
+    async [Symbol.asyncDispose]() {
+      await Semioserve.reset();
+      Deno.env.set("PATH", path);
+      await Deno.remove(root, { recursive: true });
+      await Deno.remove(bin, { recursive: true });
+    },
+  };
+}

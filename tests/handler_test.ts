@@ -5,9 +5,9 @@
 import assert from "node:assert/strict";
 import { Semioserve } from "../mod.ts";
 import {
-  fakeBin,
   freePorts,
   getJson,
+  inProcessSite,
   makeRoot,
   pathWith,
   pidAlive,
@@ -21,31 +21,19 @@ async function prepared(
   models: string[],
   host = "127.0.0.1",
 ): Promise<{ serve: Semioserve } & AsyncDisposable> {
-  await Semioserve.reset();
-  const root = await makeRoot();
-  const bin = await fakeBin();
-  const path = Deno.env.get("PATH") ?? "";
-  Deno.env.set("PATH", pathWith(bin));
+  const site = await inProcessSite();
   const serve = new Semioserve({
     models,
     host,
     port: freePorts(models.length),
-    directory: root,
+    directory: site.root,
     catalogue: CATALOGUE,
     dev_mode: true,
     handleSignals: false,
     graceMs: 2_000,
   });
   await serve.prepare();
-  return {
-    serve,
-    async [Symbol.asyncDispose]() {
-      await Semioserve.reset();
-      Deno.env.set("PATH", path);
-      await Deno.remove(root, { recursive: true });
-      await Deno.remove(bin, { recursive: true });
-    },
-  };
+  return { serve, [Symbol.asyncDispose]: () => site[Symbol.asyncDispose]() };
 }
 
 function get(path: string, method = "GET", host = "127.0.0.1:5000"): Request {
@@ -160,11 +148,8 @@ Deno.test("Semioserve is a singleton until reset", async () => {
 });
 
 Deno.test("embedded: run() serves until the AbortSignal fires, then stops every engine", async () => {
-  await Semioserve.reset();
-  const root = await makeRoot();
-  const bin = await fakeBin();
-  const path = Deno.env.get("PATH") ?? "";
-  Deno.env.set("PATH", pathWith(bin));
+  await using site = await inProcessSite();
+  const root = site.root;
   const controller = new AbortController();
   const port = freePorts(2);
   let listenedAt: URL | undefined;
@@ -197,10 +182,6 @@ Deno.test("embedded: run() serves until the AbortSignal fires, then stops every 
   } finally {
     controller.abort();
     await running.catch(() => {});
-    await Semioserve.reset();
-    Deno.env.set("PATH", path);
-    await Deno.remove(root, { recursive: true });
-    await Deno.remove(bin, { recursive: true });
   }
 });
 

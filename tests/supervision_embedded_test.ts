@@ -2,20 +2,15 @@
 import assert from "node:assert/strict";
 import { Semioserve } from "../mod.ts";
 import {
-  fakeBin,
   freePorts,
-  makeRoot,
-  pathWith,
+  inProcessSite,
   STAND_IN_CATALOGUE,
   waitFor,
 } from "./_helpers.ts";
 
 Deno.test("a run that stayed up long enough after its first 200 resets the restart delay to 1 s", async () => {
-  await Semioserve.reset();
-  const root = await makeRoot();
-  const bin = await fakeBin();
-  const path = Deno.env.get("PATH") ?? "";
-  Deno.env.set("PATH", pathWith(bin));
+  await using site = await inProcessSite();
+  const root = site.root;
   const serve = new Semioserve({
     models: ["crash1"], // answers 200 at once, exits 3 after 1 s
     host: "127.0.0.1",
@@ -44,9 +39,5 @@ Deno.test("a run that stayed up long enough after its first 200 resets the resta
   } finally {
     await serve.stop();
     await running.catch(() => {});
-    await Semioserve.reset();
-    Deno.env.set("PATH", path);
-    await Deno.remove(root, { recursive: true });
-    await Deno.remove(bin, { recursive: true });
   }
 });
