@@ -9,7 +9,6 @@ import {
   getJson,
   inProcessSite,
   makeRoot,
-  pathWith,
   pidAlive,
   waitFor,
 } from "./_helpers.ts";
