@@ -287,9 +287,14 @@ export class EngineSupervisor {
     this.#loop = this.#supervise();
   }
 
-  /** Spawns a run and records it (throws only what `ServerProcess.start` throws). */
-  #launch(run: ServerProcess): void {
+  /**
+   * Spawns a run and records it (throws only what `ServerProcess.start`
+   * throws). A restart is counted once it runs: an attempt that could not
+   * spawn is not one.
+   */
+  #launch(run: ServerProcess, restart = false): void {
     run.start();
+    if (restart) this.#restarts++;
     this.#up = false;
     this.#failures = 0;
     this.#firstOkAt = undefined;
@@ -377,12 +382,11 @@ export class EngineSupervisor {
           continue;
         }
         try {
-          next = this.#prepare();
-          this.#restarts++;
-          this.#process = next;
-          this.#launch(next);
+          const candidate = this.#prepare();
+          this.#process = candidate;
+          this.#launch(candidate, true);
+          next = candidate;
         } catch (error) {
-          next = undefined;
           what = `cannot restart: ${(error as Error).message}`;
         }
       }

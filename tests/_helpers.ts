@@ -289,6 +289,8 @@ export async function captureLog<T>(
 /** A launcher over stand-in engines, with its root and record directories. */
 export interface Setup extends AsyncDisposable {
   root: string;
+  /** The directory of stand-in executables first on the launcher's PATH. */
+  bin: string;
   records: string;
   port: number;
   launcher: Launcher;
@@ -326,6 +328,7 @@ export async function launch(
   });
   return {
     root,
+    bin,
     records,
     port,
     launcher,

@@ -470,3 +470,26 @@ Deno.test("a port taken when the delay ends is logged, and the restart waits for
     "restarted once the port was free",
   );
 });
+
+Deno.test("an engine that cannot be prepared at restart time is retried at the next step, not counted as a restart", async () => {
+  await using s = await launch(["crash1"]);
+  await s.launcher.ready();
+  await s.launcher.waitForLine(/engine crash1 .* restart 1 in 1 s/);
+  // The engine's executable disappears (an upgrade in progress, say).
+  const script = await Deno.readTextFile(`${s.bin}/vllm`);
+  await Deno.remove(`${s.bin}/vllm`);
+  try {
+    await s.launcher.waitForLine(
+      /engine crash1 .* cannot restart: Cannot prepare crash1: the vllm engine's executable 'vllm' is not on PATH .*; restart 1 in 2 s/,
+    );
+    const entry = (await models(s.port, true)).active.crash1!;
+    assert.equal(entry.restarts, 0);
+    assert.equal(entry.state, "backoff");
+  } finally {
+    await Deno.writeTextFile(`${s.bin}/vllm`, script, { mode: 0o755 });
+  }
+  await waitFor(
+    async () => (await models(s.port, true)).active.crash1?.restarts === 1,
+    "restarted once the executable is back",
+  );
+});
