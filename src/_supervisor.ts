@@ -450,8 +450,9 @@ export class EngineSupervisor {
     this.#lastPollMs = result.ms;
     if (result.local) {
       const cause = result.local;
+      // The key doubles as the summary's subject: "<key>: … and 212 more in 10 s".
       this.#localFailures.hit(
-        "local",
+        `health polls of engine ${this.name} that failed on the launcher's side`,
         () =>
           `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${cause}`,
       );
