@@ -23,6 +23,15 @@
  * @module
  */
 import { log } from "./_log.ts";
+import { FailureRun } from "./_log_throttle.ts";
+import {
+  errorText,
+  FIRST_BACKOFF_MS,
+  Internal,
+  MAX_BACKOFF_MS,
+  sleep,
+  type Tracked,
+} from "./_guard_upstream.ts";
 
 /** What {@linkcode serveGuarded} needs. */
 export interface GuardedServeOptions {
@@ -85,8 +94,6 @@ export const RESERVED_FDS = 128;
 const MAX_HEAD_BYTES = 64 * 1024;
 const HEAD_CHUNK = 4 * 1024;
 const PUMP_CHUNK = 16 * 1024;
-const MAX_BACKOFF_MS = 1_000;
-const FIRST_BACKOFF_MS = 10;
 const CRLFCRLF = [13, 10, 13, 10] as const;
 
 /**
@@ -121,130 +128,10 @@ function closeQuietly(conn: Deno.Conn | undefined): void {
   }
 }
 
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** Writes all of `bytes`. */
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   let done = 0;
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));
-}
-
-/**
- * Logs the first of a run of failures and how many followed once the run
- * ends: a flood writes two lines, not thousands.
- */
-class FailureRun {
-  #what: string;
-  #count = 0;
-
-  constructor(what: string) {
-    this.#what = what;
-  }
-
-  fail(error: unknown): void {
-    if (this.#count++ === 0) {
-      log.error(`Cannot ${this.#what}: ${errorText(error)} (retrying)`);
-    }
-  }
-
-  ok(): void {
-    if (this.#count === 0) return;
-    log.info(`${this.#what}: working again after ${this.#count} failure(s)`);
-    this.#count = 0;
-  }
-}
-
-/** One client connection's state, for the sweep. */
-interface Tracked {
-  conn: Deno.Conn;
-  upstream: Deno.Conn | undefined;
-  /** Before the head arrives: when it must have. After: undefined. */
-  headDeadline: number | undefined;
-  lastActive: number;
-}
-
-/** The internal `Deno.serve` on loopback, restarted when it fails. */
-class Internal {
-  #handler: Deno.ServeHandler<Deno.NetAddr>;
-  #onError: (error: unknown) => Response | Promise<Response>;
-  /** Guard-side local port of each upstream connection → the real client's address. */
-  readonly clients = new Map<number, Tracked>();
-  #server: Deno.HttpServer<Deno.NetAddr> | undefined;
-  #ready = Promise.withResolvers<number>();
-  #stopping = false;
-  #failures = new FailureRun("serve the internal HTTP server");
-  readonly #loop: Promise<void>;
-
-  #tls: { cert: string; key: string } | undefined;
-
-  constructor(
-    handler: Deno.ServeHandler<Deno.NetAddr>,
-    onError: (error: unknown) => Response | Promise<Response>,
-    tls: { cert: string; key: string } | undefined,
-  ) {
-    this.#tls = tls;
-    this.#handler = handler;
-    this.#onError = onError;
-    this.#loop = this.#run();
-  }
-
-  /** The port to connect to (waits while the server restarts). */
-  port(): Promise<number> {
-    return this.#ready.promise;
-  }
-
-  async #run(): Promise<void> {
-    let backoff = FIRST_BACKOFF_MS;
-    while (!this.#stopping) {
-      try {
-        const server = Deno.serve({
-          hostname: "127.0.0.1",
-          port: 0,
-          onListen: () => {},
-          onError: this.#onError,
-          ...(this.#tls ?? {}),
-        }, (req, info) => this.#serve(req, info));
-        this.#server = server;
-        this.#ready.resolve(server.addr.port);
-        this.#failures.ok();
-        backoff = FIRST_BACKOFF_MS;
-        await server.finished;
-        if (this.#stopping) return;
-        throw new Error("the internal server stopped");
-      } catch (error) {
-        if (this.#stopping) return;
-        this.#failures.fail(error);
-        this.#ready = Promise.withResolvers<number>();
-        await sleep(backoff);
-        backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
-      }
-    }
-  }
-
-  #serve(
-    req: Request,
-    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
-  ): Response | Promise<Response> {
-    const client = this.clients.get(info.remoteAddr.port);
-    // Not from the guard: someone found the internal port. Serve nothing.
-    if (!client) return new Response(null, { status: 421 });
-    // Under TLS the guard cannot see the head end: a request is the proof.
-    client.headDeadline = undefined;
-    const remoteAddr = client.conn.remoteAddr as Deno.NetAddr;
-    return this.#handler(req, { ...info, remoteAddr });
-  }
-
-  async stop(): Promise<void> {
-    this.#stopping = true;
-    await this.#server?.shutdown().catch(() => {});
-    await this.#loop;
-  }
 }
 
 /**

@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { log } from "./_log.ts";
 
 /** Time as the throttle sees it; tests pass a clock they move by hand. */
 export interface Clock {
@@ -123,5 +124,37 @@ export class LogThrottle {
         `${key}: … and ${COUNT.format(window.suppressed)} more in ${seconds} s`,
       );
     }
+  }
+}
+
+/**
+ * Logs the first of a run of failures and how many followed once the run
+ * ends: a flood writes two lines, not thousands.
+ */
+export class FailureRun {
+  #what: string;
+  #count = 0;
+
+  /** @param what What fails, as in `Cannot <what>: …`. */
+  constructor(what: string) {
+    this.#what = what;
+  }
+
+  /** Counts a failure; logs it when it starts a run. */
+  fail(error: unknown): void {
+    if (this.#count++ === 0) {
+      log.error(
+        `Cannot ${this.#what}: ${(error instanceof Error
+          ? error.message
+          : String(error))} (retrying)`,
+      );
+    }
+  }
+
+  /** Ends a run of failures, saying how long it was. */
+  ok(): void {
+    if (this.#count === 0) return;
+    log.info(`${this.#what}: working again after ${this.#count} failure(s)`);
+    this.#count = 0;
   }
 }
