@@ -17,7 +17,28 @@ import { log } from "./_log.ts";
 import { signalGroup } from "./_process_group.ts";
 import { allProcStats, procStat, procStats } from "./_proc.ts";
 import { isPortFree } from "./_startup_checks.ts";
-import type { RunRecord } from "./_supervisor.ts";
+
+/** What a {@linkcode RunRecorder} records of a running engine. */
+export interface RunRecord {
+  /** The catalogue name. */
+  model: string;
+  /** The engine's pid (and process group id). */
+  pid: number;
+  /** The command line, API key masked. */
+  command: string;
+  /** Host the engine listens on. */
+  host: string;
+  /** Port the engine listens on. */
+  port: number;
+}
+
+/** Keeps a record per running engine (the launcher's records under `data/` are one). */
+export interface RunRecorder {
+  /** Records a run that just started. */
+  write(record: RunRecord): void;
+  /** Forgets the model's run once it is gone. */
+  remove(model: string): void;
+}
 
 /** What is recorded about one running engine: the run, and the launcher that owns it. */
 export interface EngineRecord extends RunRecord {
@@ -59,7 +80,7 @@ function sameProcess(pid: number, startTime: string): boolean {
  * for (const record of records.list()) console.log(record.model, record.pid);
  * ```
  */
-export class EngineRecords {
+export class EngineRecords implements RunRecorder {
   /** Where the records live: `<directory>/data`. */
   readonly dir: string;
   readonly #launcherStartTime: string;

@@ -8,6 +8,8 @@
 import type { ModelCard, RestartPolicy } from "./catalogue.ts";
 import { log } from "./_log.ts";
 import { LogThrottle } from "./_log_throttle.ts";
+import type { RunRecorder } from "./_records.ts";
+import type { RunWatcher } from "./_watchdog.ts";
 import { EngineLog } from "./_log_sink.ts";
 import {
   DEFAULT_RESTART_MAX_DELAY_MS,
@@ -25,6 +27,8 @@ import {
 } from "./_server_process.ts";
 
 export type { EngineState } from "./_restart_policy.ts";
+export type { RunRecord, RunRecorder } from "./_records.ts";
+export type { RunWatcher } from "./_watchdog.ts";
 
 /** How an engine run ended, as `GET /models?detail=1` reports it. */
 export interface LastExit {
@@ -56,36 +60,6 @@ export interface EngineDetail {
   next_restart: string | null;
   /** Devices handed to the engine (`CUDA_VISIBLE_DEVICES`), `[]` for none, null when not placed. */
   gpus: readonly string[] | null;
-}
-
-/** Told each run's process group while it runs (the launcher's watchdog is one). */
-export interface RunWatcher {
-  /** A run started in process group `pgid`. */
-  add(pgid: number): void;
-  /** That run and its group are gone. */
-  remove(pgid: number): void;
-}
-
-/** What a {@linkcode RunRecorder} records of a running engine. */
-export interface RunRecord {
-  /** The catalogue name. */
-  model: string;
-  /** The engine's pid (and process group id). */
-  pid: number;
-  /** The command line, API key masked. */
-  command: string;
-  /** Host the engine listens on. */
-  host: string;
-  /** Port the engine listens on. */
-  port: number;
-}
-
-/** Keeps a record per running engine (the launcher's records under `data/` are one). */
-export interface RunRecorder {
-  /** Records a run that just started. */
-  write(record: RunRecord): void;
-  /** Forgets the model's run once it is gone. */
-  remove(model: string): void;
 }
 
 /** How a model's engine is supervised. */

@@ -46,6 +46,14 @@ exit 0
 
 const encoder = new TextEncoder();
 
+/** Told each run's process group while it runs (the launcher's watchdog is one). */
+export interface RunWatcher {
+  /** A run started in process group `pgid`. */
+  add(pgid: number): void;
+  /** That run and its group are gone. */
+  remove(pgid: number): void;
+}
+
 /**
  * A launcher's watchdog process.
  *
@@ -58,7 +66,7 @@ const encoder = new TextEncoder();
  * watchdog.remove(engine.pid);
  * ```
  */
-export class Watchdog implements AsyncDisposable {
+export class Watchdog implements AsyncDisposable, RunWatcher {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   #broken = false;
