@@ -283,6 +283,7 @@ export class Semioserve implements AsyncDisposable {
     const startedAt = Date.now();
     const o = this.options;
     const graceMs = o.graceMs ?? 10_000;
+    // Raised before the engines start, so they inherit the higher limit too.
     const openFiles = await raiseOpenFilesLimit().then(({ before, after }) => {
       log.info(
         `open files: limit ${after.soft}${
