@@ -74,7 +74,7 @@ const METHOD = [
     PLAN.logBytes / 1e6
   } MB of 100-byte lines to stdout as fast as it can, through`,
   `the launcher (into \`logs/<name>.log\`, \`--log-max-bytes 1000000000\`), or started by \`sh\` with stdout`,
-  `redirected to a file, or piped to \`cat > file\` (the floor of any pipe); ${PLAN.logRounds} rounds, order rotated;`,
+  `redirected to a file, or piped to \`cat > file\`, or read and discarded by a bare Deno process (Deno's floor for a child's pipe); ${PLAN.logRounds} rounds, order rotated;`,
   `the engine's own time is its \`flood done in\` figure; the launcher's log is read back and its flood bytes counted.`,
 ].join(" ");
 
