@@ -15,7 +15,7 @@
 import { ConfigError } from "./common.ts";
 import { log } from "./_log.ts";
 import { signalGroup } from "./_process_group.ts";
-import { allProcStats, procStat, procStats } from "./_proc.ts";
+import { allProcStats, type ProcStat, procStat, procStats } from "./_proc.ts";
 import { isPortFree } from "./_startup_checks.ts";
 
 /** What a {@linkcode RunRecorder} records of a running engine. */
@@ -56,21 +56,6 @@ const KILL_WAIT_MS = 5_000;
 const PORT_WAIT_MS = 2_000;
 
 /**
- * The start time of a process, or undefined when there is no such process.
- *
- * @param pid The process id.
- * @returns Clock ticks since boot, as text.
- */
-export function processStartTime(pid: number): string | undefined {
-  return procStat(pid)?.startTime;
-}
-
-/** True when `pid` is alive and is the process that started at `startTime`. */
-function sameProcess(pid: number, startTime: string): boolean {
-  return processStartTime(pid) === startTime;
-}
-
-/**
  * Reads and writes the records of one root directory.
  *
  * @example
@@ -83,13 +68,15 @@ function sameProcess(pid: number, startTime: string): boolean {
 export class EngineRecords implements RunRecorder {
   /** Where the records live: `<directory>/data`. */
   readonly dir: string;
+  readonly #directory: string;
   readonly #launcherStartTime: string;
   readonly #pending = new Map<string, RunRecord>();
 
   /** @param directory The launcher's root directory. */
   constructor(directory: string) {
+    this.#directory = directory;
     this.dir = `${directory}/data`;
-    this.#launcherStartTime = processStartTime(Deno.pid) ?? "";
+    this.#launcherStartTime = procStat(Deno.pid)?.startTime ?? "";
     if (!this.#launcherStartTime) {
       log.warn(
         "cannot read /proc (neither directly nor through sh): engine records cannot tell a live process from a reused pid, so nothing left by a killed launcher will be stopped",
@@ -198,23 +185,25 @@ export class EngineRecords implements RunRecorder {
    */
   async reap(models: readonly string[], graceMs: number): Promise<void> {
     const records = this.list();
+    // One look at every process concerned (one `sh` under narrowed permissions).
+    const stats = procStats(
+      records.flatMap(({ record }) => [record.launcherPid, record.pid]),
+    );
+    const launcherAlive = (record: EngineRecord) =>
+      stats.get(record.launcherPid)?.startTime === record.launcherStartTime;
     for (const { record } of records) {
       if (
         models.includes(record.model) && record.launcherPid !== Deno.pid &&
-        sameProcess(record.launcherPid, record.launcherStartTime)
+        launcherAlive(record)
       ) {
         throw new ConfigError(
-          `Cannot start ${record.model}: launcher pid ${record.launcherPid} already serves it from ${
-            this.dir.slice(0, -"/data".length)
-          } (on port ${record.port}; stop that launcher or use another directory)`,
+          `Cannot start ${record.model}: launcher pid ${record.launcherPid} already serves it from ${this.#directory} (on port ${record.port}; stop that launcher or use another directory)`,
         );
       }
     }
-    const stale = records.filter(({ record }) =>
-      !sameProcess(record.launcherPid, record.launcherStartTime)
-    );
+    const stale = records.filter(({ record }) => !launcherAlive(record));
     await Promise.all(stale.map(async ({ path, record }) => {
-      if (groupIsRecorded(record)) {
+      if (groupIsRecorded(record, stats.get(record.pid))) {
         log.warn(
           `engine ${record.model} (pid ${record.pid}) outlived its launcher (pid ${record.launcherPid}, gone): stopping it`,
         );
@@ -235,8 +224,10 @@ export class EngineRecords implements RunRecorder {
  * (Linux does not hand out a pid while a group of that id exists, so a group
  * without its leader is still the engine's.)
  */
-function groupIsRecorded(record: EngineRecord): boolean {
-  const leader = procStat(record.pid);
+function groupIsRecorded(
+  record: EngineRecord,
+  leader: ProcStat | undefined,
+): boolean {
   if (leader !== undefined) {
     return leader.startTime === record.startTime && leader.pgid === record.pid;
   }

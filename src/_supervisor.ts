@@ -138,7 +138,6 @@ export class EngineSupervisor {
   #wake: (() => void) | undefined;
   #loop: Promise<void> | undefined;
   #lastPollMs: number | undefined;
-  #up = false;
   /** Polls that failed on our side: one line per 10 s, then a count of the rest. */
   #localFailures = new LogThrottle({ write: log.warn });
   #watchdog: RunWatcher | undefined;
@@ -220,7 +219,8 @@ export class EngineSupervisor {
 
   /** True when the current run's last health poll answered 200. */
   get up(): boolean {
-    return this.#up && this.#process.running;
+    // `ready` is exactly "the last poll of this run answered 200".
+    return this.#state === "ready" && this.#process.running;
   }
 
   /** Duration of the last health poll, in seconds (for metrics). */
@@ -269,7 +269,6 @@ export class EngineSupervisor {
   #launch(run: ServerProcess, restart = false): void {
     run.start();
     if (restart) this.#restarts++;
-    this.#up = false;
     this.#failures = 0;
     this.#firstOkAt = undefined;
     this.#killedUnhealthy = false;
@@ -432,7 +431,6 @@ export class EngineSupervisor {
       );
       return;
     }
-    this.#up = result.ok;
     if (result.ok) {
       this.#firstOkAt ??= Date.now();
       this.#failures = 0;
