@@ -14,6 +14,7 @@ import {
   pathWith,
   pidAlive,
   readRecord,
+  siteArgs,
   STAND_IN_CATALOGUE,
   waitFor,
 } from "./_helpers.ts";
@@ -45,14 +46,7 @@ Deno.test("under deno task start's permissions: records, watchdog, GPU detection
   const launcher = new Launcher([
     "alpha",
     "crash1",
-    "--host",
-    "127.0.0.1",
-    "--port",
-    String(port),
-    "--directory",
-    root,
-    "--catalogue",
-    `${root}/catalogue.yaml`,
+    ...siteArgs(port, root, `${root}/catalogue.yaml`),
   ], {
     PATH: pathWith(bin),
     FAKE_ENGINE_RECORD_DIR: records,
