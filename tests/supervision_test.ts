@@ -218,7 +218,10 @@ Deno.test("an engine that answered 200 and then hangs is restarted after --liven
   );
   await waitFor(async () => {
     const entry = (await models(s.port, true)).active.hangafter!;
-    return entry.restarts === 1 && entry.state !== "backoff";
+    // The new process writes its own record once Deno has booted it.
+    const record = await readRecord(s.records, s.port + 1);
+    return entry.restarts === 1 && entry.state !== "backoff" &&
+      record !== undefined && record.pid !== hung;
   }, "restarted");
   const entry = (await models(s.port, true)).active.hangafter!;
   assert.equal(entry.last_exit?.reason, "unhealthy");
