@@ -21,7 +21,7 @@
  *
  * @module
  */
-import "./src/_cli_guard.ts";
+import "./src/serve/cli_guard.ts";
 import { main } from "./src/serve.ts";
 
 export {

@@ -8,7 +8,7 @@
 import { SignJWT } from "jose";
 import { writeWrkScript } from "./_wrk.ts";
 import { withSecurityHeaders } from "../src/web.ts";
-import { createManagementHandler } from "../src/_handler.ts";
+import { createManagementHandler } from "../src/http/handler.ts";
 
 /** The production launcher's settings, known to the token minter. */
 export const AUTH_ENV = {

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { freePorts } from "../tests/_helpers.ts";
+import { freePorts } from "../tests/support/helpers.ts";
 import type { Child } from "./_process.ts";
 import {
   AUTH_ENV,

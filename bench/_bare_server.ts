@@ -3,14 +3,14 @@
  * request with the same constant JSON as the launcher's `GET /health` with one
  * engine. Usage: `deno run --allow-net bench/_bare_server.ts PORT [--guard]`;
  * with `--guard` the same handler is served behind the connection guard
- * (`src/_connection_guard.ts`), to measure what the guard costs.
+ * (`src/http/connection_guard.ts`), to measure what the guard costs.
  *
  * It prints `listening on http://127.0.0.1:PORT` on stderr once it listens,
  * like the launcher, so both are timed the same way.
  *
  * @module
  */
-import { serveGuarded } from "../src/_connection_guard.ts";
+import { serveGuarded } from "../src/http/connection_guard.ts";
 
 const BODY = JSON.stringify({ status: "ok", models: 1 });
 

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { freePorts } from "../tests/_helpers.ts";
+import { freePorts } from "../tests/support/helpers.ts";
 import { compare } from "./_compare.ts";
 import { spawnBaseline, spawnLauncher, waitHealthy } from "./_servers.ts";
 import {

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { freePorts } from "../tests/_helpers.ts";
+import { freePorts } from "../tests/support/helpers.ts";
 import { Child } from "./_process.ts";
 import { runWrk, type WrkResult } from "./_wrk.ts";
 import { compare } from "./_compare.ts";

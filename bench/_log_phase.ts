@@ -9,7 +9,7 @@
  *
  * @module
  */
-import { freePorts } from "../tests/_helpers.ts";
+import { freePorts } from "../tests/support/helpers.ts";
 import { Child } from "./_process.ts";
 import { FLOOD_CARD, makeRootIn, spawnLauncher } from "./_servers.ts";
 import {

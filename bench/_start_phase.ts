@@ -7,7 +7,7 @@
  *
  * @module
  */
-import { freePorts } from "../tests/_helpers.ts";
+import { freePorts } from "../tests/support/helpers.ts";
 import {
   firstAnswer,
   spawnBaseline,

@@ -30,7 +30,7 @@
  *
  * @module
  */
-import { fakeBin } from "../tests/_helpers.ts";
+import { fakeBin } from "../tests/support/helpers.ts";
 import { Child } from "./_process.ts";
 import { writeWrkScript, WrkMissingError, wrkVersion } from "./_wrk.ts";
 import { type Bench, progress, removeDir } from "./_plan.ts";

@@ -13,7 +13,7 @@
 
 import process from "node:process";
 import { Registry } from "../src/catalogue.ts";
-import { fakeBin, makeRoot, pathWith } from "../tests/_helpers.ts";
+import { fakeBin, makeRoot, pathWith } from "../tests/support/helpers.ts";
 
 const COUNT = Number(Deno.args[0] ?? 32);
 

@@ -25,25 +25,25 @@
  *
  * @module
  */
-import { log } from "./_log.ts";
-import { CatalogueError, KeyError } from "./_catalogue_error.ts";
-import { type ModelCard, Verb } from "./_model_card.ts";
-import { readCatalogue } from "./_card_reader.ts";
-import { type CardSites, expandCard } from "./_card_expand.ts";
+import { log } from "./common/log.ts";
+import { CatalogueError, KeyError } from "./catalogue/catalogue_error.ts";
+import { type ModelCard, Verb } from "./catalogue/model_card.ts";
+import { readCatalogue } from "./catalogue/card_reader.ts";
+import { type CardSites, expandCard } from "./catalogue/card_expand.ts";
 
 export {
   CatalogueError,
   type CatalogueErrorOptions,
   KeyError,
-} from "./_catalogue_error.ts";
+} from "./catalogue/catalogue_error.ts";
 export {
   Modality,
   type ModelCard,
   RESTART_POLICIES,
   type RestartPolicy,
   Verb,
-} from "./_model_card.ts";
-export { UnsetVariableError } from "./_card_expand.ts";
+} from "./catalogue/model_card.ts";
+export { UnsetVariableError } from "./catalogue/card_expand.ts";
 
 const VERBS: readonly Verb[] = Object.values(Verb);
 const URL_LIKE = /^(?:file|https?):\/\//i;

@@ -29,17 +29,17 @@
  * @module
  */
 
-import { ConfigError } from "./_config_error.ts";
-import { secretFromEnv } from "./_secret_file.ts";
+import { ConfigError } from "./common/config_error.ts";
+import { secretFromEnv } from "./common/secret_file.ts";
 
 export {
   configureLogging,
   type LogLevel,
   type LogSettings,
   type LogSink,
-} from "./_log.ts";
+} from "./common/log.ts";
 
-export { ConfigError } from "./_config_error.ts";
+export { ConfigError } from "./common/config_error.ts";
 
 function env(name: string): string | undefined {
   return Deno.env.get(name);

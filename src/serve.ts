@@ -21,32 +21,37 @@
 import { type ModelCard, Registry } from "./catalogue.ts";
 import { ConfigError, MY_LOCAL, NUCLEUS_HOST, NUCLEUS_PORT } from "./common.ts";
 import { type Handler, SSLConfig, withSecurityHeaders } from "./web.ts";
-import { createManagementHandler } from "./_handler.ts";
-import { type ServerProcess, urlHost } from "./_server_process.ts";
-import { EngineSupervisor } from "./_supervisor.ts";
-import { EngineRecords } from "./_records.ts";
-import { Watchdog } from "./_watchdog.ts";
-import { HealthLoop } from "./_health_loop.ts";
-import { EngineLog } from "./_log_sink.ts";
-import { placeEngines, type Placement } from "./_engine_placement.ts";
-import { checkPortFree, checkRoot, isPortFree } from "./_startup_checks.ts";
-import type { SemioserveOptions } from "./_serve_options.ts";
-import { OpsStance } from "./_ops_stance.ts";
-import { parseCli, USAGE, UsageError } from "./_cli.ts";
-import { type GuardedServer, serveGuarded } from "./_connection_guard.ts";
-import { raiseOpenFilesLimit } from "./_open_files.ts";
-import { log } from "./_log.ts";
-import { MetricsWriter } from "./_metrics_file.ts";
-import { metricsSnapshot } from "./_metrics_snapshot.ts";
+import { createManagementHandler } from "./http/handler.ts";
+import { type ServerProcess, urlHost } from "./engines/server_process.ts";
+import { EngineSupervisor } from "./supervision/supervisor.ts";
+import { EngineRecords } from "./supervision/records.ts";
+import { Watchdog } from "./supervision/watchdog.ts";
+import { HealthLoop } from "./supervision/health_loop.ts";
+import { EngineLog } from "./engines/log_sink.ts";
+import { placeEngines, type Placement } from "./gpu/place_engines.ts";
+import { checkPortFree, isPortFree } from "./engines/ports.ts";
+import { checkRoot } from "./serve/startup_checks.ts";
+import type { SemioserveOptions } from "./serve/options.ts";
+import { OpsStance } from "./web/ops_stance.ts";
+import { parseCli, USAGE, UsageError } from "./serve/cli.ts";
+import { type GuardedServer, serveGuarded } from "./http/connection_guard.ts";
+import { raiseOpenFilesLimit } from "./http/open_files.ts";
+import { log } from "./common/log.ts";
+import { MetricsWriter } from "./metrics/file.ts";
+import { metricsSnapshot } from "./metrics/snapshot.ts";
 
 export {
   EngineError,
   type HealthCheck,
   ServerProcess,
   type ServerProcessOptions,
-} from "./_server_process.ts";
-export { type Mode, OpsStance, type OpsStanceOptions } from "./_ops_stance.ts";
-export type { SemioserveOptions } from "./_serve_options.ts";
+} from "./engines/server_process.ts";
+export {
+  type Mode,
+  OpsStance,
+  type OpsStanceOptions,
+} from "./web/ops_stance.ts";
+export type { SemioserveOptions } from "./serve/options.ts";
 export {
   type EngineDetail,
   type EngineState,
@@ -56,8 +61,8 @@ export {
   type RunRecorder,
   type RunWatcher,
   type SupervisorOptions,
-} from "./_supervisor.ts";
-export { EngineLog, type EngineLogOptions } from "./_log_sink.ts";
+} from "./supervision/supervisor.ts";
+export { EngineLog, type EngineLogOptions } from "./engines/log_sink.ts";
 
 /** Signals closer together than this are one signal delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;

@@ -37,23 +37,23 @@
  * @module
  */
 
-export type { Handler } from "./_request_handler.ts";
+export type { Handler } from "./web/request_handler.ts";
 export {
   AuthConfigError,
   AuthMiddleware,
   type AuthOptions,
-} from "./_auth_middleware.ts";
+} from "./web/auth_middleware.ts";
 export {
   AUTH_FAILURE_REASONS,
   type AuthFailureReason,
   type AuthFailures,
-} from "./_auth_failures.ts";
+} from "./web/auth_failures.ts";
 export {
   type SecurityHeadersOptions,
   withSecurityHeaders,
-} from "./_security_headers.ts";
+} from "./web/security_headers.ts";
 export {
   SSLConfig,
   SSLConfigError,
   type SSLConfigOptions,
-} from "./_ssl_config.ts";
+} from "./web/ssl_config.ts";

@@ -1,0 +1,76 @@
+/**
+ * The one small logger library code writes through. The CLI leaves the default
+ * sink (one line a message on stderr); embedding programs may replace it.
+ *
+ * Folder `common/`: what every room shares: the logger, the log throttle,
+ * `ConfigError`, secrets from files, the package version. It knows nothing of
+ * processes, HTTP, the catalogue or engines.
+ *
+ * @module
+ */
+
+/** How much a log line matters. */
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+/** Receives every log line at or above the configured level. */
+export type LogSink = (level: LogLevel, message: string) => void;
+
+const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
+const encoder = new TextEncoder();
+
+function stderrSink(level: LogLevel, message: string): void {
+  const tag = level === "info" ? "" : `${level}: `;
+  // Synchronous on purpose: lines must reach the terminal even when the process exits next.
+  Deno.stderr.writeSync(encoder.encode(`[serve] ${tag}${message}\n`));
+}
+
+let sink: LogSink = stderrSink;
+let threshold: LogLevel = "info";
+
+/** Where log lines go and which level is kept. */
+export interface LogSettings {
+  /** Lines below this level are dropped. */
+  level: LogLevel;
+  /** Receives the lines kept. */
+  sink: LogSink;
+}
+
+/**
+ * Replaces where log lines go and which level is kept.
+ *
+ * @param options The level and/or sink to use from now on.
+ * @returns The settings before the call, to restore later.
+ *
+ * @example Silence the launcher in an embedding program
+ * ```ts
+ * import { configureLogging } from "@mymodel/serve/common";
+ * const previous = configureLogging({ level: "error" });
+ * configureLogging(previous);
+ * ```
+ */
+export function configureLogging(options: Partial<LogSettings>): LogSettings {
+  const previous = { level: threshold, sink };
+  if (options.level) threshold = options.level;
+  if (options.sink) sink = options.sink;
+  return previous;
+}
+
+function emit(level: LogLevel, message: string): void {
+  if (RANK[level] >= RANK[threshold]) sink(level, message);
+}
+
+/** The logger library code uses. */
+export const log = {
+  debug(message: string): void {
+    emit("debug", message);
+  },
+  info(message: string): void {
+    emit("info", message);
+  },
+  warn(message: string): void {
+    emit("warn", message);
+  },
+  error(message: string): void {
+    emit("error", message);
+  },
+};

@@ -1,0 +1,87 @@
+/**
+ * Secrets from files: `NAME_FILE` names a file whose content (less one
+ * trailing newline) is the value of `NAME`. Containers and systemd hand
+ * secrets over this way, which keeps them out of the environment every child
+ * process inherits and `/proc/<pid>/environ` shows.
+ *
+ * Never puts a secret into a message: errors and warnings name the variable
+ * and the file only.
+ *
+ * @module
+ */
+
+import { ConfigError } from "./config_error.ts";
+import { log } from "./log.ts";
+
+const strictDecoder = new TextDecoder("utf-8", { fatal: true });
+
+function oneLine(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.replace(/\s+/g, " ").trim();
+}
+
+function readSecretFile(variable: string, path: string): string {
+  let bytes: Uint8Array;
+  let mode: number | null;
+  try {
+    // stat follows links, as the read does: the mode is the file's own.
+    mode = Deno.statSync(path).mode;
+    bytes = Deno.readFileSync(path);
+  } catch (cause) {
+    throw new ConfigError(
+      `Cannot read ${variable}=${path}: ${
+        oneLine(cause)
+      } (expected a readable file holding the secret)`,
+      { cause },
+    );
+  }
+  let text: string;
+  try {
+    text = strictDecoder.decode(bytes);
+  } catch (cause) {
+    throw new ConfigError(
+      `Cannot use ${variable}=${path}: not valid UTF-8 (expected the secret as text)`,
+      { cause },
+    );
+  }
+  // One trailing newline, as `echo` and editors add; CRLF counts as one.
+  const value = text.replace(/\r?\n$/, "");
+  if (value === "") {
+    throw new ConfigError(
+      `Cannot use ${variable}=${path}: the file is empty (expected the secret)`,
+    );
+  }
+  if (mode !== null && (mode & 0o044) !== 0) {
+    log.warn(
+      `${variable}=${path} is readable by group or others (mode ${
+        (mode & 0o777).toString(8).padStart(4, "0")
+      }); chmod 600 it`,
+    );
+  }
+  return value;
+}
+
+/**
+ * The value of the secret `name`: from the variable itself, or from the file
+ * `<name>_FILE` names. An empty variable counts as unset.
+ *
+ * @param name The variable, e.g. `IDP_SECRET`.
+ * @param env Reads a variable (tests).
+ * @returns The secret, or `""` when neither form is set.
+ * @throws {ConfigError} When both forms are set, or the file is missing,
+ * unreadable, not UTF-8 or empty.
+ */
+export function secretFromEnv(
+  name: string,
+  env: (variable: string) => string | undefined = Deno.env.get,
+): string {
+  const fileVariable = `${name}_FILE`;
+  const direct = env(name) ?? "";
+  const path = env(fileVariable) ?? "";
+  if (direct !== "" && path !== "") {
+    throw new ConfigError(
+      `Cannot read ${name}: both ${name} and ${fileVariable} are set (expected one of them)`,
+    );
+  }
+  return path === "" ? direct : readSecretFile(fileVariable, path);
+}

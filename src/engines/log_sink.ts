@@ -1,0 +1,217 @@
+/**
+ * An engine's log file: bounded in size by rotation, and never a brake on the
+ * engine. Output is queued and written in the background; when the queue is
+ * full or writing fails (disk full, directory removed) bytes are dropped and
+ * counted, and one line saying how many were lost is written once writing
+ * works again.
+ *
+ * @module
+ */
+
+/** How an engine log rotates. */
+export interface EngineLogOptions {
+  /**
+   * Rotate once the current file passes this many bytes; 0 never rotates.
+   * @default {104857600}
+   */
+  maxBytes?: number;
+  /**
+   * Older files kept as `<file>.1` (newest) … `<file>.N`.
+   * @default {5}
+   */
+  keep?: number;
+  /**
+   * Bytes that may wait for the disk before new output is dropped.
+   * @default {16777216}
+   */
+  maxQueuedBytes?: number;
+}
+
+/** Default size at which an engine log rotates (100 MiB). */
+export const DEFAULT_LOG_MAX_BYTES = 104_857_600;
+/** Default number of rotated files kept. */
+export const DEFAULT_LOG_KEEP = 5;
+const DEFAULT_MAX_QUEUED = 16 * 1024 * 1024;
+const MAX_BATCH = 1024 * 1024;
+const encoder = new TextEncoder();
+
+/**
+ * One engine's log: append-only, rotating, lossy rather than blocking.
+ *
+ * @example
+ * ```ts
+ * import { EngineLog } from "./log_sink.ts";
+ * const dir = Deno.makeTempDirSync();
+ * await using log = new EngineLog(`${dir}/a.log`, { maxBytes: 1024, keep: 2 });
+ * log.line("--- started");
+ * log.write(new TextEncoder().encode("hello\n"));
+ * await log.flush();
+ * console.assert(Deno.readTextFileSync(`${dir}/a.log`).includes("hello"));
+ * ```
+ */
+export class EngineLog implements AsyncDisposable {
+  /** The current file's path. */
+  readonly path: string;
+  readonly #maxBytes: number;
+  readonly #keep: number;
+  readonly #maxQueued: number;
+  #queue: Uint8Array[] = [];
+  #queued = 0;
+  #file: Deno.FsFile | undefined;
+  #size = 0;
+  #lost = 0;
+  #writing: Promise<void> | undefined;
+  #closed = false;
+
+  /**
+   * Opens nothing yet: the file is opened (and created) on the first write.
+   *
+   * @param path The log file.
+   * @param options Rotation and queue bounds.
+   */
+  constructor(path: string, options: EngineLogOptions = {}) {
+    this.path = path;
+    this.#maxBytes = options.maxBytes ?? DEFAULT_LOG_MAX_BYTES;
+    this.#keep = options.keep ?? DEFAULT_LOG_KEEP;
+    this.#maxQueued = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED;
+  }
+
+  /** Bytes dropped so far and not yet reported in the file. */
+  get lostBytes(): number {
+    return this.#lost;
+  }
+
+  /**
+   * Queues engine output. Never waits: past the queue bound the bytes are
+   * dropped and counted. The chunk is kept as it is: do not reuse its buffer.
+   */
+  write(chunk: Uint8Array): void {
+    if (this.#closed || chunk.length === 0) return;
+    if (this.#queued + chunk.length > this.#maxQueued) {
+      this.#lost += chunk.length;
+      return;
+    }
+    this.#queue.push(chunk);
+    this.#queued += chunk.length;
+    this.#writing ??= this.#drain();
+  }
+
+  /** Queues one line of the launcher's own (a header, an exit line). */
+  line(text: string): void {
+    this.write(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
+  }
+
+  /** Resolves once everything queued so far has been written or dropped. */
+  async flush(): Promise<void> {
+    while (this.#writing) await this.#writing;
+  }
+
+  async #drain(): Promise<void> {
+    try {
+      while (this.#queue.length > 0) {
+        // Batches end near the rotation point, so a file passes it by one chunk at most.
+        const room = this.#maxBytes > 0
+          ? Math.max(1, this.#maxBytes - this.#size)
+          : MAX_BATCH;
+        const limit = Math.min(MAX_BATCH, room);
+        let taken = 0;
+        let length = 0;
+        while (taken < this.#queue.length && length < limit) {
+          length += this.#queue[taken++]!.length;
+        }
+        const bytes = concat(this.#queue.splice(0, taken));
+        this.#queued -= bytes.length;
+        await this.#writeOut(bytes);
+      }
+    } finally {
+      this.#writing = undefined;
+    }
+  }
+
+  async #writeOut(bytes: Uint8Array): Promise<void> {
+    try {
+      const file = await this.#open();
+      if (this.#lost > 0) {
+        const note = encoder.encode(
+          `--- ${
+            new Date().toISOString()
+          } log: ${this.#lost} bytes of engine output were lost (the log could not be written)\n`,
+        );
+        this.#lost = 0;
+        await writeAll(file, note);
+        this.#size += note.length;
+      }
+      await writeAll(file, bytes);
+      this.#size += bytes.length;
+      if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
+        await this.#rotate();
+      }
+    } catch {
+      // Disk full, directory gone: drop, count, and try a fresh file next time.
+      this.#lost += bytes.length;
+      this.#file?.close();
+      this.#file = undefined;
+    }
+  }
+
+  async #open(): Promise<Deno.FsFile> {
+    if (this.#file) return this.#file;
+    const file = await Deno.open(this.path, {
+      append: true,
+      create: true,
+      write: true,
+    });
+    this.#size = (await file.stat()).size;
+    this.#file = file;
+    return file;
+  }
+
+  /** `<path>` becomes `<path>.1`, `.1` becomes `.2` … the oldest beyond `keep` is removed. */
+  async #rotate(): Promise<void> {
+    this.#file?.close();
+    this.#file = undefined;
+    if (this.#keep <= 0) {
+      await Deno.remove(this.path).catch(() => {});
+    } else {
+      await Deno.remove(`${this.path}.${this.#keep}`).catch(() => {});
+      for (let n = this.#keep - 1; n >= 1; n--) {
+        await Deno.rename(`${this.path}.${n}`, `${this.path}.${n + 1}`)
+          .catch(() => {});
+      }
+      await Deno.rename(this.path, `${this.path}.1`);
+    }
+    this.#size = 0;
+  }
+
+  /** Writes what is queued, then closes the file. Later writes are ignored. */
+  async close(): Promise<void> {
+    await this.flush();
+    this.#closed = true;
+    this.#file?.close();
+    this.#file = undefined;
+  }
+
+  /** Same as {@linkcode EngineLog.close}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+function concat(chunks: Uint8Array[]): Uint8Array {
+  if (chunks.length === 1) return chunks[0]!;
+  let length = 0;
+  for (const chunk of chunks) length += chunk.length;
+  const out = new Uint8Array(length);
+  let at = 0;
+  for (const chunk of chunks) {
+    out.set(chunk, at);
+    at += chunk.length;
+  }
+  return out;
+}
+
+async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
+  for (let done = 0; done < bytes.length;) {
+    done += await file.write(bytes.subarray(done));
+  }
+}

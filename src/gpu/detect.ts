@@ -1,0 +1,372 @@
+/**
+ * Where the GPU pool comes from: `--gpus`, else the launcher's own
+ * `CUDA_VISIBLE_DEVICES`, else `nvidia-smi`, else no pool. Detection never
+ * throws for a machine's state: a failing `nvidia-smi` is a warning and no pool.
+ *
+ * @module
+ */
+import { ConfigError } from "../common.ts";
+import {
+  formatGpuList,
+  type GpuPool,
+  parseVisibleDevices,
+} from "./placement.ts";
+import { signalGroup } from "../engines/process_group.ts";
+
+/** What {@linkcode detectGpuPool} found. */
+export interface GpuDetection {
+  /** The pool, or `undefined` when GPUs are not placed. */
+  readonly pool: GpuPool | undefined;
+  /**
+   * Where the pool came from (`--gpus`, `CUDA_VISIBLE_DEVICES`, `nvidia-smi`),
+   * or why there is none, for the start-up line.
+   */
+  readonly source: string;
+  /** One line to log as a warning when `nvidia-smi` failed; absent otherwise. */
+  readonly warning?: string;
+}
+
+/** How {@linkcode detectGpuPool} looks. */
+export interface DetectGpuOptions {
+  /** The `--gpus` flag's text, when given; it wins over everything else. */
+  readonly gpus?: string | undefined;
+  /**
+   * The launcher's environment: `CUDA_VISIBLE_DEVICES`, and `PATH` to find
+   * `nvidia-smi`. @default {Deno.env.toObject()}
+   */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** How long `nvidia-smi` may take before it is killed. @default {5000} */
+  readonly timeoutMs?: number;
+}
+
+/** More devices than any machine holds: a typo such as `0-70000` is refused. */
+const MAX_DEVICES = 1024;
+const EXPECTED =
+  "expected device indices or ranges such as 0-7 or 0,2,4-5, GPU-<uuid> entries, or none; leave --gpus out to detect the devices";
+/** `nvidia-smi` output kept; the rest is drained and dropped. */
+const OUTPUT_CAP = 64 * 1024;
+/** After a kill, how long to wait for the process and its pipes before giving up on them. */
+const REAP_MS = 1000;
+
+/**
+ * Parses a device list such as `--gpus` takes: indices and ranges (`0-7`,
+ * `0,2,4-5`), `GPU-<uuid>` / `MIG-<uuid>` entries as written, or `none`.
+ * Indices are written without leading zeros.
+ *
+ * @param text The text to parse.
+ * @param what Names the input in the error, e.g. `--gpus`.
+ * @returns The entries in the order given, or `"none"`.
+ * @throws {ConfigError} One line naming `what`, when the text is empty, has an
+ *   entry that is neither, a range that goes down, a device listed twice, or
+ *   more than 1024 devices.
+ *
+ * @example
+ * ```ts ignore
+ * parseGpuList("0,2,4-5", "--gpus"); // ["0", "2", "4", "5"]
+ * parseGpuList("none", "--gpus"); // "none"
+ * ```
+ */
+export function parseGpuList(text: string, what: string): string[] | "none" {
+  const trimmed = text.trim();
+  function bad(detail: string): ConfigError {
+    return new ConfigError(
+      `Cannot use ${what}=${JSON.stringify(text)}: ${detail}`.replace(
+        /[\r\n]+/g,
+        " ",
+      ),
+    );
+  }
+  if (trimmed.toLowerCase() === "none") return "none";
+  if (trimmed === "") throw bad(EXPECTED);
+  const entries: string[] = [];
+  for (const raw of trimmed.split(",")) {
+    const part = raw.trim();
+    const range = /^(\d+)\s*-\s*(\d+)$/.exec(part);
+    let items: string[];
+    if (/^\d+$/.test(part)) items = [String(Number(part))];
+    else if (range) {
+      const low = Number(range[1]);
+      const high = Number(range[2]);
+      if (high < low) {
+        throw bad(
+          `the range ${part} goes down (expected low-high, such as ${high}-${low})`,
+        );
+      }
+      if (high - low >= MAX_DEVICES) {
+        throw bad(`the range ${part} holds more than ${MAX_DEVICES} devices`);
+      }
+      items = [];
+      for (let i = low; i <= high; i++) items.push(String(i));
+    } else if (/^(?:GPU|MIG)-[A-Za-z0-9/_.:-]+$/.test(part)) items = [part];
+    else {
+      throw bad(
+        `${
+          part === "" ? "an empty entry" : `'${part.slice(0, 40)}'`
+        } is not a device (${EXPECTED})`,
+      );
+    }
+    for (const item of items) {
+      if (entries.includes(item)) {
+        throw bad(`device ${item} is listed twice (expected each device once)`);
+      }
+      entries.push(item);
+    }
+    if (entries.length > MAX_DEVICES) {
+      throw bad(`more than ${MAX_DEVICES} devices`);
+    }
+  }
+  return entries;
+}
+
+/**
+ * Finds the pool of GPUs the launcher may hand out, in this order:
+ *
+ * 1. `gpus` (the `--gpus` flag): that list, an explicit pool; `none` means no
+ *    pool at all.
+ * 2. The launcher's own `CUDA_VISIBLE_DEVICES`, when set: its entries exactly
+ *    as written (indices or `GPU-<uuid>`). An empty value (or `-1`) hides every
+ *    GPU from the launcher, so there is no pool and `nvidia-smi` is not asked
+ *    (it would list devices the launcher was not given); engines inherit the
+ *    empty value.
+ * 3. `nvidia-smi --query-gpu=index --format=csv,noheader`, when an
+ *    `nvidia-smi` is on PATH: one index per line. It runs in its own process
+ *    group, killed (with anything it started) after `timeoutMs`. A non-zero
+ *    exit, a timeout or output other than distinct indices gives a `warning`
+ *    and no pool.
+ * 4. Otherwise no pool (a machine without NVIDIA tools), and no warning.
+ *
+ * @param options The flag's text, the environment, the timeout.
+ * @returns The pool (or none), where it came from, and a warning if any.
+ * @throws {ConfigError} Only when `gpus` is not a valid list (see
+ *   {@linkcode parseGpuList}).
+ *
+ * @example
+ * ```ts ignore
+ * const { pool, source, warning } = await detectGpuPool({ gpus: flags.gpus });
+ * if (warning) log.warn(warning);
+ * ```
+ */
+export async function detectGpuPool(
+  options: DetectGpuOptions = {},
+): Promise<GpuDetection> {
+  if (options.gpus !== undefined) {
+    const list = parseGpuList(options.gpus, "--gpus");
+    return list === "none"
+      ? { pool: undefined, source: "--gpus none" }
+      : { pool: { entries: list, explicit: true }, source: "--gpus" };
+  }
+  const env = options.env ?? Deno.env.toObject();
+  const visible = env["CUDA_VISIBLE_DEVICES"];
+  if (visible !== undefined) {
+    const entries = parseVisibleDevices(visible);
+    return entries.length === 0
+      ? {
+        pool: undefined,
+        source: `the launcher's CUDA_VISIBLE_DEVICES=${
+          JSON.stringify(visible)
+        } hides every GPU`,
+      }
+      : {
+        pool: { entries, explicit: false },
+        source: "CUDA_VISIBLE_DEVICES",
+      };
+  }
+  return await askNvidiaSmi(env["PATH"], options.timeoutMs ?? 5000);
+}
+
+/**
+ * The start-up line for a detection: `GPU pool 0-7 (from nvidia-smi)`, or
+ * `GPUs not placed (no nvidia-smi on PATH): engines get no CUDA_VISIBLE_DEVICES from the launcher`.
+ *
+ * @param detection What {@linkcode detectGpuPool} returned.
+ * @returns The line, without the logger's prefix.
+ *
+ * @example
+ * ```ts ignore
+ * log.info(gpuPoolLine(await detectGpuPool()));
+ * ```
+ */
+export function gpuPoolLine(detection: GpuDetection): string {
+  return detection.pool === undefined
+    ? `GPUs not placed (${detection.source}): engines get no CUDA_VISIBLE_DEVICES from the launcher`
+    : `GPU pool ${
+      formatGpuList(detection.pool.entries)
+    } (from ${detection.source})`;
+}
+
+const NVIDIA_SMI = "nvidia-smi";
+const NVIDIA_SMI_ARGS = ["--query-gpu=index", "--format=csv,noheader"];
+const NO_NVIDIA_SMI =
+  "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
+
+async function askNvidiaSmi(
+  path: string | undefined,
+  timeoutMs: number,
+): Promise<GpuDetection> {
+  const found = findOnPath(NVIDIA_SMI, path);
+  if (found === false) return { pool: undefined, source: NO_NVIDIA_SMI };
+  let child: Deno.ChildProcess;
+  try {
+    child = new Deno.Command(NVIDIA_SMI, {
+      args: NVIDIA_SMI_ARGS,
+      ...(path === undefined ? {} : { env: { PATH: path } }),
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      // Its own group, so a timeout kills whatever it started too.
+      detached: true,
+    }).spawn();
+  } catch (error) {
+    // Under a narrowed --allow-run, a program missing from PATH at start-up is "not capable".
+    // (Deno cannot tell that apart from a program left out of the list.)
+    if (error instanceof Deno.errors.NotFound) {
+      return { pool: undefined, source: NO_NVIDIA_SMI };
+    }
+    if (found === undefined && error instanceof Deno.errors.NotCapable) {
+      return {
+        pool: undefined,
+        source: `${NO_NVIDIA_SMI}, or not allowed by --allow-run`,
+      };
+    }
+    return failed(
+      error instanceof Deno.errors.NotCapable
+        ? "not allowed to run it (add nvidia-smi to --allow-run)"
+        : `cannot run it (${(error as Error).message})`,
+    );
+  }
+  const stdout = drain(child.stdout);
+  const stderr = drain(child.stderr);
+  const all = Promise.all([child.status, stdout.text, stderr.text]);
+  const done = await within(all, timeoutMs);
+  if (done === undefined) {
+    try {
+      signalGroup(child.pid, "SIGKILL");
+    } catch {
+      // Already gone.
+    }
+    if (await within(all, REAP_MS) === undefined) {
+      // Stuck in the kernel (a hung driver): stop reading and move on.
+      stdout.cancel();
+      stderr.cancel();
+      child.unref();
+    }
+    return failed(`no answer within ${timeoutMs / 1000} s (killed)`);
+  }
+  const [status, out, err] = done;
+  if (!status.success) {
+    const firstLine = err.trim().split(/\r?\n/)[0]?.trim() ||
+      out.trim().split(/\r?\n/)[0]?.trim();
+    return failed(
+      `it ${
+        status.signal
+          ? `died of ${status.signal}`
+          : `exited with code ${status.code}`
+      }${firstLine ? ` (${clip(firstLine)})` : ""}`,
+    );
+  }
+  const lines = out.split(/\r?\n/).map((line) => line.trim()).filter(Boolean);
+  if (lines.length === 0) return failed("it printed no device index");
+  const entries: string[] = [];
+  for (const line of lines) {
+    if (!/^\d+$/.test(line)) {
+      return failed(
+        `it printed '${clip(line)}' where a device index was expected`,
+      );
+    }
+    const entry = String(Number(line));
+    if (entries.includes(entry)) {
+      return failed(`it printed device index ${entry} twice`);
+    }
+    entries.push(entry);
+  }
+  return { pool: { entries, explicit: false }, source: NVIDIA_SMI };
+}
+
+function failed(detail: string): GpuDetection {
+  return {
+    pool: undefined,
+    source: "nvidia-smi failed",
+    warning:
+      `Cannot detect GPUs with nvidia-smi: ${detail}; GPUs are not placed (give the pool with --gpus)`,
+  };
+}
+
+/**
+ * Whether an executable `name` is on `path`: true, false, or undefined when
+ * it cannot be told (no read access to PATH; the spawn then decides).
+ */
+function findOnPath(
+  name: string,
+  path: string | undefined,
+): boolean | undefined {
+  let unsure = false;
+  for (const dir of (path ?? "").split(":").filter(Boolean)) {
+    try {
+      const info = Deno.statSync(`${dir}/${name}`);
+      if (info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0) return true;
+    } catch (error) {
+      if (error instanceof Deno.errors.NotCapable) unsure = true;
+    }
+  }
+  return unsure ? undefined : false;
+}
+
+/** Reads a stream to its end, keeping at most {@linkcode OUTPUT_CAP} bytes as text. */
+function drain(
+  stream: ReadableStream<Uint8Array>,
+): { text: Promise<string>; cancel(): void } {
+  const reader = stream.getReader();
+  async function read(): Promise<string> {
+    const chunks: Uint8Array[] = [];
+    let kept = 0;
+    try {
+      while (true) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (kept < OUTPUT_CAP) {
+          const part = value.subarray(0, OUTPUT_CAP - kept);
+          chunks.push(part);
+          kept += part.length;
+        }
+      }
+    } catch {
+      // Cancelled or broken: what was read is all there is.
+    } finally {
+      reader.releaseLock();
+    }
+    const bytes = new Uint8Array(kept);
+    let at = 0;
+    for (const chunk of chunks) {
+      bytes.set(chunk, at);
+      at += chunk.length;
+    }
+    return new TextDecoder().decode(bytes);
+  }
+  return {
+    text: read(),
+    cancel() {
+      reader.cancel().catch(() => {});
+    },
+  };
+}
+
+/** `promise`'s value, or undefined after `ms`; the timer never outlives it. */
+async function within<T>(
+  promise: Promise<T>,
+  ms: number,
+): Promise<T | undefined> {
+  let id: ReturnType<typeof setTimeout> | undefined;
+  const timer = new Promise<undefined>((resolve) => {
+    id = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([promise, timer]);
+  } finally {
+    clearTimeout(id);
+  }
+}
+
+function clip(text: string): string {
+  const line = text.replace(/\s+/g, " ");
+  return line.length > 80 ? `${line.slice(0, 77)}...` : line;
+}

@@ -1,0 +1,260 @@
+/**
+ * What GPUs one card needs: read from its `gpus` field, its own
+ * `CUDA_VISIBLE_DEVICES`, or its engine's settings. Pure: no I/O.
+ *
+ * @module
+ */
+import type { ModelCard } from "../catalogue.ts";
+
+/**
+ * What a card needs from the GPU pool.
+ *
+ * - `unplaced`: the launcher leaves the engine's environment alone (`command`
+ *   cards, vLLM with `distributed-executor-backend ray`).
+ * - `whole`: `count` whole devices; `0` means no GPU (`CUDA_VISIBLE_DEVICES=""`).
+ * - `share`: a fraction of one device, `0 < share ≤ 1`; shares on one device add
+ *   up to at most 1.
+ *
+ * `pinned` is set when the card's own `env` names its devices: it keeps exactly
+ * those (for a share, each of them holds the share).
+ * `from` says, for people, where the need came from.
+ *
+ * @example
+ * ```ts ignore
+ * const need: GpuNeed = { kind: "whole", count: 4, from: "tensor-parallel-size 4" };
+ * ```
+ */
+export type GpuNeed =
+  | { readonly kind: "unplaced"; readonly from: string }
+  | {
+    readonly kind: "whole";
+    readonly count: number;
+    readonly from: string;
+    readonly pinned?: readonly string[];
+  }
+  | {
+    readonly kind: "share";
+    readonly share: number;
+    readonly from: string;
+    readonly pinned?: readonly string[];
+  };
+
+/**
+ * Thrown when the engines cannot be given GPUs: a card that does not fit in
+ * what is free, two pinned cards claiming one device, a pinned device outside
+ * an explicit `--gpus` pool, or a card whose parallel settings are not a device
+ * count. The message is one line naming the card.
+ *
+ * @example
+ * ```ts ignore
+ * const error = new GpuPlacementError("qwen3-30b-a3b", "needs 2 GPUs, 1 free in pool 0-3");
+ * console.log(error.message); // Cannot place qwen3-30b-a3b: needs 2 GPUs, 1 free in pool 0-3
+ * ```
+ */
+export class GpuPlacementError extends Error {
+  /** The catalogue name of the card that could not be placed. */
+  readonly card: string;
+
+  /**
+   * Builds the one-line message `Cannot place <card>: <detail>`.
+   *
+   * @param card The catalogue name of the card.
+   * @param detail What it needs and why that cannot be given.
+   */
+  constructor(card: string, detail: string) {
+    super(`Cannot place ${card}: ${detail}`.replace(/\s*[\r\n]+\s*/g, " "));
+    this.name = "GpuPlacementError";
+    this.card = card;
+  }
+}
+
+/** vLLM's default `--gpu-memory-utilization`. */
+const VLLM_DEFAULT_SHARE = 0.9;
+
+/**
+ * Splits a `CUDA_VISIBLE_DEVICES` value into its entries, as written (trimmed;
+ * empty entries and repeats dropped). CUDA stops reading at the first entry it
+ * cannot use, so a negative index such as `-1` hides it and everything after it.
+ *
+ * @param value The variable's value, e.g. `0,1` or `GPU-8e1c…,GPU-77aa…`.
+ * @returns The entries, in the order written; `[]` for `""` or `-1`.
+ *
+ * @example
+ * ```ts ignore
+ * parseVisibleDevices("0, 2,GPU-abc"); // ["0", "2", "GPU-abc"]
+ * parseVisibleDevices("-1"); // []
+ * ```
+ */
+export function parseVisibleDevices(value: string): string[] {
+  const entries: string[] = [];
+  for (const raw of value.split(",")) {
+    const entry = raw.trim();
+    if (entry === "") continue;
+    if (entry.startsWith("-")) break;
+    if (!entries.includes(entry)) entries.push(entry);
+  }
+  return entries;
+}
+
+/**
+ * What GPUs a card needs, by these rules, first match wins:
+ *
+ * 1. `env.CUDA_VISIBLE_DEVICES` set: pinned to those entries, whole devices
+ *    unless the card's `gpus` is a share (0 < gpus < 1).
+ * 2. `gpus` set: `0` no GPU, an integer n whole devices, else a share.
+ * 3. vLLM: `distributed-executor-backend ray` is unplaced (Ray places its
+ *    workers); else `tensor-parallel-size` × `pipeline-parallel-size` ×
+ *    `data-parallel-size` whole devices when above 1 (`data-parallel-size-local`
+ *    replaces `data-parallel-size` when set: only those replicas run here);
+ *    else a share equal to `gpu-memory-utilization` (default 0.9). The short
+ *    forms `-tp`, `-pp`, `-dp`, `-dpl`, `--flag=value` and underscores in flag
+ *    names are read as vLLM reads them; the last occurrence wins.
+ * 4. SGLang: `tp-size` (or `tensor-parallel-size`) ÷ `nnodes` whole devices,
+ *    rounded up, at least 1.
+ * 5. llama.cpp: 1 whole device.
+ * 6. `command` (and any other engine): unplaced.
+ *
+ * @param card The model card.
+ * @returns The need.
+ * @throws {GpuPlacementError} When a parallel size or memory share in the
+ *   card's args is not a usable number.
+ *
+ * @example
+ * ```ts ignore
+ * const card = Registry.parse(
+ *   "models:\n  m:\n    verb: chat\n    hub: a/b\n    args: { tensor-parallel-size: 2 }\n",
+ * ).get("m");
+ * gpuNeed(card); // { kind: "whole", count: 2, from: "tensor-parallel-size 2" }
+ * ```
+ */
+export function gpuNeed(card: ModelCard): GpuNeed {
+  const visible = card.env["CUDA_VISIBLE_DEVICES"];
+  if (visible !== undefined) {
+    const pinned = parseVisibleDevices(visible);
+    const from = "pinned by its CUDA_VISIBLE_DEVICES";
+    return isShare(card.gpus)
+      ? { kind: "share", share: card.gpus, from, pinned }
+      : { kind: "whole", count: pinned.length, from, pinned };
+  }
+  if (card.gpus !== undefined) {
+    const from = `gpus: ${card.gpus}`;
+    return isShare(card.gpus)
+      ? { kind: "share", share: card.gpus, from }
+      : { kind: "whole", count: card.gpus, from };
+  }
+  switch (card.engine) {
+    case "vllm":
+      return vllmNeed(card);
+    case "sglang":
+      return sglangNeed(card);
+    case "llama.cpp":
+      return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
+    default:
+      return { kind: "unplaced", from: `engine ${card.engine}` };
+  }
+}
+
+function isShare(gpus: number | undefined): gpus is number {
+  return gpus !== undefined && gpus > 0 && gpus < 1;
+}
+
+function vllmNeed(card: ModelCard): GpuNeed {
+  const backend = flagValue(card.args, ["--distributed-executor-backend"]);
+  if (backend?.value === "ray") {
+    return {
+      kind: "unplaced",
+      from: "distributed-executor-backend ray (Ray places the workers)",
+    };
+  }
+  const factors = [
+    sizeFlag(card, ["--tensor-parallel-size", "-tp"]),
+    sizeFlag(card, ["--pipeline-parallel-size", "-pp"]),
+    sizeFlag(card, ["--data-parallel-size-local", "-dpl"]) ??
+      sizeFlag(card, ["--data-parallel-size", "-dp"]),
+  ].filter((factor) => factor !== undefined);
+  const count = factors.reduce((product, f) => product * f.size, 1);
+  if (count > 1) {
+    return {
+      kind: "whole",
+      count,
+      from: factors.map((f) => `${f.name} ${f.size}`).join(" × "),
+    };
+  }
+  const flag = flagValue(card.args, ["--gpu-memory-utilization"]);
+  if (flag === undefined) {
+    return {
+      kind: "share",
+      share: VLLM_DEFAULT_SHARE,
+      from: `gpu-memory-utilization ${VLLM_DEFAULT_SHARE} (vLLM's default)`,
+    };
+  }
+  const share = Number(flag.value);
+  if (!/^\s*[0-9.]+\s*$/.test(flag.value) || !(share > 0 && share <= 1)) {
+    throw new GpuPlacementError(
+      card.name,
+      `its ${flag.name} is ${
+        JSON.stringify(flag.value)
+      } (expected a fraction of a GPU above 0 and at most 1)`,
+    );
+  }
+  return { kind: "share", share, from: `gpu-memory-utilization ${share}` };
+}
+
+function sglangNeed(card: ModelCard): GpuNeed {
+  const tp = sizeFlag(card, ["--tp-size", "--tensor-parallel-size"]);
+  const nodes = sizeFlag(card, ["--nnodes"]);
+  const count = Math.max(1, Math.ceil((tp?.size ?? 1) / (nodes?.size ?? 1)));
+  const from = tp === undefined
+    ? "SGLang's default tp-size 1"
+    : nodes === undefined
+    ? `${tp.name} ${tp.size}`
+    : `${tp.name} ${tp.size} ÷ nnodes ${nodes.size}`;
+  return { kind: "whole", count, from };
+}
+
+/** A positive integer flag, named as people write it (no dashes); undefined when absent. */
+function sizeFlag(
+  card: ModelCard,
+  names: readonly string[],
+): { name: string; size: number } | undefined {
+  const flag = flagValue(card.args, names);
+  if (flag === undefined) return undefined;
+  const size = Number(flag.value);
+  if (!/^\s*\d+\s*$/.test(flag.value) || !(size >= 1)) {
+    throw new GpuPlacementError(
+      card.name,
+      `its ${flag.name} is ${
+        JSON.stringify(flag.value)
+      } (expected a whole number, 1 or more; or set the card's gpus)`,
+    );
+  }
+  return { name: flag.name, size };
+}
+
+/**
+ * The value of the last occurrence of any of `names` in an argv: `--flag value`
+ * or `--flag=value`. Long names match with `_` read as `-`, as vLLM does.
+ * The name returned is the first of `names` without its dashes.
+ */
+function flagValue(
+  argv: readonly string[],
+  names: readonly string[],
+): { name: string; value: string } | undefined {
+  let found: string | undefined;
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (!token.startsWith("-")) continue;
+    const eq = token.indexOf("=");
+    let name = eq > 0 ? token.slice(0, eq) : token;
+    if (name.startsWith("--")) name = name.replaceAll("_", "-");
+    if (!names.includes(name)) continue;
+    if (eq > 0) found = token.slice(eq + 1);
+    else {
+      found = argv[i + 1] ?? "";
+      i++;
+    }
+  }
+  return found === undefined
+    ? undefined
+    : { name: names[0]!.replace(/^-+/, ""), value: found };
+}

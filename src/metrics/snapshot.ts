@@ -1,0 +1,69 @@
+/**
+ * What the launcher's metrics file says, gathered from the supervisors and the
+ * production stance at one moment.
+ *
+ * Folder `metrics/`: the metrics file: a snapshot of the supervisors, its text
+ * rendering (pure) and the atomic file writer. It knows nothing of HTTP
+ * routes or of how engines are started.
+ *
+ * @module
+ */
+import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { OpsStance } from "../web/ops_stance.ts";
+import type { MetricsSnapshot } from "./text.ts";
+import { VERSION } from "../common/version.ts";
+
+/** The launcher facts that do not change while it runs. */
+export interface LauncherFacts {
+  stance: OpsStance;
+  tls: boolean;
+  /** The management port. */
+  port: number;
+  /** When the launcher started, in milliseconds since the epoch. */
+  startedAt: number;
+}
+
+/**
+ * A fresh snapshot for the metrics writer.
+ *
+ * @param launcher The launcher's fixed facts.
+ * @param supervisors Every engine's supervisor, in request order.
+ * @returns The snapshot to render.
+ *
+ * @example
+ * ```ts ignore
+ * writer.update(metricsSnapshot(facts, serve.supervisors));
+ * ```
+ */
+export function metricsSnapshot(
+  launcher: LauncherFacts,
+  supervisors: readonly EngineSupervisor[],
+): MetricsSnapshot {
+  const production = !launcher.stance.devMode;
+  return {
+    launcher: {
+      version: VERSION,
+      mode: production ? "production" : "development",
+      tls: launcher.tls,
+      port: launcher.port,
+      startTimeSeconds: launcher.startedAt / 1000,
+    },
+    engines: supervisors.map((s) => {
+      const run = s.process;
+      return {
+        model: s.name,
+        verb: s.card.verb,
+        engine: s.card.engine,
+        port: s.port,
+        gpus: s.gpus,
+        up: s.up,
+        restarts: s.restarts,
+        healthPollSeconds: s.lastPollSeconds,
+        startTimeSeconds: run.running && run.startedAt !== undefined
+          ? run.startedAt / 1000
+          : undefined,
+      };
+    }),
+    ...(production ? { authFailures: launcher.stance.auth.failures } : {}),
+  };
+}

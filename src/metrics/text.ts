@@ -1,0 +1,226 @@
+/**
+ * The launcher's metrics as Prometheus text exposition format (version 0.0.4),
+ * rendered from a plain snapshot. Pure: no clock, no files, no processes.
+ *
+ * @module
+ */
+
+import {
+  AUTH_FAILURE_REASONS,
+  type AuthFailureReason,
+} from "../web/auth_failures.ts";
+
+export { AUTH_FAILURE_REASONS, type AuthFailureReason };
+
+/** Facts about the launcher itself. */
+export interface LauncherMetrics {
+  /** The package version, e.g. `0.1.0`. */
+  version: string;
+  /** The mode the management API runs in. */
+  mode: "development" | "production";
+  /** Whether the management API serves HTTPS. */
+  tls: boolean;
+  /**
+   * The management API's port. It labels the launcher's own families so that
+   * several launchers sharing one `metrics/` directory never write the same
+   * series twice (node_exporter's textfile collector rejects duplicates).
+   */
+  port: number;
+  /** When the launcher started, in Unix seconds. */
+  startTimeSeconds: number;
+}
+
+/** Facts about one engine (one catalogue model being served). */
+export interface EngineMetrics {
+  /** The model's name in the catalogue. */
+  model: string;
+  /** The card's verb, e.g. `chat` or `embed`. */
+  verb: string;
+  /** The engine kind, e.g. `vllm`. */
+  engine: string;
+  /** The engine's port. */
+  port: number;
+  /** The devices handed to the engine; `[]` for none, `null` when not placed. */
+  gpus: readonly string[] | null;
+  /** Whether the last health poll answered 200. */
+  up: boolean;
+  /** Restarts since the launcher started. */
+  restarts: number;
+  /** How long the last health poll took, in seconds; absent before the first poll. */
+  healthPollSeconds?: number | undefined;
+  /** When the current engine process started, in Unix seconds; absent while none runs. */
+  startTimeSeconds?: number | undefined;
+}
+
+/** Everything one metrics file says, at one moment. */
+export interface MetricsSnapshot {
+  /** The launcher's own facts. */
+  launcher: LauncherMetrics;
+  /** One entry per engine, in any order (rendering sorts them). */
+  engines: readonly EngineMetrics[];
+  /**
+   * Refused production requests by reason (missing reasons count 0). Rendered
+   * only in production mode.
+   */
+  authFailures?:
+    | Readonly<Partial<Record<AuthFailureReason, number>>>
+    | undefined;
+}
+
+type Labels = readonly (readonly [string, string])[];
+
+interface Sample {
+  labels: Labels;
+  value: number;
+}
+
+/** Escapes a label value: backslash, double quote and line feed, as the format requires. */
+function escapeLabelValue(value: string): string {
+  return value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll(
+    "\n",
+    "\\n",
+  );
+}
+
+/** Escapes HELP text: backslash and line feed (double quotes stay as they are there). */
+function escapeHelp(text: string): string {
+  return text.replaceAll("\\", "\\\\").replaceAll("\n", "\\n");
+}
+
+/** Formats a sample value the way Prometheus' Go parser reads floats. */
+function formatValue(value: number): string {
+  if (Number.isNaN(value)) return "NaN";
+  if (value === Infinity) return "+Inf";
+  if (value === -Infinity) return "-Inf";
+  return String(value);
+}
+
+function family(
+  name: string,
+  type: "gauge" | "counter",
+  help: string,
+  samples: readonly Sample[],
+): string {
+  let text = `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} ${type}\n`;
+  for (const { labels, value } of samples) {
+    const pairs = labels.map(([key, v]) => `${key}="${escapeLabelValue(v)}"`);
+    const set = pairs.length === 0 ? "" : `{${pairs.join(",")}}`;
+    text += `${name}${set} ${formatValue(value)}\n`;
+  }
+  return text;
+}
+
+function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
+  if (a.model !== b.model) return a.model < b.model ? -1 : 1;
+  return a.port - b.port;
+}
+
+/**
+ * Renders a snapshot as Prometheus text exposition format: `# HELP` and
+ * `# TYPE` for every family, families in a fixed order, engines sorted by
+ * model, labels in a fixed order, no timestamps (node_exporter's textfile
+ * collector refuses them). The same snapshot always gives the same text.
+ *
+ * Families: `mymodel_engine_up`, `mymodel_engine_restarts_total`,
+ * `mymodel_engine_health_poll_seconds` (no sample before the first poll),
+ * `mymodel_engine_start_time_seconds` (no sample while no process runs),
+ * `mymodel_launcher_info`, `mymodel_launcher_start_time_seconds`, and in
+ * production `mymodel_auth_failures_total` with all six reasons.
+ *
+ * The `gpus` label of `mymodel_engine_up` lists the devices comma-separated;
+ * it is empty both for `gpus: 0` and when placement is off, since Prometheus
+ * treats an empty label value as an absent label.
+ *
+ * @param snapshot The facts to render.
+ * @returns The file's text, ending with a line feed.
+ *
+ * @example Render one engine
+ * ```ts
+ * import { renderMetrics } from "./text.ts";
+ * const text = renderMetrics({
+ *   launcher: { version: "0.1.0", mode: "development", tls: false, port: 8000, startTimeSeconds: 1 },
+ *   engines: [{ model: "qwen3-8b", verb: "chat", engine: "vllm", port: 5001, gpus: ["0"], up: true, restarts: 0 }],
+ * });
+ * if (!text.includes('mymodel_engine_up{model="qwen3-8b"')) throw new Error("missing sample");
+ * ```
+ */
+export function renderMetrics(snapshot: MetricsSnapshot): string {
+  const engines = [...snapshot.engines].sort(byModelThenPort);
+  const { launcher } = snapshot;
+  const launcherPort = ["port", String(launcher.port)] as const;
+  const parts = [
+    family(
+      "mymodel_engine_up",
+      "gauge",
+      "1 when the engine's last health poll answered 200, else 0.",
+      engines.map((e) => ({
+        labels: [
+          ["model", e.model],
+          ["verb", e.verb],
+          ["engine", e.engine],
+          ["port", String(e.port)],
+          ["gpus", (e.gpus ?? []).join(",")],
+        ],
+        value: e.up ? 1 : 0,
+      })),
+    ),
+    family(
+      "mymodel_engine_restarts_total",
+      "counter",
+      "Engine restarts since the launcher started.",
+      engines.map((e) => ({ labels: [["model", e.model]], value: e.restarts })),
+    ),
+    family(
+      "mymodel_engine_health_poll_seconds",
+      "gauge",
+      "Duration of the engine's last health poll in seconds.",
+      engines.flatMap((e) =>
+        e.healthPollSeconds === undefined
+          ? []
+          : [{ labels: [["model", e.model]], value: e.healthPollSeconds }]
+      ),
+    ),
+    family(
+      "mymodel_engine_start_time_seconds",
+      "gauge",
+      "Start time of the engine's current process in Unix seconds.",
+      engines.flatMap((e) =>
+        e.startTimeSeconds === undefined
+          ? []
+          : [{ labels: [["model", e.model]], value: e.startTimeSeconds }]
+      ),
+    ),
+    family(
+      "mymodel_launcher_info",
+      "gauge",
+      "The launcher's version, mode and whether it serves TLS; always 1.",
+      [{
+        labels: [
+          launcherPort,
+          ["version", launcher.version],
+          ["mode", launcher.mode],
+          ["tls", String(launcher.tls)],
+        ],
+        value: 1,
+      }],
+    ),
+    family(
+      "mymodel_launcher_start_time_seconds",
+      "gauge",
+      "Start time of the launcher in Unix seconds.",
+      [{ labels: [launcherPort], value: launcher.startTimeSeconds }],
+    ),
+  ];
+  if (launcher.mode === "production") {
+    parts.push(family(
+      "mymodel_auth_failures_total",
+      "counter",
+      "Management API requests refused by authentication, by reason.",
+      AUTH_FAILURE_REASONS.map((reason) => ({
+        labels: [launcherPort, ["reason", reason]],
+        value: snapshot.authFailures?.[reason] ?? 0,
+      })),
+    ));
+  }
+  return parts.join("");
+}

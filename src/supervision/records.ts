@@ -1,0 +1,276 @@
+/**
+ * Engine records under `<directory>/data/`: while an engine runs, one small
+ * JSON file says which process it is (pid, group, start time), what it runs
+ * and which launcher owns it. A launcher killed outright cannot clean up
+ * after itself; the next one on the same directory reads these records, stops
+ * what the dead launcher left running, and refuses to share a model with a
+ * launcher that is still alive.
+ *
+ * Processes are identified by pid *and* start time (field 22 of
+ * `/proc/<pid>/stat`), so a pid the kernel has since given to another process
+ * is never mistaken for the engine.
+ *
+ * @module
+ */
+import { ConfigError } from "../common.ts";
+import { log } from "../common/log.ts";
+import { signalGroup } from "../engines/process_group.ts";
+import {
+  allProcStats,
+  type ProcStat,
+  procStat,
+  procStats,
+} from "../engines/proc.ts";
+import { isPortFree } from "../engines/ports.ts";
+
+/** What a {@linkcode RunRecorder} records of a running engine. */
+export interface RunRecord {
+  /** The catalogue name. */
+  model: string;
+  /** The engine's pid (and process group id). */
+  pid: number;
+  /** The command line, API key masked. */
+  command: string;
+  /** Host the engine listens on. */
+  host: string;
+  /** Port the engine listens on. */
+  port: number;
+}
+
+/** Keeps a record per running engine (the launcher's records under `data/` are one). */
+export interface RunRecorder {
+  /** Records a run that just started. */
+  write(record: RunRecord): void;
+  /** Forgets the model's run once it is gone. */
+  remove(model: string): void;
+}
+
+/** What is recorded about one running engine: the run, and the launcher that owns it. */
+export interface EngineRecord extends RunRecord {
+  /** The engine's start time from `/proc/<pid>/stat`, so a reused pid is never taken for it. */
+  startTime: string;
+  /** The launcher's pid. */
+  launcherPid: number;
+  /** The launcher's own start time, so a reused launcher pid is not taken for it. */
+  launcherStartTime: string;
+}
+
+const SUFFIX = ".engine.json";
+const POLL_MS = 50;
+const KILL_WAIT_MS = 5_000;
+const PORT_WAIT_MS = 2_000;
+
+/**
+ * Reads and writes the records of one root directory.
+ *
+ * @example
+ * ```ts ignore
+ * import { EngineRecords } from "./records.ts";
+ * const records = new EngineRecords("/srv/mymodel");
+ * for (const record of records.list()) console.log(record.model, record.pid);
+ * ```
+ */
+export class EngineRecords implements RunRecorder {
+  /** Where the records live: `<directory>/data`. */
+  readonly dir: string;
+  readonly #directory: string;
+  readonly #launcherStartTime: string;
+  readonly #pending = new Map<string, RunRecord>();
+
+  /** @param directory The launcher's root directory. */
+  constructor(directory: string) {
+    this.#directory = directory;
+    this.dir = `${directory}/data`;
+    this.#launcherStartTime = procStat(Deno.pid)?.startTime ?? "";
+    if (!this.#launcherStartTime) {
+      log.warn(
+        "cannot read /proc (neither directly nor through sh): engine records cannot tell a live process from a reused pid, so nothing left by a killed launcher will be stopped",
+      );
+    }
+  }
+
+  #path(model: string): string {
+    return `${this.dir}/${model}${SUFFIX}`;
+  }
+
+  /**
+   * Records a running engine of this launcher (atomically: a reader never
+   * sees half a record).
+   */
+  write(record: RunRecord): void {
+    // Engines start in one synchronous loop: their start times are read in one
+    // go right after it (one `sh` under narrowed permissions, not one each).
+    this.#pending.set(record.model, record);
+    if (this.#pending.size === 1) queueMicrotask(() => this.#flush());
+  }
+
+  #flush(): void {
+    const records = [...this.#pending.values()];
+    this.#pending.clear();
+    const stats = procStats(records.map((r) => r.pid));
+    for (const record of records) {
+      this.#writeOne({
+        ...record,
+        startTime: stats.get(record.pid)?.startTime ?? "",
+        launcherPid: Deno.pid,
+        launcherStartTime: this.#launcherStartTime,
+      });
+    }
+  }
+
+  #writeOne(record: EngineRecord): void {
+    const path = this.#path(record.model);
+    const temp = `${path}.${Deno.pid}.tmp`;
+    try {
+      Deno.writeTextFileSync(temp, JSON.stringify(record) + "\n");
+      Deno.renameSync(temp, path);
+    } catch (error) {
+      try {
+        Deno.removeSync(temp);
+      } catch { /* never written */ }
+      log.warn(
+        `cannot write the record of engine ${record.model} in ${this.dir}: ${
+          (error as Error).message
+        }`,
+      );
+    }
+  }
+
+  /** Removes a model's record if this launcher wrote it. */
+  remove(model: string): void {
+    this.#pending.delete(model);
+    const record = this.read(this.#path(model));
+    if (record && record.launcherPid !== Deno.pid) return;
+    try {
+      Deno.removeSync(this.#path(model));
+    } catch { /* already gone */ }
+  }
+
+  /** Every readable record, with its path; unreadable files are skipped. */
+  list(): { path: string; record: EngineRecord }[] {
+    const out: { path: string; record: EngineRecord }[] = [];
+    let entries: Deno.DirEntry[];
+    try {
+      entries = [...Deno.readDirSync(this.dir)];
+    } catch {
+      return out;
+    }
+    for (const entry of entries) {
+      if (!entry.isFile || !entry.name.endsWith(SUFFIX)) continue;
+      const path = `${this.dir}/${entry.name}`;
+      const record = this.read(path);
+      if (record) out.push({ path, record });
+    }
+    return out.sort((a, b) => a.record.model.localeCompare(b.record.model));
+  }
+
+  read(path: string): EngineRecord | undefined {
+    try {
+      const value = JSON.parse(Deno.readTextFileSync(path));
+      const valid = typeof value?.model === "string" &&
+        Number.isInteger(value.pid) && typeof value.startTime === "string" &&
+        Number.isInteger(value.launcherPid) &&
+        typeof value.launcherStartTime === "string";
+      return valid ? value as EngineRecord : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Start-up check, before any port is checked. A record whose launcher is
+   * alive and serves one of `models` refuses the start; a record whose
+   * launcher is dead is stale: its engine group, when still alive and still
+   * the recorded one, gets SIGTERM, the grace period, then SIGKILL, and the
+   * record is removed.
+   *
+   * @param models The models this launcher is about to serve.
+   * @param graceMs Time between SIGTERM and SIGKILL.
+   * @throws {ConfigError} When a live launcher serves one of `models` from this directory.
+   */
+  async reap(models: readonly string[], graceMs: number): Promise<void> {
+    const records = this.list();
+    // One look at every process concerned (one `sh` under narrowed permissions).
+    const stats = procStats(
+      records.flatMap(({ record }) => [record.launcherPid, record.pid]),
+    );
+    const launcherAlive = (record: EngineRecord) =>
+      stats.get(record.launcherPid)?.startTime === record.launcherStartTime;
+    for (const { record } of records) {
+      if (
+        models.includes(record.model) && record.launcherPid !== Deno.pid &&
+        launcherAlive(record)
+      ) {
+        throw new ConfigError(
+          `Cannot start ${record.model}: launcher pid ${record.launcherPid} already serves it from ${this.#directory} (on port ${record.port}; stop that launcher or use another directory)`,
+        );
+      }
+    }
+    const stale = records.filter(({ record }) => !launcherAlive(record));
+    await Promise.all(stale.map(async ({ path, record }) => {
+      if (groupIsRecorded(record, stats.get(record.pid))) {
+        log.warn(
+          `engine ${record.model} (pid ${record.pid}) outlived its launcher (pid ${record.launcherPid}, gone): stopping it`,
+        );
+        await stopGroup(record.pid, graceMs);
+        // The port is what the new launcher needs: give the kernel a moment to let go of it.
+        await portReleased(record.host, record.port, PORT_WAIT_MS);
+      }
+      try {
+        Deno.removeSync(path);
+      } catch { /* another launcher reaped it too */ }
+    }));
+  }
+}
+
+/**
+ * True when the recorded engine's group is still there: the leader alive with
+ * its recorded start time, or, the leader gone, members of its group left.
+ * (Linux does not hand out a pid while a group of that id exists, so a group
+ * without its leader is still the engine's.)
+ */
+function groupIsRecorded(
+  record: EngineRecord,
+  leader: ProcStat | undefined,
+): boolean {
+  if (leader !== undefined) {
+    return leader.startTime === record.startTime && leader.pgid === record.pid;
+  }
+  return livingMembers(record.pid).length > 0;
+}
+
+/** The group's processes that have not exited (zombies are dead: only a wait removes them). */
+function livingMembers(pgid: number): number[] {
+  return allProcStats()
+    .filter((p) => p.pgid === pgid && p.state !== "Z")
+    .map((p) => p.pid);
+}
+
+/** Waits until nothing listens on the port, or `ms` have passed. */
+async function portReleased(
+  hostname: string,
+  port: number,
+  ms: number,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    if (isPortFree(hostname, port)) return;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+}
+
+async function stopGroup(pgid: number, graceMs: number): Promise<void> {
+  if (!signalGroup(pgid, "SIGTERM")) return;
+  if (await groupGone(pgid, graceMs)) return;
+  signalGroup(pgid, "SIGKILL");
+  await groupGone(pgid, KILL_WAIT_MS);
+}
+
+async function groupGone(pgid: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  while (livingMembers(pgid).length > 0) {
+    if (Date.now() >= deadline) return false;
+    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+  }
+  return true;
+}

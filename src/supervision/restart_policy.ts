@@ -1,0 +1,93 @@
+/**
+ * The restart policy as pure functions: whether an ended engine run is started
+ * again, and after how long. No processes, no timers: the supervisor asks.
+ *
+ * @module
+ */
+import type { RestartPolicy } from "../catalogue.ts";
+
+/** Why an engine run ended. */
+export interface RunEnd {
+  /** The exit code, or null when a signal ended it. */
+  code: number | null;
+  /** The signal that ended it, or null. */
+  signal: string | null;
+  /** `"unhealthy"` when the liveness check killed it; else `"exit"`. */
+  reason: "exit" | "unhealthy";
+}
+
+/** The lifecycle states `GET /models?detail=1` reports. */
+export type EngineState =
+  | "starting"
+  | "ready"
+  | "unhealthy"
+  | "exited"
+  | "backoff"
+  | "stopping";
+
+/** The first restart waits this long; each further one twice the last. */
+export const FIRST_RESTART_DELAY_MS = 1_000;
+/** Default cap of the restart delay (`--restart-max-delay`, 300 s). */
+export const DEFAULT_RESTART_MAX_DELAY_MS = 300_000;
+/** How long a run must stay up after its first 200 before the delay resets. */
+export const DEFAULT_STABLE_AFTER_MS = 600_000;
+
+/**
+ * Whether a run that ended this way is started again. The launcher's own
+ * shutdown never asks.
+ *
+ * @param policy The card's (or the launcher's default) policy.
+ * @param end How the run ended.
+ * @returns True when the engine should be started again.
+ *
+ * @example
+ * ```ts
+ * import { shouldRestart } from "./restart_policy.ts";
+ * console.assert(shouldRestart("on-failure", { code: 3, signal: null, reason: "exit" }));
+ * console.assert(!shouldRestart("on-failure", { code: 0, signal: null, reason: "exit" }));
+ * ```
+ */
+export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
+  if (policy === "never") return false;
+  if (policy === "always") return true;
+  return end.reason === "unhealthy" || end.signal !== null || end.code !== 0;
+}
+
+/**
+ * The delay before restart number `n` (1-based): 1 s, 2 s, 4 s … capped at
+ * `maxMs`. No jitter: the same crash gives the same schedule, and engines on
+ * one server rarely share a failure that a spread would help.
+ *
+ * @param n The restart number since the delay last reset, 1 or more.
+ * @param maxMs The cap.
+ * @returns Milliseconds to wait.
+ *
+ * @example
+ * ```ts
+ * import { restartDelayMs } from "./restart_policy.ts";
+ * console.assert(restartDelayMs(3, 300_000) === 4_000);
+ * console.assert(restartDelayMs(20, 300_000) === 300_000);
+ * ```
+ */
+export function restartDelayMs(n: number, maxMs: number): number {
+  const exponent = Math.min(Math.max(n, 1) - 1, 30);
+  return Math.min(FIRST_RESTART_DELAY_MS * 2 ** exponent, maxMs);
+}
+
+/**
+ * Describes a run's end for a log line: `code 3` or `signal SIGKILL`, with
+ * `unhealthy` when the liveness check ended it.
+ *
+ * @param end How the run ended.
+ * @returns A few words.
+ *
+ * @example
+ * ```ts
+ * import { describeEnd } from "./restart_policy.ts";
+ * console.log(describeEnd({ code: null, signal: "SIGKILL", reason: "exit" })); // signal SIGKILL
+ * ```
+ */
+export function describeEnd(end: RunEnd): string {
+  const how = end.signal ? `signal ${end.signal}` : `code ${end.code}`;
+  return end.reason === "unhealthy" ? `unhealthy, then ${how}` : how;
+}

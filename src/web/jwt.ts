@@ -1,0 +1,319 @@
+/**
+ * The token layer: strict verification of compact HS512 JWTs. No HTTP here;
+ * `web.ts` extracts the token from a request and turns every failure into one
+ * plain 401.
+ *
+ * jose's `jwtVerify` does the signature and the standard claim checks. The
+ * checks around it close the gaps jose leaves open on its own (see
+ * SECURITY.md): a size cap before any parsing, the segment count, the
+ * base64url alphabet, an exact `alg`, no `crit`/`b64`, a finite `exp` strictly
+ * in the future, `nbf`/`iat` not in the future, and every error type caught.
+ *
+ * @module
+ */
+
+import { errors, jwtVerify } from "jose";
+import type { JWTPayload } from "jose";
+import type { AuthFailureReason } from "./auth_failures.ts";
+
+/** The only accepted signature algorithm. */
+export const ALGORITHM = "HS512";
+
+/** Longest accepted token, in bytes (checked before anything is decoded). */
+export const MAX_TOKEN_BYTES = 8 * 1024;
+
+/** HS512 wants a key at least as long as its output (RFC 7518, section 3.2). */
+export const MIN_SECRET_BYTES = 64;
+
+const BASE64URL = /^[A-Za-z0-9_-]+$/;
+const strictDecoder = new TextDecoder("utf-8", { fatal: true });
+const encoder = new TextEncoder();
+
+/** The refusal reasons a token (as opposed to a request) can earn. */
+export type TokenFailure = Exclude<AuthFailureReason, "missing">;
+
+/**
+ * A token was refused. `reason` is a short, fixed description for the log; it
+ * never holds the token nor any part of it. `kind` sorts it into the fixed
+ * set the metrics count.
+ */
+export class TokenError extends Error {
+  /** Which of the fixed refusal reasons this is. */
+  readonly kind: TokenFailure;
+  /** Why the token was refused, safe to log. */
+  readonly reason: string;
+
+  /**
+   * Creates the error.
+   *
+   * @param kind Which of the fixed refusal reasons this is.
+   * @param reason Why the token was refused; must not contain the token.
+   * @param options The underlying error, kept as `cause`.
+   */
+  constructor(kind: TokenFailure, reason: string, options?: ErrorOptions) {
+    super(`Cannot accept the token: ${reason}`, options);
+    this.name = "TokenError";
+    this.kind = kind;
+    this.reason = reason;
+  }
+}
+
+/** What a token must carry to be accepted. */
+export interface VerifyTokenOptions {
+  /** Exact value of the `iss` claim. */
+  issuer: string;
+  /** Value `aud` must equal (or, for an array, contain). */
+  audience: string;
+  /** Clock skew allowed on `exp`, `nbf` and `iat`, in seconds. */
+  leewaySeconds: number;
+  /** Current time in seconds since the epoch (tests); defaults to the clock. */
+  now?: number;
+}
+
+/**
+ * Imports the shared secret (its UTF-8 bytes) as an HMAC SHA-512 key that can
+ * only verify. Done once, when the middleware is created.
+ *
+ * @param secret The shared secret, non-empty.
+ * @returns The verification key.
+ */
+export function importVerifyKey(secret: string): Promise<CryptoKey> {
+  return crypto.subtle.importKey(
+    "raw",
+    encoder.encode(secret),
+    { name: "HMAC", hash: "SHA-512" },
+    false,
+    ["verify"],
+  );
+}
+
+function decodeSegment(segment: string, label: string): unknown {
+  let bytes: Uint8Array;
+  try {
+    bytes = Uint8Array.fromBase64(segment, {
+      alphabet: "base64url",
+      lastChunkHandling: "loose",
+    });
+  } catch (cause) {
+    throw new TokenError("malformed", `${label} is not valid base64url`, {
+      cause,
+    });
+  }
+  let text: string;
+  try {
+    text = strictDecoder.decode(bytes);
+  } catch (cause) {
+    throw new TokenError("malformed", `${label} is not valid UTF-8`, { cause });
+  }
+  try {
+    return JSON.parse(text);
+  } catch (cause) {
+    throw new TokenError("malformed", `${label} is not valid JSON`, { cause });
+  }
+}
+
+function isPlainObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/**
+ * Checks the shape of a compact JWS before jose sees it, and its header.
+ * Returns nothing: jose parses the token again, this only refuses early.
+ */
+function checkStructure(token: string): void {
+  if (token.length === 0) throw new TokenError("malformed", "empty token");
+  // Any character outside base64url and "." is refused below, so the length
+  // in UTF-16 code units equals the length in bytes for every token that can
+  // pass; a longer string is refused before it is looked at further.
+  if (token.length > MAX_TOKEN_BYTES) {
+    throw new TokenError(
+      "malformed",
+      `token longer than ${MAX_TOKEN_BYTES} bytes`,
+    );
+  }
+  const segments = token.split(".");
+  if (segments.length !== 3) {
+    throw new TokenError(
+      "malformed",
+      segments.length === 5
+        ? "5 segments (a JWE, not a JWS)"
+        : `${segments.length} segment(s), expected 3`,
+    );
+  }
+  const [header, payload, signature] = segments as [string, string, string];
+  for (
+    const [label, segment] of [
+      ["header", header],
+      ["payload", payload],
+      ["signature", signature],
+    ] as const
+  ) {
+    if (segment.length === 0) {
+      // An empty signature is refused after the header, so an `alg: none`
+      // token is logged as such.
+      if (label === "signature") continue;
+      throw new TokenError("malformed", `empty ${label}`);
+    }
+    if (!BASE64URL.test(segment)) {
+      throw new TokenError(
+        "malformed",
+        `${label} has characters outside base64url`,
+      );
+    }
+    if (segment.length % 4 === 1) {
+      throw new TokenError(
+        "malformed",
+        `${label} has an impossible base64url length`,
+      );
+    }
+  }
+  const parsed = decodeSegment(header, "header");
+  if (!isPlainObject(parsed)) {
+    throw new TokenError("malformed", "header is not an object");
+  }
+  const alg = parsed["alg"];
+  if (typeof alg !== "string") {
+    throw new TokenError("malformed", "alg missing or not a string");
+  }
+  if (alg !== ALGORITHM) {
+    // Fixed set of names so a crafted alg cannot write into the log. Another
+    // algorithm is a signature we refuse to check (none, downgrade, confusion).
+    throw new TokenError(
+      "signature",
+      /^[A-Za-z0-9]{1,10}$/.test(alg)
+        ? `alg ${alg} not allowed, expected ${ALGORITHM}`
+        : `alg not allowed, expected ${ALGORITHM}`,
+    );
+  }
+  if (Object.hasOwn(parsed, "crit")) {
+    throw new TokenError(
+      "malformed",
+      "crit header present (no extension is understood)",
+    );
+  }
+  if (Object.hasOwn(parsed, "b64")) {
+    throw new TokenError(
+      "malformed",
+      "b64 header present (unencoded payloads refused)",
+    );
+  }
+  if (signature.length === 0) {
+    throw new TokenError("signature", "empty signature");
+  }
+  // kid, jku, x5u, jwk and x5c are ignored on purpose: the key never comes
+  // from the token.
+}
+
+function checkTimes(
+  claims: JWTPayload,
+  now: number,
+  leeway: number,
+): void {
+  const { exp, nbf, iat } = claims;
+  if (typeof exp !== "number" || !Number.isFinite(exp)) {
+    throw new TokenError("claims", "exp is not a finite number");
+  }
+  if (!(exp > now - leeway)) throw new TokenError("expired", "expired (exp)");
+  if (nbf !== undefined) {
+    if (typeof nbf !== "number" || !Number.isFinite(nbf)) {
+      throw new TokenError("claims", "nbf is not a finite number");
+    }
+    if (nbf > now + leeway) {
+      throw new TokenError("claims", "not yet valid (nbf)");
+    }
+  }
+  if (iat !== undefined) {
+    if (typeof iat !== "number" || !Number.isFinite(iat)) {
+      throw new TokenError("claims", "iat is not a finite number");
+    }
+    if (iat > now + leeway) {
+      throw new TokenError("claims", "issued in the future (iat)");
+    }
+  }
+}
+
+function checkIdentity(
+  claims: JWTPayload,
+  options: VerifyTokenOptions,
+): void {
+  if (claims.iss !== options.issuer) {
+    throw new TokenError("claims", "wrong iss");
+  }
+  const aud = claims.aud;
+  const audienceMatches = typeof aud === "string"
+    ? aud === options.audience
+    : Array.isArray(aud) && aud.includes(options.audience);
+  if (!audienceMatches) throw new TokenError("claims", "wrong or missing aud");
+}
+
+function describeJoseError(error: unknown): string {
+  if (error instanceof errors.JOSEError) {
+    // jose messages are fixed strings that never quote the token.
+    return `${error.code}: ${error.message}`;
+  }
+  if (error instanceof Error) return `${error.name} while verifying`;
+  return "unknown failure while verifying";
+}
+
+/** Sorts what jose threw into the fixed set of refusal reasons. */
+function classifyJoseError(error: unknown): TokenFailure {
+  if (!(error instanceof errors.JOSEError)) return "other";
+  switch (error.code) {
+    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
+    case "ERR_JOSE_ALG_NOT_ALLOWED":
+      return "signature";
+    case "ERR_JWT_EXPIRED":
+      return "expired";
+    case "ERR_JWT_CLAIM_VALIDATION_FAILED":
+      return "claims";
+    case "ERR_JWS_INVALID":
+    case "ERR_JWT_INVALID":
+      return "malformed";
+    default:
+      return "other";
+  }
+}
+
+/**
+ * Verifies a compact HS512 JWT and returns its claims. Every failure, whatever
+ * threw it, comes out as a {@linkcode TokenError}.
+ *
+ * @param token The compact JWS, as received.
+ * @param key The key from {@linkcode importVerifyKey}.
+ * @param options The issuer, audience and leeway to enforce.
+ * @returns The verified claims.
+ * @throws {TokenError} When the token is refused for any reason.
+ */
+export async function verifyToken(
+  token: string,
+  key: CryptoKey,
+  options: VerifyTokenOptions,
+): Promise<JWTPayload> {
+  if (typeof token !== "string") {
+    throw new TokenError("malformed", "token is not a string");
+  }
+  checkStructure(token);
+  const now = options.now ?? Date.now() / 1000;
+  let claims: JWTPayload;
+  try {
+    const result = await jwtVerify(token, key, {
+      algorithms: [ALGORITHM],
+      issuer: options.issuer,
+      audience: options.audience,
+      requiredClaims: ["exp"],
+      clockTolerance: options.leewaySeconds,
+      currentDate: new Date(now * 1000),
+    });
+    claims = result.payload;
+  } catch (cause) {
+    throw new TokenError(classifyJoseError(cause), describeJoseError(cause), {
+      cause,
+    });
+  }
+  if (!isPlainObject(claims)) {
+    throw new TokenError("malformed", "payload is not an object");
+  }
+  checkTimes(claims, now, options.leewaySeconds);
+  checkIdentity(claims, options);
+  return claims;
+}

@@ -1,0 +1,124 @@
+/**
+ * The one place that sets the security headers of every management API
+ * answer (the OWASP REST guidance for JSON APIs): no sniffing, no caching, no
+ * framing, no active content, and HSTS over HTTPS.
+ *
+ * @module
+ */
+
+import { log } from "../common/log.ts";
+import type { Handler } from "./request_handler.ts";
+
+/** Headers every answer carries, over HTTP and HTTPS. */
+export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object
+  .freeze({
+    "x-content-type-options": "nosniff",
+    "cache-control": "no-store",
+    "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+    "x-frame-options": "DENY",
+  });
+
+/** Added over HTTPS only: a browser must not take HSTS from plain HTTP. */
+export const HSTS: readonly [string, string] = [
+  "strict-transport-security",
+  "max-age=31536000",
+];
+
+const ENTRIES = Object.entries(SECURITY_HEADERS);
+
+/** Settings of {@linkcode withSecurityHeaders}. */
+export interface SecurityHeadersOptions {
+  /** The server answers over HTTPS: add `Strict-Transport-Security`. */
+  https: boolean;
+}
+
+/**
+ * Sets the security headers on `headers`, replacing values already there.
+ *
+ * @param headers Mutable headers of an answer being built.
+ * @param https Add HSTS too.
+ */
+export function setSecurityHeaders(headers: Headers, https: boolean): void {
+  for (const [name, value] of ENTRIES) headers.set(name, value);
+  if (https) headers.set(HSTS[0], HSTS[1]);
+}
+
+/**
+ * Returns `response` with the security headers set: in place when its headers
+ * are mutable (answers our handlers build), else on a copy (`Response.error()`,
+ * `Response.redirect()` and fetched responses have immutable headers).
+ *
+ * @param response The answer.
+ * @param https Add HSTS too.
+ * @returns The same answer, or a copy with the same body and status.
+ */
+export function secureResponse(response: Response, https: boolean): Response {
+  try {
+    setSecurityHeaders(response.headers, https);
+    return response;
+  } catch (error) {
+    if (!(error instanceof TypeError)) throw error;
+    const copy = new Response(response.body, response);
+    setSecurityHeaders(copy.headers, https);
+    return copy;
+  }
+}
+
+function pathOf(url: string): string {
+  try {
+    // The path only: the query may hold `auth=<token>`.
+    return new URL(url).pathname;
+  } catch {
+    return "(unparsable URL)";
+  }
+}
+
+function internalError(req: Request, error: unknown, https: boolean): Response {
+  const what = error instanceof Error
+    ? `${error.name}: ${error.message}`
+    : String(error);
+  log.error(
+    `500 ${req.method} ${pathOf(req.url)}: ${what.replace(/\s+/g, " ")}`,
+  );
+  const response = new Response("Internal Server Error", {
+    status: 500,
+    headers: { "content-type": "text/plain" },
+  });
+  setSecurityHeaders(response.headers, https);
+  return response;
+}
+
+/**
+ * Wraps a handler so every answer carries the security headers, a `500` for
+ * an exception included (logged in one line, without the query). A handler
+ * that answers synchronously stays synchronous: no promise per request.
+ *
+ * @param handler The handler to wrap.
+ * @param options Whether the server answers over HTTPS.
+ * @returns The wrapping handler.
+ */
+export function withSecurityHeaders(
+  handler: Handler,
+  options: SecurityHeadersOptions,
+): Handler {
+  const https = options.https;
+  function secure(response: Response): Response {
+    return secureResponse(response, https);
+  }
+  return function securityHeaders(
+    req: Request,
+    info?: Deno.ServeHandlerInfo,
+  ): Response | Promise<Response> {
+    let result: Response | Promise<Response>;
+    try {
+      result = handler(req, info);
+    } catch (error) {
+      return internalError(req, error, https);
+    }
+    if (result instanceof Response) return secure(result);
+    return result.then(
+      secure,
+      (error: unknown) => internalError(req, error, https),
+    );
+  };
+}

@@ -1,0 +1,311 @@
+/**
+ * TLS for the management API: the PEM certificate and key `Deno.serve` takes,
+ * read from `<directory>/ssl/` and checked to belong together. Public through
+ * `web.ts`.
+ *
+ * @module
+ */
+
+import { join } from "node:path";
+// node:crypto is loaded only when TLS files exist: it costs a launcher that
+// serves plain HTTP several MiB of resident memory for nothing.
+import type { KeyObject, X509Certificate } from "node:crypto";
+
+type Crypto = typeof import("node:crypto");
+import { log } from "../common/log.ts";
+
+/** Settings of {@linkcode SSLConfig.fromDirectory}. */
+export interface SSLConfigOptions {
+  /**
+   * Development mode: `ssl/ca.crt`, when present, is appended to the served
+   * certificate and exposed as {@linkcode SSLConfig.ca}.
+   *
+   * @default {false}
+   */
+  devMode?: boolean;
+}
+
+/**
+ * TLS cannot be configured from the files found. The message is one line,
+ * `Cannot configure TLS: <file>: <what is wrong>`; the underlying error is
+ * kept as `cause`.
+ *
+ * @example
+ * ```ts
+ * import { SSLConfigError } from "@mymodel/serve/web";
+ * import assert from "node:assert";
+ *
+ * const error = new SSLConfigError("ssl/server.key", "missing");
+ * assert.strictEqual(error.message, "Cannot configure TLS: ssl/server.key: missing");
+ * ```
+ */
+export class SSLConfigError extends Error {
+  /**
+   * Creates the error; the message becomes
+   * `Cannot configure TLS: <file>: <problem>`.
+   *
+   * @param file The file (or files) at fault.
+   * @param problem What is wrong with it, and what is expected.
+   * @param options The underlying error, kept as `cause`.
+   */
+  constructor(file: string, problem: string, options?: ErrorOptions) {
+    super(`Cannot configure TLS: ${file}: ${problem}`, options);
+    this.name = "SSLConfigError";
+  }
+}
+
+async function isPresent(path: string): Promise<boolean> {
+  try {
+    // lstat: a dangling link is present (and then unreadable), not absent.
+    await Deno.lstat(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    throw new SSLConfigError(path, `cannot stat: ${oneLine(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+function oneLine(error: unknown): string {
+  const text = error instanceof Error ? error.message : String(error);
+  return text.replace(/\s+/g, " ").trim();
+}
+
+async function readPem(path: string): Promise<string> {
+  try {
+    return await Deno.readTextFile(path);
+  } catch (error) {
+    throw new SSLConfigError(path, `cannot read: ${oneLine(error)}`, {
+      cause: error,
+    });
+  }
+}
+
+function parseCertificate(
+  crypto: Crypto,
+  path: string,
+  pem: string,
+): X509Certificate {
+  if (!pem.includes("-----BEGIN CERTIFICATE-----")) {
+    throw new SSLConfigError(
+      path,
+      "not a PEM certificate (expected -----BEGIN CERTIFICATE-----)",
+    );
+  }
+  try {
+    return new crypto.X509Certificate(pem);
+  } catch (error) {
+    throw new SSLConfigError(
+      path,
+      `not a valid PEM certificate: ${oneLine(error)}`,
+      { cause: error },
+    );
+  }
+}
+
+function parsePrivateKey(
+  crypto: Crypto,
+  path: string,
+  pem: string,
+): KeyObject {
+  if (pem.includes("-----BEGIN ENCRYPTED PRIVATE KEY-----")) {
+    throw new SSLConfigError(
+      path,
+      "encrypted private keys are not supported; store the key unencrypted (mode 600)",
+    );
+  }
+  if (!/-----BEGIN (RSA |EC )?PRIVATE KEY-----/.test(pem)) {
+    throw new SSLConfigError(
+      path,
+      "not a PEM private key (expected -----BEGIN PRIVATE KEY-----)",
+    );
+  }
+  try {
+    return crypto.createPrivateKey(pem);
+  } catch (error) {
+    throw new SSLConfigError(
+      path,
+      `not a valid PEM private key: ${oneLine(error)}`,
+      { cause: error },
+    );
+  }
+}
+
+function sameKey(
+  crypto: Crypto,
+  certificate: X509Certificate,
+  key: KeyObject,
+): boolean {
+  const fromCert = certificate.publicKey.export({
+    type: "spki",
+    format: "der",
+  });
+  const fromKey = crypto.createPublicKey(key).export({
+    type: "spki",
+    format: "der",
+  });
+  return fromCert.equals(fromKey);
+}
+
+function warnAboutValidity(path: string, certificate: X509Certificate): void {
+  const now = Date.now();
+  if (Date.parse(certificate.validTo) < now) {
+    log.warn(`${path}: certificate expired on ${certificate.validTo}`);
+  } else if (Date.parse(certificate.validFrom) > now) {
+    log.warn(`${path}: certificate not valid before ${certificate.validFrom}`);
+  }
+}
+
+function warnAboutKeyLog(): void {
+  let keyLog: string | undefined;
+  try {
+    keyLog = Deno.env.get("SSLKEYLOGFILE");
+  } catch {
+    return; // No env permission: nothing to warn about that we can see.
+  }
+  if (keyLog !== undefined && keyLog !== "") {
+    log.warn(
+      "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
+    );
+  }
+}
+
+/** Fields of an {@linkcode SSLConfig}, as read from disk. */
+interface SSLConfigFields {
+  cert: string;
+  key: string;
+  certFile: string;
+  keyFile: string;
+  ca?: string;
+  caFile?: string;
+}
+
+/**
+ * The PEM certificate and key to give `Deno.serve`, read from
+ * `<directory>/ssl/` and checked to belong together.
+ *
+ * @example Serve HTTPS when `ssl/server.crt` and `ssl/server.key` exist
+ * ```ts
+ * import { SSLConfig } from "@mymodel/serve/web";
+ *
+ * const tls = await SSLConfig.fromDirectory(Deno.cwd());
+ * await using server = Deno.serve({
+ *   hostname: "127.0.0.1",
+ *   port: 0,
+ *   onListen: () => {},
+ *   ...(tls ? { cert: tls.cert, key: tls.key } : {}),
+ * }, () => new Response("ok"));
+ * ```
+ */
+export class SSLConfig {
+  /**
+   * The PEM chain to serve: `server.crt`, followed in development mode by
+   * `ca.crt` when present, so clients can build the path.
+   */
+  readonly cert: string;
+  /** The PEM private key (`server.key`). */
+  readonly key: string;
+  /** Contents of `ca.crt` (development mode only, when present). */
+  declare readonly ca?: string;
+  /** Path of `server.crt`. */
+  readonly certFile: string;
+  /** Path of `server.key`. */
+  readonly keyFile: string;
+  /** Path of `ca.crt`, when it was used. */
+  declare readonly caFile?: string;
+
+  private constructor(fields: SSLConfigFields) {
+    this.cert = fields.cert;
+    this.key = fields.key;
+    this.certFile = fields.certFile;
+    this.keyFile = fields.keyFile;
+    if (fields.ca !== undefined) this.ca = fields.ca;
+    if (fields.caFile !== undefined) this.caFile = fields.caFile;
+  }
+
+  /**
+   * Reads `<directory>/ssl/server.crt` and `<directory>/ssl/server.key`.
+   *
+   * @param directory The directory holding the `ssl` folder.
+   * @param options `devMode` to serve `ssl/ca.crt` along.
+   * @returns The configuration, or `undefined` when neither file exists
+   * (serve plain HTTP).
+   * @throws {SSLConfigError} When only one of the two files exists, a file
+   * cannot be read or is not PEM, or the certificate and key do not match.
+   *
+   * @example No ssl folder means plain HTTP
+   * ```ts
+   * import { SSLConfig } from "@mymodel/serve/web";
+   * import assert from "node:assert";
+   *
+   * const directory = await Deno.makeTempDir();
+   * assert.strictEqual(await SSLConfig.fromDirectory(directory), undefined);
+   * await Deno.remove(directory);
+   * ```
+   */
+  static async fromDirectory(
+    directory: string,
+    options: SSLConfigOptions = {},
+  ): Promise<SSLConfig | undefined> {
+    const certFile = join(directory, "ssl", "server.crt");
+    const keyFile = join(directory, "ssl", "server.key");
+    const [hasCert, hasKey] = await Promise.all([
+      isPresent(certFile),
+      isPresent(keyFile),
+    ]);
+    if (!hasCert && !hasKey) return undefined;
+    if (!hasKey) {
+      throw new SSLConfigError(
+        keyFile,
+        `missing (found ${certFile}; both files are needed for HTTPS)`,
+      );
+    }
+    if (!hasCert) {
+      throw new SSLConfigError(
+        certFile,
+        `missing (found ${keyFile}; both files are needed for HTTPS)`,
+      );
+    }
+    const cert = await readPem(certFile);
+    const key = await readPem(keyFile);
+    const crypto = await import("node:crypto");
+    const certificate = parseCertificate(crypto, certFile, cert);
+    const privateKey = parsePrivateKey(crypto, keyFile, key);
+    let matches: boolean;
+    try {
+      matches = sameKey(crypto, certificate, privateKey);
+    } catch (error) {
+      throw new SSLConfigError(
+        `${certFile} and ${keyFile}`,
+        `cannot compare the public keys: ${oneLine(error)}`,
+        { cause: error },
+      );
+    }
+    if (!matches) {
+      throw new SSLConfigError(
+        `${certFile} and ${keyFile}`,
+        "the private key does not belong to the certificate",
+      );
+    }
+    warnAboutValidity(certFile, certificate);
+
+    const fields: SSLConfigFields = { cert, key, certFile, keyFile };
+    if (options.devMode) {
+      const caFile = join(directory, "ssl", "ca.crt");
+      if (await isPresent(caFile)) {
+        const ca = await readPem(caFile);
+        const authority = parseCertificate(crypto, caFile, ca);
+        if (!certificate.checkIssued(authority)) {
+          log.warn(`${certFile} was not issued by ${caFile}`);
+        }
+        fields.cert = `${cert.trimEnd()}\n${ca.trimStart()}`;
+        fields.ca = ca;
+        fields.caFile = caFile;
+      }
+    } else {
+      warnAboutKeyLog();
+    }
+    return new SSLConfig(fields);
+  }
+}

@@ -1,0 +1,748 @@
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import {
+  CatalogueError,
+  DEFAULT_CATALOGUE,
+  KeyError,
+  Modality,
+  type ModelCard,
+  Registry,
+  Verb,
+} from "../../src/catalogue.ts";
+import { configureLogging } from "../../src/common/log.ts";
+
+const FIXTURES = new URL("../fixtures/catalogues/", import.meta.url);
+const warnings: string[] = [];
+configureLogging({
+  level: "warn",
+  sink: (level, message) => {
+    if (level === "warn") warnings.push(message);
+  },
+});
+
+/** A YAML text from lines, so tests can count line numbers. */
+function yaml(...lines: string[]): string {
+  return lines.join("\n") + "\n";
+}
+
+/** Parses `text` and returns the CatalogueError it must throw. */
+function catalogueError(text: string, file = "bad.yaml"): CatalogueError {
+  try {
+    Registry.parse(text, file);
+  } catch (error) {
+    if (error instanceof CatalogueError) return error;
+    throw error;
+  }
+  assert.fail("expected a CatalogueError");
+}
+
+/** Asserts where an error points, that its one-line message says so, and what it expects. */
+function assertProblem(
+  error: CatalogueError,
+  expected: { card?: string; field?: string; line: number; says: RegExp },
+): void {
+  assert.equal(error.name, "CatalogueError");
+  assert.equal(error.file, "bad.yaml");
+  assert.equal(error.card, expected.card);
+  assert.equal(error.field, expected.field);
+  assert.equal(error.line, expected.line);
+  const where = [
+    expected.card === undefined ? "" : `card '${expected.card}'`,
+    expected.field === undefined ? "" : `field '${expected.field}'`,
+  ].filter(Boolean).join(", ");
+  assert.ok(
+    error.message.startsWith(
+      `Cannot load catalogue bad.yaml: ${where} (line ${expected.line}): `,
+    ),
+    error.message,
+  );
+  assert.ok(!/[\r\n]/.test(error.message), `not one line: ${error.message}`);
+  assert.match(error.message, expected.says);
+}
+
+function card(registry: Registry, name: string): ModelCard {
+  return registry.get(name);
+}
+
+// --- the shipped catalogue --------------------------------------------------
+
+Deno.test("the shipped catalogue loads with llama-3, tiny-llama and every main verb", async () => {
+  const registry = await Registry.load();
+  assert.ok(registry.size >= 12, `only ${registry.size} cards`);
+  assert.ok(registry.has("llama-3"));
+  assert.ok(registry.has("tiny-llama"));
+  const verbs = new Set([...registry].map((c) => c.verb));
+  for (const verb of [Verb.CHAT, Verb.EMBED, Verb.RERANK]) {
+    assert.ok(verbs.has(verb), `no ${verb} model`);
+  }
+  assert.equal(
+    registry.get("llama-3").hub,
+    "meta-llama/Meta-Llama-3-8B-Instruct",
+  );
+  assert.equal(registry.get("llama-3").engine, "vllm");
+});
+
+Deno.test("names() lists every card sorted ascending", async () => {
+  const registry = await Registry.load();
+  const names = registry.names();
+  assert.equal(names.length, registry.size);
+  assert.deepEqual(names, [...names].sort());
+  assert.deepEqual(new Set(names), new Set([...registry].map((c) => c.name)));
+});
+
+Deno.test("the shipped tiny-llama card serves the local demo model with llama.cpp", async () => {
+  const tiny = (await Registry.load()).get("tiny-llama");
+  assert.equal(tiny.verb, Verb.CHAT);
+  assert.equal(tiny.engine, "llama.cpp");
+  assert.equal(tiny.local, "tiny-llama");
+  assert.equal(tiny.hub, undefined);
+  const ctx = tiny.args.indexOf("--ctx-size");
+  assert.equal(tiny.args[ctx + 1], "256");
+  assert.match(tiny.description ?? "", /random-weight/i);
+});
+
+Deno.test("the shipped catalogue has a vision chat card, a GGUF hub card and an SGLang card", async () => {
+  const cards = [...await Registry.load()];
+  assert.ok(
+    cards.some((c) =>
+      c.verb === Verb.CHAT && c.modality.includes(Modality.IMAGE)
+    ),
+  );
+  assert.ok(
+    cards.some((c) =>
+      c.engine === "llama.cpp" && /^[^/]+\/[^/:]+:\w+$/.test(c.hub ?? "")
+    ),
+  );
+  assert.ok(cards.some((c) => c.engine === "sglang"));
+});
+
+Deno.test("cards are frozen", async () => {
+  const llama = (await Registry.load()).get("llama-3");
+  assert.ok(Object.isFrozen(llama));
+  assert.ok(Object.isFrozen(llama.args));
+  assert.ok(Object.isFrozen(llama.modality));
+  assert.ok(Object.isFrozen(llama.env));
+  assert.throws(() => {
+    (llama.args as string[]).push("--x");
+  }, TypeError);
+});
+
+// --- loading -------------------------------------------------------------------
+
+Deno.test("load reads a catalogue from a file: URL", async () => {
+  const registry = await Registry.load(new URL("minimal.yaml", FIXTURES));
+  assert.deepEqual(registry.names(), ["e5-small"]);
+  assert.equal(registry.file, fileURLToPath(new URL("minimal.yaml", FIXTURES)));
+});
+
+Deno.test("load reads a catalogue from a path", async () => {
+  const path = fileURLToPath(new URL("minimal.yaml", FIXTURES));
+  const registry = await Registry.load(path);
+  assert.equal(registry.file, path);
+  assert.equal(registry.get("e5-small").verb, Verb.EMBED);
+});
+
+Deno.test("load by path and by the default URL give the same shipped catalogue", async () => {
+  const byUrl = await Registry.load(DEFAULT_CATALOGUE);
+  const byPath = await Registry.load(fileURLToPath(DEFAULT_CATALOGUE));
+  const byDefault = await Registry.load();
+  assert.deepEqual(byPath.names(), byUrl.names());
+  assert.deepEqual(byDefault.names(), byUrl.names());
+  assert.deepEqual(byPath.get("llama-3"), byUrl.get("llama-3"));
+});
+
+Deno.test("load of a missing file throws a CatalogueError naming the file, with the cause", async () => {
+  const path = fileURLToPath(new URL("no-such-catalogue.yaml", FIXTURES));
+  await assert.rejects(Registry.load(path), (error: unknown) => {
+    assert.ok(error instanceof CatalogueError);
+    assert.equal(error.file, path);
+    assert.ok(error.message.startsWith(`Cannot load catalogue ${path}: `));
+    assert.ok(error.cause instanceof Deno.errors.NotFound);
+    return true;
+  });
+  await assert.rejects(
+    Registry.load(new URL("no-such-catalogue.yaml", FIXTURES)),
+    CatalogueError,
+  );
+});
+
+Deno.test("load of an invalid file names the file, card, field and line", async () => {
+  const path = fileURLToPath(new URL("bad_verb.yaml", FIXTURES));
+  await assert.rejects(Registry.load(path), (error: unknown) => {
+    assert.ok(error instanceof CatalogueError);
+    assert.equal(
+      error.message,
+      `Cannot load catalogue ${path}: card 'llama-3', field 'verb' (line 5): expected one of chat, complete, embed, rerank, classify, transcribe, got 'talk'`,
+    );
+    return true;
+  });
+});
+
+// --- card fields ------------------------------------------------------------------
+
+Deno.test("a card gets defaults: text modality, vllm engine, local = name, no args or env", () => {
+  const registry = Registry.parse(yaml(
+    "models:",
+    "  m:",
+    "    verb: chat",
+    "    hub: org/m",
+  ));
+  assert.deepEqual({ ...card(registry, "m") }, {
+    name: "m",
+    verb: "chat",
+    modality: ["text"],
+    hub: "org/m",
+    local: "m",
+    engine: "vllm",
+    args: [],
+    env: {},
+  });
+  assert.equal(registry.file, "<inline>");
+});
+
+Deno.test("modality accepts one value or a list, without repeats", () => {
+  const registry = Registry.parse(yaml(
+    "models:",
+    "  a: { verb: transcribe, modality: audio, hub: org/a }",
+    "  b: { verb: chat, modality: [text, image, text], hub: org/b }",
+  ));
+  assert.deepEqual(card(registry, "a").modality, ["audio"]);
+  assert.deepEqual(card(registry, "b").modality, ["text", "image"]);
+});
+
+Deno.test("args as a mapping render to --key value pairs in order", () => {
+  const registry = Registry.parse(yaml(
+    "models:",
+    "  m:",
+    "    verb: chat",
+    "    hub: org/m",
+    "    args:",
+    "      max-model-len: 8192",
+    "      gpu-memory-utilization: 0.85",
+    "      enable-prefix-caching: true",
+    "      enforce-eager: false",
+    "      dtype: bfloat16",
+    "      lora-modules: [a=/l/a, b=/l/b]",
+    "      limit-mm-per-prompt: { image: 2 }",
+    "      hf-overrides: { architectures: [X], flag: true }",
+    "      -O3: true",
+    "      --seed: 7",
+  ));
+  assert.deepEqual(card(registry, "m").args, [
+    "--max-model-len",
+    "8192",
+    "--gpu-memory-utilization",
+    "0.85",
+    "--enable-prefix-caching",
+    "--dtype",
+    "bfloat16",
+    "--lora-modules",
+    "a=/l/a",
+    "--lora-modules",
+    "b=/l/b",
+    "--limit-mm-per-prompt",
+    '{"image":2}',
+    "--hf-overrides",
+    '{"architectures":["X"],"flag":true}',
+    "-O3",
+    "--seed",
+    "7",
+  ]);
+});
+
+Deno.test("args as a list pass through as literal argv, scalars stringified", () => {
+  const registry = Registry.parse(yaml(
+    "models:",
+    "  m:",
+    "    verb: chat",
+    "    hub: org/m",
+    "    args: [--max-model-len, 4096, -tp, 2, --trust-remote-code, true]",
+  ));
+  assert.deepEqual(card(registry, "m").args, [
+    "--max-model-len",
+    "4096",
+    "-tp",
+    "2",
+    "--trust-remote-code",
+    "true",
+  ]);
+});
+
+Deno.test("env values are stringified", () => {
+  const registry = Registry.parse(yaml(
+    "models:",
+    "  m:",
+    "    verb: chat",
+    "    hub: org/m",
+    "    env: { CUDA_VISIBLE_DEVICES: 0, VLLM_USE_V1: true, HF_HOME: /data/hf, RATIO: 0.5 }",
+  ));
+  assert.deepEqual(card(registry, "m").env, {
+    CUDA_VISIBLE_DEVICES: "0",
+    VLLM_USE_V1: "true",
+    HF_HOME: "/data/hf",
+    RATIO: "0.5",
+  });
+});
+
+Deno.test("an engine: command card keeps its argv template as strings", () => {
+  const registry = Registry.parse(yaml(
+    "models:",
+    "  custom:",
+    "    verb: chat",
+    "    local: custom",
+    "    engine: command",
+    '    command: [my-engine, --model, "{model}", --port, "{port}", --workers, 2]',
+  ));
+  assert.deepEqual(card(registry, "custom").command, [
+    "my-engine",
+    "--model",
+    "{model}",
+    "--port",
+    "{port}",
+    "--workers",
+    "2",
+  ]);
+});
+
+Deno.test("YAML anchors and aliases can share values between cards", () => {
+  const registry = Registry.parse(yaml(
+    "models:",
+    "  a:",
+    "    verb: embed",
+    "    hub: org/a",
+    "    args: &pooling { runner: pooling, max-model-len: 512 }",
+    "  b:",
+    "    verb: embed",
+    "    hub: org/b",
+    "    args: *pooling",
+  ));
+  assert.deepEqual(card(registry, "b").args, card(registry, "a").args);
+});
+
+// --- lookup ------------------------------------------------------------------------
+
+Deno.test("a VERB: spec resolves the same card as the bare name", async () => {
+  const registry = await Registry.load();
+  const llama = registry.get("llama-3");
+  assert.equal(registry.resolve("llama-3"), llama);
+  assert.equal(registry.resolve("CHAT:llama-3"), llama);
+  assert.equal(registry.resolve("chat:llama-3"), llama);
+  assert.equal(registry.resolve("EMBED:bge-m3"), registry.get("bge-m3"));
+});
+
+Deno.test("a VERB: spec with the wrong verb warns once and still returns the card", async () => {
+  const registry = await Registry.load();
+  warnings.length = 0;
+  assert.equal(registry.resolve("EMBED:llama-3"), registry.get("llama-3"));
+  assert.equal(registry.resolve("EMBED:llama-3"), registry.get("llama-3"));
+  assert.equal(warnings.length, 1);
+  assert.match(warnings[0] ?? "", /EMBED:llama-3.*chat/);
+  registry.resolve("CHAT:llama-3");
+  assert.equal(warnings.length, 1);
+});
+
+Deno.test("only the text after the first colon is looked up", () => {
+  const registry = Registry.parse(
+    yaml("models:", "  m: { verb: chat, hub: org/m }"),
+  );
+  assert.throws(() => registry.resolve("CHAT:CHAT:m"), KeyError);
+  assert.throws(() => registry.resolve("CHAT:"), KeyError);
+});
+
+Deno.test("an unknown name throws KeyError suggesting close names", async () => {
+  const registry = await Registry.load();
+  assert.throws(() => registry.get("lama-3"), (error: unknown) => {
+    assert.ok(error instanceof KeyError);
+    assert.equal(error.name, "KeyError");
+    assert.equal(error.model, "lama-3");
+    assert.equal(error.suggestions[0], "llama-3");
+    assert.ok(error.suggestions.length <= 3);
+    assert.match(
+      error.message,
+      /^Unknown model 'lama-3': not in the catalogue \(did you mean llama-3\b.*\?\)$/,
+    );
+    return true;
+  });
+  assert.throws(() => registry.resolve("CHAT:tiny-lama"), (error: unknown) => {
+    assert.ok(error instanceof KeyError);
+    assert.deepEqual(error.suggestions, ["tiny-llama"]);
+    assert.equal(
+      error.message,
+      "Unknown model 'tiny-lama': not in the catalogue (did you mean tiny-llama?)",
+    );
+    return true;
+  });
+});
+
+Deno.test("an unknown name with nothing close lists the known names", () => {
+  const registry = Registry.parse(yaml(
+    "models:",
+    "  b-model: { verb: chat, hub: org/b }",
+    "  a-model: { verb: chat, hub: org/a }",
+  ));
+  assert.throws(() => registry.get("zzz"), (error: unknown) => {
+    assert.ok(error instanceof KeyError);
+    assert.deepEqual(error.suggestions, []);
+    assert.equal(
+      error.message,
+      "Unknown model 'zzz': not in the catalogue (known: a-model, b-model)",
+    );
+    return true;
+  });
+});
+
+// --- validation errors -----------------------------------------------------------
+
+Deno.test("a YAML syntax error is reported with its line", () => {
+  const error = catalogueError(yaml(
+    "models:",
+    "  m:",
+    "    verb: chat",
+    "    hub: org/m: extra",
+  ));
+  assertProblem(error, {
+    card: "m",
+    field: "hub",
+    line: 4,
+    says: /invalid YAML: Nested mappings/,
+  });
+  assert.equal((error.cause as Error).name, "YAMLParseError");
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    args: [--x, 1",
+      "    hub: org/m",
+    )),
+    { card: "m", line: 5, says: /invalid YAML: .*end with a \]/ },
+  );
+  const tabs = catalogueError(yaml("models:", "\tm: {}"));
+  assert.equal(tabs.line, 2);
+  assert.match(
+    tabs.message,
+    /^Cannot load catalogue bad\.yaml: line 2: invalid YAML: Tabs/,
+  );
+});
+
+Deno.test("a duplicate key is reported with its line", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    verb: embed",
+    )),
+    { card: "m", field: "verb", line: 5, says: /duplicate key 'verb'/ },
+  );
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m: { verb: chat, hub: org/m }",
+      "  m: { verb: chat, hub: org/n }",
+    )),
+    { card: "m", line: 3, says: /duplicate key 'm'/ },
+  );
+});
+
+Deno.test("an unknown card field is reported with its line", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    arg: { x: 1 }",
+    )),
+    {
+      card: "m",
+      field: "arg",
+      line: 5,
+      says: /unknown field.*did you mean args\?/,
+    },
+  );
+});
+
+Deno.test("an unknown top-level field is reported with its line", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m: { verb: chat, hub: org/m }",
+      "defaults: {}",
+    )),
+    { field: "defaults", line: 3, says: /expected only 'models'/ },
+  );
+});
+
+Deno.test("a bad verb is reported with the values expected", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  llama-3:",
+      "    hub: meta-llama/Meta-Llama-3-8B-Instruct",
+      "    verb: talk",
+    )),
+    {
+      card: "llama-3",
+      field: "verb",
+      line: 4,
+      says:
+        /: expected one of chat, complete, embed, rerank, classify, transcribe, got 'talk'$/,
+    },
+  );
+});
+
+Deno.test("a missing verb is reported at the card", () => {
+  assertProblem(
+    catalogueError(yaml("models:", "  m:", "    hub: org/m")),
+    { card: "m", field: "verb", line: 2, says: /missing/ },
+  );
+});
+
+Deno.test("a bad modality is reported, also inside a list", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    modality: smell",
+    )),
+    {
+      card: "m",
+      field: "modality",
+      line: 5,
+      says: /expected one of text, image, audio, video, got 'smell'/,
+    },
+  );
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    modality:",
+      "      - text",
+      "      - imgae",
+    )),
+    {
+      card: "m",
+      field: "modality[1]",
+      line: 7,
+      says: /got 'imgae'.*did you mean image/,
+    },
+  );
+});
+
+Deno.test("a value of the wrong type is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: [org, m]",
+    )),
+    {
+      card: "m",
+      field: "hub",
+      line: 4,
+      says: /expected a hub identifier.*got a list/,
+    },
+  );
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    env: [A=1]",
+    )),
+    {
+      card: "m",
+      field: "env",
+      line: 5,
+      says: /expected a mapping.*got a list/,
+    },
+  );
+});
+
+Deno.test("a card with neither hub nor local is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    engine: vllm",
+    )),
+    { card: "m", field: "hub", line: 2, says: /neither 'hub' nor 'local'/ },
+  );
+});
+
+Deno.test("an unknown engine is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    engine: ollama",
+    )),
+    {
+      card: "m",
+      field: "engine",
+      line: 5,
+      says: /expected one of vllm, llama\.cpp, sglang, command, got 'ollama'/,
+    },
+  );
+});
+
+Deno.test("engine: command without a command is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    local: m",
+      "    engine: command",
+    )),
+    {
+      card: "m",
+      field: "command",
+      line: 5,
+      says: /missing.*engine is command/,
+    },
+  );
+});
+
+Deno.test("a command on a card of another engine is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    command: [my-engine]",
+    )),
+    {
+      card: "m",
+      field: "command",
+      line: 5,
+      says: /not allowed with engine vllm/,
+    },
+  );
+});
+
+Deno.test("a card name that is not safe as a file name is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  ok: { verb: chat, hub: org/ok }",
+      "  ../evil: { verb: chat, hub: org/evil }",
+    )),
+    { card: "../evil", line: 3, says: /bad card name/ },
+  );
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  Llama: { verb: chat, hub: org/a }",
+      "  llama: { verb: chat, hub: org/b }",
+    )),
+    { card: "llama", line: 3, says: /only in case/ },
+  );
+});
+
+Deno.test("a local path with '..' or an absolute local path is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    local: weights/../../etc",
+    )),
+    { card: "m", field: "local", line: 4, says: /no '\.\.' segments/ },
+  );
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    local: /etc/passwd",
+    )),
+    { card: "m", field: "local", line: 4, says: /absolute path/ },
+  );
+});
+
+Deno.test("a null arg is reported with its flag", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    args:",
+      "      max-model-len:",
+      "      dtype: auto",
+    )),
+    { card: "m", field: "args.max-model-len", line: 6, says: /got null/ },
+  );
+});
+
+Deno.test("a bad env name or value is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    env:",
+      "      BAD-NAME: 1",
+    )),
+    {
+      card: "m",
+      field: "env.BAD-NAME",
+      line: 6,
+      says: /expected a variable name/,
+    },
+  );
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    env:",
+      "      GOOD: { a: 1 }",
+    )),
+    { card: "m", field: "env.GOOD", line: 6, says: /got a mapping/ },
+  );
+});
+
+Deno.test("a top level without a non-empty models mapping is reported", () => {
+  assertProblem(catalogueError(yaml("models: {}")), {
+    field: "models",
+    line: 1,
+    says: /non-empty mapping.*got an empty mapping/,
+  });
+  assert.match(
+    catalogueError("").message,
+    /^Cannot load catalogue bad\.yaml: /,
+  );
+  assert.match(
+    catalogueError("- a\n").message,
+    /expected a mapping.*got a list/,
+  );
+});
+
+Deno.test("an alias to an unknown anchor is reported", () => {
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      "  m:",
+      "    verb: chat",
+      "    hub: org/m",
+      "    args: *nothing",
+    )),
+    { card: "m", field: "args", line: 5, says: /unknown anchor 'nothing'/ },
+  );
+});

@@ -1,0 +1,190 @@
+/**
+ * The layout of `src/` as an executable map: which folder may import which,
+ * no import cycle between modules, the public doors alone at the top, and a
+ * module doc on each folder's main file. README's "Layout" section is the
+ * prose of the same map.
+ */
+import assert from "node:assert/strict";
+
+const SRC = new URL("../src/", import.meta.url);
+
+/**
+ * Each room of `src/` and the rooms it may import. A top-level door
+ * (`catalogue.ts`) belongs to the room of the same name (`catalogue/`).
+ * Changing this table is changing the architecture: say why in the commit.
+ */
+const MAY_IMPORT: Record<string, readonly string[]> = {
+  common: [],
+  catalogue: ["common"],
+  web: ["common"],
+  engines: ["common", "catalogue"],
+  gpu: ["common", "catalogue", "engines"],
+  supervision: ["common", "catalogue", "engines", "gpu"],
+  http: ["common", "catalogue", "web", "engines", "supervision"],
+  metrics: ["common", "web", "supervision"],
+  status: ["common"],
+  serve: [
+    "common",
+    "catalogue",
+    "web",
+    "engines",
+    "gpu",
+    "supervision",
+    "http",
+    "metrics",
+  ],
+};
+
+/** The file that opens each folder's story, with a module doc saying what the folder must not know. */
+const MAIN_FILE: Record<string, string> = {
+  common: "common/log.ts",
+  catalogue: "catalogue/card_reader.ts",
+  web: "web/auth_middleware.ts",
+  engines: "engines/server_process.ts",
+  gpu: "gpu/placement.ts",
+  supervision: "supervision/supervisor.ts",
+  http: "http/handler.ts",
+  metrics: "metrics/snapshot.ts",
+  serve: "serve/cli.ts",
+};
+
+/** Modules that must stay pure functions of their inputs: they import only these rooms' modules. */
+const PURE: Record<string, readonly string[]> = {
+  "gpu/need.ts": ["catalogue", "gpu/need.ts"],
+  "gpu/placement.ts": ["catalogue", "gpu/need.ts", "gpu/placement.ts"],
+  "supervision/restart_policy.ts": ["catalogue"],
+};
+
+const DOORS = new Set([
+  "serve.ts",
+  "web.ts",
+  "common.ts",
+  "catalogue.ts",
+  "status.ts",
+]);
+
+async function sourceFiles(dir = SRC, prefix = ""): Promise<string[]> {
+  const out: string[] = [];
+  for await (const entry of Deno.readDir(dir)) {
+    if (entry.isDirectory) {
+      out.push(
+        ...await sourceFiles(
+          new URL(`${entry.name}/`, dir),
+          `${prefix}${entry.name}/`,
+        ),
+      );
+    } else if (entry.name.endsWith(".ts")) out.push(`${prefix}${entry.name}`);
+  }
+  return out.sort();
+}
+
+/** Relative imports of a module, comments (and so JSDoc examples) left out. */
+function importsOf(path: string, text: string): string[] {
+  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(
+    /^\s*\/\/.*$/gm,
+    "",
+  );
+  const specs = [
+    ...code.matchAll(/(?:from|import)\s*\(?\s*"(\.\.?\/[^"]+)"/g),
+  ].map((m) => m[1]!);
+  const base = new URL(path, SRC);
+  return specs
+    .map((spec) => new URL(spec, base).href)
+    .filter((href) => href.startsWith(SRC.href) && href.endsWith(".ts"))
+    .map((href) => href.slice(SRC.href.length));
+}
+
+function roomOf(path: string): string {
+  const slash = path.indexOf("/");
+  return slash < 0 ? path.replace(/\.ts$/, "") : path.slice(0, slash);
+}
+
+const files = await sourceFiles();
+const graph = new Map<string, string[]>();
+for (const file of files) {
+  graph.set(
+    file,
+    importsOf(file, await Deno.readTextFile(new URL(file, SRC))),
+  );
+}
+
+Deno.test("src/ holds only the public doors at its top, at most 6", () => {
+  const top = files.filter((file) => !file.includes("/"));
+  assert.ok(top.length <= 6, `src/ has ${top.length} modules: ${top}`);
+  for (const file of top) assert.ok(DOORS.has(file), `${file} is not a door`);
+});
+
+Deno.test("every folder of src/ is a room of the map", () => {
+  for (const file of files) {
+    const room = roomOf(file);
+    assert.ok(room in MAY_IMPORT, `${file}: room ${room} is not in the map`);
+  }
+});
+
+Deno.test("imports between rooms follow the direction of dependencies", () => {
+  const wrong: string[] = [];
+  for (const [file, imports] of graph) {
+    const room = roomOf(file);
+    for (const target of imports) {
+      const to = roomOf(target);
+      if (to !== room && !MAY_IMPORT[room]!.includes(to)) {
+        wrong.push(`${file} -> ${target}`);
+      }
+    }
+  }
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("the map itself has no cycle between rooms", () => {
+  const seen = new Set<string>();
+  function visit(room: string, path: string[]): void {
+    assert.ok(!path.includes(room), `cycle: ${[...path, room].join(" -> ")}`);
+    if (seen.has(room)) return;
+    for (const next of MAY_IMPORT[room]!) visit(next, [...path, room]);
+    seen.add(room);
+  }
+  for (const room of Object.keys(MAY_IMPORT)) visit(room, []);
+});
+
+Deno.test("no import cycle between modules", () => {
+  const state = new Map<string, "open" | "done">();
+  function visit(file: string, path: string[]): void {
+    if (state.get(file) === "done") return;
+    assert.notEqual(
+      state.get(file),
+      "open",
+      `cycle: ${[...path, file].join(" -> ")}`,
+    );
+    state.set(file, "open");
+    for (const next of graph.get(file) ?? []) visit(next, [...path, file]);
+    state.set(file, "done");
+  }
+  for (const file of graph.keys()) visit(file, []);
+});
+
+Deno.test("pure modules import nothing that does I/O", () => {
+  for (const [file, allowed] of Object.entries(PURE)) {
+    const imports = graph.get(file);
+    assert.ok(imports, `${file} is missing`);
+    for (const target of imports) {
+      assert.ok(
+        allowed.some((prefix) => target.startsWith(prefix)),
+        `${file} imports ${target}`,
+      );
+    }
+  }
+});
+
+Deno.test("each folder's main file says what the folder is for and must not know", async () => {
+  for (const [room, file] of Object.entries(MAIN_FILE)) {
+    const text = await Deno.readTextFile(new URL(file, SRC));
+    const doc = text.match(/^\/\*\*([\s\S]*?)\*\//)?.[1] ?? "";
+    assert.match(doc, /@module/, `${file} opens without a module doc`);
+    assert.match(doc, new RegExp(`\`${room}/\``), `${file}: names no folder`);
+    assert.match(
+      doc,
+      /knows nothing of/,
+      `${file}: says nothing it must not know`,
+    );
+  }
+});

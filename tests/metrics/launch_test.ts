@@ -1,0 +1,117 @@
+/**
+ * The metrics file through the real launcher: written after health rounds and
+ * state changes, read with a real Prometheus text-format parser, removed at
+ * clean shutdown.
+ */
+import assert from "node:assert/strict";
+import { SignJWT } from "jose";
+import { launch, listDir, models, waitFor } from "../support/helpers.ts";
+import { get, parse, type ParsedFamily } from "../support/prometheus.ts";
+
+function sample(
+  family: ParsedFamily,
+  labels: Record<string, string>,
+): string | undefined {
+  return family.metrics.find((m) =>
+    Object.entries(labels).every(([k, v]) => m.labels?.[k] === v)
+  )?.value;
+}
+
+async function readMetrics(
+  root: string,
+  port: number,
+): Promise<Map<string, ParsedFamily> | undefined> {
+  try {
+    return parse(
+      await Deno.readTextFile(`${root}/metrics/mymodel_serve_${port}.prom`),
+    );
+  } catch {
+    return undefined;
+  }
+}
+
+Deno.test("the metrics file reports engines up, restarts and poll times, and goes at shutdown", async () => {
+  await using s = await launch(["alpha", "crash1"], {
+    args: ["--health-interval", "0.2", "--gpus", "0-1"],
+  });
+  await s.launcher.ready();
+  let families: Map<string, ParsedFamily> | undefined;
+  await waitFor(async () => {
+    families = await readMetrics(s.root, s.port);
+    if (!families) return false;
+    const up = get(families, "mymodel_engine_up");
+    const restarts = get(families, "mymodel_engine_restarts_total");
+    return sample(up, { model: "alpha" }) === "1" &&
+      Number(sample(restarts, { model: "crash1" })) >= 1;
+  }, "alpha up and crash1 restarted in the metrics file");
+  const f = families!;
+  const up = get(f, "mymodel_engine_up");
+  assert.equal(up.type, "GAUGE");
+  assert.deepEqual(
+    up.metrics.find((m) => m.labels?.model === "alpha")?.labels,
+    {
+      model: "alpha",
+      verb: "chat",
+      engine: "vllm",
+      port: String(s.port + 1),
+      gpus: "0",
+    },
+  );
+  assert.equal(get(f, "mymodel_engine_restarts_total").type, "COUNTER");
+  const poll = Number(
+    sample(get(f, "mymodel_engine_health_poll_seconds"), { model: "alpha" }),
+  );
+  assert.ok(poll > 0 && poll < 2, `poll took ${poll} s`);
+  const started = Number(
+    sample(get(f, "mymodel_engine_start_time_seconds"), { model: "alpha" }),
+  );
+  assert.ok(Math.abs(started - Date.now() / 1000) < 60);
+  const info = get(f, "mymodel_launcher_info").metrics[0]!;
+  assert.equal(info.value, "1");
+  assert.equal(info.labels?.mode, "development");
+  assert.equal(info.labels?.tls, "false");
+  assert.ok(get(f, "mymodel_launcher_start_time_seconds"));
+  assert.equal(f.get("mymodel_auth_failures_total"), undefined, "dev mode");
+  // The detail view and the metrics agree on restarts.
+  const detail = await models(s.port, true);
+  assert.ok((detail.active.crash1?.restarts ?? 0) >= 1);
+  assert.equal((await s.launcher.stop()).code, 0);
+  assert.deepEqual(listDir(`${s.root}/metrics`), [], "removed, no temp files");
+});
+
+Deno.test("in production the metrics file counts refused requests by reason", async () => {
+  const secret = "x".repeat(64);
+  await using s = await launch(["alpha"], {
+    args: ["--health-interval", "0.2"],
+    env: { NUCLEUS_MODE: "production", IDP_SECRET: secret, IDP_ISSUER: "iss" },
+  });
+  await s.launcher.ready();
+  const url = `http://127.0.0.1:${s.port}/health`;
+  for (let i = 0; i < 3; i++) await (await fetch(url)).body?.cancel();
+  const expired = await new SignJWT({ aud: "nexus" })
+    .setProtectedHeader({ alg: "HS512" })
+    .setIssuer("iss")
+    .setIssuedAt(Math.floor(Date.now() / 1000) - 120)
+    .setExpirationTime(Math.floor(Date.now() / 1000) - 60)
+    .sign(new TextEncoder().encode(secret));
+  const refused = await fetch(url, {
+    headers: { authorization: `Bearer ${expired}` },
+  });
+  await refused.body?.cancel();
+  assert.equal(refused.status, 401);
+  await waitFor(async () => {
+    const f = await readMetrics(s.root, s.port);
+    if (!f?.get("mymodel_auth_failures_total")) return false;
+    const failures = get(f, "mymodel_auth_failures_total");
+    return sample(failures, { reason: "missing" }) === "3" &&
+      sample(failures, { reason: "expired" }) === "1";
+  }, "3 missing and 1 expired in the metrics file");
+  const f = (await readMetrics(s.root, s.port))!;
+  const failures = get(f, "mymodel_auth_failures_total");
+  assert.equal(failures.type, "COUNTER");
+  assert.equal(sample(failures, { reason: "signature" }), "0");
+  assert.equal(
+    get(f, "mymodel_launcher_info").metrics[0]?.labels?.mode,
+    "production",
+  );
+});

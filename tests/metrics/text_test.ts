@@ -1,0 +1,280 @@
+import assert from "node:assert/strict";
+import { get, parse } from "../support/prometheus.ts";
+import {
+  AUTH_FAILURE_REASONS,
+  type EngineMetrics,
+  type MetricsSnapshot,
+  renderMetrics,
+} from "../../src/metrics/text.ts";
+
+function engine(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
+  return {
+    model: "qwen3-8b",
+    verb: "chat",
+    engine: "vllm",
+    port: 5001,
+    gpus: ["0"],
+    up: true,
+    restarts: 0,
+    healthPollSeconds: 0.0042,
+    startTimeSeconds: 1_700_000_100.25,
+    ...overrides,
+  };
+}
+
+function snapshot(overrides: Partial<MetricsSnapshot> = {}): MetricsSnapshot {
+  return {
+    launcher: {
+      version: "0.1.0",
+      mode: "development",
+      tls: false,
+      port: 8000,
+      startTimeSeconds: 1_700_000_000.5,
+    },
+    engines: [engine()],
+    ...overrides,
+  };
+}
+
+const ENGINE_FAMILIES = [
+  ["mymodel_engine_up", "GAUGE"],
+  ["mymodel_engine_restarts_total", "COUNTER"],
+  ["mymodel_engine_health_poll_seconds", "GAUGE"],
+  ["mymodel_engine_start_time_seconds", "GAUGE"],
+  ["mymodel_launcher_info", "GAUGE"],
+  ["mymodel_launcher_start_time_seconds", "GAUGE"],
+] as const;
+
+Deno.test("renderMetrics gives every family a HELP text and its type", () => {
+  const families = parse(renderMetrics(snapshot()));
+  for (const [name, type] of ENGINE_FAMILIES) {
+    const family = get(families, name);
+    assert.equal(family.type, type, name);
+    assert.ok(family.help.length > 10, `${name} has no HELP text`);
+  }
+  assert.equal(families.size, ENGINE_FAMILIES.length);
+});
+
+Deno.test("renderMetrics reports each engine's state with its labels", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [
+      engine({ gpus: ["0", "1"] }),
+      engine({
+        model: "bge-m3",
+        verb: "embed",
+        engine: "llama.cpp",
+        port: 5002,
+        gpus: ["GPU-8f2c"],
+        up: false,
+        restarts: 3,
+        healthPollSeconds: 2,
+        startTimeSeconds: 1_700_000_200,
+      }),
+    ],
+  })));
+  assert.deepEqual(get(families, "mymodel_engine_up").metrics, [
+    {
+      value: "0",
+      labels: {
+        model: "bge-m3",
+        verb: "embed",
+        engine: "llama.cpp",
+        port: "5002",
+        gpus: "GPU-8f2c",
+      },
+    },
+    {
+      value: "1",
+      labels: {
+        model: "qwen3-8b",
+        verb: "chat",
+        engine: "vllm",
+        port: "5001",
+        gpus: "0,1",
+      },
+    },
+  ]);
+  assert.deepEqual(get(families, "mymodel_engine_restarts_total").metrics, [
+    { value: "3", labels: { model: "bge-m3" } },
+    { value: "0", labels: { model: "qwen3-8b" } },
+  ]);
+  assert.deepEqual(
+    get(families, "mymodel_engine_health_poll_seconds").metrics,
+    [
+      { value: "2", labels: { model: "bge-m3" } },
+      { value: "0.0042", labels: { model: "qwen3-8b" } },
+    ],
+  );
+  assert.deepEqual(get(families, "mymodel_engine_start_time_seconds").metrics, [
+    { value: "1700000200", labels: { model: "bge-m3" } },
+    { value: "1700000100.25", labels: { model: "qwen3-8b" } },
+  ]);
+});
+
+Deno.test("renderMetrics leaves the gpus label empty when nothing was placed", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [
+      engine({ model: "a", gpus: [] }),
+      engine({ model: "b", gpus: null }),
+    ],
+  })));
+  const up = get(families, "mymodel_engine_up").metrics;
+  assert.deepEqual(up.map((m) => m.labels?.gpus), ["", ""]);
+});
+
+Deno.test("renderMetrics omits poll and start samples an engine does not have yet", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [
+      engine({ model: "loading", healthPollSeconds: undefined }),
+      engine({ model: "backoff", startTimeSeconds: undefined, up: false }),
+    ],
+  })));
+  assert.deepEqual(
+    get(families, "mymodel_engine_health_poll_seconds").metrics.map((m) =>
+      m.labels?.model
+    ),
+    ["backoff"],
+  );
+  assert.deepEqual(
+    get(families, "mymodel_engine_start_time_seconds").metrics.map((m) =>
+      m.labels?.model
+    ),
+    ["loading"],
+  );
+  assert.equal(get(families, "mymodel_engine_up").metrics.length, 2);
+});
+
+Deno.test("renderMetrics describes the launcher, labelled with its own port", () => {
+  const families = parse(renderMetrics(snapshot({
+    launcher: {
+      version: "1.2.3",
+      mode: "production",
+      tls: true,
+      port: 8443,
+      startTimeSeconds: 1_700_000_000.5,
+    },
+  })));
+  assert.deepEqual(get(families, "mymodel_launcher_info").metrics, [
+    {
+      value: "1",
+      labels: {
+        port: "8443",
+        version: "1.2.3",
+        mode: "production",
+        tls: "true",
+      },
+    },
+  ]);
+  assert.deepEqual(
+    get(families, "mymodel_launcher_start_time_seconds").metrics,
+    [
+      { value: "1700000000.5", labels: { port: "8443" } },
+    ],
+  );
+});
+
+Deno.test("renderMetrics escapes backslashes, quotes and line feeds in label values", () => {
+  const model = 'we\\ird "model"\nname';
+  const families = parse(renderMetrics(snapshot({
+    engines: [engine({ model, verb: 'v"erb', gpus: ["a\\b"] })],
+  })));
+  const [up] = get(families, "mymodel_engine_up").metrics;
+  assert.equal(up?.labels?.model, model);
+  assert.equal(up?.labels?.verb, 'v"erb');
+  assert.equal(up?.labels?.gpus, "a\\b");
+  assert.equal(
+    get(families, "mymodel_engine_restarts_total").metrics[0]?.labels?.model,
+    model,
+  );
+});
+
+Deno.test("renderMetrics counts authentication failures by reason in production only", () => {
+  const development = parse(renderMetrics(snapshot({
+    authFailures: { signature: 4 },
+  })));
+  assert.equal(development.has("mymodel_auth_failures_total"), false);
+
+  const production = parse(renderMetrics(snapshot({
+    launcher: { ...snapshot().launcher, mode: "production" },
+    authFailures: { missing: 2, expired: 1, other: 7 },
+  })));
+  const family = get(production, "mymodel_auth_failures_total");
+  assert.equal(family.type, "COUNTER");
+  assert.deepEqual(
+    family.metrics.map((m) => [m.labels?.reason, m.labels?.port, m.value]),
+    [
+      ["missing", "8000", "2"],
+      ["malformed", "8000", "0"],
+      ["signature", "8000", "0"],
+      ["expired", "8000", "1"],
+      ["claims", "8000", "0"],
+      ["other", "8000", "7"],
+    ],
+  );
+  assert.equal(family.metrics.length, AUTH_FAILURE_REASONS.length);
+});
+
+Deno.test("renderMetrics gives the same text whatever the engines' order", () => {
+  const engines = [
+    engine({ model: "c", port: 5003 }),
+    engine({ model: "a", port: 5001 }),
+    engine({ model: "b", port: 5002 }),
+  ];
+  const text = renderMetrics(snapshot({ engines }));
+  assert.equal(
+    renderMetrics(snapshot({ engines: [...engines].reverse() })),
+    text,
+  );
+  assert.deepEqual(
+    get(parse(text), "mymodel_engine_up").metrics.map((m) => m.labels?.model),
+    ["a", "b", "c"],
+  );
+  assert.ok(text.endsWith("\n"));
+});
+
+const promtool = await Deno.permissions.query({
+  name: "run",
+  command: "promtool",
+})
+  .then(async (p) => {
+    if (p.state !== "granted") return false;
+    try {
+      const { success } = await new Deno.Command("promtool", {
+        args: ["--version"],
+        stdout: "null",
+        stderr: "null",
+      }).output();
+      return success;
+    } catch {
+      return false;
+    }
+  });
+
+Deno.test({
+  name: "renderMetrics output passes promtool check metrics",
+  ignore: !promtool,
+  async fn() {
+    const text = renderMetrics(snapshot({
+      launcher: { ...snapshot().launcher, mode: "production", tls: true },
+      engines: [
+        engine({ model: 'odd "one"\\\n', gpus: ["0", "1"] }),
+        engine({ model: "x", gpus: null, healthPollSeconds: undefined }),
+      ],
+      authFailures: { claims: 1 },
+    }));
+    const child = new Deno.Command("promtool", {
+      args: ["check", "metrics"],
+      stdin: "piped",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const writer = child.stdin.getWriter();
+    await writer.write(new TextEncoder().encode(text));
+    await writer.close();
+    const { success, stdout, stderr } = await child.output();
+    const said = new TextDecoder().decode(stdout) +
+      new TextDecoder().decode(stderr);
+    assert.equal(said.trim(), "", `promtool says:\n${said}\n${text}`);
+    assert.ok(success);
+  },
+});

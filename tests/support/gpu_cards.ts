@@ -1,0 +1,65 @@
+/** Cards and pools for the GPU placement tests, built through the real catalogue validation. */
+import assert from "node:assert/strict";
+import { stringify } from "yaml";
+import { type ModelCard, Registry } from "../../src/catalogue.ts";
+import {
+  type GpuAssignment,
+  GpuPlacementError,
+  type GpuPool,
+} from "../../src/gpu/placement.ts";
+
+/** Cards from a `models:` mapping, through the real catalogue validation. */
+export function catalogue(
+  models: Record<string, Record<string, unknown>>,
+): Registry {
+  const filled: Record<string, Record<string, unknown>> = {};
+  for (const [name, fields] of Object.entries(models)) {
+    filled[name] = { verb: "chat", hub: `org/${name}`, ...fields };
+  }
+  return Registry.parse(stringify({ models: filled }), "gpus.yaml");
+}
+
+/** One card named `m` with these fields. */
+export function card(fields: Record<string, unknown>): ModelCard {
+  return catalogue({ m: fields }).get("m");
+}
+
+export function pool(entries: string, explicit = true): GpuPool {
+  return { entries: entries.split(","), explicit };
+}
+
+export function range(low: number, high: number, explicit = true): GpuPool {
+  const entries: string[] = [];
+  for (let i = low; i <= high; i++) entries.push(String(i));
+  return { entries, explicit };
+}
+
+/** The devices per card name, `null` for not placed. */
+export function devices(
+  placed: Map<string, GpuAssignment>,
+): Record<string, string[] | null> {
+  const out: Record<string, string[] | null> = {};
+  for (const [name, assignment] of placed) {
+    out[name] = assignment.devices === null ? null : [...assignment.devices];
+  }
+  return out;
+}
+
+/** Runs `fn`, which must throw a one-line GpuPlacementError; returns its message. */
+export function refusal(fn: () => unknown): string {
+  try {
+    fn();
+  } catch (error) {
+    assert.ok(error instanceof GpuPlacementError, String(error));
+    assert.equal(error.name, "GpuPlacementError");
+    assert.ok(!/[\r\n]/.test(error.message), error.message);
+    return error.message;
+  }
+  assert.fail("expected a GpuPlacementError");
+}
+
+/** The catalogue shipped with the package. */
+export const shipped = await Registry.load();
+export function shippedCards(...names: string[]): ModelCard[] {
+  return names.map((name) => shipped.get(name));
+}

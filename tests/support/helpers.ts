@@ -1,0 +1,389 @@
+/**
+ * Shared test utilities: temporary root directories, a stand-in engine on PATH,
+ * free ports, and the launcher CLI in a subprocess.
+ */
+
+import assert from "node:assert/strict";
+import { configureLogging, type LogLevel } from "../../src/common/log.ts";
+import type { EngineDetail } from "../../src/supervision/supervisor.ts";
+
+const MOD = new URL("../../mod.ts", import.meta.url).pathname;
+const FAKE_ENGINE =
+  new URL("../fixtures/fake_engine.ts", import.meta.url).pathname;
+
+/** The stand-in engine's test catalogue (one card per behaviour). */
+export const STAND_IN_CATALOGUE =
+  new URL("../fixtures/stand_in.yaml", import.meta.url).pathname;
+
+/**
+ * Launcher flags for loopback, a port and a root directory, with a catalogue:
+ * the stand-in one by default, `null` for the one shipped with the package.
+ */
+export function siteArgs(
+  port: number,
+  root: string,
+  catalogue: string | null = STAND_IN_CATALOGUE,
+): string[] {
+  return [
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--directory",
+    root,
+    ...(catalogue === null ? [] : ["--catalogue", catalogue]),
+  ];
+}
+
+/** A root directory with `models/ logs/ metrics/ data/`, removed on dispose. */
+export async function makeRoot(
+  subdirs = ["models", "logs", "metrics", "data"],
+): Promise<string> {
+  const root = await Deno.makeTempDir({ prefix: "serve-root-" });
+  for (const sub of subdirs) await Deno.mkdir(`${root}/${sub}`);
+  return root;
+}
+
+/**
+ * A directory of executables named `names`, each running the stand-in engine
+ * with the current Deno binary (so it works when Deno itself is not on PATH).
+ */
+export async function fakeBin(
+  names: string[] = ["vllm", "llama-server"],
+): Promise<string> {
+  const dir = await Deno.makeTempDir({ prefix: "serve-bin-" });
+  const script =
+    `#!/bin/sh\nexec '${Deno.execPath()}' run -A --quiet '${FAKE_ENGINE}' "$@"\n`;
+  for (const name of names) {
+    await Deno.writeTextFile(`${dir}/${name}`, script, { mode: 0o755 });
+  }
+  return dir;
+}
+
+/** PATH with `dir` first. */
+export function pathWith(dir: string): string {
+  return `${dir}:${Deno.env.get("PATH") ?? ""}`;
+}
+
+function isFree(port: number): boolean {
+  try {
+    Deno.listen({ hostname: "127.0.0.1", port }).close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** A port p such that p .. p+count are all free on 127.0.0.1. */
+export function freePorts(count: number): number {
+  for (let attempt = 0; attempt < 200; attempt++) {
+    // Below Linux's ephemeral range (32768+), where outgoing connections could take a port first.
+    const base = 10000 + Math.floor(Math.random() * (32000 - 10000 - count));
+    let ok = true;
+    for (let p = base; p <= base + count && ok; p++) ok = isFree(p);
+    if (ok) return base;
+  }
+  throw new Error("no free port block found");
+}
+
+/** True when something accepts TCP connections on 127.0.0.1:port. */
+export async function listening(port: number): Promise<boolean> {
+  try {
+    const conn = await Deno.connect({ hostname: "127.0.0.1", port });
+    conn.close();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** True while a process with this pid exists (zombies included). */
+export function pidAlive(pid: number): boolean {
+  try {
+    Deno.kill(pid, "SIGCONT");
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Waits for `check` to be true, polling; throws with `what` after `ms`. */
+export async function waitFor(
+  check: () => boolean | Promise<boolean>,
+  what: string,
+  ms = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** GETs JSON from a URL, the body always consumed. */
+export async function getJson(
+  url: string,
+  init?: RequestInit,
+): Promise<{ status: number; body: unknown; headers: Headers }> {
+  const response = await fetch(url, init);
+  const text = await response.text();
+  let body: unknown = text;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    // Not JSON: keep the text.
+  }
+  return { status: response.status, body, headers: response.headers };
+}
+
+/** The launcher CLI running in a subprocess, its stderr collected line by line. */
+export class Launcher implements AsyncDisposable {
+  readonly child: Deno.ChildProcess;
+  readonly lines: string[] = [];
+  readonly stdout: string[] = [];
+  #done: Promise<unknown>;
+  #status: Deno.CommandStatus | undefined;
+
+  /**
+   * @param args The launcher's arguments.
+   * @param env Added to this process's environment.
+   * @param permissions `deno run` permission flags; all of them by default.
+   */
+  constructor(
+    args: string[],
+    env: Record<string, string> = {},
+    permissions: string[] = ["-A"],
+  ) {
+    this.child = new Deno.Command(Deno.execPath(), {
+      args: ["run", ...permissions, "--quiet", MOD, ...args],
+      env: { NO_COLOR: "1", ...env },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    this.#done = Promise.all([
+      collect(this.child.stderr, this.lines),
+      collect(this.child.stdout, this.stdout),
+      this.child.status.then((s) => this.#status = s),
+    ]);
+  }
+
+  /** The exit status once the process has exited. */
+  get status(): Deno.CommandStatus | undefined {
+    return this.#status;
+  }
+
+  /** Everything printed on stderr so far. */
+  get stderr(): string {
+    return this.lines.join("\n");
+  }
+
+  /** Waits for a stderr line matching `pattern`; fails early if the process exits. */
+  async waitForLine(pattern: RegExp, ms = 20_000): Promise<string> {
+    let found: string | undefined;
+    await waitFor(
+      () => {
+        found = this.lines.find((l) => pattern.test(l));
+        if (!found && this.#status) {
+          throw new Error(
+            `launcher exited (${this.#status.code}) before ${pattern}:\n${this.stderr}`,
+          );
+        }
+        return found !== undefined;
+      },
+      `${pattern} in:\n${this.stderr}`,
+      ms,
+    );
+    return found as string;
+  }
+
+  /** Waits until the management API listens. */
+  ready(): Promise<string> {
+    return this.waitForLine(/listening on /);
+  }
+
+  /** Sends a signal (if still running) and waits for exit and drained output. */
+  async stop(signal: Deno.Signal = "SIGTERM"): Promise<Deno.CommandStatus> {
+    if (!this.#status) {
+      try {
+        this.child.kill(signal);
+      } catch {
+        // Already exited.
+      }
+    }
+    await this.#done;
+    return this.#status as Deno.CommandStatus;
+  }
+
+  /** Waits for the process to exit by itself. */
+  async exited(): Promise<Deno.CommandStatus> {
+    await this.#done;
+    return this.#status as Deno.CommandStatus;
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}
+
+async function collect(
+  stream: ReadableStream<Uint8Array>,
+  into: string[],
+): Promise<void> {
+  let rest = "";
+  for await (const chunk of stream.pipeThrough(new TextDecoderStream())) {
+    const parts = (rest + chunk).split("\n");
+    rest = parts.pop() ?? "";
+    into.push(...parts);
+  }
+  if (rest) into.push(rest);
+}
+
+/** Reads the stand-in engine's record for a port, if it wrote one. */
+export async function readRecord(
+  dir: string,
+  port: number,
+): Promise<
+  | {
+    argv: string[];
+    pid: number;
+    childPid?: number;
+    env: Record<string, string>;
+  }
+  | undefined
+> {
+  try {
+    return JSON.parse(await Deno.readTextFile(`${dir}/${port}.json`));
+  } catch {
+    return undefined;
+  }
+}
+
+/** Files in a directory (empty when it does not exist). */
+export function listDir(dir: string): string[] {
+  try {
+    return [...Deno.readDirSync(dir)].map((e) => e.name).sort();
+  } catch {
+    return [];
+  }
+}
+
+/** Runs `run` with log lines captured as `level: message`, then restores the logger. */
+export async function captureLog<T>(
+  run: () => T | Promise<T>,
+): Promise<{ result: T; lines: string[] }> {
+  const lines: string[] = [];
+  const previous = configureLogging({
+    level: "debug",
+    sink: function capture(level: LogLevel, message: string): void {
+      lines.push(`${level}: ${message}`);
+    },
+  });
+  try {
+    return { result: await run(), lines };
+  } finally {
+    configureLogging(previous);
+  }
+}
+
+/** A launcher over stand-in engines, with its root and record directories. */
+export interface Setup extends AsyncDisposable {
+  root: string;
+  /** The directory of stand-in executables first on the launcher's PATH. */
+  bin: string;
+  records: string;
+  port: number;
+  launcher: Launcher;
+}
+
+/** Starts the CLI for `models` on a free port block with stand-in engines. */
+export async function launch(
+  models: string[],
+  options: {
+    args?: string[];
+    env?: Record<string, string>;
+    root?: string;
+    port?: number;
+    catalogue?: string;
+    /** Extra executables on PATH (name → shell script body). */
+    bin?: Record<string, string>;
+  } = {},
+): Promise<Setup> {
+  const root = options.root ?? await makeRoot();
+  const bin = await fakeBin();
+  for (const [name, script] of Object.entries(options.bin ?? {})) {
+    await Deno.writeTextFile(`${bin}/${name}`, script, { mode: 0o755 });
+  }
+  const records = await Deno.makeTempDir({ prefix: "serve-rec-" });
+  const port = options.port ?? freePorts(models.length);
+  const launcher = new Launcher([
+    ...models,
+    ...siteArgs(port, root, options.catalogue ?? STAND_IN_CATALOGUE),
+    ...(options.args ?? []),
+  ], {
+    PATH: pathWith(bin),
+    FAKE_ENGINE_RECORD_DIR: records,
+    NUCLEUS_MODE: "dev",
+    ...options.env,
+  });
+  return {
+    root,
+    bin,
+    records,
+    port,
+    launcher,
+    async [Symbol.asyncDispose]() {
+      await launcher.stop();
+      for (const dir of [root, bin, records]) {
+        await Deno.remove(dir, { recursive: true }).catch(() => {});
+      }
+    },
+  };
+}
+
+/** The `GET /models` body. */
+export interface ModelsBody {
+  active: Record<
+    string,
+    { verb: string; url: string; healthy: boolean } & Partial<EngineDetail>
+  >;
+  catalogue: string[];
+}
+
+/** GETs `/models` (with `?detail=1` when asked), checking the status and type. */
+export async function models(
+  port: number,
+  detail = false,
+): Promise<ModelsBody> {
+  const { status, body, headers } = await getJson(
+    `http://127.0.0.1:${port}/models${detail ? "?detail=1" : ""}`,
+  );
+  assert.equal(status, 200);
+  assert.equal(headers.get("content-type"), "application/json");
+  return body as ModelsBody;
+}
+
+/**
+ * For launchers embedded in this process: `Semioserve` reset, a fresh root
+ * directory, and stand-in engines first on this process's PATH; dispose
+ * resets the launcher, restores PATH and removes both directories.
+ */
+export async function inProcessSite(): Promise<
+  { root: string } & AsyncDisposable
+> {
+  const { Semioserve } = await import("../../mod.ts");
+  await Semioserve.reset();
+  const root = await makeRoot();
+  const bin = await fakeBin();
+  const path = Deno.env.get("PATH") ?? "";
+  Deno.env.set("PATH", pathWith(bin));
+  return {
+    root,
+    async [Symbol.asyncDispose]() {
+      await Semioserve.reset();
+      Deno.env.set("PATH", path);
+      await Deno.remove(root, { recursive: true });
+      await Deno.remove(bin, { recursive: true });
+    },
+  };
+}
