@@ -42,6 +42,8 @@ export type CliOptions =
     | "headerTimeoutMs"
     | "idleTimeoutMs"
     | "maxConnections"
+    | "gpuReleaseTimeoutMs"
+    | "startTimeoutMs"
   >
   & {
     models: string[];
@@ -72,6 +74,10 @@ GPUs:
   --gpus LIST          devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none
                        (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's
                        devices, else no placement)
+  --gpu-release-timeout SECONDS
+                       before a restart, how long to wait for the dead run's GPU memory to
+                       be released (nvidia-smi no longer listing its pids); then a warning
+                       and the start proceeds (default 30)
 
 Supervision:
   --restart POLICY     on-failure | always | never: when an engine that ended is started
@@ -83,6 +89,10 @@ Supervision:
   --liveness-failures N
                        failed polls in a row, after a first 200, that restart an engine;
                        0 turns this off (default 6)
+  --start-timeout SECONDS
+                       a run that has not answered its first 200 and has written no output
+                       for this long is stopped and the restart policy applies; 0 turns
+                       this off (default 900)
   --log-max-bytes N    rotate logs/<name>.log past this size (default 104857600)
   --log-keep N         rotated files kept as <name>.log.1 ... <name>.log.N (default 5)
   --header-timeout SECONDS
@@ -183,6 +193,8 @@ export function parseCli(args: readonly string[]): CliOptions {
         "header-timeout": { type: "string" },
         "idle-timeout": { type: "string" },
         "max-connections": { type: "string" },
+        "gpu-release-timeout": { type: "string" },
+        "start-timeout": { type: "string" },
         help: { type: "boolean", short: "h" },
       },
     });
@@ -269,6 +281,14 @@ export function parseCli(args: readonly string[]): CliOptions {
   const idleTimeout = values["idle-timeout"];
   if (idleTimeout !== undefined) {
     options.idleTimeoutMs = seconds("idle-timeout", idleTimeout, 0.001);
+  }
+  const release = values["gpu-release-timeout"];
+  if (release !== undefined) {
+    options.gpuReleaseTimeoutMs = seconds("gpu-release-timeout", release, 0);
+  }
+  const startTimeout = values["start-timeout"];
+  if (startTimeout !== undefined) {
+    options.startTimeoutMs = seconds("start-timeout", startTimeout, 0);
   }
   const maxConnections = values["max-connections"];
   if (maxConnections !== undefined) {

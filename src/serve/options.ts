@@ -91,6 +91,19 @@ export interface SemioserveOptions {
    */
   gpus?: string;
   /**
+   * Before a restart on GPUs, how long to wait for `nvidia-smi` to stop
+   * listing the dead run's processes; then one warning and the start proceeds.
+   * @default {30000}
+   */
+  gpuReleaseTimeoutMs?: number;
+  /**
+   * A run that has not answered its first 200 and has written no output for
+   * this long is stopped (SIGTERM, grace, SIGKILL) and the restart policy
+   * applies; 0 turns this off.
+   * @default {900000}
+   */
+  startTimeoutMs?: number;
+  /**
    * Milliseconds a client connection to the management API gets to send its
    * first complete request head (a TLS handshake included) before it is closed.
    * @default {10000}
