@@ -11,7 +11,7 @@ import {
   type GpuPool,
   parseVisibleDevices,
 } from "./placement.ts";
-import { signalGroup } from "../engines/process_group.ts";
+import { runNvidiaSmi } from "./nvidia_smi.ts";
 
 /** What {@linkcode detectGpuPool} found. */
 export interface GpuDetection {
@@ -43,10 +43,6 @@ export interface DetectGpuOptions {
 const MAX_DEVICES = 1024;
 const EXPECTED =
   "expected device indices or ranges such as 0-7 or 0,2,4-5, GPU-<uuid> entries, or none; leave --gpus out to detect the devices";
-/** `nvidia-smi` output kept; the rest is drained and dropped. */
-const OUTPUT_CAP = 64 * 1024;
-/** After a kill, how long to wait for the process and its pipes before giving up on them. */
-const REAP_MS = 1000;
 
 /**
  * Parses a device list such as `--gpus` takes: indices and ranges (`0-7`,
@@ -129,8 +125,9 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
  *    (it would list devices the launcher was not given); engines inherit the
  *    empty value.
  * 3. `nvidia-smi --query-gpu=index --format=csv,noheader`, when an
- *    `nvidia-smi` is on PATH: one index per line. It runs in its own process
- *    group, killed (with anything it started) after `timeoutMs`. A non-zero
+ *    `nvidia-smi` is on PATH: one index per line. It runs through
+ *    {@linkcode runNvidiaSmi}: in its own process group, killed (with
+ *    anything it started) after `timeoutMs`. A non-zero
  *    exit, a timeout or output other than distinct indices gives a `warning`
  *    and no pool.
  * 4. Otherwise no pool (a machine without NVIDIA tools), and no warning.
@@ -194,7 +191,6 @@ export function gpuPoolLine(detection: GpuDetection): string {
     } (from ${detection.source})`;
 }
 
-const NVIDIA_SMI = "nvidia-smi";
 const NVIDIA_SMI_ARGS = ["--query-gpu=index", "--format=csv,noheader"];
 const NO_NVIDIA_SMI =
   "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
@@ -203,68 +199,25 @@ async function askNvidiaSmi(
   path: string | undefined,
   timeoutMs: number,
 ): Promise<GpuDetection> {
-  const found = findOnPath(NVIDIA_SMI, path);
-  if (found === false) return { pool: undefined, source: NO_NVIDIA_SMI };
-  let child: Deno.ChildProcess;
-  try {
-    child = new Deno.Command(NVIDIA_SMI, {
-      args: NVIDIA_SMI_ARGS,
-      ...(path === undefined ? {} : { env: { PATH: path } }),
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      // Its own group, so a timeout kills whatever it started too.
-      detached: true,
-    }).spawn();
-  } catch (error) {
-    // Under a narrowed --allow-run, a program missing from PATH at start-up is "not capable".
-    // (Deno cannot tell that apart from a program left out of the list.)
-    if (error instanceof Deno.errors.NotFound) {
+  const run = await runNvidiaSmi(NVIDIA_SMI_ARGS, {
+    env: path === undefined ? {} : { PATH: path },
+    timeoutMs,
+  });
+  if (!run.ok) {
+    if (run.reason === "absent") {
       return { pool: undefined, source: NO_NVIDIA_SMI };
     }
-    if (found === undefined && error instanceof Deno.errors.NotCapable) {
+    if (run.reason === "unsure") {
       return {
         pool: undefined,
         source: `${NO_NVIDIA_SMI}, or not allowed by --allow-run`,
       };
     }
-    return failed(
-      error instanceof Deno.errors.NotCapable
-        ? "not allowed to run it (add nvidia-smi to --allow-run)"
-        : `cannot run it (${(error as Error).message})`,
-    );
+    return failed(run.detail);
   }
-  const stdout = drain(child.stdout);
-  const stderr = drain(child.stderr);
-  const all = Promise.all([child.status, stdout.text, stderr.text]);
-  const done = await within(all, timeoutMs);
-  if (done === undefined) {
-    try {
-      signalGroup(child.pid, "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-    if (await within(all, REAP_MS) === undefined) {
-      // Stuck in the kernel (a hung driver): stop reading and move on.
-      stdout.cancel();
-      stderr.cancel();
-      child.unref();
-    }
-    return failed(`no answer within ${timeoutMs / 1000} s (killed)`);
-  }
-  const [status, out, err] = done;
-  if (!status.success) {
-    const firstLine = err.trim().split(/\r?\n/)[0]?.trim() ||
-      out.trim().split(/\r?\n/)[0]?.trim();
-    return failed(
-      `it ${
-        status.signal
-          ? `died of ${status.signal}`
-          : `exited with code ${status.code}`
-      }${firstLine ? ` (${clip(firstLine)})` : ""}`,
-    );
-  }
-  const lines = out.split(/\r?\n/).map((line) => line.trim()).filter(Boolean);
+  const lines = run.stdout.split(/\r?\n/).map((line) => line.trim()).filter(
+    Boolean,
+  );
   if (lines.length === 0) return failed("it printed no device index");
   const entries: string[] = [];
   for (const line of lines) {
@@ -279,7 +232,7 @@ async function askNvidiaSmi(
     }
     entries.push(entry);
   }
-  return { pool: { entries, explicit: false }, source: NVIDIA_SMI };
+  return { pool: { entries, explicit: false }, source: "nvidia-smi" };
 }
 
 function failed(detail: string): GpuDetection {
@@ -289,81 +242,6 @@ function failed(detail: string): GpuDetection {
     warning:
       `Cannot detect GPUs with nvidia-smi: ${detail}; GPUs are not placed (give the pool with --gpus)`,
   };
-}
-
-/**
- * Whether an executable `name` is on `path`: true, false, or undefined when
- * it cannot be told (no read access to PATH; the spawn then decides).
- */
-function findOnPath(
-  name: string,
-  path: string | undefined,
-): boolean | undefined {
-  let unsure = false;
-  for (const dir of (path ?? "").split(":").filter(Boolean)) {
-    try {
-      const info = Deno.statSync(`${dir}/${name}`);
-      if (info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0) return true;
-    } catch (error) {
-      if (error instanceof Deno.errors.NotCapable) unsure = true;
-    }
-  }
-  return unsure ? undefined : false;
-}
-
-/** Reads a stream to its end, keeping at most {@linkcode OUTPUT_CAP} bytes as text. */
-function drain(
-  stream: ReadableStream<Uint8Array>,
-): { text: Promise<string>; cancel(): void } {
-  const reader = stream.getReader();
-  async function read(): Promise<string> {
-    const chunks: Uint8Array[] = [];
-    let kept = 0;
-    try {
-      while (true) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        if (kept < OUTPUT_CAP) {
-          const part = value.subarray(0, OUTPUT_CAP - kept);
-          chunks.push(part);
-          kept += part.length;
-        }
-      }
-    } catch {
-      // Cancelled or broken: what was read is all there is.
-    } finally {
-      reader.releaseLock();
-    }
-    const bytes = new Uint8Array(kept);
-    let at = 0;
-    for (const chunk of chunks) {
-      bytes.set(chunk, at);
-      at += chunk.length;
-    }
-    return new TextDecoder().decode(bytes);
-  }
-  return {
-    text: read(),
-    cancel() {
-      reader.cancel().catch(() => {});
-    },
-  };
-}
-
-/** `promise`'s value, or undefined after `ms`; the timer never outlives it. */
-async function within<T>(
-  promise: Promise<T>,
-  ms: number,
-): Promise<T | undefined> {
-  let id: ReturnType<typeof setTimeout> | undefined;
-  const timer = new Promise<undefined>((resolve) => {
-    id = setTimeout(() => resolve(undefined), ms);
-  });
-  try {
-    return await Promise.race([promise, timer]);
-  } finally {
-    clearTimeout(id);
-  }
 }
 
 function clip(text: string): string {
