@@ -130,20 +130,31 @@ export class LogThrottle {
 /**
  * Logs the first of a run of failures and how many followed once the run
  * ends: a flood writes two lines, not thousands.
+ *
+ * @example
+ * ```ts ignore
+ * const failures = new FailureRun("accept a connection", "warn");
+ * try { accept(); failures.ok(); } catch (error) { failures.fail(error); }
+ * ```
  */
 export class FailureRun {
   #what: string;
+  #level: "warn" | "error";
   #count = 0;
 
-  /** @param what What fails, as in `Cannot <what>: …`. */
-  constructor(what: string) {
+  /**
+   * @param what What fails, as in `Cannot <what>: …`.
+   * @param level The level of the line that starts a run.
+   */
+  constructor(what: string, level: "warn" | "error" = "error") {
     this.#what = what;
+    this.#level = level;
   }
 
   /** Counts a failure; logs it when it starts a run. */
   fail(error: unknown): void {
     if (this.#count++ === 0) {
-      log.error(
+      log[this.#level](
         `Cannot ${this.#what}: ${(error instanceof Error
           ? error.message
           : String(error))} (retrying)`,

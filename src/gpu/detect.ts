@@ -32,7 +32,7 @@ export interface DetectGpuOptions {
   readonly gpus?: string | undefined;
   /**
    * The launcher's environment: `CUDA_VISIBLE_DEVICES`, and `PATH` to find
-   * `nvidia-smi`. @default {Deno.env.toObject()}
+   * `nvidia-smi`, which runs with it. @default {Deno.env.toObject()}
    */
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** How long `nvidia-smi` may take before it is killed. @default {5000} */
@@ -168,7 +168,7 @@ export async function detectGpuPool(
         source: "CUDA_VISIBLE_DEVICES",
       };
   }
-  return await askNvidiaSmi(env["PATH"], options.timeoutMs ?? 5000);
+  return await askNvidiaSmi(env, options.timeoutMs ?? 5000);
 }
 
 /**
@@ -196,13 +196,10 @@ const NO_NVIDIA_SMI =
   "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
 
 async function askNvidiaSmi(
-  path: string | undefined,
+  env: Readonly<Record<string, string | undefined>>,
   timeoutMs: number,
 ): Promise<GpuDetection> {
-  const run = await runNvidiaSmi(NVIDIA_SMI_ARGS, {
-    env: path === undefined ? {} : { PATH: path },
-    timeoutMs,
-  });
+  const run = await runNvidiaSmi(NVIDIA_SMI_ARGS, { env, timeoutMs });
   if (!run.ok) {
     if (run.reason === "absent") {
       return { pool: undefined, source: NO_NVIDIA_SMI };

@@ -1,0 +1,147 @@
+/**
+ * Shares `nvidia-smi` between every engine that asks about the GPUs: at most
+ * one query per interval and one in flight, whatever the number of callers,
+ * and one warning per run of failures instead of one per call.
+ *
+ * @module
+ */
+import { FailureRun } from "../common/log_throttle.ts";
+import {
+  type GpuQuery,
+  type GpuSnapshot,
+  queryGpus,
+  type QueryGpusOptions,
+} from "./nvidia_smi.ts";
+
+/** How a {@linkcode GpuMonitor} asks. */
+export interface GpuMonitorOptions {
+  /** The environment `nvidia-smi` runs with (its `PATH` finds it). @default {this process's environment} */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** How long one `nvidia-smi` run may take before it is killed. @default {5000} */
+  readonly timeoutMs?: number;
+  /** The query (tests replace it). @default {queryGpus} */
+  readonly query?: (options: QueryGpusOptions) => Promise<GpuQuery>;
+  /**
+   * The longest wait before asking again after failures: the first failure
+   * waits 1 s (or the caller's `maxAgeMs`, if longer), each further one
+   * twice as long, up to this; no `nvidia-smi` on PATH waits this long at
+   * once. 0 asks again as soon as the caller's `maxAgeMs` allows.
+   * @default {60000}
+   */
+  readonly maxBackoffMs?: number;
+}
+
+/** The first wait after a failure; it doubles with each further failure. */
+const FIRST_BACKOFF_MS = 1000;
+
+interface Answer {
+  readonly snapshot: GpuSnapshot | undefined;
+  /** `performance.now()` when it came. */
+  readonly came: number;
+  /** How long a failure keeps answering for (0 for a snapshot). */
+  readonly backoffMs: number;
+}
+
+/**
+ * The latest GPU facts, asked of `nvidia-smi` at most once per interval.
+ *
+ * Failures are cached too, so callers polling every half second cannot turn
+ * a failing (or hanging) `nvidia-smi` into a process a call: after a failure
+ * the next query waits 1 s, 2 s, 4 s… up to `maxBackoffMs`. No `nvidia-smi`
+ * on PATH is a steady state (a machine without NVIDIA tools): it is found
+ * without spawning anything, and re-checked every `maxBackoffMs`, in case
+ * the tools get installed. The first failure of a run is one warning
+ * (`Cannot query GPUs: <what failed>; rules needing GPU memory facts are
+ * skipped while it fails (retrying)`), and the first success after it one
+ * line (`query GPUs: working again after N failure(s)`).
+ *
+ * @example
+ * ```ts ignore
+ * const gpus = new GpuMonitor({ timeoutMs: 2000 });
+ * const snapshot = await gpus.snapshot(1000); // shared by every engine's gate
+ * if (snapshot === undefined) skipMemoryRules();
+ * ```
+ */
+export class GpuMonitor {
+  #options: QueryGpusOptions;
+  #query: (options: QueryGpusOptions) => Promise<GpuQuery>;
+  #maxBackoffMs: number;
+  #latest: Answer | undefined;
+  #inFlight: Promise<GpuSnapshot | undefined> | undefined;
+  #queries = 0;
+  #failuresInRow = 0;
+  #failures = new FailureRun("query GPUs", "warn");
+
+  /** @param options The environment, the timeout, the backoff; a query for tests. */
+  constructor(options: GpuMonitorOptions = {}) {
+    this.#options = {
+      ...(options.env === undefined ? {} : { env: options.env }),
+      ...(options.timeoutMs === undefined
+        ? {}
+        : { timeoutMs: options.timeoutMs }),
+    };
+    this.#query = options.query ?? queryGpus;
+    this.#maxBackoffMs = options.maxBackoffMs ?? 60_000;
+  }
+
+  /** Number of `nvidia-smi` query rounds made so far (each round is the two runs of {@linkcode queryGpus}). */
+  get queries(): number {
+    return this.#queries;
+  }
+
+  /**
+   * The latest snapshot if younger than `maxAgeMs`, else one new query;
+   * concurrent callers share one query in flight.
+   *
+   * @param maxAgeMs How old an answer the caller accepts.
+   * @returns The snapshot, or `undefined` while `nvidia-smi` fails (or is
+   *   absent): rules needing memory facts are then skipped. Never rejects.
+   */
+  snapshot(maxAgeMs: number): Promise<GpuSnapshot | undefined> {
+    if (this.#inFlight) return this.#inFlight;
+    const latest = this.#latest;
+    if (
+      latest !== undefined &&
+      performance.now() - latest.came < Math.max(maxAgeMs, latest.backoffMs)
+    ) {
+      return Promise.resolve(latest.snapshot);
+    }
+    const asking = this.#ask();
+    this.#inFlight = asking;
+    asking.finally(() => {
+      if (this.#inFlight === asking) this.#inFlight = undefined;
+    });
+    return asking;
+  }
+
+  async #ask(): Promise<GpuSnapshot | undefined> {
+    this.#queries++;
+    let answer: GpuQuery;
+    try {
+      answer = await this.#query(this.#options);
+    } catch (error) {
+      // queryGpus never throws; a replaced query might.
+      answer = { ok: false, error: (error as Error)?.message ?? String(error) };
+    }
+    if (answer.ok) {
+      this.#failures.ok();
+      this.#failuresInRow = 0;
+      this.#latest = {
+        snapshot: answer.snapshot,
+        came: performance.now(),
+        backoffMs: 0,
+      };
+      return answer.snapshot;
+    }
+    this.#failures.fail(
+      `${answer.error}; rules needing GPU memory facts are skipped while it fails`,
+    );
+    const backoffMs = answer.absent ? this.#maxBackoffMs : Math.min(
+      this.#maxBackoffMs,
+      FIRST_BACKOFF_MS * 2 ** Math.min(this.#failuresInRow, 30),
+    );
+    this.#failuresInRow++;
+    this.#latest = { snapshot: undefined, came: performance.now(), backoffMs };
+    return undefined;
+  }
+}
