@@ -29,6 +29,8 @@ export interface GpuMonitorOptions {
    * @default {60000}
    */
   readonly maxBackoffMs?: number;
+  /** Monotonic milliseconds (tests move it by hand). @default {performance.now} */
+  readonly now?: () => number;
 }
 
 /** The first wait after a failure; it doubles with each further failure. */
@@ -36,7 +38,7 @@ const FIRST_BACKOFF_MS = 1000;
 
 interface Answer {
   readonly snapshot: GpuSnapshot | undefined;
-  /** `performance.now()` when it came. */
+  /** The monitor's clock when it came. */
   readonly came: number;
   /** How long a failure keeps answering for (0 for a snapshot). */
   readonly backoffMs: number;
@@ -66,6 +68,7 @@ export class GpuMonitor {
   #options: QueryGpusOptions;
   #query: (options: QueryGpusOptions) => Promise<GpuQuery>;
   #maxBackoffMs: number;
+  #now: () => number;
   #latest: Answer | undefined;
   #inFlight: Promise<GpuSnapshot | undefined> | undefined;
   #queries = 0;
@@ -82,6 +85,7 @@ export class GpuMonitor {
     };
     this.#query = options.query ?? queryGpus;
     this.#maxBackoffMs = options.maxBackoffMs ?? 60_000;
+    this.#now = options.now ?? (() => performance.now());
   }
 
   /** Number of `nvidia-smi` query rounds made so far (each round is the two runs of {@linkcode queryGpus}). */
@@ -102,7 +106,7 @@ export class GpuMonitor {
     const latest = this.#latest;
     if (
       latest !== undefined &&
-      performance.now() - latest.came < Math.max(maxAgeMs, latest.backoffMs)
+      this.#now() - latest.came < Math.max(maxAgeMs, latest.backoffMs)
     ) {
       return Promise.resolve(latest.snapshot);
     }
@@ -128,7 +132,7 @@ export class GpuMonitor {
       this.#failuresInRow = 0;
       this.#latest = {
         snapshot: answer.snapshot,
-        came: performance.now(),
+        came: this.#now(),
         backoffMs: 0,
       };
       return answer.snapshot;
@@ -141,7 +145,7 @@ export class GpuMonitor {
       FIRST_BACKOFF_MS * 2 ** Math.min(this.#failuresInRow, 30),
     );
     this.#failuresInRow++;
-    this.#latest = { snapshot: undefined, came: performance.now(), backoffMs };
+    this.#latest = { snapshot: undefined, came: this.#now(), backoffMs };
     return undefined;
   }
 }
