@@ -4,7 +4,7 @@
  * ledger it answers from. Stand-in engines started with `--fake-gpu-mib N`
  * and `FAKE_GPU_LEDGER` in their environment enter themselves in it.
  *
- * ```ts
+ * ```ts ignore
  * await using gpus = await fakeGpuMachine({ devices: fakeDevices(2), releaseMs: 500 });
  * const query = await queryGpus({ env: gpus.env });
  * // or, through the launcher:
