@@ -29,6 +29,8 @@ import { Watchdog } from "./supervision/watchdog.ts";
 import { HealthLoop } from "./supervision/health_loop.ts";
 import { EngineLog } from "./engines/log_sink.ts";
 import { placeEngines, type Placement } from "./gpu/place_engines.ts";
+import { GpuLifecycle } from "./gpu/gpu_lifecycle.ts";
+import { gpuMemoryNeed } from "./gpu/need.ts";
 import { checkPortFree, isPortFree } from "./engines/ports.ts";
 import { checkRoot } from "./serve/startup_checks.ts";
 import type { SemioserveOptions } from "./serve/options.ts";
@@ -71,6 +73,8 @@ const DUPLICATE_SIGNAL_MS = 500;
 interface Prepared {
   directory: string;
   placement: Placement;
+  /** The GPU start gate and memory rounds; undefined when nothing is placed. */
+  gpu: GpuLifecycle | undefined;
   supervisors: EngineSupervisor[];
   records: EngineRecords;
   handler: Handler;
@@ -200,7 +204,14 @@ export class Semioserve implements AsyncDisposable {
     const graceMs = o.graceMs ?? 10_000;
     const placement = await placeEngines(cards, o.gpus);
     const records = new EngineRecords(directory);
-    const supervisors = cards.map((card, i) =>
+    const gpu = cards.some((card) => (placement.devices(card)?.length ?? 0) > 0)
+      ? new GpuLifecycle({
+        intervalMs: o.healthIntervalMs ?? 10_000,
+        releaseTimeoutMs: o.gpuReleaseTimeoutMs ?? 30_000,
+        runs: () => supervisors,
+      })
+      : undefined;
+    const supervisors: EngineSupervisor[] = cards.map((card, i) =>
       new EngineSupervisor(card, {
         host: this.host,
         port: this.port + i + 1,
@@ -214,6 +225,16 @@ export class Semioserve implements AsyncDisposable {
         graceMs,
         records,
         portFree: isPortFree,
+        ...(gpu
+          ? {
+            gate: gpu.gate,
+            memoryNeed: gpuMemoryNeed(card),
+            loadPollMs: Math.min(1_000, o.healthIntervalMs ?? 10_000),
+          }
+          : {}),
+        ...(o.startTimeoutMs !== undefined
+          ? { startTimeoutMs: o.startTimeoutMs }
+          : {}),
         onChange: () => this.#onEngineChange(),
         ...(o.restart !== undefined ? { restart: o.restart } : {}),
         ...(o.restartMaxDelayMs !== undefined
@@ -249,6 +270,7 @@ export class Semioserve implements AsyncDisposable {
     this.#prepared = {
       directory,
       placement,
+      gpu,
       supervisors,
       records,
       stance,
@@ -283,8 +305,8 @@ export class Semioserve implements AsyncDisposable {
 
   async #run(): Promise<void> {
     await this.prepare();
-    const { supervisors, stance, tls, handler, placement, directory } = this
-      .#prepared as Prepared;
+    const { supervisors, stance, tls, handler, placement, directory, gpu } =
+      this.#prepared as Prepared;
     const startedAt = Date.now();
     const o = this.options;
     const graceMs = o.graceMs ?? 10_000;
@@ -335,7 +357,10 @@ export class Semioserve implements AsyncDisposable {
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs ?? 10_000,
       timeoutMs: o.pollTimeoutMs ?? 2_000,
-      onRound: writeMetrics,
+      onRound: gpu
+        // One nvidia-smi query a round serves every engine's memory figure.
+        ? () => void gpu.round().then(writeMetrics)
+        : writeMetrics,
     });
     try {
       for (const s of supervisors) s.start(watchdog);

@@ -21,7 +21,7 @@ const MAY_IMPORT: Record<string, readonly string[]> = {
   gpu: ["common", "catalogue", "engines"],
   supervision: ["common", "catalogue", "engines", "gpu"],
   http: ["common", "catalogue", "web", "engines", "supervision"],
-  metrics: ["common", "web", "supervision"],
+  metrics: ["common", "web", "gpu", "supervision"],
   status: ["common"],
   serve: [
     "common",

@@ -76,6 +76,8 @@ export class EngineLog implements AsyncDisposable {
     this.#maxQueued = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED;
   }
 
+  #lastOutputAt: number | undefined;
+
   /** Bytes dropped so far and not yet reported in the file. */
   get lostBytes(): number {
     return this.#lost;
@@ -86,6 +88,21 @@ export class EngineLog implements AsyncDisposable {
    * dropped and counted. The chunk is kept as it is: do not reuse its buffer.
    */
   write(chunk: Uint8Array): void {
+    if (chunk.length === 0) return;
+    // Output dropped past the bound is still a sign of life (`--start-timeout`).
+    this.#lastOutputAt = Date.now();
+    this.#enqueue(chunk);
+  }
+
+  /**
+   * When the engine last wrote output (`Date.now()` time), or undefined before
+   * any: the launcher's own lines do not count.
+   */
+  get lastOutputAt(): number | undefined {
+    return this.#lastOutputAt;
+  }
+
+  #enqueue(chunk: Uint8Array): void {
     if (this.#closed || chunk.length === 0) return;
     if (this.#queued + chunk.length > this.#maxQueued) {
       this.#lost += chunk.length;
@@ -98,7 +115,7 @@ export class EngineLog implements AsyncDisposable {
 
   /** Queues one line of the launcher's own (a header, an exit line). */
   line(text: string): void {
-    this.write(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
+    this.#enqueue(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
   }
 
   /** Resolves once everything queued so far has been written or dropped. */

@@ -14,6 +14,8 @@ export interface ProcStat {
   state: string;
   /** Process group id. */
   pgid: number;
+  /** The command name (`comm`, at most 15 characters), e.g. `python3`. */
+  comm: string;
   /** Start time in clock ticks since boot (field 22), as text. */
   startTime: string;
 }
@@ -29,6 +31,7 @@ function parse(line: string): ProcStat | undefined {
     pid,
     state: fields[0]!,
     pgid: Number(fields[2]),
+    comm: line.slice(line.indexOf("(") + 1, close),
     startTime: fields[19]!,
   };
 }

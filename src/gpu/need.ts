@@ -154,6 +154,48 @@ export function gpuNeed(card: ModelCard): GpuNeed {
   }
 }
 
+/** The free memory an engine checks for at start, as a fraction of each device's total. */
+export interface GpuMemoryNeed {
+  /** Fraction of each device's total memory that must be free, 0 < x ≤ 1. */
+  readonly fraction: number;
+  /** Where it comes from, for people: `gpu-memory-utilization 0.9 (vLLM's default)`. */
+  readonly from: string;
+}
+
+/**
+ * The free memory a card's engine demands on each of its devices before it
+ * starts, where that is known: vLLM refuses to start when a device's free
+ * memory is below `gpu-memory-utilization` (default 0.9) × its total; SGLang
+ * sizes its static pool from `mem-fraction-static` when the card sets it.
+ * Other engines (and SGLang without the flag) have no known need.
+ *
+ * @param card The model card.
+ * @returns The need, or undefined when none is known.
+ *
+ * @example
+ * ```ts ignore
+ * gpuMemoryNeed(vllmCard); // { fraction: 0.9, from: "gpu-memory-utilization 0.9 (vLLM's default)" }
+ * ```
+ */
+export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
+  const [flags, fallback] = card.engine === "vllm"
+    ? [["--gpu-memory-utilization"], VLLM_DEFAULT_SHARE]
+    : card.engine === "sglang"
+    ? [["--mem-fraction-static"], undefined]
+    : [[], undefined];
+  const flag = flagValue(card.args, flags);
+  if (flag === undefined) {
+    return fallback === undefined ? undefined : {
+      fraction: fallback,
+      from: `gpu-memory-utilization ${fallback} (vLLM's default)`,
+    };
+  }
+  const fraction = Number(flag.value);
+  // An unusable value is the engine's to refuse; placement reports vLLM's already.
+  if (!(fraction > 0 && fraction <= 1)) return undefined;
+  return { fraction, from: `${flag.name} ${fraction}` };
+}
+
 function isShare(gpus: number | undefined): gpus is number {
   return gpus !== undefined && gpus > 0 && gpus < 1;
 }

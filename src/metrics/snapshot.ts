@@ -62,6 +62,11 @@ export function metricsSnapshot(
         startTimeSeconds: run.running && run.startedAt !== undefined
           ? run.startedAt / 1000
           : undefined,
+        state: s.state,
+        gpuMemoryMiB: s.detail().gpu_memory_mib,
+        startWaitSeconds: (s.gpus?.length ?? 0) > 0
+          ? s.startWaitSeconds()
+          : undefined,
       };
     }),
     ...(production ? { authFailures: launcher.stance.auth.failures } : {}),

@@ -6,6 +6,11 @@
  */
 
 import {
+  ENGINE_STATES,
+  type EngineState,
+} from "../supervision/restart_policy.ts";
+import { WAIT_REASONS, type WaitReason } from "../gpu/start_gate.ts";
+import {
   AUTH_FAILURE_REASONS,
   type AuthFailureReason,
 } from "../web/auth_failures.ts";
@@ -50,6 +55,12 @@ export interface EngineMetrics {
   healthPollSeconds?: number | undefined;
   /** When the current engine process started, in Unix seconds; absent while none runs. */
   startTimeSeconds?: number | undefined;
+  /** The lifecycle state (`waiting`, `starting`, `ready` …); absent: no state family sample. */
+  state?: EngineState | undefined;
+  /** The current run's GPU memory per device, in MiB; absent or null when unknown. */
+  gpuMemoryMiB?: Readonly<Record<string, number>> | null | undefined;
+  /** Seconds held by the GPU start gate per reason; absent for engines not on GPUs. */
+  startWaitSeconds?: Readonly<Partial<Record<WaitReason, number>>> | undefined;
 }
 
 /** Everything one metrics file says, at one moment. */
@@ -124,6 +135,9 @@ function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
  * Families: `mymodel_engine_up`, `mymodel_engine_restarts_total`,
  * `mymodel_engine_health_poll_seconds` (no sample before the first poll),
  * `mymodel_engine_start_time_seconds` (no sample while no process runs),
+ * `mymodel_engine_state` (one sample per state, 1 for the current one),
+ * `mymodel_engine_gpu_memory_bytes` (per device, while `nvidia-smi` answers),
+ * `mymodel_engine_start_wait_seconds_total` (engines on GPUs, per reason),
  * `mymodel_launcher_info`, `mymodel_launcher_start_time_seconds`, and in
  * production `mymodel_auth_failures_total` with all six reasons.
  *
@@ -188,6 +202,39 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         e.startTimeSeconds === undefined
           ? []
           : [{ labels: [["model", e.model]], value: e.startTimeSeconds }]
+      ),
+    ),
+    family(
+      "mymodel_engine_state",
+      "gauge",
+      "1 for the engine's current lifecycle state, 0 for the others.",
+      engines.flatMap((e) =>
+        e.state === undefined ? [] : ENGINE_STATES.map((state) => ({
+          labels: [["model", e.model], ["state", state]],
+          value: state === e.state ? 1 : 0,
+        }))
+      ),
+    ),
+    family(
+      "mymodel_engine_gpu_memory_bytes",
+      "gauge",
+      "GPU memory the engine's current run holds on each of its devices (nvidia-smi).",
+      engines.flatMap((e) =>
+        Object.entries(e.gpuMemoryMiB ?? {}).map(([gpu, mib]) => ({
+          labels: [["model", e.model], ["gpu", gpu]],
+          value: mib * 1024 * 1024,
+        }))
+      ),
+    ),
+    family(
+      "mymodel_engine_start_wait_seconds_total",
+      "counter",
+      "Seconds the engine's starts were held by the GPU start gate, by reason.",
+      engines.flatMap((e) =>
+        e.startWaitSeconds === undefined ? [] : WAIT_REASONS.map((reason) => ({
+          labels: [["model", e.model], ["reason", reason]],
+          value: e.startWaitSeconds?.[reason] ?? 0,
+        }))
       ),
     ),
     family(

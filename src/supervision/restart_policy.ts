@@ -12,18 +12,32 @@ export interface RunEnd {
   code: number | null;
   /** The signal that ended it, or null. */
   signal: string | null;
-  /** `"unhealthy"` when the liveness check killed it; else `"exit"`. */
-  reason: "exit" | "unhealthy";
+  /**
+   * `"unhealthy"` when the liveness check killed it, `"start-timeout"` when
+   * it was stopped for loading silently too long; else `"exit"`.
+   */
+  reason: EndReason;
 }
 
-/** The lifecycle states `GET /models?detail=1` reports. */
-export type EngineState =
-  | "starting"
-  | "ready"
-  | "unhealthy"
-  | "exited"
-  | "backoff"
-  | "stopping";
+/** Why the launcher ended a run itself, or `"exit"` when the engine did. */
+export type EndReason = "exit" | "unhealthy" | "start-timeout";
+
+/**
+ * The lifecycle states `GET /models?detail=1` reports. `waiting`: not spawned
+ * yet, held by the GPU start gate.
+ */
+export type EngineState = typeof ENGINE_STATES[number];
+
+/** Every lifecycle state, in lifecycle order (the metrics' state family lists them all). */
+export const ENGINE_STATES = [
+  "waiting",
+  "starting",
+  "ready",
+  "unhealthy",
+  "stopping",
+  "backoff",
+  "exited",
+] as const;
 
 /** The first restart waits this long; each further one twice the last. */
 export const FIRST_RESTART_DELAY_MS = 1_000;
@@ -50,7 +64,7 @@ export const DEFAULT_STABLE_AFTER_MS = 600_000;
 export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
   if (policy === "never") return false;
   if (policy === "always") return true;
-  return end.reason === "unhealthy" || end.signal !== null || end.code !== 0;
+  return end.reason !== "exit" || end.signal !== null || end.code !== 0;
 }
 
 /**
@@ -89,5 +103,5 @@ export function restartDelayMs(n: number, maxMs: number): number {
  */
 export function describeEnd(end: RunEnd): string {
   const how = end.signal ? `signal ${end.signal}` : `code ${end.code}`;
-  return end.reason === "unhealthy" ? `unhealthy, then ${how}` : how;
+  return end.reason === "exit" ? how : `${end.reason}, then ${how}`;
 }

@@ -11,100 +11,33 @@
  */
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { log } from "../common/log.ts";
+import { sleep } from "../common/sleep.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
-import type { RunRecorder } from "./records.ts";
 import type { RunWatcher } from "./watchdog.ts";
 import { EngineLog } from "../engines/log_sink.ts";
+import type { StartSlot, WaitReason } from "../gpu/start_gate.ts";
+import { StartWait } from "./start_wait.ts";
+import { Liveness, type Verdict } from "./liveness.ts";
 import {
   DEFAULT_RESTART_MAX_DELAY_MS,
   DEFAULT_STABLE_AFTER_MS,
   describeEnd,
+  type EndReason,
   type EngineState,
   restartDelayMs,
   type RunEnd,
   shouldRestart,
 } from "./restart_policy.ts";
-import {
-  type HealthCheck,
-  ServerProcess,
-  type ServerProcessOptions,
-} from "../engines/server_process.ts";
+import type { EngineDetail, LastExit } from "./engine_detail.ts";
+import type { SupervisorOptions } from "./supervisor_options.ts";
+import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 
-export type { EngineState } from "./restart_policy.ts";
+export type { EndReason, EngineState } from "./restart_policy.ts";
+export type { EngineDetail, LastExit } from "./engine_detail.ts";
+export type { SupervisorOptions } from "./supervisor_options.ts";
+export type { WaitingFor, WaitReason } from "../gpu/start_gate.ts";
 export type { RunRecord, RunRecorder } from "./records.ts";
 export type { RunWatcher } from "./watchdog.ts";
-
-/** How an engine run ended, as `GET /models?detail=1` reports it. */
-export interface LastExit {
-  /** Exit code, or null when a signal ended it. */
-  code: number | null;
-  /** The signal that ended it, or null. */
-  signal: string | null;
-  /** ISO time of the end. */
-  at: string;
-  /** How long the run lasted, in seconds. */
-  ran_seconds: number;
-  /** `"unhealthy"` when the liveness check stopped it, else `"exit"`. */
-  reason: "exit" | "unhealthy";
-}
-
-/** One engine's supervision facts (the `?detail=1` fields). */
-export interface EngineDetail {
-  /** Where the engine is in its lifecycle. */
-  state: EngineState;
-  /** The running engine process's pid, or null. */
-  pid: number | null;
-  /** Restarts since the launcher started. */
-  restarts: number;
-  /** ISO time of the last state change. */
-  since: string;
-  /** How the last run ended, or null before any run ended. */
-  last_exit: LastExit | null;
-  /** ISO time of the next start while in backoff, else null. */
-  next_restart: string | null;
-  /** Devices handed to the engine (`CUDA_VISIBLE_DEVICES`), `[]` for none, null when not placed. */
-  gpus: readonly string[] | null;
-}
-
-/** How a model's engine is supervised. */
-export interface SupervisorOptions extends ServerProcessOptions {
-  /**
-   * The policy when the card sets none.
-   * @default {"on-failure"}
-   */
-  restart?: RestartPolicy;
-  /**
-   * Cap of the restart delay, in milliseconds.
-   * @default {300000}
-   */
-  restartMaxDelayMs?: number;
-  /**
-   * A run that stays up this long after its first 200 resets the delay to 1 s.
-   * @default {600000}
-   */
-  stableAfterMs?: number;
-  /**
-   * Consecutive failed background polls, after a first 200, that count as a
-   * failure; 0 turns liveness restarts off.
-   * @default {6}
-   */
-  livenessFailures?: number;
-  /**
-   * Time a run gets between SIGTERM and SIGKILL when liveness stops it.
-   * @default {10000}
-   */
-  graceMs?: number;
-  /** Devices this engine was placed on, for reporting (its `env` carries them). */
-  gpus?: readonly string[] | null;
-  /** Where engine runs are recorded while they run. */
-  records?: RunRecorder;
-  /** The launcher's watchdog, told each run's process group. */
-  watchdog?: RunWatcher;
-  /** Whether the engine's port is free before a restart. */
-  portFree?: (host: string, port: number) => boolean;
-  /** Called after every state change (metrics). */
-  onChange?: () => void;
-}
 
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
@@ -135,11 +68,18 @@ export class EngineSupervisor {
   #step = 0;
   #lastExit: LastExit | null = null;
   #nextRestart: Date | null = null;
-  #failures = 0;
-  #firstOkAt: number | undefined;
-  #killedUnhealthy = false;
+  #liveness: Liveness;
+  /** Why the launcher is ending the current run itself, or "exit". */
+  #endReason: EndReason = "exit";
   #stopRequested = false;
-  #wake: (() => void) | undefined;
+  /** Ends a wait at the GPU start gate when stop() is called. */
+  #stopping = new AbortController();
+  #slot: StartSlot | undefined;
+  /** Gone pids listed on our devices when the current run started (rule 2). */
+  #baseline: Promise<Set<number>> | undefined;
+  /** Waits at the GPU start gate; while one lasts, the state is `waiting`. */
+  #waits: StartWait;
+  #gpuMemory: Readonly<Record<string, number>> | null = null;
   #loop: Promise<void> | undefined;
   #lastPollMs: number | undefined;
   /** Polls that failed on our side: one line per 10 s, then a count of the rest. */
@@ -158,6 +98,14 @@ export class EngineSupervisor {
     this.#options = options;
     this.#policy = card.restart ?? options.restart ?? "on-failure";
     this.#watchdog = options.watchdog;
+    this.#liveness = new Liveness({
+      failures: options.livenessFailures,
+      startTimeoutMs: options.startTimeoutMs,
+    });
+    this.#waits = new StartWait(card.name, () => {
+      if (this.#state === "waiting") this.#options.onChange?.();
+      else this.#set("waiting");
+    });
     this.log = options.log ??
       new EngineLog(`${options.directory}/logs/${card.name}.log`);
     this.#process = this.#prepare();
@@ -184,6 +132,11 @@ export class EngineSupervisor {
   /** The current (or last) run. */
   get process(): ServerProcess {
     return this.#process;
+  }
+
+  /** The running engine's process group (its pid), or undefined. */
+  get pgid(): number | undefined {
+    return this.#process.running ? this.#process.pid : undefined;
   }
 
   /** Host the engine binds. */
@@ -242,7 +195,24 @@ export class EngineSupervisor {
       last_exit: this.#lastExit,
       next_restart: this.#nextRestart?.toISOString() ?? null,
       gpus: this.#options.gpus ?? null,
+      waiting_for: this.#waits.current,
+      gpu_memory_mib: this.#gpuMemory,
     };
+  }
+
+  /** Seconds spent held by the GPU start gate, per reason, the current wait included. */
+  startWaitSeconds(): Partial<Record<WaitReason, number>> {
+    return this.#waits.seconds();
+  }
+
+  /**
+   * The current run's GPU memory per device, in MiB, as the launcher's last
+   * `nvidia-smi` round saw it; null when unknown.
+   *
+   * @param mib Per device entry, or null.
+   */
+  observeGpuMemory(mib: Readonly<Record<string, number>> | null): void {
+    this.#gpuMemory = mib;
   }
 
   #set(state: EngineState): void {
@@ -254,15 +224,60 @@ export class EngineSupervisor {
 
   /**
    * Starts the first run and supervises it until {@linkcode EngineSupervisor.stop}.
+   * An engine on GPUs may first wait at the GPU start gate (state `waiting`);
+   * one that is never held spawns before this returns.
    *
    * @param watchdog The launcher's watchdog, told each run's process group.
-   * @throws {EngineError} When the first run cannot be spawned.
+   * @throws {EngineError} When an ungated first run cannot be spawned.
    */
   start(watchdog?: RunWatcher): void {
     if (this.#loop) return;
     this.#watchdog = watchdog ?? this.#watchdog;
+    if (this.#gated) {
+      this.#loop = this.#startGated();
+      return;
+    }
     this.#launch(this.#process);
     this.#loop = this.#supervise();
+  }
+
+  get #gated(): boolean {
+    return this.#options.gate?.gates(this.gpus) ?? false;
+  }
+
+  async #startGated(): Promise<void> {
+    if (!(await this.#admit(undefined))) return this.#set("exited");
+    try {
+      this.#launch(this.#process);
+    } catch (error) {
+      this.#releaseSlot();
+      this.#report("warn", `cannot start: ${(error as Error).message}`);
+      return this.#set("exited");
+    }
+    return this.#supervise();
+  }
+
+  /**
+   * Passes the GPU start gate: the one place every start waits (first,
+   * restart, reload). False when stop() ended the wait.
+   */
+  async #admit(baseline: Set<number> | undefined): Promise<boolean> {
+    const gate = this.#options.gate;
+    const devices = this.gpus;
+    if (!gate || devices === null || !gate.gates(devices)) return true;
+    const slot = await this.#waits.pass(gate, {
+      devices,
+      memory: this.#options.memoryNeed,
+      baseline,
+      signal: this.#stopping.signal,
+    });
+    this.#slot = slot;
+    return slot !== undefined;
+  }
+
+  #releaseSlot(): void {
+    this.#slot?.release();
+    this.#slot = undefined;
   }
 
   /**
@@ -273,9 +288,8 @@ export class EngineSupervisor {
   #launch(run: ServerProcess, restart = false): void {
     run.start();
     if (restart) this.#restarts++;
-    this.#failures = 0;
-    this.#firstOkAt = undefined;
-    this.#killedUnhealthy = false;
+    this.#liveness.reset();
+    this.#endReason = "exit";
     this.#set("starting");
     const pid = run.pid!;
     this.#watchdog?.add(pid);
@@ -286,6 +300,24 @@ export class EngineSupervisor {
       host: run.host,
       port: run.port,
     });
+    const gate = this.#options.gate;
+    this.#baseline = gate && this.gpus !== null && gate.gates(this.gpus)
+      ? gate.baseline(this.gpus).catch(() => new Set())
+      : undefined;
+    if (this.#slot) this.#watchLoad(run);
+  }
+
+  /**
+   * While this run's load holds its GPUs, polls it every second (not every
+   * health interval): its neighbours start as soon as it answers 200.
+   */
+  async #watchLoad(run: ServerProcess): Promise<void> {
+    const every = this.#options.loadPollMs ?? 1_000;
+    while (this.#slot && run === this.#process && run.running) {
+      await sleep(every, this.#stopping.signal);
+      if (!this.#slot || run !== this.#process || !run.running) return;
+      this.#observe(run, await run.check(every), false);
+    }
   }
 
   async #supervise(): Promise<void> {
@@ -293,12 +325,14 @@ export class EngineSupervisor {
       const run = this.#process;
       const status = await run.ended;
       const endedAt = Date.now();
+      this.#releaseSlot();
+      this.#gpuMemory = null;
       this.#watchdog?.remove(run.pid!);
       this.#options.records?.remove(this.name);
       const end: RunEnd = {
         code: status.signal ? null : status.code,
         signal: status.signal ?? null,
-        reason: this.#killedUnhealthy ? "unhealthy" : "exit",
+        reason: this.#endReason,
       };
       const ranMs = endedAt - (run.startedAt ?? endedAt);
       this.#lastExit = {
@@ -327,12 +361,11 @@ export class EngineSupervisor {
       // A run that was healthy for long enough earns a fresh, short delay.
       const stableAfter = this.#options.stableAfterMs ??
         DEFAULT_STABLE_AFTER_MS;
-      if (
-        this.#firstOkAt !== undefined &&
-        endedAt - this.#firstOkAt >= stableAfter
-      ) {
+      const firstOkAt = this.#liveness.firstOkAt;
+      if (firstOkAt !== undefined && endedAt - firstOkAt >= stableAfter) {
         this.#step = 0;
       }
+      const baseline = await this.#baseline;
       let next: ServerProcess | undefined;
       let what = `exit: ${describeEnd(end)} ${ran}`;
       while (next === undefined) {
@@ -347,14 +380,15 @@ export class EngineSupervisor {
         );
         this.#nextRestart = new Date(Date.now() + delay);
         this.#set("backoff");
-        await this.#sleep(delay);
+        await sleep(delay, this.#stopping.signal);
         this.#nextRestart = null;
-        if (this.#stopRequested) {
+        if (this.#stopRequested || !(await this.#admit(baseline))) {
           this.#set("exited");
           return;
         }
         const portFree = this.#options.portFree;
         if (portFree && !portFree(run.host, run.port)) {
+          this.#releaseSlot();
           what = `cannot restart: port ${run.port} is taken by another process`;
           continue;
         }
@@ -364,6 +398,7 @@ export class EngineSupervisor {
           this.#launch(candidate, true);
           next = candidate;
         } catch (error) {
+          this.#releaseSlot();
           what = `cannot restart: ${(error as Error).message}`;
         }
       }
@@ -375,20 +410,6 @@ export class EngineSupervisor {
     const pid = this.#process.pid;
     log[level](`engine ${this.name} (pid ${pid}) ${text}`);
     this.log.line(`--- ${new Date().toISOString()} ${text}`);
-  }
-
-  /** Waits `ms`, or less when stop() wakes it. */
-  #sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(done, ms);
-      function done(): void {
-        clearTimeout(timer);
-        resolve();
-      }
-      this.#wake = done;
-    }).finally(() => {
-      this.#wake = undefined;
-    });
   }
 
   /**
@@ -417,6 +438,10 @@ export class EngineSupervisor {
   async poll(timeoutMs = 2_000): Promise<void> {
     const run = this.#process;
     if (!run.running || this.#state === "stopping") return;
+    const silent = this.#liveness.silentLoad(
+      Math.max(run.startedAt ?? Date.now(), this.log.lastOutputAt ?? 0),
+    );
+    if (silent) return this.#act(run, silent);
     const result = await run.check(timeoutMs);
     this.#observe(run, result, true);
   }
@@ -435,25 +460,25 @@ export class EngineSupervisor {
       );
       return;
     }
-    if (result.ok) {
-      this.#firstOkAt ??= Date.now();
-      this.#failures = 0;
-      this.#set("ready");
-      return;
-    }
-    if (this.#firstOkAt === undefined) return; // still loading
-    this.#set("unhealthy");
-    if (!counts) return;
-    this.#failures++;
-    const limit = this.#options.livenessFailures ?? 6;
-    if (limit > 0 && this.#failures >= limit) {
-      this.#killedUnhealthy = true;
-      this.#report(
-        "warn",
-        `failed ${this.#failures} health polls in a row after answering 200: stopping it (SIGTERM, then SIGKILL)`,
-      );
-      this.#set("stopping");
-      run.stop(this.#options.graceMs ?? 10_000);
+    this.#act(run, this.#liveness.observe(result.ok, counts));
+  }
+
+  #act(run: ServerProcess, verdict: Verdict): void {
+    switch (verdict.kind) {
+      case "ready":
+        // The load is over: the next engine on these GPUs may start.
+        if (verdict.first) this.#releaseSlot();
+        return this.#set("ready");
+      case "loading":
+        return;
+      case "unhealthy":
+        return this.#set("unhealthy");
+      case "stop":
+        // The launcher ends the run itself; the restart policy then applies.
+        this.#endReason = verdict.reason;
+        this.#report("warn", verdict.why);
+        this.#set("stopping");
+        run.stop(this.#options.graceMs ?? 10_000);
     }
   }
 
@@ -465,7 +490,7 @@ export class EngineSupervisor {
    */
   async stop(graceMs = 10_000): Promise<void> {
     this.#stopRequested = true;
-    this.#wake?.();
+    this.#stopping.abort();
     if (this.#process.running) this.#set("stopping");
     await this.#process.stop(graceMs);
     await this.#loop;

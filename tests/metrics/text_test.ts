@@ -41,6 +41,9 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_restarts_total", "COUNTER"],
   ["mymodel_engine_health_poll_seconds", "GAUGE"],
   ["mymodel_engine_start_time_seconds", "GAUGE"],
+  ["mymodel_engine_state", "GAUGE"],
+  ["mymodel_engine_gpu_memory_bytes", "GAUGE"],
+  ["mymodel_engine_start_wait_seconds_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
   ["mymodel_launcher_start_time_seconds", "GAUGE"],
 ] as const;
@@ -277,4 +280,35 @@ Deno.test({
     assert.equal(said.trim(), "", `promtool says:\n${said}\n${text}`);
     assert.ok(success);
   },
+});
+
+Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [engine({
+      state: "waiting",
+      gpuMemoryMiB: { "0": 1024 },
+      startWaitSeconds: { "gpu-memory-free": 12.5 },
+    })],
+  })));
+  const states = get(families, "mymodel_engine_state").metrics;
+  assert.equal(states.length, 7);
+  assert.deepEqual(
+    states.filter((m) => m.value === "1").map((m) => m.labels),
+    [{ model: "qwen3-8b", state: "waiting" }],
+  );
+  assert.deepEqual(get(families, "mymodel_engine_gpu_memory_bytes").metrics, [
+    {
+      labels: { model: "qwen3-8b", gpu: "0" },
+      value: String(1024 * 1024 * 1024),
+    },
+  ]);
+  const waits =
+    get(families, "mymodel_engine_start_wait_seconds_total").metrics;
+  assert.deepEqual(
+    waits.map((m) => [m.labels?.reason, m.value]),
+    [["gpu-busy-loading", "0"], ["gpu-memory-release", "0"], [
+      "gpu-memory-free",
+      "12.5",
+    ]],
+  );
 });

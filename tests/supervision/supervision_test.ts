@@ -145,6 +145,7 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
   ]);
   const detail = (await models(s.port, true)).active.alpha!;
   assert.deepEqual(Object.keys(detail).sort(), [
+    "gpu_memory_mib",
     "gpus",
     "healthy",
     "last_exit",
@@ -155,6 +156,7 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
     "state",
     "url",
     "verb",
+    "waiting_for",
   ]);
 });
 

@@ -248,6 +248,8 @@ export async function readRecord(
     argv: string[];
     pid: number;
     childPid?: number;
+    /** When the stand-in started, `Date.now()` time. */
+    startedAt: number;
     env: Record<string, string>;
   }
   | undefined

@@ -1,0 +1,110 @@
+/**
+ * The GPU lifecycle as the launcher composes it: one `nvidia-smi` monitor, the
+ * start gate every start passes, and the memory each run holds, refreshed
+ * once per health round. It exists only when some engine is placed on GPUs:
+ * without a pool, nothing here runs and nothing is queried.
+ *
+ * @module
+ */
+import { procStats } from "../engines/proc.ts";
+import { GpuMonitor } from "./gpu_monitor.ts";
+import { runMemoryMiB } from "./memory_use.ts";
+import { GpuStartGate, type ProcessFacts } from "./start_gate.ts";
+
+/** One supervised run, as the memory round sees it. */
+export interface GpuRun {
+  /** The engine's catalogue name. */
+  readonly name: string;
+  /** Its devices as placed, or null when not placed. */
+  readonly gpus: readonly string[] | null;
+  /** The running process's pid (its process group), or undefined. */
+  readonly pgid: number | undefined;
+  /** Receives its memory per device, or null when unknown. */
+  observeGpuMemory(mib: Readonly<Record<string, number>> | null): void;
+}
+
+/** How the lifecycle runs. */
+export interface GpuLifecycleOptions {
+  /** `--health-interval`, in ms: the pace of re-checks and queries. */
+  readonly intervalMs: number;
+  /** `--gpu-release-timeout`, in ms. */
+  readonly releaseTimeoutMs: number;
+  /** The launcher's supervised runs. */
+  readonly runs: () => readonly GpuRun[];
+}
+
+/** Live processes among `pids`, with their group and command name. */
+function liveProcesses(pids: readonly number[]): Map<number, ProcessFacts> {
+  const out = new Map<number, ProcessFacts>();
+  for (const [pid, stat] of procStats(pids)) {
+    out.set(pid, { pgid: stat.pgid, comm: stat.comm });
+  }
+  return out;
+}
+
+/**
+ * The monitor, the gate and the memory round, for a launcher with engines on GPUs.
+ *
+ * @example
+ * ```ts ignore
+ * const gpu = new GpuLifecycle({ intervalMs: 10_000, releaseTimeoutMs: 30_000, runs: () => supervisors });
+ * new EngineSupervisor(card, { ...options, gate: gpu.gate });
+ * await gpu.round(); // once per health round
+ * ```
+ */
+export class GpuLifecycle {
+  /** The start gate every start passes. */
+  readonly gate: GpuStartGate;
+  readonly #monitor = new GpuMonitor();
+  readonly #intervalMs: number;
+  readonly #runs: () => readonly GpuRun[];
+
+  /** @param options Pace, bounds and the launcher's engines. */
+  constructor(options: GpuLifecycleOptions) {
+    this.#intervalMs = options.intervalMs;
+    this.gate = new GpuStartGate({
+      facts: this.#monitor,
+      intervalMs: options.intervalMs,
+      releaseTimeoutMs: options.releaseTimeoutMs,
+      processes: liveProcesses,
+      ownGroups: () => {
+        const groups = new Map<number, string>();
+        for (const run of options.runs()) {
+          if (run.pgid !== undefined) groups.set(run.pgid, run.name);
+        }
+        return groups;
+      },
+    });
+    this.#runs = options.runs;
+  }
+
+  /** `nvidia-smi` query rounds so far. */
+  get queries(): number {
+    return this.#monitor.queries;
+  }
+
+  /**
+   * One memory round: at most one `nvidia-smi` query (shared with the gate's
+   * re-checks of the same interval), then each placed run's memory.
+   */
+  async round(): Promise<void> {
+    const placed = this.#runs().filter((run) => (run.gpus?.length ?? 0) > 0);
+    if (placed.length === 0) return;
+    // Half an interval: the previous round's answer is never reused.
+    const snapshot = await this.#monitor.snapshot(this.#intervalMs / 2);
+    const groups = new Map<number, number>();
+    if (snapshot) {
+      const pids = snapshot.processes.map((p) => p.pid);
+      for (const [pid, facts] of liveProcesses(pids)) {
+        groups.set(pid, facts.pgid);
+      }
+    }
+    for (const run of placed) {
+      run.observeGpuMemory(
+        snapshot && run.pgid !== undefined
+          ? runMemoryMiB(snapshot, run.gpus!, run.pgid, groups)
+          : null,
+      );
+    }
+  }
+}

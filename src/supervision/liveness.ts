@@ -1,0 +1,114 @@
+/**
+ * Liveness of one engine run as a small state machine: the polls' verdicts
+ * in, what to do out. A run that never answered 200 is loading and is spared
+ * by the failure count (big models load for tens of minutes), but not when it
+ * stays silent past `--start-timeout`; after its first 200, failures in a row
+ * stop it. No timers, no processes: the supervisor feeds it.
+ *
+ * @module
+ */
+import type { EndReason } from "./restart_policy.ts";
+
+/** What the supervisor does with one observation. */
+export type Verdict =
+  /** Answered 200; `first` when it is the run's first (its load is over). */
+  | { readonly kind: "ready"; readonly first: boolean }
+  /** Not answered yet and never did: still loading. */
+  | { readonly kind: "loading" }
+  /** Failed after a first 200, not (yet) enough to stop it. */
+  | { readonly kind: "unhealthy" }
+  /** Stop the run; the restart policy then applies as for a crash. */
+  | { readonly kind: "stop"; readonly reason: EndReason; readonly why: string };
+
+/** The limits of {@linkcode Liveness}. */
+export interface LivenessLimits {
+  /** Failed polls in a row after a first 200 that stop a run; 0: never. @default {6} */
+  readonly failures?: number | undefined;
+  /** Silence of a loading run that stops it, in ms; 0: never. @default {900000} */
+  readonly startTimeoutMs?: number | undefined;
+}
+
+/**
+ * One supervised engine's liveness, reset at every run.
+ *
+ * @example
+ * ```ts ignore
+ * const liveness = new Liveness({ failures: 3 });
+ * liveness.reset();
+ * liveness.observe(true, true); // { kind: "ready", first: true }
+ * ```
+ */
+export class Liveness {
+  readonly #failuresLimit: number;
+  readonly #startTimeoutMs: number;
+  #failures = 0;
+  #firstOkAt: number | undefined;
+
+  /** @param limits The failure count and the start timeout. */
+  constructor(limits: LivenessLimits) {
+    this.#failuresLimit = limits.failures ?? 6;
+    this.#startTimeoutMs = limits.startTimeoutMs ?? 900_000;
+  }
+
+  /** When the current run first answered 200, or undefined. */
+  get firstOkAt(): number | undefined {
+    return this.#firstOkAt;
+  }
+
+  /** A new run starts. */
+  reset(): void {
+    this.#failures = 0;
+    this.#firstOkAt = undefined;
+  }
+
+  /**
+   * A poll's answer.
+   *
+   * @param ok Whether it answered 200.
+   * @param counts Whether a failure counts (background polls do; a
+   *   `GET /models` request's poll does not).
+   * @returns What to do.
+   */
+  observe(ok: boolean, counts: boolean): Verdict {
+    if (ok) {
+      const first = this.#firstOkAt === undefined;
+      this.#firstOkAt ??= Date.now();
+      this.#failures = 0;
+      return { kind: "ready", first };
+    }
+    if (this.#firstOkAt === undefined) return { kind: "loading" };
+    if (!counts) return { kind: "unhealthy" };
+    this.#failures++;
+    if (this.#failuresLimit > 0 && this.#failures >= this.#failuresLimit) {
+      return {
+        kind: "stop",
+        reason: "unhealthy",
+        why:
+          `failed ${this.#failures} health polls in a row after answering 200: stopping it (SIGTERM, then SIGKILL)`,
+      };
+    }
+    return { kind: "unhealthy" };
+  }
+
+  /**
+   * Before a background poll: a loading run silent since `lastSignOfLife`
+   * (its start, or its last output) for `--start-timeout` is stopped.
+   *
+   * @param lastSignOfLife `Date.now()` time of the run's start or last output.
+   * @returns A stop verdict, or undefined.
+   */
+  silentLoad(lastSignOfLife: number): Verdict | undefined {
+    if (this.#startTimeoutMs <= 0 || this.#firstOkAt !== undefined) {
+      return undefined;
+    }
+    const silent = Date.now() - lastSignOfLife;
+    if (silent < this.#startTimeoutMs) return undefined;
+    return {
+      kind: "stop",
+      reason: "start-timeout",
+      why: `has not answered 200 and wrote nothing for ${
+        Math.round(silent / 1000)
+      } s (--start-timeout): stopping it (SIGTERM, then SIGKILL)`,
+    };
+  }
+}

@@ -1,0 +1,67 @@
+/**
+ * How a model's engine is supervised: the options of `EngineSupervisor`.
+ *
+ * @module
+ */
+import type { RestartPolicy } from "../catalogue.ts";
+import type { ServerProcessOptions } from "../engines/server_process.ts";
+import type { GpuMemoryNeed } from "../gpu/need.ts";
+import type { GpuStartGate } from "../gpu/start_gate.ts";
+import type { RunRecorder } from "./records.ts";
+import type { RunWatcher } from "./watchdog.ts";
+
+/** How a model's engine is supervised. */
+export interface SupervisorOptions extends ServerProcessOptions {
+  /**
+   * The policy when the card sets none.
+   * @default {"on-failure"}
+   */
+  restart?: RestartPolicy;
+  /**
+   * Cap of the restart delay, in milliseconds.
+   * @default {300000}
+   */
+  restartMaxDelayMs?: number;
+  /**
+   * A run that stays up this long after its first 200 resets the delay to 1 s.
+   * @default {600000}
+   */
+  stableAfterMs?: number;
+  /**
+   * Consecutive failed background polls, after a first 200, that count as a
+   * failure; 0 turns liveness restarts off.
+   * @default {6}
+   */
+  livenessFailures?: number;
+  /**
+   * Time a run gets between SIGTERM and SIGKILL when liveness stops it.
+   * @default {10000}
+   */
+  graceMs?: number;
+  /** Devices this engine was placed on, for reporting (its `env` carries them). */
+  gpus?: readonly string[] | null;
+  /** Where engine runs are recorded while they run. */
+  records?: RunRecorder;
+  /** The launcher's watchdog, told each run's process group. */
+  watchdog?: RunWatcher;
+  /** Whether the engine's port is free before a restart. */
+  portFree?: (host: string, port: number) => boolean;
+  /** Called after every state change (metrics). */
+  onChange?: () => void;
+  /** The GPU start gate every start passes; absent: starts are never held. */
+  gate?: GpuStartGate;
+  /** Free GPU memory the engine demands at start, where known (the gate's rule 3). */
+  memoryNeed?: GpuMemoryNeed | undefined;
+  /**
+   * A run with no first 200 and no output for this long is stopped and the
+   * restart policy applies; 0 turns this off.
+   * @default {900000}
+   */
+  startTimeoutMs?: number;
+  /**
+   * While a run's load holds its GPUs at the start gate, how often it is
+   * polled for its first 200, in ms.
+   * @default {1000}
+   */
+  loadPollMs?: number;
+}

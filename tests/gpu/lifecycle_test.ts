@@ -1,0 +1,330 @@
+/**
+ * The GPU-aware engine lifecycle through the real CLI: stand-in engines that
+ * enter their GPU memory in a ledger, and a stand-in `nvidia-smi` answering
+ * from it (tests/fixtures/nvidia_smi.ts). Rules: one load at a time per device,
+ * the dead run's memory back before a restart, free memory before a start,
+ * silent loads stopped.
+ */
+import assert from "node:assert/strict";
+import {
+  launch,
+  models,
+  pidAlive,
+  readRecord,
+  type Setup,
+  waitFor,
+} from "../support/helpers.ts";
+import {
+  fakeDevices,
+  type FakeGpuMachine,
+  fakeGpuMachine,
+  nvidiaSmiScript,
+} from "../support/fake_gpus.ts";
+
+const CATALOGUE = new URL("../fixtures/gpu_lifecycle.yaml", import.meta.url)
+  .pathname;
+const LOAD_MS = 1000;
+
+/** The launcher on a fake GPU machine (or none), polling fast. */
+function launchOn(
+  gpus: FakeGpuMachine | undefined,
+  names: string[],
+  args: string[] = [],
+): Promise<Setup> {
+  return launch(names, {
+    catalogue: CATALOGUE,
+    args: ["--health-interval", "0.3", ...args],
+    ...(gpus
+      ? {
+        bin: { "nvidia-smi": nvidiaSmiScript() },
+        env: { FAKE_GPU_LEDGER: gpus.ledger },
+      }
+      : {}),
+  });
+}
+
+/** When each engine's current run started (its stand-in's record), by request order. */
+async function startTimes(s: Setup, count: number): Promise<number[]> {
+  const out: number[] = [];
+  for (let i = 1; i <= count; i++) {
+    const record = await readRecord(s.records, s.port + i);
+    assert.ok(record, `engine ${i} has started`);
+    out.push(record.startedAt);
+  }
+  return out;
+}
+
+async function allStarted(s: Setup, count: number): Promise<void> {
+  await waitFor(
+    async () => {
+      for (let i = 1; i <= count; i++) {
+        if (!(await readRecord(s.records, s.port + i))) return false;
+      }
+      return true;
+    },
+    `${count} engines started`,
+    20_000,
+  );
+}
+
+Deno.test("three shares on one device load one after another, in request order", async () => {
+  await using gpus = await fakeGpuMachine({ devices: fakeDevices(1) });
+  await using s = await launchOn(gpus, ["share1", "share2", "share3"], [
+    "--gpus",
+    "0",
+  ]);
+  await s.launcher.ready();
+  const early = await models(s.port, true);
+  assert.equal(early.active.share1?.state, "starting");
+  assert.equal(early.active.share3?.state, "waiting");
+  assert.equal(early.active.share3?.pid, null);
+  assert.equal(early.active.share3?.healthy, false);
+  assert.equal(early.active.share3?.waiting_for?.reason, "gpu-busy-loading");
+  assert.deepEqual(early.active.share3?.waiting_for?.devices, ["0"]);
+  await allStarted(s, 3);
+  const [t1, t2, t3] = await startTimes(s, 3);
+  // Each spawns only once the previous one answered its first 200.
+  assert.ok(
+    t2! >= t1! + LOAD_MS,
+    `share2 started ${t2! - t1!} ms after share1`,
+  );
+  assert.ok(
+    t3! >= t2! + LOAD_MS,
+    `share3 started ${t3! - t2!} ms after share2`,
+  );
+  await s.launcher.waitForLine(
+    /engine share2 waits for GPU 0: engine share1 (is loading there|asked first)/,
+  );
+  await s.launcher.waitForLine(
+    /engine share3 starts on GPU 0 \(waited for gpu-busy-loading\)/,
+  );
+});
+
+Deno.test("engines on different devices start together; without a pool nothing is gated", async () => {
+  await using gpus = await fakeGpuMachine({ devices: fakeDevices(2) });
+  await using s = await launchOn(gpus, ["whole1", "whole2"], ["--gpus", "0-1"]);
+  await s.launcher.ready();
+  await allStarted(s, 2);
+  const [a, b] = await startTimes(s, 2);
+  assert.ok(Math.abs(a! - b!) < LOAD_MS, `${Math.abs(a! - b!)} ms apart`);
+
+  await using plain = await launchOn(
+    undefined,
+    ["share1", "share2", "share3"],
+    [
+      "--gpus",
+      "none",
+    ],
+  );
+  await plain.launcher.ready();
+  await allStarted(plain, 3);
+  const times = await startTimes(plain, 3);
+  const spread = Math.max(...times) - Math.min(...times);
+  assert.ok(spread < LOAD_MS, `no pool: started ${spread} ms apart`);
+  assert.doesNotMatch(plain.launcher.stderr, /waits for GPU/);
+});
+
+Deno.test("a restart waits while a neighbour on its device is loading", async () => {
+  await using gpus = await fakeGpuMachine({ devices: fakeDevices(1) });
+  await using s = await launchOn(gpus, ["quickcrash", "slowshare"], [
+    "--gpus",
+    "0",
+  ]);
+  await s.launcher.ready();
+  const first = await waitForRecord(s, 1);
+  // quickcrash crashes after 1.5 s and its restart (1 s later) meets slowshare's 5 s load.
+  await waitFor(async () => {
+    const q = (await models(s.port, true)).active.quickcrash;
+    return q?.state === "waiting" &&
+      q.waiting_for?.reason === "gpu-busy-loading";
+  }, "quickcrash waiting for slowshare's load");
+  const restarted = await waitForRecord(s, 1, first.pid);
+  const slow = await readRecord(s.records, s.port + 2);
+  assert.ok(
+    restarted.startedAt >= slow!.startedAt + 5000,
+    "the restart spawned only after slowshare's load was over",
+  );
+  assert.equal((await models(s.port, true)).active.slowshare?.state, "ready");
+});
+
+Deno.test("a restart waits until the dead run's pid leaves nvidia-smi's list", async () => {
+  await using gpus = await fakeGpuMachine({
+    devices: fakeDevices(1),
+    releaseMs: 2500,
+  });
+  await using s = await launchOn(gpus, ["crashgpu"], ["--gpus", "0"]);
+  await s.launcher.ready();
+  const first = await waitForRecord(s, 1);
+  await waitFor(async () => {
+    const d = (await models(s.port, true)).active.crashgpu;
+    return d?.waiting_for?.reason === "gpu-memory-release";
+  }, "waiting for the dead run's memory");
+  const detail = (await models(s.port, true)).active.crashgpu!;
+  assert.match(
+    detail.waiting_for!.detail,
+    new RegExp(`pid ${first.pid} \\(3000 MiB\\)`),
+  );
+  await waitForRecord(s, 1, first.pid);
+  assert.ok(
+    !(await gpus.procs()).has(first.pid),
+    "the new run spawned only once the dead pid had left the ledger",
+  );
+});
+
+Deno.test("past --gpu-release-timeout a restart proceeds with one warning", async () => {
+  await using gpus = await fakeGpuMachine({
+    devices: fakeDevices(1),
+    releaseMs: 60_000,
+  });
+  await using s = await launchOn(gpus, ["crashgpu"], [
+    "--gpus",
+    "0",
+    "--gpu-release-timeout",
+    "1",
+  ]);
+  await s.launcher.ready();
+  const first = await waitForRecord(s, 1);
+  await waitForRecord(s, 1, first.pid);
+  const line = await s.launcher.waitForLine(/starting anyway/);
+  assert.match(
+    line,
+    new RegExp(
+      `engine crashgpu: GPU 0 still lists pid ${first.pid} \\(3000 MiB\\)`,
+    ),
+  );
+  assert.ok(
+    (await gpus.procs()).has(first.pid),
+    "the dead pid is still listed",
+  );
+});
+
+Deno.test("a start waits while a foreign process holds the memory, and starts within one health interval once it is freed", async () => {
+  await using gpus = await fakeGpuMachine({ devices: fakeDevices(1) });
+  const sleeper = new Deno.Command("sleep", { args: ["60"] }).spawn();
+  try {
+    await gpus.addForeign("job", { pid: sleeper.pid, gpu: "0", mib: 60000 });
+    await using s = await launchOn(gpus, ["whole1"], ["--gpus", "0"]);
+    await s.launcher.ready();
+    const line = await s.launcher.waitForLine(/engine whole1 waits for GPU 0/);
+    assert.match(
+      line,
+      new RegExp(
+        `21920 MiB free, needs 73728 MiB \\(gpu-memory-utilization 0.9 \\(vLLM's default\\)\\); held by pid ${sleeper.pid} \\(sleep, 60000 MiB\\), not an engine of this launcher`,
+      ),
+    );
+    const held = (await models(s.port, true)).active.whole1!;
+    assert.equal(held.state, "waiting");
+    assert.equal(held.pid, null);
+    assert.equal(held.waiting_for?.reason, "gpu-memory-free");
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.equal(
+      await readRecord(s.records, s.port + 1),
+      undefined,
+      "not spawned",
+    );
+    const freedAt = Date.now();
+    await gpus.removeForeign("job");
+    const started = await waitForRecord(s, 1);
+    // One health interval (0.3 s) plus a stand-in nvidia-smi run and an engine start.
+    assert.ok(
+      started.startedAt - freedAt < 2000,
+      `${started.startedAt - freedAt} ms`,
+    );
+    await s.launcher.waitForLine(
+      /engine whole1 starts on GPU 0 \(waited for gpu-memory-free\)/,
+    );
+    // One nvidia-smi query round per interval at most, whatever the number of waits.
+    const rounds = (await gpus.calls()).filter((c) =>
+      c.args.some((a) =>
+        a.startsWith("--query-compute-apps")
+      )
+    ).length;
+    const seconds = (Date.now() - freedAt) / 1000 + 2;
+    assert.ok(rounds <= seconds / 0.3 + 3, `${rounds} query rounds`);
+  } finally {
+    sleeper.kill();
+    await sleeper.status;
+  }
+});
+
+Deno.test("SIGTERM during a wait at the gate exits at once", async () => {
+  await using gpus = await fakeGpuMachine({ devices: fakeDevices(1) });
+  await gpus.addForeign("job", { pid: 999_999_99, gpu: "0", mib: 80000 });
+  await using s = await launchOn(gpus, ["whole1"], ["--gpus", "0"]);
+  await s.launcher.ready();
+  await s.launcher.waitForLine(/engine whole1 waits for GPU 0/);
+  const t0 = Date.now();
+  const status = await s.launcher.stop("SIGTERM");
+  assert.equal(status.code, 0);
+  assert.ok(Date.now() - t0 < 1500, `${Date.now() - t0} ms`);
+  assert.equal(await readRecord(s.records, s.port + 1), undefined);
+});
+
+Deno.test("without nvidia-smi, or with a failing one, rule 1 still holds and nothing crashes", async () => {
+  // No nvidia-smi at all: the pool comes from --gpus.
+  await using blind = await launchOn(undefined, ["share1", "share2"], [
+    "--gpus",
+    "0",
+  ]);
+  await blind.launcher.ready();
+  await allStarted(blind, 2);
+  const [a, b] = await startTimes(blind, 2);
+  assert.ok(b! >= a! + LOAD_MS, `started ${b! - a!} ms apart`);
+
+  await using gpus = await fakeGpuMachine({
+    devices: fakeDevices(1),
+    fail: true,
+  });
+  await using failing = await launchOn(gpus, ["share1", "share2"], [
+    "--gpus",
+    "0",
+  ]);
+  await failing.launcher.ready();
+  await allStarted(failing, 2);
+  const [c, d] = await startTimes(failing, 2);
+  assert.ok(d! >= c! + LOAD_MS, `started ${d! - c!} ms apart`);
+  const warnings = failing.launcher.lines.filter((l) =>
+    /Cannot query GPUs/.test(l)
+  );
+  assert.equal(warnings.length, 1, failing.launcher.stderr);
+  assert.equal(failing.launcher.status, undefined, "the launcher runs on");
+});
+
+Deno.test("a silent load is stopped after --start-timeout and restarted; a load that prints progress is left alone", async () => {
+  await using s = await launchOn(undefined, ["silent", "chatty"], [
+    "--start-timeout",
+    "1",
+    "--health-interval",
+    "0.2",
+  ]);
+  await s.launcher.ready();
+  const silent = await waitForRecord(s, 1);
+  const chatty = await waitForRecord(s, 2);
+  await waitFor(async () => {
+    const d = (await models(s.port, true)).active.silent;
+    return d?.last_exit?.reason === "start-timeout";
+  }, "the silent load stopped for start-timeout");
+  await s.launcher.waitForLine(
+    /engine silent .* wrote nothing for \d+ s \(--start-timeout\): stopping it/,
+  );
+  await waitForRecord(s, 1, silent.pid);
+  const after = await models(s.port, true);
+  assert.ok((after.active.silent?.restarts ?? 0) >= 1);
+  assert.equal(after.active.chatty?.pid, chatty.pid, "the chatty load runs on");
+  assert.equal(after.active.chatty?.restarts, 0);
+  assert.ok(pidAlive(chatty.pid));
+});
+
+/** The stand-in record of engine `i`, once one exists (and, with `not`, is of another pid). */
+async function waitForRecord(s: Setup, i: number, not?: number) {
+  let found: Awaited<ReturnType<typeof readRecord>>;
+  await waitFor(
+    async () => {
+      found = await readRecord(s.records, s.port + i);
+      return found !== undefined && found.pid !== not;
+    },
+    `engine ${i}'s ${not ? "next " : ""}run`,
+    20_000,
+  );
+  return found!;
+}

@@ -1,0 +1,74 @@
+/** What free memory a card's engine demands (gpuMemoryNeed) and what a run holds (runMemoryMiB). */
+import assert from "node:assert/strict";
+import { gpuMemoryNeed } from "../../src/gpu/need.ts";
+import { runMemoryMiB } from "../../src/gpu/memory_use.ts";
+import { Registry } from "../../src/catalogue.ts";
+
+function card(engine: string, args: string) {
+  return Registry.parse(
+    `models:\n  m:\n    verb: chat\n    hub: a/b\n    engine: ${engine}\n    args: ${args}\n`,
+  ).get("m");
+}
+
+Deno.test("vLLM needs gpu-memory-utilization × total free (0.9 by default); SGLang its mem-fraction-static; others nothing", () => {
+  assert.deepEqual(gpuMemoryNeed(card("vllm", "{}")), {
+    fraction: 0.9,
+    from: "gpu-memory-utilization 0.9 (vLLM's default)",
+  });
+  assert.deepEqual(
+    gpuMemoryNeed(card("vllm", "{ gpu-memory-utilization: 0.3 }")),
+    {
+      fraction: 0.3,
+      from: "gpu-memory-utilization 0.3",
+    },
+  );
+  assert.deepEqual(
+    gpuMemoryNeed(card("vllm", "[--gpu_memory_utilization=0.5]"))?.fraction,
+    0.5,
+  );
+  assert.deepEqual(
+    gpuMemoryNeed(card("sglang", "{ mem-fraction-static: 0.8 }")),
+    {
+      fraction: 0.8,
+      from: "mem-fraction-static 0.8",
+    },
+  );
+  assert.equal(gpuMemoryNeed(card("sglang", "{}")), undefined);
+  assert.equal(gpuMemoryNeed(card("llama.cpp", "{}")), undefined);
+});
+
+Deno.test("a run's memory is its process group's listed memory, per device", () => {
+  const snapshot = {
+    devices: [
+      {
+        index: "0",
+        uuid: "GPU-a",
+        totalMiB: 1000,
+        usedMiB: 900,
+        memoryKnown: true,
+      },
+      {
+        index: "1",
+        uuid: "GPU-b",
+        totalMiB: 1000,
+        usedMiB: 100,
+        memoryKnown: true,
+      },
+    ],
+    processes: [
+      { pid: 10, usedMiB: 300, gpuUuid: "GPU-a" }, // the engine
+      { pid: 11, usedMiB: 200, gpuUuid: "GPU-a" }, // its worker, same group
+      { pid: 12, usedMiB: 100, gpuUuid: "GPU-b" }, // its worker on the other device
+      { pid: 20, usedMiB: 400, gpuUuid: "GPU-a" }, // someone else
+    ],
+    at: 0,
+  };
+  const groups = new Map([[10, 10], [11, 10], [12, 10], [20, 20]]);
+  assert.deepEqual(runMemoryMiB(snapshot, ["0", "GPU-b"], 10, groups), {
+    "0": 500,
+    "GPU-b": 100,
+  });
+  assert.deepEqual(runMemoryMiB(snapshot, ["0", "MIG-x"], 30, groups), {
+    "0": 0,
+  });
+});

@@ -1,0 +1,280 @@
+/** The GPU start gate (src/gpu/start_gate.ts) with injected GPU facts: no processes. */
+import assert from "node:assert/strict";
+import {
+  GpuStartGate,
+  type ProcessFacts,
+  type StartRequest,
+  type StartSlot,
+  type WaitingFor,
+} from "../../src/gpu/start_gate.ts";
+import type { GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
+import { captureLog } from "../support/helpers.ts";
+
+const INTERVAL_MS = 20;
+
+/** Two 80 GiB devices; processes as given. */
+function snapshot(
+  processes: { pid: number; mib: number; gpu?: string }[] = [],
+): GpuSnapshot {
+  const uuids: Record<string, string> = { "0": "GPU-aaaa", "1": "GPU-bbbb" };
+  const devices = ["0", "1"].map((index) => ({
+    index,
+    uuid: uuids[index]!,
+    totalMiB: 81920,
+    memoryKnown: true,
+    usedMiB: processes
+      .filter((p) => (p.gpu ?? "0") === index)
+      .reduce((sum, p) => sum + p.mib, 0),
+  }));
+  return {
+    devices,
+    processes: processes.map((p) => ({
+      pid: p.pid,
+      usedMiB: p.mib,
+      gpuUuid: uuids[p.gpu ?? "0"]!,
+    })),
+    at: Date.now(),
+  };
+}
+
+interface World {
+  snapshot: GpuSnapshot | undefined;
+  live: Map<number, ProcessFacts>;
+  ours: Map<number, string>;
+  queries: number;
+}
+
+function gate(world: World, releaseTimeoutMs = 10_000): GpuStartGate {
+  return new GpuStartGate({
+    facts: {
+      snapshot: () => {
+        world.queries++;
+        return Promise.resolve(world.snapshot);
+      },
+    },
+    intervalMs: INTERVAL_MS,
+    releaseTimeoutMs,
+    processes: (pids) =>
+      new Map(
+        pids.flatMap((pid) => {
+          const facts = world.live.get(pid);
+          return facts ? [[pid, facts] as const] : [];
+        }),
+      ),
+    ownGroups: () => world.ours,
+  });
+}
+
+function world(partial: Partial<World> = {}): World {
+  return {
+    snapshot: snapshot(),
+    live: new Map(),
+    ours: new Map(),
+    queries: 0,
+    ...partial,
+  };
+}
+
+/** Admits a request and tracks whether (and when) it was granted. */
+function ask(g: GpuStartGate, request: StartRequest) {
+  const waits: WaitingFor[] = [];
+  const state = {
+    slot: undefined as StartSlot | undefined,
+    error: undefined as unknown,
+    waits,
+  };
+  const done = g.admit({ ...request, onWait: (w) => waits.push(w) }).then(
+    (slot) => state.slot = slot,
+    (error) => state.error = error,
+  );
+  return Object.assign(state, { done });
+}
+
+/** Ends a granted request's load (the narrowing-free way: the caller asserted before). */
+function release(state: { slot: StartSlot | undefined }): void {
+  assert.ok(state.slot, "release of a request that was not granted");
+  state.slot.release();
+}
+
+function tick(ms = INTERVAL_MS * 3): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+Deno.test("three shares on one device start one after another, in request order", async () => {
+  const g = gate(world());
+  const a = ask(g, { name: "a", devices: ["0"] });
+  const b = ask(g, { name: "b", devices: ["0"] });
+  const c = ask(g, { name: "c", devices: ["0"] });
+  await tick();
+  assert.ok(a.slot, "the first request starts at once");
+  assert.equal(b.slot, undefined);
+  assert.equal(c.slot, undefined);
+  assert.equal(b.waits.at(-1)?.reason, "gpu-busy-loading");
+  assert.match(b.waits.at(-1)!.detail, /engine a is loading there/);
+  assert.match(c.waits.at(-1)!.detail, /engine (a|b)/);
+  release(a);
+  await tick();
+  assert.ok(b.slot, "b starts once a's load is over");
+  assert.equal(c.slot, undefined, "c still waits behind b");
+  release(a); // a second release changes nothing
+  await tick();
+  assert.equal(c.slot, undefined);
+  release(b);
+  await c.done;
+  assert.ok(c.slot);
+  release(c);
+});
+
+Deno.test("engines on different devices, or on none, start at once", async () => {
+  const g = gate(world());
+  const a = ask(g, { name: "a", devices: ["0"] });
+  const b = ask(g, { name: "b", devices: ["1"] });
+  const none = ask(g, { name: "cpu", devices: [] });
+  await Promise.all([a.done, b.done, none.done]);
+  assert.ok(a.slot && b.slot && none.slot);
+  const spanning = ask(g, { name: "tp2", devices: ["0", "1"] });
+  await tick();
+  assert.equal(spanning.slot, undefined, "a tp-2 engine waits for both loads");
+  release(a);
+  await tick();
+  assert.equal(spanning.slot, undefined);
+  release(b);
+  await spanning.done;
+  assert.ok(spanning.slot);
+  release(spanning);
+});
+
+Deno.test("an aborted wait leaves the line and lets the next one start", async () => {
+  const g = gate(world());
+  const a = ask(g, { name: "a", devices: ["0"] });
+  await a.done;
+  const controller = new AbortController();
+  const b = ask(g, { name: "b", devices: ["0"], signal: controller.signal });
+  const c = ask(g, { name: "c", devices: ["0"] });
+  await tick();
+  controller.abort(new Error("stopping"));
+  await b.done;
+  assert.ok(b.error instanceof Error);
+  release(a);
+  await c.done;
+  assert.ok(c.slot, "c is not stuck behind the aborted b");
+  release(c);
+});
+
+Deno.test("a restart waits until the dead run's pid leaves nvidia-smi's list", async () => {
+  const w = world({ snapshot: snapshot([{ pid: 4_000_001, mib: 30000 }]) });
+  const g = gate(w);
+  const restart = ask(g, {
+    name: "a",
+    devices: ["0"],
+    baseline: new Set(),
+  });
+  await tick();
+  assert.equal(restart.slot, undefined);
+  assert.equal(restart.waits.at(-1)?.reason, "gpu-memory-release");
+  assert.match(restart.waits.at(-1)!.detail, /pid 4000001 \(30000 MiB\)/);
+  w.snapshot = snapshot();
+  await restart.done;
+  assert.ok(restart.slot);
+  release(restart);
+});
+
+Deno.test("gone pids already listed when the dead run started do not hold its restart", async () => {
+  // A container that cannot see the host's pids: they are listed and invisible all along.
+  const w = world({ snapshot: snapshot([{ pid: 4_000_002, mib: 1000 }]) });
+  const g = gate(w);
+  const baseline = await g.baseline(["0"]);
+  assert.deepEqual([...baseline], [4_000_002]);
+  const restart = ask(g, { name: "a", devices: ["0"], baseline });
+  await restart.done;
+  assert.ok(restart.slot);
+  release(restart);
+});
+
+Deno.test("past --gpu-release-timeout the restart proceeds with one warning naming pids and MiB", async () => {
+  const w = world({ snapshot: snapshot([{ pid: 4_000_003, mib: 1234 }]) });
+  const g = gate(w, 100);
+  const { lines } = await captureLog(async () => {
+    const restart = ask(g, { name: "a", devices: ["0"], baseline: new Set() });
+    await restart.done;
+    assert.ok(restart.slot);
+    release(restart);
+  });
+  const warnings = lines.filter((l) => /starting anyway/.test(l));
+  assert.equal(warnings.length, 1, lines.join("\n"));
+  assert.match(
+    warnings[0]!,
+    /engine a: GPU 0 still lists pid 4000003 \(1234 MiB\)/,
+  );
+});
+
+Deno.test("a first start is not held by gone pids (rule 2 is for restarts)", async () => {
+  const w = world({ snapshot: snapshot([{ pid: 4_000_004, mib: 1000 }]) });
+  const first = ask(gate(w), { name: "a", devices: ["0"] });
+  await first.done;
+  assert.ok(first.slot);
+  release(first);
+});
+
+Deno.test("a start waits while a foreign process holds the memory, naming it, and starts once it is freed", async () => {
+  const w = world({
+    snapshot: snapshot([{ pid: 4242, mib: 60000 }, { pid: 77, mib: 1000 }]),
+    live: new Map([[4242, { pgid: 4242, comm: "python3" }], [77, {
+      pgid: 70,
+      comm: "vllm",
+    }]]),
+    ours: new Map([[70, "bge-m3"]]),
+  });
+  const g = gate(w);
+  const start = ask(g, {
+    name: "qwen3-8b",
+    devices: ["0"],
+    memory: { fraction: 0.9, from: "gpu-memory-utilization 0.9" },
+  });
+  await tick();
+  assert.equal(start.slot, undefined);
+  const held = start.waits.at(-1)!;
+  assert.equal(held.reason, "gpu-memory-free");
+  assert.deepEqual(held.devices, ["0"]);
+  assert.equal(
+    held.detail,
+    "20920 MiB free, needs 73728 MiB (gpu-memory-utilization 0.9); held by pid 4242 (python3, 60000 MiB), not an engine of this launcher; pid 77 (vllm, 1000 MiB), engine bge-m3",
+  );
+  const queriesWhileHeld = w.queries;
+  assert.ok(
+    queriesWhileHeld <= 6,
+    `${queriesWhileHeld} queries in ~3 intervals`,
+  );
+  w.snapshot = snapshot([{ pid: 77, mib: 1000 }]);
+  await start.done;
+  assert.ok(start.slot);
+  release(start);
+});
+
+Deno.test("without GPU facts, or on a MIG device, memory rules are skipped and rule 1 still holds", async () => {
+  const blind = gate(world({ snapshot: undefined }));
+  const a = ask(blind, {
+    name: "a",
+    devices: ["0"],
+    memory: { fraction: 0.9, from: "x" },
+    baseline: new Set(),
+  });
+  await a.done;
+  assert.ok(a.slot, "no facts: rules 2 and 3 skipped");
+  const b = ask(blind, { name: "b", devices: ["0"] });
+  await tick();
+  assert.equal(b.slot, undefined, "rule 1 holds without facts");
+  release(a);
+  await b.done;
+  release(b);
+
+  const full = world({ snapshot: snapshot([{ pid: 4242, mib: 80000 }]) });
+  const mig = ask(gate(full), {
+    name: "m",
+    devices: ["MIG-1234"],
+    memory: { fraction: 0.9, from: "x" },
+  });
+  await mig.done;
+  assert.ok(mig.slot, "a MIG device's free memory is not checked");
+  release(mig);
+});
