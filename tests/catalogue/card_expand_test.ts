@@ -8,39 +8,13 @@ import {
   Registry,
   UnsetVariableError,
 } from "../../src/catalogue.ts";
+import {
+  GOOD,
+  MALFORMED_REFERENCES,
+  referenceCard,
+} from "../fixtures/catalogue_texts.ts";
 
-/** A YAML text from lines, so tests can count line numbers. */
-function yaml(...lines: string[]): string {
-  return lines.join("\n") + "\n";
-}
-
-const CARDS = yaml(
-  "models:", // 1
-  "  node:", // 2
-  "    verb: chat", // 3
-  "    hub: org/node", // 4
-  "    engine: command", // 5
-  "    executable: ${BIN_DIR}/engine", // 6
-  "    command:", // 7
-  "      - ${BIN_DIR}/engine", // 8
-  "      - --peer=${PEER}:${PEER_PORT}", // 9
-  "    args:", // 10
-  "      node-rank: ${NODE_RANK}", // 11
-  "      --${NOT_A_VALUE}: x", // 12
-  "      cost: $5 and $$5", // 13
-  "      template: $${literal}", // 14
-  "      tags: ['a-${NODE_RANK}', b]", // 15
-  "    env:", // 16
-  "      RAY_ADDRESS: ${HEAD}:6379", // 17
-  "  other:", // 18
-  "    verb: chat", // 19
-  "    hub: org/other", // 20
-  "    args: { node-rank: '${NEVER_SET}' }", // 21
-  "  plain:", // 22
-  "    verb: chat", // 23
-  "    hub: org/plain", // 24
-  "    args: { max-model-len: 4096 }", // 25
-);
+const CARDS = GOOD.expansion;
 
 const ENV = {
   BIN_DIR: "/opt/engine/bin",
@@ -139,14 +113,7 @@ Deno.test("an unset variable names the file, card, field, line and variable in o
 
 Deno.test("a list item of a repeated flag is named with its index", () => {
   const only = Registry.parse(
-    yaml(
-      "models:",
-      "  n:",
-      "    verb: chat",
-      "    hub: org/n",
-      "    args:",
-      "      tags: [a, '${TAG}']",
-    ),
+    GOOD.repeatedFlagReference,
     "tags.yaml",
   );
   const error = unset(only, "n", {});
@@ -164,23 +131,13 @@ Deno.test("only requested cards are expanded: another card may name unset variab
 
 Deno.test("a malformed reference is a CatalogueError at load time, with its line", () => {
   for (
-    const [value, field] of [
-      ["${1ABC}", "args.node-rank"],
-      ["${NODE_RANK", "args.node-rank"],
-      ["${}", "args.node-rank"],
-      ["${A-B}", "args.node-rank"],
-    ]
+    const value of MALFORMED_REFERENCES
   ) {
+    const field = "args.node-rank";
     assert.throws(
       () =>
         Registry.parse(
-          yaml(
-            "models:",
-            "  m:",
-            "    verb: chat",
-            "    hub: org/m",
-            `    args: { node-rank: '${value}' }`,
-          ),
+          referenceCard(value),
           "bad.yaml",
         ),
       (error: unknown) => {
@@ -197,15 +154,7 @@ Deno.test("a malformed reference is a CatalogueError at load time, with its line
 });
 
 Deno.test("$${ is a literal ${ and is never expanded, even when the name is set", () => {
-  const registry = Registry.parse(
-    yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    env: { SHELL_TEXT: 'echo $${HOME} ${HOME}' }",
-    ),
-  );
+  const registry = Registry.parse(GOOD.literalDollar);
   const card = registry.expand(registry.get("m"), { HOME: "/home/x" });
   assert.equal(card.env.SHELL_TEXT, "echo ${HOME} /home/x");
 });

@@ -10,6 +10,7 @@ import {
   Verb,
 } from "../../src/catalogue.ts";
 import { configureLogging } from "../../src/common/log.ts";
+import { BAD, GOOD } from "../fixtures/catalogue_texts.ts";
 
 const FIXTURES = new URL("../fixtures/catalogues/", import.meta.url);
 const warnings: string[] = [];
@@ -19,11 +20,6 @@ configureLogging({
     if (level === "warn") warnings.push(message);
   },
 });
-
-/** A YAML text from lines, so tests can count line numbers. */
-function yaml(...lines: string[]): string {
-  return lines.join("\n") + "\n";
-}
 
 /** Parses `text` and returns the CatalogueError it must throw. */
 function catalogueError(text: string, file = "bad.yaml"): CatalogueError {
@@ -181,12 +177,7 @@ Deno.test("load of an invalid file names the file, card, field and line", async 
 // --- card fields ------------------------------------------------------------------
 
 Deno.test("a card gets defaults: text modality, vllm engine, local = name, no args or env", () => {
-  const registry = Registry.parse(yaml(
-    "models:",
-    "  m:",
-    "    verb: chat",
-    "    hub: org/m",
-  ));
+  const registry = Registry.parse(GOOD.defaults);
   assert.deepEqual({ ...card(registry, "m") }, {
     name: "m",
     verb: "chat",
@@ -201,33 +192,13 @@ Deno.test("a card gets defaults: text modality, vllm engine, local = name, no ar
 });
 
 Deno.test("modality accepts one value or a list, without repeats", () => {
-  const registry = Registry.parse(yaml(
-    "models:",
-    "  a: { verb: transcribe, modality: audio, hub: org/a }",
-    "  b: { verb: chat, modality: [text, image, text], hub: org/b }",
-  ));
+  const registry = Registry.parse(GOOD.modalities);
   assert.deepEqual(card(registry, "a").modality, ["audio"]);
   assert.deepEqual(card(registry, "b").modality, ["text", "image"]);
 });
 
 Deno.test("args as a mapping render to --key value pairs in order", () => {
-  const registry = Registry.parse(yaml(
-    "models:",
-    "  m:",
-    "    verb: chat",
-    "    hub: org/m",
-    "    args:",
-    "      max-model-len: 8192",
-    "      gpu-memory-utilization: 0.85",
-    "      enable-prefix-caching: true",
-    "      enforce-eager: false",
-    "      dtype: bfloat16",
-    "      lora-modules: [a=/l/a, b=/l/b]",
-    "      limit-mm-per-prompt: { image: 2 }",
-    "      hf-overrides: { architectures: [X], flag: true }",
-    "      -O3: true",
-    "      --seed: 7",
-  ));
+  const registry = Registry.parse(GOOD.argsMapping);
   assert.deepEqual(card(registry, "m").args, [
     "--max-model-len",
     "8192",
@@ -251,13 +222,7 @@ Deno.test("args as a mapping render to --key value pairs in order", () => {
 });
 
 Deno.test("args as a list pass through as literal argv, scalars stringified", () => {
-  const registry = Registry.parse(yaml(
-    "models:",
-    "  m:",
-    "    verb: chat",
-    "    hub: org/m",
-    "    args: [--max-model-len, 4096, -tp, 2, --trust-remote-code, true]",
-  ));
+  const registry = Registry.parse(GOOD.argsList);
   assert.deepEqual(card(registry, "m").args, [
     "--max-model-len",
     "4096",
@@ -269,13 +234,7 @@ Deno.test("args as a list pass through as literal argv, scalars stringified", ()
 });
 
 Deno.test("env values are stringified", () => {
-  const registry = Registry.parse(yaml(
-    "models:",
-    "  m:",
-    "    verb: chat",
-    "    hub: org/m",
-    "    env: { CUDA_VISIBLE_DEVICES: 0, VLLM_USE_V1: true, HF_HOME: /data/hf, RATIO: 0.5 }",
-  ));
+  const registry = Registry.parse(GOOD.envScalars);
   assert.deepEqual(card(registry, "m").env, {
     CUDA_VISIBLE_DEVICES: "0",
     VLLM_USE_V1: "true",
@@ -285,14 +244,7 @@ Deno.test("env values are stringified", () => {
 });
 
 Deno.test("an engine: command card keeps its argv template as strings", () => {
-  const registry = Registry.parse(yaml(
-    "models:",
-    "  custom:",
-    "    verb: chat",
-    "    local: custom",
-    "    engine: command",
-    '    command: [my-engine, --model, "{model}", --port, "{port}", --workers, 2]',
-  ));
+  const registry = Registry.parse(GOOD.commandEngine);
   assert.deepEqual(card(registry, "custom").command, [
     "my-engine",
     "--model",
@@ -305,17 +257,7 @@ Deno.test("an engine: command card keeps its argv template as strings", () => {
 });
 
 Deno.test("YAML anchors and aliases can share values between cards", () => {
-  const registry = Registry.parse(yaml(
-    "models:",
-    "  a:",
-    "    verb: embed",
-    "    hub: org/a",
-    "    args: &pooling { runner: pooling, max-model-len: 512 }",
-    "  b:",
-    "    verb: embed",
-    "    hub: org/b",
-    "    args: *pooling",
-  ));
+  const registry = Registry.parse(GOOD.anchors);
   assert.deepEqual(card(registry, "b").args, card(registry, "a").args);
 });
 
@@ -343,7 +285,7 @@ Deno.test("a VERB: spec with the wrong verb warns once and still returns the car
 
 Deno.test("only the text after the first colon is looked up", () => {
   const registry = Registry.parse(
-    yaml("models:", "  m: { verb: chat, hub: org/m }"),
+    GOOD.oneCard,
   );
   assert.throws(() => registry.resolve("CHAT:CHAT:m"), KeyError);
   assert.throws(() => registry.resolve("CHAT:"), KeyError);
@@ -375,11 +317,7 @@ Deno.test("an unknown name throws KeyError suggesting close names", async () => 
 });
 
 Deno.test("an unknown name with nothing close lists the known names", () => {
-  const registry = Registry.parse(yaml(
-    "models:",
-    "  b-model: { verb: chat, hub: org/b }",
-    "  a-model: { verb: chat, hub: org/a }",
-  ));
+  const registry = Registry.parse(GOOD.twoCards);
   assert.throws(() => registry.get("zzz"), (error: unknown) => {
     assert.ok(error instanceof KeyError);
     assert.deepEqual(error.suggestions, []);
@@ -394,12 +332,7 @@ Deno.test("an unknown name with nothing close lists the known names", () => {
 // --- validation errors -----------------------------------------------------------
 
 Deno.test("a YAML syntax error is reported with its line", () => {
-  const error = catalogueError(yaml(
-    "models:",
-    "  m:",
-    "    verb: chat",
-    "    hub: org/m: extra",
-  ));
+  const error = catalogueError(BAD.syntaxNestedMapping);
   assertProblem(error, {
     card: "m",
     field: "hub",
@@ -408,16 +341,10 @@ Deno.test("a YAML syntax error is reported with its line", () => {
   });
   assert.equal((error.cause as Error).name, "YAMLParseError");
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    args: [--x, 1",
-      "    hub: org/m",
-    )),
+    catalogueError(BAD.syntaxUnclosedList),
     { card: "m", line: 5, says: /invalid YAML: .*end with a \]/ },
   );
-  const tabs = catalogueError(yaml("models:", "\tm: {}"));
+  const tabs = catalogueError(BAD.syntaxTab);
   assert.equal(tabs.line, 2);
   assert.match(
     tabs.message,
@@ -427,34 +354,18 @@ Deno.test("a YAML syntax error is reported with its line", () => {
 
 Deno.test("a duplicate key is reported with its line", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    verb: embed",
-    )),
+    catalogueError(BAD.duplicateField),
     { card: "m", field: "verb", line: 5, says: /duplicate key 'verb'/ },
   );
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m: { verb: chat, hub: org/m }",
-      "  m: { verb: chat, hub: org/n }",
-    )),
+    catalogueError(BAD.duplicateCard),
     { card: "m", line: 3, says: /duplicate key 'm'/ },
   );
 });
 
 Deno.test("an unknown card field is reported with its line", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    arg: { x: 1 }",
-    )),
+    catalogueError(BAD.unknownField),
     {
       card: "m",
       field: "arg",
@@ -466,23 +377,14 @@ Deno.test("an unknown card field is reported with its line", () => {
 
 Deno.test("an unknown top-level field is reported with its line", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m: { verb: chat, hub: org/m }",
-      "defaults: {}",
-    )),
+    catalogueError(BAD.unknownTopLevel),
     { field: "defaults", line: 3, says: /expected only 'models'/ },
   );
 });
 
 Deno.test("a bad verb is reported with the values expected", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  llama-3:",
-      "    hub: meta-llama/Meta-Llama-3-8B-Instruct",
-      "    verb: talk",
-    )),
+    catalogueError(BAD.badVerb),
     {
       card: "llama-3",
       field: "verb",
@@ -495,20 +397,14 @@ Deno.test("a bad verb is reported with the values expected", () => {
 
 Deno.test("a missing verb is reported at the card", () => {
   assertProblem(
-    catalogueError(yaml("models:", "  m:", "    hub: org/m")),
+    catalogueError(BAD.missingVerb),
     { card: "m", field: "verb", line: 2, says: /missing/ },
   );
 });
 
 Deno.test("a bad modality is reported, also inside a list", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    modality: smell",
-    )),
+    catalogueError(BAD.badModality),
     {
       card: "m",
       field: "modality",
@@ -517,15 +413,7 @@ Deno.test("a bad modality is reported, also inside a list", () => {
     },
   );
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    modality:",
-      "      - text",
-      "      - imgae",
-    )),
+    catalogueError(BAD.badModalityInList),
     {
       card: "m",
       field: "modality[1]",
@@ -537,12 +425,7 @@ Deno.test("a bad modality is reported, also inside a list", () => {
 
 Deno.test("a value of the wrong type is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: [org, m]",
-    )),
+    catalogueError(BAD.hubList),
     {
       card: "m",
       field: "hub",
@@ -551,13 +434,7 @@ Deno.test("a value of the wrong type is reported", () => {
     },
   );
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    env: [A=1]",
-    )),
+    catalogueError(BAD.envList),
     {
       card: "m",
       field: "env",
@@ -569,25 +446,14 @@ Deno.test("a value of the wrong type is reported", () => {
 
 Deno.test("a card with neither hub nor local is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    engine: vllm",
-    )),
+    catalogueError(BAD.neitherHubNorLocal),
     { card: "m", field: "hub", line: 2, says: /neither 'hub' nor 'local'/ },
   );
 });
 
 Deno.test("an unknown engine is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    engine: ollama",
-    )),
+    catalogueError(BAD.unknownEngine),
     {
       card: "m",
       field: "engine",
@@ -599,13 +465,7 @@ Deno.test("an unknown engine is reported", () => {
 
 Deno.test("engine: command without a command is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    local: m",
-      "    engine: command",
-    )),
+    catalogueError(BAD.commandMissing),
     {
       card: "m",
       field: "command",
@@ -617,13 +477,7 @@ Deno.test("engine: command without a command is reported", () => {
 
 Deno.test("a command on a card of another engine is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    command: [my-engine]",
-    )),
+    catalogueError(BAD.commandWithVllm),
     {
       card: "m",
       field: "command",
@@ -635,69 +489,36 @@ Deno.test("a command on a card of another engine is reported", () => {
 
 Deno.test("a card name that is not safe as a file name is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  ok: { verb: chat, hub: org/ok }",
-      "  ../evil: { verb: chat, hub: org/evil }",
-    )),
+    catalogueError(BAD.unsafeName),
     { card: "../evil", line: 3, says: /bad card name/ },
   );
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  Llama: { verb: chat, hub: org/a }",
-      "  llama: { verb: chat, hub: org/b }",
-    )),
+    catalogueError(BAD.nameCaseClash),
     { card: "llama", line: 3, says: /only in case/ },
   );
 });
 
 Deno.test("a local path with '..' or an absolute local path is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    local: weights/../../etc",
-    )),
+    catalogueError(BAD.localDotDot),
     { card: "m", field: "local", line: 4, says: /no '\.\.' segments/ },
   );
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    local: /etc/passwd",
-    )),
+    catalogueError(BAD.localAbsolute),
     { card: "m", field: "local", line: 4, says: /absolute path/ },
   );
 });
 
 Deno.test("a null arg is reported with its flag", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    args:",
-      "      max-model-len:",
-      "      dtype: auto",
-    )),
+    catalogueError(BAD.nullArg),
     { card: "m", field: "args.max-model-len", line: 6, says: /got null/ },
   );
 });
 
 Deno.test("a bad env name or value is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    env:",
-      "      BAD-NAME: 1",
-    )),
+    catalogueError(BAD.badEnvName),
     {
       card: "m",
       field: "env.BAD-NAME",
@@ -706,43 +527,46 @@ Deno.test("a bad env name or value is reported", () => {
     },
   );
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    env:",
-      "      GOOD: { a: 1 }",
-    )),
+    catalogueError(BAD.envMapping),
     { card: "m", field: "env.GOOD", line: 6, says: /got a mapping/ },
   );
 });
 
 Deno.test("a top level without a non-empty models mapping is reported", () => {
-  assertProblem(catalogueError(yaml("models: {}")), {
+  assertProblem(catalogueError(BAD.emptyModels), {
     field: "models",
     line: 1,
     says: /non-empty mapping.*got an empty mapping/,
   });
   assert.match(
-    catalogueError("").message,
+    catalogueError(BAD.empty).message,
     /^Cannot load catalogue bad\.yaml: /,
   );
   assert.match(
-    catalogueError("- a\n").message,
+    catalogueError(BAD.topLevelList).message,
     /expected a mapping.*got a list/,
   );
 });
 
 Deno.test("an alias to an unknown anchor is reported", () => {
   assertProblem(
-    catalogueError(yaml(
-      "models:",
-      "  m:",
-      "    verb: chat",
-      "    hub: org/m",
-      "    args: *nothing",
-    )),
+    catalogueError(BAD.unknownAnchor),
     { card: "m", field: "args", line: 5, says: /unknown anchor 'nothing'/ },
+  );
+});
+
+Deno.test("a gpus value that is not 0, a whole number or a share is reported", () => {
+  for (const text of [BAD.gpusOneAndAHalf, BAD.gpusNegative, BAD.gpusText]) {
+    assertProblem(catalogueError(text), {
+      card: "m",
+      field: "gpus",
+      line: 2,
+      says: /expected 0 \(no GPU\), a whole number of GPUs/,
+    });
+  }
+  const registry = Registry.parse(GOOD.gpus);
+  assert.deepEqual(
+    [...registry].map((card) => [card.name, card.gpus]),
+    [["cpu", 0], ["pair", 2], ["share", 0.3]],
   );
 });

@@ -1,0 +1,256 @@
+/**
+ * The status view's client: where the launcher is (flags, then the
+ * launcher's own environment variables and defaults), whether it serves TLS
+ * (its certificate pair under `<directory>/ssl/`), and one
+ * `GET /models?detail=1`, every failure turned into one line.
+ *
+ * @module
+ */
+import { ConfigError } from "../common/config_error.ts";
+import { isModelsDetail, type ModelsDetail } from "./models_detail.ts";
+
+/** Where and how to ask the launcher. Unset fields follow the launcher's own defaults. */
+export interface StatusOptions {
+  /**
+   * The launcher's base URL (`https://gpu-7:5000`), instead of host, port and
+   * the TLS guess.
+   */
+  url?: string;
+  /** The launcher's host; a wildcard (`0.0.0.0`, `::`) means this machine. @default {NUCLEUS_HOST, else "localhost"} */
+  host?: string;
+  /** The launcher's management port. @default {NUCLEUS_PORT, else 5000} */
+  port?: number;
+  /**
+   * The launcher's root directory: HTTPS when `ssl/server.crt` and
+   * `ssl/server.key` are there, trusting `ssl/ca.crt` if present, else
+   * `ssl/server.crt`.
+   * @default {MY_LOCAL}
+   */
+  directory?: string;
+  /** A production token. @default {NUCLEUS_TOKEN} */
+  token?: string;
+  /** How long the answer may take, in milliseconds. @default {10000} */
+  timeoutMs?: number;
+}
+
+/**
+ * The launcher could not be asked, or its answer was not the state:
+ * nothing listening, a TLS failure, a 401, a wrong answer.
+ *
+ * @example
+ * ```ts
+ * import { StatusError } from "@mymodel/serve/status";
+ * const error = new StatusError("Cannot reach the launcher at http://localhost:5000: connection refused");
+ * console.assert(error.name === "StatusError");
+ * ```
+ */
+export class StatusError extends Error {
+  /**
+   * Creates the error.
+   *
+   * @param message One line saying what failed and what to do.
+   * @param options The underlying error, if any.
+   */
+  constructor(message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = "StatusError";
+  }
+}
+
+/** Where the launcher is and what the client trusts. */
+export interface Target {
+  /** The base URL, without a path: `http://localhost:5000`. */
+  base: string;
+  /** The PEM file trusted for TLS, when one is. */
+  trusted?: string;
+  /** Its text. */
+  caCert?: string;
+}
+
+const WILDCARDS = new Set(["0.0.0.0", "::", "[::]", ""]);
+
+function env(name: string): string | undefined {
+  const value = Deno.env.get(name);
+  return value === undefined || value === "" ? undefined : value;
+}
+
+function readIfFile(path: string): string | undefined {
+  try {
+    return Deno.readTextFileSync(path);
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return undefined;
+    throw new ConfigError(
+      `Cannot read ${path}: ${
+        (error as Error).message
+      } (expected a readable PEM file)`,
+      { cause: error },
+    );
+  }
+}
+
+function portFrom(text: string, what: string): number {
+  const port = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
+  if (!(port >= 1 && port <= 65535)) {
+    throw new ConfigError(
+      `Cannot use ${what}=${
+        JSON.stringify(text)
+      }: expected a port from 1 to 65535`,
+    );
+  }
+  return port;
+}
+
+/**
+ * Works out the launcher's base URL and the certificate to trust.
+ *
+ * @throws {ConfigError} On a bad `NUCLEUS_PORT`, a bad URL, or a certificate that cannot be read.
+ */
+export function resolveTarget(options: StatusOptions = {}): Target {
+  const directory = options.directory ?? env("MY_LOCAL");
+  let trust: { path: string; text: string } | undefined;
+  let tls = false;
+  if (directory !== undefined) {
+    const crt = readIfFile(`${directory}/ssl/server.crt`);
+    tls = crt !== undefined &&
+      readIfFile(`${directory}/ssl/server.key`) !== undefined;
+    if (tls) {
+      const ca = readIfFile(`${directory}/ssl/ca.crt`);
+      trust = ca !== undefined
+        ? { path: `${directory}/ssl/ca.crt`, text: ca }
+        : { path: `${directory}/ssl/server.crt`, text: crt as string };
+    }
+  }
+  let base: string;
+  if (options.url !== undefined) {
+    let url: URL;
+    try {
+      url = new URL(options.url);
+    } catch (cause) {
+      throw new ConfigError(
+        `Cannot use --url ${options.url}: not a URL (expected http(s)://host:port)`,
+        { cause },
+      );
+    }
+    if (url.protocol !== "http:" && url.protocol !== "https:") {
+      throw new ConfigError(
+        `Cannot use --url ${options.url}: expected an http:// or https:// URL`,
+      );
+    }
+    base = url.origin;
+    if (url.protocol === "http:") trust = undefined;
+  } else {
+    const named = options.host ?? env("NUCLEUS_HOST") ?? "localhost";
+    // A launcher bound to every interface is reached on this machine by its loopback name.
+    const host = WILDCARDS.has(named) ? "localhost" : named;
+    const port = options.port ??
+      (env("NUCLEUS_PORT") === undefined
+        ? 5000
+        : portFrom(env("NUCLEUS_PORT") as string, "NUCLEUS_PORT"));
+    const bracketed = host.includes(":") && !host.startsWith("[")
+      ? `[${host}]`
+      : host;
+    base = `${tls ? "https" : "http"}://${bracketed}:${port}`;
+  }
+  const target: Target = { base };
+  if (trust !== undefined) {
+    target.trusted = trust.path;
+    target.caCert = trust.text;
+  }
+  return target;
+}
+
+/** Why a fetch failed, in a few words, from Deno's error text. */
+function networkProblem(error: unknown, target: Target): string {
+  const text = `${(error as Error)?.message ?? error} ${
+    ((error as Error)?.cause as Error | undefined)?.message ?? ""
+  }`;
+  if (/connection refused|ECONNREFUSED|os error 111/i.test(text)) {
+    return "connection refused (is it running? --port?)";
+  }
+  if (/certificate|tls|ssl|handshake|UnknownIssuer|peer/i.test(text)) {
+    const trusted = target.trusted === undefined
+      ? "the system's root certificates"
+      : target.trusted;
+    return `TLS failed: ${
+      oneLine(text)
+    } (trusted ${trusted}; expected the launcher's certificate to chain to it)`;
+  }
+  if (/dns|lookup|name or service|failed to lookup/i.test(text)) {
+    return `cannot resolve the host: ${oneLine(text)} (--host?)`;
+  }
+  return oneLine(text);
+}
+
+function oneLine(text: string): string {
+  return text.replace(/\s+/g, " ").trim();
+}
+
+/**
+ * Asks the launcher for `GET /models?detail=1` and returns the answer as received.
+ *
+ * @throws {StatusError} When it cannot be reached, refuses, or answers something else.
+ * @throws {ConfigError} When the options or the environment cannot be used.
+ */
+export async function fetchDetail(
+  options: StatusOptions = {},
+): Promise<ModelsDetail> {
+  const target = resolveTarget(options);
+  const token = options.token ?? env("NUCLEUS_TOKEN");
+  const client = target.caCert === undefined
+    ? undefined
+    : Deno.createHttpClient({ caCerts: [target.caCert] });
+  const timeoutMs = options.timeoutMs ?? 10_000;
+  const url = `${target.base}/models?detail=1`;
+  try {
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        headers: token === undefined
+          ? {}
+          : { authorization: `Bearer ${token}` },
+        signal: AbortSignal.timeout(timeoutMs),
+        ...(client === undefined ? {} : { client }),
+      });
+    } catch (error) {
+      const detail = (error as Error)?.name === "TimeoutError"
+        ? `no answer within ${
+          timeoutMs / 1000
+        } s (expected /models to answer in about 2 s)`
+        : networkProblem(error, target);
+      throw new StatusError(
+        `Cannot reach the launcher at ${target.base}: ${detail}`,
+        { cause: error },
+      );
+    }
+    const text = await response.text();
+    if (response.status === 401) {
+      throw new StatusError(
+        token === undefined
+          ? `Cannot read the launcher's state at ${target.base}: it answered 401: set NUCLEUS_TOKEN or --token-file`
+          : `Cannot read the launcher's state at ${target.base}: it answered 401 to the token given (expected a valid, unexpired token for its IDP_SECRET and IDP_ISSUER)`,
+      );
+    }
+    if (response.status !== 200) {
+      throw new StatusError(
+        `Cannot read the launcher's state at ${target.base}: it answered ${response.status} (expected 200 from GET /models?detail=1; is this the launcher?)`,
+      );
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(text);
+    } catch (cause) {
+      throw new StatusError(
+        `Cannot read the launcher's state at ${target.base}: the answer is not JSON (expected the launcher's /models answer)`,
+        { cause },
+      );
+    }
+    if (!isModelsDetail(body)) {
+      throw new StatusError(
+        `Cannot read the launcher's state at ${target.base}: the answer has no 'active' mapping (expected the launcher's /models answer)`,
+      );
+    }
+    return body;
+  } finally {
+    client?.close();
+  }
+}

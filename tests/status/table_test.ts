@@ -1,0 +1,164 @@
+/** The status table and its relative times, as pure functions of an answer and a clock. */
+import assert from "node:assert/strict";
+import {
+  lastExitText,
+  renderTable,
+  rowsOf,
+  stateText,
+} from "../../src/status/table.ts";
+import { relativeTime, shortDuration } from "../../src/status/relative_time.ts";
+import type { ModelsDetail } from "../../src/status/models_detail.ts";
+
+const NOW = Date.parse("2026-11-22T20:40:00.000Z");
+function before(seconds: number): string {
+  return new Date(NOW - seconds * 1000).toISOString();
+}
+
+const DETAIL: ModelsDetail = {
+  active: {
+    "llama-3": {
+      verb: "chat",
+      url: "http://localhost:5001/v1",
+      healthy: true,
+      state: "ready",
+      pid: 81234,
+      restarts: 0,
+      since: before(240),
+      last_exit: null,
+      next_restart: null,
+      gpus: ["0", "1"],
+      gpu_memory_mib: { "0": 70000 },
+      a_field_from_the_future: [1, 2, 3],
+    },
+    "bge-m3": {
+      verb: "embed",
+      url: "http://localhost:5002/v1",
+      healthy: false,
+      state: "backoff",
+      pid: null,
+      restarts: 2,
+      since: before(3),
+      last_exit: {
+        code: 3,
+        signal: null,
+        at: before(3),
+        ran_seconds: 1,
+        reason: "exit",
+      },
+      next_restart: new Date(NOW + 4000).toISOString(),
+      gpus: [],
+    },
+    "qwen3-8b": {
+      verb: "chat",
+      url: "http://localhost:5003/v1",
+      healthy: false,
+      state: "waiting",
+      pid: null,
+      restarts: 0,
+      since: before(7200),
+      last_exit: null,
+      gpus: null,
+      waiting_for: { reason: "gpu-memory-free", devices: ["4"], detail: null },
+    },
+  },
+  catalogue: ["bge-m3", "llama-3", "qwen3-8b"],
+};
+
+Deno.test("relative times read as people say them, past and future", () => {
+  assert.equal(relativeTime(before(0.2), NOW), "just now");
+  assert.equal(relativeTime(before(45), NOW), "45s ago");
+  assert.equal(relativeTime(before(240), NOW), "4m ago");
+  assert.equal(relativeTime(before(3 * 3600 + 50), NOW), "3h ago");
+  assert.equal(relativeTime(before(2 * 86400), NOW), "2d ago");
+  assert.equal(relativeTime(new Date(NOW + 4000).toISOString(), NOW), "in 4s");
+  assert.equal(relativeTime(null, NOW), "-");
+  assert.equal(relativeTime("not a time", NOW), "not a time");
+  assert.equal(shortDuration(59_999), "59s");
+  assert.equal(shortDuration(60_000), "1m");
+});
+
+Deno.test("the last exit reads code or signal, the liveness reason, and when", () => {
+  assert.equal(lastExitText(null, NOW), "-");
+  assert.equal(
+    lastExitText({ code: 3, signal: null, at: before(120) }, NOW),
+    "code 3, 2m ago",
+  );
+  assert.equal(
+    lastExitText(
+      { code: null, signal: "SIGTERM", at: before(5), reason: "unhealthy" },
+      NOW,
+    ),
+    "unhealthy, signal SIGTERM, 5s ago",
+  );
+});
+
+Deno.test("rows keep the launcher's order and read every reported field", () => {
+  const rows = rowsOf(DETAIL);
+  assert.deepEqual(rows.map((row) => row.model), [
+    "llama-3",
+    "bge-m3",
+    "qwen3-8b",
+  ]);
+  assert.equal(rows[0]!.pid, 81234);
+  assert.deepEqual(rows[0]!.gpus, ["0", "1"]);
+  assert.equal(rows[2]!.waitingFor, "gpu-memory-free");
+  assert.equal(stateText(rows[2]!, NOW), "waiting (gpu-memory-free)");
+  assert.equal(stateText(rows[1]!, NOW), "backoff (restart in 4s)");
+});
+
+Deno.test("an entry without detail fields (an older launcher) still gives a row", () => {
+  const rows = rowsOf({
+    active: { a: { verb: "chat", url: "http://h:1/v1", healthy: true } },
+  });
+  assert.deepEqual(rows[0], {
+    model: "a",
+    verb: "chat",
+    state: "unknown",
+    waitingFor: null,
+    healthy: true,
+    pid: null,
+    gpus: null,
+    restarts: null,
+    since: null,
+    lastExit: null,
+    nextRestart: null,
+    url: "http://h:1/v1",
+  });
+});
+
+Deno.test("the table aligns its columns, one line per engine, no trailing spaces", () => {
+  const text = renderTable(rowsOf(DETAIL), { now: NOW });
+  const lines = text.split("\n");
+  assert.equal(lines.length, 4);
+  assert.ok(!text.includes("\x1b["), "no colour unless asked");
+  for (const line of lines) assert.equal(line, line.trimEnd());
+  // Every column starts at the same offset on every line.
+  for (const title of ["VERB", "STATE", "HEALTHY", "PID", "GPUS", "URL"]) {
+    const at = lines[0]!.indexOf(title);
+    assert.ok(at > 0, title);
+    for (const line of lines.slice(1)) {
+      assert.notEqual(line[at - 1], undefined);
+      assert.equal(line[at - 1], " ", `${title} in ${line}`);
+      assert.notEqual(line[at], " ", `${title} in ${line}`);
+    }
+  }
+  assert.match(
+    lines[1]!,
+    /^llama-3 +chat +ready +yes +81234 +0,1 +0 +4m ago +- +http:\/\/localhost:5001\/v1$/,
+  );
+  assert.match(
+    lines[2]!,
+    /^bge-m3 +embed +backoff \(restart in 4s\) +no +- +none +2 +3s ago +code 3, 3s ago +http/,
+  );
+  assert.match(lines[3]!, /waiting \(gpu-memory-free\) +no +- +- +0 +2h ago/);
+});
+
+Deno.test("colour paints the cells only, so columns stay aligned", () => {
+  const rows = rowsOf(DETAIL);
+  const plain = renderTable(rows, { now: NOW });
+  const coloured = renderTable(rows, { now: NOW, color: true });
+  assert.match(coloured, /\x1b\[32mready\x1b\[0m/);
+  assert.match(coloured, /\x1b\[31mno\x1b\[0m/);
+  // deno-lint-ignore no-control-regex
+  assert.equal(coloured.replace(/\x1b\[[0-9;]*m/g, ""), plain);
+});
