@@ -55,7 +55,7 @@ awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e <= m) }' || {
 }
 
 # --- 3. Kubernetes -------------------------------------------------------------
-deno run --quiet --allow-read --allow-env deploy/validate_kubernetes.ts 2>&1 |
+deno run --config deno.dev.json --quiet --allow-read --allow-env deploy/validate_kubernetes.ts 2>&1 |
   grep -v DeprecationWarning || { echo "kubernetes (kubernetes-models): FAILED"; exit 1; }
 echo "kubernetes (kubernetes-models): ok"
 

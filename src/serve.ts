@@ -55,6 +55,7 @@ export {
 } from "./web/ops_stance.ts";
 export type { SemioserveOptions } from "./serve/options.ts";
 export {
+  type EndReason,
   type EngineDetail,
   type EngineState,
   EngineSupervisor,
@@ -65,6 +66,18 @@ export {
   type SupervisorOptions,
 } from "./supervision/supervisor.ts";
 export { EngineLog, type EngineLogOptions } from "./engines/log_sink.ts";
+export {
+  type GpuFacts,
+  GpuStartGate,
+  type ProcessFacts,
+  type StartGateOptions,
+  type StartRequest,
+  type StartSlot,
+  type WaitingFor,
+  type WaitReason,
+} from "./gpu/start_gate.ts";
+export type { GpuMemoryNeed } from "./gpu/need.ts";
+export type { GpuDevice, GpuProcess, GpuSnapshot } from "./gpu/nvidia_smi.ts";
 
 /** Signals closer together than this are one signal delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;

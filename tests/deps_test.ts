@@ -1,8 +1,10 @@
 /**
  * The launcher pulls only what it runs: with an empty Deno cache, running the
- * CLI from a checkout (and `deno install --entrypoint mod.ts`) downloads only
- * the npm packages in mod.ts's own module graph, never the packages tests,
- * tools and benchmarks use. Needs the npm registry (reachable here and in CI).
+ * CLI from a checkout (`deno run`, `deno task start`, and `deno install
+ * --entrypoint mod.ts`) downloads only the npm packages in mod.ts's own module
+ * graph, never the packages tests, tools and benchmarks use (those live in
+ * deno.dev.json), and leaves deno.lock as it is. Needs the npm registry
+ * (reachable here and in CI).
  */
 import assert from "node:assert/strict";
 
@@ -20,7 +22,8 @@ async function deno(args: string[], denoDir: string): Promise<string> {
   const out = await new Deno.Command(Deno.execPath(), {
     args,
     cwd: ROOT,
-    env: { DENO_DIR: denoDir, NO_COLOR: "1" },
+    // deno task start reads $MY_LOCAL for its --allow-read list.
+    env: { DENO_DIR: denoDir, NO_COLOR: "1", MY_LOCAL: ROOT },
     stdin: "null",
     signal: AbortSignal.timeout(120_000),
   }).output();
@@ -81,6 +84,7 @@ async function runtimePackages(denoDir: string): Promise<string[]> {
 for (
   const [what, args] of [
     ["deno run -A mod.ts --help", ["run", "-A", "mod.ts", "--help"]],
+    ["deno task start --help", ["task", "start", "--help"]],
     ["deno install --entrypoint mod.ts", [
       "install",
       "--entrypoint",
@@ -90,8 +94,10 @@ for (
 ) {
   Deno.test(`${what} with an empty cache downloads only the launcher's npm packages`, async () => {
     const denoDir = await Deno.makeTempDir({ prefix: "serve-deno-dir-" });
+    const lock = await Deno.readTextFile(`${ROOT}/deno.lock`);
     try {
       await deno([...args], denoDir);
+      assert.equal(await Deno.readTextFile(`${ROOT}/deno.lock`), lock);
       const downloaded = cachedPackages(denoDir);
       const runtime = await runtimePackages(denoDir);
       assert.deepEqual(downloaded, runtime);

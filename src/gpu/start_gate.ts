@@ -25,14 +25,17 @@ import type { GpuMemoryNeed } from "./need.ts";
 import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 
 /** Why an engine is held: `waiting_for.reason` in `GET /models?detail=1`. */
-export type WaitReason = typeof WAIT_REASONS[number];
+export type WaitReason =
+  | "gpu-busy-loading"
+  | "gpu-memory-release"
+  | "gpu-memory-free";
 
 /** Every reason the gate holds a start for (rules 1, 2 and 3). */
-export const WAIT_REASONS = [
+export const WAIT_REASONS: readonly WaitReason[] = [
   "gpu-busy-loading",
   "gpu-memory-release",
   "gpu-memory-free",
-] as const;
+];
 
 /** What an engine waits for, as `waiting_for` reports it. */
 export interface WaitingFor {
@@ -130,7 +133,11 @@ export class GpuStartGate {
   /** Held requests, in request order. */
   readonly #queue: Waiter[] = [];
 
-  /** @param options Facts and bounds. */
+  /**
+   * Creates a gate with nothing loading and nobody waiting.
+   *
+   * @param options Facts and bounds.
+   */
   constructor(options: StartGateOptions) {
     this.#options = options;
   }

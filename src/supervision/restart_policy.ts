@@ -26,10 +26,17 @@ export type EndReason = "exit" | "unhealthy" | "start-timeout";
  * The lifecycle states `GET /models?detail=1` reports. `waiting`: not spawned
  * yet, held by the GPU start gate.
  */
-export type EngineState = typeof ENGINE_STATES[number];
+export type EngineState =
+  | "waiting"
+  | "starting"
+  | "ready"
+  | "unhealthy"
+  | "stopping"
+  | "backoff"
+  | "exited";
 
 /** Every lifecycle state, in lifecycle order (the metrics' state family lists them all). */
-export const ENGINE_STATES = [
+export const ENGINE_STATES: readonly EngineState[] = [
   "waiting",
   "starting",
   "ready",
@@ -37,7 +44,7 @@ export const ENGINE_STATES = [
   "stopping",
   "backoff",
   "exited",
-] as const;
+];
 
 /** The first restart waits this long; each further one twice the last. */
 export const FIRST_RESTART_DELAY_MS = 1_000;

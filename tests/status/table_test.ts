@@ -157,8 +157,8 @@ Deno.test("colour paints the cells only, so columns stay aligned", () => {
   const rows = rowsOf(DETAIL);
   const plain = renderTable(rows, { now: NOW });
   const coloured = renderTable(rows, { now: NOW, color: true });
-  assert.match(coloured, /\x1b\[32mready\x1b\[0m/);
-  assert.match(coloured, /\x1b\[31mno\x1b\[0m/);
+  assert.ok(coloured.includes("\x1b[32mready\x1b[0m"));
+  assert.ok(coloured.includes("\x1b[31mno\x1b[0m"));
   // deno-lint-ignore no-control-regex
   assert.equal(coloured.replace(/\x1b\[[0-9;]*m/g, ""), plain);
 });
