@@ -21,7 +21,10 @@
 import { type ModelCard, Registry } from "./catalogue.ts";
 import { ConfigError, MY_LOCAL, NUCLEUS_HOST, NUCLEUS_PORT } from "./common.ts";
 import { type Handler, SSLConfig, withSecurityHeaders } from "./web.ts";
-import { createManagementHandler } from "./http/handler.ts";
+import {
+  createManagementHandler,
+  type ManagementState,
+} from "./http/handler.ts";
 import { type ServerProcess, urlHost } from "./engines/server_process.ts";
 import { EngineSupervisor } from "./supervision/supervisor.ts";
 import { EngineRecords } from "./supervision/records.ts";
@@ -39,6 +42,10 @@ import { raiseOpenFilesLimit } from "./http/open_files.ts";
 import { log } from "./common/log.ts";
 import { MetricsWriter } from "./metrics/file.ts";
 import { metricsSnapshot } from "./metrics/snapshot.ts";
+import type { ReloadMetrics } from "./metrics/text.ts";
+import { Reloader, type ReloadResult } from "./serve/reload.ts";
+import { ReloadQueue } from "./serve/reload_queue.ts";
+import { refusedReload } from "./serve/reload_result.ts";
 
 export {
   EngineError,
@@ -63,6 +70,7 @@ export {
   type SupervisorOptions,
 } from "./supervision/supervisor.ts";
 export { EngineLog, type EngineLogOptions } from "./engines/log_sink.ts";
+export type { ReloadResult } from "./serve/reload_result.ts";
 
 /** Signals closer together than this are one signal delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;
@@ -76,6 +84,7 @@ interface Prepared {
   handler: Handler;
   stance: OpsStance;
   tls: SSLConfig | undefined;
+  state: ManagementState;
 }
 
 /**
@@ -109,6 +118,13 @@ export class Semioserve implements AsyncDisposable {
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
   #onEngineChange: () => void = () => {};
+  // --- reload ---
+  #reloader: Reloader | undefined;
+  #reloads = new ReloadQueue<ReloadResult>(
+    () => this.#reloader?.reload() ?? Promise.resolve(refusedReload()),
+    () => refusedReload(),
+  );
+  // --- end reload ---
 
   /**
    * Creates the launcher, or returns the one that exists.
@@ -239,13 +255,12 @@ export class Semioserve implements AsyncDisposable {
     for (const s of supervisors) {
       checkPortFree(this.host, s.port, `engine ${s.name}`);
     }
-    const app = stance.auth.wrap(
-      createManagementHandler({
-        engines: supervisors,
-        catalogue: registry.names(),
-        pollTimeoutMs: o.pollTimeoutMs ?? 2_000,
-      }),
-    );
+    const state: ManagementState = {
+      engines: supervisors,
+      catalogue: registry.names(),
+      pollTimeoutMs: o.pollTimeoutMs ?? 2_000,
+    };
+    const app = stance.auth.wrap(createManagementHandler(state));
     this.#prepared = {
       directory,
       placement,
@@ -253,6 +268,7 @@ export class Semioserve implements AsyncDisposable {
       records,
       stance,
       tls,
+      state,
       handler: withSecurityHeaders(app, { https: tls !== undefined }),
     };
   }
@@ -281,10 +297,47 @@ export class Semioserve implements AsyncDisposable {
     return this.#running;
   }
 
+  /**
+   * Reloads the configuration, as SIGHUP does: the catalogue, the TLS pair
+   * under `<directory>/ssl/` and the `IDP_SECRET_FILE` and
+   * `LOCAL_ENGINE_API_KEY_FILE` files are read again and validated as at
+   * start; only then are the engines whose change reaches the engine
+   * restarted, the other changes applied, and one summary line logged. On any
+   * failure nothing changes (`ok: false`, `error`). Reloads never overlap: a
+   * call during a reload runs one more after it, and calls while that one
+   * waits share it. Before the API listens, the reload waits until it does.
+   *
+   * @returns What the reload did, or why it was refused.
+   *
+   * @example
+   * ```ts ignore
+   * const result = await serve.reload();
+   * console.log(result.summary); // "reload: 1 engine restarted (qwen3-8b)"
+   * ```
+   */
+  reload(): Promise<ReloadResult> {
+    return this.#reloads.request();
+  }
+
   async #run(): Promise<void> {
+    // reload: SIGHUP is handled from the first moment, so it never ends the
+    // process; one before the API listens waits for it (see ReloadQueue).
+    const hangup = () => void this.reload();
+    const hangups = this.options.handleSignals !== false;
+    if (hangups) Deno.addSignalListener("SIGHUP", hangup);
+    try {
+      await this.#runLauncher();
+    } finally {
+      this.#reloads.close();
+      await this.#reloads.settled();
+      if (hangups) Deno.removeSignalListener("SIGHUP", hangup);
+    }
+  }
+
+  async #runLauncher(): Promise<void> {
     await this.prepare();
-    const { supervisors, stance, tls, handler, placement, directory } = this
-      .#prepared as Prepared;
+    const { supervisors, stance, tls, handler, placement, directory, state } =
+      this.#prepared as Prepared;
     const startedAt = Date.now();
     const o = this.options;
     const graceMs = o.graceMs ?? 10_000;
@@ -323,15 +376,36 @@ export class Semioserve implements AsyncDisposable {
     if (o.signal?.aborted) this.#requestShutdown();
     const watchdog = Watchdog.start(graceMs);
     const metrics = new MetricsWriter(directory, this.port);
+    const reloads: ReloadMetrics = { ok: 0, refused: 0 };
     const facts = {
       stance,
       tls: tls !== undefined,
       port: this.port,
       startedAt,
+      reloads,
     };
     const writeMetrics = () =>
       metrics.update(metricsSnapshot(facts, supervisors));
     this.#onEngineChange = writeMetrics;
+    this.#reloader = new Reloader({
+      catalogue: o.catalogue,
+      models: o.models,
+      directory,
+      supervisors,
+      placement,
+      stance,
+      tls,
+      server: () => this.#server,
+      state,
+      graceMs,
+      onReloaded(result) {
+        if (result.ok) {
+          reloads.ok++;
+          reloads.lastOkSeconds = Date.now() / 1000;
+        } else reloads.refused++;
+        writeMetrics();
+      },
+    });
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs ?? 10_000,
       timeoutMs: o.pollTimeoutMs ?? 2_000,
@@ -361,9 +435,11 @@ export class Semioserve implements AsyncDisposable {
           o.onListen?.(this.#url);
         },
       });
+      this.#reloads.open();
       await this.#shutdown.promise;
     } finally {
       log.info("shutting down: stopping engines");
+      this.#reloads.close();
       await healthLoop.stop();
       await Promise.all(supervisors.map((s) => s.stop(graceMs)));
       this.#onEngineChange = () => {};

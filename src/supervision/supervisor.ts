@@ -66,6 +66,16 @@ export interface EngineDetail {
   gpus: readonly string[] | null;
 }
 
+/** What a reload changes for an engine besides its card (see {@linkcode EngineSupervisor.replace}). */
+export interface EngineChange {
+  /** The environment placement adds (`CUDA_VISIBLE_DEVICES`). */
+  env?: Record<string, string>;
+  /** The devices it was placed on. */
+  gpus?: readonly string[] | null;
+  /** The key the engine demands from this start on. */
+  apiKey?: string;
+}
+
 /** How a model's engine is supervised. */
 export interface SupervisorOptions extends ServerProcessOptions {
   /**
@@ -122,12 +132,12 @@ export interface SupervisorOptions extends ServerProcessOptions {
  * ```
  */
 export class EngineSupervisor {
-  /** The catalogue card. */
-  readonly card: ModelCard;
   /** The engine's log, shared by every run. */
   readonly log: EngineLog;
-  readonly #options: SupervisorOptions;
-  readonly #policy: RestartPolicy;
+  // Not readonly: a reload swaps them (see replace() and amend()).
+  #card: ModelCard;
+  #options: SupervisorOptions;
+  #policy: RestartPolicy;
   #process: ServerProcess;
   #state: EngineState = "starting";
   #since = new Date();
@@ -145,6 +155,10 @@ export class EngineSupervisor {
   /** Polls that failed on our side: one line per 10 s, then a count of the rest. */
   #localFailures = new LogThrottle({ write: log.warn });
   #watchdog: RunWatcher | undefined;
+  /** reload: the supervise loop ends without a verdict; replace() starts the next run. */
+  #pausing = false;
+  /** reload: the replace() under way, awaited by stop(). */
+  #replacing: Promise<void> | undefined;
 
   /**
    * Prepares the first run (command line resolved, nothing started).
@@ -154,7 +168,7 @@ export class EngineSupervisor {
    * @throws {EngineError} When the first run cannot be prepared.
    */
   constructor(card: ModelCard, options: SupervisorOptions) {
-    this.card = card;
+    this.#card = card;
     this.#options = options;
     this.#policy = card.restart ?? options.restart ?? "on-failure";
     this.#watchdog = options.watchdog;
@@ -174,6 +188,11 @@ export class EngineSupervisor {
       log: this.log,
       announceExit: false,
     });
+  }
+
+  /** The catalogue card (the expanded one this engine runs, or will run, with). */
+  get card(): ModelCard {
+    return this.#card;
   }
 
   /** The catalogue name. */
@@ -309,6 +328,11 @@ export class EngineSupervisor {
         reason: end.reason,
       };
       const ran = `after ${(ranMs / 1000).toFixed(1)} s`;
+      if (this.#pausing && !this.#stopRequested) {
+        // reload: a deliberate stop, neither a crash nor a restart.
+        this.#report("info", `exit: ${describeEnd(end)} ${ran} (reload)`);
+        return;
+      }
       if (this.#stopRequested) {
         this.#report("info", `exit: ${describeEnd(end)} ${ran}`);
         this.#set("exited");
@@ -353,6 +377,8 @@ export class EngineSupervisor {
           this.#set("exited");
           return;
         }
+        if (this.#pausing) return; // reload: replace() starts the new card's run
+
         const portFree = this.#options.portFree;
         if (portFree && !portFree(run.host, run.port)) {
           what = `cannot restart: port ${run.port} is taken by another process`;
@@ -466,11 +492,120 @@ export class EngineSupervisor {
   async stop(graceMs = 10_000): Promise<void> {
     this.#stopRequested = true;
     this.#wake?.();
+    // reload: a replace() under way sees the stop and starts nothing more.
+    await this.#replacing?.catch(() => {});
     if (this.#process.running) this.#set("stopping");
     await this.#process.stop(graceMs);
     await this.#loop;
     await this.log.close();
   }
+
+  // --- reload ------------------------------------------------------------------
+  // amend() swaps what does not reach the engine; replace() stops the run as
+  // stop() does and starts the new card's run through start(), the first
+  // start's path: not counted as a restart, no backoff.
+
+  /**
+   * Restarts the engine with a new card: stops the current run (SIGTERM to
+   * its group, `graceMs`, SIGKILL) or ends a backoff wait, then starts the new
+   * run as the first one starts (not counted as a restart). An engine that
+   * had exited for good is started again; after {@linkcode EngineSupervisor.stop}
+   * nothing is started.
+   *
+   * @param card The new expanded card, same name.
+   * @param change The new placement and engine key, where they change.
+   * @param graceMs Time between SIGTERM and SIGKILL.
+   * @throws {EngineError} When the new run cannot be prepared or spawned (the
+   *   engine is then left exited).
+   *
+   * @example
+   * ```ts ignore
+   * await supervisor.replace(card, { env: { CUDA_VISIBLE_DEVICES: "1" }, gpus: ["1"] }, 10_000);
+   * ```
+   */
+  async replace(
+    card: ModelCard,
+    change: EngineChange,
+    graceMs: number,
+  ): Promise<void> {
+    this.#sameName(card);
+    this.#replacing = this.#replace(card, change, graceMs);
+    try {
+      await this.#replacing;
+    } finally {
+      this.#replacing = undefined;
+    }
+  }
+
+  async #replace(
+    card: ModelCard,
+    change: EngineChange,
+    graceMs: number,
+  ): Promise<void> {
+    const started = this.#loop !== undefined;
+    if (started && !this.#stopRequested) {
+      this.#pausing = true;
+      this.#wake?.();
+      if (this.#process.running) this.#set("stopping");
+      try {
+        await this.#process.stop(graceMs);
+        await this.#loop;
+      } finally {
+        this.#pausing = false;
+      }
+    }
+    if (this.#stopRequested) return;
+    const { env, gpus, apiKey } = change;
+    this.amend(card, apiKey === undefined ? {} : { apiKey });
+    this.#options = {
+      ...this.#options,
+      ...(env !== undefined ? { env } : {}),
+      ...(gpus !== undefined ? { gpus } : {}),
+    };
+    this.#step = 0;
+    try {
+      this.#process = this.#prepare();
+      if (started) {
+        this.#loop = undefined;
+        this.start();
+      }
+    } catch (error) {
+      this.#set("exited");
+      throw error;
+    }
+  }
+
+  /**
+   * Applies a change that does not reach the engine, without touching the
+   * process: the card (its `restart:` policy, `description`, `verb`) and the
+   * engine key later starts use.
+   *
+   * @param card The new expanded card, same name.
+   * @param next `apiKey`: the key every later start demands.
+   *
+   * @example
+   * ```ts ignore
+   * supervisor.amend({ ...supervisor.card, restart: "always" });
+   * ```
+   */
+  amend(card: ModelCard, next: { apiKey?: string } = {}): void {
+    this.#sameName(card);
+    this.#card = card;
+    this.#policy = card.restart ?? this.#options.restart ?? "on-failure";
+    if (next.apiKey !== undefined) {
+      this.#options = { ...this.#options, apiKey: next.apiKey };
+    }
+    this.#options.onChange?.();
+  }
+
+  #sameName(card: ModelCard): void {
+    if (card.name !== this.name) {
+      throw new RangeError(
+        `Cannot give engine ${this.name} the card ${card.name} (expected the same name)`,
+      );
+    }
+  }
+  // --- end reload --------------------------------------------------------------
 
   /** Sends SIGKILL to the current run's group at once (a second Ctrl-C). */
   kill(): void {
