@@ -7,7 +7,10 @@ import assert from "node:assert/strict";
 import { SignJWT } from "jose";
 import { makeMaterial } from "../support/certs.ts";
 import { get, parse } from "../support/prometheus.ts";
+import { Semioserve } from "../../mod.ts";
 import {
+  freePorts,
+  inProcessSite,
   launch,
   type Launcher,
   makeRoot,
@@ -15,6 +18,7 @@ import {
   pidAlive,
   readRecord,
   type Setup,
+  STAND_IN_CATALOGUE,
   waitFor,
 } from "../support/helpers.ts";
 
@@ -471,4 +475,49 @@ Deno.test("reload: a rotated secret accepts new tokens and refuses old ones; a n
   } finally {
     await Deno.remove(secrets, { recursive: true });
   }
+});
+
+Deno.test("reload: Semioserve.reload() with unchanged engines (the measured reload time)", async () => {
+  await using site = await inProcessSite();
+  const listening = Promise.withResolvers<URL>();
+  const serve = new Semioserve({
+    models: ["alpha", "beta"],
+    host: "127.0.0.1",
+    port: freePorts(2),
+    directory: site.root,
+    catalogue: STAND_IN_CATALOGUE,
+    dev_mode: true,
+    handleSignals: false,
+    onListen: (url) => listening.resolve(url),
+  });
+  const running = serve.run();
+  try {
+    await listening.promise;
+    const pids = serve.engines.map((engine) => engine.pid);
+    const times: number[] = [];
+    for (let i = 0; i < 5; i++) {
+      const result = await serve.reload();
+      assert.equal(result.ok, true, result.error);
+      assert.deepEqual(result.restarted, []);
+      assert.deepEqual(result.unchanged, ["alpha", "beta"]);
+      assert.equal(
+        result.summary,
+        "reload: nothing changed (2 engines unchanged)",
+      );
+      times.push(result.ms);
+    }
+    assert.deepEqual(serve.engines.map((engine) => engine.pid), pids);
+    times.sort((a, b) => a - b);
+    console.log(
+      `reload with 2 unchanged engines: median ${
+        times[2]!.toFixed(1)
+      } ms, max ${times[4]!.toFixed(1)} ms`,
+    );
+    assert.ok(times[2]! < 1_000, `median ${times[2]} ms`);
+  } finally {
+    await serve.stop();
+    await running;
+  }
+  const after = await serve.reload();
+  assert.equal(after.ok, false, "no reload once stopped");
 });
