@@ -60,6 +60,7 @@ export {
 } from "./web/ops_stance.ts";
 export type { SemioserveOptions } from "./serve/options.ts";
 export {
+  type EngineChange,
   type EngineDetail,
   type EngineState,
   EngineSupervisor,
