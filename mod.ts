@@ -28,6 +28,7 @@ export {
   EngineError,
   main,
   OpsStance,
+  type ReloadResult,
   Semioserve,
   type SemioserveOptions,
   ServerProcess,

@@ -18,29 +18,41 @@
  *
  * @module
  */
-import { type ModelCard, Registry } from "./catalogue.ts";
+import { Registry } from "./catalogue.ts";
 import { ConfigError, MY_LOCAL, NUCLEUS_HOST, NUCLEUS_PORT } from "./common.ts";
 import { type Handler, SSLConfig, withSecurityHeaders } from "./web.ts";
-import { createManagementHandler } from "./http/handler.ts";
+import {
+  createManagementHandler,
+  type ManagementState,
+} from "./http/handler.ts";
 import { type ServerProcess, urlHost } from "./engines/server_process.ts";
-import { EngineSupervisor } from "./supervision/supervisor.ts";
+import type { EngineSupervisor } from "./supervision/supervisor.ts";
 import { EngineRecords } from "./supervision/records.ts";
 import { Watchdog } from "./supervision/watchdog.ts";
 import { HealthLoop } from "./supervision/health_loop.ts";
-import { EngineLog } from "./engines/log_sink.ts";
 import { placeEngines, type Placement } from "./gpu/place_engines.ts";
+import {
+  type EngineSite,
+  replaceEngine,
+  superviseEngines,
+} from "./serve/engine_supervisors.ts";
 import { GpuLifecycle } from "./gpu/gpu_lifecycle.ts";
-import { gpuMemoryNeed } from "./gpu/need.ts";
-import { checkPortFree, isPortFree } from "./engines/ports.ts";
+import { checkPortFree } from "./engines/ports.ts";
 import { checkRoot } from "./serve/startup_checks.ts";
+import { requestedCards } from "./serve/requested_cards.ts";
 import type { SemioserveOptions } from "./serve/options.ts";
 import { OpsStance } from "./web/ops_stance.ts";
 import { parseCli, USAGE, UsageError } from "./serve/cli.ts";
+import { LauncherSignals } from "./serve/signals.ts";
 import { type GuardedServer, serveGuarded } from "./http/connection_guard.ts";
-import { raiseOpenFilesLimit } from "./http/open_files.ts";
+import { raiseAndReportOpenFiles } from "./http/open_files.ts";
 import { log } from "./common/log.ts";
 import { MetricsWriter } from "./metrics/file.ts";
 import { metricsSnapshot } from "./metrics/snapshot.ts";
+import type { ReloadMetrics } from "./metrics/text.ts";
+import { Reloader, type ReloadResult } from "./serve/reload.ts";
+import { ReloadQueue } from "./serve/reload_queue.ts";
+import { refusedReload } from "./serve/reload_result.ts";
 
 export {
   EngineError,
@@ -78,9 +90,7 @@ export {
 } from "./gpu/start_gate.ts";
 export type { GpuMemoryNeed } from "./gpu/need.ts";
 export type { GpuDevice, GpuProcess, GpuSnapshot } from "./gpu/nvidia_smi.ts";
-
-/** Signals closer together than this are one signal delivered twice. */
-const DUPLICATE_SIGNAL_MS = 500;
+export type { ReloadResult } from "./serve/reload_result.ts";
 
 /** What start-up resolved, before anything runs. */
 interface Prepared {
@@ -89,10 +99,13 @@ interface Prepared {
   /** The GPU start gate and memory rounds; undefined when nothing is placed. */
   gpu: GpuLifecycle | undefined;
   supervisors: EngineSupervisor[];
+  /** Where and how engines are supervised (a reload's replacements too). */
+  site: EngineSite;
   records: EngineRecords;
   handler: Handler;
   stance: OpsStance;
   tls: SSLConfig | undefined;
+  state: ManagementState;
 }
 
 /**
@@ -126,6 +139,13 @@ export class Semioserve implements AsyncDisposable {
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
   #onEngineChange: () => void = () => {};
+  // --- reload ---
+  #reloader: Reloader | undefined;
+  #reloads = new ReloadQueue<ReloadResult>(
+    () => this.#reloader?.reload() ?? Promise.resolve(refusedReload()),
+    () => refusedReload(),
+  );
+  // --- end reload ---
 
   /**
    * Creates the launcher, or returns the one that exists.
@@ -203,17 +223,7 @@ export class Semioserve implements AsyncDisposable {
     }
     checkRoot(directory);
     const registry = await Registry.load(o.catalogue);
-    const cards: ModelCard[] = [];
-    for (const spec of o.models) {
-      // Per-node `${NAME}` values, from the environment, for requested cards only.
-      const card = registry.expand(registry.resolve(spec), Deno.env.toObject());
-      if (cards.some((c) => c.name === card.name)) {
-        throw new ConfigError(
-          `Cannot start: model '${card.name}' is requested twice (expected each model once)`,
-        );
-      }
-      cards.push(card);
-    }
+    const cards = requestedCards(registry, o.models, "start");
     const graceMs = o.graceMs ?? 10_000;
     const placement = await placeEngines(cards, o.gpus);
     const records = new EngineRecords(directory);
@@ -224,43 +234,17 @@ export class Semioserve implements AsyncDisposable {
         runs: () => supervisors,
       })
       : undefined;
-    const supervisors: EngineSupervisor[] = cards.map((card, i) =>
-      new EngineSupervisor(card, {
-        host: this.host,
-        port: this.port + i + 1,
-        directory,
-        env: placement.env(card),
-        gpus: placement.devices(card),
-        log: new EngineLog(`${directory}/logs/${card.name}.log`, {
-          ...(o.logMaxBytes !== undefined ? { maxBytes: o.logMaxBytes } : {}),
-          ...(o.logKeep !== undefined ? { keep: o.logKeep } : {}),
-        }),
-        graceMs,
-        records,
-        portFree: isPortFree,
-        ...(gpu
-          ? {
-            gate: gpu.gate,
-            memoryNeed: gpuMemoryNeed(card),
-            loadPollMs: Math.min(1_000, o.healthIntervalMs ?? 10_000),
-          }
-          : {}),
-        ...(o.startTimeoutMs !== undefined
-          ? { startTimeoutMs: o.startTimeoutMs }
-          : {}),
-        onChange: () => this.#onEngineChange(),
-        ...(o.restart !== undefined ? { restart: o.restart } : {}),
-        ...(o.restartMaxDelayMs !== undefined
-          ? { restartMaxDelayMs: o.restartMaxDelayMs }
-          : {}),
-        ...(o.stableAfterMs !== undefined
-          ? { stableAfterMs: o.stableAfterMs }
-          : {}),
-        ...(o.livenessFailures !== undefined
-          ? { livenessFailures: o.livenessFailures }
-          : {}),
-      })
-    );
+    const site: EngineSite = {
+      host: this.host,
+      port: this.port,
+      directory,
+      records,
+      gpu,
+      options: o,
+      graceMs,
+      onChange: () => this.#onEngineChange(),
+    };
+    const supervisors = superviseEngines(cards, placement, site);
     const stance = OpsStance.resolve(
       o.dev_mode === undefined ? {} : { dev_mode: o.dev_mode },
     );
@@ -273,21 +257,22 @@ export class Semioserve implements AsyncDisposable {
     for (const s of supervisors) {
       checkPortFree(this.host, s.port, `engine ${s.name}`);
     }
-    const app = stance.auth.wrap(
-      createManagementHandler({
-        engines: supervisors,
-        catalogue: registry.names(),
-        pollTimeoutMs: o.pollTimeoutMs ?? 2_000,
-      }),
-    );
+    const state: ManagementState = {
+      engines: supervisors,
+      catalogue: registry.names(),
+      pollTimeoutMs: o.pollTimeoutMs ?? 2_000,
+    };
+    const app = stance.auth.wrap(createManagementHandler(state));
     this.#prepared = {
       directory,
       placement,
       gpu,
       supervisors,
+      site,
       records,
       stance,
       tls,
+      state,
       handler: withSecurityHeaders(app, { https: tls !== undefined }),
     };
   }
@@ -316,57 +301,101 @@ export class Semioserve implements AsyncDisposable {
     return this.#running;
   }
 
+  /**
+   * Reloads the configuration, as SIGHUP does: the catalogue, the TLS pair
+   * under `<directory>/ssl/` and the `IDP_SECRET_FILE` and
+   * `LOCAL_ENGINE_API_KEY_FILE` files are read again and validated as at
+   * start; only then are the engines whose change reaches the engine
+   * restarted, the other changes applied, and one summary line logged. On any
+   * failure nothing changes (`ok: false`, `error`). Reloads never overlap: a
+   * call during a reload runs one more after it, and calls while that one
+   * waits share it. Before the API listens, the reload waits until it does.
+   *
+   * @returns What the reload did, or why it was refused.
+   *
+   * @example
+   * ```ts ignore
+   * const result = await serve.reload();
+   * console.log(result.summary); // "reload: 1 engine restarted (qwen3-8b)"
+   * ```
+   */
+  reload(): Promise<ReloadResult> {
+    return this.#reloads.request();
+  }
+
   async #run(): Promise<void> {
+    using signals = new LauncherSignals(this.options.handleSignals !== false);
+    // A SIGHUP before the API listens waits for it (see ReloadQueue).
+    signals.onHangup(() => void this.reload());
+    try {
+      await this.#runLauncher(signals);
+    } finally {
+      this.#reloads.close();
+      await this.#reloads.settled();
+    }
+  }
+
+  async #runLauncher(signals: LauncherSignals): Promise<void> {
     await this.prepare();
-    const { supervisors, stance, tls, handler, placement, directory, gpu } =
-      this.#prepared as Prepared;
+    const {
+      supervisors,
+      stance,
+      tls,
+      handler,
+      placement,
+      directory,
+      gpu,
+      state,
+      site,
+    } = this.#prepared as Prepared;
     const startedAt = Date.now();
     const o = this.options;
     const graceMs = o.graceMs ?? 10_000;
     // Raised before the engines start, so they inherit the higher limit too.
-    const openFiles = await raiseOpenFilesLimit().then(({ before, after }) => {
-      log.info(
-        `open files: limit ${after.soft}${
-          before.soft < after.soft ? ` (raised from ${before.soft})` : ""
-        }, hard limit ${after.hard}`,
-      );
-      return after.soft;
-    }, (error: Error) => {
-      log.warn(`${error.message}; the connection limit is not capped to it`);
-      return undefined;
-    });
+    const openFiles = await raiseAndReportOpenFiles();
     log.info(stance.describe());
     placement.report();
-    let firstSignalAt = 0;
-    const onSignal = () => {
-      // A second signal (an impatient Ctrl-C) skips the grace period. One that
-      // arrives at once is the same signal relayed twice (a wrapper such as
-      // `deno task` or `timeout` forwarding to the whole group): not a second ask.
-      if (firstSignalAt && Date.now() - firstSignalAt > DUPLICATE_SIGNAL_MS) {
-        log.warn("second signal: SIGKILL to every engine");
-        for (const s of supervisors) s.kill();
-      }
-      firstSignalAt ||= Date.now();
-      this.#requestShutdown();
-    };
-    const signals: Deno.Signal[] = o.handleSignals === false
-      ? []
-      : ["SIGTERM", "SIGINT"];
-    for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+    signals.onShutdown(
+      () => this.#requestShutdown(),
+      () => supervisors.forEach((s) => s.kill()),
+    );
     const onAbort = () => this.#requestShutdown();
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#requestShutdown();
     const watchdog = Watchdog.start(graceMs);
     const metrics = new MetricsWriter(directory, this.port);
+    const reloads: ReloadMetrics = { ok: 0, refused: 0 };
     const facts = {
       stance,
       tls: tls !== undefined,
       port: this.port,
       startedAt,
+      reloads,
     };
     const writeMetrics = () =>
       metrics.update(metricsSnapshot(facts, supervisors));
     this.#onEngineChange = writeMetrics;
+    this.#reloader = new Reloader({
+      catalogue: o.catalogue,
+      models: o.models,
+      directory,
+      supervisors,
+      replace: (index, card, change) =>
+        replaceEngine(supervisors, index, card, change, site, watchdog),
+      placement,
+      stance,
+      tls,
+      server: () => this.#server,
+      state,
+      graceMs,
+      onReloaded(result) {
+        if (result.ok) {
+          reloads.ok++;
+          reloads.lastOkSeconds = Date.now() / 1000;
+        } else reloads.refused++;
+        writeMetrics();
+      },
+    });
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs ?? 10_000,
       timeoutMs: o.pollTimeoutMs ?? 2_000,
@@ -399,16 +428,19 @@ export class Semioserve implements AsyncDisposable {
           o.onListen?.(this.#url);
         },
       });
+      this.#reloads.open();
       await this.#shutdown.promise;
     } finally {
       log.info("shutting down: stopping engines");
+      // A reload under way finishes first: no engine starts after the others stopped.
+      this.#reloads.close();
+      await this.#reloads.settled();
       await healthLoop.stop();
       await Promise.all(supervisors.map((s) => s.stop(graceMs)));
       this.#onEngineChange = () => {};
       await metrics.close();
       await watchdog?.close();
       await this.#server?.shutdown();
-      for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
       o.signal?.removeEventListener("abort", onAbort);
       log.info("stopped");
     }

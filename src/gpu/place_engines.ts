@@ -5,7 +5,7 @@
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
-import { detectGpuPool, gpuPoolLine } from "./detect.ts";
+import { detectGpuPool, type GpuDetection, gpuPoolLine } from "./detect.ts";
 import { type GpuAssignment, gpuEnv, gpuLine, placeGpus } from "./placement.ts";
 import { log } from "../common/log.ts";
 
@@ -15,6 +15,13 @@ export interface Placement {
   devices(card: ModelCard): readonly string[] | null;
   /** The pool and each engine's devices, logged once start-up checks have passed. */
   report(): void;
+  /**
+   * The placement after a reload, on the same pool: engines not in `changed`
+   * keep their devices, the changed ones are placed in what is free plus
+   * their own old devices. Pure: nothing is detected again, nothing logged.
+   * Throws `GpuPlacementError` (one line) when a changed card does not fit.
+   */
+  replan(cards: readonly ModelCard[], changed: ReadonlySet<string>): Placement;
 }
 
 /**
@@ -26,7 +33,13 @@ export async function placeEngines(
   gpus: string | undefined,
 ): Promise<Placement> {
   const detection = await detectGpuPool(gpus === undefined ? {} : { gpus });
-  const placed = placeGpus(cards, detection.pool);
+  return composePlacement(detection, placeGpus(cards, detection.pool));
+}
+
+function composePlacement(
+  detection: GpuDetection,
+  placed: ReadonlyMap<string, GpuAssignment>,
+): Placement {
   // nvidia-smi numbers devices in PCI bus order, CUDA by default fastest first:
   // make the indices mean the same devices to the engine.
   const pciOrder = detection.pool !== undefined &&
@@ -53,6 +66,24 @@ export async function placeEngines(
       if (detection.warning) log.warn(detection.warning);
       log.info(gpuPoolLine(detection));
       for (const [name, a] of placed) log.info(gpuLine(name, a));
+    },
+    replan(cards, changed) {
+      const held = new Map<string, GpuAssignment>();
+      for (const card of cards) {
+        const kept = placed.get(card.name);
+        if (!changed.has(card.name) && kept) held.set(card.name, kept);
+      }
+      const fresh = placeGpus(
+        cards.filter((card) => changed.has(card.name)),
+        detection.pool,
+        { held },
+      );
+      const next = new Map<string, GpuAssignment>();
+      for (const card of cards) {
+        const a = fresh.get(card.name) ?? held.get(card.name);
+        if (a) next.set(card.name, a);
+      }
+      return composePlacement(detection, next);
     },
   };
 }

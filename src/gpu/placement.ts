@@ -72,9 +72,16 @@ export interface GpuAssignment {
  * `gpus: 0` still gets `[]`, since it asked to see no GPU whatever the machine.
  * Nothing is refused then.
  *
+ * On a reload, `options.held` names the engines that keep their devices (the
+ * unchanged ones): their devices are taken before anything is placed, and
+ * `cards` are then only the changed ones, placed in what is left (their own
+ * old devices are free again, since they are not held).
+ *
  * @param cards The requested cards, in request order; names must be unique.
  * @param pool The pool, or `undefined` for none (`--gpus none`, or nothing
  *   detected).
+ * @param options `held`: assignments already in force, by engine name, that
+ *   `cards` must fit around.
  * @returns Each card's assignment, keyed by catalogue name, in request order.
  * @throws {GpuPlacementError} When a card does not fit, two pinned cards clash,
  *   a pinned device lies outside an explicit pool, or a card's parallel settings
@@ -90,6 +97,7 @@ export interface GpuAssignment {
 export function placeGpus(
   cards: readonly ModelCard[],
   pool: GpuPool | undefined,
+  options: PlaceOptions = {},
 ): Map<string, GpuAssignment> {
   const names = new Set<string>();
   for (const card of cards) {
@@ -103,6 +111,9 @@ export function placeGpus(
   }
   if (pool === undefined) return unplacedLayout(cards);
   const layout = new Layout(pool);
+  for (const [name, assignment] of options.held ?? []) {
+    layout.keep(name, assignment);
+  }
   const needs = new Map(cards.map((card) => [card.name, gpuNeed(card)]));
   const result = new Map<string, GpuAssignment>();
   // Insert in request order first; pinned cards are placed before the rest.
@@ -124,6 +135,15 @@ export function placeGpus(
     result.set(card.name, { devices, need });
   }
   return result;
+}
+
+/** Settings of {@linkcode placeGpus}. */
+export interface PlaceOptions {
+  /**
+   * Assignments in force that stay as they are (a reload's unchanged
+   * engines): their devices are taken first.
+   */
+  held?: ReadonlyMap<string, GpuAssignment>;
 }
 
 /** The layout without a pool: only pinned and `gpus: 0` cards say anything. */
@@ -214,6 +234,21 @@ class Layout {
       need.kind === "share" ? { name, devices, units } : { name, devices },
     );
     return devices;
+  }
+
+  /** Takes what an engine already holds (a reload's unchanged engine), as it holds it. */
+  keep(name: string, assignment: GpuAssignment): void {
+    const { devices, need } = assignment;
+    if (devices === null || devices.length === 0 || need.kind === "unplaced") {
+      return;
+    }
+    const units = need.kind === "share" ? toUnits(need.share) : WHOLE;
+    for (const device of devices) this.#hold(name, device, need.kind, units);
+    this.#holders.push(
+      need.kind === "share"
+        ? { name, devices: [...devices], units }
+        : { name, devices: [...devices] },
+    );
   }
 
   /** Takes `count` whole free devices: the lowest adjacent run, else the lowest free ones. */

@@ -17,6 +17,9 @@
  * server hands to the handler ends the header deadline, so the handshake
  * counts as part of the head.
  *
+ * A new TLS pair ({@linkcode GuardedServer.replaceTls}) serves every new
+ * connection; open connections keep the pair they began with.
+ *
  * It knows sockets, not routes: no HTTP parsing beyond finding the end of
  * the first request head (CRLF CRLF).
  *
@@ -81,6 +84,14 @@ export interface GuardedServer extends AsyncDisposable {
   readonly finished: Promise<void>;
   /** Stops accepting, closes every connection and the internal server. */
   shutdown(): Promise<void>;
+  /**
+   * Serves every new connection with this PEM certificate (chain) and key;
+   * open connections keep the pair they began with.
+   *
+   * @throws {TypeError} When the guard serves plain HTTP.
+   * @throws {Error} When the pair is refused (the old one stays in force).
+   */
+  replaceTls(tls: { cert: string; key: string }): void;
 }
 
 /**
@@ -290,7 +301,7 @@ class Guard implements GuardedServer {
       this.#upstreamFailures.ok();
       t.upstream = upstream;
       const key = upstream.localAddr.port;
-      this.#internal.clients.set(key, t);
+      this.#internal.attach(key, t, port);
       try {
         if (this.#closing) return;
         await writeAll(upstream, head);
@@ -299,7 +310,7 @@ class Guard implements GuardedServer {
           this.#pump(t, upstream, conn, false),
         ]);
       } finally {
-        this.#internal.clients.delete(key);
+        this.#internal.detach(key);
       }
     } catch {
       // A reset, a close by a deadline or by shutdown: the connection is done.
@@ -367,6 +378,15 @@ class Guard implements GuardedServer {
       closeQuietly(t.conn);
       closeQuietly(t.upstream);
     }
+  }
+
+  replaceTls(tls: { cert: string; key: string }): void {
+    if (!this.#tls) {
+      throw new TypeError(
+        "Cannot replace the TLS pair: the server serves plain HTTP (expected a server started with tls)",
+      );
+    }
+    this.#internal.replaceTls(tls);
   }
 
   async shutdown(): Promise<void> {

@@ -30,15 +30,25 @@ export interface Tracked {
   /** Before the head arrives: when it must have. After: undefined. */
   headDeadline: number | undefined;
   lastActive: number;
+  /** The internal server's port it was connected to (a TLS pair each). */
+  internalPort?: number;
 }
 
-/** The internal `Deno.serve` on loopback, restarted when it fails. */
+/**
+ * The internal `Deno.serve` on loopback, restarted when it fails. Under TLS it
+ * terminates TLS; a new pair starts a new server for new connections, and the
+ * old one serves its open connections until the last one ends.
+ */
 export class Internal {
   #handler: Deno.ServeHandler<Deno.NetAddr>;
   #onError: (error: unknown) => Response | Promise<Response>;
   /** Guard-side local port of each upstream connection → the real client's address. */
   readonly clients = new Map<number, Tracked>();
   #server: Deno.HttpServer<Deno.NetAddr> | undefined;
+  /** Servers of an older TLS pair, by port, while connections still use them. */
+  #retired = new Map<number, Deno.HttpServer<Deno.NetAddr>>();
+  #draining = new Set<Promise<void>>();
+  #swapped = Promise.withResolvers<void>();
   #ready = Promise.withResolvers<number>();
   #stopping = false;
   #failures = new FailureRun("serve the internal HTTP server");
@@ -66,19 +76,20 @@ export class Internal {
     let backoff = FIRST_BACKOFF_MS;
     while (!this.#stopping) {
       try {
-        const server = Deno.serve({
-          hostname: "127.0.0.1",
-          port: 0,
-          onListen: () => {},
-          onError: this.#onError,
-          ...(this.#tls ?? {}),
-        }, (req, info) => this.#serve(req, info));
-        this.#server = server;
-        this.#ready.resolve(server.addr.port);
+        let watched = this.#listen(this.#tls);
+        this.#server = watched;
+        this.#ready.resolve(watched.addr.port);
         this.#failures.ok();
         backoff = FIRST_BACKOFF_MS;
-        await server.finished;
-        if (this.#stopping) return;
+        while (true) {
+          this.#swapped = Promise.withResolvers<void>();
+          await Promise.race([watched.finished, this.#swapped.promise]);
+          if (this.#stopping) return;
+          if (watched === this.#server) break;
+          // A new TLS pair replaced it: watch the new server.
+          watched = this.#server ?? watched;
+        }
+        this.#server = undefined;
         throw new Error("the internal server stopped");
       } catch (error) {
         if (this.#stopping) return;
@@ -88,6 +99,66 @@ export class Internal {
         backoff = Math.min(backoff * 2, MAX_BACKOFF_MS);
       }
     }
+  }
+
+  #listen(
+    tls: { cert: string; key: string } | undefined,
+  ): Deno.HttpServer<Deno.NetAddr> {
+    return Deno.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      onListen: () => {},
+      onError: this.#onError,
+      ...(tls ?? {}),
+    }, (req, info) => this.#serve(req, info));
+  }
+
+  /**
+   * Serves new connections with this TLS pair: a new server listens with it
+   * at once; the current one is retired once its last connection ends.
+   *
+   * @throws {Error} When `Deno.serve` refuses the pair (nothing changes).
+   */
+  replaceTls(tls: { cert: string; key: string }): void {
+    const current = this.#server;
+    if (current === undefined) {
+      // Restarting after a failure: the next server takes the new pair.
+      this.#tls = tls;
+      return;
+    }
+    const next = this.#listen(tls);
+    this.#tls = tls;
+    this.#server = next;
+    this.#ready = Promise.withResolvers<number>();
+    this.#ready.resolve(next.addr.port);
+    this.#swapped.resolve();
+    this.#retired.set(current.addr.port, current);
+    this.#closeIfUnused(current.addr.port);
+  }
+
+  /** Notes which internal server a guard connection goes to. */
+  attach(key: number, client: Tracked, port: number): void {
+    client.internalPort = port;
+    this.clients.set(key, client);
+  }
+
+  /** Forgets a guard connection; the last one of a retired server closes it. */
+  detach(key: number): void {
+    const port = this.clients.get(key)?.internalPort;
+    this.clients.delete(key);
+    if (port !== undefined) this.#closeIfUnused(port);
+  }
+
+  #closeIfUnused(port: number): void {
+    const server = this.#retired.get(port);
+    if (server === undefined) return;
+    for (const client of this.clients.values()) {
+      if (client.internalPort === port) return;
+    }
+    this.#retired.delete(port);
+    const draining = server.shutdown().catch(() => {});
+    this.#draining.add(draining);
+    draining.finally(() => this.#draining.delete(draining));
   }
 
   #serve(
@@ -105,7 +176,13 @@ export class Internal {
 
   async stop(): Promise<void> {
     this.#stopping = true;
-    await this.#server?.shutdown().catch(() => {});
+    this.#swapped.resolve();
+    const servers = [this.#server, ...this.#retired.values()];
+    this.#retired.clear();
+    await Promise.all(
+      servers.map((server) => server?.shutdown().catch(() => {})),
+    );
+    await Promise.all([...this.#draining]);
     await this.#loop;
   }
 }

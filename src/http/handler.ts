@@ -30,7 +30,7 @@ export interface ReportedEngine {
 export interface ManagementState {
   /** The configured engines, in request order. */
   engines: readonly ReportedEngine[];
-  /** Every catalogue name. */
+  /** Every catalogue name; read per request, so a reload may replace it. */
   catalogue: readonly string[];
   /** How long one engine's health poll may take, in milliseconds. */
   pollTimeoutMs: number;
@@ -93,7 +93,8 @@ function wantsDetail(url: string): boolean {
  * @returns A handler for `Deno.serve`.
  */
 export function createManagementHandler(state: ManagementState): Handler {
-  const catalogue = [...state.catalogue].sort();
+  let names = state.catalogue;
+  let catalogue = [...names].sort();
   const health = JSON.stringify({
     status: "ok",
     models: state.engines.length,
@@ -104,6 +105,10 @@ export function createManagementHandler(state: ManagementState): Handler {
     const healthy = await Promise.all(
       state.engines.map((engine) => engine.healthy(state.pollTimeoutMs)),
     );
+    if (state.catalogue !== names) {
+      names = state.catalogue;
+      catalogue = [...names].sort();
+    }
     const detail = wantsDetail(req.url);
     const active: Record<string, ActiveModel> = {};
     state.engines.forEach((engine, i) => {

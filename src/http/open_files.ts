@@ -10,6 +10,7 @@
  *
  * @module
  */
+import { log } from "../common/log.ts";
 
 /** An open-files limit; `Infinity` when unlimited. */
 export interface OpenFilesLimit {
@@ -130,4 +131,29 @@ export async function raiseOpenFilesLimit(): Promise<RaisedOpenFilesLimit> {
   const hard = before.hard === Infinity ? "unlimited" : String(before.hard);
   await prlimit([`--nofile=${hard}:${hard}`], "raise the open-files limit");
   return { before, after: await readOpenFilesLimit() };
+}
+
+/**
+ * Raises the limit and logs the outcome in one line (`open files: limit 65536
+ * (raised from 1024), hard limit 65536`), or warns that it could not be read.
+ *
+ * @returns The soft limit in force, or undefined when it is unknown.
+ *
+ * @example
+ * ```ts ignore
+ * const openFiles = await raiseAndReportOpenFiles(); // before engines start: they inherit it
+ * ```
+ */
+export function raiseAndReportOpenFiles(): Promise<number | undefined> {
+  return raiseOpenFilesLimit().then(({ before, after }) => {
+    log.info(
+      `open files: limit ${after.soft}${
+        before.soft < after.soft ? ` (raised from ${before.soft})` : ""
+      }, hard limit ${after.hard}`,
+    );
+    return after.soft;
+  }, (error: Error) => {
+    log.warn(`${error.message}; the connection limit is not capped to it`);
+    return undefined;
+  });
 }

@@ -10,7 +10,7 @@
  */
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { OpsStance } from "../web/ops_stance.ts";
-import type { MetricsSnapshot } from "./text.ts";
+import type { MetricsSnapshot, ReloadMetrics } from "./text.ts";
 import { VERSION } from "../common/version.ts";
 
 /** The launcher facts that do not change while it runs. */
@@ -21,6 +21,8 @@ export interface LauncherFacts {
   port: number;
   /** When the launcher started, in milliseconds since the epoch. */
   startedAt: number;
+  /** Reload counts so far (read at each snapshot). */
+  reloads?: ReloadMetrics;
 }
 
 /**
@@ -70,5 +72,6 @@ export function metricsSnapshot(
       };
     }),
     ...(production ? { authFailures: launcher.stance.auth.failures } : {}),
+    ...(launcher.reloads ? { reloads: { ...launcher.reloads } } : {}),
   };
 }

@@ -63,6 +63,16 @@ export interface EngineMetrics {
   startWaitSeconds?: Readonly<Partial<Record<WaitReason, number>>> | undefined;
 }
 
+/** Reloads (SIGHUP or `Semioserve.reload()`) since the launcher started. */
+export interface ReloadMetrics {
+  /** Reloads that took effect. */
+  ok: number;
+  /** Reloads refused (nothing changed). */
+  refused: number;
+  /** When the last reload took effect, in Unix seconds; absent before one did. */
+  lastOkSeconds?: number | undefined;
+}
+
 /** Everything one metrics file says, at one moment. */
 export interface MetricsSnapshot {
   /** The launcher's own facts. */
@@ -76,6 +86,8 @@ export interface MetricsSnapshot {
   authFailures?:
     | Readonly<Partial<Record<AuthFailureReason, number>>>
     | undefined;
+  /** Reload counts; their families are rendered only when present. */
+  reloads?: ReloadMetrics | undefined;
 }
 
 type Labels = readonly (readonly [string, string])[];
@@ -138,8 +150,11 @@ function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
  * `mymodel_engine_state` (one sample per state, 1 for the current one),
  * `mymodel_engine_gpu_memory_bytes` (per device, while `nvidia-smi` answers),
  * `mymodel_engine_start_wait_seconds_total` (engines on GPUs, per reason),
- * `mymodel_launcher_info`, `mymodel_launcher_start_time_seconds`, and in
- * production `mymodel_auth_failures_total` with all six reasons.
+ * `mymodel_launcher_info`, `mymodel_launcher_start_time_seconds`, with
+ * `reloads` `mymodel_reloads_total{result="ok|refused"}` and
+ * `mymodel_last_reload_timestamp_seconds` (no sample before a reload took
+ * effect), and in production `mymodel_auth_failures_total` with all six
+ * reasons.
  *
  * The `gpus` label of `mymodel_engine_up` lists the devices comma-separated;
  * it is empty both for `gpus: 0` and when placement is off, since Prometheus
@@ -258,6 +273,30 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       [{ labels: [launcherPort], value: launcher.startTimeSeconds }],
     ),
   ];
+  // --- reload families ---
+  const reloads = snapshot.reloads;
+  if (reloads !== undefined) {
+    parts.push(
+      family(
+        "mymodel_reloads_total",
+        "counter",
+        "Reloads (SIGHUP) since the launcher started, by result: ok took effect, refused changed nothing.",
+        (["ok", "refused"] as const).map((result) => ({
+          labels: [launcherPort, ["result", result]],
+          value: reloads[result],
+        })),
+      ),
+      family(
+        "mymodel_last_reload_timestamp_seconds",
+        "gauge",
+        "When the last reload that took effect finished, in Unix seconds.",
+        reloads.lastOkSeconds === undefined
+          ? []
+          : [{ labels: [launcherPort], value: reloads.lastOkSeconds }],
+      ),
+    );
+  }
+  // --- end reload families ---
   if (launcher.mode === "production") {
     parts.push(family(
       "mymodel_auth_failures_total",

@@ -123,7 +123,9 @@ export interface SemioserveOptions {
   /** Aborting it shuts the launcher down, like SIGTERM. */
   signal?: AbortSignal;
   /**
-   * Shut down on SIGTERM and SIGINT while running.
+   * Shut down on SIGTERM and SIGINT, and reload on SIGHUP, while running.
+   * When false no signal handler is installed (SIGHUP then keeps its default
+   * action): the program owns its signals and calls `reload()` itself.
    * @default {true}
    */
   handleSignals?: boolean;

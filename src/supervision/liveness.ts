@@ -7,12 +7,16 @@
  *
  * @module
  */
+import { log } from "../common/log.ts";
+import { LogThrottle } from "../common/log_throttle.ts";
 import type { EndReason } from "./restart_policy.ts";
 
 /** What the supervisor does with one observation. */
 export type Verdict =
   /** Answered 200; `first` when it is the run's first (its load is over). */
   | { readonly kind: "ready"; readonly first: boolean }
+  /** The poll failed on the launcher's side (no socket to be had): it never counts. */
+  | { readonly kind: "ignored" }
   /** Not answered yet and never did: still loading. */
   | { readonly kind: "loading" }
   /** Failed after a first 200, not (yet) enough to stop it. */
@@ -33,19 +37,26 @@ export interface LivenessLimits {
  *
  * @example
  * ```ts ignore
- * const liveness = new Liveness({ failures: 3 });
+ * const liveness = new Liveness("qwen3-8b", { failures: 3 });
  * liveness.reset();
- * liveness.observe(true, true); // { kind: "ready", first: true }
+ * liveness.observe({ ok: true }, true); // { kind: "ready", first: true }
  * ```
  */
 export class Liveness {
+  readonly #name: string;
+  /** Polls that failed on our side: one line per 10 s, then a count of the rest. */
+  readonly #local = new LogThrottle({ write: log.warn });
   readonly #failuresLimit: number;
   readonly #startTimeoutMs: number;
   #failures = 0;
   #firstOkAt: number | undefined;
 
-  /** @param limits The failure count and the start timeout. */
-  constructor(limits: LivenessLimits) {
+  /**
+   * @param name The engine's catalogue name, for log lines.
+   * @param limits The failure count and the start timeout.
+   */
+  constructor(name: string, limits: LivenessLimits) {
+    this.#name = name;
     this.#failuresLimit = limits.failures ?? 6;
     this.#startTimeoutMs = limits.startTimeoutMs ?? 900_000;
   }
@@ -62,14 +73,29 @@ export class Liveness {
   }
 
   /**
-   * A poll's answer.
+   * A poll's answer. One that failed for the launcher's own reason (too many
+   * open files …) is logged at most once per 10 s and never counts.
    *
-   * @param ok Whether it answered 200.
+   * @param result Whether it answered 200; `local`: why it failed on our side.
    * @param counts Whether a failure counts (background polls do; a
    *   `GET /models` request's poll does not).
    * @returns What to do.
    */
-  observe(ok: boolean, counts: boolean): Verdict {
+  observe(
+    result: { readonly ok: boolean; readonly local?: string | undefined },
+    counts: boolean,
+  ): Verdict {
+    const { ok, local } = result;
+    if (local) {
+      const name = this.#name;
+      // The key doubles as the summary's subject: "<key>: … and 212 more in 10 s".
+      this.#local.hit(
+        `health polls of engine ${name} that failed on the launcher's side`,
+        () =>
+          `health poll of engine ${name} failed on the launcher's side, not counted against the engine: ${local}`,
+      );
+      return { kind: "ignored" };
+    }
     if (ok) {
       const first = this.#firstOkAt === undefined;
       this.#firstOkAt ??= Date.now();

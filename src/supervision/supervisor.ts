@@ -12,11 +12,11 @@
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
-import { LogThrottle } from "../common/log_throttle.ts";
 import type { RunWatcher } from "./watchdog.ts";
 import { EngineLog } from "../engines/log_sink.ts";
-import type { StartSlot, WaitReason } from "../gpu/start_gate.ts";
-import { StartWait } from "./start_wait.ts";
+import type { WaitReason } from "../gpu/start_gate.ts";
+import { GpuStart } from "./gpu_start.ts";
+import { RunBook } from "./run_book.ts";
 import { Liveness, type Verdict } from "./liveness.ts";
 import {
   DEFAULT_RESTART_MAX_DELAY_MS,
@@ -25,7 +25,6 @@ import {
   type EndReason,
   type EngineState,
   restartDelayMs,
-  type RunEnd,
   shouldRestart,
 } from "./restart_policy.ts";
 import type { EngineDetail, LastExit } from "./engine_detail.ts";
@@ -34,7 +33,7 @@ import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 
 export type { EndReason, EngineState } from "./restart_policy.ts";
 export type { EngineDetail, LastExit } from "./engine_detail.ts";
-export type { SupervisorOptions } from "./supervisor_options.ts";
+export type { EngineChange, SupervisorOptions } from "./supervisor_options.ts";
 export type { WaitingFor, WaitReason } from "../gpu/start_gate.ts";
 export type { RunRecord, RunRecorder } from "./records.ts";
 export type { RunWatcher } from "./watchdog.ts";
@@ -55,12 +54,12 @@ export type { RunWatcher } from "./watchdog.ts";
  * ```
  */
 export class EngineSupervisor {
-  /** The catalogue card. */
-  readonly card: ModelCard;
+  // Not readonly: a reload swaps them (see amend()).
+  #card: ModelCard;
   /** The engine's log, shared by every run. */
   readonly log: EngineLog;
-  readonly #options: SupervisorOptions;
-  readonly #policy: RestartPolicy;
+  #options: SupervisorOptions;
+  #policy: RestartPolicy;
   #process: ServerProcess;
   #state: EngineState = "starting";
   #since = new Date();
@@ -72,19 +71,14 @@ export class EngineSupervisor {
   /** Why the launcher is ending the current run itself, or "exit". */
   #endReason: EndReason = "exit";
   #stopRequested = false;
-  /** Ends a wait at the GPU start gate when stop() is called. */
-  #stopping = new AbortController();
-  #slot: StartSlot | undefined;
-  /** Gone pids listed on our devices when the current run started (rule 2). */
-  #baseline: Promise<Set<number>> | undefined;
-  /** Waits at the GPU start gate; while one lasts, the state is `waiting`. */
-  #waits: StartWait;
-  #gpuMemory: Readonly<Record<string, number>> | null = null;
+  #stopWhy = "";
+  /** Ends a backoff, a wait at the GPU start gate or a load watch: stop() aborts it. */
+  #interrupt = new AbortController();
+  /** This engine's passage through the GPU start gate; while it waits, the state is `waiting`. */
+  #gpu: GpuStart;
+  #book: RunBook;
   #loop: Promise<void> | undefined;
   #lastPollMs: number | undefined;
-  /** Polls that failed on our side: one line per 10 s, then a count of the rest. */
-  #localFailures = new LogThrottle({ write: log.warn });
-  #watchdog: RunWatcher | undefined;
 
   /**
    * Prepares the first run (command line resolved, nothing started).
@@ -94,18 +88,23 @@ export class EngineSupervisor {
    * @throws {EngineError} When the first run cannot be prepared.
    */
   constructor(card: ModelCard, options: SupervisorOptions) {
-    this.card = card;
+    this.#card = card;
     this.#options = options;
     this.#policy = card.restart ?? options.restart ?? "on-failure";
-    this.#watchdog = options.watchdog;
-    this.#liveness = new Liveness({
+    this.#book = new RunBook(card.name, options.records, options.watchdog);
+    this.#liveness = new Liveness(card.name, {
       failures: options.livenessFailures,
       startTimeoutMs: options.startTimeoutMs,
     });
-    this.#waits = new StartWait(card.name, () => {
-      if (this.#state === "waiting") this.#options.onChange?.();
-      else this.#set("waiting");
-    });
+    this.#gpu = new GpuStart(
+      card.name,
+      options.gate,
+      () => ({ devices: this.gpus, memory: this.#options.memoryNeed }),
+      () => {
+        if (this.#state === "waiting") this.#options.onChange?.();
+        else this.#set("waiting");
+      },
+    );
     this.log = options.log ??
       new EngineLog(`${options.directory}/logs/${card.name}.log`);
     this.#process = this.#prepare();
@@ -113,7 +112,7 @@ export class EngineSupervisor {
 
   #prepare(): ServerProcess {
     const o = this.#options;
-    return new ServerProcess(this.card, {
+    return new ServerProcess(this.#card, {
       host: o.host,
       port: o.port,
       directory: o.directory,
@@ -124,9 +123,14 @@ export class EngineSupervisor {
     });
   }
 
+  /** The catalogue card (a reload may replace it). */
+  get card(): ModelCard {
+    return this.#card;
+  }
+
   /** The catalogue name. */
   get name(): string {
-    return this.card.name;
+    return this.#card.name;
   }
 
   /** The current (or last) run. */
@@ -195,14 +199,14 @@ export class EngineSupervisor {
       last_exit: this.#lastExit,
       next_restart: this.#nextRestart?.toISOString() ?? null,
       gpus: this.#options.gpus ?? null,
-      waiting_for: this.#waits.current,
-      gpu_memory_mib: this.#gpuMemory,
+      waiting_for: this.#gpu.waitingFor,
+      gpu_memory_mib: this.#gpu.memory,
     };
   }
 
   /** Seconds spent held by the GPU start gate, per reason, the current wait included. */
   startWaitSeconds(): Partial<Record<WaitReason, number>> {
-    return this.#waits.seconds();
+    return this.#gpu.seconds();
   }
 
   /**
@@ -212,7 +216,7 @@ export class EngineSupervisor {
    * @param mib Per device entry, or null.
    */
   observeGpuMemory(mib: Readonly<Record<string, number>> | null): void {
-    this.#gpuMemory = mib;
+    this.#gpu.memory = mib;
   }
 
   #set(state: EngineState): void {
@@ -232,25 +236,28 @@ export class EngineSupervisor {
    */
   start(watchdog?: RunWatcher): void {
     if (this.#loop) return;
-    this.#watchdog = watchdog ?? this.#watchdog;
-    if (this.#gated) {
-      this.#loop = this.#startGated();
+    this.#book.watchdog = watchdog;
+    if (this.#gpu.gated) {
+      this.#loop = this.#begin();
       return;
     }
     this.#launch(this.#process);
     this.#loop = this.#supervise();
   }
 
-  get #gated(): boolean {
-    return this.#options.gate?.gates(this.gpus) ?? false;
-  }
-
-  async #startGated(): Promise<void> {
-    if (!(await this.#admit(undefined))) return this.#set("exited");
+  /**
+   * A gated first start: wait at the gate (with the replaced engine's
+   * baseline after a reload: its memory must be back), spawn, supervise.
+   */
+  async #begin(): Promise<void> {
+    const baseline = await this.#options.baseline;
+    if (!(await this.#gpu.admit(baseline, this.#interrupt.signal))) {
+      return this.#set("exited");
+    }
     try {
       this.#launch(this.#process);
     } catch (error) {
-      this.#releaseSlot();
+      this.#gpu.release();
       this.#report("warn", `cannot start: ${(error as Error).message}`);
       return this.#set("exited");
     }
@@ -258,26 +265,13 @@ export class EngineSupervisor {
   }
 
   /**
-   * Passes the GPU start gate: the one place every start waits (first,
-   * restart, reload). False when stop() ended the wait.
+   * The gone pids listed on this engine's devices when its current (or last)
+   * run started: what a replacing engine's first start must not wait for.
+   *
+   * @returns The pids, or undefined when the engine is not gated.
    */
-  async #admit(baseline: Set<number> | undefined): Promise<boolean> {
-    const gate = this.#options.gate;
-    const devices = this.gpus;
-    if (!gate || devices === null || !gate.gates(devices)) return true;
-    const slot = await this.#waits.pass(gate, {
-      devices,
-      memory: this.#options.memoryNeed,
-      baseline,
-      signal: this.#stopping.signal,
-    });
-    this.#slot = slot;
-    return slot !== undefined;
-  }
-
-  #releaseSlot(): void {
-    this.#slot?.release();
-    this.#slot = undefined;
+  gpuBaseline(): Promise<Set<number> | undefined> {
+    return this.#gpu.baseline();
   }
 
   /**
@@ -291,20 +285,9 @@ export class EngineSupervisor {
     this.#liveness.reset();
     this.#endReason = "exit";
     this.#set("starting");
-    const pid = run.pid!;
-    this.#watchdog?.add(pid);
-    this.#options.records?.write({
-      model: this.name,
-      pid,
-      command: run.commandLine,
-      host: run.host,
-      port: run.port,
-    });
-    const gate = this.#options.gate;
-    this.#baseline = gate && this.gpus !== null && gate.gates(this.gpus)
-      ? gate.baseline(this.gpus).catch(() => new Set())
-      : undefined;
-    if (this.#slot) this.#watchLoad(run);
+    this.#book.began(run);
+    this.#gpu.launched();
+    if (this.#gpu.loading) this.#watchLoad(run);
   }
 
   /**
@@ -313,9 +296,9 @@ export class EngineSupervisor {
    */
   async #watchLoad(run: ServerProcess): Promise<void> {
     const every = this.#options.loadPollMs ?? 1_000;
-    while (this.#slot && run === this.#process && run.running) {
-      await sleep(every, this.#stopping.signal);
-      if (!this.#slot || run !== this.#process || !run.running) return;
+    while (this.#gpu.loading && run === this.#process && run.running) {
+      await sleep(every, this.#interrupt.signal);
+      if (!this.#gpu.loading || run !== this.#process || !run.running) return;
       this.#observe(run, await run.check(every), false);
     }
   }
@@ -324,27 +307,19 @@ export class EngineSupervisor {
     while (true) {
       const run = this.#process;
       const status = await run.ended;
-      const endedAt = Date.now();
-      this.#releaseSlot();
-      this.#gpuMemory = null;
-      this.#watchdog?.remove(run.pid!);
-      this.#options.records?.remove(this.name);
-      const end: RunEnd = {
-        code: status.signal ? null : status.code,
-        signal: status.signal ?? null,
-        reason: this.#endReason,
-      };
-      const ranMs = endedAt - (run.startedAt ?? endedAt);
-      this.#lastExit = {
-        code: end.code,
-        signal: end.signal,
-        at: new Date(endedAt).toISOString(),
-        ran_seconds: Math.round(ranMs / 100) / 10,
-        reason: end.reason,
-      };
-      const ran = `after ${(ranMs / 1000).toFixed(1)} s`;
+      this.#gpu.release();
+      this.#gpu.memory = null;
+      const { end, lastExit, ran } = this.#book.ended(
+        run,
+        status,
+        this.#endReason,
+      );
+      this.#lastExit = lastExit;
       if (this.#stopRequested) {
-        this.#report("info", `exit: ${describeEnd(end)} ${ran}`);
+        this.#report(
+          "info",
+          `exit: ${describeEnd(end)} ${ran}${this.#stopWhy}`,
+        );
         this.#set("exited");
         return;
       }
@@ -362,10 +337,10 @@ export class EngineSupervisor {
       const stableAfter = this.#options.stableAfterMs ??
         DEFAULT_STABLE_AFTER_MS;
       const firstOkAt = this.#liveness.firstOkAt;
-      if (firstOkAt !== undefined && endedAt - firstOkAt >= stableAfter) {
+      if (firstOkAt !== undefined && Date.now() - firstOkAt >= stableAfter) {
         this.#step = 0;
       }
-      const baseline = await this.#baseline;
+      const baseline = await this.#gpu.baseline();
       let next: ServerProcess | undefined;
       let what = `exit: ${describeEnd(end)} ${ran}`;
       while (next === undefined) {
@@ -380,15 +355,15 @@ export class EngineSupervisor {
         );
         this.#nextRestart = new Date(Date.now() + delay);
         this.#set("backoff");
-        await sleep(delay, this.#stopping.signal);
+        await sleep(delay, this.#interrupt.signal);
         this.#nextRestart = null;
-        if (this.#stopRequested || !(await this.#admit(baseline))) {
-          this.#set("exited");
-          return;
-        }
+        if (
+          this.#stopRequested ||
+          !(await this.#gpu.admit(baseline, this.#interrupt.signal))
+        ) return this.#set("exited");
         const portFree = this.#options.portFree;
         if (portFree && !portFree(run.host, run.port)) {
-          this.#releaseSlot();
+          this.#gpu.release();
           what = `cannot restart: port ${run.port} is taken by another process`;
           continue;
         }
@@ -398,7 +373,7 @@ export class EngineSupervisor {
           this.#launch(candidate, true);
           next = candidate;
         } catch (error) {
-          this.#releaseSlot();
+          this.#gpu.release();
           what = `cannot restart: ${(error as Error).message}`;
         }
       }
@@ -450,26 +425,17 @@ export class EngineSupervisor {
     if (run !== this.#process || !run.running) return;
     if (this.#state === "stopping") return;
     this.#lastPollMs = result.ms;
-    if (result.local) {
-      const cause = result.local;
-      // The key doubles as the summary's subject: "<key>: … and 212 more in 10 s".
-      this.#localFailures.hit(
-        `health polls of engine ${this.name} that failed on the launcher's side`,
-        () =>
-          `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${cause}`,
-      );
-      return;
-    }
-    this.#act(run, this.#liveness.observe(result.ok, counts));
+    this.#act(run, this.#liveness.observe(result, counts));
   }
 
   #act(run: ServerProcess, verdict: Verdict): void {
     switch (verdict.kind) {
       case "ready":
         // The load is over: the next engine on these GPUs may start.
-        if (verdict.first) this.#releaseSlot();
+        if (verdict.first) this.#gpu.release();
         return this.#set("ready");
       case "loading":
+      case "ignored":
         return;
       case "unhealthy":
         return this.#set("unhealthy");
@@ -487,14 +453,55 @@ export class EngineSupervisor {
    * (SIGTERM, grace, SIGKILL) and resolves when it is gone.
    *
    * @param graceMs Time between SIGTERM and SIGKILL.
+   * @param options `keepLog`: leave the log open for the engine that replaces
+   *   this one; `why`: said on the exit line (`reload`).
    */
-  async stop(graceMs = 10_000): Promise<void> {
+  async stop(
+    graceMs = 10_000,
+    options: { keepLog?: boolean; why?: string } = {},
+  ): Promise<void> {
+    this.#stopWhy = options.why === undefined ? "" : ` (${options.why})`;
     this.#stopRequested = true;
-    this.#stopping.abort();
+    this.#interrupt.abort();
     if (this.#process.running) this.#set("stopping");
     await this.#process.stop(graceMs);
     await this.#loop;
-    await this.log.close();
+    if (options.keepLog) await this.log.flush();
+    else await this.log.close();
+  }
+
+  // A reload that changes what reaches the engine replaces the supervisor
+  // (serve/engine_supervisors.ts); one that does not amends it here.
+
+  /**
+   * Applies a change that does not reach the engine, without touching the
+   * process: the card (its `restart:` policy, `description`, `verb`) and the
+   * engine key later starts use.
+   *
+   * @param card The new expanded card, same name.
+   * @param next `apiKey`: the key every later start demands.
+   *
+   * @example
+   * ```ts ignore
+   * supervisor.amend({ ...supervisor.card, restart: "always" });
+   * ```
+   */
+  amend(card: ModelCard, next: { apiKey?: string } = {}): void {
+    this.#sameName(card);
+    this.#card = card;
+    this.#policy = card.restart ?? this.#options.restart ?? "on-failure";
+    if (next.apiKey !== undefined) {
+      this.#options = { ...this.#options, apiKey: next.apiKey };
+    }
+    this.#options.onChange?.();
+  }
+
+  #sameName(card: ModelCard): void {
+    if (card.name !== this.name) {
+      throw new RangeError(
+        `Cannot give engine ${this.name} the card ${card.name} (expected the same name)`,
+      );
+    }
   }
 
   /** Sends SIGKILL to the current run's group at once (a second Ctrl-C). */

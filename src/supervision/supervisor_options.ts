@@ -64,4 +64,20 @@ export interface SupervisorOptions extends ServerProcessOptions {
    * @default {1000}
    */
   loadPollMs?: number;
+  /**
+   * For an engine that replaces another (a reload): the replaced engine's
+   * `EngineSupervisor.gpuBaseline()`, so the first start waits for
+   * the replaced run's GPU memory as a restart would.
+   */
+  baseline?: Promise<Set<number> | undefined>;
+}
+
+/** What a reload changes for an engine besides its card. */
+export interface EngineChange {
+  /** The environment placement adds (`CUDA_VISIBLE_DEVICES`). */
+  env?: Record<string, string>;
+  /** The devices it was placed on. */
+  gpus?: readonly string[] | null;
+  /** The key the engine demands from this start on. */
+  apiKey?: string;
 }

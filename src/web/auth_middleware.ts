@@ -96,6 +96,21 @@ const encoder = new TextEncoder();
 /** The options object only {@linkcode AuthMiddleware.development} passes, known by identity. */
 const DEVELOPMENT: AuthOptions = Object.freeze({ secret: "", issuer: "" });
 
+/** The verify-only key of a secret, warning when HS512 would want it longer. */
+function verifyKeyOf(secret: string): Promise<CryptoKey> {
+  const secretBytes = encoder.encode(secret).length;
+  if (secretBytes < MIN_SECRET_BYTES) {
+    log.warn(
+      `IDP_SECRET is ${secretBytes} bytes; HS512 wants a secret of at least ${MIN_SECRET_BYTES} bytes`,
+    );
+  }
+  const key = importVerifyKey(secret);
+  // Awaited per request; this only keeps a failed import from going
+  // unhandled before the first request arrives.
+  key.catch(() => {});
+  return key;
+}
+
 function unauthorized(req: Request): Response {
   const headers = new Headers({
     "content-type": "text/plain",
@@ -235,21 +250,44 @@ export class AuthMiddleware {
         "Cannot enable authentication: tokenCacheSize must be an integer >= 1",
       );
     }
-    const secretBytes = encoder.encode(secret).length;
-    if (secretBytes < MIN_SECRET_BYTES) {
-      log.warn(
-        `IDP_SECRET is ${secretBytes} bytes; HS512 wants a secret of at least ${MIN_SECRET_BYTES} bytes`,
-      );
-    }
     this.#enabled = true;
     this.#issuer = issuer;
     this.#audience = audience;
     this.#leewaySeconds = leewaySeconds;
     this.#cache = new TokenCache({ capacity: cacheSize, leewaySeconds });
-    this.#key = importVerifyKey(secret);
-    // Awaited per request; this only keeps a failed import from going
-    // unhandled before the first request arrives.
-    this.#key.catch(() => {});
+    this.#key = verifyKeyOf(secret);
+  }
+
+  /**
+   * Verifies every later request with a new secret (a rotated
+   * `IDP_SECRET_FILE`): tokens signed with the old one are refused from now
+   * on, and the verified-token cache is emptied.
+   *
+   * @param secret The new shared secret, non-empty.
+   * @throws {AuthConfigError} When the secret is empty, or the middleware is
+   *   the development pass-through.
+   *
+   * @example
+   * ```ts
+   * import { AuthMiddleware } from "@mymodel/serve/web";
+   *
+   * const auth = new AuthMiddleware({ secret: "a".repeat(64), issuer: "https://idp.example" });
+   * auth.rotateSecret("b".repeat(64));
+   * ```
+   */
+  rotateSecret(secret: string): void {
+    if (!this.#enabled) {
+      throw new AuthConfigError(
+        "Cannot rotate the JWT secret: authentication is off (development mode)",
+      );
+    }
+    if (typeof secret !== "string" || secret === "") {
+      throw new AuthConfigError(
+        "Cannot rotate the JWT secret (IDP_SECRET): the new secret is missing or empty",
+      );
+    }
+    this.#key = verifyKeyOf(secret);
+    this.#cache?.clear();
   }
 
   /**
@@ -348,8 +386,8 @@ export class AuthMiddleware {
    */
   wrap(handler: Handler): Handler {
     if (!this.#enabled || !this.#key || !this.#cache) return handler;
-    // Typed locals: the nested functions below cannot see the narrowing.
-    const key: Promise<CryptoKey> = this.#key;
+    // Read per request: rotateSecret() replaces the key.
+    const currentKey = () => this.#key as Promise<CryptoKey>;
     const cache: TokenCache = this.#cache;
     const verifyOptions = {
       issuer: this.#issuer,
@@ -380,6 +418,7 @@ export class AuthMiddleware {
       token: string,
     ): Promise<Response> {
       let claims: JWTPayload;
+      const key = currentKey();
       try {
         claims = await verifyToken(token, await key, verifyOptions);
       } catch (error) {
@@ -387,8 +426,11 @@ export class AuthMiddleware {
         return refuse(req, info, kind, reason);
       }
       // Only now, every check passed. verifyToken made sure exp (and nbf,
-      // when present) are finite numbers.
-      cache.add(token, { exp: claims.exp as number, nbf: claims.nbf });
+      // when present) are finite numbers. A token verified with a key
+      // rotated away meanwhile is served once, not remembered.
+      if (currentKey() === key) {
+        cache.add(token, { exp: claims.exp as number, nbf: claims.nbf });
+      }
       return await handler(req, info);
     }
 

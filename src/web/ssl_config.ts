@@ -177,6 +177,7 @@ interface SSLConfigFields {
   key: string;
   certFile: string;
   keyFile: string;
+  serial: string;
   ca?: string;
   caFile?: string;
 }
@@ -212,6 +213,8 @@ export class SSLConfig {
   readonly certFile: string;
   /** Path of `server.key`. */
   readonly keyFile: string;
+  /** The served certificate's serial number, as hex digits (`server.crt`). */
+  readonly serial: string;
   /** Path of `ca.crt`, when it was used. */
   declare readonly caFile?: string;
 
@@ -220,6 +223,7 @@ export class SSLConfig {
     this.key = fields.key;
     this.certFile = fields.certFile;
     this.keyFile = fields.keyFile;
+    this.serial = fields.serial;
     if (fields.ca !== undefined) this.ca = fields.ca;
     if (fields.caFile !== undefined) this.caFile = fields.caFile;
   }
@@ -290,7 +294,13 @@ export class SSLConfig {
     }
     warnAboutValidity(certFile, certificate);
 
-    const fields: SSLConfigFields = { cert, key, certFile, keyFile };
+    const fields: SSLConfigFields = {
+      cert,
+      key,
+      certFile,
+      keyFile,
+      serial: certificate.serialNumber.toLowerCase(),
+    };
     if (options.devMode) {
       const caFile = join(directory, "ssl", "ca.crt");
       if (await isPresent(caFile)) {

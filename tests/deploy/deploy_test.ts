@@ -67,6 +67,10 @@ Deno.test("systemd stops the launcher first, waits longer than its grace, and re
   assert.ok(Number(one("TimeoutStopSec")) > grace);
 });
 
+Deno.test("systemctl reload sends the launcher SIGHUP", () => {
+  assert.equal(one("ExecReload"), "/bin/kill -HUP $MAINPID");
+});
+
 Deno.test("systemd hands the secrets over as credentials, read through the _FILE variables", () => {
   const credentials = unit.get("Service.LoadCredential") ?? [];
   const env = unit.get("Service.Environment") ?? [];

@@ -353,3 +353,46 @@ Deno.test("formatGpuList writes runs of indices as ranges and other entries as t
   assert.equal(formatGpuList(["GPU-a", "GPU-b", "0", "1"]), "GPU-a,GPU-b,0-1");
   assert.equal(formatGpuList([]), "none");
 });
+
+// --- reload: held assignments --------------------------------------------------
+
+Deno.test("held assignments keep their devices; the others are placed around them", () => {
+  const cards = catalogue({
+    a: { gpus: 1 },
+    b: { gpus: 2 },
+    e: { gpus: 0.5 },
+  });
+  const before = placeGpus([...cards], range(0, 3));
+  assert.deepEqual(devices(before), { a: ["0"], b: ["1", "2"], e: ["3"] });
+  // b changed: a and e are held, b is placed in what is free plus its own.
+  const held = new Map([["a", before.get("a")!], ["e", before.get("e")!]]);
+  const moved = catalogue({ b: { gpus: 1 } });
+  assert.deepEqual(
+    devices(placeGpus([moved.get("b")], range(0, 3), { held })),
+    { b: ["1"] },
+  );
+  // A share fits beside a held share on the same device.
+  const share = catalogue({ s: { gpus: 0.5 } }).get("s");
+  const withE = new Map([["e", before.get("e")!]]);
+  assert.deepEqual(
+    devices(placeGpus([share], pool("3"), { held: withE })),
+    { s: ["3"] },
+  );
+});
+
+Deno.test("a changed card that no longer fits beside the held ones is refused, naming the holders", () => {
+  const cards = catalogue({ a: { gpus: 1 }, b: { gpus: 1 } });
+  const before = placeGpus([...cards], range(0, 1));
+  const held = new Map([["a", before.get("a")!]]);
+  const grown = catalogue({ b: { gpus: 2 } }).get("b");
+  assert.equal(
+    refusal(() => placeGpus([grown], range(0, 1), { held })),
+    "Cannot place b: needs 2 GPUs, 1 free in pool 0-1 (a holds 0)",
+  );
+  const pinned = catalogue({ b: { env: { CUDA_VISIBLE_DEVICES: "0" } } })
+    .get("b");
+  assert.match(
+    refusal(() => placeGpus([pinned], range(0, 1), { held })),
+    /pins GPU 0, which a also pins/,
+  );
+});

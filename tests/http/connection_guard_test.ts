@@ -229,3 +229,11 @@ Deno.test("shutdown closes held connections and frees the port", async () => {
   await server.finished;
   Deno.listen({ hostname: "127.0.0.1", port }).close();
 });
+
+Deno.test("replaceTls on a plain HTTP guard is refused", async () => {
+  await using server = start();
+  assert.throws(
+    () => server.replaceTls({ cert: "x", key: "y" }),
+    /Cannot replace the TLS pair: the server serves plain HTTP/,
+  );
+});

@@ -1,0 +1,93 @@
+/** What a reload does to each engine (src/serve/reload_diff.ts): a pure function of cards. */
+import assert from "node:assert/strict";
+import { stringify } from "yaml";
+import { type ModelCard, Registry } from "../../src/catalogue.ts";
+import { cardChange, diffCards } from "../../src/serve/reload_diff.ts";
+
+function cardOf(fields: Record<string, unknown>, name = "m"): ModelCard {
+  return Registry.parse(
+    stringify({
+      models: { [name]: { verb: "chat", hub: "org/m", ...fields } },
+    }),
+    "reload.yaml",
+  ).get(name);
+}
+
+const BASE = { args: { "max-model-len": 4096 }, env: { A: "1", B: "2" } };
+
+Deno.test("a card read again unchanged is the same", () => {
+  assert.equal(cardChange(cardOf(BASE), cardOf(BASE)), "same");
+});
+
+Deno.test("the order of env keys is not a change", () => {
+  assert.equal(
+    cardChange(cardOf(BASE), cardOf({ ...BASE, env: { B: "2", A: "1" } })),
+    "same",
+  );
+});
+
+for (
+  const [what, fields] of [
+    ["args", { args: { "max-model-len": 8192 } }],
+    ["env", { env: { A: "1", B: "3" } }],
+    ["executable", { executable: "/opt/vllm/bin/vllm" }],
+    ["engine", { engine: "sglang" }],
+    ["hub", { hub: "org/other" }],
+    ["local", { local: "elsewhere" }],
+    ["gpus", { gpus: 2 }],
+  ] as const
+) {
+  Deno.test(`a changed ${what} reaches the engine: restart`, () => {
+    assert.equal(
+      cardChange(cardOf(BASE), cardOf({ ...BASE, ...fields })),
+      "restart",
+    );
+  });
+}
+
+for (
+  const [what, fields] of [
+    ["restart policy", { restart: "never" }],
+    ["description", { description: "for people" }],
+    ["verb", { verb: "complete" }],
+    ["modality", { modality: ["text", "image"] }],
+  ] as const
+) {
+  Deno.test(`a changed ${what} does not reach the engine: amend`, () => {
+    assert.equal(
+      cardChange(cardOf(BASE), cardOf({ ...BASE, ...fields })),
+      "amend",
+    );
+  });
+}
+
+Deno.test("a change reaching the engine wins over one that does not", () => {
+  assert.equal(
+    cardChange(
+      cardOf(BASE),
+      cardOf({ ...BASE, restart: "never", args: { "max-model-len": 1 } }),
+    ),
+    "restart",
+  );
+});
+
+Deno.test("diffCards sorts engines by change, in request order", () => {
+  const before = [cardOf(BASE, "a"), cardOf(BASE, "b"), cardOf(BASE, "c")];
+  const after = [
+    cardOf({ ...BASE, description: "x" }, "a"),
+    cardOf(BASE, "b"),
+    cardOf({ ...BASE, gpus: 0 }, "c"),
+  ];
+  assert.deepEqual(diffCards(before, after), {
+    restart: ["c"],
+    amend: ["a"],
+    same: ["b"],
+  });
+});
+
+Deno.test("diffCards refuses lists naming different engines", () => {
+  assert.throws(
+    () => diffCards([cardOf(BASE, "a")], [cardOf(BASE, "b")]),
+    /Cannot compare the cards: \[a\] and \[b\]/,
+  );
+});

@@ -1,0 +1,55 @@
+/** The reload summary line (src/serve/reload_result.ts). */
+import assert from "node:assert/strict";
+import { refusedReload, reloadSummary } from "../../src/serve/reload_result.ts";
+
+const NONE = {
+  ok: true,
+  restarted: [],
+  changed: [],
+  unchanged: [],
+  failed: [],
+  catalogue: { added: [], removed: [] },
+  secrets: [],
+};
+
+Deno.test("the summary names what changed, in the issue's words", () => {
+  assert.equal(
+    reloadSummary({
+      ...NONE,
+      restarted: ["qwen3-8b"],
+      changed: ["bge-m3"],
+      unchanged: ["x"],
+      tlsSerial: "1f2e",
+      secrets: ["IDP_SECRET"],
+    }),
+    "reload: 1 engine restarted (qwen3-8b), 1 changed without a restart (bge-m3), TLS pair reloaded (serial 0x1f2e), secret reloaded",
+  );
+});
+
+Deno.test("the summary counts plurals, catalogue names, failures and the engine key", () => {
+  assert.equal(
+    reloadSummary({
+      ...NONE,
+      restarted: ["a", "b"],
+      failed: [{ name: "b", error: "Cannot prepare b: gone" }],
+      catalogue: { added: ["new"], removed: ["old"] },
+      secrets: ["LOCAL_ENGINE_API_KEY"],
+    }),
+    "reload: 2 engines restarted (a, b), engine b could not start: Cannot prepare b: gone, catalogue updated (+new, -old), engine API key reloaded (used from each engine's next start)",
+  );
+});
+
+Deno.test("nothing changed, and a refusal, are one line each", () => {
+  assert.equal(
+    reloadSummary({ ...NONE, unchanged: ["a", "b"] }),
+    "reload: nothing changed (2 engines unchanged)",
+  );
+  assert.equal(
+    reloadSummary({ ...NONE, ok: false, error: "Cannot read x: y" }),
+    "reload refused: Cannot read x: y",
+  );
+  assert.equal(
+    refusedReload().summary,
+    "reload refused: Cannot reload: the launcher is not running",
+  );
+});
