@@ -119,13 +119,19 @@ async function prepareRoot(root: string): Promise<void> {
   }
 }
 
-/** The permissions the launcher child gets: what it needs for this demo, no more. */
-function launcherPermissions(root: string): string[] {
+/**
+ * The permissions the launcher child gets: what it needs for this demo, no
+ * more, and nothing of crash safety left out (the same programs as
+ * `deno task start` allows, minus the engines the demo does not run).
+ */
+export function launcherPermissions(root: string): string[] {
   return [
     `--allow-net=${HOST},127.0.0.1,[::1]`,
     "--allow-env",
-    // `kill` signals the engine's process group under a narrowed --allow-run.
-    "--allow-run=llama-server,kill",
+    // `kill` signals the engine's process group under a narrowed --allow-run;
+    // `sh` runs the watchdog and reads /proc (Deno wants --allow-all for it);
+    // `prlimit` reads and raises the open-files limit.
+    "--allow-run=llama-server,kill,sh,prlimit",
     `--allow-read=${root},${SHIPPED_CATALOGUE}`,
     `--allow-write=${root}`,
   ];

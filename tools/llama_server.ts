@@ -3,7 +3,8 @@
  * `node-llama-cpp` ships as a git bundle, and caches it outside the checkout.
  *
  * ```sh
- * deno task engine:llama          # prints the path of the binary on its last line
+ * deno task engine:llama               # builds (or reuses) it; prints its path on the last line
+ * deno task engine:llama --print-path  # prints the path, builds nothing (exit 1 if not built yet)
  * ```
  *
  * The build is idempotent: a finished build is reused at once; an interrupted one
@@ -12,6 +13,7 @@
  *
  * @module
  */
+import { parseArgs } from "node:util";
 
 /** The one place the llama.cpp source is pinned: node-llama-cpp 3.22.1 ships llama.cpp de3ff81. */
 export const NODE_LLAMA_CPP_VERSION = "3.22.1";
@@ -91,6 +93,10 @@ async function run(
   }
 }
 
+/** Said before compiling: llama.cpp's cmake then warns, in several lines, that it has no web UI. */
+export const UI_NOTE =
+  "expected: a cmake warning 'UI: no assets available - building without an embedded UI' (the launcher uses llama-server's API, not its web UI)";
+
 function say(line: string): void {
   console.error(`[engine:llama] ${line}`);
 }
@@ -161,6 +167,10 @@ export async function buildLlamaServer(): Promise<string> {
       "-DGGML_NATIVE=ON",
       "-DLLAMA_BUILD_TESTS=OFF",
       "-DLLAMA_BUILD_EXAMPLES=OFF",
+      // The launcher uses llama-server's API, not its web UI: do not try to
+      // download the UI (the download fails where only npm is reachable).
+      // Only builds that run anyway see this: the cache is keyed on BUILT alone.
+      "-DLLAMA_USE_PREBUILT_UI=OFF",
     ],
     src,
     true,
@@ -169,6 +179,7 @@ export async function buildLlamaServer(): Promise<string> {
   say(
     `compiling llama-server with ${jobs} jobs (about 6 minutes on 2 cores the first time)`,
   );
+  say(UI_NOTE);
   await run("cmake", [
     "--build",
     "build",
@@ -182,9 +193,56 @@ export async function buildLlamaServer(): Promise<string> {
   return bin;
 }
 
+const USAGE = `Usage: deno task engine:llama [--print-path]
+
+Builds llama.cpp's llama-server once into ${"$"}MYMODEL_CACHE (else
+${"$"}XDG_CACHE_HOME/mymodel-serve, else ~/.cache/mymodel-serve) and prints its path.
+
+  --print-path   print the path of the cached llama-server and build nothing;
+                 exit 1 when it is not built yet
+  -h, --help     print this help
+`;
+
+/** Runs the tool; returns the exit code. */
+async function main(args: string[]): Promise<number> {
+  let values;
+  try {
+    ({ values } = parseArgs({
+      args,
+      strict: true,
+      options: {
+        "print-path": { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false },
+      },
+    }));
+  } catch (error) {
+    console.error(
+      `engine:llama: ${(error as Error).message.split("\n")[0]}\n\n${USAGE}`,
+    );
+    return 2;
+  }
+  if (values.help) {
+    console.log(USAGE);
+    return 0;
+  }
+  if (values["print-path"]) {
+    const bin = llamaServerPath();
+    if (!isLlamaServerBuilt()) {
+      console.error(
+        `Cannot print the path of llama-server: it is not built yet at ${bin} (expected a finished build: run deno task engine:llama)`,
+      );
+      return 1;
+    }
+    console.log(bin);
+    return 0;
+  }
+  console.log(await buildLlamaServer());
+  return 0;
+}
+
 if (import.meta.main) {
   try {
-    console.log(await buildLlamaServer());
+    Deno.exit(await main(Deno.args));
   } catch (error) {
     console.error(error instanceof Error ? error.message : String(error));
     Deno.exit(1);

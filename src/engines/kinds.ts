@@ -116,7 +116,7 @@ export const ENGINE_KINDS: Readonly<Record<string, EngineKind>> = {
   "llama.cpp": {
     executable: "llama-server",
     install:
-      "build llama.cpp (deno task engine:llama) or use a llama.cpp release",
+      "deno task engine:llama builds it and its --print-path says where: put that directory on PATH; or use a llama.cpp release",
     argv(ctx) {
       return [
         ctx.isLocal ? "-m" : "-hf",

@@ -5,6 +5,7 @@
  * @module
  */
 import { ConfigError } from "../common.ts";
+import { portHolders } from "./port_holder.ts";
 
 /** True when nothing listens on the port (a restart checks before it starts). */
 export function isPortFree(hostname: string, port: number): boolean {
@@ -16,7 +17,21 @@ export function isPortFree(hostname: string, port: number): boolean {
   }
 }
 
-/** Fails when something already listens on a port we are about to use. */
+/**
+ * Fails when something already listens on a port we are about to use. The
+ * message says who holds it, when `/proc` tells, and how to move.
+ *
+ * @param hostname The host the port is for.
+ * @param port The port.
+ * @param what What the port is for (`the management API`, `engine llama-3`).
+ * @throws {ConfigError} `Cannot use port 5000 on localhost for the management API: already in use by pid 4711 (python3) (expected a free port: stop that process, or choose another with --port)`.
+ *
+ * @example
+ * ```ts ignore
+ * import { checkPortFree } from "./ports.ts";
+ * checkPortFree("localhost", 5000, "the management API");
+ * ```
+ */
 export function checkPortFree(
   hostname: string,
   port: number,
@@ -26,13 +41,36 @@ export function checkPortFree(
   try {
     listener = Deno.listen({ hostname, port });
   } catch (cause) {
-    const reason = cause instanceof Deno.errors.AddrInUse
-      ? "already in use"
-      : (cause as Error).message;
     throw new ConfigError(
-      `Cannot use port ${port} on ${hostname} for ${what}: ${reason}`,
+      `Cannot use port ${port} on ${hostname} for ${what}: ${
+        cause instanceof Deno.errors.AddrInUse
+          ? inUse(port, what)
+          : (cause as Error).message
+      }`,
       { cause },
     );
   }
   listener.close();
+}
+
+/** `already in use [by pid N (name)] (expected …)`: who holds it and what to do. */
+function inUse(port: number, what: string): string {
+  const holders = portHolders(port);
+  const by = holders.length === 0
+    ? ""
+    : ` by ${
+      holders.slice(0, 3).map((h) =>
+        `pid ${h.pid}${h.command ? ` (${h.command})` : ""}`
+      ).join(", ")
+    }${holders.length > 3 ? ` and ${holders.length - 3} more` : ""}`;
+  const stop = holders.length === 0
+    ? ""
+    : holders.length === 1
+    ? "stop that process, or "
+    : "stop those processes, or ";
+  // Engines take the ports after --port, so moving --port moves them too.
+  const move = what.startsWith("engine ")
+    ? "move the block with --port (engines listen on --port+1, --port+2, ...)"
+    : "choose another with --port";
+  return `already in use${by} (expected a free port: ${stop}${move})`;
 }

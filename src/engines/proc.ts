@@ -38,8 +38,19 @@ function parse(line: string): ProcStat | undefined {
 
 let direct: boolean | undefined;
 
-/** Whether `/proc` can be read without a shell (only with `--allow-all`). */
-function canReadDirectly(): boolean {
+/**
+ * Whether `/proc` can be read without a shell (only with `--allow-all`);
+ * asked once.
+ *
+ * @returns True when Deno may read `/proc` itself.
+ *
+ * @example
+ * ```ts ignore
+ * import { canReadDirectly } from "./proc.ts";
+ * const stat = canReadDirectly() ? Deno.readTextFileSync("/proc/1/stat") : undefined;
+ * ```
+ */
+export function canReadDirectly(): boolean {
   if (direct === undefined) {
     try {
       Deno.readTextFileSync(`/proc/${Deno.pid}/stat`);

@@ -13,6 +13,7 @@ import { parsePort } from "../common.ts";
 import { RESTART_POLICIES, type RestartPolicy } from "../catalogue.ts";
 import type { SemioserveOptions } from "./options.ts";
 import { parseGpuList } from "../gpu/detect.ts";
+import { closeMatches } from "../common/close_matches.ts";
 
 /** A command line that cannot be used. */
 export class UsageError extends Error {
@@ -53,22 +54,39 @@ export type CliOptions =
   };
 
 /** The text `--help` prints. */
-export const USAGE = `Usage: serve <model> [<model> ...] [options]
+export const USAGE = `Usage:
+  deno run -A jsr:@mymodel/serve <model> [<model> ...] --directory D [options]
+  deno task start <model> [<model> ...] [options]    (in a checkout; MY_LOCAL=D set)
 
 Starts one inference engine per catalogue model (ports --port+1, --port+2, ...)
-and serves GET /health and GET /models on --port.
+and serves GET /health and GET /models on --port, until Ctrl-C or SIGTERM.
 
+Required:
   <model>              a catalogue name, or <VERB>:<name> (e.g. CHAT:llama-3)
+  --directory D        root holding models/ logs/ metrics/ data/ (required unless
+                       env MY_LOCAL names it)
 
-Options:
+Example:
+  mkdir -p /srv/mymodel/models /srv/mymodel/logs /srv/mymodel/metrics /srv/mymodel/data
+  deno run -A jsr:@mymodel/serve llama-3 --directory /srv/mymodel --port 5000
+
+Models:
+  --catalogue FILE     catalogue YAML, a path or URL (default: the catalogue shipped
+                       with the package)
+
+API and connections:
   --host H             host of the API and every engine (env NUCLEUS_HOST, else localhost)
   --port P             management port (env NUCLEUS_PORT, else 5000)
   --dev_mode[=BOOL]    development mode, no authentication (default: env NUCLEUS_MODE
                        starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode;
                        --dev_mode=false or --no-dev_mode forces production mode
-  --directory D        root holding models/ logs/ metrics/ data/ (env MY_LOCAL)
-  --catalogue FILE     catalogue YAML (default: the catalogue shipped with the package)
-  --grace SECONDS      time engines get between SIGTERM and SIGKILL at shutdown (default 10)
+  --header-timeout SECONDS
+                       an API connection that has not sent a complete request head
+                       (TLS handshake included) in this time is closed (default 10)
+  --idle-timeout SECONDS
+                       an API connection idle this long is closed (default 120)
+  --max-connections N  API connections open at once; more are closed at once (default
+                       1024, lowered to what the open-files limit leaves room for)
 
 GPUs:
   --gpus LIST          devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none
@@ -93,17 +111,56 @@ Supervision:
                        a run that has not answered its first 200 and has written no output
                        for this long is stopped and the restart policy applies; 0 turns
                        this off (default 900)
+  --grace SECONDS      time engines get between SIGTERM and SIGKILL at shutdown (default 10)
+
+Logs (engine output in <directory>/logs/<model>.log):
   --log-max-bytes N    rotate logs/<name>.log past this size (default 104857600)
   --log-keep N         rotated files kept as <name>.log.1 ... <name>.log.N (default 5)
-  --header-timeout SECONDS
-                       an API connection that has not sent a complete request head
-                       (TLS handshake included) in this time is closed (default 10)
-  --idle-timeout SECONDS
-                       an API connection idle this long is closed (default 120)
-  --max-connections N  API connections open at once; more are closed at once (default
-                       1024, lowered to what the open-files limit leaves room for)
+
   -h, --help           print this help and exit
+
+Exit codes:
+  0  stopped cleanly (SIGTERM or SIGINT)
+  1  start-up failed (one line on stderr says why)
+  2  usage error (an unknown flag or a bad value)
 `;
+
+/** Every flag the launcher takes, as `node:util` parseArgs wants them. */
+const FLAGS = {
+  host: { type: "string" },
+  port: { type: "string" },
+  dev_mode: { type: "boolean" },
+  "no-dev_mode": { type: "boolean" },
+  directory: { type: "string" },
+  catalogue: { type: "string" },
+  grace: { type: "string" },
+  restart: { type: "string" },
+  "restart-max-delay": { type: "string" },
+  "health-interval": { type: "string" },
+  "liveness-failures": { type: "string" },
+  "log-max-bytes": { type: "string" },
+  "log-keep": { type: "string" },
+  gpus: { type: "string" },
+  "header-timeout": { type: "string" },
+  "idle-timeout": { type: "string" },
+  "max-connections": { type: "string" },
+  "gpu-release-timeout": { type: "string" },
+  "start-timeout": { type: "string" },
+  help: { type: "boolean", short: "h" },
+} as const;
+
+/** The long flags, as typed (`--port`), for "did you mean" suggestions. */
+export const FLAG_NAMES: readonly string[] = Object.keys(FLAGS).map((name) =>
+  `--${name}`
+);
+
+/** `; did you mean --port?` for an unknown flag close to a known one, else "". */
+function flagHint(flag: string): string {
+  const typed = flag.replace(/^-+/, "").replace(/=.*$/, "");
+  // The closest one only: flags share words (log, gpu), so a list would mostly guess.
+  const [best] = closeMatches(typed, Object.keys(FLAGS), 1);
+  return best === undefined ? "" : `; did you mean --${best}?`;
+}
 
 const TRUE = new Set(["true", "1", "yes", "on"]);
 const FALSE = new Set(["false", "0", "no", "off"]);
@@ -175,28 +232,7 @@ export function parseCli(args: readonly string[]): CliOptions {
       args: normalizeDevMode(args),
       allowPositionals: true,
       strict: true,
-      options: {
-        host: { type: "string" },
-        port: { type: "string" },
-        dev_mode: { type: "boolean" },
-        "no-dev_mode": { type: "boolean" },
-        directory: { type: "string" },
-        catalogue: { type: "string" },
-        grace: { type: "string" },
-        restart: { type: "string" },
-        "restart-max-delay": { type: "string" },
-        "health-interval": { type: "string" },
-        "liveness-failures": { type: "string" },
-        "log-max-bytes": { type: "string" },
-        "log-keep": { type: "string" },
-        gpus: { type: "string" },
-        "header-timeout": { type: "string" },
-        "idle-timeout": { type: "string" },
-        "max-connections": { type: "string" },
-        "gpu-release-timeout": { type: "string" },
-        "start-timeout": { type: "string" },
-        help: { type: "boolean", short: "h" },
-      },
+      options: FLAGS,
     });
   } catch (error) {
     // node's messages are multi-line and mention node: keep the first line.
@@ -204,7 +240,12 @@ export function parseCli(args: readonly string[]): CliOptions {
       /\. To specify a positional argument.*$/,
       "",
     );
-    throw new UsageError(`Cannot parse the command line: ${first}`);
+    const unknown = /^Unknown option '([^']+)'/.exec(first ?? "")?.[1];
+    throw new UsageError(
+      `Cannot parse the command line: ${first}${
+        unknown === undefined ? "" : flagHint(unknown)
+      }`,
+    );
   }
   const { values, positionals } = parsed;
   const options: CliOptions = { models: positionals, help: !!values.help };

@@ -423,6 +423,10 @@ Deno.test("production mode without IDP_SECRET is refused before anything starts"
 for (
   const [args, message] of [
     [["--bogus"], /Unknown option '--bogus'/],
+    [
+      ["alpha", "--prot", "5000"],
+      /Unknown option '--prot'; did you mean --port\? \(see --help\)$/,
+    ],
     [[], /no model given/],
     [["alpha", "--port", "50x0"], /--port="50x0": expected an integer/],
     [
@@ -445,5 +449,8 @@ for (
 Deno.test("--help prints usage and exits 0", async () => {
   await using launcher = new Launcher(["--help"]);
   assert.equal((await launcher.exited()).code, 0);
-  assert.match(launcher.stdout.join("\n"), /Usage: serve <model>/);
+  assert.match(
+    launcher.stdout.join("\n"),
+    /^Usage:\n {2}deno run -A jsr:@mymodel\/serve <model>/,
+  );
 });

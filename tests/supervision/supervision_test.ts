@@ -347,7 +347,7 @@ Deno.test("a second launcher for a model already served from the directory exits
   await pidOf(s.records, s.port + 1);
   const other = new Launcher(
     ["alpha", ...siteArgs(freePorts(1), s.root)],
-    { PATH: pathWith(await fakeBin()), NUCLEUS_MODE: "dev" },
+    { PATH: pathWith(s.bin), NUCLEUS_MODE: "dev" },
   );
   const status = await other.exited();
   assert.equal(status.code, 1);

@@ -389,3 +389,19 @@ export async function inProcessSite(): Promise<
     },
   };
 }
+
+/** The pids of a process's children with the given command name (`/proc/<pid>/stat`'s comm). */
+export function childrenNamed(parent: number, name: string): number[] {
+  const out: number[] = [];
+  for (const entry of Deno.readDirSync("/proc")) {
+    const pid = Number(entry.name);
+    if (!Number.isInteger(pid)) continue;
+    try {
+      const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
+      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
+      if (ppid === parent && comm === name) out.push(pid);
+    } catch { /* gone */ }
+  }
+  return out;
+}

@@ -1,0 +1,148 @@
+/**
+ * The command line's own text and parsing, in process: `--help` can be
+ * followed as written (usage lines, the required options, an example, exit
+ * codes, flags grouped by purpose), and an unknown flag names the closest one.
+ */
+import assert from "node:assert/strict";
+import {
+  FLAG_NAMES,
+  parseCli,
+  USAGE,
+  UsageError,
+} from "../../src/serve/cli.ts";
+import { ROOT_SUBDIRECTORIES } from "../../src/common.ts";
+import { Registry } from "../../src/catalogue.ts";
+
+const DENO_JSON = new URL("../../deno.json", import.meta.url);
+const README = new URL("../../README.md", import.meta.url);
+
+/** The lines of a `--help` section: from its title to the next blank line. */
+function section(title: string): string {
+  const lines = USAGE.split("\n");
+  const start = lines.findIndex((line) => line.startsWith(title));
+  assert.ok(start >= 0, `--help has no "${title}" section:\n${USAGE}`);
+  const end = lines.indexOf("", start);
+  return lines.slice(start, end < 0 ? undefined : end).join("\n");
+}
+
+/** The flags a section names at the start of an entry (`  --port P ...`). */
+function flagsIn(title: string): string[] {
+  return [...section(title).matchAll(/^ {2}(--[a-z_-]+)/gm)].map((m) => m[1]!);
+}
+
+Deno.test("--help starts with usage lines that can be typed: the JSR module and the checkout's task", async () => {
+  const config = JSON.parse(await Deno.readTextFile(DENO_JSON));
+  const usage = section("Usage:").split("\n").slice(1).map((l) => l.trim());
+  assert.equal(usage.length, 2, section("Usage:"));
+  assert.ok(
+    usage[0]!.startsWith(`deno run -A jsr:${config.name} <model>`),
+    usage[0],
+  );
+  assert.ok(usage[1]!.startsWith("deno task start <model>"), usage[1]);
+  assert.match(config.tasks.start, /^deno run .* mod\.ts$/);
+  // The task reads $MY_LOCAL: its usage line says it must be set.
+  assert.match(config.tasks.start, /\$MY_LOCAL/);
+  assert.match(usage[1]!, /MY_LOCAL=D set/);
+  assert.doesNotMatch(USAGE, /Usage: serve /);
+});
+
+Deno.test("--help marks the models and --directory (or MY_LOCAL) as required", () => {
+  const required = section("Required:");
+  assert.match(required, /^ {2}<model> /m);
+  assert.match(required, /^ {2}--directory D /m);
+  assert.match(required, /required unless\s+env MY_LOCAL/);
+  assert.match(section("Usage:"), /<model> \[<model> \.\.\.\] --directory D/);
+});
+
+Deno.test("--help's example creates the root directory and runs a shipped model with flags that parse", async () => {
+  const example = section("Example:").split("\n").slice(1).map((l) => l.trim());
+  assert.equal(example.length, 2, section("Example:"));
+  const [mkdir, run] = example as [string, string];
+  const prefix = "deno run -A jsr:@mymodel/serve ";
+  assert.ok(run.startsWith(prefix), run);
+  const options = parseCli(run.slice(prefix.length).split(" "));
+  assert.ok(options.directory, "the example passes --directory");
+  assert.equal(
+    mkdir,
+    `mkdir -p ${
+      ROOT_SUBDIRECTORIES.map((sub) => `${options.directory}/${sub}`).join(" ")
+    }`,
+  );
+  const registry = await Registry.load();
+  for (const model of options.models) registry.resolve(model);
+});
+
+Deno.test("--help lists the exit codes 0, 1 and 2", () => {
+  const codes = section("Exit codes:").split("\n").slice(1).map((l) =>
+    l.trim().split(" ")[0]
+  );
+  assert.deepEqual(codes, ["0", "1", "2"]);
+  assert.match(section("Exit codes:"), /2 +usage error/);
+});
+
+Deno.test("--help groups the flags by purpose and names every flag the parser takes", () => {
+  assert.deepEqual(flagsIn("Models:"), ["--catalogue"]);
+  assert.deepEqual(flagsIn("API and connections:"), [
+    "--host",
+    "--port",
+    "--dev_mode",
+    "--header-timeout",
+    "--idle-timeout",
+    "--max-connections",
+  ]);
+  assert.deepEqual(flagsIn("GPUs:"), ["--gpus", "--gpu-release-timeout"]);
+  assert.deepEqual(flagsIn("Supervision:"), [
+    "--restart",
+    "--restart-max-delay",
+    "--health-interval",
+    "--liveness-failures",
+    "--start-timeout",
+    "--grace",
+  ]);
+  assert.deepEqual(flagsIn("Logs"), ["--log-max-bytes", "--log-keep"]);
+  for (const flag of FLAG_NAMES) {
+    assert.match(USAGE, new RegExp(`${flag}\\b`), `--help omits ${flag}`);
+  }
+});
+
+Deno.test("README's Command line section names every flag the parser takes", async () => {
+  const readme = await Deno.readTextFile(README);
+  const start = readme.indexOf("\n## Command line\n");
+  const text = readme.slice(start, readme.indexOf("\n## ", start + 1));
+  for (const flag of FLAG_NAMES) {
+    assert.ok(text.includes(flag), `README's Command line omits ${flag}`);
+  }
+});
+
+for (
+  const [args, message] of [
+    [
+      ["alpha", "--prot", "5000"],
+      "Cannot parse the command line: Unknown option '--prot'; did you mean --port?",
+    ],
+    [
+      ["alpha", "--prot=5000"],
+      "Cannot parse the command line: Unknown option '--prot'; did you mean --port?",
+    ],
+    [
+      ["alpha", "--gpu-release-timout", "5"],
+      "Cannot parse the command line: Unknown option '--gpu-release-timout'; did you mean --gpu-release-timeout?",
+    ],
+    [
+      ["alpha", "--directroy", "/srv"],
+      "Cannot parse the command line: Unknown option '--directroy'; did you mean --directory?",
+    ],
+    [
+      ["alpha", "--bogus"],
+      "Cannot parse the command line: Unknown option '--bogus'",
+    ],
+  ] as const
+) {
+  Deno.test(`unknown flag ${args[1]}: ${message.includes("did you mean") ? "the closest flag is named" : "no guess when nothing is close"}`, () => {
+    assert.throws(() => parseCli([...args]), (error) => {
+      assert.ok(error instanceof UsageError);
+      assert.equal(error.message, message);
+      return true;
+    });
+  });
+}
