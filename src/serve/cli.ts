@@ -123,6 +123,11 @@ Exit codes:
   0  stopped cleanly (SIGTERM or SIGINT)
   1  start-up failed (one line on stderr says why)
   2  usage error (an unknown flag or a bad value)
+
+Signals: SIGTERM or SIGINT stops every engine, then the launcher; SIGHUP reloads
+the catalogue, the TLS pair and the *_FILE secrets without touching unchanged
+engines. The engines' state: deno run -A jsr:@mymodel/serve/status (or
+deno task status in a checkout).
 `;
 
 /** Every flag the launcher takes, as `node:util` parseArgs wants them. */
