@@ -66,6 +66,18 @@ export interface LauncherOptions {
   args?: readonly string[];
   /** The root directory; a fresh one in the work directory by default. */
   root?: string;
+  /** The launcher's entry point; this tree's `mod.ts` by default. */
+  mod?: string;
+  /** `--config FILE` for the launcher's Deno; none (found from the working directory) by default. */
+  config?: string;
+  /** The whole PATH; `bin` before this process's PATH by default. */
+  path?: string;
+  /** More environment variables. */
+  env?: Readonly<Record<string, string>>;
+  /** The catalogue; the bench's own (`catalogueYaml()`) by default. */
+  catalogue?: string;
+  /** Appended to the label, e.g. `before the gate`. */
+  label?: string;
 }
 
 /** A launcher (`deno run -A mod.ts`) serving `models` on `port`, engines on the next ports. */
@@ -82,22 +94,25 @@ export async function spawnLauncher(
     ...(options.production ? ["production"] : []),
     ...(options.v8Flags ? [options.v8Flags] : []),
     ...(options.bin && options.bin === bench.sleepBin ? ["sleep-like"] : []),
+    ...(options.label ? [options.label] : []),
   ].join(", ");
   return stack.use(
     new Child(`launcher (${label})`, Deno.execPath(), [
       "run",
       "-A",
       "--quiet",
+      ...(options.config ? ["--config", options.config] : []),
       ...(options.v8Flags ? [`--v8-flags=${options.v8Flags}`] : []),
-      MOD,
+      options.mod ?? MOD,
       ...models,
-      ...siteArgs(port, root, bench.catalogue),
+      ...siteArgs(port, root, options.catalogue ?? bench.catalogue),
       options.production ? "--dev_mode=false" : "--dev_mode",
       ...(options.args ?? []),
     ], {
-      PATH: pathWith(options.bin ?? bench.bin),
+      PATH: options.path ?? pathWith(options.bin ?? bench.bin),
       NO_COLOR: "1",
       ...options.production,
+      ...options.env,
     }),
   );
 }
@@ -138,6 +153,7 @@ export async function waitHealthy(
   port: number,
   names: readonly string[],
   ms = 90_000,
+  pollMs = 200,
 ): Promise<void> {
   const deadline = Date.now() + ms;
   let last = "not listening yet";
@@ -166,7 +182,7 @@ export async function waitHealthy(
         `Cannot benchmark ${child.name}: engines not healthy after ${ms} ms (${last})`,
       );
     }
-    await sleep(200);
+    await sleep(pollMs);
   }
   throw new Error("interrupted");
 }
