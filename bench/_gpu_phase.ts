@@ -21,7 +21,7 @@
  *
  * @module
  */
-import { freePorts, pathWith } from "../tests/support/helpers.ts";
+import { pathWith } from "../tests/support/helpers.ts";
 import {
   fakeDevices,
   FakeGpuMachine,
@@ -30,7 +30,12 @@ import {
 import type { Child } from "./_process.ts";
 import { exportTree } from "./_before_tree.ts";
 import { MetricsWrites } from "./_metrics_writes.ts";
-import { makeRootIn, spawnLauncher, waitHealthy } from "./_servers.ts";
+import {
+  fetchablePorts,
+  makeRootIn,
+  spawnLauncher,
+  waitHealthy,
+} from "./_servers.ts";
 import {
   type Bench,
   engineNames,
@@ -137,7 +142,7 @@ async function startSample(
 ): Promise<StartSample> {
   await using stack = new AsyncDisposableStack();
   const names = engineNames(MANY);
-  const port = freePorts(MANY);
+  const port = fetchablePorts(MANY);
   const bin = sleepLike ? bench.sleepBin : bench.bin;
   const child = await spawnLauncher(bench, stack, names, port, {
     mod,
@@ -150,7 +155,7 @@ async function startSample(
   const cpu = child.cpuSeconds() * 1000;
   let healthy = Number.NaN;
   if (!sleepLike) {
-    await waitHealthy(bench, child, port, names, 60_000, 100);
+    await waitHealthy(bench, child, port, names, 30_000, 100);
     healthy = performance.now() - child.spawnedAt;
   }
   await stopOrThrow(child);
@@ -279,7 +284,7 @@ async function roundWindow(
   const root = await makeRootIn(bench.work);
   const writes = stack.use(new MetricsWrites(`${root}/metrics`));
   const names = Array.from({ length: engines }, (_, i) => `g${i + 1}`);
-  const port = freePorts(engines);
+  const port = fetchablePorts(engines);
   const launcher = await spawnLauncher(bench, stack, names, port, {
     root,
     catalogue,
@@ -296,7 +301,7 @@ async function roundWindow(
     label: nvidiaSmi ? "stand-in nvidia-smi" : "no nvidia-smi",
   });
   await launcher.waitForLine(/listening on /);
-  await waitHealthy(bench, launcher, port, names, 60_000);
+  await waitHealthy(bench, launcher, port, names, 30_000);
   // Two full rounds after every engine is up: start-up writes are over.
   await writes.waitFor(writes.count + 2, bench.signal);
   const first = writes.count;

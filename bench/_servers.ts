@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { pathWith, siteArgs } from "../tests/support/helpers.ts";
+import { freePorts, pathWith, siteArgs } from "../tests/support/helpers.ts";
 import { Child } from "./_process.ts";
 import {
   type Bench,
@@ -38,6 +38,28 @@ export function catalogueYaml(): string {
     `  ${FLOOD_CARD}: { verb: chat, hub: org/${FLOOD_CARD}, args: { fake-flood-bytes: ${PLAN.logBytes} } }`,
   );
   return `${lines.join("\n")}\n`;
+}
+
+/**
+ * Ports `fetch` refuses to reach (the Fetch standard's "bad ports") inside
+ * the range `freePorts` draws from (10000–32000): Deno's `fetch` fails with
+ * "Requests to port 10080 are blocked", for the bench's polls and for the
+ * launcher's own polls of an engine there.
+ */
+const FETCH_BLOCKED_PORTS = [10080];
+
+/**
+ * {@linkcode freePorts}, drawn again while the block `port .. port+count`
+ * holds a port `fetch` refuses.
+ */
+export function fetchablePorts(count: number): number {
+  for (;;) {
+    const base = freePorts(count);
+    const blocked = FETCH_BLOCKED_PORTS.some((p) =>
+      p >= base && p <= base + count
+    );
+    if (!blocked) return base;
+  }
 }
 
 /** VmRSS of a server process, in MiB. */
