@@ -27,11 +27,11 @@
  * its ratio to a baseline measured in the same run; a "Targets" section says
  * pass or fail. With `--strict` a failed target makes the exit code 1.
  *
- * Needs `wrk` (`apt-get install wrk`). Takes about five minutes on two cores;
+ * Needs `wrk` (`apt-get install wrk`). Takes about six and a half minutes on two cores;
  * `--auth-only` runs the production-mode rows alone (about 30 s, written to
  * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s),
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
- * lifecycle rows (about two minutes), all three printed only.
+ * lifecycle rows (about 90 s), all three printed only.
  *
  * @module
  */
@@ -153,7 +153,7 @@ async function run(strict: boolean, only: Only): Promise<number> {
  * `--auth-only` runs only the production-mode rows (about 30 s);
  * `--only=guard` measures only the connection guard (about 45 s);
  * `--only=log` measures only the engine logs (a few seconds);
- * `--only=gpu` measures only the GPU lifecycle (about two minutes).
+ * `--only=gpu` measures only the GPU lifecycle (about 90 s).
  * @returns The exit code.
  */
 export async function main(
