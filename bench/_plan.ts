@@ -32,6 +32,14 @@ export const PLAN = {
   guardSeconds: 2,
   logRounds: 3,
   logBytes: 200_000_000,
+  /** Rounds of (this tree, the tree before the GPU start gate, this tree again): a multiple of 3, so each arm takes each place in the order equally often. */
+  gateRounds: 6,
+  /** Engines per launcher in the "one query per round" windows. */
+  gpuEngines: 8,
+  /** `--health-interval` there, in seconds. */
+  gpuIntervalSeconds: 0.5,
+  /** How long each such window lasts (then until the next round ends). */
+  gpuWindowSeconds: 10,
 } as const;
 
 /** `wrk -t1 -c1` or `wrk -t2 -c8`. */

@@ -1,7 +1,7 @@
 /**
  * The Markdown `deno task bench` prints and writes: the full report (every
  * phase's rows, then the Targets section) and the one-phase reports of
- * `--auth-only`, `--only=guard` and `--only=log`.
+ * `--auth-only`, `--only=guard`, `--only=log` and `--only=gpu`.
  *
  * @module
  */
@@ -23,6 +23,8 @@ import {
   IDLE_FLOOD,
 } from "./_guard_phase.ts";
 import { type LogResults, logRows, logTargets } from "./_log_phase.ts";
+import type { GpuResults } from "./_gpu_phase.ts";
+import { GPU_METHOD, gpuNotes, gpuRows, gpuTargets } from "./_gpu_rows.ts";
 import { HOST, MANY, PLAN } from "./_plan.ts";
 import { type Row, tableLines, type Verdict, verdictLines } from "./_table.ts";
 
@@ -33,6 +35,7 @@ export interface AllResults {
   auth: AuthResults;
   guard: GuardResults;
   log: LogResults;
+  gpu: GpuResults;
 }
 
 /** About the run, for the first line. */
@@ -76,6 +79,7 @@ const METHOD = [
   `the launcher (into \`logs/<name>.log\`, \`--log-max-bytes 1000000000\`), or started by \`sh\` with stdout`,
   `redirected to a file, or piped to \`cat > file\`, or read and discarded by a bare Deno process (Deno's floor for a child's pipe); ${PLAN.logRounds} rounds, order rotated;`,
   `the engine's own time is its \`flood done in\` figure; the launcher's log is read back and its flood bytes counted.`,
+  GPU_METHOD,
 ].join(" ");
 
 /** The full report. */
@@ -87,6 +91,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
     ...authRows(all.auth),
     ...guardRows(all.guard),
     ...logRows(all.log),
+    ...gpuRows(all.gpu),
   ];
   const targets = [
     ...loadTargets(all.load),
@@ -95,11 +100,13 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
     ...authTargets(all.auth),
     ...guardTargets(all.guard),
     ...logTargets(all.log),
+    ...gpuTargets(all.gpu),
   ];
   const notes = [
     ...loadNotes(all.load),
     ...authNotes(all.auth),
     ...guardNotes(all.guard),
+    ...gpuNotes(all.gpu),
   ];
   const markdown = [
     "# Benchmark: management API",
@@ -126,7 +133,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
   return { markdown, targets };
 }
 
-/** A report of one phase (`--auth-only`, `--only=guard`, `--only=log`). */
+/** A report of one phase (`--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`). */
 export function phaseReport(
   title: string,
   method: string,
@@ -181,5 +188,16 @@ export function logReport(log: LogResults): Report {
     `${PLAN.logRounds} rounds, order rotated: through the launcher, straight to a file, through \`cat > file\`.`,
     logRows(log),
     logTargets(log),
+  );
+}
+
+/** The GPU lifecycle rows alone. */
+export function gpuReport(gpu: GpuResults): Report {
+  return phaseReport(
+    "GPU lifecycle (`deno task bench --only=gpu`)",
+    GPU_METHOD,
+    gpuRows(gpu),
+    gpuTargets(gpu),
+    gpuNotes(gpu),
   );
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { pathWith, siteArgs } from "../tests/support/helpers.ts";
+import { freePorts, pathWith, siteArgs } from "../tests/support/helpers.ts";
 import { Child } from "./_process.ts";
 import {
   type Bench,
@@ -40,6 +40,28 @@ export function catalogueYaml(): string {
   return `${lines.join("\n")}\n`;
 }
 
+/**
+ * Ports `fetch` refuses to reach (the Fetch standard's "bad ports") inside
+ * the range `freePorts` draws from (10000–32000): Deno's `fetch` fails with
+ * "Requests to port 10080 are blocked", for the bench's polls and for the
+ * launcher's own polls of an engine there.
+ */
+const FETCH_BLOCKED_PORTS = [10080];
+
+/**
+ * {@linkcode freePorts}, drawn again while the block `port .. port+count`
+ * holds a port `fetch` refuses.
+ */
+export function fetchablePorts(count: number): number {
+  for (;;) {
+    const base = freePorts(count);
+    const blocked = FETCH_BLOCKED_PORTS.some((p) =>
+      p >= base && p <= base + count
+    );
+    if (!blocked) return base;
+  }
+}
+
 /** VmRSS of a server process, in MiB. */
 export function mib(child: Child): number {
   return child.rssKiB() / 1024;
@@ -66,6 +88,18 @@ export interface LauncherOptions {
   args?: readonly string[];
   /** The root directory; a fresh one in the work directory by default. */
   root?: string;
+  /** The launcher's entry point; this tree's `mod.ts` by default. */
+  mod?: string;
+  /** `--config FILE` for the launcher's Deno; none (found from the working directory) by default. */
+  config?: string;
+  /** The whole PATH; `bin` before this process's PATH by default. */
+  path?: string;
+  /** More environment variables. */
+  env?: Readonly<Record<string, string>>;
+  /** The catalogue; the bench's own (`catalogueYaml()`) by default. */
+  catalogue?: string;
+  /** Appended to the label, e.g. `before the gate`. */
+  label?: string;
 }
 
 /** A launcher (`deno run -A mod.ts`) serving `models` on `port`, engines on the next ports. */
@@ -82,22 +116,25 @@ export async function spawnLauncher(
     ...(options.production ? ["production"] : []),
     ...(options.v8Flags ? [options.v8Flags] : []),
     ...(options.bin && options.bin === bench.sleepBin ? ["sleep-like"] : []),
+    ...(options.label ? [options.label] : []),
   ].join(", ");
   return stack.use(
     new Child(`launcher (${label})`, Deno.execPath(), [
       "run",
       "-A",
       "--quiet",
+      ...(options.config ? ["--config", options.config] : []),
       ...(options.v8Flags ? [`--v8-flags=${options.v8Flags}`] : []),
-      MOD,
+      options.mod ?? MOD,
       ...models,
-      ...siteArgs(port, root, bench.catalogue),
+      ...siteArgs(port, root, options.catalogue ?? bench.catalogue),
       options.production ? "--dev_mode=false" : "--dev_mode",
       ...(options.args ?? []),
     ], {
-      PATH: pathWith(options.bin ?? bench.bin),
+      PATH: options.path ?? pathWith(options.bin ?? bench.bin),
       NO_COLOR: "1",
       ...options.production,
+      ...options.env,
     }),
   );
 }
@@ -138,6 +175,7 @@ export async function waitHealthy(
   port: number,
   names: readonly string[],
   ms = 90_000,
+  pollMs = 200,
 ): Promise<void> {
   const deadline = Date.now() + ms;
   let last = "not listening yet";
@@ -166,7 +204,7 @@ export async function waitHealthy(
         `Cannot benchmark ${child.name}: engines not healthy after ${ms} ms (${last})`,
       );
     }
-    await sleep(200);
+    await sleep(pollMs);
   }
   throw new Error("interrupted");
 }

@@ -14,7 +14,9 @@ export type Unit =
   | "MiB"
   | "MB/s"
   | "bytes"
-  | "requests";
+  | "requests"
+  | "count"
+  | "per round";
 /** What {@linkcode wrkRows} reports of a wrk run. */
 export type Metric = "rps" | "p50" | "p99" | "cpu";
 
@@ -48,7 +50,10 @@ export function fmt(value: number, unit: Unit): string {
     case "req/s":
       return `${Math.round(value)} req/s`;
     case "requests":
+    case "count":
       return `${Math.round(value)}`;
+    case "per round":
+      return `${value.toFixed(2)} per round`;
     case "bytes":
       return `${Math.round(value)} bytes`;
     case "MiB":

@@ -16,17 +16,22 @@
  *   launcher's `/health` with 1,000 idle connections held ÷ without;
  * - engine logs (`_log_phase.ts`): an engine writing 200 MB to stdout
  *   through the launcher into its log ÷ straight to a file (and through a
- *   plain pipe to `cat`), and whether the log holds every byte.
+ *   plain pipe to `cat`), and whether the log holds every byte;
+ * - GPU lifecycle (`_gpu_phase.ts`): 32 engines with no GPU pool, this tree
+ *   ÷ the tree before the GPU start gate (exported by `git archive`) against
+ *   an A/A control; `nvidia-smi` queries and launcher CPU per health round
+ *   with the stand-in `nvidia-smi` and 8 (or 2) engines on fake GPUs.
  *
  * Prints a Markdown table on stdout (progress goes to stderr) and writes the
  * same text to `bench/results/latest.md`. Every row has its absolute value and
  * its ratio to a baseline measured in the same run; a "Targets" section says
  * pass or fail. With `--strict` a failed target makes the exit code 1.
  *
- * Needs `wrk` (`apt-get install wrk`). Takes about five minutes on two cores;
+ * Needs `wrk` (`apt-get install wrk`). Takes about six and a half minutes on two cores;
  * `--auth-only` runs the production-mode rows alone (about 30 s, written to
- * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s) and
- * `--only=log` the log rows (a few seconds), both printed only.
+ * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s),
+ * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
+ * lifecycle rows (about 90 s), all three printed only.
  *
  * @module
  */
@@ -40,9 +45,11 @@ import { startPhase } from "./_start_phase.ts";
 import { authPhase } from "./_auth_phase.ts";
 import { guardPhase } from "./_guard_phase.ts";
 import { logPhase } from "./_log_phase.ts";
+import { gpuPhase } from "./_gpu_phase.ts";
 import {
   authReport,
   buildReport,
+  gpuReport,
   guardReport,
   logReport,
   type Report,
@@ -52,7 +59,7 @@ const RESULTS = new URL("./results/latest.md", import.meta.url);
 const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);
 
 /** What one run measures: everything, or one phase. */
-type Only = "auth" | "guard" | "log" | undefined;
+type Only = "auth" | "guard" | "log" | "gpu" | undefined;
 
 /** A PATH directory whose `vllm` sleeps: an engine that costs no CPU and never answers. */
 async function sleepBin(): Promise<string> {
@@ -77,6 +84,7 @@ async function measure(bench: Bench, only: Only): Promise<Report> {
   }
   if (only === "guard") return guardReport(await guardPhase(bench));
   if (only === "log") return logReport(await logPhase(bench));
+  if (only === "gpu") return gpuReport(await gpuPhase(bench));
   const wrk = await wrkVersion();
   const started = performance.now();
   const loadBefore = Deno.loadavg()[0] ?? Number.NaN;
@@ -85,7 +93,8 @@ async function measure(bench: Bench, only: Only): Promise<Report> {
   const auth = await authPhase(bench);
   const guard = await guardPhase(bench);
   const log = await logPhase(bench);
-  const report = buildReport({ load, start, auth, guard, log }, {
+  const gpu = await gpuPhase(bench);
+  const report = buildReport({ load, start, auth, guard, log, gpu }, {
     wrk: wrk.replace(/ Copyright.*$/, ""),
     loadBefore,
     loadAfter: Deno.loadavg()[0] ?? Number.NaN,
@@ -143,13 +152,20 @@ async function run(strict: boolean, only: Only): Promise<number> {
  * @param args `--strict` makes a failed target exit with code 1;
  * `--auth-only` runs only the production-mode rows (about 30 s);
  * `--only=guard` measures only the connection guard (about 45 s);
- * `--only=log` measures only the engine logs (a few seconds).
+ * `--only=log` measures only the engine logs (a few seconds);
+ * `--only=gpu` measures only the GPU lifecycle (about 90 s).
  * @returns The exit code.
  */
 export async function main(
   args: readonly string[] = Deno.args,
 ): Promise<number> {
-  const flags = ["--strict", "--auth-only", "--only=guard", "--only=log"];
+  const flags = [
+    "--strict",
+    "--auth-only",
+    "--only=guard",
+    "--only=log",
+    "--only=gpu",
+  ];
   const unknown = args.filter((a) => !flags.includes(a));
   if (unknown.length > 0) {
     console.error(
@@ -164,6 +180,8 @@ export async function main(
       ? "guard"
       : args.includes("--only=log")
       ? "log"
+      : args.includes("--only=gpu")
+      ? "gpu"
       : undefined;
     return await run(args.includes("--strict"), only);
   } catch (error) {
