@@ -21,7 +21,7 @@
  *
  * @module
  */
-import { pathWith } from "../tests/support/helpers.ts";
+import { freePorts, pathWith } from "../tests/support/helpers.ts";
 import {
   fakeDevices,
   FakeGpuMachine,
@@ -30,12 +30,7 @@ import {
 import type { Child } from "./_process.ts";
 import { exportTree } from "./_before_tree.ts";
 import { MetricsWrites } from "./_metrics_writes.ts";
-import {
-  fetchablePorts,
-  makeRootIn,
-  spawnLauncher,
-  waitHealthy,
-} from "./_servers.ts";
+import { makeRootIn, spawnLauncher, waitHealthy } from "./_servers.ts";
 import {
   type Bench,
   engineNames,
@@ -142,7 +137,7 @@ async function startSample(
 ): Promise<StartSample> {
   await using stack = new AsyncDisposableStack();
   const names = engineNames(MANY);
-  const port = fetchablePorts(MANY);
+  const port = freePorts(MANY);
   const bin = sleepLike ? bench.sleepBin : bench.bin;
   const child = await spawnLauncher(bench, stack, names, port, {
     mod,
@@ -284,7 +279,7 @@ async function roundWindow(
   const root = await makeRootIn(bench.work);
   const writes = stack.use(new MetricsWrites(`${root}/metrics`));
   const names = Array.from({ length: engines }, (_, i) => `g${i + 1}`);
-  const port = fetchablePorts(engines);
+  const port = freePorts(engines);
   const launcher = await spawnLauncher(bench, stack, names, port, {
     root,
     catalogue,

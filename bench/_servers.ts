@@ -40,28 +40,6 @@ export function catalogueYaml(): string {
   return `${lines.join("\n")}\n`;
 }
 
-/**
- * Ports `fetch` refuses to reach (the Fetch standard's "bad ports") inside
- * the range `freePorts` draws from (10000–32000): Deno's `fetch` fails with
- * "Requests to port 10080 are blocked", for the bench's polls and for the
- * launcher's own polls of an engine there.
- */
-const FETCH_BLOCKED_PORTS = [10080];
-
-/**
- * {@linkcode freePorts}, drawn again while the block `port .. port+count`
- * holds a port `fetch` refuses.
- */
-export function fetchablePorts(count: number): number {
-  for (;;) {
-    const base = freePorts(count);
-    const blocked = FETCH_BLOCKED_PORTS.some((p) =>
-      p >= base && p <= base + count
-    );
-    if (!blocked) return base;
-  }
-}
-
 /** VmRSS of a server process, in MiB. */
 export function mib(child: Child): number {
   return child.rssKiB() / 1024;

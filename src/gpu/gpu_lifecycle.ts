@@ -90,7 +90,8 @@ export class GpuLifecycle {
   async round(): Promise<void> {
     const placed = this.#runs().filter((run) => (run.gpus?.length ?? 0) > 0);
     if (placed.length === 0) return;
-    // Half an interval: the previous round's answer is never reused.
+    // Younger than half an interval: a fresh answer each round while nvidia-smi
+    // is quick, never more than one query a round when it is slow.
     const snapshot = await this.#monitor.snapshot(this.#intervalMs / 2);
     const groups = new Map<number, number>();
     if (snapshot) {

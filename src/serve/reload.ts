@@ -23,7 +23,11 @@ import type { GuardedServer } from "../http/connection_guard.ts";
 import type { ManagementState } from "../http/handler.ts";
 import { diffCards, type ReloadDiff } from "./reload_diff.ts";
 import { requestedCards } from "./requested_cards.ts";
-import { type ReloadResult, reloadSummary } from "./reload_result.ts";
+import {
+  nothingDone,
+  type ReloadResult,
+  reloadSummary,
+} from "./reload_result.ts";
 
 export type { ReloadResult } from "./reload_result.ts";
 
@@ -110,14 +114,7 @@ export class Reloader {
    */
   async reload(): Promise<ReloadResult> {
     const began = performance.now();
-    const empty = {
-      restarted: [],
-      changed: [],
-      unchanged: [],
-      failed: [],
-      catalogue: { added: [], removed: [] },
-      secrets: [],
-    };
+    const empty = nothingDone();
     let result: Omit<ReloadResult, "summary" | "ms">;
     try {
       const plan = await this.#validate();

@@ -114,9 +114,25 @@ export function reloadSummary(
 export function refusedReload(
   error = "Cannot reload: the launcher is not running",
 ): ReloadResult {
-  const result = {
-    ok: false,
-    error,
+  const result = { ok: false, error, ...nothingDone() };
+  return { ...result, summary: reloadSummary(result), ms: 0 };
+}
+
+/**
+ * What a reload that changed nothing reports in its lists.
+ *
+ * @returns Empty lists, fresh each call.
+ *
+ * @example
+ * ```ts ignore
+ * const result = { ok: false, error: "…", ...nothingDone() };
+ * ```
+ */
+export function nothingDone(): Omit<
+  ReloadResult,
+  "ok" | "error" | "summary" | "ms" | "tlsSerial"
+> {
+  return {
     restarted: [],
     changed: [],
     unchanged: [],
@@ -124,5 +140,4 @@ export function refusedReload(
     catalogue: { added: [], removed: [] },
     secrets: [],
   };
-  return { ...result, summary: reloadSummary(result), ms: 0 };
 }

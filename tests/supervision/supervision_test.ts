@@ -5,6 +5,7 @@
  */
 import assert from "node:assert/strict";
 import {
+  childrenNamed,
   fakeBin,
   freePorts,
   launch,
@@ -243,22 +244,6 @@ function zombie(pid: number): boolean {
   } catch {
     return false;
   }
-}
-
-/** The pids of a process's children with the given command name. */
-function childrenNamed(parent: number, name: string): number[] {
-  const out: number[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    const pid = Number(entry.name);
-    if (!Number.isInteger(pid)) continue;
-    try {
-      const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
-      const comm = stat.slice(stat.indexOf("(") + 1, stat.lastIndexOf(")"));
-      const ppid = Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]);
-      if (ppid === parent && comm === name) out.push(pid);
-    } catch { /* gone */ }
-  }
-  return out;
 }
 
 for (const stopWatchdog of [false, true]) {

@@ -74,11 +74,18 @@ function isFree(port: number): boolean {
   }
 }
 
-/** A port p such that p .. p+count are all free on 127.0.0.1. */
+/** The one port of 10000–32000 that `fetch` refuses ("Requests to port 10080 are blocked"). */
+const FETCH_BLOCKED_PORT = 10080;
+
+/** A port p such that p .. p+count are all free on 127.0.0.1, none of them one `fetch` refuses. */
 export function freePorts(count: number): number {
   for (let attempt = 0; attempt < 200; attempt++) {
     // Below Linux's ephemeral range (32768+), where outgoing connections could take a port first.
     const base = 10000 + Math.floor(Math.random() * (32000 - 10000 - count));
+    // fetch refuses the Fetch standard's "bad ports"; 10080 is the one in this range.
+    if (base <= FETCH_BLOCKED_PORT && FETCH_BLOCKED_PORT <= base + count) {
+      continue;
+    }
     let ok = true;
     for (let p = base; p <= base + count && ok; p++) ok = isFree(p);
     if (ok) return base;
