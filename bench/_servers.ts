@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { freePorts, pathWith, siteArgs } from "../tests/support/helpers.ts";
+import { pathWith, siteArgs } from "../tests/support/helpers.ts";
 import { Child } from "./_process.ts";
 import {
   type Bench,
