@@ -94,14 +94,10 @@ export type { ReloadResult } from "./serve/reload_result.ts";
 
 /** What start-up resolved, before anything runs. */
 interface Prepared {
-  directory: string;
   placement: Placement;
-  /** The GPU start gate and memory rounds; undefined when nothing is placed. */
-  gpu: GpuLifecycle | undefined;
   supervisors: EngineSupervisor[];
-  /** Where and how engines are supervised (a reload's replacements too). */
+  /** Where and how engines are supervised: directory, records, the GPU gate. */
   site: EngineSite;
-  records: EngineRecords;
   handler: Handler;
   stance: OpsStance;
   tls: SSLConfig | undefined;
@@ -264,12 +260,9 @@ export class Semioserve implements AsyncDisposable {
     };
     const app = stance.auth.wrap(createManagementHandler(state));
     this.#prepared = {
-      directory,
       placement,
-      gpu,
       supervisors,
       site,
-      records,
       stance,
       tls,
       state,
@@ -337,20 +330,11 @@ export class Semioserve implements AsyncDisposable {
 
   async #runLauncher(signals: LauncherSignals): Promise<void> {
     await this.prepare();
-    const {
-      supervisors,
-      stance,
-      tls,
-      handler,
-      placement,
-      directory,
-      gpu,
-      state,
-      site,
-    } = this.#prepared as Prepared;
+    const { supervisors, stance, tls, handler, placement, state, site } = this
+      .#prepared as Prepared;
+    const { directory, gpu, graceMs } = site;
     const startedAt = Date.now();
     const o = this.options;
-    const graceMs = o.graceMs ?? 10_000;
     // Raised before the engines start, so they inherit the higher limit too.
     const openFiles = await raiseAndReportOpenFiles();
     log.info(stance.describe());

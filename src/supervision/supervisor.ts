@@ -210,10 +210,9 @@ export class EngineSupervisor {
   }
 
   /**
-   * The current run's GPU memory per device, in MiB, as the launcher's last
-   * `nvidia-smi` round saw it; null when unknown.
+   * Notes the current run's GPU memory per device (the last `nvidia-smi` round).
    *
-   * @param mib Per device entry, or null.
+   * @param mib MiB per device entry, or null when unknown.
    */
   observeGpuMemory(mib: Readonly<Record<string, number>> | null): void {
     this.#gpu.memory = mib;
@@ -245,10 +244,7 @@ export class EngineSupervisor {
     this.#loop = this.#supervise();
   }
 
-  /**
-   * A gated first start: wait at the gate (with the replaced engine's
-   * baseline after a reload: its memory must be back), spawn, supervise.
-   */
+  /** A gated first start (after a reload, the replaced run's memory must be back). */
   async #begin(): Promise<void> {
     const baseline = await this.#options.baseline;
     if (!(await this.#gpu.admit(baseline, this.#interrupt.signal))) {
@@ -265,8 +261,7 @@ export class EngineSupervisor {
   }
 
   /**
-   * The gone pids listed on this engine's devices when its current (or last)
-   * run started: what a replacing engine's first start must not wait for.
+   * Gone pids listed on its devices when its last run started (a replacement's rule 2).
    *
    * @returns The pids, or undefined when the engine is not gated.
    */
@@ -274,11 +269,7 @@ export class EngineSupervisor {
     return this.#gpu.baseline();
   }
 
-  /**
-   * Spawns a run and records it (throws only what `ServerProcess.start`
-   * throws). A restart is counted once it runs: an attempt that could not
-   * spawn is not one.
-   */
+  /** Spawns a run and records it; a restart counts once it runs, not when it fails to spawn. */
   #launch(run: ServerProcess, restart = false): void {
     run.start();
     if (restart) this.#restarts++;
@@ -470,13 +461,11 @@ export class EngineSupervisor {
     else await this.log.close();
   }
 
-  // A reload that changes what reaches the engine replaces the supervisor
-  // (serve/engine_supervisors.ts); one that does not amends it here.
-
   /**
-   * Applies a change that does not reach the engine, without touching the
-   * process: the card (its `restart:` policy, `description`, `verb`) and the
-   * engine key later starts use.
+   * Applies a reload's change that does not reach the engine, without touching
+   * the process: the card (its `restart:` policy, `description`, `verb`) and
+   * the engine key later starts use. (A change that reaches the engine gets a
+   * new supervisor: `serve/engine_supervisors.ts`.)
    *
    * @param card The new expanded card, same name.
    * @param next `apiKey`: the key every later start demands.
