@@ -299,7 +299,7 @@ export class SSLConfig {
       key,
       certFile,
       keyFile,
-      serial: certificate.serialNumber.toLowerCase(),
+      serial: serialHex(certificate.serialNumber),
     };
     if (options.devMode) {
       const caFile = join(directory, "ssl", "ca.crt");
@@ -318,4 +318,14 @@ export class SSLConfig {
     }
     return new SSLConfig(fields);
   }
+}
+
+/**
+ * A serial number as certificate tools print it: whole bytes of lowercase
+ * hex (`0c3c…`, as `openssl x509 -serial`), where `serialNumber` drops a
+ * leading zero nibble (`c3c…`).
+ */
+function serialHex(serialNumber: string): string {
+  const hex = serialNumber.toLowerCase();
+  return hex.length % 2 === 1 ? `0${hex}` : hex;
 }

@@ -356,3 +356,52 @@ Deno.test("SSLConfig.fromDirectory", async (t) => {
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("SSLConfig's serial is whole bytes of hex, as openssl prints it, also with a leading zero nibble", async () => {
+  const dir = await Deno.makeTempDir({ prefix: "serve-serial-" });
+  try {
+    await Deno.mkdir(join(dir, "ssl"));
+    const run = (args: string[]) =>
+      new Deno.Command("/usr/bin/openssl", {
+        args,
+        cwd: join(dir, "ssl"),
+        stdout: "piped",
+        stderr: "piped",
+      }).output();
+    // 0x0c… : a serial whose first byte is below 0x10.
+    const made = await run([
+      "req",
+      "-x509",
+      "-newkey",
+      "ec",
+      "-pkeyopt",
+      "ec_paramgen_curve:prime256v1",
+      "-nodes",
+      "-keyout",
+      "server.key",
+      "-out",
+      "server.crt",
+      "-days",
+      "2",
+      "-subj",
+      "/CN=localhost",
+      "-set_serial",
+      "0x0c3ce1cf2e612348",
+    ]);
+    assert.equal(made.code, 0, new TextDecoder().decode(made.stderr));
+    const printed = await run([
+      "x509",
+      "-in",
+      "server.crt",
+      "-noout",
+      "-serial",
+    ]);
+    const expected = new TextDecoder().decode(printed.stdout).trim()
+      .replace(/^serial=/, "").toLowerCase();
+    assert.equal(expected, "0c3ce1cf2e612348");
+    const tls = await SSLConfig.fromDirectory(dir, { devMode: true });
+    assert.equal(tls?.serial, expected);
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+  }
+});
