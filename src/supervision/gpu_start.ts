@@ -112,6 +112,11 @@ export class GpuStart {
     }).catch(() => undefined);
     const waited = this.#current;
     this.#held(null);
+    // Granted as the stop came: the caller must not spawn, the devices go back.
+    if (slot && signal.aborted) {
+      slot.release();
+      return false;
+    }
     if (slot && waited) {
       log.info(
         `engine ${this.#name} starts on GPU ${
