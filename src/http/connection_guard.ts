@@ -27,12 +27,12 @@
  */
 import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
+import { sleep } from "../common/sleep.ts";
 import {
   errorText,
   FIRST_BACKOFF_MS,
   Internal,
   MAX_BACKOFF_MS,
-  sleep,
   type Tracked,
 } from "./guard_upstream.ts";
 

@@ -6,17 +6,13 @@
  *
  * @module
  */
+import { sleep } from "../common/sleep.ts";
 import { FailureRun } from "../common/log_throttle.ts";
 
 /** First wait before retrying a failed accept or a failed server; it doubles. */
 export const FIRST_BACKOFF_MS = 10;
 /** The longest such wait. */
 export const MAX_BACKOFF_MS = 1_000;
-
-/** Resolves after `ms`. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /** An error's message, or the thrown value as text. */
 export function errorText(error: unknown): string {
