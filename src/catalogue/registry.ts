@@ -1,0 +1,306 @@
+/**
+ * A loaded catalogue ({@linkcode Registry}) and the catalogue shipped with the
+ * package ({@linkcode DEFAULT_CATALOGUE}).
+ *
+ * @module
+ */
+import { log } from "../common/log.ts";
+import { CatalogueError, KeyError } from "./catalogue_error.ts";
+import { type ModelCard, Verb } from "./model_card.ts";
+import { readCatalogue } from "./card_reader.ts";
+import { type CardSites, expandCard } from "./card_expand.ts";
+
+const VERBS: readonly Verb[] = Object.values(Verb);
+const URL_LIKE = /^(?:file|https?):\/\//i;
+
+/**
+ * The catalogue shipped with the package.
+ *
+ * @example
+ * ```ts
+ * import { DEFAULT_CATALOGUE, Registry } from "@mymodel/serve/catalogue";
+ * const registry = await Registry.load(DEFAULT_CATALOGUE);
+ * console.log(registry.size);
+ * ```
+ */
+export const DEFAULT_CATALOGUE: URL = new URL(
+  "../../catalogue/optimizers.yaml",
+  import.meta.url,
+);
+
+/**
+ * A loaded catalogue: the model cards by name.
+ *
+ * @example
+ * ```ts
+ * import { Registry } from "@mymodel/serve/catalogue";
+ *
+ * const registry = Registry.parse(`
+ * models:
+ *   my-model:
+ *     verb: chat
+ *     hub: org/my-model
+ *     args: { max-model-len: 4096 }
+ * `);
+ * console.log(registry.get("my-model").args); // ["--max-model-len", "4096"]
+ * ```
+ */
+export class Registry implements Iterable<ModelCard> {
+  /** The file (or URL, or `<inline>`) the catalogue came from. */
+  readonly file: string;
+  #cards: ReadonlyMap<string, ModelCard>;
+  #sites: ReadonlyMap<string, CardSites>;
+  #warned = new Set<string>();
+
+  private constructor(
+    file: string,
+    cards: ReadonlyMap<string, ModelCard>,
+    sites: ReadonlyMap<string, CardSites>,
+  ) {
+    this.file = file;
+    this.#cards = cards;
+    this.#sites = sites;
+  }
+
+  /**
+   * Reads and validates a catalogue.
+   *
+   * @param source A file path, or a URL. A `file:` URL is read from the file
+   *   system (so the shipped catalogue is found inside a `deno compile` binary,
+   *   whose embedded files `fetch` cannot read); an `http:` or `https:` URL with
+   *   `fetch` (so it loads when this module runs from a remote registry). A
+   *   string starting with `file://`, `http://` or `https://` is taken as a URL.
+   * @returns The registry.
+   * @throws {CatalogueError} When the catalogue cannot be read or is not valid.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   * const registry = await Registry.load();
+   * console.log(registry.has("llama-3")); // true
+   * ```
+   */
+  static async load(
+    source: string | URL = DEFAULT_CATALOGUE,
+  ): Promise<Registry> {
+    const url = typeof source === "string"
+      ? (URL_LIKE.test(source) ? new URL(source) : undefined)
+      : source;
+    const file = url === undefined ? String(source) : displayName(url);
+    let text: string;
+    try {
+      text = url === undefined
+        ? await Deno.readTextFile(file)
+        : url.protocol === "file:"
+        ? await Deno.readTextFile(url)
+        : await fetchText(url);
+    } catch (error) {
+      throw new CatalogueError(file, errorText(error), { cause: error });
+    }
+    return Registry.parse(text, file);
+  }
+
+  /**
+   * Validates a catalogue given as text.
+   *
+   * @param text The YAML text.
+   * @param file The name used in error messages.
+   * @returns The registry.
+   * @throws {CatalogueError} When the catalogue is not valid.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   * const registry = Registry.parse("models:\n  e5:\n    verb: embed\n    hub: intfloat/e5-small-v2\n");
+   * console.log(registry.get("e5").engine); // "vllm"
+   * ```
+   */
+  static parse(text: string, file = "<inline>"): Registry {
+    const { cards, sites } = readCatalogue(text, file);
+    return new Registry(file, cards, sites);
+  }
+
+  /**
+   * How many cards the catalogue holds.
+   *
+   * @returns The number of cards.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   * console.log((await Registry.load()).size > 0); // true
+   * ```
+   */
+  get size(): number {
+    return this.#cards.size;
+  }
+
+  /**
+   * Every catalogue name.
+   *
+   * @returns The names, sorted ascending.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   * console.log((await Registry.load()).names().includes("llama-3")); // true
+   * ```
+   */
+  names(): string[] {
+    return [...this.#cards.keys()].sort();
+  }
+
+  /**
+   * Whether a name is in the catalogue.
+   *
+   * @param name A catalogue name (no verb prefix).
+   * @returns True when a card has that name.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   * console.log((await Registry.load()).has("no-such-model")); // false
+   * ```
+   */
+  has(name: string): boolean {
+    return this.#cards.has(name);
+  }
+
+  /**
+   * Looks a card up by its exact name.
+   *
+   * @param name A catalogue name (no verb prefix).
+   * @returns The card.
+   * @throws {KeyError} When no card has that name; the message suggests close names.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   * console.log((await Registry.load()).get("llama-3").verb); // "chat"
+   * ```
+   */
+  get(name: string): ModelCard {
+    const card = this.#cards.get(name);
+    if (card === undefined) throw new KeyError(name, this.#cards.keys());
+    return card;
+  }
+
+  /**
+   * Looks a card up by a model spec: `<name>` or `<VERB>:<name>`. Only the text
+   * after the first colon is looked up; a verb prefix that does not match the
+   * card's verb (compared case-insensitively) is logged once as a warning, and
+   * the card is returned anyway.
+   *
+   * @param spec The model spec, e.g. `llama-3` or `CHAT:llama-3`.
+   * @returns The card.
+   * @throws {KeyError} When no card has that name.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   * const registry = await Registry.load();
+   * console.log(registry.resolve("CHAT:llama-3") === registry.get("llama-3")); // true
+   * ```
+   */
+  resolve(spec: string): ModelCard {
+    const colon = spec.indexOf(":");
+    if (colon < 0) return this.get(spec);
+    const prefix = spec.slice(0, colon);
+    const card = this.get(spec.slice(colon + 1));
+    if (prefix.toLowerCase() !== card.verb && !this.#warned.has(spec)) {
+      this.#warned.add(spec);
+      const known = (VERBS as readonly string[]).includes(prefix.toLowerCase())
+        ? ""
+        : ` ('${prefix}' is not a verb: expected one of ${VERBS.join(", ")})`;
+      log.warn(
+        `Model spec '${spec}' asks for ${prefix} but '${card.name}' is a ${card.verb} model${known}; serving it as ${card.verb}`,
+      );
+    }
+    return card;
+  }
+
+  /**
+   * The card with its per-node values filled in: every `${NAME}` in its
+   * `executable`, `command`, `args` values and `env` values replaced from `env`,
+   * every `$${` turned into a literal `${`. The registry keeps the card as
+   * written; the launcher expands only the cards it is asked to start, so an
+   * unused card may name variables that are not set.
+   *
+   * @param card A card of this registry.
+   * @param env The environment to read, usually `Deno.env.toObject()`.
+   * @returns The expanded card (frozen), or `card` itself when it has nothing to expand.
+   * @throws {UnsetVariableError} When a variable is not set in `env`; the one-line
+   *   message names the file, card, field, line and variable.
+   * @throws {KeyError} When no card of this registry has `card`'s name.
+   * @throws {TypeError} When `card` is not the registry's own card (an expanded or hand-made one).
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   *
+   * const registry = Registry.parse(`
+   * models:
+   *   ds:
+   *     verb: chat
+   *     hub: org/ds
+   *     engine: sglang
+   *     args: { node-rank: "\${NODE_RANK}" }
+   * `);
+   * const card = registry.expand(registry.get("ds"), { NODE_RANK: "1" });
+   * console.log(card.args); // ["--node-rank", "1"]
+   * ```
+   */
+  expand(
+    card: ModelCard,
+    env: Readonly<Record<string, string | undefined>>,
+  ): ModelCard {
+    const sites = this.#sites.get(card.name);
+    if (sites === undefined) throw new KeyError(card.name, this.#cards.keys());
+    if (this.#cards.get(card.name) !== card) {
+      // An expanded card's `${` may come from `$${`: expanding it again would be wrong.
+      throw new TypeError(
+        `Cannot expand card '${card.name}': not the card this registry holds (expected the card get() or resolve() returns, unexpanded)`,
+      );
+    }
+    return expandCard(card, env, { file: this.file, sites });
+  }
+
+  /**
+   * Iterates over the cards in catalogue (file) order.
+   *
+   * @returns An iterator over the cards.
+   *
+   * @example
+   * ```ts
+   * import { Registry } from "@mymodel/serve/catalogue";
+   * for (const card of await Registry.load()) console.log(card.name, card.verb);
+   * ```
+   */
+  [Symbol.iterator](): IterableIterator<ModelCard> {
+    return this.#cards.values();
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Small helpers.
+
+async function fetchText(url: URL): Promise<string> {
+  const response = await fetch(url);
+  if (!response.ok) {
+    await response.body?.cancel();
+    throw new Error(`HTTP ${response.status} ${response.statusText}`.trim());
+  }
+  return await response.text();
+}
+
+function displayName(url: URL): string {
+  if (url.protocol !== "file:") return url.href;
+  const path = decodeURIComponent(url.pathname);
+  return /^\/[A-Za-z]:\//.test(path) ? path.slice(1) : path;
+}
+
+function errorText(error: unknown): string {
+  return error instanceof Error
+    ? `${error.name}: ${error.message}`
+    : String(error);
+}

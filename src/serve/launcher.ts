@@ -1,0 +1,400 @@
+/**
+ * The launcher itself: {@linkcode Semioserve} prepares (every check start-up
+ * makes), starts one supervised engine per requested model, serves the
+ * management API, reloads on request and stops everything it started.
+ *
+ * @module
+ */
+import { Registry } from "../catalogue.ts";
+import {
+  ConfigError,
+  MY_LOCAL,
+  NUCLEUS_HOST,
+  NUCLEUS_PORT,
+} from "../common.ts";
+import { type Handler, SSLConfig, withSecurityHeaders } from "../web.ts";
+import {
+  createManagementHandler,
+  type ManagementState,
+} from "../http/handler.ts";
+import { type ServerProcess, urlHost } from "../engines/server_process.ts";
+import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import { EngineRecords } from "../supervision/records.ts";
+import { Watchdog } from "../supervision/watchdog.ts";
+import { HealthLoop } from "../supervision/health_loop.ts";
+import { placeEngines, type Placement } from "../gpu/place_engines.ts";
+import {
+  type EngineSite,
+  replaceEngine,
+  superviseEngines,
+} from "./engine_supervisors.ts";
+import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
+import { checkPortFree } from "../engines/ports.ts";
+import { checkRoot } from "./startup_checks.ts";
+import { requestedCards } from "./requested_cards.ts";
+import type { SemioserveOptions } from "./options.ts";
+import { OpsStance } from "../web/ops_stance.ts";
+import { LauncherSignals } from "./signals.ts";
+import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
+import { raiseAndReportOpenFiles } from "../http/open_files.ts";
+import { log } from "../common/log.ts";
+import { MetricsWriter } from "../metrics/file.ts";
+import { metricsSnapshot } from "../metrics/snapshot.ts";
+import type { ReloadMetrics } from "../metrics/text.ts";
+import { Reloader, type ReloadResult } from "./reload.ts";
+import { ReloadQueue } from "./reload_queue.ts";
+import { refusedReload } from "./reload_result.ts";
+
+/** What start-up resolved, before anything runs. */
+interface Prepared {
+  placement: Placement;
+  supervisors: EngineSupervisor[];
+  /** Where and how engines are supervised: directory, records, the GPU gate. */
+  site: EngineSite;
+  handler: Handler;
+  stance: OpsStance;
+  tls: SSLConfig | undefined;
+  state: ManagementState;
+}
+
+/**
+ * The launcher: starts one engine per model and serves the management API
+ * until SIGTERM, SIGINT, {@linkcode Semioserve.stop} or an abort.
+ *
+ * It is a singleton: constructing it again returns the existing instance (tests
+ * call {@linkcode Semioserve.reset} between cases).
+ *
+ * @example
+ * ```ts ignore
+ * import { Semioserve } from "@mymodel/serve";
+ *
+ * await using serve = new Semioserve({ models: ["llama-3"], directory: "/srv/mymodel" });
+ * await serve.run();
+ * ```
+ */
+export class Semioserve implements AsyncDisposable {
+  static #instance: Semioserve | undefined;
+
+  // Definite: the constructor either sets these or returns the existing instance.
+  /** The options as given. */
+  readonly options!: Readonly<SemioserveOptions>;
+  /** The resolved host. */
+  readonly host!: string;
+  /** The resolved management port. */
+  readonly port!: number;
+  #prepared: Prepared | undefined;
+  #server: GuardedServer | undefined;
+  #url: URL | undefined;
+  #running: Promise<void> | undefined;
+  #shutdown = Promise.withResolvers<void>();
+  #onEngineChange: () => void = () => {};
+  // --- reload ---
+  #reloader: Reloader | undefined;
+  #reloads = new ReloadQueue<ReloadResult>(
+    () => this.#reloader?.reload() ?? Promise.resolve(refusedReload()),
+    () => refusedReload(),
+  );
+  // --- end reload ---
+
+  /**
+   * Creates the launcher, or returns the one that exists.
+   *
+   * @param options Models and settings.
+   */
+  constructor(options: SemioserveOptions) {
+    if (Semioserve.#instance) {
+      log.warn(
+        "Semioserve is a singleton: returning the existing instance (see Semioserve.reset)",
+      );
+      return Semioserve.#instance;
+    }
+    this.options = { ...options };
+    this.host = options.host ?? NUCLEUS_HOST;
+    this.port = options.port ?? NUCLEUS_PORT;
+    Semioserve.#instance = this;
+  }
+
+  /**
+   * Stops the current instance, if any, and forgets it, so the next
+   * `new Semioserve(...)` makes a fresh one.
+   */
+  static async reset(): Promise<void> {
+    const instance = Semioserve.#instance;
+    Semioserve.#instance = undefined;
+    await instance?.stop();
+  }
+
+  /** The management API's URL once it listens. */
+  get url(): URL | undefined {
+    return this.#url;
+  }
+
+  /**
+   * Each model's current engine run, in request order (empty before
+   * {@linkcode Semioserve.prepare}). A restart replaces a model's run.
+   */
+  get engines(): readonly ServerProcess[] {
+    return this.supervisors.map((s) => s.process);
+  }
+
+  /**
+   * Each model's supervisor, in request order: state, restarts, last exit
+   * (the facts `GET /models?detail=1` reports).
+   */
+  get supervisors(): readonly EngineSupervisor[] {
+    return this.#prepared?.supervisors ?? [];
+  }
+
+  /**
+   * Validates everything without starting anything: root directory, catalogue,
+   * model specs, engine command lines, free ports, mode and TLS files.
+   *
+   * @throws {AssertionError} When the root directory lacks a subdirectory.
+   * @throws {KeyError} When a model is not in the catalogue.
+   * @throws {ConfigError | CatalogueError | EngineError | SSLConfigError} On any other bad input.
+   */
+  async prepare(): Promise<void> {
+    if (this.#prepared) return;
+    const o = this.options;
+    const directory = o.directory ?? MY_LOCAL;
+    if (!directory) {
+      throw new ConfigError(
+        "Cannot start: no root directory (set MY_LOCAL or pass --directory)",
+      );
+    }
+    if (o.models.length === 0) {
+      throw new ConfigError("Cannot start: no model given");
+    }
+    if (this.port + o.models.length > 65535) {
+      throw new ConfigError(
+        `Cannot use port ${this.port} for ${o.models.length} models: engine ports would pass 65535`,
+      );
+    }
+    checkRoot(directory);
+    const registry = await Registry.load(o.catalogue);
+    const cards = requestedCards(registry, o.models, "start");
+    const graceMs = o.graceMs ?? 10_000;
+    const placement = await placeEngines(cards, o.gpus);
+    const records = new EngineRecords(directory);
+    const gpu = cards.some((card) => (placement.devices(card)?.length ?? 0) > 0)
+      ? new GpuLifecycle({
+        intervalMs: o.healthIntervalMs ?? 10_000,
+        releaseTimeoutMs: o.gpuReleaseTimeoutMs ?? 30_000,
+        runs: () => supervisors,
+      })
+      : undefined;
+    const site: EngineSite = {
+      host: this.host,
+      port: this.port,
+      directory,
+      records,
+      gpu,
+      options: o,
+      graceMs,
+      onChange: () => this.#onEngineChange(),
+    };
+    const supervisors = superviseEngines(cards, placement, site);
+    const stance = OpsStance.resolve(
+      o.dev_mode === undefined ? {} : { dev_mode: o.dev_mode },
+    );
+    const tls = await SSLConfig.fromDirectory(directory, {
+      devMode: stance.devMode,
+    });
+    // What a launcher killed outright left behind goes first, so its ports are free again.
+    await records.reap(cards.map((card) => card.name), graceMs);
+    checkPortFree(this.host, this.port, "the management API");
+    for (const s of supervisors) {
+      checkPortFree(this.host, s.port, `engine ${s.name}`);
+    }
+    const state: ManagementState = {
+      engines: supervisors,
+      catalogue: registry.names(),
+      pollTimeoutMs: o.pollTimeoutMs ?? 2_000,
+    };
+    const app = stance.auth.wrap(createManagementHandler(state));
+    this.#prepared = {
+      placement,
+      supervisors,
+      site,
+      stance,
+      tls,
+      state,
+      handler: withSecurityHeaders(app, { https: tls !== undefined }),
+    };
+  }
+
+  /**
+   * The management API handler (authentication included in production mode),
+   * for tests or to mount in another server.
+   *
+   * @throws {Error} Before {@linkcode Semioserve.prepare} has resolved.
+   */
+  handler(): Handler {
+    if (!this.#prepared) {
+      throw new Error("Cannot build the handler: call prepare() first");
+    }
+    return this.#prepared.handler;
+  }
+
+  /**
+   * Prepares, starts every engine, serves the management API, and resolves
+   * after shutdown.
+   *
+   * @throws The errors of {@linkcode Semioserve.prepare}, before anything starts.
+   */
+  run(): Promise<void> {
+    this.#running ??= this.#run();
+    return this.#running;
+  }
+
+  /**
+   * Reloads the configuration, as SIGHUP does: the catalogue, the TLS pair
+   * under `<directory>/ssl/` and the `IDP_SECRET_FILE` and
+   * `LOCAL_ENGINE_API_KEY_FILE` files are read again and validated as at
+   * start; only then are the engines whose change reaches the engine
+   * restarted, the other changes applied, and one summary line logged. On any
+   * failure nothing changes (`ok: false`, `error`). Reloads never overlap: a
+   * call during a reload runs one more after it, and calls while that one
+   * waits share it. Before the API listens, the reload waits until it does.
+   *
+   * @returns What the reload did, or why it was refused.
+   *
+   * @example
+   * ```ts ignore
+   * const result = await serve.reload();
+   * console.log(result.summary); // "reload: 1 engine restarted (qwen3-8b)"
+   * ```
+   */
+  reload(): Promise<ReloadResult> {
+    return this.#reloads.request();
+  }
+
+  async #run(): Promise<void> {
+    using signals = new LauncherSignals(this.options.handleSignals !== false);
+    // A SIGHUP before the API listens waits for it (see ReloadQueue).
+    signals.onHangup(() => void this.reload());
+    try {
+      await this.#runLauncher(signals);
+    } finally {
+      this.#reloads.close();
+      await this.#reloads.settled();
+    }
+  }
+
+  async #runLauncher(signals: LauncherSignals): Promise<void> {
+    await this.prepare();
+    const { supervisors, stance, tls, handler, placement, state, site } = this
+      .#prepared as Prepared;
+    const { directory, gpu, graceMs } = site;
+    const startedAt = Date.now();
+    const o = this.options;
+    // Raised before the engines start, so they inherit the higher limit too.
+    const openFiles = await raiseAndReportOpenFiles();
+    log.info(stance.describe());
+    placement.report();
+    signals.onShutdown(
+      () => this.#requestShutdown(),
+      () => supervisors.forEach((s) => s.kill()),
+    );
+    const onAbort = () => this.#requestShutdown();
+    o.signal?.addEventListener("abort", onAbort, { once: true });
+    if (o.signal?.aborted) this.#requestShutdown();
+    const watchdog = Watchdog.start(graceMs);
+    const metrics = new MetricsWriter(directory, this.port);
+    const reloads: ReloadMetrics = { ok: 0, refused: 0 };
+    const facts = {
+      stance,
+      tls: tls !== undefined,
+      port: this.port,
+      startedAt,
+      reloads,
+    };
+    const writeMetrics = () =>
+      metrics.update(metricsSnapshot(facts, supervisors));
+    this.#onEngineChange = writeMetrics;
+    this.#reloader = new Reloader({
+      catalogue: o.catalogue,
+      models: o.models,
+      directory,
+      supervisors,
+      replace: (index, card, change) =>
+        replaceEngine(supervisors, index, card, change, site, watchdog),
+      placement,
+      stance,
+      tls,
+      server: () => this.#server,
+      state,
+      graceMs,
+      onReloaded(result) {
+        if (result.ok) {
+          reloads.ok++;
+          reloads.lastOkSeconds = Date.now() / 1000;
+        } else reloads.refused++;
+        writeMetrics();
+      },
+    });
+    const healthLoop = new HealthLoop(supervisors, {
+      intervalMs: o.healthIntervalMs ?? 10_000,
+      timeoutMs: o.pollTimeoutMs ?? 2_000,
+      onRound: gpu
+        // One nvidia-smi query a round serves every engine's memory figure.
+        ? () => void gpu.round().then(writeMetrics)
+        : writeMetrics,
+    });
+    try {
+      for (const s of supervisors) s.start(watchdog);
+      healthLoop.start();
+      writeMetrics();
+      const scheme = tls ? "https" : "http";
+      this.#server = serveGuarded({
+        hostname: this.host,
+        port: this.port,
+        ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
+        handler,
+        headerTimeoutMs: o.headerTimeoutMs ?? 10_000,
+        idleTimeoutMs: o.idleTimeoutMs ?? 120_000,
+        maxConnections: o.maxConnections ?? 1024,
+        ...(openFiles === undefined ? {} : { openFilesLimit: openFiles }),
+        onListen: ({ port }) => {
+          this.#url = new URL(`${scheme}://${urlHost(this.host)}:${port}`);
+          log.info(
+            `listening on ${this.#url.origin} (${
+              tls ? `TLS, ${tls.certFile}` : "plain HTTP"
+            }) with ${supervisors.length} engine(s)`,
+          );
+          o.onListen?.(this.#url);
+        },
+      });
+      this.#reloads.open();
+      await this.#shutdown.promise;
+    } finally {
+      log.info("shutting down: stopping engines");
+      // A reload under way finishes first: no engine starts after the others stopped.
+      this.#reloads.close();
+      await this.#reloads.settled();
+      await healthLoop.stop();
+      await Promise.all(supervisors.map((s) => s.stop(graceMs)));
+      this.#onEngineChange = () => {};
+      await metrics.close();
+      await watchdog?.close();
+      await this.#server?.shutdown();
+      o.signal?.removeEventListener("abort", onAbort);
+      log.info("stopped");
+    }
+  }
+
+  #requestShutdown(): void {
+    this.#shutdown.resolve();
+  }
+
+  /** Shuts down (engines first, then the API) and resolves when done. */
+  async stop(): Promise<void> {
+    this.#requestShutdown();
+    await this.#running?.catch(() => {});
+  }
+
+  /** Same as {@linkcode Semioserve.stop}. */
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.stop();
+  }
+}
