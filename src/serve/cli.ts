@@ -9,11 +9,16 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { parsePort } from "../common.ts";
-import { RESTART_POLICIES, type RestartPolicy } from "../catalogue.ts";
-import type { SemioserveOptions } from "./options.ts";
-import { parseGpuList } from "../gpu/detect.ts";
 import { closeMatches } from "../common/close_matches.ts";
+import {
+  type BooleanFlag,
+  CLI_FLAGS,
+  type CliFlag,
+  type CliOptions,
+  helpFor,
+} from "./cli_flags.ts";
+
+export type { CliOptions } from "./cli_flags.ts";
 
 /** A command line that cannot be used. */
 export class UsageError extends Error {
@@ -23,35 +28,6 @@ export class UsageError extends Error {
     this.name = "UsageError";
   }
 }
-
-/** What the command line asks for; unset fields fall back to the environment. */
-export type CliOptions =
-  & Pick<
-    SemioserveOptions,
-    | "host"
-    | "port"
-    | "dev_mode"
-    | "directory"
-    | "graceMs"
-    | "restart"
-    | "restartMaxDelayMs"
-    | "healthIntervalMs"
-    | "livenessFailures"
-    | "logMaxBytes"
-    | "logKeep"
-    | "gpus"
-    | "headerTimeoutMs"
-    | "idleTimeoutMs"
-    | "maxConnections"
-    | "gpuReleaseTimeoutMs"
-    | "startTimeoutMs"
-  >
-  & {
-    models: string[];
-    /** A path or URL, as typed. */
-    catalogue?: string;
-    help: boolean;
-  };
 
 /** The text `--help` prints. */
 export const USAGE = `Usage:
@@ -63,59 +39,26 @@ and serves GET /health and GET /models on --port, until Ctrl-C or SIGTERM.
 
 Required:
   <model>              a catalogue name, or <VERB>:<name> (e.g. CHAT:llama-3)
-  --directory D        root holding models/ logs/ metrics/ data/ (required unless
-                       env MY_LOCAL names it)
+${helpFor("Required")}
 
 Example:
   mkdir -p /srv/mymodel/models /srv/mymodel/logs /srv/mymodel/metrics /srv/mymodel/data
   deno run -A jsr:@mymodel/serve llama-3 --directory /srv/mymodel --port 5000
 
 Models:
-  --catalogue FILE     catalogue YAML, a path or URL (default: the catalogue shipped
-                       with the package)
+${helpFor("Models")}
 
 API and connections:
-  --host H             host of the API and every engine (env NUCLEUS_HOST, else localhost)
-  --port P             management port (env NUCLEUS_PORT, else 5000)
-  --dev_mode[=BOOL]    development mode, no authentication (default: env NUCLEUS_MODE
-                       starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode;
-                       --dev_mode=false or --no-dev_mode forces production mode
-  --header-timeout SECONDS
-                       an API connection that has not sent a complete request head
-                       (TLS handshake included) in this time is closed (default 10)
-  --idle-timeout SECONDS
-                       an API connection idle this long is closed (default 120)
-  --max-connections N  API connections open at once; more are closed at once (default
-                       1024, lowered to what the open-files limit leaves room for)
+${helpFor("API and connections")}
 
 GPUs:
-  --gpus LIST          devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none
-                       (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's
-                       devices, else no placement)
-  --gpu-release-timeout SECONDS
-                       before a restart, how long to wait for the dead run's GPU memory to
-                       be released (nvidia-smi no longer listing its pids); then a warning
-                       and the start proceeds (default 30)
+${helpFor("GPUs")}
 
 Supervision:
-  --restart POLICY     on-failure | always | never: when an engine that ended is started
-                       again; a card's restart: field wins (default on-failure)
-  --restart-max-delay SECONDS
-                       cap of the restart delay, 1 s doubling per restart (default 300)
-  --health-interval SECONDS
-                       background /health poll of every engine (default 10)
-  --liveness-failures N
-                       failed polls in a row, after a first 200, that restart an engine;
-                       0 turns this off (default 6)
-  --start-timeout SECONDS
-                       a run that has not answered its first 200 and has written no output
-                       for this long is stopped and the restart policy applies; 0 turns
-                       this off (default 900)
-  --grace SECONDS      time engines get between SIGTERM and SIGKILL at shutdown (default 10)
+${helpFor("Supervision")}
 
 Logs (engine output in <directory>/logs/<model>.log):
-  --log-max-bytes N    rotate logs/<name>.log past this size (default 104857600)
-  --log-keep N         rotated files kept as <name>.log.1 ... <name>.log.N (default 5)
+${helpFor("Logs")}
 
   -h, --help           print this help and exit
 
@@ -131,28 +74,18 @@ deno task status in a checkout).
 `;
 
 /** Every flag the launcher takes, as `node:util` parseArgs wants them. */
-const FLAGS = {
-  host: { type: "string" },
-  port: { type: "string" },
-  dev_mode: { type: "boolean" },
-  "no-dev_mode": { type: "boolean" },
-  directory: { type: "string" },
-  catalogue: { type: "string" },
-  grace: { type: "string" },
-  restart: { type: "string" },
-  "restart-max-delay": { type: "string" },
-  "health-interval": { type: "string" },
-  "liveness-failures": { type: "string" },
-  "log-max-bytes": { type: "string" },
-  "log-keep": { type: "string" },
-  gpus: { type: "string" },
-  "header-timeout": { type: "string" },
-  "idle-timeout": { type: "string" },
-  "max-connections": { type: "string" },
-  "gpu-release-timeout": { type: "string" },
-  "start-timeout": { type: "string" },
-  help: { type: "boolean", short: "h" },
-} as const;
+const FLAGS: Record<string, { type: "string" | "boolean"; short?: string }> =
+  Object.fromEntries([
+    ...CLI_FLAGS.flatMap((flag) =>
+      flag.unit === "boolean"
+        ? [
+          [flag.name, { type: "boolean" }],
+          ...(flag.negatable ? [[`no-${flag.name}`, { type: "boolean" }]] : []),
+        ]
+        : [[flag.name, { type: "string" }]]
+    ),
+    ["help", { type: "boolean", short: "h" }],
+  ]);
 
 /** The long flags, as typed (`--port`), for "did you mean" suggestions. */
 export const FLAG_NAMES: readonly string[] = Object.keys(FLAGS).map((name) =>
@@ -170,54 +103,70 @@ function flagHint(flag: string): string {
 const TRUE = new Set(["true", "1", "yes", "on"]);
 const FALSE = new Set(["false", "0", "no", "off"]);
 
-/** Folds the dev-mode spellings into `--dev_mode` / `--no-dev_mode`. */
-function normalizeDevMode(args: readonly string[]): string[] {
+const NEGATABLE = CLI_FLAGS.filter((flag): flag is BooleanFlag =>
+  flag.unit === "boolean" && flag.negatable === true
+).map((flag) => ({
+  name: flag.name,
+  // `-` and `_` are interchangeable: --dev-mode is --dev_mode.
+  pattern: new RegExp(
+    `^--(no-)?${flag.name.replace(/[-_]/g, "[-_]")}(?:=(.*))?$`,
+  ),
+}));
+
+/** Folds a negatable switch's spellings into `--<name>` / `--no-<name>`. */
+function normalizeSwitches(args: readonly string[]): string[] {
   const out: string[] = [];
-  for (const arg of args) {
+  for (const [index, arg] of args.entries()) {
     if (arg === "--") {
-      out.push(...args.slice(args.indexOf(arg)));
+      out.push(...args.slice(index));
       break;
     }
-    const match = /^--(no-)?dev[-_]mode(?:=(.*))?$/.exec(arg);
-    if (!match) {
-      out.push(arg);
-      continue;
-    }
-    const [, negated, value] = match;
-    if (value === undefined) {
-      out.push(negated ? "--no-dev_mode" : "--dev_mode");
+    const flag = NEGATABLE.find(({ pattern }) => pattern.test(arg));
+    const [, negated, value] = flag?.pattern.exec(arg) ?? [];
+    if (!flag || value === undefined) {
+      out.push(flag ? `--${negated ?? ""}${flag.name}` : arg);
       continue;
     }
     const lowered = value.toLowerCase();
     if (negated || (!TRUE.has(lowered) && !FALSE.has(lowered))) {
       throw new UsageError(
-        `Cannot use ${arg}: expected --dev_mode, --dev_mode=true or --dev_mode=false`,
+        `Cannot use ${arg}: expected --${flag.name}, --${flag.name}=true or --${flag.name}=false`,
       );
     }
-    out.push(TRUE.has(lowered) ? "--dev_mode" : "--no-dev_mode");
+    out.push(TRUE.has(lowered) ? `--${flag.name}` : `--no-${flag.name}`);
   }
   return out;
 }
 
-/** A number of seconds, at least `min`, as milliseconds. */
-function seconds(flag: string, text: string, min: number): number {
-  const value = Number(text);
-  if (text.trim() === "" || !Number.isFinite(value) || value < min) {
-    throw new UsageError(
-      `Cannot use --${flag}=${text}: expected a number of seconds, ${min} or more`,
-    );
+/** A flag's value as typed, as its option holds it; one line when it is bad. */
+function readFlag(flag: Exclude<CliFlag, BooleanFlag>, text: string): unknown {
+  if (flag.unit === "text") {
+    if (text === "") {
+      throw new UsageError(
+        `Cannot use --${flag.name}: expected a non-empty value`,
+      );
+    }
+    try {
+      return flag.parse ? flag.parse(text) : text;
+    } catch (error) {
+      throw new UsageError((error as Error).message);
+    }
   }
-  return Math.round(value * 1000);
-}
-
-/** A whole number, at least `min`. */
-function count(flag: string, text: string, min: number): number {
   const value = Number(text);
+  if (flag.unit === "seconds") {
+    if (text.trim() === "" || !Number.isFinite(value) || value < flag.min) {
+      throw new UsageError(
+        `Cannot use --${flag.name}=${text}: expected a number of seconds, ${flag.min} or more`,
+      );
+    }
+    return Math.round(value * 1000);
+  }
   if (
-    !/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) || value < min
+    !/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) ||
+    value < flag.min
   ) {
     throw new UsageError(
-      `Cannot use --${flag}=${text}: expected a whole number, ${min} or more`,
+      `Cannot use --${flag.name}=${text}: expected a whole number, ${flag.min} or more`,
     );
   }
   return value;
@@ -234,7 +183,7 @@ export function parseCli(args: readonly string[]): CliOptions {
   let parsed;
   try {
     parsed = parseArgs({
-      args: normalizeDevMode(args),
+      args: normalizeSwitches(args),
       allowPositionals: true,
       strict: true,
       options: FLAGS,
@@ -267,85 +216,22 @@ export function parseCli(args: readonly string[]): CliOptions {
       );
     }
   }
-  for (const key of ["host", "directory", "catalogue"] as const) {
-    const value = values[key];
-    if (value === "") {
-      throw new UsageError(`Cannot use --${key}: expected a non-empty value`);
+  // One options object, written field by field as the table names them.
+  const set = options as Record<string, unknown>;
+  for (const flag of CLI_FLAGS) {
+    const value = values[flag.name];
+    if (flag.unit !== "boolean") {
+      if (typeof value === "string") set[flag.option] = readFlag(flag, value);
+      continue;
     }
-    if (value !== undefined) options[key] = value;
-  }
-  if (values.port !== undefined) {
-    try {
-      options.port = parsePort(values.port, "--port");
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
-  }
-  if (values.grace !== undefined) {
-    options.graceMs = seconds("grace", values.grace, 0);
-  }
-  if (values.restart !== undefined) {
-    if (!(RESTART_POLICIES as readonly string[]).includes(values.restart)) {
+    const negated = flag.negatable && values[`no-${flag.name}`];
+    if (value && negated) {
       throw new UsageError(
-        `Cannot use --restart=${values.restart}: expected one of ${
-          RESTART_POLICIES.join(", ")
-        }`,
+        `Cannot use both --${flag.name} and --no-${flag.name}: expected one`,
       );
     }
-    options.restart = values.restart as RestartPolicy;
+    if (value) set[flag.option] = true;
+    if (negated) set[flag.option] = false;
   }
-  const delay = values["restart-max-delay"];
-  if (delay !== undefined) {
-    options.restartMaxDelayMs = seconds("restart-max-delay", delay, 1);
-  }
-  const interval = values["health-interval"];
-  if (interval !== undefined) {
-    options.healthIntervalMs = seconds("health-interval", interval, 0.1);
-  }
-  const failures = values["liveness-failures"];
-  if (failures !== undefined) {
-    options.livenessFailures = count("liveness-failures", failures, 0);
-  }
-  const maxBytes = values["log-max-bytes"];
-  if (maxBytes !== undefined) {
-    options.logMaxBytes = count("log-max-bytes", maxBytes, 1);
-  }
-  const keep = values["log-keep"];
-  if (keep !== undefined) options.logKeep = count("log-keep", keep, 0);
-  if (values.gpus !== undefined) {
-    try {
-      parseGpuList(values.gpus, "--gpus");
-    } catch (error) {
-      throw new UsageError((error as Error).message);
-    }
-    options.gpus = values.gpus;
-  }
-  const headerTimeout = values["header-timeout"];
-  if (headerTimeout !== undefined) {
-    options.headerTimeoutMs = seconds("header-timeout", headerTimeout, 0.001);
-  }
-  const idleTimeout = values["idle-timeout"];
-  if (idleTimeout !== undefined) {
-    options.idleTimeoutMs = seconds("idle-timeout", idleTimeout, 0.001);
-  }
-  const release = values["gpu-release-timeout"];
-  if (release !== undefined) {
-    options.gpuReleaseTimeoutMs = seconds("gpu-release-timeout", release, 0);
-  }
-  const startTimeout = values["start-timeout"];
-  if (startTimeout !== undefined) {
-    options.startTimeoutMs = seconds("start-timeout", startTimeout, 0);
-  }
-  const maxConnections = values["max-connections"];
-  if (maxConnections !== undefined) {
-    options.maxConnections = count("max-connections", maxConnections, 1);
-  }
-  if (values.dev_mode && values["no-dev_mode"]) {
-    throw new UsageError(
-      "Cannot use both --dev_mode and --no-dev_mode: expected one",
-    );
-  }
-  if (values.dev_mode) options.dev_mode = true;
-  if (values["no-dev_mode"]) options.dev_mode = false;
   return options;
 }

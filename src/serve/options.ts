@@ -132,3 +132,27 @@ export interface SemioserveOptions {
   /** Called once the management API listens. */
   onListen?: (url: URL) => void;
 }
+
+/**
+ * Every default of {@linkcode SemioserveOptions} that is a value (not read
+ * from the environment), in the options' units: the one place they are
+ * written; the launcher, the command line's `--help` and the `@default` tags
+ * (checked by a test) all say these.
+ */
+export const SEMIOSERVE_DEFAULTS = {
+  graceMs: 10_000,
+  pollTimeoutMs: 2_000,
+  restart: "on-failure",
+  restartMaxDelayMs: 300_000,
+  stableAfterMs: 600_000,
+  healthIntervalMs: 10_000,
+  livenessFailures: 6,
+  logMaxBytes: 104_857_600,
+  logKeep: 5,
+  gpuReleaseTimeoutMs: 30_000,
+  startTimeoutMs: 900_000,
+  headerTimeoutMs: 10_000,
+  idleTimeoutMs: 120_000,
+  maxConnections: 1024,
+  handleSignals: true,
+} as const satisfies Partial<SemioserveOptions>;

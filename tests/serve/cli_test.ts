@@ -10,6 +10,7 @@ import {
   USAGE,
   UsageError,
 } from "../../src/serve/cli.ts";
+import { CLI_FLAGS, shownDefault } from "../../src/serve/cli_flags.ts";
 import { ROOT_SUBDIRECTORIES } from "../../src/common.ts";
 import { Registry } from "../../src/catalogue.ts";
 
@@ -50,7 +51,7 @@ Deno.test("--help marks the models and --directory (or MY_LOCAL) as required", (
   const required = section("Required:");
   assert.match(required, /^ {2}<model> /m);
   assert.match(required, /^ {2}--directory D /m);
-  assert.match(required, /required unless\s+env MY_LOCAL/);
+  assert.match(required, /required unless\s+env\s+MY_LOCAL/);
   assert.match(section("Usage:"), /<model> \[<model> \.\.\.\] --directory D/);
 });
 
@@ -102,6 +103,50 @@ Deno.test("--help groups the flags by purpose and names every flag the parser ta
   assert.deepEqual(flagsIn("Logs"), ["--log-max-bytes", "--log-keep"]);
   for (const flag of FLAG_NAMES) {
     assert.match(USAGE, new RegExp(`${flag}\\b`), `--help omits ${flag}`);
+  }
+});
+
+Deno.test("--help lists every flag of the table in its section, with the table's default", () => {
+  for (const flag of CLI_FLAGS) {
+    const title = flag.group === "Logs" ? "Logs" : `${flag.group}:`;
+    // The flag's entry: its first line and the indented lines after it.
+    const lines = section(title).split("\n");
+    const first = lines.findIndex((l) =>
+      new RegExp(`^ {2}--${flag.name}\\b`).test(l)
+    );
+    assert.ok(first > 0, `--help's ${title} omits --${flag.name}`);
+    const rest = lines.slice(first + 1);
+    const end = rest.findIndex((l) => /^ {2}\S/.test(l));
+    const entry = [lines[first]!, ...rest.slice(0, end < 0 ? undefined : end)]
+      .map((l) => l.trim()).join(" ");
+    const shown = shownDefault(flag);
+    if (shown !== undefined) {
+      assert.ok(entry.includes(`(default ${shown}`), entry);
+    }
+  }
+});
+
+Deno.test("every number flag: its default, typed as --help shows it, parses to the table's default; below its bound is one line naming the flag", () => {
+  for (const flag of CLI_FLAGS) {
+    if (flag.unit !== "seconds" && flag.unit !== "count") continue;
+    const options = parseCli(["alpha", `--${flag.name}=${shownDefault(flag)}`]);
+    assert.equal(options[flag.option], flag.default, flag.name);
+    const below = String(flag.min > 0 ? flag.min / 2 : -1);
+    const expected = flag.unit === "count"
+      ? `expected a whole number, ${flag.min} or more`
+      : `expected a number of seconds, ${flag.min} or more`;
+    assert.throws(
+      () => parseCli(["alpha", `--${flag.name}=${below}`]),
+      (error) => {
+        assert.ok(error instanceof UsageError);
+        assert.equal(
+          error.message,
+          `Cannot use --${flag.name}=${below}: ${expected}`,
+        );
+        return true;
+      },
+      flag.name,
+    );
   }
 });
 

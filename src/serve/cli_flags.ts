@@ -1,0 +1,358 @@
+/**
+ * The launcher's flags as one table: name, unit, bounds, default and help
+ * text. `parseCli` reads values through it, `--help` prints it, and the tests
+ * check the docs against it, so a flag is added in one place.
+ *
+ * @module
+ */
+import { parsePort } from "../common.ts";
+import { RESTART_POLICIES } from "../catalogue.ts";
+import { parseGpuList } from "../gpu/detect.ts";
+import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./options.ts";
+
+/** What the command line asks for; unset fields fall back to the environment. */
+export type CliOptions =
+  & Pick<
+    SemioserveOptions,
+    | "host"
+    | "port"
+    | "dev_mode"
+    | "directory"
+    | "graceMs"
+    | "restart"
+    | "restartMaxDelayMs"
+    | "healthIntervalMs"
+    | "livenessFailures"
+    | "logMaxBytes"
+    | "logKeep"
+    | "gpus"
+    | "headerTimeoutMs"
+    | "idleTimeoutMs"
+    | "maxConnections"
+    | "gpuReleaseTimeoutMs"
+    | "startTimeoutMs"
+  >
+  & {
+    models: string[];
+    /** A path or URL, as typed. */
+    catalogue?: string;
+    help: boolean;
+  };
+
+/** The options of {@linkcode CliOptions} whose values are `T`. */
+type OptionOf<T> = {
+  [K in keyof CliOptions]-?: NonNullable<CliOptions[K]> extends T ? K
+    : never;
+}[keyof CliOptions];
+
+/** A `--help` section; each flag is listed under one. */
+export type FlagGroup =
+  | "Required"
+  | "Models"
+  | "API and connections"
+  | "GPUs"
+  | "Supervision"
+  | "Logs";
+
+/** What every flag has. */
+interface FlagBase {
+  /** The long name, without `--`. */
+  readonly name: string;
+  /** The `--help` section it is listed under. */
+  readonly group: FlagGroup;
+  /** One sentence for `--help`, the default left out. */
+  readonly help: string;
+}
+
+/** A number: seconds on the command line (milliseconds in the options) or a count. */
+export interface NumberFlag extends FlagBase {
+  readonly unit: "seconds" | "count";
+  /** The option it sets. */
+  readonly option: OptionOf<number>;
+  /** The smallest value accepted, in the command line's unit. */
+  readonly min: number;
+  /** The option's default, in the options' unit (milliseconds for seconds). */
+  readonly default: number;
+  /** Said after the default in `--help` (`, lowered to …`). */
+  readonly defaultNote?: string;
+}
+
+/** A switch; a negatable one also takes `--no-<name>` and `--<name>=true|false`. */
+export interface BooleanFlag extends FlagBase {
+  readonly unit: "boolean";
+  /** The option it sets. */
+  readonly option: Exclude<OptionOf<boolean>, "help">;
+  /** `--no-<name>` and `=BOOL` are accepted; `-`/`_` in the name are interchangeable. */
+  readonly negatable?: boolean;
+}
+
+/** A value checked (and maybe converted) by `parse`, which throws one line when it is bad. */
+export interface TextFlag extends FlagBase {
+  readonly unit: "text";
+  /** The option it sets. */
+  readonly option: Exclude<keyof CliOptions, "models" | "help">;
+  /** The value's placeholder in `--help` (`P`, `FILE`). */
+  readonly arg: string;
+  /** Checks the value as typed; returns what the option holds. */
+  readonly parse?: (text: string) => unknown;
+  /** Said as `(default …)` in `--help`, when the help text does not say it. */
+  readonly default?: string;
+}
+
+/** One row of the table. */
+export type CliFlag = NumberFlag | BooleanFlag | TextFlag;
+
+const D = SEMIOSERVE_DEFAULTS;
+
+/** Every flag but `--help`, in `--help`'s order. */
+export const CLI_FLAGS: readonly CliFlag[] = [
+  {
+    name: "directory",
+    group: "Required",
+    unit: "text",
+    option: "directory",
+    arg: "D",
+    help:
+      "root holding models/ logs/ metrics/ data/ (required unless env MY_LOCAL names it)",
+  },
+  {
+    name: "catalogue",
+    group: "Models",
+    unit: "text",
+    option: "catalogue",
+    arg: "FILE",
+    help:
+      "catalogue YAML, a path or URL (default: the catalogue shipped with the package)",
+  },
+  {
+    name: "host",
+    group: "API and connections",
+    unit: "text",
+    option: "host",
+    arg: "H",
+    help: "host of the API and every engine (env NUCLEUS_HOST, else localhost)",
+  },
+  {
+    name: "port",
+    group: "API and connections",
+    unit: "text",
+    option: "port",
+    arg: "P",
+    parse: (text) => parsePort(text, "--port"),
+    help: "management port (env NUCLEUS_PORT, else 5000)",
+  },
+  {
+    name: "dev_mode",
+    group: "API and connections",
+    unit: "boolean",
+    option: "dev_mode",
+    negatable: true,
+    help:
+      'development mode, no authentication (default: env NUCLEUS_MODE starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode; --dev_mode=false or --no-dev_mode forces production mode',
+  },
+  {
+    name: "header-timeout",
+    group: "API and connections",
+    unit: "seconds",
+    option: "headerTimeoutMs",
+    min: 0.001,
+    default: D.headerTimeoutMs,
+    help:
+      "an API connection that has not sent a complete request head (TLS handshake included) in this time is closed",
+  },
+  {
+    name: "idle-timeout",
+    group: "API and connections",
+    unit: "seconds",
+    option: "idleTimeoutMs",
+    min: 0.001,
+    default: D.idleTimeoutMs,
+    help: "an API connection idle this long is closed",
+  },
+  {
+    name: "max-connections",
+    group: "API and connections",
+    unit: "count",
+    option: "maxConnections",
+    min: 1,
+    default: D.maxConnections,
+    defaultNote: ", lowered to what the open-files limit leaves room for",
+    help: "API connections open at once; more are closed at once",
+  },
+  {
+    name: "gpus",
+    group: "GPUs",
+    unit: "text",
+    option: "gpus",
+    arg: "LIST",
+    parse: (text) => {
+      parseGpuList(text, "--gpus");
+      return text;
+    },
+    help:
+      "devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else no placement)",
+  },
+  {
+    name: "gpu-release-timeout",
+    group: "GPUs",
+    unit: "seconds",
+    option: "gpuReleaseTimeoutMs",
+    min: 0,
+    default: D.gpuReleaseTimeoutMs,
+    help:
+      "before a restart, how long to wait for the dead run's GPU memory to be released (nvidia-smi no longer listing its pids); then a warning and the start proceeds",
+  },
+  {
+    name: "restart",
+    group: "Supervision",
+    unit: "text",
+    option: "restart",
+    arg: "POLICY",
+    parse: (text) => {
+      if (!(RESTART_POLICIES as readonly string[]).includes(text)) {
+        throw new Error(
+          `Cannot use --restart=${text}: expected one of ${
+            RESTART_POLICIES.join(", ")
+          }`,
+        );
+      }
+      return text;
+    },
+    default: D.restart,
+    help:
+      "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
+  },
+  {
+    name: "restart-max-delay",
+    group: "Supervision",
+    unit: "seconds",
+    option: "restartMaxDelayMs",
+    min: 1,
+    default: D.restartMaxDelayMs,
+    help: "cap of the restart delay, 1 s doubling per restart",
+  },
+  {
+    name: "health-interval",
+    group: "Supervision",
+    unit: "seconds",
+    option: "healthIntervalMs",
+    min: 0.1,
+    default: D.healthIntervalMs,
+    help: "background /health poll of every engine",
+  },
+  {
+    name: "liveness-failures",
+    group: "Supervision",
+    unit: "count",
+    option: "livenessFailures",
+    min: 0,
+    default: D.livenessFailures,
+    help:
+      "failed polls in a row, after a first 200, that restart an engine; 0 turns this off",
+  },
+  {
+    name: "start-timeout",
+    group: "Supervision",
+    unit: "seconds",
+    option: "startTimeoutMs",
+    min: 0,
+    default: D.startTimeoutMs,
+    help:
+      "a run that has not answered its first 200 and has written no output for this long is stopped and the restart policy applies; 0 turns this off",
+  },
+  {
+    name: "grace",
+    group: "Supervision",
+    unit: "seconds",
+    option: "graceMs",
+    min: 0,
+    default: D.graceMs,
+    help: "time engines get between SIGTERM and SIGKILL at shutdown",
+  },
+  {
+    name: "log-max-bytes",
+    group: "Logs",
+    unit: "count",
+    option: "logMaxBytes",
+    min: 1,
+    default: D.logMaxBytes,
+    help: "rotate logs/<name>.log past this size",
+  },
+  {
+    name: "log-keep",
+    group: "Logs",
+    unit: "count",
+    option: "logKeep",
+    min: 0,
+    default: D.logKeep,
+    help: "rotated files kept as <name>.log.1 ... <name>.log.N",
+  },
+];
+
+/** The placeholder `--help` shows after the flag's name. */
+function argOf(flag: CliFlag): string {
+  switch (flag.unit) {
+    case "seconds":
+      return " SECONDS";
+    case "count":
+      return " N";
+    case "boolean":
+      return flag.negatable ? "[=BOOL]" : "";
+    case "text":
+      return ` ${flag.arg}`;
+  }
+}
+
+/** A default as the command line spells it (seconds for seconds flags). */
+export function shownDefault(flag: CliFlag): string | undefined {
+  if (flag.unit === "seconds") return String(flag.default / 1000);
+  if (flag.unit === "count") return String(flag.default);
+  if (flag.unit === "text") return flag.default;
+  return undefined;
+}
+
+/** Column of the help text; a longer `--flag ARG` puts it on the next line. */
+const HELP_COLUMN = 23;
+/** `--help` lines stay within this many characters. */
+const WIDTH = 90;
+
+/** `text` split into lines of at most `width` characters, at spaces. */
+function wrap(text: string, width: number): string[] {
+  const lines: string[] = [];
+  let line = "";
+  for (const word of text.split(" ")) {
+    if (line && line.length + 1 + word.length > width) {
+      lines.push(line);
+      line = word;
+    } else line = line ? `${line} ${word}` : word;
+  }
+  return [...lines, line];
+}
+
+/**
+ * The `--help` entries of one section, one flag after another.
+ *
+ * @param group The section.
+ * @returns Its lines, joined with newlines.
+ */
+export function helpFor(group: FlagGroup): string {
+  const indent = " ".repeat(HELP_COLUMN);
+  return CLI_FLAGS.filter((flag) => flag.group === group).map((flag) => {
+    const head = `  --${flag.name}${argOf(flag)}`;
+    const shown = shownDefault(flag);
+    const note = flag.unit === "count" || flag.unit === "seconds"
+      ? flag.defaultNote ?? ""
+      : "";
+    // The default's own words stay on one line (NBSP while wrapping).
+    const text = shown === undefined
+      ? flag.help
+      : `${flag.help} (default\u00a0${shown}${note})`;
+    const lines = wrap(text, WIDTH - HELP_COLUMN).map((l) =>
+      indent + l.replaceAll("\u00a0", " ")
+    );
+    if (head.length + 2 <= HELP_COLUMN) {
+      lines[0] = head.padEnd(HELP_COLUMN) + lines[0]!.trimStart();
+    } else lines.unshift(head);
+    return lines.join("\n");
+  }).join("\n");
+}
