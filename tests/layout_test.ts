@@ -1,8 +1,8 @@
 /**
  * The layout of `src/` as an executable map: which folder may import which,
  * no import cycle between modules, the public doors alone at the top, and a
- * module doc on each folder's main file. README's "Layout" section is the
- * prose of the same map.
+ * module doc on each folder's main file. The "Layout" section of
+ * docs/development.md is the prose of the same map.
  */
 import assert from "node:assert/strict";
 

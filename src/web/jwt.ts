@@ -1,11 +1,11 @@
 /**
  * The token layer: strict verification of compact HS512 JWTs. No HTTP here;
- * `web.ts` extracts the token from a request and turns every failure into one
- * plain 401.
+ * `auth_middleware.ts` takes the token from a request (through
+ * `credentials.ts`) and turns every failure into one plain 401.
  *
  * jose's `jwtVerify` does the signature and the standard claim checks. The
  * checks around it close the gaps jose leaves open on its own (see
- * SECURITY.md): a size cap before any parsing, the segment count, the
+ * docs/security.md, "Token checks, case by case"): a size cap before any parsing, the segment count, the
  * base64url alphabet, an exact `alg`, no `crit`/`b64`, a finite `exp` strictly
  * in the future, `nbf`/`iat` not in the future, and every error type caught.
  *

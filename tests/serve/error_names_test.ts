@@ -1,5 +1,5 @@
 /**
- * The names README gives the start-up errors are the classes an embedding
+ * The names docs/cli.md gives the start-up errors are the classes an embedding
  * program catches: a bad root directory is node's `AssertionError`, an
  * unknown model the catalogue's `KeyError`. The CLI prints their message
  * alone (`[serve] error: Cannot use root directory …`), like every other

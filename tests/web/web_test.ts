@@ -4,7 +4,7 @@
  * tokens. Every refusal checks the whole answer (401, `text/plain`,
  * `Unauthorized`, `WWW-Authenticate: Bearer`), that the protected handler
  * never ran, and that the log line names the reason but never the token.
- * The case numbers refer to SECURITY.md.
+ * The case numbers are those of docs/security.md, "Token checks, case by case".
  */
 
 import assert from "node:assert/strict";
