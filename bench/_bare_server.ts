@@ -11,6 +11,7 @@
  * @module
  */
 import { serveGuarded } from "../src/http/connection_guard.ts";
+import { SEMIOSERVE_DEFAULTS } from "../src/serve/options.ts";
 
 const BODY = JSON.stringify({ status: "ok", models: 1 });
 
@@ -31,7 +32,18 @@ function onListen(addr: Deno.NetAddr): void {
 }
 
 if (Deno.args.includes("--guard")) {
-  serveGuarded({ hostname: "127.0.0.1", port, handler, onListen });
+  // The launcher's limits, as it serves the API with no flags.
+  const { headerTimeoutMs, idleTimeoutMs, maxConnections } =
+    SEMIOSERVE_DEFAULTS;
+  serveGuarded({
+    hostname: "127.0.0.1",
+    port,
+    handler,
+    onListen,
+    headerTimeoutMs,
+    idleTimeoutMs,
+    maxConnections,
+  });
 } else {
   Deno.serve({ hostname: "127.0.0.1", port, onListen }, handler);
 }

@@ -46,24 +46,22 @@ export interface GuardedServeOptions {
   tls?: { cert: string; key: string };
   /** Answers every request; `info.remoteAddr` is the real client's address. */
   handler: Deno.ServeHandler<Deno.NetAddr>;
+  // The limits are the launcher's settings (serve/options.ts): no defaults here.
   /**
    * Milliseconds a connection gets to send its first complete request head
    * (TLS handshake included) before it is closed.
-   * @default {10000}
    */
-  headerTimeoutMs?: number;
+  headerTimeoutMs: number;
   /**
    * Milliseconds a connection may pass without a byte either way before it
    * is closed.
-   * @default {120000}
    */
-  idleTimeoutMs?: number;
+  idleTimeoutMs: number;
   /**
    * Connections open at once; one more is accepted and closed at once.
    * Lowered to what `openFilesLimit` leaves room for.
-   * @default {1024}
    */
-  maxConnections?: number;
+  maxConnections: number;
   /** The soft open-files limit, when known: caps `maxConnections`. */
   openFilesLimit?: number;
   /** Called once the public listener listens. */
@@ -160,6 +158,8 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
  *   port: 0,
  *   handler: () => new Response("ok"),
  *   headerTimeoutMs: 10_000,
+ *   idleTimeoutMs: 120_000,
+ *   maxConnections: 1024,
  * });
  * console.log(server.addr.port);
  * ```
@@ -188,9 +188,9 @@ class Guard implements GuardedServer {
   );
 
   constructor(options: GuardedServeOptions) {
-    this.#headerTimeoutMs = options.headerTimeoutMs ?? 10_000;
-    this.#idleTimeoutMs = options.idleTimeoutMs ?? 120_000;
-    const wanted = options.maxConnections ?? 1024;
+    this.#headerTimeoutMs = options.headerTimeoutMs;
+    this.#idleTimeoutMs = options.idleTimeoutMs;
+    const wanted = options.maxConnections;
     const room = options.openFilesLimit === undefined
       ? Infinity
       : connectionRoom(options.openFilesLimit);

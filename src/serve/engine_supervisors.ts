@@ -19,7 +19,7 @@ import {
   EngineSupervisor,
   type RunWatcher,
 } from "../supervision/supervisor.ts";
-import type { SemioserveOptions } from "./options.ts";
+import type { ResolvedOptions } from "./options.ts";
 
 /** Where the launcher's engines run and how they are supervised. */
 export interface EngineSite {
@@ -33,10 +33,8 @@ export interface EngineSite {
   readonly records: EngineRecords;
   /** The GPU start gate and memory rounds, when some engine is placed. */
   readonly gpu: GpuLifecycle | undefined;
-  /** The launcher's options (restart policy, timeouts, log sizes …). */
-  readonly options: SemioserveOptions;
-  /** Time between SIGTERM and SIGKILL. */
-  readonly graceMs: number;
+  /** The launcher's options, resolved (restart policy, timeouts, log sizes …). */
+  readonly options: ResolvedOptions;
   /** Called after every state change of any engine (metrics). */
   readonly onChange: () => void;
 }
@@ -70,8 +68,8 @@ export function superviseEngines(
       env: placement.env(card),
       gpus: placement.devices(card),
       log: new EngineLog(`${site.directory}/logs/${card.name}.log`, {
-        ...(o.logMaxBytes !== undefined ? { maxBytes: o.logMaxBytes } : {}),
-        ...(o.logKeep !== undefined ? { keep: o.logKeep } : {}),
+        maxBytes: o.logMaxBytes,
+        keep: o.logKeep,
       }),
     }, site)
   );
@@ -109,7 +107,7 @@ export async function replaceEngine(
     // Its first start waits, as a restart would, for the replaced run's GPU memory.
     baseline: old.gpuBaseline(),
   }, site);
-  await old.stop(site.graceMs, { keepLog: true, why: "reload" });
+  await old.stop(site.options.graceMs, { keepLog: true, why: "reload" });
   supervisors[index] = fresh;
   site.onChange();
   fresh.start(watchdog);
@@ -130,7 +128,7 @@ function supervisorFor(
     env: run.env,
     gpus: run.gpus,
     log: run.log,
-    graceMs: site.graceMs,
+    graceMs: o.graceMs,
     records: site.records,
     portFree: isPortFree,
     onChange: site.onChange,
@@ -140,21 +138,13 @@ function supervisorFor(
       ? {
         gate: gpu.gate,
         memoryNeed: gpuMemoryNeed(card),
-        loadPollMs: Math.min(1_000, o.healthIntervalMs ?? 10_000),
+        loadPollMs: Math.min(1_000, o.healthIntervalMs),
       }
       : {}),
-    ...(o.startTimeoutMs !== undefined
-      ? { startTimeoutMs: o.startTimeoutMs }
-      : {}),
-    ...(o.restart !== undefined ? { restart: o.restart } : {}),
-    ...(o.restartMaxDelayMs !== undefined
-      ? { restartMaxDelayMs: o.restartMaxDelayMs }
-      : {}),
-    ...(o.stableAfterMs !== undefined
-      ? { stableAfterMs: o.stableAfterMs }
-      : {}),
-    ...(o.livenessFailures !== undefined
-      ? { livenessFailures: o.livenessFailures }
-      : {}),
+    startTimeoutMs: o.startTimeoutMs,
+    restart: o.restart,
+    restartMaxDelayMs: o.restartMaxDelayMs,
+    stableAfterMs: o.stableAfterMs,
+    livenessFailures: o.livenessFailures,
   });
 }

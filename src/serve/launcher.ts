@@ -6,12 +6,7 @@
  * @module
  */
 import { Registry } from "../catalogue.ts";
-import {
-  ConfigError,
-  MY_LOCAL,
-  NUCLEUS_HOST,
-  NUCLEUS_PORT,
-} from "../common.ts";
+import { ConfigError, MY_LOCAL } from "../common.ts";
 import { type Handler, SSLConfig, withSecurityHeaders } from "../web.ts";
 import {
   createManagementHandler,
@@ -32,7 +27,11 @@ import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { checkPortFree } from "../engines/ports.ts";
 import { checkRoot } from "./startup_checks.ts";
 import { requestedCards } from "./requested_cards.ts";
-import type { SemioserveOptions } from "./options.ts";
+import {
+  type ResolvedOptions,
+  resolveOptions,
+  type SemioserveOptions,
+} from "./options.ts";
 import { OpsStance } from "../web/ops_stance.ts";
 import { LauncherSignals } from "./signals.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
@@ -82,6 +81,8 @@ export class Semioserve implements AsyncDisposable {
   readonly host!: string;
   /** The resolved management port. */
   readonly port!: number;
+  /** The options with every default applied. */
+  #o!: ResolvedOptions;
   #prepared: Prepared | undefined;
   #server: GuardedServer | undefined;
   #url: URL | undefined;
@@ -109,8 +110,9 @@ export class Semioserve implements AsyncDisposable {
       return Semioserve.#instance;
     }
     this.options = { ...options };
-    this.host = options.host ?? NUCLEUS_HOST;
-    this.port = options.port ?? NUCLEUS_PORT;
+    this.#o = resolveOptions(options);
+    this.host = this.#o.host;
+    this.port = this.#o.port;
     Semioserve.#instance = this;
   }
 
@@ -155,7 +157,7 @@ export class Semioserve implements AsyncDisposable {
    */
   async prepare(): Promise<void> {
     if (this.#prepared) return;
-    const o = this.options;
+    const o = this.#o;
     const directory = o.directory ?? MY_LOCAL;
     if (!directory) {
       throw new ConfigError(
@@ -173,13 +175,12 @@ export class Semioserve implements AsyncDisposable {
     checkRoot(directory);
     const registry = await Registry.load(o.catalogue);
     const cards = requestedCards(registry, o.models, "start");
-    const graceMs = o.graceMs ?? 10_000;
     const placement = await placeEngines(cards, o.gpus);
     const records = new EngineRecords(directory);
     const gpu = cards.some((card) => (placement.devices(card)?.length ?? 0) > 0)
       ? new GpuLifecycle({
-        intervalMs: o.healthIntervalMs ?? 10_000,
-        releaseTimeoutMs: o.gpuReleaseTimeoutMs ?? 30_000,
+        intervalMs: o.healthIntervalMs,
+        releaseTimeoutMs: o.gpuReleaseTimeoutMs,
         runs: () => supervisors,
       })
       : undefined;
@@ -190,7 +191,6 @@ export class Semioserve implements AsyncDisposable {
       records,
       gpu,
       options: o,
-      graceMs,
       onChange: () => this.#onEngineChange(),
     };
     const supervisors = superviseEngines(cards, placement, site);
@@ -201,7 +201,7 @@ export class Semioserve implements AsyncDisposable {
       devMode: stance.devMode,
     });
     // What a launcher killed outright left behind goes first, so its ports are free again.
-    await records.reap(cards.map((card) => card.name), graceMs);
+    await records.reap(cards.map((card) => card.name), o.graceMs);
     checkPortFree(this.host, this.port, "the management API");
     for (const s of supervisors) {
       checkPortFree(this.host, s.port, `engine ${s.name}`);
@@ -209,7 +209,7 @@ export class Semioserve implements AsyncDisposable {
     const state: ManagementState = {
       engines: supervisors,
       catalogue: registry.names(),
-      pollTimeoutMs: o.pollTimeoutMs ?? 2_000,
+      pollTimeoutMs: o.pollTimeoutMs,
     };
     const app = stance.auth.wrap(createManagementHandler(state));
     this.#prepared = {
@@ -270,7 +270,7 @@ export class Semioserve implements AsyncDisposable {
   }
 
   async #run(): Promise<void> {
-    using signals = new LauncherSignals(this.options.handleSignals !== false);
+    using signals = new LauncherSignals(this.#o.handleSignals);
     // A SIGHUP before the API listens waits for it (see ReloadQueue).
     signals.onHangup(() => void this.reload());
     try {
@@ -285,9 +285,10 @@ export class Semioserve implements AsyncDisposable {
     await this.prepare();
     const { supervisors, stance, tls, handler, placement, state, site } = this
       .#prepared as Prepared;
-    const { directory, gpu, graceMs } = site;
+    const { directory, gpu } = site;
+    const o = this.#o;
+    const graceMs = o.graceMs;
     const startedAt = Date.now();
-    const o = this.options;
     // Raised before the engines start, so they inherit the higher limit too.
     const openFiles = await raiseAndReportOpenFiles();
     log.info(stance.describe());
@@ -334,8 +335,8 @@ export class Semioserve implements AsyncDisposable {
       },
     });
     const healthLoop = new HealthLoop(supervisors, {
-      intervalMs: o.healthIntervalMs ?? 10_000,
-      timeoutMs: o.pollTimeoutMs ?? 2_000,
+      intervalMs: o.healthIntervalMs,
+      timeoutMs: o.pollTimeoutMs,
       onRound: gpu
         // One nvidia-smi query a round serves every engine's memory figure.
         ? () => void gpu.round().then(writeMetrics)
@@ -351,9 +352,9 @@ export class Semioserve implements AsyncDisposable {
         port: this.port,
         ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
         handler,
-        headerTimeoutMs: o.headerTimeoutMs ?? 10_000,
-        idleTimeoutMs: o.idleTimeoutMs ?? 120_000,
-        maxConnections: o.maxConnections ?? 1024,
+        headerTimeoutMs: o.headerTimeoutMs,
+        idleTimeoutMs: o.idleTimeoutMs,
+        maxConnections: o.maxConnections,
         ...(openFiles === undefined ? {} : { openFilesLimit: openFiles }),
         onListen: ({ port }) => {
           this.#url = new URL(`${scheme}://${urlHost(this.host)}:${port}`);

@@ -5,6 +5,11 @@
  * @module
  */
 import type { RestartPolicy } from "../catalogue.ts";
+import { NUCLEUS_HOST, NUCLEUS_PORT } from "../common.ts";
+import {
+  DEFAULT_LOG_KEEP,
+  DEFAULT_LOG_MAX_BYTES,
+} from "../engines/log_sink.ts";
 
 /** How a {@linkcode Semioserve} is configured; unset fields fall back to the environment. */
 export interface SemioserveOptions {
@@ -136,8 +141,9 @@ export interface SemioserveOptions {
 /**
  * Every default of {@linkcode SemioserveOptions} that is a value (not read
  * from the environment), in the options' units: the one place they are
- * written; the launcher, the command line's `--help` and the `@default` tags
- * (checked by a test) all say these.
+ * written (the log sizes are `EngineLog`'s own). The launcher reads them
+ * through {@linkcode resolveOptions}, the command line's `--help` prints
+ * them, and a test holds the `@default` tags to them.
  */
 export const SEMIOSERVE_DEFAULTS = {
   graceMs: 10_000,
@@ -147,8 +153,8 @@ export const SEMIOSERVE_DEFAULTS = {
   stableAfterMs: 600_000,
   healthIntervalMs: 10_000,
   livenessFailures: 6,
-  logMaxBytes: 104_857_600,
-  logKeep: 5,
+  logMaxBytes: DEFAULT_LOG_MAX_BYTES,
+  logKeep: DEFAULT_LOG_KEEP,
   gpuReleaseTimeoutMs: 30_000,
   startTimeoutMs: 900_000,
   headerTimeoutMs: 10_000,
@@ -156,3 +162,37 @@ export const SEMIOSERVE_DEFAULTS = {
   maxConnections: 1024,
   handleSignals: true,
 } as const satisfies Partial<SemioserveOptions>;
+
+/** The options {@linkcode SEMIOSERVE_DEFAULTS} fills in. */
+type Defaulted = keyof typeof SEMIOSERVE_DEFAULTS;
+
+/**
+ * {@linkcode SemioserveOptions} with every default applied: the host and
+ * port from the environment, the values from {@linkcode SEMIOSERVE_DEFAULTS}.
+ * What stays optional has no single default (the directory, the mode, the
+ * GPUs, the catalogue are resolved where they are checked).
+ */
+export type ResolvedOptions = Readonly<
+  & Omit<SemioserveOptions, Defaulted | "host" | "port">
+  & { [K in Defaulted]-?: NonNullable<SemioserveOptions[K]> }
+  & { host: string; port: number }
+>;
+
+/**
+ * The options with every default applied, once, for the launcher's parts to
+ * read.
+ *
+ * @param options As given.
+ * @returns Every defaulted field set.
+ */
+export function resolveOptions(options: SemioserveOptions): ResolvedOptions {
+  const given = Object.fromEntries(
+    Object.entries(options).filter(([, value]) => value !== undefined),
+  );
+  return {
+    ...SEMIOSERVE_DEFAULTS,
+    host: NUCLEUS_HOST,
+    port: NUCLEUS_PORT,
+    ...given,
+  } as ResolvedOptions;
+}

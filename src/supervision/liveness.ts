@@ -26,10 +26,10 @@ export type Verdict =
 
 /** The limits of {@linkcode Liveness}. */
 export interface LivenessLimits {
-  /** Failed polls in a row after a first 200 that stop a run; 0: never. @default {6} */
-  readonly failures?: number | undefined;
-  /** Silence of a loading run that stops it, in ms; 0: never. @default {900000} */
-  readonly startTimeoutMs?: number | undefined;
+  /** Failed polls in a row after a first 200 that stop a run; 0: never. */
+  readonly failures: number;
+  /** Silence of a loading run that stops it, in ms; 0: never. */
+  readonly startTimeoutMs: number;
 }
 
 /**
@@ -37,7 +37,7 @@ export interface LivenessLimits {
  *
  * @example
  * ```ts ignore
- * const liveness = new Liveness("qwen3-8b", { failures: 3 });
+ * const liveness = new Liveness("qwen3-8b", { failures: 3, startTimeoutMs: 0 });
  * liveness.reset();
  * liveness.observe({ ok: true }, true); // { kind: "ready", first: true }
  * ```
@@ -57,8 +57,8 @@ export class Liveness {
    */
   constructor(name: string, limits: LivenessLimits) {
     this.#name = name;
-    this.#failuresLimit = limits.failures ?? 6;
-    this.#startTimeoutMs = limits.startTimeoutMs ?? 900_000;
+    this.#failuresLimit = limits.failures;
+    this.#startTimeoutMs = limits.startTimeoutMs;
   }
 
   /** When the current run first answered 200, or undefined. */

@@ -48,10 +48,6 @@ export const ENGINE_STATES: readonly EngineState[] = [
 
 /** The first restart waits this long; each further one twice the last. */
 export const FIRST_RESTART_DELAY_MS = 1_000;
-/** Default cap of the restart delay (`--restart-max-delay`, 300 s). */
-export const DEFAULT_RESTART_MAX_DELAY_MS = 300_000;
-/** How long a run must stay up after its first 200 before the delay resets. */
-export const DEFAULT_STABLE_AFTER_MS = 600_000;
 
 /**
  * Whether a run that ended this way is started again. The launcher's own

@@ -19,8 +19,6 @@ import { GpuStart } from "./gpu_start.ts";
 import { RunBook } from "./run_book.ts";
 import { Liveness, type Verdict } from "./liveness.ts";
 import {
-  DEFAULT_RESTART_MAX_DELAY_MS,
-  DEFAULT_STABLE_AFTER_MS,
   describeEnd,
   type EndReason,
   type EngineState,
@@ -47,6 +45,8 @@ export type { RunWatcher } from "./watchdog.ts";
  * import { EngineSupervisor } from "@mymodel/serve/serve";
  * const supervisor = new EngineSupervisor(card, {
  *   host: "127.0.0.1", port: 5001, directory: "/srv/mymodel", restart: "always",
+ *   restartMaxDelayMs: 300_000, stableAfterMs: 600_000, livenessFailures: 6,
+ *   graceMs: 10_000, startTimeoutMs: 900_000,
  * });
  * supervisor.start();
  * console.log(supervisor.detail().state); // "starting"
@@ -90,7 +90,7 @@ export class EngineSupervisor {
   constructor(card: ModelCard, options: SupervisorOptions) {
     this.#card = card;
     this.#options = options;
-    this.#policy = card.restart ?? options.restart ?? "on-failure";
+    this.#policy = card.restart ?? options.restart;
     this.#book = new RunBook(card.name, options.records, options.watchdog);
     this.#liveness = new Liveness(card.name, {
       failures: options.livenessFailures,
@@ -325,8 +325,7 @@ export class EngineSupervisor {
         return;
       }
       // A run that was healthy for long enough earns a fresh, short delay.
-      const stableAfter = this.#options.stableAfterMs ??
-        DEFAULT_STABLE_AFTER_MS;
+      const stableAfter = this.#options.stableAfterMs;
       const firstOkAt = this.#liveness.firstOkAt;
       if (firstOkAt !== undefined && Date.now() - firstOkAt >= stableAfter) {
         this.#step = 0;
@@ -338,7 +337,7 @@ export class EngineSupervisor {
         this.#step++;
         const delay = restartDelayMs(
           this.#step,
-          this.#options.restartMaxDelayMs ?? DEFAULT_RESTART_MAX_DELAY_MS,
+          this.#options.restartMaxDelayMs,
         );
         this.#report(
           "warn",
@@ -385,7 +384,7 @@ export class EngineSupervisor {
    * @param timeoutMs How long the poll may take.
    * @returns Whether the engine is healthy now.
    */
-  async healthy(timeoutMs = 2_000): Promise<boolean> {
+  async healthy(timeoutMs: number): Promise<boolean> {
     const run = this.#process;
     if (!run.running) return false;
     const result = await run.check(timeoutMs);
@@ -401,7 +400,7 @@ export class EngineSupervisor {
    *
    * @param timeoutMs How long the poll may take.
    */
-  async poll(timeoutMs = 2_000): Promise<void> {
+  async poll(timeoutMs: number): Promise<void> {
     const run = this.#process;
     if (!run.running || this.#state === "stopping") return;
     const silent = this.#liveness.silentLoad(
@@ -435,7 +434,7 @@ export class EngineSupervisor {
         this.#endReason = verdict.reason;
         this.#report("warn", verdict.why);
         this.#set("stopping");
-        run.stop(this.#options.graceMs ?? 10_000);
+        run.stop(this.#options.graceMs);
     }
   }
 
@@ -443,12 +442,13 @@ export class EngineSupervisor {
    * Stops supervising: ends a backoff wait at once, stops the current run
    * (SIGTERM, grace, SIGKILL) and resolves when it is gone.
    *
-   * @param graceMs Time between SIGTERM and SIGKILL.
+   * @param graceMs Time between SIGTERM and SIGKILL (the supervisor's own
+   *   `graceMs` when left out).
    * @param options `keepLog`: leave the log open for the engine that replaces
    *   this one; `why`: said on the exit line (`reload`).
    */
   async stop(
-    graceMs = 10_000,
+    graceMs: number = this.#options.graceMs,
     options: { keepLog?: boolean; why?: string } = {},
   ): Promise<void> {
     this.#stopWhy = options.why === undefined ? "" : ` (${options.why})`;
@@ -478,7 +478,7 @@ export class EngineSupervisor {
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
     this.#sameName(card);
     this.#card = card;
-    this.#policy = card.restart ?? this.#options.restart ?? "on-failure";
+    this.#policy = card.restart ?? this.#options.restart;
     if (next.apiKey !== undefined) {
       this.#options = { ...this.#options, apiKey: next.apiKey };
     }

@@ -12,32 +12,20 @@ import type { RunWatcher } from "./watchdog.ts";
 
 /** How a model's engine is supervised. */
 export interface SupervisorOptions extends ServerProcessOptions {
-  /**
-   * The policy when the card sets none.
-   * @default {"on-failure"}
-   */
-  restart?: RestartPolicy;
-  /**
-   * Cap of the restart delay, in milliseconds.
-   * @default {300000}
-   */
-  restartMaxDelayMs?: number;
-  /**
-   * A run that stays up this long after its first 200 resets the delay to 1 s.
-   * @default {600000}
-   */
-  stableAfterMs?: number;
+  // The launcher's settings, resolved by serve/options.ts (no defaults here).
+  /** The policy when the card sets none. */
+  restart: RestartPolicy;
+  /** Cap of the restart delay, in milliseconds. */
+  restartMaxDelayMs: number;
+  /** A run that stays up this long after its first 200 resets the delay to 1 s. */
+  stableAfterMs: number;
   /**
    * Consecutive failed background polls, after a first 200, that count as a
    * failure; 0 turns liveness restarts off.
-   * @default {6}
    */
-  livenessFailures?: number;
-  /**
-   * Time a run gets between SIGTERM and SIGKILL when liveness stops it.
-   * @default {10000}
-   */
-  graceMs?: number;
+  livenessFailures: number;
+  /** Time a run gets between SIGTERM and SIGKILL (liveness stops, `stop()`). */
+  graceMs: number;
   /** Devices this engine was placed on, for reporting (its `env` carries them). */
   gpus?: readonly string[] | null;
   /** Where engine runs are recorded while they run. */
@@ -55,9 +43,8 @@ export interface SupervisorOptions extends ServerProcessOptions {
   /**
    * A run with no first 200 and no output for this long is stopped and the
    * restart policy applies; 0 turns this off.
-   * @default {900000}
    */
-  startTimeoutMs?: number;
+  startTimeoutMs: number;
   /**
    * While a run's load holds its GPUs at the start gate, how often it is
    * polled for its first 200, in ms.

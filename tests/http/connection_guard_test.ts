@@ -10,6 +10,7 @@ import {
   RESERVED_FDS,
   serveGuarded,
 } from "../../src/http/connection_guard.ts";
+import { SEMIOSERVE_DEFAULTS } from "../../src/serve/options.ts";
 import { makeMaterial } from "../support/certs.ts";
 import { captureLog } from "../support/helpers.ts";
 
@@ -28,10 +29,15 @@ function echoRemote(
 }
 
 function start(options: Partial<GuardedServeOptions> = {}): GuardedServer {
+  const { headerTimeoutMs, idleTimeoutMs, maxConnections } =
+    SEMIOSERVE_DEFAULTS;
   return serveGuarded({
     hostname: "127.0.0.1",
     port: 0,
     handler: echoRemote,
+    headerTimeoutMs,
+    idleTimeoutMs,
+    maxConnections,
     ...options,
   });
 }
