@@ -30,30 +30,14 @@ export {
   type OpsStanceOptions,
 } from "./web/ops_stance.ts";
 export type { SemioserveOptions } from "./serve/options.ts";
-export {
-  type EndReason,
-  type EngineDetail,
-  type EngineState,
-  EngineSupervisor,
-  type LastExit,
-  type RunRecord,
-  type RunRecorder,
-  type RunWatcher,
-  type SupervisorOptions,
-} from "./supervision/supervisor.ts";
 export { EngineLog, type EngineLogOptions } from "./engines/log_sink.ts";
-export {
-  type GpuFacts,
-  GpuStartGate,
-  type ProcessFacts,
-  type StartGateOptions,
-  type StartRequest,
-  type StartSlot,
-  type WaitingFor,
-  type WaitReason,
-} from "./gpu/start_gate.ts";
-export type { GpuMemoryNeed } from "./gpu/need.ts";
-export type { GpuDevice, GpuProcess, GpuSnapshot } from "./gpu/nvidia_smi.ts";
+export type {
+  EngineDetail,
+  EngineView,
+  LastExit,
+} from "./supervision/engine_detail.ts";
+export type { EndReason, EngineState } from "./supervision/restart_policy.ts";
+export type { WaitingFor, WaitReason } from "./gpu/start_gate.ts";
 export type { ReloadResult } from "./serve/reload_result.ts";
 export { Semioserve } from "./serve/launcher.ts";
 export { main } from "./serve/main.ts";

@@ -9,7 +9,7 @@
  * @module
  */
 import { urlHost } from "../engines/server_process.ts";
-import type { EngineDetail } from "../supervision/supervisor.ts";
+import type { EngineDetail } from "../supervision/engine_detail.ts";
 import type { ModelCard } from "../catalogue.ts";
 import type { Handler } from "../web.ts";
 

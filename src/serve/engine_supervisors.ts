@@ -14,11 +14,9 @@ import type { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import type { Placement } from "../gpu/place_engines.ts";
 import type { EngineRecords } from "../supervision/records.ts";
-import {
-  type EngineChange,
-  EngineSupervisor,
-  type RunWatcher,
-} from "../supervision/supervisor.ts";
+import { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineChange } from "../supervision/supervisor_options.ts";
+import type { RunWatcher } from "../supervision/watchdog.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** Where the launcher's engines run and how they are supervised. */

@@ -14,6 +14,7 @@ import {
 } from "../http/handler.ts";
 import { type ServerProcess, urlHost } from "../engines/server_process.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineView } from "../supervision/engine_detail.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
@@ -136,14 +137,27 @@ export class Semioserve implements AsyncDisposable {
    * {@linkcode Semioserve.prepare}). A restart replaces a model's run.
    */
   get engines(): readonly ServerProcess[] {
-    return this.supervisors.map((s) => s.process);
+    return this.#supervisors().map((s) => s.process);
   }
 
   /**
-   * Each model's supervisor, in request order: state, restarts, last exit
-   * (the facts `GET /models?detail=1` reports).
+   * Each model's engine, in request order, as `GET /models?detail=1` shows
+   * it (name, state, pid, port, GPUs, restarts, last exit): a read-only
+   * snapshot taken now; empty before {@linkcode Semioserve.prepare}.
+   *
+   * @returns One frozen view per requested model.
+   *
+   * @example
+   * ```ts ignore
+   * const [engine] = serve.engineViews();
+   * console.log(engine?.state, engine?.restarts, engine?.last_exit?.code);
+   * ```
    */
-  get supervisors(): readonly EngineSupervisor[] {
+  engineViews(): readonly EngineView[] {
+    return this.#supervisors().map((s) => s.view());
+  }
+
+  #supervisors(): readonly EngineSupervisor[] {
     return this.#prepared?.supervisors ?? [];
   }
 

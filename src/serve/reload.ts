@@ -14,10 +14,8 @@ import { log } from "../common/log.ts";
 import { SSLConfig } from "../web.ts";
 import type { OpsStance } from "../web/ops_stance.ts";
 import { ServerProcess } from "../engines/server_process.ts";
-import type {
-  EngineChange,
-  EngineSupervisor,
-} from "../supervision/supervisor.ts";
+import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineChange } from "../supervision/supervisor_options.ts";
 import type { Placement } from "../gpu/place_engines.ts";
 import type { GuardedServer } from "../http/connection_guard.ts";
 import type { ManagementState } from "../http/handler.ts";

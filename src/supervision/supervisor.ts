@@ -25,16 +25,9 @@ import {
   restartDelayMs,
   shouldRestart,
 } from "./restart_policy.ts";
-import type { EngineDetail, LastExit } from "./engine_detail.ts";
+import type { EngineDetail, EngineView, LastExit } from "./engine_detail.ts";
 import type { SupervisorOptions } from "./supervisor_options.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
-
-export type { EndReason, EngineState } from "./restart_policy.ts";
-export type { EngineDetail, LastExit } from "./engine_detail.ts";
-export type { EngineChange, SupervisorOptions } from "./supervisor_options.ts";
-export type { WaitingFor, WaitReason } from "../gpu/start_gate.ts";
-export type { RunRecord, RunRecorder } from "./records.ts";
-export type { RunWatcher } from "./watchdog.ts";
 
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
@@ -42,7 +35,6 @@ export type { RunWatcher } from "./watchdog.ts";
  *
  * @example
  * ```ts ignore
- * import { EngineSupervisor } from "@mymodel/serve/serve";
  * const supervisor = new EngineSupervisor(card, {
  *   host: "127.0.0.1", port: 5001, directory: "/srv/mymodel", restart: "always",
  *   restartMaxDelayMs: 300_000, stableAfterMs: 600_000, livenessFailures: 6,
@@ -202,6 +194,16 @@ export class EngineSupervisor {
       waiting_for: this.#gpu.waitingFor,
       gpu_memory_mib: this.#gpu.memory,
     };
+  }
+
+  /** The read-only snapshot an embedding program gets: name, port, policy and the `?detail=1` facts. */
+  view(): EngineView {
+    return Object.freeze({
+      name: this.name,
+      port: this.port,
+      policy: this.#policy,
+      ...this.detail(),
+    });
   }
 
   /** Seconds spent held by the GPU start gate, per reason, the current wait included. */

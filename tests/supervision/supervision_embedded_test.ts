@@ -26,7 +26,7 @@ Deno.test("a run that stayed up long enough after its first 200 resets the resta
   const running = serve.run();
   try {
     await waitFor(
-      () => (serve.supervisors[0]?.restarts ?? 0) >= 2,
+      () => (serve.engineViews()[0]?.restarts ?? 0) >= 2,
       "two restarts",
       10_000,
     );
@@ -35,7 +35,10 @@ Deno.test("a run that stayed up long enough after its first 200 resets the resta
       Number(m[2])
     );
     assert.deepEqual(delays.slice(0, 2), [1, 1], log);
-    assert.equal(serve.supervisors[0]?.policy, "on-failure");
+    const [view] = serve.engineViews();
+    assert.equal(view?.policy, "on-failure");
+    assert.equal(view?.name, "crash1");
+    assert.ok(Object.isFrozen(view), "a view is read-only");
   } finally {
     await serve.stop();
     await running.catch(() => {});

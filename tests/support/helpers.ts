@@ -5,7 +5,7 @@
 
 import assert from "node:assert/strict";
 import { configureLogging, type LogLevel } from "../../src/common/log.ts";
-import type { EngineDetail } from "../../src/supervision/supervisor.ts";
+import type { EngineDetail } from "../../src/supervision/engine_detail.ts";
 
 const MOD = new URL("../../mod.ts", import.meta.url).pathname;
 const FAKE_ENGINE =
