@@ -1,7 +1,9 @@
 /**
  * Shares `nvidia-smi` between every engine that asks about the GPUs: at most
  * one query per interval and one in flight, whatever the number of callers,
- * and one warning per run of failures instead of one per call.
+ * and one warning per run of failures instead of one per call. A caller that
+ * knows the facts changed (a process exited, one spawned) takes a mark, and
+ * an answer asked before that mark is never given for it.
  *
  * @module
  */
@@ -42,6 +44,8 @@ interface Answer {
   readonly came: number;
   /** How long a failure keeps answering for (0 for a snapshot). */
   readonly backoffMs: number;
+  /** The last mark taken before its query was asked. */
+  readonly mark: number;
 }
 
 /**
@@ -57,11 +61,19 @@ interface Answer {
  * skipped while it fails (retrying)`), and the first success after it one
  * line (`query GPUs: working again after N failure(s)`).
  *
+ * Marks ({@linkcode GpuMonitor.mark}) order answers after events: a
+ * snapshot asked for `after` a mark comes from a query asked after that mark
+ * was taken, however young an older answer is. A failure is the exception:
+ * it keeps answering through its backoff, as an event does not mend
+ * `nvidia-smi`.
+ *
  * @example
  * ```ts ignore
  * const gpus = new GpuMonitor({ timeoutMs: 2000 });
  * const snapshot = await gpus.snapshot(1000); // shared by every engine's gate
  * if (snapshot === undefined) skipMemoryRules();
+ * const exited = gpus.mark(); // a run on these GPUs just exited
+ * const after = await gpus.snapshot(1000, exited); // asked after the exit
  * ```
  */
 export class GpuMonitor {
@@ -71,6 +83,10 @@ export class GpuMonitor {
   #now: () => number;
   #latest: Answer | undefined;
   #inFlight: Promise<GpuSnapshot | undefined> | undefined;
+  /** The mark the query in flight was asked at. */
+  #inFlightMark = 0;
+  #marks = 0;
+  #watchers: ((mark: number) => void)[] = [];
   #queries = 0;
   #failuresInRow = 0;
   #failures = new FailureRun("query GPUs", "warn");
@@ -94,31 +110,70 @@ export class GpuMonitor {
   }
 
   /**
-   * The latest snapshot if younger than `maxAgeMs`, else one new query;
-   * concurrent callers share one query in flight.
+   * Notes that the facts may have changed from now on (a run exited or
+   * spawned): answers to queries asked before are stale for anyone passing
+   * the returned mark to {@linkcode GpuMonitor.snapshot}. Queries nothing.
+   *
+   * @returns The mark, greater than every earlier one.
+   */
+  mark(): number {
+    return ++this.#marks;
+  }
+
+  /**
+   * Calls `listener` with the mark of each answer (success or failure) as it
+   * comes: the mark its query was asked at. The start gate wakes the starts
+   * it holds for memory this way.
+   *
+   * @param listener Called once per answer, for the monitor's lifetime.
+   */
+  watch(listener: (mark: number) => void): void {
+    this.#watchers.push(listener);
+  }
+
+  /**
+   * The latest snapshot if younger than `maxAgeMs` and asked after the mark
+   * `after`, else one new query; concurrent callers share one query in
+   * flight (one asked before `after` is awaited, then a new one is asked).
    *
    * @param maxAgeMs How old an answer the caller accepts.
+   * @param after A {@linkcode GpuMonitor.mark}: only an answer asked after
+   *   it will do. @default {0, any}
    * @returns The snapshot, or `undefined` while `nvidia-smi` fails (or is
    *   absent): rules needing memory facts are then skipped. Never rejects.
    */
-  snapshot(maxAgeMs: number): Promise<GpuSnapshot | undefined> {
-    if (this.#inFlight) return this.#inFlight;
-    const latest = this.#latest;
-    if (
-      latest !== undefined &&
-      this.#now() - latest.came < Math.max(maxAgeMs, latest.backoffMs)
-    ) {
-      return Promise.resolve(latest.snapshot);
+  snapshot(maxAgeMs: number, after = 0): Promise<GpuSnapshot | undefined> {
+    const inFlight = this.#inFlight;
+    if (inFlight) {
+      return this.#inFlightMark >= after
+        ? inFlight
+        : inFlight.then(() => this.snapshot(maxAgeMs, after));
     }
-    const asking = this.#ask();
+    const latest = this.#latest;
+    if (latest !== undefined) {
+      const age = this.#now() - latest.came;
+      // A failure keeps answering through its backoff, marks or not.
+      if (age < latest.backoffMs) return Promise.resolve(latest.snapshot);
+      if (age < maxAgeMs && latest.mark >= after) {
+        return Promise.resolve(latest.snapshot);
+      }
+    }
+    const asking = this.#ask(this.#marks);
     this.#inFlight = asking;
+    this.#inFlightMark = this.#marks;
     asking.finally(() => {
       if (this.#inFlight === asking) this.#inFlight = undefined;
     });
     return asking;
   }
 
-  async #ask(): Promise<GpuSnapshot | undefined> {
+  async #ask(mark: number): Promise<GpuSnapshot | undefined> {
+    const snapshot = await this.#answer(mark);
+    for (const watcher of this.#watchers) watcher(mark);
+    return snapshot;
+  }
+
+  async #answer(mark: number): Promise<GpuSnapshot | undefined> {
     this.#queries++;
     let answer: GpuQuery;
     try {
@@ -134,6 +189,7 @@ export class GpuMonitor {
         snapshot: answer.snapshot,
         came: this.#now(),
         backoffMs: 0,
+        mark,
       };
       return answer.snapshot;
     }
@@ -145,7 +201,12 @@ export class GpuMonitor {
       FIRST_BACKOFF_MS * 2 ** Math.min(this.#failuresInRow, 30),
     );
     this.#failuresInRow++;
-    this.#latest = { snapshot: undefined, came: this.#now(), backoffMs };
+    this.#latest = {
+      snapshot: undefined,
+      came: this.#now(),
+      backoffMs,
+      mark,
+    };
     return undefined;
   }
 }

@@ -15,6 +15,15 @@
  * 3. where the card's engine checks free memory at start, each device of D has
  *    that much free (MIG devices are not checked).
  *
+ * Rules 2 and 3 decide from facts gathered after the last event on D that
+ * can change them (a spawn, a load's end, an exit or stop: supervision calls
+ * {@linkcode GpuStartGate.changed}), never from an older snapshot however
+ * young: a run that failed during its load allocated after the last health
+ * round, and its restart must see that. A held start looks again at each new
+ * answer and at least once an interval, each time with facts asked after its
+ * previous look, so it starts within one interval (and a query) of the
+ * memory's release.
+ *
  * Without GPU facts (no `nvidia-smi`, or it fails) rules 2 and 3 are skipped
  * and rule 1 holds from placement alone. Engines without devices are never held.
  *
@@ -47,10 +56,17 @@ export interface WaitingFor {
   readonly detail: string;
 }
 
-/** Where the gate reads GPU facts: one snapshot no older than asked, or none. */
+/** Where the gate reads GPU facts (a `GpuMonitor`): one snapshot no older than asked, or none. */
 export interface GpuFacts {
-  /** The latest snapshot no older than `maxAgeMs`; undefined when unknown. */
-  snapshot(maxAgeMs: number): Promise<GpuSnapshot | undefined>;
+  /**
+   * The latest snapshot no older than `maxAgeMs` and asked after the mark
+   * `after`; undefined when unknown.
+   */
+  snapshot(maxAgeMs: number, after?: number): Promise<GpuSnapshot | undefined>;
+  /** A new mark: answers asked from now on are at or after it. */
+  mark(): number;
+  /** Calls `listener` with the mark of each answer as it comes (the mark it was asked at). */
+  watch?(listener: (mark: number) => void): void;
 }
 
 /** A live process the gate asks about. */
@@ -105,6 +121,10 @@ export interface StartSlot {
 interface Waiter {
   readonly request: StartRequest;
   wake: () => void;
+  /** Held for memory: new facts wake it. */
+  polling?: boolean;
+  /** A mark taken after its last look at the facts: the next look needs newer ones. */
+  looked?: number;
   releaseSince?: number;
   releaseGaveUp?: boolean;
   noted: Set<string>;
@@ -132,6 +152,8 @@ export class GpuStartGate {
   readonly #loading = new Map<string, string>();
   /** Held requests, in request order. */
   readonly #queue: Waiter[] = [];
+  /** Device → the mark of the last event there that can change its facts. */
+  readonly #changed = new Map<string, number>();
 
   /**
    * Creates a gate with nothing loading and nobody waiting.
@@ -140,6 +162,24 @@ export class GpuStartGate {
    */
   constructor(options: StartGateOptions) {
     this.#options = options;
+    options.facts?.watch?.((mark) => {
+      for (const waiter of this.#queue) {
+        if (waiter.polling && (waiter.looked ?? 0) <= mark) waiter.wake();
+      }
+    });
+  }
+
+  /**
+   * Notes an event that can change the GPU facts of `devices`: a run spawned
+   * there, its load ended, it exited or was stopped. Every later decision and
+   * baseline for these devices uses facts asked after it. Queries nothing.
+   *
+   * @param devices The run's devices as placed.
+   */
+  changed(devices: readonly string[]): void {
+    const mark = this.#options.facts?.mark();
+    if (mark === undefined) return;
+    for (const device of devices) this.#changed.set(device, mark);
   }
 
   /** Whether a start on these devices can ever be held. */
@@ -188,6 +228,7 @@ export class GpuStartGate {
   async baseline(devices: readonly string[]): Promise<Set<number>> {
     const snapshot = await this.#options.facts?.snapshot(
       this.#options.intervalMs,
+      this.#after(devices),
     );
     if (!snapshot) return new Set();
     return new Set(this.#gone(snapshot, devices).map((p) => p.pid));
@@ -242,10 +283,15 @@ export class GpuStartGate {
     const { request } = waiter;
     const needsRelease = request.baseline !== undefined &&
       !waiter.releaseGaveUp;
-    if (!needsRelease && request.memory === undefined) return undefined;
-    const snapshot = await this.#options.facts?.snapshot(
+    const facts = this.#options.facts;
+    if (!facts || (!needsRelease && request.memory === undefined)) {
+      return undefined;
+    }
+    const snapshot = await facts.snapshot(
       this.#options.intervalMs,
+      this.#after(request.devices, waiter.looked),
     );
+    waiter.looked = facts.mark();
     if (!snapshot) return undefined;
     if (needsRelease) {
       const held = this.#release(waiter, snapshot);
@@ -347,6 +393,15 @@ export class GpuStartGate {
     return `; held by ${who.join("; ")}`;
   }
 
+  /** The mark facts about `devices` must be asked after. */
+  #after(devices: readonly string[], looked = 0): number {
+    let after = looked;
+    for (const device of devices) {
+      after = Math.max(after, this.#changed.get(device) ?? 0);
+    }
+    return after;
+  }
+
   /** Listed processes on `devices` whose pid no longer exists. */
   #gone(snapshot: GpuSnapshot, devices: readonly string[]) {
     const uuids = new Set(
@@ -364,15 +419,20 @@ export class GpuStartGate {
     log.info(line);
   }
 
-  /** Until woken (a load ended, a request left) or, when polling, one interval. */
+  /**
+   * Until woken (a load ended, a request left) or, when polling (held for
+   * memory), until new facts came or one interval passed.
+   */
   #wait(waiter: Waiter, poll: boolean): Promise<void> {
     const signal = waiter.request.signal;
+    waiter.polling = poll;
     return new Promise<void>((resolve) => {
       const timer = poll
         ? setTimeout(done, this.#options.intervalMs)
         : undefined;
       function done(): void {
         clearTimeout(timer);
+        waiter.polling = false;
         signal?.removeEventListener("abort", done);
         resolve();
       }

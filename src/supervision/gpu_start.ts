@@ -128,12 +128,15 @@ export class GpuStart {
     return slot !== undefined;
   }
 
-  /** The run spawned: note the gone pids listed on its devices now (rule 2's baseline). */
+  /**
+   * The run spawned: the facts of its devices change from now on, and the
+   * gone pids listed there, asked after the spawn, are its baseline (rule 2's).
+   */
   launched(): void {
-    const devices = this.#need().devices;
-    this.#baseline = this.#gate && devices !== null &&
-        this.#gate.gates(devices)
-      ? this.#gate.baseline(devices).catch(() => new Set<number>())
+    const devices = this.#gatedDevices();
+    if (devices) this.#gate!.changed(devices);
+    this.#baseline = devices
+      ? this.#gate!.baseline(devices).catch(() => new Set<number>())
       : undefined;
   }
 
@@ -142,10 +145,23 @@ export class GpuStart {
     return this.#baseline ?? Promise.resolve(undefined);
   }
 
-  /** The load is over (first 200, exit, a failed spawn): the next engine may start. */
+  /**
+   * The load is over (first 200, exit or stop, a failed spawn): the next
+   * engine may start, and its devices' facts are to be asked anew: a load
+   * that ended has allocated, a run that ended is releasing.
+   */
   release(): void {
+    const devices = this.#gatedDevices();
+    if (devices) this.#gate!.changed(devices);
     this.#slot?.release();
     this.#slot = undefined;
+  }
+
+  #gatedDevices(): readonly string[] | undefined {
+    const devices = this.#need().devices;
+    return this.#gate && devices !== null && this.#gate.gates(devices)
+      ? devices
+      : undefined;
   }
 
   /** Seconds held per reason, the current wait included. */

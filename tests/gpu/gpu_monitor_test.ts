@@ -167,3 +167,66 @@ Deno.test("a query that throws (a replaced one) counts as a failure, not a rejec
     "info: query GPUs: working again after 1 failure(s)",
   ]);
 });
+
+Deno.test("mark(): an answer asked before the mark is never given for it, however young; one in flight is awaited, then asked anew", async () => {
+  const clock = 0;
+  let queries = 0;
+  let answer: () => void = () => {};
+  const marks: number[] = [];
+  const monitor = new GpuMonitor({
+    now: () => clock,
+    query(): Promise<GpuQuery> {
+      const n = ++queries;
+      return new Promise((resolve) => {
+        answer = () =>
+          resolve({
+            ok: true,
+            snapshot: { devices: [], processes: [], at: n },
+          });
+      });
+    },
+  });
+  monitor.watch((mark) => marks.push(mark));
+  const first = monitor.snapshot(60_000);
+  answer();
+  assert.equal((await first)!.at, 1);
+  assert.equal((await monitor.snapshot(60_000))!.at, 1, "young enough");
+  const exited = monitor.mark();
+  const second = monitor.snapshot(60_000, exited);
+  assert.equal(queries, 2, "asked anew after the mark");
+  // While it is in flight, callers after the same mark share it; a later mark waits for it.
+  const shared = monitor.snapshot(60_000, exited);
+  const later = monitor.mark();
+  const third = monitor.snapshot(60_000, later);
+  answer();
+  assert.equal((await second)!.at, 2);
+  assert.equal((await shared)!.at, 2);
+  await sleep(0);
+  assert.equal(
+    queries,
+    3,
+    "the later mark's query is asked once the earlier one is in",
+  );
+  answer();
+  assert.equal((await third)!.at, 3);
+  assert.equal((await monitor.snapshot(60_000))!.at, 3);
+  assert.equal((await monitor.snapshot(60_000, later))!.at, 3);
+  assert.deepEqual(marks, [0, 1, 2], "each answer's mark, as it came");
+});
+
+Deno.test("mark(): a failure keeps answering through its backoff, marks or not", async () => {
+  let clock = 0;
+  const monitor = new GpuMonitor({
+    now: () => clock,
+    maxBackoffMs: 4000,
+    query: () => Promise.resolve({ ok: false, error: "nvidia-smi: broken" }),
+  });
+  await captureLog(async () => {
+    assert.equal(await monitor.snapshot(0), undefined);
+    assert.equal(await monitor.snapshot(0, monitor.mark()), undefined);
+    assert.equal(monitor.queries, 1, "an event does not mend nvidia-smi");
+    clock = 1000;
+    assert.equal(await monitor.snapshot(0, monitor.mark()), undefined);
+    assert.equal(monitor.queries, 2);
+  });
+});

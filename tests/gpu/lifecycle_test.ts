@@ -171,6 +171,88 @@ Deno.test("a restart waits until the dead run's pid leaves nvidia-smi's list", a
   );
 });
 
+Deno.test("with the default --health-interval, a restart after a crash during load or after a long run waits for the dead pid to leave nvidia-smi's list, and no longer than one interval past it", async () => {
+  // Issue 24: the restart of a run that failed during its load used facts
+  // from before the run had allocated anything, and spawned into its memory.
+  const RELEASE_MS = 4000;
+  const INTERVAL_MS = 10_000; // the launcher's default --health-interval
+  await using gpus = await fakeGpuMachine({
+    devices: fakeDevices(2),
+    releaseMs: RELEASE_MS,
+  });
+  await using s = await launch(["loadcrash", "longcrash"], {
+    catalogue: CATALOGUE,
+    args: ["--gpus", "0,1"],
+    bin: { "nvidia-smi": nvidiaSmiScript() },
+    env: { FAKE_GPU_LEDGER: gpus.ledger },
+  });
+  await s.launcher.ready();
+  const waits = watchReleaseWaits(s, ["loadcrash", "longcrash"]);
+  try {
+    const load1 = await waitForRecord(s, 1);
+    const long1 = await waitForRecord(s, 2);
+    const load2 = await waitForRecord(s, 1, load1.pid, 20_000);
+    const long2 = await waitForRecord(s, 2, long1.pid, 40_000);
+    for (
+      const [name, first, next, crashMs] of [
+        ["loadcrash", load1, load2, 1700],
+        ["longcrash", long1, long2, 12_000],
+      ] as const
+    ) {
+      // The stand-in lists the dead pid RELEASE_MS after its exit, which came
+      // crashMs after its start (a little later on a busy machine).
+      const released = first.startedAt + crashMs + RELEASE_MS;
+      assert.ok(
+        next.startedAt >= released,
+        `${name}: restarted ${
+          next.startedAt - first.startedAt - crashMs
+        } ms after its exit, into memory listed for ${RELEASE_MS} ms after it`,
+      );
+      assert.ok(
+        next.startedAt - released <= INTERVAL_MS + 2500,
+        `${name}: restarted ${
+          next.startedAt - released
+        } ms after the release (one interval is ${INTERVAL_MS} ms)`,
+      );
+      assert.match(
+        waits.get(name) ?? "(never held for gpu-memory-release)",
+        new RegExp(`pid ${first.pid} \\(30000 MiB\\) still listed`),
+        name,
+      );
+    }
+  } finally {
+    await waits.stop();
+  }
+});
+
+/** The detail of each engine's first gpu-memory-release wait, polled from `/models?detail=1`. */
+function watchReleaseWaits(s: Setup, names: string[]) {
+  const seen = new Map<string, string>();
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      try {
+        const active = (await models(s.port, true)).active;
+        for (const name of names) {
+          const held = active[name]?.waiting_for;
+          if (!seen.has(name) && held?.reason === "gpu-memory-release") {
+            seen.set(name, held.detail);
+          }
+        }
+      } catch {
+        // The launcher is starting or stopping.
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+  })();
+  return Object.assign(seen, {
+    stop: async () => {
+      stopped = true;
+      await loop;
+    },
+  });
+}
+
 Deno.test("past --gpu-release-timeout a restart proceeds with one warning", async () => {
   await using gpus = await fakeGpuMachine({
     devices: fakeDevices(1),
@@ -316,7 +398,12 @@ Deno.test("a silent load is stopped after --start-timeout and restarted; a load 
 });
 
 /** The stand-in record of engine `i`, once one exists (and, with `not`, is of another pid). */
-async function waitForRecord(s: Setup, i: number, not?: number) {
+async function waitForRecord(
+  s: Setup,
+  i: number,
+  not?: number,
+  ms = 20_000,
+) {
   let found: Awaited<ReturnType<typeof readRecord>>;
   await waitFor(
     async () => {
@@ -324,7 +411,7 @@ async function waitForRecord(s: Setup, i: number, not?: number) {
       return found !== undefined && found.pid !== not;
     },
     `engine ${i}'s ${not ? "next " : ""}run`,
-    20_000,
+    ms,
   );
   return found!;
 }

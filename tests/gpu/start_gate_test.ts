@@ -7,7 +7,8 @@ import {
   type StartSlot,
   type WaitingFor,
 } from "../../src/gpu/start_gate.ts";
-import type { GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
+import type { GpuQuery, GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
+import { GpuMonitor } from "../../src/gpu/gpu_monitor.ts";
 import { captureLog } from "../support/helpers.ts";
 
 const INTERVAL_MS = 20;
@@ -42,6 +43,7 @@ interface World {
   live: Map<number, ProcessFacts>;
   ours: Map<number, string>;
   queries: number;
+  marks: number;
 }
 
 function gate(world: World, releaseTimeoutMs = 10_000): GpuStartGate {
@@ -51,6 +53,7 @@ function gate(world: World, releaseTimeoutMs = 10_000): GpuStartGate {
         world.queries++;
         return Promise.resolve(world.snapshot);
       },
+      mark: () => ++world.marks,
     },
     intervalMs: INTERVAL_MS,
     releaseTimeoutMs,
@@ -71,6 +74,7 @@ function world(partial: Partial<World> = {}): World {
     live: new Map(),
     ours: new Map(),
     queries: 0,
+    marks: 0,
     ...partial,
   };
 }
@@ -277,4 +281,96 @@ Deno.test("without GPU facts, or on a MIG device, memory rules are skipped and r
   await mig.done;
   assert.ok(mig.slot, "a MIG device's free memory is not checked");
   release(mig);
+});
+
+// --- facts newer than the last event (issue 24) -----------------------------------
+
+/**
+ * The gate over a real GpuMonitor whose query reads `machine` (the processes
+ * listed now) and counts itself; the gate's interval is the launcher's default.
+ */
+function monitored(machine: { listed: { pid: number; mib: number }[] }) {
+  const live = new Map<number, ProcessFacts>();
+  let queries = 0;
+  const monitor = new GpuMonitor({
+    query(): Promise<GpuQuery> {
+      queries++;
+      return Promise.resolve({ ok: true, snapshot: snapshot(machine.listed) });
+    },
+  });
+  const g = new GpuStartGate({
+    facts: monitor,
+    intervalMs: 10_000,
+    releaseTimeoutMs: 60_000,
+    processes: (pids) =>
+      new Map(pids.flatMap((pid) => {
+        const facts = live.get(pid);
+        return facts ? [[pid, facts] as const] : [];
+      })),
+    ownGroups: () => new Map(),
+  });
+  return {
+    monitor,
+    gate: g,
+    live,
+    get queries() {
+      return queries;
+    },
+  };
+}
+
+Deno.test("a restart after a crash during load uses facts asked after the exit, not the younger-than-an-interval snapshot from before the load allocated", async () => {
+  const machine = { listed: [] as { pid: number; mib: number }[] };
+  const m = monitored(machine);
+  // The run spawns: its baseline is asked after the spawn, before it allocates.
+  m.gate.changed(["0"]);
+  const run = { pid: 5_000_001, mib: 30000 };
+  m.live.set(run.pid, { pgid: run.pid, comm: "vllm" });
+  assert.deepEqual([...await m.gate.baseline(["0"])], []);
+  assert.equal(m.queries, 1);
+  // It allocates, then fails during its load: gone, still listed by the driver.
+  machine.listed = [run];
+  m.live.delete(run.pid);
+  m.gate.changed(["0"]);
+  const restart = ask(m.gate, {
+    name: "a",
+    devices: ["0"],
+    memory: { fraction: 0.4, from: "gpu-memory-utilization 0.4" },
+    baseline: new Set(),
+  });
+  await tick();
+  assert.equal(restart.slot, undefined, "the restart is held");
+  assert.equal(restart.waits.at(-1)?.reason, "gpu-memory-release");
+  assert.match(restart.waits.at(-1)!.detail, /pid 5000001 \(30000 MiB\)/);
+  assert.equal(m.queries, 2, "one query, asked after the exit");
+  // The driver releases; the next answer (a health round's) starts it at once,
+  // long before the gate's own interval (10 s) is up.
+  machine.listed = [];
+  await m.monitor.snapshot(0);
+  await restart.done;
+  assert.ok(restart.slot);
+  assert.equal(m.queries, 3);
+  release(restart);
+});
+
+Deno.test("an event on one device leaves another's facts alone; with nothing happening, snapshots are shared", async () => {
+  const machine = { listed: [] as { pid: number; mib: number }[] };
+  const m = monitored(machine);
+  const need = { fraction: 0.4, from: "x" };
+  const a = ask(m.gate, { name: "a", devices: ["0"], memory: need });
+  await a.done;
+  release(a);
+  const b = ask(m.gate, { name: "b", devices: ["1"], memory: need });
+  await b.done;
+  assert.equal(m.queries, 1, "one snapshot for two starts: nothing happened");
+  release(b);
+  m.gate.changed(["0"]);
+  const c = ask(m.gate, { name: "c", devices: ["1"], memory: need });
+  await c.done;
+  assert.equal(m.queries, 1, "an event on GPU 0 does not concern GPU 1");
+  const d = ask(m.gate, { name: "d", devices: ["0"], memory: need });
+  await d.done;
+  assert.equal(m.queries, 2, "but a start on GPU 0 asks anew");
+  release(c);
+  release(d);
 });
