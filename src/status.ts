@@ -30,6 +30,7 @@
  * @module
  */
 import { ConfigError } from "./common/config_error.ts";
+import { sleep } from "./common/sleep.ts";
 import { fetchDetail, type StatusOptions } from "./status/client.ts";
 import {
   parseStatusCli,
@@ -177,14 +178,13 @@ async function watch(
   json: boolean,
   colour: boolean,
 ): Promise<number> {
-  const stop = Promise.withResolvers<void>();
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
   const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
-  for (const signal of signals) Deno.addSignalListener(signal, stop.resolve);
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
   const terminal = Deno.stdout.isTerminal();
-  let stopped = false;
-  stop.promise.then(() => stopped = true);
   try {
-    while (!stopped) {
+    while (!stop.signal.aborted) {
       // Home and clear on a terminal; elsewhere (a pipe, a log) rounds follow each other.
       if (terminal) console.log("\x1b[H\x1b[2J");
       console.log(`every ${seconds} s, ${new Date().toISOString()}`);
@@ -194,17 +194,12 @@ async function watch(
         if (error instanceof ConfigError) throw error;
         console.error((error as Error).message);
       }
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      await Promise.race([
-        stop.promise,
-        new Promise((resolve) => timer = setTimeout(resolve, seconds * 1000)),
-      ]);
-      clearTimeout(timer);
+      await sleep(seconds * 1000, stop.signal);
     }
     return 0;
   } finally {
     for (const signal of signals) {
-      Deno.removeSignalListener(signal, stop.resolve);
+      Deno.removeSignalListener(signal, onSignal);
     }
   }
 }

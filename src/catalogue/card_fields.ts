@@ -150,7 +150,7 @@ export function readLocal(
 }
 
 /** A scalar argv item: strings as they are, numbers in decimal, booleans as `true`/`false`. */
-export function argText(
+function argText(
   ctx: Context,
   where: Where,
   node: unknown,

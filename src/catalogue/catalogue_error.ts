@@ -5,6 +5,7 @@
  * @module
  */
 import { closeMatches, orList } from "../common/close_matches.ts";
+import { oneLine } from "../common/one_line.ts";
 
 /**
  * Thrown when a model name is not in the catalogue. The message suggests close
@@ -127,10 +128,6 @@ export class CatalogueError extends Error {
 
 // ---------------------------------------------------------------------------
 // Message helpers, shared with the card reader.
-
-export function oneLine(text: string): string {
-  return text.replace(/\s*[\r\n]+\s*/g, " ");
-}
 
 function knownList(names: readonly string[]): string {
   return names.length > 0 ? names.join(", ") : "none";

@@ -146,7 +146,7 @@ export interface Location {
  * problem found where a key starts usually belongs to what came before, so the
  * pair counts only when the problem is about the key itself (`atKey`).
  */
-export function spans(
+function spans(
   pair: Pair<unknown, unknown>,
   offset: number,
   atKey: boolean,
@@ -159,7 +159,7 @@ export function spans(
 }
 
 /** A pair's key as text (strings and numbers), noting it when it starts at the offset. */
-export function pairName(
+function pairName(
   pair: Pair<unknown, unknown>,
   offset: number,
   found: Location,
@@ -173,7 +173,7 @@ export function pairName(
 }
 
 /** Finds the card and field a YAML problem at an offset lies in. */
-export function locate(ctx: Context, offset: number, atKey: boolean): Location {
+function locate(ctx: Context, offset: number, atKey: boolean): Location {
   const found: Location = {};
   const top = ctx.doc.contents;
   if (!isMap(top)) return found;

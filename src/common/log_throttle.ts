@@ -29,7 +29,7 @@ function realSchedule(callback: () => void, ms: number): () => void {
 }
 
 /** The wall clock and unref'd timers. */
-export const SYSTEM_CLOCK: Clock = Object.freeze({
+const SYSTEM_CLOCK: Clock = Object.freeze({
   now: Date.now,
   schedule: realSchedule,
 });

@@ -12,13 +12,9 @@
 
 import { ConfigError } from "./config_error.ts";
 import { log } from "./log.ts";
+import { oneLine } from "./one_line.ts";
 
 const strictDecoder = new TextDecoder("utf-8", { fatal: true });
-
-function oneLine(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error);
-  return text.replace(/\s+/g, " ").trim();
-}
 
 function readSecretFile(variable: string, path: string): string {
   let bytes: Uint8Array;

@@ -18,6 +18,7 @@ import { engineEnv, findExecutable, resolveModel } from "./launch.ts";
 export { EngineError } from "./engine_error.ts";
 import { forget, groupAlive, signalGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
+import { sleep } from "../common/sleep.ts";
 import { EngineLog } from "./log_sink.ts";
 
 /** Where and how an engine runs. */
@@ -86,14 +87,14 @@ export function urlHost(host: string): string {
 
 /** Resolves with `promise`'s outcome, or with false after `ms`; the timer never outlives it. */
 async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let id: ReturnType<typeof setTimeout> | undefined;
-  const timer = new Promise<false>((resolve) => {
-    id = setTimeout(() => resolve(false), ms);
-  });
+  const settled = new AbortController();
   try {
-    return await Promise.race([promise.then(() => true), timer]);
+    return await Promise.race([
+      promise.then(() => true),
+      sleep(ms, settled.signal).then(() => false),
+    ]);
   } finally {
-    clearTimeout(id);
+    settled.abort();
   }
 }
 
@@ -411,7 +412,7 @@ export class ServerProcess implements AsyncDisposable {
     if (this.running && !(await within(this.#exited!, ms))) return false;
     while (groupAlive(pgid)) {
       if (Date.now() >= deadline) return false;
-      await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+      await sleep(POLL_MS);
     }
     return true;
   }

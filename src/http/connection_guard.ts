@@ -96,7 +96,7 @@ export interface GuardedServer extends AsyncDisposable {
  * Descriptors one guarded connection may hold at once: the client's socket,
  * the guard's socket to the internal server and that server's end of it.
  */
-export const FDS_PER_CONNECTION = 3;
+const FDS_PER_CONNECTION = 3;
 /** Descriptors kept for everything else (engine pipes, logs, health polls). */
 export const RESERVED_FDS = 128;
 /** A first request head larger than this is not a request we serve. */

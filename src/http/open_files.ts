@@ -25,7 +25,7 @@ export interface RaisedOpenFilesLimit {
 }
 
 /** `prlimit` failed, or is missing or not allowed. */
-export class OpenFilesLimitError extends Error {
+class OpenFilesLimitError extends Error {
   /**
    * @param message What could not be done and why.
    * @param options The underlying error as `cause`.
@@ -102,7 +102,7 @@ async function prlimit(args: string[], what: string): Promise<string> {
  * @returns The soft and hard limits.
  * @throws {OpenFilesLimitError} When `prlimit` is missing, not allowed or fails.
  */
-export async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
+async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
   // With --allow-all the kernel's own table is one read, no process to spawn.
   const direct = fromProcLimits();
   if (direct) return direct;
@@ -125,7 +125,7 @@ export async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
  * @returns The limit before and after.
  * @throws {OpenFilesLimitError} When `prlimit` is missing, not allowed or fails.
  */
-export async function raiseOpenFilesLimit(): Promise<RaisedOpenFilesLimit> {
+async function raiseOpenFilesLimit(): Promise<RaisedOpenFilesLimit> {
   const before = await readOpenFilesLimit();
   if (before.soft >= before.hard) return { before, after: before };
   const hard = before.hard === Infinity ? "unlimited" : String(before.hard);

@@ -26,6 +26,7 @@ import {
   type ReloadResult,
   reloadSummary,
 } from "./reload_result.ts";
+import { oneLine } from "../common/one_line.ts";
 
 export type { ReloadResult } from "./reload_result.ts";
 
@@ -74,11 +75,6 @@ interface Plan {
   tls: SSLConfig | undefined;
   secret: string | undefined;
   engineKey: string | undefined;
-}
-
-function oneLine(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error);
-  return text.replace(/\s+/g, " ").trim();
 }
 
 /**

@@ -8,6 +8,7 @@
  */
 import { ConfigError } from "../common/config_error.ts";
 import { isModelsDetail, type ModelsDetail } from "./models_detail.ts";
+import { oneLine } from "../common/one_line.ts";
 
 /** Where and how to ask the launcher. Unset fields follow the launcher's own defaults. */
 export interface StatusOptions {
@@ -179,10 +180,6 @@ function networkProblem(error: unknown, target: Target): string {
     return `cannot resolve the host: ${oneLine(text)} (--host?)`;
   }
   return oneLine(text);
-}
-
-function oneLine(text: string): string {
-  return text.replace(/\s+/g, " ").trim();
 }
 
 /**

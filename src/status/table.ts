@@ -44,7 +44,7 @@ export interface StatusRow {
 }
 
 /** The column titles, in order. */
-export const COLUMNS = [
+const COLUMNS = [
   "MODEL",
   "VERB",
   "STATE",
@@ -115,7 +115,7 @@ export function stateText(row: StatusRow, now: number): string {
 }
 
 /** The cells of one row, as plain text. */
-export function cells(row: StatusRow, now: number): string[] {
+function cells(row: StatusRow, now: number): string[] {
   return [
     row.model,
     row.verb,

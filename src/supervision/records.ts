@@ -14,6 +14,7 @@
  */
 import { ConfigError } from "../common.ts";
 import { log } from "../common/log.ts";
+import { sleep } from "../common/sleep.ts";
 import { signalGroup } from "../engines/process_group.ts";
 import {
   allProcStats,
@@ -255,7 +256,7 @@ async function portReleased(
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if (isPortFree(hostname, port)) return;
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    await sleep(POLL_MS);
   }
 }
 
@@ -270,7 +271,7 @@ async function groupGone(pgid: number, ms: number): Promise<boolean> {
   const deadline = Date.now() + ms;
   while (livingMembers(pgid).length > 0) {
     if (Date.now() >= deadline) return false;
-    await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+    await sleep(POLL_MS);
   }
   return true;
 }

@@ -47,7 +47,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
 ];
 
 /** The first restart waits this long; each further one twice the last. */
-export const FIRST_RESTART_DELAY_MS = 1_000;
+const FIRST_RESTART_DELAY_MS = 1_000;
 
 /**
  * Whether a run that ended this way is started again. The launcher's own

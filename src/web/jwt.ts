@@ -17,7 +17,7 @@ import type { JWTPayload } from "jose";
 import type { AuthFailureReason } from "./auth_failures.ts";
 
 /** The only accepted signature algorithm. */
-export const ALGORITHM = "HS512";
+const ALGORITHM = "HS512";
 
 /** Longest accepted token, in bytes (checked before anything is decoded). */
 export const MAX_TOKEN_BYTES = 8 * 1024;

@@ -10,7 +10,7 @@ import { log } from "../common/log.ts";
 import type { Handler } from "./request_handler.ts";
 
 /** Headers every answer carries, over HTTP and HTTPS. */
-export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object
+const SECURITY_HEADERS: Readonly<Record<string, string>> = Object
   .freeze({
     "x-content-type-options": "nosniff",
     "cache-control": "no-store",
@@ -19,7 +19,7 @@ export const SECURITY_HEADERS: Readonly<Record<string, string>> = Object
   });
 
 /** Added over HTTPS only: a browser must not take HSTS from plain HTTP. */
-export const HSTS: readonly [string, string] = [
+const HSTS: readonly [string, string] = [
   "strict-transport-security",
   "max-age=31536000",
 ];
@@ -52,7 +52,7 @@ export function setSecurityHeaders(headers: Headers, https: boolean): void {
  * @param https Add HSTS too.
  * @returns The same answer, or a copy with the same body and status.
  */
-export function secureResponse(response: Response, https: boolean): Response {
+function secureResponse(response: Response, https: boolean): Response {
   try {
     setSecurityHeaders(response.headers, https);
     return response;

@@ -1,0 +1,23 @@
+/**
+ * A message on one line, for log lines and one-line errors.
+ *
+ * @module
+ */
+
+/**
+ * A message on one line: every run of whitespace, line breaks included,
+ * becomes one space.
+ *
+ * @param message A text, or an error (its message).
+ * @returns The message on one line, trimmed.
+ *
+ * @example
+ * ```ts
+ * import { oneLine } from "./one_line.ts";
+ * console.assert(oneLine(new Error("bad\n  value")) === "bad value");
+ * ```
+ */
+export function oneLine(message: unknown): string {
+  const text = message instanceof Error ? message.message : String(message);
+  return text.replace(/\s+/g, " ").trim();
+}
