@@ -5,9 +5,10 @@
  *
  * jose's `jwtVerify` does the signature and the standard claim checks. The
  * checks around it close the gaps jose leaves open on its own (see
- * docs/security.md, "Token checks, case by case"): a size cap before any parsing, the segment count, the
- * base64url alphabet, an exact `alg`, no `crit`/`b64`, a finite `exp` strictly
- * in the future, `nbf`/`iat` not in the future, and every error type caught.
+ * docs/security.md, "Token checks, case by case"): a size cap before any
+ * parsing, the segment count, the base64url alphabet, an exact `alg`, no
+ * `crit`/`b64`, a finite `exp` strictly in the future, `nbf`/`iat` not in the
+ * future, and every error type caught.
  *
  * @module
  */
