@@ -40,4 +40,10 @@ export type { EndReason, EngineState } from "./supervision/restart_policy.ts";
 export type { WaitingFor, WaitReason } from "./gpu/start_gate.ts";
 export type { ReloadResult } from "./serve/reload_result.ts";
 export { Semioserve } from "./serve/launcher.ts";
+export type {
+  PlanEngine,
+  PlanGpu,
+  PlanHolder,
+  StartPlan,
+} from "./serve/start_plan.ts";
 export { main } from "./serve/main.ts";

@@ -11,7 +11,7 @@ import {
   type GpuPool,
   parseVisibleDevices,
 } from "./placement.ts";
-import { runNvidiaSmi } from "./nvidia_smi.ts";
+import { type GpuQuery, runNvidiaSmi } from "./nvidia_smi.ts";
 
 /** What {@linkcode detectGpuPool} found. */
 export interface GpuDetection {
@@ -37,6 +37,13 @@ export interface DetectGpuOptions {
   readonly env?: Readonly<Record<string, string | undefined>>;
   /** How long `nvidia-smi` may take before it is killed. @default {5000} */
   readonly timeoutMs?: number;
+  /**
+   * A memory look ({@linkcode queryGpus}) already under way: when step 3 is
+   * reached and it answered, the pool is its devices and `nvidia-smi` is not
+   * asked again (one round instead of two); when it failed, step 3 asks as
+   * usual.
+   */
+  readonly query?: Promise<GpuQuery> | undefined;
 }
 
 /** More devices than any machine holds: a typo such as `0-70000` is refused. */
@@ -168,6 +175,12 @@ export async function detectGpuPool(
         source: "CUDA_VISIBLE_DEVICES",
       };
   }
+  const look = await options.query;
+  if (look?.ok) {
+    const entries = [...new Set(look.snapshot.devices.map((d) => d.index))];
+    return { pool: { entries, explicit: false }, source: "nvidia-smi" };
+  }
+  if (look?.absent) return { pool: undefined, source: NO_NVIDIA_SMI };
   return await askNvidiaSmi(env, options.timeoutMs ?? 5000);
 }
 

@@ -196,6 +196,39 @@ export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
   return { fraction, from: `${flag.name} ${fraction}` };
 }
 
+/**
+ * Over how many devices a card's engine splits its weights: vLLM's
+ * `tensor-parallel-size` × `pipeline-parallel-size`, SGLang's `tp-size` ×
+ * `pp-size`; data-parallel replicas each hold the whole model, so they do not
+ * divide it. Other engines: 1.
+ *
+ * @param card The model card.
+ * @returns The number of ways, and the flags it comes from (`""` for 1).
+ * @throws {GpuPlacementError} When a size in the card's args is not a whole number.
+ *
+ * @example
+ * ```ts ignore
+ * weightSplit(card); // { ways: 4, from: "tensor-parallel-size 4" }
+ * ```
+ */
+export function weightSplit(card: ModelCard): { ways: number; from: string } {
+  const names: readonly (readonly string[])[] = card.engine === "vllm"
+    ? [["--tensor-parallel-size", "-tp"], ["--pipeline-parallel-size", "-pp"]]
+    : card.engine === "sglang"
+    ? [["--tp-size", "--tensor-parallel-size"], [
+      "--pp-size",
+      "--pipeline-parallel-size",
+    ]]
+    : [];
+  const factors = names.map((flags) => sizeFlag(card, flags)).filter((f) =>
+    f !== undefined && f.size > 1
+  ) as { name: string; size: number }[];
+  return {
+    ways: factors.reduce((product, f) => product * f.size, 1),
+    from: factors.map((f) => `${f.name} ${f.size}`).join(" × "),
+  };
+}
+
 function isShare(gpus: number | undefined): gpus is number {
   return gpus !== undefined && gpus > 0 && gpus < 1;
 }

@@ -7,12 +7,17 @@
 import type { ModelCard } from "../catalogue.ts";
 import { detectGpuPool, type GpuDetection, gpuPoolLine } from "./detect.ts";
 import { type GpuAssignment, gpuEnv, gpuLine, placeGpus } from "./placement.ts";
+import type { GpuQuery } from "./nvidia_smi.ts";
 import { log } from "../common/log.ts";
 
 /** Each engine's devices and the environment that hands them over. */
 export interface Placement {
   env(card: ModelCard): Record<string, string>;
   devices(card: ModelCard): readonly string[] | null;
+  /** What the card was given (devices and need), by catalogue name. */
+  assignment(card: ModelCard): GpuAssignment | undefined;
+  /** Where the pool came from (the pool itself, its source, a warning). */
+  readonly detection: GpuDetection;
   /** The pool and each engine's devices, logged once start-up checks have passed. */
   report(): void;
   /**
@@ -31,8 +36,12 @@ export interface Placement {
 export async function placeEngines(
   cards: readonly ModelCard[],
   gpus: string | undefined,
+  query?: Promise<GpuQuery>,
 ): Promise<Placement> {
-  const detection = await detectGpuPool(gpus === undefined ? {} : { gpus });
+  const detection = await detectGpuPool({
+    ...(gpus === undefined ? {} : { gpus }),
+    ...(query === undefined ? {} : { query }),
+  });
   return composePlacement(detection, placeGpus(cards, detection.pool));
 }
 
@@ -49,6 +58,8 @@ function composePlacement(
     return placed.get(card.name);
   }
   return {
+    detection,
+    assignment,
     env(card) {
       const env = gpuEnv(assignment(card));
       if (

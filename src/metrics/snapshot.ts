@@ -23,6 +23,8 @@ export interface LauncherFacts {
   startedAt: number;
   /** Reload counts so far (read at each snapshot). */
   reloads?: ReloadMetrics;
+  /** Warnings the start-up checks gave (weights that may not fit, unknown engine flags …). */
+  startWarnings?: number;
 }
 
 /**
@@ -49,6 +51,9 @@ export function metricsSnapshot(
       tls: launcher.tls,
       port: launcher.port,
       startTimeSeconds: launcher.startedAt / 1000,
+      ...(launcher.startWarnings === undefined
+        ? {}
+        : { startWarnings: launcher.startWarnings }),
     },
     engines: supervisors.map((s) => {
       const run = s.process;

@@ -33,6 +33,12 @@ export interface LauncherMetrics {
   port: number;
   /** When the launcher started, in Unix seconds. */
   startTimeSeconds: number;
+  /**
+   * Warnings the start-up checks gave: weights that may not fit the GPU
+   * memory their engine may use, unknown engine flags, unreadable weights.
+   * Absent: no sample.
+   */
+  startWarnings?: number | undefined;
 }
 
 /** Facts about one engine (one catalogue model being served). */
@@ -150,7 +156,8 @@ function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
  * `mymodel_engine_state` (one sample per state, 1 for the current one),
  * `mymodel_engine_gpu_memory_bytes` (per device, while `nvidia-smi` answers),
  * `mymodel_engine_start_wait_seconds_total` (engines on GPUs, per reason),
- * `mymodel_launcher_info`, `mymodel_launcher_start_time_seconds`, with
+ * `mymodel_launcher_info`, `mymodel_launcher_start_time_seconds`,
+ * `mymodel_launcher_start_warnings` (when the start counted them), with
  * `reloads` `mymodel_reloads_total{result="ok|refused"}` and
  * `mymodel_last_reload_timestamp_seconds` (no sample before a reload took
  * effect), and in production `mymodel_auth_failures_total` with all six
@@ -271,6 +278,14 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       "gauge",
       "Start time of the launcher in Unix seconds.",
       [{ labels: [launcherPort], value: launcher.startTimeSeconds }],
+    ),
+    family(
+      "mymodel_launcher_start_warnings",
+      "gauge",
+      "Warnings the start-up checks gave: weights that may not fit GPU memory, unknown engine flags, unreadable weights.",
+      launcher.startWarnings === undefined
+        ? []
+        : [{ labels: [launcherPort], value: launcher.startWarnings }],
     ),
   ];
   // --- reload families ---

@@ -48,6 +48,11 @@ Example:
 Models:
 ${helpFor("Models")}
 
+Checks:
+${helpFor("Checks")}
+  e.g. deno run -A jsr:@mymodel/serve llama-3 bge-m3 --directory /srv/mymodel --dry-run
+       deno run -A jsr:@mymodel/serve llama-3 --directory /srv/mymodel --dry-run --json
+
 API and connections:
 ${helpFor("API and connections")}
 
@@ -63,8 +68,8 @@ ${helpFor("Logs")}
   -h, --help           print this help and exit
 
 Exit codes:
-  0  stopped cleanly (SIGTERM or SIGINT)
-  1  start-up failed (one line on stderr says why)
+  0  stopped cleanly (SIGTERM or SIGINT); with --dry-run, a start would proceed
+  1  start-up failed, or would fail with --dry-run (one line on stderr says why)
   2  usage error (an unknown flag or a bad value)
 
 Signals: SIGTERM or SIGINT stops every engine, then the launcher; SIGHUP reloads
@@ -232,6 +237,11 @@ export function parseCli(args: readonly string[]): CliOptions {
     }
     if (value) set[flag.option] = true;
     if (negated) set[flag.option] = false;
+  }
+  if (options.json && !options.dryRun) {
+    throw new UsageError(
+      "Cannot use --json without --dry-run: expected --dry-run --json",
+    );
   }
   return options;
 }

@@ -37,6 +37,10 @@ export type CliOptions =
     /** A path or URL, as typed. */
     catalogue?: string;
     help: boolean;
+    /** `--dry-run`: check everything, print the plan, start nothing. */
+    dryRun?: boolean;
+    /** `--json`: the plan as one JSON object (with `--dry-run`). */
+    json?: boolean;
   };
 
 /** The options of {@linkcode CliOptions} whose values are `T`. */
@@ -49,6 +53,7 @@ type OptionOf<T> = {
 export type FlagGroup =
   | "Required"
   | "Models"
+  | "Checks"
   | "API and connections"
   | "GPUs"
   | "Supervision"
@@ -123,6 +128,21 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     arg: "FILE",
     help:
       "catalogue YAML, a path or URL (default: the catalogue shipped with the package)",
+  },
+  {
+    name: "dry-run",
+    group: "Checks",
+    unit: "boolean",
+    option: "dryRun",
+    help:
+      "run every check a start runs (directory, catalogue, models, ${NAME}, executables, weights, GPU placement, TLS and secrets, ports), print the plan (engines, command lines, GPUs, warnings) and exit: 0 when a start would proceed, 1 with the start's error; starts nothing, writes nothing",
+  },
+  {
+    name: "json",
+    group: "Checks",
+    unit: "boolean",
+    option: "json",
+    help: "with --dry-run: the plan as one JSON object on stdout",
   },
   {
     name: "host",

@@ -5,9 +5,7 @@
  *
  * @module
  */
-import { Registry } from "../catalogue.ts";
-import { ConfigError, MY_LOCAL } from "../common.ts";
-import { type Handler, SSLConfig, withSecurityHeaders } from "../web.ts";
+import { type Handler, type SSLConfig, withSecurityHeaders } from "../web.ts";
 import {
   createManagementHandler,
   type ManagementState,
@@ -15,25 +13,18 @@ import {
 import { type ServerProcess, urlHost } from "../engines/server_process.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { EngineView } from "../supervision/engine_detail.ts";
-import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
-import { placeEngines, type Placement } from "../gpu/place_engines.ts";
-import {
-  type EngineSite,
-  replaceEngine,
-  superviseEngines,
-} from "./engine_supervisors.ts";
-import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
-import { checkPortFree } from "../engines/ports.ts";
-import { checkRoot } from "./startup_checks.ts";
-import { requestedCards } from "./requested_cards.ts";
+import type { Placement } from "../gpu/place_engines.ts";
+import { type EngineSite, replaceEngine } from "./engine_supervisors.ts";
+import { checkStart } from "./start_checks.ts";
+import { type StartPlan, startPlan } from "./start_plan.ts";
 import {
   type ResolvedOptions,
   resolveOptions,
   type SemioserveOptions,
 } from "./options.ts";
-import { OpsStance } from "../web/ops_stance.ts";
+import type { OpsStance } from "../web/ops_stance.ts";
 import { LauncherSignals } from "./signals.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
@@ -55,6 +46,8 @@ interface Prepared {
   stance: OpsStance;
   tls: SSLConfig | undefined;
   state: ManagementState;
+  /** The start-up checks' warnings, logged once the start proceeds. */
+  warnings: readonly string[];
 }
 
 /**
@@ -171,59 +164,12 @@ export class Semioserve implements AsyncDisposable {
    */
   async prepare(): Promise<void> {
     if (this.#prepared) return;
-    const o = this.#o;
-    const directory = o.directory ?? MY_LOCAL;
-    if (!directory) {
-      throw new ConfigError(
-        "Cannot start: no root directory (set MY_LOCAL or pass --directory)",
-      );
-    }
-    if (o.models.length === 0) {
-      throw new ConfigError("Cannot start: no model given");
-    }
-    if (this.port + o.models.length > 65535) {
-      throw new ConfigError(
-        `Cannot use port ${this.port} for ${o.models.length} models: engine ports would pass 65535`,
-      );
-    }
-    checkRoot(directory);
-    const registry = await Registry.load(o.catalogue);
-    const cards = requestedCards(registry, o.models, "start");
-    const placement = await placeEngines(cards, o.gpus);
-    const records = new EngineRecords(directory);
-    const gpu = cards.some((card) => (placement.devices(card)?.length ?? 0) > 0)
-      ? new GpuLifecycle({
-        intervalMs: o.healthIntervalMs,
-        releaseTimeoutMs: o.gpuReleaseTimeoutMs,
-        runs: () => supervisors,
-      })
-      : undefined;
-    const site: EngineSite = {
-      host: this.host,
-      port: this.port,
-      directory,
-      records,
-      gpu,
-      options: o,
-      onChange: () => this.#onEngineChange(),
-    };
-    const supervisors = superviseEngines(cards, placement, site);
-    const stance = OpsStance.resolve(
-      o.dev_mode === undefined ? {} : { dev_mode: o.dev_mode },
-    );
-    const tls = await SSLConfig.fromDirectory(directory, {
-      devMode: stance.devMode,
-    });
-    // What a launcher killed outright left behind goes first, so its ports are free again.
-    await records.reap(cards.map((card) => card.name), o.graceMs);
-    checkPortFree(this.host, this.port, "the management API");
-    for (const s of supervisors) {
-      checkPortFree(this.host, s.port, `engine ${s.name}`);
-    }
+    const checked = await checkStart(this.#o, this.#checkSite(), "start");
+    const { registry, supervisors, stance, tls, placement, site } = checked;
     const state: ManagementState = {
       engines: supervisors,
       catalogue: registry.names(),
-      pollTimeoutMs: o.pollTimeoutMs,
+      pollTimeoutMs: this.#o.pollTimeoutMs,
     };
     const app = stance.auth.wrap(createManagementHandler(state));
     this.#prepared = {
@@ -233,7 +179,46 @@ export class Semioserve implements AsyncDisposable {
       stance,
       tls,
       state,
+      warnings: checked.warnings,
       handler: withSecurityHeaders(app, { https: tls !== undefined }),
+    };
+  }
+
+  /**
+   * What a start would do, without doing it: every check
+   * {@linkcode Semioserve.prepare} makes (the same code), then each engine's
+   * port, URL, devices, command line and environment (the engine API key as
+   * `***`), the engines each waits for at the GPU start gate, each GPU's
+   * memory and who holds it, and the warnings. Starts no engine, writes
+   * nothing under the directory, leaves the records alone (a killed
+   * launcher's leftovers are reported, not stopped) and probes each port
+   * only by binding and closing it at once. Beside a launcher running on the
+   * same directory, that launcher's models and ports are reported in
+   * `warnings` instead of refused.
+   *
+   * @returns The plan; the same object `--dry-run --json` prints.
+   * @throws The errors of {@linkcode Semioserve.prepare}, with the same messages.
+   *
+   * @example
+   * ```ts ignore
+   * import { Semioserve } from "@mymodel/serve";
+   *
+   * const plan = await new Semioserve({ models: ["bge-m3"], directory: "/srv/mymodel" }).plan();
+   * console.log(plan.engines[0]?.command.join(" ")); // vllm serve BAAI/bge-m3 --host localhost --port 5001 ...
+   * for (const warning of plan.warnings) console.warn(warning);
+   * ```
+   */
+  async plan(): Promise<StartPlan> {
+    return startPlan(
+      await checkStart(this.#o, this.#checkSite(), "dry-run"),
+    );
+  }
+
+  #checkSite() {
+    return {
+      host: this.host,
+      port: this.port,
+      onChange: () => this.#onEngineChange(),
     };
   }
 
@@ -297,8 +282,16 @@ export class Semioserve implements AsyncDisposable {
 
   async #runLauncher(signals: LauncherSignals): Promise<void> {
     await this.prepare();
-    const { supervisors, stance, tls, handler, placement, state, site } = this
-      .#prepared as Prepared;
+    const {
+      supervisors,
+      stance,
+      tls,
+      handler,
+      placement,
+      state,
+      site,
+      warnings,
+    } = this.#prepared as Prepared;
     const { directory, gpu } = site;
     const o = this.#o;
     const graceMs = o.graceMs;
@@ -307,6 +300,7 @@ export class Semioserve implements AsyncDisposable {
     const openFiles = await raiseAndReportOpenFiles();
     log.info(stance.describe());
     placement.report();
+    for (const warning of warnings) log.warn(warning);
     signals.onShutdown(
       () => this.#requestShutdown(),
       () => supervisors.forEach((s) => s.kill()),
@@ -323,6 +317,7 @@ export class Semioserve implements AsyncDisposable {
       port: this.port,
       startedAt,
       reloads,
+      startWarnings: warnings.length,
     };
     const writeMetrics = () =>
       metrics.update(metricsSnapshot(facts, supervisors));

@@ -7,11 +7,14 @@
 import { log } from "../common/log.ts";
 import { parseCli, USAGE, UsageError } from "./cli.ts";
 import { Semioserve } from "./launcher.ts";
+import { renderPlan } from "./plan_text.ts";
 
 /**
  * The command-line program: parses `args`, runs the launcher until SIGTERM or
  * SIGINT, and returns the exit code (0 after a clean stop, 1 when start-up
- * fails, 2 on a usage error).
+ * fails, 2 on a usage error). With `--dry-run` it prints the plan (as JSON
+ * with `--json`) and returns 0 when a start would proceed, 1 with the start's
+ * own error line when it would not.
  *
  * @param args The command-line arguments.
  * @returns The process exit code.
@@ -42,9 +45,15 @@ export async function main(
     console.log(USAGE);
     return 0;
   }
-  const { help: _, ...options } = cli;
+  const { help: _, dryRun, json, ...options } = cli;
   try {
-    await new Semioserve(options).run();
+    const serve = new Semioserve(options);
+    if (dryRun) {
+      const plan = await serve.plan();
+      console.log(json ? JSON.stringify(plan, null, 2) : renderPlan(plan));
+      return 0;
+    }
+    await serve.run();
     return 0;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);

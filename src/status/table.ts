@@ -14,6 +14,7 @@ import type {
   WireLastExit,
 } from "./models_detail.ts";
 import { relativeTime } from "./relative_time.ts";
+import { alignColumns } from "../common/columns.ts";
 
 /** One engine as the status view shows it; values as the launcher reported them. */
 export interface StatusRow {
@@ -138,7 +139,6 @@ const GREEN = "\x1b[32m";
 const YELLOW = "\x1b[33m";
 const RED = "\x1b[31m";
 const BOLD = "\x1b[1m";
-const RESET = "\x1b[0m";
 
 function stateColour(state: string): string {
   if (state === "ready") return GREEN;
@@ -163,28 +163,16 @@ export function renderTable(
   options: RenderOptions,
 ): string {
   const color = options.color === true;
-  const body = rows.map((row) => cells(row, options.now));
-  const widths = COLUMNS.map((title, i) =>
-    Math.max(title.length, ...body.map((line) => line[i]!.length))
-  );
-  function line(texts: readonly string[], paint: (i: number) => string) {
-    return texts.map((text, i) => {
-      const padded = i === texts.length - 1 ? text : text.padEnd(widths[i]!);
-      const code = color ? paint(i) : "";
-      // Colour the text only, so padding stays the same width.
-      return code === ""
-        ? padded
-        : `${code}${text}${RESET}${padded.slice(text.length)}`;
-    }).join("   ").trimEnd();
-  }
-  const out = [line(COLUMNS, () => BOLD)];
-  body.forEach((texts, r) => {
-    const row = rows[r]!;
-    out.push(line(texts, (i) => {
+  return alignColumns(
+    COLUMNS,
+    rows.map((row) => cells(row, options.now)),
+    (r, i) => {
+      if (!color) return "";
+      if (r < 0) return BOLD;
+      const row = rows[r]!;
       if (i === 2) return stateColour(row.state);
       if (i === 3) return row.healthy ? GREEN : RED;
       return "";
-    }));
-  });
-  return out.join("\n");
+    },
+  );
 }

@@ -179,6 +179,51 @@ export class EngineRecords implements RunRecorder {
   }
 
   /**
+   * What the records say, read only (a dry run's view, and the first half of
+   * {@linkcode EngineRecords.reap}): the records of live launchers (another
+   * launcher running on this directory), those of them serving one of
+   * `models`, and the stale records a start would clean up, with whether
+   * their engine group is still running.
+   *
+   * @param models The models this launcher is about to serve.
+   * @returns The live, conflicting and stale records.
+   */
+  survey(models: readonly string[]): RecordSurvey {
+    const records = this.list();
+    // One look at every process concerned (one `sh` under narrowed permissions).
+    const stats = procStats(
+      records.flatMap(({ record }) => [record.launcherPid, record.pid]),
+    );
+    const launcherAlive = (record: EngineRecord) =>
+      stats.get(record.launcherPid)?.startTime === record.launcherStartTime;
+    const live = records.filter(({ record }) =>
+      record.launcherPid !== Deno.pid && launcherAlive(record)
+    ).map(({ record }) => record);
+    return {
+      live,
+      serving: live.filter((record) => models.includes(record.model)),
+      stale: records.filter(({ record }) => !launcherAlive(record)).map((
+        { path, record },
+      ) => ({
+        path,
+        record,
+        running: groupIsRecorded(record, stats.get(record.pid)),
+      })),
+    };
+  }
+
+  /**
+   * The refusal a start gives when a live launcher serves one of its models
+   * from this directory, or undefined.
+   */
+  conflict(survey: RecordSurvey): ConfigError | undefined {
+    const record = survey.serving[0];
+    return record === undefined ? undefined : new ConfigError(
+      `Cannot start ${record.model}: launcher pid ${record.launcherPid} already serves it from ${this.#directory} (on port ${record.port}; stop that launcher or use another directory)`,
+    );
+  }
+
+  /**
    * Start-up check, before any port is checked. A record whose launcher is
    * alive and serves one of `models` refuses the start; a record whose
    * launcher is dead is stale: its engine group, when still alive and still
@@ -190,26 +235,11 @@ export class EngineRecords implements RunRecorder {
    * @throws {ConfigError} When a live launcher serves one of `models` from this directory.
    */
   async reap(models: readonly string[], graceMs: number): Promise<void> {
-    const records = this.list();
-    // One look at every process concerned (one `sh` under narrowed permissions).
-    const stats = procStats(
-      records.flatMap(({ record }) => [record.launcherPid, record.pid]),
-    );
-    const launcherAlive = (record: EngineRecord) =>
-      stats.get(record.launcherPid)?.startTime === record.launcherStartTime;
-    for (const { record } of records) {
-      if (
-        models.includes(record.model) && record.launcherPid !== Deno.pid &&
-        launcherAlive(record)
-      ) {
-        throw new ConfigError(
-          `Cannot start ${record.model}: launcher pid ${record.launcherPid} already serves it from ${this.#directory} (on port ${record.port}; stop that launcher or use another directory)`,
-        );
-      }
-    }
-    const stale = records.filter(({ record }) => !launcherAlive(record));
-    await Promise.all(stale.map(async ({ path, record }) => {
-      if (groupIsRecorded(record, stats.get(record.pid))) {
+    const survey = this.survey(models);
+    const refusal = this.conflict(survey);
+    if (refusal) throw refusal;
+    await Promise.all(survey.stale.map(async ({ path, record, running }) => {
+      if (running) {
         log.warn(
           `engine ${record.model} (pid ${record.pid}) outlived its launcher (pid ${record.launcherPid}, gone): stopping it`,
         );
@@ -222,6 +252,20 @@ export class EngineRecords implements RunRecorder {
       } catch { /* another launcher reaped it too */ }
     }));
   }
+}
+
+/** What {@linkcode EngineRecords.survey} found. */
+export interface RecordSurvey {
+  /** Records of launchers other than this one that are alive. */
+  readonly live: readonly EngineRecord[];
+  /** Those of them serving a model this launcher is about to serve. */
+  readonly serving: readonly EngineRecord[];
+  /** Records of dead launchers; `running` when their engine group is still there. */
+  readonly stale: readonly {
+    readonly path: string;
+    readonly record: EngineRecord;
+    readonly running: boolean;
+  }[];
 }
 
 /**

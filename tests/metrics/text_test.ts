@@ -46,6 +46,7 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_start_wait_seconds_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
   ["mymodel_launcher_start_time_seconds", "GAUGE"],
+  ["mymodel_launcher_start_warnings", "GAUGE"],
 ] as const;
 
 Deno.test("renderMetrics gives every family a HELP text and its type", () => {
@@ -310,5 +311,28 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
       "gpu-memory-free",
       "12.5",
     ]],
+  );
+});
+
+Deno.test("renderMetrics gives the start-up checks' warning count, and no sample when it was not counted", () => {
+  const counted = parse(renderMetrics(snapshot({
+    launcher: {
+      version: "0.1.0",
+      mode: "development",
+      tls: false,
+      port: 8000,
+      startTimeSeconds: 1,
+      startWarnings: 2,
+    },
+  })));
+  const samples = get(counted, "mymodel_launcher_start_warnings").metrics;
+  assert.deepEqual(samples.map((m) => [m.labels?.port, m.value]), [[
+    "8000",
+    "2",
+  ]]);
+  const absent = parse(renderMetrics(snapshot()));
+  assert.equal(
+    get(absent, "mymodel_launcher_start_warnings").metrics.length,
+    0,
   );
 });

@@ -1,0 +1,203 @@
+/**
+ * The plan `--dry-run` prints and {@linkcode Semioserve.plan} returns: what a
+ * start would run, built from what the start-up checks resolved. A stable
+ * contract for scripts and CI: keys in `snake_case`, like `?detail=1`; new
+ * keys may be added, none renamed or removed.
+ *
+ * @module
+ */
+import { LOCAL_ENGINE_API_KEY } from "../common.ts";
+import { deviceOf } from "../gpu/nvidia_smi.ts";
+import { gpuMemoryNeed } from "../gpu/need.ts";
+import { gpuPoolLine } from "../gpu/detect.ts";
+import { startWaits } from "../gpu/start_order.ts";
+import { procStats } from "../engines/proc.ts";
+import { urlHost } from "../engines/server_process.ts";
+import type { CheckedStart } from "./start_checks.ts";
+
+/** One engine a start would run. */
+export interface PlanEngine {
+  /** The catalogue name. */
+  name: string;
+  /** What the model does (`chat`, `embed` …). */
+  verb: string;
+  /** The port it would listen on. */
+  port: number;
+  /** Its OpenAI-compatible base URL. */
+  url: string;
+  /** The engine kind (`vllm`, `llama.cpp`, `sglang`, `command`). */
+  engine: string;
+  /** Its devices; `[]` for none, null when not placed. */
+  gpus: string[] | null;
+  /** The share of each of its devices: 1 for whole devices, null when not placed. */
+  share: number | null;
+  /** The full command line, the engine API key as `***`. */
+  command: string[];
+  /** What the launcher adds to its environment: the card's `env` and the placement's. */
+  env: Record<string, string>;
+  /** Engines it waits for at the GPU start gate (rule 1: one load per device, request order). */
+  waits_for: string[];
+  /** Its log file. */
+  log: string;
+  /** Its local weights' size in bytes; null when it fetches them from the hub (or they cannot be read). */
+  weights_bytes: number | null;
+}
+
+/** A process holding memory on a GPU. */
+export interface PlanHolder {
+  /** Its pid as the driver reports it. */
+  pid: number;
+  /** MiB it holds there. */
+  used_mib: number;
+  /** What it is: its command name, a running launcher's engine, or `not visible here`. */
+  process: string;
+}
+
+/** One GPU of the pool. */
+export interface PlanGpu {
+  /** The entry as `CUDA_VISIBLE_DEVICES` gets it. */
+  device: string;
+  /** Its memory in MiB, from `nvidia-smi`; null when unknown. */
+  total_mib: number | null;
+  /** Its free memory in MiB now; null when unknown. */
+  free_mib: number | null;
+  /** The engines placed on it, with the share each takes (1: the whole device). */
+  engines: { name: string; share: number }[];
+  /** Free memory its engines demand before they start (vLLM's gpu-memory-utilization × total …); null when unknown. */
+  need_mib: number | null;
+  /** Processes holding memory there now; no engine of this plan runs yet. */
+  holders: PlanHolder[];
+}
+
+/**
+ * What a start would do. `ok` is always true: a start that would be refused
+ * throws instead (`--dry-run` prints that one line and exits 1).
+ *
+ * @example
+ * ```json
+ * {"ok": true, "engines": [{"name": "bge-m3", "port": 5001, "gpus": ["0"], "share": 0.3,
+ *   "command": ["vllm", "serve", "BAAI/bge-m3", "--api-key", "***"], "waits_for": []}],
+ *  "gpus": [{"device": "0", "total_mib": 81920, "free_mib": 81920, "engines": [{"name": "bge-m3", "share": 0.3}]}],
+ *  "warnings": []}
+ * ```
+ */
+export interface StartPlan {
+  /** Always true. */
+  ok: true;
+  /** The root directory. */
+  directory: string;
+  /** Where the management API would listen. */
+  management_url: string;
+  /** Where the GPU pool comes from, as the start logs it. */
+  gpu_pool: string;
+  /** One entry per engine, in request order. */
+  engines: PlanEngine[];
+  /** One entry per device of the pool (and pinned devices outside it). */
+  gpus: PlanGpu[];
+  /** Warnings a start would log, and what a start would do beside a running launcher. */
+  warnings: string[];
+}
+
+/**
+ * Builds the plan from the checks' result.
+ *
+ * @param checked What {@linkcode checkStart} resolved in `dry-run` mode.
+ * @returns The plan.
+ *
+ * @example
+ * ```ts ignore
+ * const plan = startPlan(await checkStart(options, site, "dry-run"));
+ * ```
+ */
+export function startPlan(checked: CheckedStart): StartPlan {
+  const { cards, placement, supervisors, snapshot, site } = checked;
+  const waits = startWaits(
+    supervisors.map((s) => ({ name: s.name, devices: s.gpus })),
+  );
+  const hide = (text: string) =>
+    LOCAL_ENGINE_API_KEY ? text.replaceAll(LOCAL_ENGINE_API_KEY, "***") : text;
+  const engines = supervisors.map((s, i): PlanEngine => {
+    const card = cards[i]!;
+    const need = placement.assignment(card)?.need;
+    const env: Record<string, string> = {
+      ...card.env,
+      ...placement.env(card),
+    };
+    for (const key of Object.keys(env)) env[key] = hide(env[key]!);
+    const weights = checked.weights.get(card.name);
+    return {
+      name: s.name,
+      verb: card.verb,
+      port: s.port,
+      url: s.url,
+      engine: card.engine,
+      gpus: s.gpus === null ? null : [...s.gpus],
+      share: s.gpus === null || s.gpus.length === 0
+        ? null
+        : need?.kind === "share"
+        ? need.share
+        : 1,
+      command: [s.process.executable, ...s.process.args].map(hide),
+      env,
+      waits_for: waits.get(s.name) ?? [],
+      log: s.log.path,
+      weights_bytes: weights?.kind === "local" ? weights.bytes : null,
+    };
+  });
+  const devices = [...placement.detection.pool?.entries ?? []];
+  for (const engine of engines) {
+    for (const device of engine.gpus ?? []) {
+      if (!devices.includes(device)) devices.push(device);
+    }
+  }
+  const owners = new Map(
+    checked.survey.live.map((
+      r,
+    ) => [r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`]),
+  );
+  const listed = snapshot?.processes ?? [];
+  const live = procStats(listed.map((p) => p.pid));
+  const gpus = devices.map((entry): PlanGpu => {
+    const device = snapshot && deviceOf(entry, snapshot);
+    const known = device?.memoryKnown === true;
+    const placed = engines.filter((e) => e.gpus?.includes(entry));
+    const needs = placed.map((e) =>
+      gpuMemoryNeed(cards.find((c) => c.name === e.name)!)?.fraction ?? 0
+    );
+    return {
+      device: entry,
+      total_mib: known ? device!.totalMiB : null,
+      free_mib: known ? device!.totalMiB - device!.usedMiB : null,
+      engines: placed.map((e) => ({ name: e.name, share: e.share ?? 1 })),
+      need_mib: known
+        ? needs.reduce((sum, f) => sum + Math.ceil(f * device!.totalMiB), 0)
+        : null,
+      holders: device
+        ? listed.filter((p) => p.gpuUuid === device.uuid).map((p) => {
+          const stat = live.get(p.pid);
+          return {
+            pid: p.pid,
+            used_mib: p.usedMiB,
+            process: stat === undefined
+              ? "not visible here"
+              : owners.get(stat.pgid) ?? stat.comm,
+          };
+        })
+        : [],
+    };
+  });
+  return {
+    ok: true,
+    directory: checked.directory,
+    management_url: `${checked.tls ? "https" : "http"}://${
+      urlHost(site.host)
+    }:${site.port}`,
+    gpu_pool: gpuPoolLine(placement.detection),
+    engines,
+    gpus,
+    warnings: [
+      ...placement.detection.warning ? [placement.detection.warning] : [],
+      ...checked.warnings,
+    ],
+  };
+}
