@@ -66,63 +66,22 @@ Deno.test("SGLang only with mem-fraction-static; nothing without GPU facts, plac
     }),
     "m: weights 90.0 GiB exceed the 80.0 GiB it may use on GPUs 0,1 (mem-fraction-static 0.5 × 80 GiB × tp-size 2): SGLang will fail to allocate its KV cache",
   );
-  const bare = card({ engine: "sglang" });
   const big = 500 * GIB;
-  assert.equal(
-    weightFitWarning({
-      card: bare,
-      devices: ["0"],
-      weightBytes: big,
-      snapshot: snapshot(),
-    }),
-    undefined,
-  );
-  const vllm = card({});
-  assert.equal(
-    weightFitWarning({
-      card: vllm,
-      devices: ["0"],
-      weightBytes: big,
-      snapshot: undefined,
-    }),
-    undefined,
-  );
-  assert.equal(
-    weightFitWarning({
-      card: vllm,
-      devices: null,
-      weightBytes: big,
-      snapshot: snapshot(),
-    }),
-    undefined,
-  );
-  assert.equal(
-    weightFitWarning({
-      card: vllm,
-      devices: ["MIG-1"],
-      weightBytes: big,
-      snapshot: snapshot(),
-    }),
-    undefined,
-  );
-  assert.equal(
-    weightFitWarning({
-      card: vllm,
-      devices: ["0"],
-      weightBytes: big,
-      snapshot: snapshot(0, false),
-    }),
-    undefined,
-  );
-  assert.equal(
-    weightFitWarning({
+  const none: Parameters<typeof weightFitWarning>[0][] = [
+    { card: card({ engine: "sglang" }), devices: ["0"], snapshot: snapshot() },
+    { card: card({}), devices: ["0"], snapshot: undefined },
+    { card: card({}), devices: null, snapshot: snapshot() },
+    { card: card({}), devices: ["MIG-1"], snapshot: snapshot() },
+    { card: card({}), devices: ["0"], snapshot: snapshot(0, false) },
+    {
       card: card({ engine: "llama.cpp" }),
       devices: ["0"],
-      weightBytes: big,
       snapshot: snapshot(),
-    }),
-    undefined,
-  );
+    },
+  ].map((fit) => ({ ...fit, weightBytes: big }));
+  for (const fit of none) {
+    assert.equal(weightFitWarning(fit), undefined, JSON.stringify(fit.devices));
+  }
 });
 
 Deno.test("start order: an engine waits for the earlier engines sharing one of its devices", () => {
