@@ -6,6 +6,7 @@
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
+import { oneLine } from "../common/one_line.ts";
 
 /** What lies under `<directory>/models/<local>`. */
 export type LocalWeights =
@@ -80,11 +81,4 @@ export function localWeights(card: ModelCard, directory: string): LocalWeights {
     bytes: counted.reduce((sum, size) => sum + size, 0),
     files: counted.length,
   };
-}
-
-function oneLine(error: unknown): string {
-  return (error instanceof Error ? error.message : String(error)).replace(
-    /\s+/g,
-    " ",
-  );
 }

@@ -45,7 +45,7 @@ export interface StatusRow {
 }
 
 /** The column titles, in order. */
-const COLUMNS = [
+export const COLUMNS = [
   "MODEL",
   "VERB",
   "STATE",
