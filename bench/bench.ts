@@ -3,21 +3,21 @@
  * started in the same run, with `wrk` as the load generator and the stand-in
  * engine (`tests/fixtures/fake_engine.ts`) behind every model. Phases:
  *
- * - load (`_load_phase.ts`): `/health` against a bare `Deno.serve` answering
+ * - load (`phases/load.ts`): `/health` against a bare `Deno.serve` answering
  *   the same JSON (and a second one as the noise control); `/models` with 1, 8
  *   and 32 engines against a bare fan-out server polling the same engines; a
  *   hung engine; RSS idle and after load, also of 1-engine launchers with a
  *   smaller V8 young generation (`--v8-flags=--max-semi-space-size=2`, `=1`);
- * - start (`_start_phase.ts`): spawn → "listening on", → first answer, and
+ * - start (`phases/start.ts`): spawn → "listening on", → first answer, and
  *   SIGTERM → exit, with 1 and 32 stand-in engines and with sleep-like ones;
- * - production mode (`_auth_phase.ts`): production ÷ development `/health`,
+ * - production mode (`phases/auth.ts`): production ÷ development `/health`,
  *   one reused token or a fresh one per request; the security headers' cost;
- * - connection guard (`_guard_phase.ts`): guarded ÷ bare `/health`, and the
+ * - connection guard (`phases/guard.ts`): guarded ÷ bare `/health`, and the
  *   launcher's `/health` with 1,000 idle connections held ÷ without;
- * - engine logs (`_log_phase.ts`): an engine writing 200 MB to stdout
+ * - engine logs (`phases/log.ts`): an engine writing 200 MB to stdout
  *   through the launcher into its log ÷ straight to a file (and through a
  *   plain pipe to `cat`), and whether the log holds every byte;
- * - GPU lifecycle (`_gpu_phase.ts`): 32 engines with no GPU pool, this tree
+ * - GPU lifecycle (`phases/gpu.ts`): 32 engines with no GPU pool, this tree
  *   ÷ the tree before the GPU start gate (exported by `git archive`) against
  *   an A/A control; `nvidia-smi` queries and launcher CPU per health round
  *   with the stand-in `nvidia-smi` and 8 (or 2) engines on fake GPUs.
@@ -36,16 +36,16 @@
  * @module
  */
 import { fakeBin } from "../tests/support/helpers.ts";
-import { Child } from "./_process.ts";
-import { writeWrkScript, WrkMissingError, wrkVersion } from "./_wrk.ts";
-import { type Bench, progress, removeDir } from "./_plan.ts";
-import { catalogueYaml } from "./_servers.ts";
-import { loadPhase } from "./_load_phase.ts";
-import { startPhase } from "./_start_phase.ts";
-import { authPhase } from "./_auth_phase.ts";
-import { guardPhase } from "./_guard_phase.ts";
-import { logPhase } from "./_log_phase.ts";
-import { gpuPhase } from "./_gpu_phase.ts";
+import { Child } from "./servers/process.ts";
+import { writeWrkScript, WrkMissingError, wrkVersion } from "./load/wrk.ts";
+import { type Bench, progress, removeDir } from "./plan.ts";
+import { catalogueYaml } from "./servers/spawn.ts";
+import { loadPhase } from "./phases/load.ts";
+import { startPhase } from "./phases/start.ts";
+import { authPhase } from "./phases/auth.ts";
+import { guardPhase } from "./phases/guard.ts";
+import { logPhase } from "./phases/log.ts";
+import { gpuPhase } from "./phases/gpu.ts";
 import {
   authReport,
   buildReport,
@@ -53,7 +53,7 @@ import {
   guardReport,
   logReport,
   type Report,
-} from "./_report.ts";
+} from "./report/report.ts";
 
 const RESULTS = new URL("./results/latest.md", import.meta.url);
 const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);

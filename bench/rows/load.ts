@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { LoadResults } from "./_load_phase.ts";
+import type { LoadResults } from "../phases/load.ts";
 import {
   MANY,
   median,
@@ -13,7 +13,7 @@ import {
   PLAN,
   POLL_TIMEOUT_MS,
   type Runs,
-} from "./_plan.ts";
+} from "../plan.ts";
 import {
   errorNotesOf,
   fmt,
@@ -25,7 +25,7 @@ import {
   signed,
   type Verdict,
   wrkRows,
-} from "./_table.ts";
+} from "../report/table.ts";
 
 /** Throughput, latency and hung-engine rows. */
 export function loadRows(load: LoadResults): Row[] {

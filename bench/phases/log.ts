@@ -9,9 +9,9 @@
  *
  * @module
  */
-import { freePorts } from "../tests/support/helpers.ts";
-import { Child } from "./_process.ts";
-import { FLOOD_CARD, makeRootIn, spawnLauncher } from "./_servers.ts";
+import { freePorts } from "../../tests/support/helpers.ts";
+import { Child } from "../servers/process.ts";
+import { FLOOD_CARD, makeRootIn, spawnLauncher } from "../servers/spawn.ts";
 import {
   type Bench,
   median,
@@ -19,13 +19,13 @@ import {
   progress,
   removeDir,
   sleep,
-} from "./_plan.ts";
-import { fmt, range, type Row, row, type Verdict } from "./_table.ts";
+} from "../plan.ts";
+import { fmt, range, type Row, row, type Verdict } from "../report/table.ts";
 
 const FAKE_ENGINE =
-  new URL("../tests/fixtures/fake_engine.ts", import.meta.url).pathname;
+  new URL("../../tests/fixtures/fake_engine.ts", import.meta.url).pathname;
 const DONE = /flood done in (\d+) ms/;
-const DRAIN = new URL("./_pipe_drain.ts", import.meta.url).pathname;
+const DRAIN = new URL("../servers/pipe_drain.ts", import.meta.url).pathname;
 /** Issue 8 §4: through the launcher ÷ straight to a file. */
 export const LOG_TARGET_RATIO = 1.2;
 

@@ -6,9 +6,9 @@
  * @module
  */
 import { SignJWT } from "jose";
-import { writeWrkScript } from "./_wrk.ts";
-import { withSecurityHeaders } from "../src/web.ts";
-import { createManagementHandler } from "../src/http/handler.ts";
+import { writeWrkScript } from "./wrk.ts";
+import { withSecurityHeaders } from "../../src/web.ts";
+import { createManagementHandler } from "../../src/http/handler.ts";
 
 /** The production launcher's settings, known to the token minter. */
 export const AUTH_ENV = {

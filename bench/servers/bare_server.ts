@@ -1,7 +1,7 @@
 /**
  * The baseline for `deno task bench`: a bare `Deno.serve` answering every
  * request with the same constant JSON as the launcher's `GET /health` with one
- * engine. Usage: `deno run --allow-net bench/_bare_server.ts PORT [--guard]`;
+ * engine. Usage: `deno run --allow-net bench/servers/bare_server.ts PORT [--guard]`;
  * with `--guard` the same handler is served behind the connection guard
  * (`src/http/connection_guard.ts`), to measure what the guard costs.
  *
@@ -10,8 +10,8 @@
  *
  * @module
  */
-import { serveGuarded } from "../src/http/connection_guard.ts";
-import { SEMIOSERVE_DEFAULTS } from "../src/serve/options.ts";
+import { serveGuarded } from "../../src/http/connection_guard.ts";
+import { SEMIOSERVE_DEFAULTS } from "../../src/serve/options.ts";
 
 const BODY = JSON.stringify({ status: "ok", models: 1 });
 

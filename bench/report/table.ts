@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type Measured, median, type Runs } from "./_plan.ts";
+import { type Measured, median, type Runs } from "../plan.ts";
 
 /** Units a row can be in. */
 export type Unit =

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { sleep } from "./_plan.ts";
+import { sleep } from "../plan.ts";
 
 const TEMPORARY = /\/\.mymodel_serve_\d+\.prom\.\d+\.\d+\.tmp$/;
 

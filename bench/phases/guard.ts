@@ -5,9 +5,9 @@
  *
  * @module
  */
-import { freePorts } from "../tests/support/helpers.ts";
-import { compare } from "./_compare.ts";
-import { spawnBaseline, spawnLauncher, waitHealthy } from "./_servers.ts";
+import { freePorts } from "../../tests/support/helpers.ts";
+import { compare } from "../load/compare.ts";
+import { spawnBaseline, spawnLauncher, waitHealthy } from "../servers/spawn.ts";
 import {
   type Bench,
   C8,
@@ -19,7 +19,7 @@ import {
   progress,
   type Runs,
   url,
-} from "./_plan.ts";
+} from "../plan.ts";
 import {
   errorNotesOf,
   range,
@@ -27,7 +27,7 @@ import {
   type Row,
   type Verdict,
   wrkRows,
-} from "./_table.ts";
+} from "../report/table.ts";
 
 /** Idle connections held open during the flooded runs. */
 export const IDLE_FLOOD = 1_000;

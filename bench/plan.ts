@@ -5,8 +5,8 @@
  *
  * @module
  */
-import type { WrkResult } from "./_wrk.ts";
-import type { Child } from "./_process.ts";
+import type { WrkResult } from "./load/wrk.ts";
+import type { Child } from "./servers/process.ts";
 
 /** Loopback only. */
 export const HOST = "127.0.0.1";

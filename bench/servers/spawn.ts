@@ -5,8 +5,8 @@
  *
  * @module
  */
-import { pathWith, siteArgs } from "../tests/support/helpers.ts";
-import { Child } from "./_process.ts";
+import { pathWith, siteArgs } from "../../tests/support/helpers.ts";
+import { Child } from "./process.ts";
 import {
   type Bench,
   engineNames,
@@ -15,11 +15,11 @@ import {
   POLL_TIMEOUT_MS,
   sleep,
   url,
-} from "./_plan.ts";
+} from "../plan.ts";
 
-const MOD = new URL("../mod.ts", import.meta.url).pathname;
-const BARE = new URL("./_bare_server.ts", import.meta.url).pathname;
-const FANOUT = new URL("./_fanout_server.ts", import.meta.url).pathname;
+const MOD = new URL("../../mod.ts", import.meta.url).pathname;
+const BARE = new URL("./bare_server.ts", import.meta.url).pathname;
+const FANOUT = new URL("./fanout_server.ts", import.meta.url).pathname;
 
 /** The card whose engine writes `PLAN.logBytes` to stdout at start. */
 export const FLOOD_CARD = "flood";

@@ -5,28 +5,28 @@
  *
  * @module
  */
-import type { LoadResults } from "./_load_phase.ts";
-import { loadNotes, loadRows, loadTargets } from "./_load_rows.ts";
-import { memoryRows, memoryTargets } from "./_memory_rows.ts";
-import { type StartResults, startRows, startTargets } from "./_start_phase.ts";
+import type { LoadResults } from "../phases/load.ts";
+import { loadNotes, loadRows, loadTargets } from "../rows/load.ts";
+import { memoryRows, memoryTargets } from "../rows/memory.ts";
+import { type StartResults, startRows, startTargets } from "../phases/start.ts";
 import {
   authNotes,
   type AuthResults,
   authRows,
   authTargets,
-} from "./_auth_phase.ts";
+} from "../phases/auth.ts";
 import {
   guardNotes,
   type GuardResults,
   guardRows,
   guardTargets,
   IDLE_FLOOD,
-} from "./_guard_phase.ts";
-import { type LogResults, logRows, logTargets } from "./_log_phase.ts";
-import type { GpuResults } from "./_gpu_phase.ts";
-import { GPU_METHOD, gpuNotes, gpuRows, gpuTargets } from "./_gpu_rows.ts";
-import { HOST, MANY, PLAN } from "./_plan.ts";
-import { type Row, tableLines, type Verdict, verdictLines } from "./_table.ts";
+} from "../phases/guard.ts";
+import { type LogResults, logRows, logTargets } from "../phases/log.ts";
+import type { GpuResults } from "../phases/gpu.ts";
+import { GPU_METHOD, gpuNotes, gpuRows, gpuTargets } from "../rows/gpu.ts";
+import { HOST, MANY, PLAN } from "../plan.ts";
+import { type Row, tableLines, type Verdict, verdictLines } from "./table.ts";
 
 /** Every phase's results. */
 export interface AllResults {
@@ -58,7 +58,7 @@ const METHOD = [
   `/health: ${PLAN.healthRounds} rounds of ${PLAN.healthSeconds} s over the bare server, a second bare server`,
   `(the noise control: it differs from the first only by chance) and the 1-engine launchers, order rotated each round.`,
   `/models: ${PLAN.modelsRounds} such rounds over launchers with 1, 8 and ${MANY} engines, all up at once,`,
-  `and at c=1 over a bare fan-out server (\`bench/_fanout_server.ts\`) polling the same engines.`,
+  `and at c=1 over a bare fan-out server (\`bench/servers/fanout_server.ts\`) polling the same engines.`,
   `Two more 1-engine launchers run with \`--v8-flags=--max-semi-space-size=2\` and \`=1\` (a smaller V8 young generation)`,
   `and take the same /health and /models load as the default 1-engine launcher.`,
   `Values are medians over rounds; where baseline and target ran in the same rounds, ratio and Δ are the`,

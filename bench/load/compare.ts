@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { runWrk } from "./_wrk.ts";
+import { runWrk } from "./wrk.ts";
 import {
   type Bench,
   type Load,
@@ -14,7 +14,7 @@ import {
   progress,
   type Runs,
   type Target,
-} from "./_plan.ts";
+} from "../plan.ts";
 
 /**
  * Warms every target up, then runs `rounds` rounds over all of them, the order

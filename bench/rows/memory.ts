@@ -5,9 +5,9 @@
  *
  * @module
  */
-import { type LoadResults, type Rss, SEMI_SPACE } from "./_load_phase.ts";
-import { MANY, pick } from "./_plan.ts";
-import { fmt, type Row, row, type Verdict, wrkRows } from "./_table.ts";
+import { type LoadResults, type Rss, SEMI_SPACE } from "../phases/load.ts";
+import { MANY, pick } from "../plan.ts";
+import { fmt, type Row, row, type Verdict, wrkRows } from "../report/table.ts";
 
 /** MiB the target allows per engine on top of 1.5 × the bare server. */
 const PER_ENGINE_MIB = 0.5;

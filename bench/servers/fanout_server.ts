@@ -2,7 +2,7 @@
  * A second baseline for `deno task bench`: the least `GET /models` can do, a
  * bare `Deno.serve` that fetches every engine's `/health` at once (2 s
  * timeout each) and answers with who is healthy. Usage:
- * `deno run --allow-net bench/_fanout_server.ts PORT ENGINE_PORT...`.
+ * `deno run --allow-net bench/servers/fanout_server.ts PORT ENGINE_PORT...`.
  *
  * It prints `listening on http://127.0.0.1:PORT` on stderr once it listens.
  *

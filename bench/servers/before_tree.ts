@@ -8,7 +8,7 @@
  */
 
 /** The repository this bench belongs to, when it is a local checkout. */
-const REPO = new URL("..", import.meta.url);
+const REPO = new URL("../..", import.meta.url);
 
 /** An exported tree, or why there is none. */
 export type ExportedTree =

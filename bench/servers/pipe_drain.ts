@@ -2,12 +2,12 @@
  * The floor of draining a child's output in Deno: spawns the stand-in engine
  * with its stdout piped, reads and discards every byte, and passes the
  * engine's stderr (its `flood done in N ms` line) through. Usage:
- * `deno run -A bench/_pipe_drain.ts <engine arguments>`.
+ * `deno run -A bench/servers/pipe_drain.ts <engine arguments>`.
  *
  * @module
  */
 const FAKE_ENGINE =
-  new URL("../tests/fixtures/fake_engine.ts", import.meta.url).pathname;
+  new URL("../../tests/fixtures/fake_engine.ts", import.meta.url).pathname;
 
 const child = new Deno.Command(Deno.execPath(), {
   args: ["run", "-A", "--quiet", FAKE_ENGINE, ...Deno.args],

@@ -6,17 +6,17 @@
  *
  * @module
  */
-import { freePorts } from "../tests/support/helpers.ts";
-import { Child } from "./_process.ts";
-import { runWrk, type WrkResult } from "./_wrk.ts";
-import { compare } from "./_compare.ts";
+import { freePorts } from "../../tests/support/helpers.ts";
+import { Child } from "../servers/process.ts";
+import { runWrk, type WrkResult } from "../load/wrk.ts";
+import { compare } from "../load/compare.ts";
 import {
   mib,
   spawnBaseline,
   spawnLauncher,
   stopCleanly,
   waitHealthy,
-} from "./_servers.ts";
+} from "../servers/spawn.ts";
 import {
   type Bench,
   C1,
@@ -28,7 +28,7 @@ import {
   type Runs,
   type Target,
   url,
-} from "./_plan.ts";
+} from "../plan.ts";
 
 /**
  * 1-engine launchers started with `--v8-flags`: a smaller semi-space (young
@@ -45,7 +45,7 @@ export type SemiKey = (typeof SEMI_SPACE)[number]["key"];
 /** VmRSS in MiB of each server process (engines excluded). */
 export type Rss = Record<"bare" | "one" | "many" | "floor" | SemiKey, number>;
 
-const FLOOR = new URL("./_import_floor.ts", import.meta.url).pathname;
+const FLOOR = new URL("../servers/import_floor.ts", import.meta.url).pathname;
 
 /** What the load phase measured. */
 export interface LoadResults {

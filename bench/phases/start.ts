@@ -7,13 +7,13 @@
  *
  * @module
  */
-import { freePorts } from "../tests/support/helpers.ts";
+import { freePorts } from "../../tests/support/helpers.ts";
 import {
   firstAnswer,
   spawnBaseline,
   spawnLauncher,
   waitHealthy,
-} from "./_servers.ts";
+} from "../servers/spawn.ts";
 import {
   type Bench,
   engineNames,
@@ -21,8 +21,8 @@ import {
   median,
   PLAN,
   progress,
-} from "./_plan.ts";
-import { fmt, type Row, row, type Verdict } from "./_table.ts";
+} from "../plan.ts";
+import { fmt, type Row, row, type Verdict } from "../report/table.ts";
 
 /** Issue 9 §5: 32 engines, spawn → listening, in ms (half the Python reference's 846 ms). */
 export const START_TARGET_MS = 420;

@@ -7,7 +7,7 @@
  *
  * @module
  */
-import "../mod.ts";
+import "../../mod.ts";
 
 console.error("listening on (nothing: modules loaded)");
 setInterval(() => {}, 1 << 30);

@@ -13,8 +13,8 @@ import {
   type GpuResults,
   type RoundWindow,
   type StartSample,
-} from "./_gpu_phase.ts";
-import { MANY, median, PLAN } from "./_plan.ts";
+} from "../phases/gpu.ts";
+import { MANY, median, PLAN } from "../plan.ts";
 import {
   fmt,
   range,
@@ -23,7 +23,7 @@ import {
   signed,
   times,
   type Verdict,
-} from "./_table.ts";
+} from "../report/table.ts";
 
 /** The method, for the report's Method paragraph. */
 export const GPU_METHOD = [

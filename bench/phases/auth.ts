@@ -5,17 +5,17 @@
  *
  * @module
  */
-import { freePorts } from "../tests/support/helpers.ts";
-import type { Child } from "./_process.ts";
+import { freePorts } from "../../tests/support/helpers.ts";
+import type { Child } from "../servers/process.ts";
 import {
   AUTH_ENV,
   FRESH_TOKENS,
   type HeaderCost,
   measureHeaderCost,
   writeAuthScripts,
-} from "./_auth_load.ts";
-import { compare } from "./_compare.ts";
-import { spawnLauncher, waitHealthy } from "./_servers.ts";
+} from "../load/auth_load.ts";
+import { compare } from "../load/compare.ts";
+import { spawnLauncher, waitHealthy } from "../servers/spawn.ts";
 import {
   type Bench,
   C8,
@@ -27,7 +27,7 @@ import {
   type Runs,
   sleep,
   url,
-} from "./_plan.ts";
+} from "../plan.ts";
 import {
   errorNotesOf,
   range,
@@ -36,7 +36,7 @@ import {
   times,
   type Verdict,
   wrkRows,
-} from "./_table.ts";
+} from "../report/table.ts";
 
 /** Production ÷ development `/health` at c=8, and the headers' own cost. */
 export interface AuthResults {
