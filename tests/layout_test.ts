@@ -86,8 +86,8 @@ async function sourceFiles(dir = SRC, prefix = ""): Promise<string[]> {
   return out.sort();
 }
 
-/** Relative imports of a module, comments (and so JSDoc examples) left out. */
-function importsOf(path: string, text: string): string[] {
+/** Relative imports of a module under `root`, comments (and so JSDoc examples) left out. */
+function importsOf(path: string, text: string, root = SRC): string[] {
   const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(
     /^\s*\/\/.*$/gm,
     "",
@@ -95,11 +95,11 @@ function importsOf(path: string, text: string): string[] {
   const specs = [
     ...code.matchAll(/(?:from|import)\s*\(?\s*"(\.\.?\/[^"]+)"/g),
   ].map((m) => m[1]!);
-  const base = new URL(path, SRC);
+  const base = new URL(path, root);
   return specs
     .map((spec) => new URL(spec, base).href)
-    .filter((href) => href.startsWith(SRC.href) && href.endsWith(".ts"))
-    .map((href) => href.slice(SRC.href.length));
+    .filter((href) => href.startsWith(root.href) && href.endsWith(".ts"))
+    .map((href) => href.slice(root.href.length));
 }
 
 function roomOf(path: string): string {
@@ -194,5 +194,79 @@ Deno.test("each folder's main file says what the folder is for and must not know
       /knows nothing of/,
       `${file}: says nothing it must not know`,
     );
+  }
+});
+
+// ---------------------------------------------------------------------------
+// bench/: folders by role
+
+const BENCH = new URL("../bench/", import.meta.url);
+
+/**
+ * Each room of `bench/` and the rooms it may import; `top` is the entry
+ * points and `plan.ts` (what every phase shares). A phase measures, its rows
+ * read the measurements, the report puts rows together.
+ */
+const BENCH_MAY_IMPORT: Record<string, readonly string[]> = {
+  servers: ["top"],
+  load: ["top", "servers"],
+  phases: ["top", "servers", "load"],
+  rows: ["top", "load", "phases", "report"],
+  report: ["top", "phases", "rows"],
+  top: ["servers", "load", "phases", "report"],
+};
+
+const benchFiles = await sourceFiles(BENCH);
+const benchGraph = new Map<string, string[]>();
+for (const file of benchFiles) {
+  benchGraph.set(
+    file,
+    importsOf(file, await Deno.readTextFile(new URL(file, BENCH)), BENCH),
+  );
+}
+
+function benchRoom(file: string): string {
+  return file.includes("/") ? roomOf(file) : "top";
+}
+
+Deno.test("bench/: every file is in a room of the map, and imports follow it", () => {
+  const wrong: string[] = [];
+  for (const [file, imports] of benchGraph) {
+    const room = benchRoom(file);
+    assert.ok(room in BENCH_MAY_IMPORT, `bench/${file}: room ${room} unknown`);
+    for (const target of imports) {
+      const to = benchRoom(target);
+      if (to !== room && !BENCH_MAY_IMPORT[room]!.includes(to)) {
+        wrong.push(`${file} -> ${target}`);
+      }
+    }
+  }
+  assert.deepEqual(wrong, []);
+});
+
+Deno.test("bench/: every phase keeps its rows in rows/<phase>.ts, and no phase builds rows", async () => {
+  const phases = benchFiles.filter((file) => file.startsWith("phases/"));
+  assert.ok(phases.length >= 6, `only ${phases.length} phases`);
+  for (const phase of phases) {
+    const rows = phase.replace(/^phases\//, "rows/");
+    assert.ok(benchFiles.includes(rows), `${phase} has no ${rows}`);
+    assert.ok(
+      benchGraph.get(rows)!.includes(phase),
+      `${rows} does not read ${phase}`,
+    );
+    assert.ok(
+      !benchGraph.get(phase)!.some((target) => target.startsWith("report/")),
+      `${phase} imports the report's table: its rows belong in ${rows}`,
+    );
+    const text = await Deno.readTextFile(new URL(phase, BENCH));
+    assert.doesNotMatch(
+      text,
+      /^export function \w+(Rows|Targets|Notes)\b/m,
+      `${phase} exports rows`,
+    );
+  }
+  for (const rows of benchFiles.filter((file) => file.startsWith("rows/"))) {
+    const phase = rows.replace(/^rows\//, "phases/");
+    assert.ok(benchFiles.includes(phase), `${rows} belongs to no phase`);
   }
 });

@@ -20,23 +20,12 @@ import {
   type Bench,
   C8,
   engineNames,
-  median,
-  pick,
   PLAN,
   progress,
   type Runs,
   sleep,
   url,
 } from "../plan.ts";
-import {
-  errorNotesOf,
-  range,
-  roundRatios,
-  type Row,
-  times,
-  type Verdict,
-  wrkRows,
-} from "../report/table.ts";
 
 /** Production ÷ development `/health` at c=8, and the headers' own cost. */
 export interface AuthResults {
@@ -109,63 +98,4 @@ export async function authPhase(bench: Bench): Promise<AuthResults> {
   );
   progress("security headers: in-process cost on /health");
   return { runs, headers: measureHeaderCost() };
-}
-
-/** Development, production with one token and with fresh tokens; the headers' cost. */
-export function authRows(auth: AuthResults): Row[] {
-  const { runs, headers } = auth;
-  const dev = {
-    label: "development c=8",
-    runs: pick(runs, "dev"),
-    paired: true,
-  };
-  return [
-    ...wrkRows("launcher /health, development, c=8", pick(runs, "dev")),
-    ...wrkRows(
-      "launcher /health, production, one token reused, c=8",
-      pick(runs, "prodOne"),
-      dev,
-    ),
-    ...wrkRows(
-      `launcher /health, production, a fresh token per request (${FRESH_TOKENS} in a cycle, no cache hit), c=8`,
-      pick(runs, "prodFresh"),
-      dev,
-    ),
-    {
-      what: "management handler /health in process, with the security headers",
-      value: `${headers.withHeaders.toFixed(0)} ns`,
-      baseline: `without: ${headers.plain.toFixed(0)} ns`,
-      ratio: times(headers.withHeaders / headers.plain),
-      delta: `+${(headers.withHeaders - headers.plain).toFixed(0)} ns`,
-    },
-  ];
-}
-
-/** Production ÷ development with one token ≥ 0.70. */
-export function authTargets(auth: AuthResults): Verdict[] {
-  const ratios = roundRatios(
-    pick(auth.runs, "prodOne"),
-    pick(auth.runs, "dev"),
-    "rps",
-  );
-  const fresh = roundRatios(
-    pick(auth.runs, "prodFresh"),
-    pick(auth.runs, "dev"),
-    "rps",
-  );
-  const ratio = median(ratios);
-  return [{
-    name:
-      "production ÷ development /health throughput, one token, c=8 (ratio ≥ 0.70)",
-    pass: ratio >= 0.7,
-    detail: `ratio ${ratio.toFixed(2)} (rounds ${range(ratios)}); ` +
-      `a fresh token per request: ${median(fresh).toFixed(2)} (rounds ${
-        range(fresh)
-      }, reported, no target)`,
-  }];
-}
-
-/** Notes on wrk errors during the production rows. */
-export function authNotes(auth: AuthResults): string[] {
-  return errorNotesOf([["/health c=8 auth", auth.runs]]);
 }

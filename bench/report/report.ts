@@ -6,24 +6,22 @@
  * @module
  */
 import type { LoadResults } from "../phases/load.ts";
-import { loadNotes, loadRows, loadTargets } from "../rows/load.ts";
-import { memoryRows, memoryTargets } from "../rows/memory.ts";
-import { type StartResults, startRows, startTargets } from "../phases/start.ts";
-import {
-  authNotes,
-  type AuthResults,
-  authRows,
-  authTargets,
-} from "../phases/auth.ts";
-import {
-  guardNotes,
-  type GuardResults,
-  guardRows,
-  guardTargets,
-  IDLE_FLOOD,
-} from "../phases/guard.ts";
-import { type LogResults, logRows, logTargets } from "../phases/log.ts";
+import type { StartResults } from "../phases/start.ts";
+import type { AuthResults } from "../phases/auth.ts";
+import { type GuardResults, IDLE_FLOOD } from "../phases/guard.ts";
+import type { LogResults } from "../phases/log.ts";
 import type { GpuResults } from "../phases/gpu.ts";
+import {
+  loadNotes,
+  loadRows,
+  loadTargets,
+  memoryRows,
+  memoryTargets,
+} from "../rows/load.ts";
+import { startRows, startTargets } from "../rows/start.ts";
+import { authNotes, authRows, authTargets } from "../rows/auth.ts";
+import { guardNotes, guardRows, guardTargets } from "../rows/guard.ts";
+import { logRows, logTargets } from "../rows/log.ts";
 import { GPU_METHOD, gpuNotes, gpuRows, gpuTargets } from "../rows/gpu.ts";
 import { HOST, MANY, PLAN } from "../plan.ts";
 import { type Row, tableLines, type Verdict, verdictLines } from "./table.ts";
