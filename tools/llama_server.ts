@@ -11,6 +11,11 @@
  * resumes (cmake builds incrementally). The cache lives in `$MYMODEL_CACHE`, else
  * `$XDG_CACHE_HOME/mymodel-serve`, else `~/.cache/mymodel-serve`.
  *
+ * `buildLlamaServer({ cuda: true })` (used by `deno task gpu-check`) builds a
+ * second, CUDA one (`-DGGML_CUDA=ON`, needs `nvcc`) in its own cache folder;
+ * its source is cloned from `$LLAMA_CPP_SOURCE` (a llama.cpp git checkout or
+ * bundle), else from the CPU build's source, else fetched as above.
+ *
  * @module
  */
 import { parseArgs } from "node:util";
@@ -31,13 +36,15 @@ export function cacheDir(): string {
   );
 }
 
-function buildRoot(): string {
-  return `${cacheDir()}/llama.cpp-${NODE_LLAMA_CPP_VERSION}`;
+function buildRoot(cuda = false): string {
+  return `${cacheDir()}/llama.cpp-${NODE_LLAMA_CPP_VERSION}${
+    cuda ? "-cuda" : ""
+  }`;
 }
 
-/** Path of the cached `llama-server` binary (it may not exist yet). */
-export function llamaServerPath(): string {
-  return `${buildRoot()}/src/build/bin/llama-server`;
+/** Path of the cached `llama-server` binary (it may not exist yet); `cuda`: the CUDA build's. */
+export function llamaServerPath(cuda = false): string {
+  return `${buildRoot(cuda)}/src/build/bin/llama-server`;
 }
 
 function exists(path: string): boolean {
@@ -49,9 +56,9 @@ function exists(path: string): boolean {
   }
 }
 
-/** True when a finished build is in the cache. */
-export function isLlamaServerBuilt(): boolean {
-  return exists(`${buildRoot()}/BUILT`) && exists(llamaServerPath());
+/** True when a finished build is in the cache; `cuda`: the CUDA build. */
+export function isLlamaServerBuilt(cuda = false): boolean {
+  return exists(`${buildRoot(cuda)}/BUILT`) && exists(llamaServerPath(cuda));
 }
 
 const TOOLS: Record<string, string> = {
@@ -75,6 +82,7 @@ async function run(
   args: string[],
   cwd: string,
   quiet = false,
+  signal?: AbortSignal,
 ): Promise<void> {
   const stdio = quiet ? "null" : "inherit";
   const { code } = await new Deno.Command(cmd, {
@@ -83,7 +91,9 @@ async function run(
     stdin: "null",
     stdout: stdio,
     stderr: "inherit",
+    ...(signal ? { signal } : {}),
   }).output();
+  signal?.throwIfAborted();
   if (code !== 0) {
     throw new Error(
       `Cannot build llama-server: '${cmd} ${
@@ -101,27 +111,52 @@ function say(line: string): void {
   console.error(`[engine:llama] ${line}`);
 }
 
+/** Which `llama-server` to build. */
+export interface BuildOptions {
+  /** Build with CUDA (`-DGGML_CUDA=ON`; needs `nvcc`), cached apart from the CPU build. */
+  readonly cuda?: boolean;
+  /** Aborting it kills the build step under way and rejects. */
+  readonly signal?: AbortSignal;
+}
+
 /**
  * Builds `llama-server` unless a finished build is cached; returns its path.
  *
+ * @param options CUDA or not; a signal bounding the build.
  * @throws {Error} naming the missing tool when npm, tar, git, cmake, g++ or make is absent.
  */
-export async function buildLlamaServer(): Promise<string> {
-  const bin = llamaServerPath();
-  if (isLlamaServerBuilt()) {
+export async function buildLlamaServer(
+  options: BuildOptions = {},
+): Promise<string> {
+  const cuda = options.cuda ?? false;
+  const signal = options.signal;
+  const bin = llamaServerPath(cuda);
+  if (isLlamaServerBuilt(cuda)) {
     say(`using the cached build at ${bin}`);
     return bin;
   }
-  for (const [tool, how] of Object.entries(TOOLS)) {
+  const tools = cuda
+    ? { ...TOOLS, nvcc: "install the CUDA toolkit (nvcc)" }
+    : TOOLS;
+  for (const [tool, how] of Object.entries(tools)) {
     if (!onPath(tool)) {
       throw new Error(
         `Cannot build llama-server: '${tool}' is not on PATH (${how})`,
       );
     }
   }
-  const root = buildRoot();
+  const root = buildRoot(cuda);
   const src = `${root}/src`;
   await Deno.mkdir(root, { recursive: true });
+  const local = Deno.env.get("LLAMA_CPP_SOURCE") ??
+    (cuda && exists(`${buildRoot()}/src/CMakeLists.txt`)
+      ? `${buildRoot()}/src`
+      : undefined);
+  if (!exists(`${src}/CMakeLists.txt`) && local !== undefined) {
+    say(`cloning the llama.cpp source from ${local}`);
+    await Deno.remove(src, { recursive: true }).catch(() => {});
+    await run("git", ["clone", "-q", local, "src"], root, true, signal);
+  }
   if (!exists(`${src}/CMakeLists.txt`)) {
     say(
       `fetching node-llama-cpp@${NODE_LLAMA_CPP_VERSION} from npm (about 35 MB)`,
@@ -171,23 +206,29 @@ export async function buildLlamaServer(): Promise<string> {
       // download the UI (the download fails where only npm is reachable).
       // Only builds that run anyway see this: the cache is keyed on BUILT alone.
       "-DLLAMA_USE_PREBUILT_UI=OFF",
+      // With GGML_NATIVE, ggml compiles the kernels for this machine's GPUs.
+      ...(cuda ? ["-DGGML_CUDA=ON"] : []),
     ],
     src,
     true,
+    signal,
   );
   const jobs = String(navigator.hardwareConcurrency || 2);
   say(
-    `compiling llama-server with ${jobs} jobs (about 6 minutes on 2 cores the first time)`,
+    `compiling llama-server${
+      cuda ? " with CUDA" : ""
+    } with ${jobs} jobs (about 6 minutes on 2 cores the first time${
+      cuda ? ", more for the CUDA kernels" : ""
+    })`,
   );
   say(UI_NOTE);
-  await run("cmake", [
-    "--build",
-    "build",
-    "--target",
-    "llama-server",
-    "-j",
-    jobs,
-  ], src);
+  await run(
+    "cmake",
+    ["--build", "build", "--target", "llama-server", "-j", jobs],
+    src,
+    false,
+    signal,
+  );
   await Deno.writeTextFile(`${root}/BUILT`, `${new Date().toISOString()}\n`);
   say(`built ${bin}`);
   return bin;

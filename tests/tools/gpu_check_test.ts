@@ -1,0 +1,256 @@
+/**
+ * `deno task gpu-check` (tools/gpu_check.ts) against the stand-ins: every
+ * scenario passes through the real CLI; a deliberately failed scenario leaves
+ * no process behind and the others still run; without `nvidia-smi` it exits 3
+ * with one line. Each run gets its own TMPDIR, which must be empty of all but
+ * the report afterwards, and no process may still carry it.
+ *
+ * Also tools/gpu_engine.py, the real check's engine, where python3 is here
+ * (without `--hold-mib` it imports no PyTorch).
+ */
+import assert from "node:assert/strict";
+import { fileURLToPath } from "node:url";
+import { isLlamaServerBuilt } from "../../tools/llama_server.ts";
+import { freePorts, pidAlive, waitFor } from "../support/helpers.ts";
+
+const CHECK = fileURLToPath(
+  new URL("../../tools/gpu_check.ts", import.meta.url),
+);
+const ENGINE = fileURLToPath(
+  new URL("../../tools/gpu_engine.py", import.meta.url),
+);
+
+interface CheckRun {
+  code: number;
+  stdout: string;
+  stderr: string;
+  report: string | undefined;
+  /** What the run left in its TMPDIR besides the report. */
+  left: string[];
+  /** Live processes whose environment names its TMPDIR. */
+  running: number[];
+}
+
+/** Pids of live processes (zombies left out) whose environment contains `needle`. */
+async function processesWith(needle: string): Promise<number[]> {
+  const bytes = new TextEncoder().encode(needle);
+  const out: number[] = [];
+  for await (const entry of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(entry.name)) continue;
+    try {
+      const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`);
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
+      const environ = await Deno.readFile(`/proc/${entry.name}/environ`);
+      if (indexOf(environ, bytes)) out.push(Number(entry.name));
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return out;
+}
+
+function indexOf(haystack: Uint8Array, needle: Uint8Array): boolean {
+  outer: for (let i = 0; i + needle.length <= haystack.length; i++) {
+    for (let j = 0; j < needle.length; j++) {
+      if (haystack[i + j] !== needle[j]) continue outer;
+    }
+    return true;
+  }
+  return false;
+}
+
+/** Runs the check with `args` (and `--report` inside a fresh TMPDIR unless `report` is false). */
+async function runCheck(
+  args: string[],
+  env: Record<string, string> = {},
+  report = true,
+): Promise<CheckRun> {
+  const tmp = await Deno.makeTempDir({ prefix: "serve-gpucheck-" });
+  try {
+    const reportPath = `${tmp}/report.md`;
+    const output = await new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        CHECK,
+        ...args,
+        ...(report ? ["--report", reportPath] : []),
+      ],
+      env: { NO_COLOR: "1", TMPDIR: tmp, ...env },
+      stdin: "null",
+    }).output();
+    const decode = (b: Uint8Array) => new TextDecoder().decode(b);
+    const text = await Deno.readTextFile(reportPath).catch(() => undefined);
+    const left = [...Deno.readDirSync(tmp)].map((e) => e.name).filter((n) =>
+      n !== "report.md"
+    );
+    return {
+      code: output.code,
+      stdout: decode(output.stdout),
+      stderr: decode(output.stderr),
+      report: text,
+      left,
+      running: await processesWith(`TMPDIR=${tmp}\0`),
+    };
+  } finally {
+    await Deno.remove(tmp, { recursive: true });
+  }
+}
+
+/** The report's scenario rows: id → result. */
+function rows(report: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const match of report.matchAll(/^\| .*\(`([a-z-]+)`\) \| (\w+) \|/gm)) {
+    out.set(match[1]!, match[2]!);
+  }
+  return out;
+}
+
+Deno.test("gpu-check --stand-in: every scenario passes through the real CLI, and says it is no GPU measurement", async () => {
+  const run = await runCheck(["--stand-in", "--crashes", "3"]);
+  assert.equal(run.code, 0, run.stdout + run.stderr);
+  assert.ok(run.report, "a report");
+  assert.match(run.report, /^# GPU check — stand-in run \(no GPU\)/);
+  assert.match(run.report, /\*\*Not a GPU measurement\.\*\*/);
+  const llama = isLlamaServerBuilt() ? "PASS" : "SKIP";
+  assert.deepEqual(
+    Object.fromEntries(rows(run.report)),
+    {
+      shares: "PASS",
+      "crash-during-load": "PASS",
+      "foreign-holder": "PASS",
+      "launcher-killed": "PASS",
+      "llama-cuda": llama,
+    },
+    run.report,
+  );
+  assert.match(run.report, /compute-app pids visible: yes/);
+  // Three crashes, each restarted only after the stand-in's 1.5 s release.
+  const release =
+    /\| exit → nvidia-smi no longer lists the pid \(release\) \| ([\d.]+) \//
+      .exec(run.report);
+  assert.ok(release, run.report);
+  assert.ok(Number(release[1]) >= 1.4, `release min ${release[1]} s`);
+  assert.deepEqual(run.left, [], "the check removed its temp folders");
+  assert.deepEqual(run.running, [], "no process left running");
+});
+
+Deno.test("gpu-check: a deliberately failed scenario says what it expected and saw, leaves no engine behind, and the others still run", async () => {
+  const run = await runCheck([
+    "--stand-in",
+    "--only",
+    "shares,launcher-killed",
+    "--break",
+    "shares",
+  ]);
+  assert.equal(run.code, 1, run.stdout + run.stderr);
+  assert.match(
+    run.stdout,
+    /^FAIL shares: expected a failure \(--break\); saw the scenario's own expectations all met$/m,
+  );
+  assert.match(run.stdout, /^PASS launcher-killed: /m);
+  assert.deepEqual(
+    Object.fromEntries(rows(run.report ?? "")),
+    { shares: "FAIL", "launcher-killed": "PASS" },
+  );
+  assert.doesNotMatch(run.report ?? "", /left behind/);
+  assert.deepEqual(run.left, []);
+  assert.deepEqual(run.running, [], "no engine left running");
+});
+
+Deno.test("gpu-check without nvidia-smi exits 3 with one line and writes nothing; bad input exits 2 with one line", async () => {
+  const empty = await Deno.makeTempDir({ prefix: "serve-nopath-" });
+  try {
+    const run = await runCheck([], { PATH: empty });
+    assert.equal(run.code, 3);
+    assert.equal(
+      run.stderr,
+      "gpu-check: no NVIDIA GPU here (nvidia-smi is not on PATH); run it on a machine with one, or use --stand-in\n",
+    );
+    assert.equal(run.report, undefined);
+  } finally {
+    await Deno.remove(empty, { recursive: true });
+  }
+  const bad = await runCheck(["--stand-in"], {}, false);
+  assert.equal(bad.code, 2);
+  assert.equal(
+    bad.stderr,
+    "gpu-check: --stand-in needs --report PATH (bench/results/gpu.md is for a real GPU's report)\n",
+  );
+  const unknown = await runCheck(["--stand-in", "--only", "nope"]);
+  assert.equal(unknown.code, 2);
+  assert.match(
+    unknown.stderr,
+    /^gpu-check: --only: no scenario 'nope' \(expected shares, /,
+  );
+});
+
+/** Whether python3 runs here. */
+function hasPython(): boolean {
+  try {
+    return new Deno.Command("python3", {
+      args: ["--version"],
+      stdout: "null",
+      stderr: "null",
+    }).outputSync().success;
+  } catch {
+    return false;
+  }
+}
+
+Deno.test({
+  name:
+    "tools/gpu_engine.py: 503 while loading, then 200; its record; SIGTERM ignored on request; exit 3 after --crash-after-ms",
+  ignore: !hasPython(),
+  async fn() {
+    const records = await Deno.makeTempDir({ prefix: "serve-gpuengine-" });
+    const port = freePorts(1);
+    const start = (extra: string[]) =>
+      new Deno.Command("python3", {
+        args: [
+          ENGINE,
+          "serve",
+          "m",
+          "--host",
+          "127.0.0.1",
+          "--port",
+          String(port),
+          "--served-model-name",
+          "m",
+          ...extra,
+        ],
+        env: { GPU_ENGINE_RECORD_DIR: records },
+        stdin: "null",
+        stdout: "null",
+        stderr: "piped",
+      }).spawn();
+    const health = () =>
+      fetch(`http://127.0.0.1:${port}/health`).then(async (r) => {
+        await r.body?.cancel();
+        return r.status;
+      }).catch(() => 0);
+    try {
+      const engine = start(["--load-ms", "1500", "--ignore-sigterm"]);
+      await waitFor(async () => (await health()) === 503, "503 while loading");
+      await waitFor(async () => (await health()) === 200, "200 once loaded");
+      const record = JSON.parse(
+        await Deno.readTextFile(`${records}/${port}.json`),
+      );
+      assert.equal(record.pid, engine.pid);
+      assert.ok(record.readyAt - record.allocatedAt >= 1500);
+      engine.kill("SIGTERM");
+      await new Promise((r) => setTimeout(r, 300));
+      assert.ok(pidAlive(engine.pid), "SIGTERM ignored");
+      engine.kill("SIGKILL");
+      await engine.stderr.cancel();
+      await engine.status;
+
+      const crashing = start(["--crash-after-ms", "300"]);
+      await crashing.stderr.cancel();
+      const status = await crashing.status;
+      assert.equal(status.code, 3);
+    } finally {
+      await Deno.remove(records, { recursive: true });
+    }
+  },
+});

@@ -1,0 +1,59 @@
+/**
+ * What a `gpu-check` scenario is and gets: the checked machine, its own
+ * {@linkcode Scope} of processes, the launcher flags every scenario shares,
+ * and what it returns (a summary for its report row, lines for the details).
+ *
+ * @module
+ */
+import type { Scope } from "./scope.ts";
+import type { GpuWorld } from "./world.ts";
+
+/** How the check runs. */
+export interface CheckSettings {
+  /** `--health-interval` of the launchers it runs, in seconds. */
+  readonly intervalS: number;
+  /** Crashes observed by the crash-during-load scenario. */
+  readonly crashes: number;
+}
+
+/** What a scenario gets. */
+export interface ScenarioContext {
+  readonly world: GpuWorld;
+  readonly scope: Scope;
+  readonly settings: CheckSettings;
+  /** Launcher flags every scenario passes. */
+  readonly launcherArgs: readonly string[];
+}
+
+/** A scenario's result: passed (failures throw `Unmet`), or skipped with a reason. */
+export type Outcome =
+  | { readonly summary: string; readonly details?: readonly string[] }
+  | { readonly skipped: string };
+
+/** One row of the report. */
+export interface Scenario {
+  /** Short name, e.g. `crash-during-load` (`--only`, `--break`). */
+  readonly id: string;
+  /** What it checks, for people. */
+  readonly title: string;
+  run(context: ScenarioContext): Promise<Outcome>;
+}
+
+/** Milliseconds as seconds with one decimal: `1.7 s`. */
+export function seconds(ms: number): string {
+  return `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** min / median / p90 / max of `values` (ms), in seconds. */
+export function distribution(values: readonly number[]): string {
+  if (values.length === 0) return "(none)";
+  const sorted = [...values].sort((a, b) => a - b);
+  const at = (q: number) =>
+    sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
+  return [
+    sorted[0]!,
+    at(0.5),
+    at(0.9),
+    sorted[sorted.length - 1]!,
+  ].map((ms) => (ms / 1000).toFixed(2)).join(" / ") + " s";
+}

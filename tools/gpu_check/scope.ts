@@ -1,0 +1,283 @@
+/**
+ * One scenario's processes and their cleanup: the launchers it ran (the real
+ * CLI, `mod.ts`), the processes it started outside them, and every engine pid
+ * seen. Closing it stops them all and waits until the checked GPU lists none
+ * of them: a scenario, passed or failed, leaves no engine and no GPU memory
+ * behind, or says what it left.
+ *
+ * @module
+ */
+import { fileURLToPath } from "node:url";
+import { stringify } from "yaml";
+import type { EngineRecord, GpuWorld } from "./world.ts";
+
+const MOD = fileURLToPath(new URL("../../mod.ts", import.meta.url));
+
+/** Sleeps `ms`. */
+export function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Polls `probe` every `everyMs` until it returns a value (not undefined), or undefined after `ms`. */
+export async function until<T>(
+  probe: () => Promise<T | undefined> | T | undefined,
+  ms: number,
+  everyMs = 100,
+): Promise<T | undefined> {
+  const end = performance.now() + ms;
+  while (true) {
+    const value = await probe();
+    if (value !== undefined) return value;
+    if (performance.now() >= end) return undefined;
+    await sleep(everyMs);
+  }
+}
+
+/** Alive and not a zombie. */
+export function alive(pid: number): boolean {
+  try {
+    const stat = Deno.readTextFileSync(`/proc/${pid}/stat`);
+    return !stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z");
+  } catch {
+    return false;
+  }
+}
+
+function signalGroup(pid: number, signal: Deno.Signal): void {
+  for (const target of [-pid, pid]) {
+    try {
+      Deno.kill(target, signal);
+    } catch {
+      // Gone already, or not a group leader.
+    }
+  }
+}
+
+/** One engine of `GET /models?detail=1`. */
+export interface EngineView {
+  readonly url: string;
+  readonly healthy: boolean;
+  readonly state: string;
+  readonly pid: number | null;
+  readonly waiting_for: {
+    readonly reason: string;
+    readonly detail: string;
+  } | null;
+}
+
+/** The launcher CLI in a subprocess, its stderr kept. */
+export class CheckLauncher {
+  readonly child: Deno.ChildProcess;
+  readonly port: number;
+  readonly lines: string[] = [];
+  readonly #done: Promise<unknown>;
+  #exited = false;
+
+  constructor(
+    args: string[],
+    env: Record<string, string>,
+    port: number,
+  ) {
+    this.port = port;
+    this.child = new Deno.Command(Deno.execPath(), {
+      args: ["run", "-A", "--quiet", MOD, ...args],
+      env: { NO_COLOR: "1", ...env },
+      stdin: "null",
+      stdout: "null",
+      stderr: "piped",
+    }).spawn();
+    this.#done = Promise.all([
+      this.#collect(),
+      this.child.status.then(() => this.#exited = true),
+    ]);
+  }
+
+  async #collect(): Promise<void> {
+    let rest = "";
+    for await (
+      const chunk of this.child.stderr.pipeThrough(new TextDecoderStream())
+    ) {
+      const parts = (rest + chunk).split("\n");
+      rest = parts.pop() ?? "";
+      this.lines.push(...parts);
+    }
+    if (rest) this.lines.push(rest);
+  }
+
+  get exited(): boolean {
+    return this.#exited;
+  }
+
+  /** The engines by name, or undefined while the API does not answer. */
+  async engines(): Promise<Record<string, EngineView> | undefined> {
+    try {
+      const response = await fetch(
+        `http://127.0.0.1:${this.port}/models?detail=1`,
+        { signal: AbortSignal.timeout(3000) },
+      );
+      if (!response.ok) {
+        await response.body?.cancel();
+        return undefined;
+      }
+      return (await response.json()).active;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Sends `signal` (if it runs) and waits, SIGKILL after `ms`. */
+  async stop(signal: Deno.Signal = "SIGTERM", ms = 30_000): Promise<void> {
+    if (!this.#exited) {
+      try {
+        this.child.kill(signal);
+      } catch {
+        // Exited meanwhile.
+      }
+    }
+    const timer = setTimeout(() => {
+      try {
+        this.child.kill("SIGKILL");
+      } catch {
+        // Exited meanwhile.
+      }
+    }, ms);
+    await this.#done;
+    clearTimeout(timer);
+  }
+}
+
+/** A failed expectation: what was expected, what was seen. */
+export class Unmet extends Error {
+  constructor(readonly expected: string, readonly saw: string) {
+    super(`expected ${expected}; saw ${saw}`);
+  }
+}
+
+/** Throws {@linkcode Unmet} unless `ok`. */
+export function expect(ok: boolean, expected: string, saw: string): void {
+  if (!ok) throw new Unmet(expected, saw);
+}
+
+/** A scenario's processes, stopped and checked on close. */
+export class Scope {
+  readonly world: GpuWorld;
+  readonly root: string;
+  readonly #launchers: CheckLauncher[] = [];
+  readonly #children: Deno.ChildProcess[] = [];
+  readonly #pids = new Set<number>();
+
+  constructor(world: GpuWorld, root: string) {
+    this.world = world;
+    this.root = root;
+  }
+
+  /** Every pid this scenario started (engines seen in records, processes it spawned). */
+  get pids(): ReadonlySet<number> {
+    return this.#pids;
+  }
+
+  /**
+   * Runs the launcher for `names` of `cards` on the checked GPU; engine i
+   * listens on `port + i`.
+   */
+  async launch(
+    cards: Record<string, unknown>,
+    names: string[],
+    port: number,
+    args: string[],
+  ): Promise<CheckLauncher> {
+    const catalogue = `${this.root}/catalogue.yaml`;
+    await Deno.writeTextFile(catalogue, stringify({ models: cards }));
+    const launcher = new CheckLauncher(
+      [
+        ...names,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        String(port),
+        "--directory",
+        this.root,
+        "--catalogue",
+        catalogue,
+        "--gpus",
+        this.world.gpu.index,
+        ...args,
+      ],
+      this.world.env,
+      port,
+    );
+    this.#launchers.push(launcher);
+    return launcher;
+  }
+
+  /** Starts a process outside the launcher on the checked GPU, in its own group. */
+  spawn(command: string[]): Deno.ChildProcess {
+    const child = new Deno.Command(command[0]!, {
+      args: command.slice(1),
+      env: { ...this.world.env, CUDA_VISIBLE_DEVICES: this.world.gpu.index },
+      stdin: "null",
+      stdout: "null",
+      stderr: "null",
+      detached: true,
+    }).spawn();
+    this.#children.push(child);
+    this.#pids.add(child.pid);
+    return child;
+  }
+
+  /** The record of the engine on `port`, noting its pid for cleanup. */
+  async record(port: number): Promise<EngineRecord | undefined> {
+    try {
+      const record = JSON.parse(
+        await Deno.readTextFile(`${this.world.records}/${port}.json`),
+      ) as EngineRecord;
+      this.#pids.add(record.pid);
+      return record;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
+   * Stops every launcher (SIGTERM, then SIGKILL), kills what is left of
+   * every pid seen, and waits until the GPU lists none of them.
+   *
+   * @returns What was left behind, or an empty list.
+   */
+  async close(releaseBoundMs: number): Promise<string[]> {
+    await Promise.all(this.#launchers.map((l) => l.stop("SIGTERM", 20_000)));
+    for (const child of this.#children) signalGroup(child.pid, "SIGKILL");
+    await Promise.all(this.#children.map((c) => c.status));
+    // Engines from records: a killed launcher's watchdog may still be at work.
+    await until(() => [...this.#pids].some(alive) ? undefined : true, 15_000);
+    const left: string[] = [];
+    for (const pid of this.#pids) {
+      if (!alive(pid)) continue;
+      signalGroup(pid, "SIGKILL");
+      left.push(`pid ${pid} still running at cleanup (killed)`);
+    }
+    const listed = await until(
+      async () => {
+        const now = await this.world.listed();
+        const ours = [...(now ?? new Map())].filter(([pid]) =>
+          this.#pids.has(pid)
+        );
+        return ours.length === 0 ? [] : undefined;
+      },
+      releaseBoundMs,
+      250,
+    );
+    if (listed === undefined) {
+      const now = await this.world.listed();
+      const ours = [...(now ?? new Map())].filter(([pid]) =>
+        this.#pids.has(pid)
+      );
+      left.push(
+        `GPU ${this.world.gpu.index} still lists ${
+          ours.map(([pid, mib]) => `pid ${pid} (${mib} MiB)`).join(", ")
+        } ${releaseBoundMs / 1000} s after cleanup`,
+      );
+    }
+    return left;
+  }
+}
