@@ -180,26 +180,34 @@ export class FakeGpuMachine implements AsyncDisposable {
    * Pids of live processes (zombies left out) whose environment names this
    * ledger: stand-in `nvidia-smi` runs and engines still around.
    */
-  async processes(): Promise<number[]> {
-    const needle = new TextEncoder().encode(`FAKE_GPU_LEDGER=${this.ledger}\0`);
-    const out: number[] = [];
-    for await (const entry of Deno.readDir("/proc")) {
-      if (!/^\d+$/.test(entry.name)) continue;
-      try {
-        const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`);
-        if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
-        const environ = await Deno.readFile(`/proc/${entry.name}/environ`);
-        if (contains(environ, needle)) out.push(Number(entry.name));
-      } catch {
-        // Gone meanwhile, or not ours to read.
-      }
-    }
-    return out;
+  processes(): Promise<number[]> {
+    return processesWithEnv(`FAKE_GPU_LEDGER=${this.ledger}`);
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
     await Deno.remove(this.dir, { recursive: true });
   }
+}
+
+/**
+ * Pids of live processes (zombies left out) whose environment holds the
+ * entry `entry` (`NAME=value`, whole): what a test's processes left running.
+ */
+export async function processesWithEnv(entry: string): Promise<number[]> {
+  const needle = new TextEncoder().encode(`${entry}\0`);
+  const out: number[] = [];
+  for await (const proc of Deno.readDir("/proc")) {
+    if (!/^\d+$/.test(proc.name)) continue;
+    try {
+      const stat = await Deno.readTextFile(`/proc/${proc.name}/stat`);
+      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
+      const environ = await Deno.readFile(`/proc/${proc.name}/environ`);
+      if (contains(environ, needle)) out.push(Number(proc.name));
+    } catch {
+      // Gone meanwhile, or not ours to read.
+    }
+  }
+  return out;
 }
 
 function contains(haystack: Uint8Array, needle: Uint8Array): boolean {

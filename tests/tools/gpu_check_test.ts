@@ -11,6 +11,7 @@
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { isLlamaServerBuilt } from "../../tools/llama_server.ts";
+import { processesWithEnv } from "../support/fake_gpus.ts";
 import { freePorts, pidAlive, waitFor } from "../support/helpers.ts";
 
 const CHECK = fileURLToPath(
@@ -29,34 +30,6 @@ interface CheckRun {
   left: string[];
   /** Live processes whose environment names its TMPDIR. */
   running: number[];
-}
-
-/** Pids of live processes (zombies left out) whose environment contains `needle`. */
-async function processesWith(needle: string): Promise<number[]> {
-  const bytes = new TextEncoder().encode(needle);
-  const out: number[] = [];
-  for await (const entry of Deno.readDir("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    try {
-      const stat = await Deno.readTextFile(`/proc/${entry.name}/stat`);
-      if (stat.slice(stat.lastIndexOf(")") + 2).startsWith("Z")) continue;
-      const environ = await Deno.readFile(`/proc/${entry.name}/environ`);
-      if (indexOf(environ, bytes)) out.push(Number(entry.name));
-    } catch {
-      // Gone meanwhile, or not ours to read.
-    }
-  }
-  return out;
-}
-
-function indexOf(haystack: Uint8Array, needle: Uint8Array): boolean {
-  outer: for (let i = 0; i + needle.length <= haystack.length; i++) {
-    for (let j = 0; j < needle.length; j++) {
-      if (haystack[i + j] !== needle[j]) continue outer;
-    }
-    return true;
-  }
-  return false;
 }
 
 /** Runs the check with `args` (and `--report` inside a fresh TMPDIR unless `report` is false). */
@@ -90,7 +63,7 @@ async function runCheck(
       stderr: decode(output.stderr),
       report: text,
       left,
-      running: await processesWith(`TMPDIR=${tmp}\0`),
+      running: await processesWithEnv(`TMPDIR=${tmp}`),
     };
   } finally {
     await Deno.remove(tmp, { recursive: true });
