@@ -23,7 +23,11 @@ import { unknownFlagWarnings } from "../engines/unknown_flags.ts";
 import { placeEngines, type Placement } from "../gpu/place_engines.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
-import { type GpuSnapshot, queryGpus } from "../gpu/nvidia_smi.ts";
+import {
+  type GpuQuery,
+  type GpuSnapshot,
+  queryGpus,
+} from "../gpu/nvidia_smi.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
@@ -106,15 +110,49 @@ export async function checkStart(
     );
   }
   checkRoot(directory);
+  // One nvidia-smi look, shared with pool detection: for a plan always, and
+  // asked at once so that it runs while the catalogue is read; for a start
+  // only when a local checkpoint is to be compared with device memory.
+  let look = mode === "dry-run" && mayLook(o) ? queryGpus() : undefined;
+  try {
+    return await checkRest(
+      o,
+      at,
+      mode,
+      directory,
+      (cards, weights) =>
+        look ??= mode === "start" && mayLook(o) &&
+            cards.some((card) =>
+              weights.get(card.name)?.kind === "local" &&
+              gpuMemoryNeed(card) !== undefined
+            )
+          ? queryGpus()
+          : undefined,
+    );
+  } finally {
+    // A refusal before placement leaves no nvidia-smi run behind.
+    await look;
+  }
+}
+
+/** The checks after the root directory's, with the GPU look started on demand. */
+async function checkRest(
+  o: ResolvedOptions,
+  at: CheckSite,
+  mode: CheckMode,
+  directory: string,
+  lookFor: (
+    cards: readonly ModelCard[],
+    weights: ReadonlyMap<string, LocalWeights>,
+  ) => Promise<GpuQuery> | undefined,
+): Promise<CheckedStart> {
   const registry = await Registry.load(o.catalogue);
   const cards = requestedCards(registry, o.models, "start");
   // stat only: a weight file is never opened.
   const weights = new Map(
     cards.map((card) => [card.name, localWeights(card, directory)]),
   );
-  // One nvidia-smi look, shared with pool detection: always for a plan, for a
-  // start only when a local checkpoint is to be compared with device memory.
-  const look = wantsLook(o, mode, cards, weights) ? queryGpus() : undefined;
+  const look = lookFor(cards, weights);
   const placement = await placeEngines(cards, o.gpus, look);
   const answered = await look;
   const snapshot = answered?.ok ? answered.snapshot : undefined;
@@ -184,23 +222,12 @@ export async function checkStart(
   };
 }
 
-/** Whether the checks need one look at the GPUs' memory. */
-function wantsLook(
-  o: ResolvedOptions,
-  mode: CheckMode,
-  cards: readonly ModelCard[],
-  weights: ReadonlyMap<string, LocalWeights>,
-): boolean {
+/** False when GPUs are hidden from the launcher (`--gpus none`, an empty `CUDA_VISIBLE_DEVICES`). */
+function mayLook(o: ResolvedOptions): boolean {
   const visible = Deno.env.get("CUDA_VISIBLE_DEVICES");
-  const hidden = o.gpus === undefined
-    ? visible !== undefined && parseVisibleDevices(visible).length === 0
-    : o.gpus.trim().toLowerCase() === "none";
-  if (hidden) return false;
-  if (mode === "dry-run") return true;
-  return cards.some((card) =>
-    weights.get(card.name)?.kind === "local" &&
-    gpuMemoryNeed(card) !== undefined
-  );
+  return o.gpus === undefined
+    ? visible === undefined || parseVisibleDevices(visible).length > 0
+    : o.gpus.trim().toLowerCase() !== "none";
 }
 
 /** What a start would do about the records that a dry run leaves alone. */

@@ -381,3 +381,33 @@ Deno.test("beside a launcher running on the same directory, --dry-run reports th
     await Deno.remove(bin, { recursive: true });
   }
 });
+
+Deno.test("Semioserve.plan() gives embedders the same plan, and a refusal as the start's error, with nothing left running", async () => {
+  const { Semioserve } = await import("../../mod.ts");
+  const { inProcessSite } = await import("../support/helpers.ts");
+  await using s = await inProcessSite();
+  const port = freePorts(2);
+  const options = {
+    directory: s.root,
+    catalogue: STAND_IN_CATALOGUE,
+    host: "127.0.0.1",
+    port,
+    gpus: "none",
+    handleSignals: false,
+  };
+  const plan = await new Semioserve({ ...options, models: ["alpha", "beta"] })
+    .plan();
+  assert.deepEqual(plan.engines.map((e) => [e.name, e.port, e.gpus]), [
+    ["alpha", port + 1, null],
+    ["beta", port + 2, null],
+  ]);
+  assert.equal(plan.gpu_pool.startsWith("GPUs not placed (--gpus none)"), true);
+  await Semioserve.reset();
+  // Without --gpus the plan asks nvidia-smi at once; the refusal waits for it.
+  const { gpus: _, ...detected } = options;
+  await assert.rejects(
+    new Semioserve({ ...detected, models: ["alpha", "nope"] }).plan(),
+    (error: Error) => error.name === "KeyError",
+  );
+  assert.ok(!(await listening(port + 1)));
+});
