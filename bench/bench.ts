@@ -31,7 +31,8 @@
  * `--auth-only` runs the production-mode rows alone (about 30 s, written to
  * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s),
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
- * lifecycle rows (about 90 s), all three printed only.
+ * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` row (about
+ * 10 s), all printed only.
  *
  * @module
  */
@@ -46,9 +47,11 @@ import { authPhase } from "./phases/auth.ts";
 import { guardPhase } from "./phases/guard.ts";
 import { logPhase } from "./phases/log.ts";
 import { gpuPhase } from "./phases/gpu.ts";
+import { dryRunPhase } from "./phases/dry_run.ts";
 import {
   authReport,
   buildReport,
+  dryRunReport,
   gpuReport,
   guardReport,
   logReport,
@@ -59,7 +62,7 @@ const RESULTS = new URL("./results/latest.md", import.meta.url);
 const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);
 
 /** What one run measures: everything, or one phase. */
-type Only = "auth" | "guard" | "log" | "gpu" | undefined;
+type Only = "auth" | "guard" | "log" | "gpu" | "dryrun" | undefined;
 
 /** A PATH directory whose `vllm` sleeps: an engine that costs no CPU and never answers. */
 async function sleepBin(): Promise<string> {
@@ -85,6 +88,7 @@ async function measure(bench: Bench, only: Only): Promise<Report> {
   if (only === "guard") return guardReport(await guardPhase(bench));
   if (only === "log") return logReport(await logPhase(bench));
   if (only === "gpu") return gpuReport(await gpuPhase(bench));
+  if (only === "dryrun") return dryRunReport(await dryRunPhase(bench));
   const wrk = await wrkVersion();
   const started = performance.now();
   const loadBefore = Deno.loadavg()[0] ?? Number.NaN;
@@ -153,7 +157,8 @@ async function run(strict: boolean, only: Only): Promise<number> {
  * `--auth-only` runs only the production-mode rows (about 30 s);
  * `--only=guard` measures only the connection guard (about 45 s);
  * `--only=log` measures only the engine logs (a few seconds);
- * `--only=gpu` measures only the GPU lifecycle (about 90 s).
+ * `--only=gpu` measures only the GPU lifecycle (about 90 s);
+ * `--only=dryrun` measures only `--dry-run` (about 10 s).
  * @returns The exit code.
  */
 export async function main(
@@ -165,6 +170,7 @@ export async function main(
     "--only=guard",
     "--only=log",
     "--only=gpu",
+    "--only=dryrun",
   ];
   const unknown = args.filter((a) => !flags.includes(a));
   if (unknown.length > 0) {
@@ -182,6 +188,8 @@ export async function main(
       ? "log"
       : args.includes("--only=gpu")
       ? "gpu"
+      : args.includes("--only=dryrun")
+      ? "dryrun"
       : undefined;
     return await run(args.includes("--strict"), only);
   } catch (error) {

@@ -213,7 +213,7 @@ async function gateCost(bench: Bench): Promise<GateCost | string> {
 }
 
 /** A fake GPU machine of `count` devices inside the work directory. */
-async function gpuMachine(
+export async function gpuMachine(
   work: string,
   count: number,
 ): Promise<FakeGpuMachine> {
@@ -329,7 +329,7 @@ async function roundWindow(
 }
 
 /** One stand-in query as the launcher makes it (both runs at once), in ms. */
-async function standInQueryMs(machine: FakeGpuMachine): Promise<number> {
+export async function standInQueryMs(machine: FakeGpuMachine): Promise<number> {
   const run = (query: string) =>
     new Deno.Command(`${machine.bin}/nvidia-smi`, {
       args: [query, "--format=csv,noheader,nounits"],

@@ -11,6 +11,7 @@ import type { AuthResults } from "../phases/auth.ts";
 import { type GuardResults, IDLE_FLOOD } from "../phases/guard.ts";
 import type { LogResults } from "../phases/log.ts";
 import type { GpuResults } from "../phases/gpu.ts";
+import type { DryRunResults } from "../phases/dry_run.ts";
 import {
   loadNotes,
   loadRows,
@@ -23,6 +24,7 @@ import { authNotes, authRows, authTargets } from "../rows/auth.ts";
 import { guardNotes, guardRows, guardTargets } from "../rows/guard.ts";
 import { logRows, logTargets } from "../rows/log.ts";
 import { GPU_METHOD, gpuNotes, gpuRows, gpuTargets } from "../rows/gpu.ts";
+import { dryRunRows, dryRunTargets } from "../rows/dry_run.ts";
 import { HOST, MANY, PLAN } from "../plan.ts";
 import { type Row, tableLines, type Verdict, verdictLines } from "./table.ts";
 
@@ -197,5 +199,15 @@ export function gpuReport(gpu: GpuResults): Report {
     gpuRows(gpu),
     gpuTargets(gpu),
     gpuNotes(gpu),
+  );
+}
+
+/** The `--dry-run` row alone. */
+export function dryRunReport(results: DryRunResults): Report {
+  return phaseReport(
+    "--dry-run (`deno task bench --only=dryrun`)",
+    "Each round times, order rotated: the launcher's --help, one stand-in nvidia-smi look (its two queries at once) and a dry run of 32 engines on 8 fake GPUs; the ratio is the median of per-round ratios.",
+    dryRunRows(results),
+    dryRunTargets(results),
   );
 }
