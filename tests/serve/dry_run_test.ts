@@ -67,7 +67,7 @@ async function site(catalogue?: Record<string, Record<string, unknown>>) {
   const gpus = await fakeGpuMachine({ devices: fakeDevices(8) });
   let file: string | undefined;
   if (catalogue) {
-    file = `${records}/../${records.split("/").pop()}.yaml`;
+    file = `${records}.yaml`;
     const filled: Record<string, Record<string, unknown>> = {};
     for (const [name, fields] of Object.entries(catalogue)) {
       filled[name] = { verb: "chat", hub: `org/${name}`, ...fields };
