@@ -40,5 +40,5 @@ Deno.test("the generated module names its source and lists each flag", () => {
   );
   assert.match(text, /export const VLLM_FLAGS: KnownFlags/);
   assert.match(text, /"vllm serve --help output, vLLM 0\.11\.0"/);
-  assert.match(text, /    "--port",\n    "-tp",\n/);
+  assert.match(text, / {4}"--port",\n {4}"-tp",\n/);
 });
