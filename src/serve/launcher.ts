@@ -335,6 +335,7 @@ export class Semioserve implements AsyncDisposable {
       server: () => this.#server,
       state,
       graceMs,
+      gpus: o.gpus,
       onReloaded(result) {
         if (result.ok) {
           reloads.ok++;

@@ -27,6 +27,8 @@ import {
   reloadSummary,
 } from "./reload_result.ts";
 import { oneLine } from "../common/one_line.ts";
+import { queryGpus } from "../gpu/nvidia_smi.ts";
+import { cardWarnings, mayLook, wantsLook, weightsOf } from "./start_checks.ts";
 
 export type { ReloadResult } from "./reload_result.ts";
 
@@ -62,6 +64,8 @@ export interface ReloadTarget {
   state: ManagementState;
   /** Time a restarted engine gets between SIGTERM and SIGKILL. */
   graceMs: number;
+  /** The `--gpus` option as given (`none` asks `nvidia-smi` nothing). */
+  gpus: string | undefined;
   /** Called after each reload, refused or not (metrics). */
   onReloaded?: (result: ReloadResult) => void;
 }
@@ -75,6 +79,7 @@ interface Plan {
   tls: SSLConfig | undefined;
   secret: string | undefined;
   engineKey: string | undefined;
+  warnings: string[];
 }
 
 /**
@@ -112,6 +117,7 @@ export class Reloader {
     let result: Omit<ReloadResult, "summary" | "ms">;
     try {
       const plan = await this.#validate();
+      for (const warning of plan.warnings) log.warn(warning);
       result = await this.#apply(plan);
     } catch (error) {
       result = { ok: false, error: oneLine(error), ...empty };
@@ -146,6 +152,18 @@ export class Reloader {
         apiKey: engineKey ?? this.#engineKey,
       });
     });
+    // The warnings a start gives, for the engines this reload restarts.
+    const restarting = cards.filter((card) => changed.has(card.name));
+    const weights = weightsOf(restarting, t.directory);
+    const look = mayLook(t.gpus) && wantsLook(restarting, weights)
+      ? await queryGpus()
+      : undefined;
+    const warnings = cardWarnings(
+      restarting,
+      weights,
+      placement,
+      look?.ok ? look.snapshot : undefined,
+    );
     const tls = await SSLConfig.fromDirectory(t.directory, {
       devMode: t.stance.devMode,
     });
@@ -165,6 +183,7 @@ export class Reloader {
       tls,
       secret: secretFromFileAgain("IDP_SECRET"),
       engineKey,
+      warnings,
     };
   }
 
@@ -235,6 +254,7 @@ export class Reloader {
       },
       ...(tlsSerial === undefined ? {} : { tlsSerial }),
       secrets,
+      warnings: plan.warnings,
     };
   }
 }

@@ -33,6 +33,11 @@ export interface ReloadResult {
   tlsSerial?: string;
   /** Secrets read again whose value changed: `IDP_SECRET`, `LOCAL_ENGINE_API_KEY`. */
   secrets: string[];
+  /**
+   * The start-up checks' warnings for the engines it restarted (weights that
+   * may not fit, unknown engine flags), each also logged.
+   */
+  warnings: string[];
   /** The summary line, as logged. */
   summary: string;
   /** How long the reload took, in milliseconds (restarted engines: until spawned). */
@@ -139,5 +144,6 @@ export function nothingDone(): Omit<
     failed: [],
     catalogue: { added: [], removed: [] },
     secrets: [],
+    warnings: [],
   };
 }

@@ -8,7 +8,9 @@
  * a dry run reports it; a dry run beside a running launcher on the same
  * directory reports that launcher's own ports and models instead of refusing
  * them. Nothing here spawns an engine, listens for longer than a port probe,
- * writes under the directory or takes a lock.
+ * writes under the directory or takes a lock. A reload (`reload.ts`) runs the
+ * same card checks ({@linkcode cardWarnings}, the command lines, the TLS
+ * pair) on what it would restart; the ports it keeps are its own.
  *
  * @module
  */
@@ -113,7 +115,7 @@ export async function checkStart(
   // One nvidia-smi look, shared with pool detection: for a plan always, and
   // asked at once so that it runs while the catalogue is read; for a start
   // only when a local checkpoint is to be compared with device memory.
-  let look = mode === "dry-run" && mayLook(o) ? queryGpus() : undefined;
+  let look = mode === "dry-run" && mayLook(o.gpus) ? queryGpus() : undefined;
   try {
     return await checkRest(
       o,
@@ -121,11 +123,8 @@ export async function checkStart(
       mode,
       directory,
       (cards, weights) =>
-        look ??= mode === "start" && mayLook(o) &&
-            cards.some((card) =>
-              weights.get(card.name)?.kind === "local" &&
-              gpuMemoryNeed(card) !== undefined
-            )
+        look ??= mode === "start" && mayLook(o.gpus) &&
+            wantsLook(cards, weights)
           ? queryGpus()
           : undefined,
     );
@@ -148,10 +147,7 @@ async function checkRest(
 ): Promise<CheckedStart> {
   const registry = await Registry.load(o.catalogue);
   const cards = requestedCards(registry, o.models, "start");
-  // stat only: a weight file is never opened.
-  const weights = new Map(
-    cards.map((card) => [card.name, localWeights(card, directory)]),
-  );
+  const weights = weightsOf(cards, directory);
   const look = lookFor(cards, weights);
   const placement = await placeEngines(cards, o.gpus, look);
   const answered = await look;
@@ -189,23 +185,7 @@ async function checkRest(
   warnings.push(
     ...checkPorts(at, supervisors, mode === "dry-run" ? survey : undefined),
   );
-  for (const card of cards) {
-    const found = weights.get(card.name)!;
-    if (found.kind === "unreadable") {
-      warnings.push(
-        `${card.name}: cannot read its weights at ${found.path} (${found.reason}): their size is not compared with GPU memory`,
-      );
-    } else if (found.kind === "local") {
-      const fit = weightFitWarning({
-        card,
-        devices: placement.devices(card),
-        weightBytes: found.bytes,
-        snapshot,
-      });
-      if (fit) warnings.push(fit);
-    }
-    warnings.push(...unknownFlagWarnings(card));
-  }
+  warnings.push(...cardWarnings(cards, weights, placement, snapshot));
   return {
     directory,
     registry,
@@ -222,12 +202,84 @@ async function checkRest(
   };
 }
 
-/** False when GPUs are hidden from the launcher (`--gpus none`, an empty `CUDA_VISIBLE_DEVICES`). */
-function mayLook(o: ResolvedOptions): boolean {
+/**
+ * False when GPUs are hidden from the launcher (`--gpus none`, an empty
+ * `CUDA_VISIBLE_DEVICES`): then no `nvidia-smi` look is asked for.
+ *
+ * @param gpus The `--gpus` option as given.
+ */
+export function mayLook(gpus: string | undefined): boolean {
   const visible = Deno.env.get("CUDA_VISIBLE_DEVICES");
-  return o.gpus === undefined
+  return gpus === undefined
     ? visible === undefined || parseVisibleDevices(visible).length > 0
-    : o.gpus.trim().toLowerCase() !== "none";
+    : gpus.trim().toLowerCase() !== "none";
+}
+
+/**
+ * Each card's local weights, by `stat` alone: a weight file is never opened.
+ *
+ * @param cards The cards to look at.
+ * @param directory The root directory (`models/` lives there).
+ */
+export function weightsOf(
+  cards: readonly ModelCard[],
+  directory: string,
+): Map<string, LocalWeights> {
+  return new Map(
+    cards.map((card) => [card.name, localWeights(card, directory)]),
+  );
+}
+
+/**
+ * Whether an `nvidia-smi` look would tell these cards anything: some card has
+ * local weights and a share of GPU memory to compare them with.
+ */
+export function wantsLook(
+  cards: readonly ModelCard[],
+  weights: ReadonlyMap<string, LocalWeights>,
+): boolean {
+  return cards.some((card) =>
+    weights.get(card.name)?.kind === "local" &&
+    gpuMemoryNeed(card) !== undefined
+  );
+}
+
+/**
+ * The warnings each card earns, in card order: weights that cannot be read,
+ * weights that may not fit the memory it may use on its devices, `args` that
+ * are not flags of its engine. A start, a dry run and a reload (for the cards
+ * it restarts) all give them; none refuses.
+ *
+ * @param cards The cards, in request order.
+ * @param weights Each card's local weights ({@linkcode weightsOf}).
+ * @param placement Where the cards are placed.
+ * @param snapshot The `nvidia-smi` look, when one answered.
+ */
+export function cardWarnings(
+  cards: readonly ModelCard[],
+  weights: ReadonlyMap<string, LocalWeights>,
+  placement: Placement,
+  snapshot: GpuSnapshot | undefined,
+): string[] {
+  const warnings: string[] = [];
+  for (const card of cards) {
+    const found = weights.get(card.name);
+    if (found?.kind === "unreadable") {
+      warnings.push(
+        `${card.name}: cannot read its weights at ${found.path} (${found.reason}): their size is not compared with GPU memory`,
+      );
+    } else if (found?.kind === "local") {
+      const fit = weightFitWarning({
+        card,
+        devices: placement.devices(card),
+        weightBytes: found.bytes,
+        snapshot,
+      });
+      if (fit) warnings.push(fit);
+    }
+    warnings.push(...unknownFlagWarnings(card));
+  }
+  return warnings;
 }
 
 /** What a start would do about the records that a dry run leaves alone. */

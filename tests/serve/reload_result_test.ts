@@ -10,6 +10,7 @@ const NONE = {
   failed: [],
   catalogue: { added: [], removed: [] },
   secrets: [],
+  warnings: [],
 };
 
 Deno.test("the summary names what changed, in the issue's words", () => {

@@ -559,3 +559,38 @@ Deno.test("reload: a replaced engine starts through the GPU start gate, behind a
   );
   assert.ok(replaced!.argv.includes("2048"));
 });
+
+Deno.test("reload: the engines it restarts get the start-up checks' warnings (an unknown engine flag), logged and in the result", async () => {
+  await using cat = await catalogueFile(TWO);
+  await using site = await inProcessSite();
+  const listening = Promise.withResolvers<URL>();
+  const serve = new Semioserve({
+    models: ["alpha", "beta"],
+    host: "127.0.0.1",
+    port: freePorts(3),
+    directory: site.root,
+    catalogue: cat.path,
+    dev_mode: true,
+    handleSignals: false,
+    onListen: (url) => listening.resolve(url),
+  });
+  const running = serve.run();
+  try {
+    await listening.promise;
+    const same = await serve.reload();
+    assert.equal(same.ok, true, same.error);
+    assert.deepEqual(same.warnings, [], "nothing restarted, nothing to warn");
+    await cat.write(
+      TWO.replace("max-model-len: 4096", "max-model-length: 8192"),
+    );
+    const result = await serve.reload();
+    assert.equal(result.ok, true, result.error);
+    assert.deepEqual(result.restarted, ["alpha"]);
+    assert.deepEqual(result.warnings, [
+      "alpha: --max-model-length is not a known vLLM flag (did you mean --max-model-len?)",
+    ]);
+  } finally {
+    await serve.stop();
+    await running;
+  }
+});
