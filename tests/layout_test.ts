@@ -122,6 +122,21 @@ Deno.test("src/ holds only the public doors at its top, at most 6", () => {
   for (const file of top) assert.ok(DOORS.has(file), `${file} is not a door`);
 });
 
+Deno.test("the doors only open: re-exports, and mod.ts-style running of main", async () => {
+  const own: string[] = [];
+  for (const door of DOORS) {
+    const text = await Deno.readTextFile(new URL(door, SRC));
+    const code = text.replace(/\/\*[\s\S]*?\*\//g, "")
+      .replace(/^\s*\/\/.*$/gm, "")
+      // Statements a door may hold: imports, re-exports, `if (import.meta.main) {…}`.
+      .replace(/^(?:import|export)\b[^;]*;/gm, "")
+      .replace(/^if \(import\.meta\.main\) \{[^}]*\}/gm, "")
+      .trim();
+    if (code !== "") own.push(`${door}: ${code.split("\n")[0]}`);
+  }
+  assert.deepEqual(own, [], "a door holds code of its own");
+});
+
 Deno.test("every folder of src/ is a room of the map", () => {
   for (const file of files) {
     const room = roomOf(file);

@@ -1,0 +1,161 @@
+/**
+ * The status view's program: {@linkcode statusRows} for embedders, and
+ * `main` (one table, `--json`, `--watch`, `--check`) for the command line.
+ *
+ * @module
+ */
+import { ConfigError } from "../common/config_error.ts";
+import { sleep } from "../common/sleep.ts";
+import { fetchDetail, type StatusOptions } from "./client.ts";
+import {
+  parseStatusCli,
+  STATUS_USAGE,
+  StatusUsageError,
+} from "./cli_options.ts";
+import { renderTable, rowsOf, type StatusRow } from "./table.ts";
+
+/**
+ * Asks a running launcher for its engines and returns one row per engine, in
+ * request order.
+ *
+ * @param options Where the launcher is; unset fields follow its own defaults
+ *   (`NUCLEUS_HOST`, `NUCLEUS_PORT`, `MY_LOCAL`, `NUCLEUS_TOKEN`).
+ * @returns The rows.
+ * @throws {StatusError} When the launcher cannot be reached, refuses, or answers something else.
+ * @throws {ConfigError} When an option or environment variable cannot be used.
+ *
+ * @example
+ * ```ts
+ * import { statusRows } from "@mymodel/serve/status";
+ * try {
+ *   const rows = await statusRows({ host: "localhost", port: 5000 });
+ *   const down = rows.filter((row) => !row.healthy).map((row) => row.model);
+ *   console.log(down.length === 0 ? "all healthy" : `not healthy: ${down}`);
+ * } catch (error) {
+ *   console.log((error as Error).message);
+ * }
+ * ```
+ */
+export async function statusRows(
+  options: StatusOptions = {},
+): Promise<StatusRow[]> {
+  return rowsOf(await fetchDetail(options));
+}
+
+/** Colour on a terminal only, and never with `NO_COLOR` set (no-color.org). */
+function wantsColour(): boolean {
+  const noColor = Deno.env.get("NO_COLOR");
+  return (noColor === undefined || noColor === "") &&
+    Deno.stdout.isTerminal();
+}
+
+function readToken(path: string): string {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch (error) {
+    throw new ConfigError(
+      `Cannot read --token-file ${path}: ${
+        (error as Error).message
+      } (expected a readable file holding the token)`,
+      { cause: error },
+    );
+  }
+  const token = text.replace(/\r?\n$/, "");
+  if (token.trim() === "") {
+    throw new ConfigError(
+      `Cannot use --token-file ${path}: the file is empty (expected the token)`,
+    );
+  }
+  return token;
+}
+
+/** One answer, printed; returns whether every engine is healthy. */
+async function showOnce(
+  options: StatusOptions,
+  json: boolean,
+  colour: boolean,
+): Promise<boolean> {
+  const detail = await fetchDetail(options);
+  const rows = rowsOf(detail);
+  if (json) console.log(JSON.stringify(detail, null, 2));
+  else if (rows.length === 0) console.log("no engines");
+  else console.log(renderTable(rows, { now: Date.now(), color: colour }));
+  return rows.every((row) => row.healthy);
+}
+
+/**
+ * Runs the status command line.
+ *
+ * @param args The command-line arguments.
+ * @returns The exit code: 0 shown, 1 cannot ask, 2 usage error, 3 an engine not healthy (`--check`).
+ *
+ * @example
+ * ```ts
+ * import { main } from "@mymodel/serve/status";
+ * console.assert(await main(["--help"]) === 0);
+ * ```
+ */
+export async function main(
+  args: readonly string[] = Deno.args,
+): Promise<number> {
+  let cli;
+  try {
+    cli = parseStatusCli(args);
+  } catch (error) {
+    if (!(error instanceof StatusUsageError)) throw error;
+    console.error(`${error.message} (see --help)`);
+    return 2;
+  }
+  if (cli.help) {
+    console.log(STATUS_USAGE);
+    return 0;
+  }
+  const colour = !cli.json && wantsColour();
+  try {
+    const options = { ...cli.options };
+    if (cli.tokenFile !== undefined) options.token = readToken(cli.tokenFile);
+    if (cli.watch === undefined) {
+      const healthy = await showOnce(options, cli.json, colour);
+      return cli.check && !healthy ? 3 : 0;
+    }
+    return await watch(options, cli.watch, cli.json, colour);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(message.replaceAll("\n", " "));
+    return 1;
+  }
+}
+
+/** Redraws every `seconds` until SIGINT or SIGTERM; a failed round shows its line and goes on. */
+async function watch(
+  options: StatusOptions,
+  seconds: number,
+  json: boolean,
+  colour: boolean,
+): Promise<number> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+  const terminal = Deno.stdout.isTerminal();
+  try {
+    while (!stop.signal.aborted) {
+      // Home and clear on a terminal; elsewhere (a pipe, a log) rounds follow each other.
+      if (terminal) console.log("\x1b[H\x1b[2J");
+      console.log(`every ${seconds} s, ${new Date().toISOString()}`);
+      try {
+        await showOnce(options, json, colour);
+      } catch (error) {
+        if (error instanceof ConfigError) throw error;
+        console.error((error as Error).message);
+      }
+      await sleep(seconds * 1000, stop.signal);
+    }
+    return 0;
+  } finally {
+    for (const signal of signals) {
+      Deno.removeSignalListener(signal, onSignal);
+    }
+  }
+}
