@@ -12,7 +12,7 @@ import {
 } from "../http/handler.ts";
 import { type ServerProcess, urlHost } from "../engines/server_process.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
-import type { EngineView } from "../supervision/engine_detail.ts";
+import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
 import type { Placement } from "../gpu/place_engines.ts";
@@ -147,7 +147,7 @@ export class Semioserve implements AsyncDisposable {
    * ```
    */
   engineViews(): readonly EngineView[] {
-    return this.#supervisors().map((s) => s.view());
+    return this.#supervisors().map(engineView);
   }
 
   #supervisors(): readonly EngineSupervisor[] {

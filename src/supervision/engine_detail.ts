@@ -67,3 +67,30 @@ export interface EngineView extends EngineDetail {
   /** The restart policy in force: the card's, else the launcher's. */
   readonly policy: RestartPolicy;
 }
+
+/**
+ * The read-only snapshot an embedding program gets of one engine: name, port,
+ * policy and the `?detail=1` facts, frozen.
+ *
+ * @param engine The engine's supervisor (anything with these facts).
+ * @returns The view.
+ *
+ * @example
+ * ```ts ignore
+ * const view = engineView(supervisor);
+ * console.log(view.name, view.state, view.pid);
+ * ```
+ */
+export function engineView(engine: {
+  readonly name: string;
+  readonly port: number;
+  readonly policy: RestartPolicy;
+  detail(): EngineDetail;
+}): EngineView {
+  return Object.freeze({
+    name: engine.name,
+    port: engine.port,
+    policy: engine.policy,
+    ...engine.detail(),
+  });
+}

@@ -25,7 +25,7 @@ import {
   restartDelayMs,
   shouldRestart,
 } from "./restart_policy.ts";
-import type { EngineDetail, EngineView, LastExit } from "./engine_detail.ts";
+import type { EngineDetail, LastExit } from "./engine_detail.ts";
 import type { SupervisorOptions } from "./supervisor_options.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 
@@ -194,16 +194,6 @@ export class EngineSupervisor {
       waiting_for: this.#gpu.waitingFor,
       gpu_memory_mib: this.#gpu.memory,
     };
-  }
-
-  /** The read-only snapshot an embedding program gets: name, port, policy and the `?detail=1` facts. */
-  view(): EngineView {
-    return Object.freeze({
-      name: this.name,
-      port: this.port,
-      policy: this.#policy,
-      ...this.detail(),
-    });
   }
 
   /** Seconds spent held by the GPU start gate, per reason, the current wait included. */
