@@ -81,11 +81,25 @@ export const ${title.constant}: KnownFlags = {
   engine: "${engine}",
   source:
     ${JSON.stringify(source)},
-  flags: [
-${flags.map((flag) => `    ${JSON.stringify(flag)},`).join("\n")}
-  ],
+  // Packed several to a line (deno fmt leaves a template alone): a list
+  // hundreds of flags long stays a short module.
+  flags: \`
+${packed(flags).map((line) => `    ${line}`).join("\n")}
+  \`.trim().split(/\\s+/),
 };
 `;
+}
+
+/** Flags joined by spaces into lines of at most 76 characters. */
+function packed(flags: readonly string[]): string[] {
+  const lines: string[] = [];
+  for (const flag of flags) {
+    const last = lines.at(-1);
+    if (last !== undefined && last.length + 1 + flag.length <= 76) {
+      lines[lines.length - 1] = `${last} ${flag}`;
+    } else lines.push(flag);
+  }
+  return lines;
 }
 
 if (import.meta.main) {

@@ -13,227 +13,77 @@ export const VLLM_FLAGS: KnownFlags = {
   engine: "vllm",
   source:
     "vllm-project/vllm source: vllm/engine/arg_utils.py at 99d7eb5d6a51 (EngineArgs, AsyncEngineArgs) and vllm/entrypoints/openai/cli_args.py at 005223338608 (FrontendArgs, make_arg_parser), read by hand",
-  flags: [
-    "--additional-config",
-    "--aggregate-engine-logging",
-    "--all2all-backend",
-    "--allow-credentials",
-    "--allowed-headers",
-    "--allowed-local-media-path",
-    "--allowed-media-domains",
-    "--allowed-methods",
-    "--allowed-origins",
-    "--api-key",
-    "--api-server-count",
-    "-asc",
-    "--async-scheduling",
-    "--block-size",
-    "--calculate-kv-scales",
-    "--chat-template",
-    "--chat-template-content-format",
-    "--code-revision",
-    "--cohere-format",
-    "--cohere-is-reasoning-model",
-    "--collect-detailed-traces",
-    "--compilation-config",
-    "--config",
-    "--config-format",
-    "--convert",
-    "--cpu-offload-gb",
-    "--cuda-graph-sizes",
-    "--cudagraph-capture-sizes",
-    "--data-parallel-address",
-    "--data-parallel-backend",
-    "--data-parallel-hybrid-lb",
-    "--data-parallel-multi-port-external-lb",
-    "--data-parallel-rank",
-    "--data-parallel-rpc-port",
-    "--data-parallel-size",
-    "--data-parallel-size-local",
-    "--data-parallel-start-rank",
-    "--data-parallel-supervisor-port",
-    "--dbo-decode-token-threshold",
-    "--dbo-prefill-token-threshold",
-    "-dcp",
-    "--decode-context-parallel-size",
-    "--default-chat-template-kwargs",
-    "--default-mm-loras",
-    "--disable-access-log-for-endpoints",
-    "--disable-cascade-attn",
-    "--disable-chunked-mm-input",
-    "--disable-custom-all-reduce",
-    "--disable-fastapi-docs",
-    "--disable-hybrid-kv-cache-manager",
-    "--disable-log-requests",
-    "--disable-log-stats",
-    "--disable-mm-preprocessor-cache",
-    "--disable-nccl-for-dp-synchronization",
-    "--disable-sliding-window",
-    "--disable-uvicorn-access-log",
-    "--distributed-executor-backend",
-    "--download-dir",
-    "-dp",
-    "--dp-supervisor-probe-failure-threshold",
-    "--dp-supervisor-probe-interval-s",
-    "--dp-supervisor-probe-timeout-s",
-    "-dpa",
-    "-dpb",
-    "-dpl",
-    "-dpn",
-    "-dpp",
-    "-dpr",
-    "--dtype",
-    "--enable-auto-tool-choice",
-    "--enable-chunked-prefill",
-    "--enable-dbo",
-    "--enable-eplb",
-    "--enable-expert-parallel",
-    "--enable-flash-late-interaction",
-    "--enable-force-include-usage",
-    "--enable-log-deltas",
-    "--enable-log-outputs",
-    "--enable-log-requests",
-    "--enable-lora",
-    "--enable-mm-embeds",
-    "--enable-multimodal-encoder-data-parallel",
-    "--enable-offline-docs",
-    "--enable-per-request-metrics",
-    "--enable-prefix-caching",
-    "--enable-prompt-embeds",
-    "--enable-prompt-tokens-details",
-    "--enable-request-id-headers",
-    "--enable-server-load-tracking",
-    "--enable-sleep-mode",
-    "--enable-ssl-refresh",
-    "--enable-tokenizer-info-endpoint",
-    "--enforce-eager",
-    "--eplb-config",
-    "--eplb-log-balancedness",
-    "--eplb-step-interval",
-    "--eplb-window-size",
-    "--exclude-tools-when-tool-choice-none",
-    "--expert-placement-strategy",
-    "--external-parameters",
-    "--fingerprint-mode",
-    "--fingerprint-value",
-    "--fully-sharded-loras",
-    "--generation-config",
-    "--gpu-memory-utilization",
-    "--grpc",
-    "--guided-decoding-backend",
-    "--guided-decoding-disable-additional-properties",
-    "--guided-decoding-disable-any-whitespace",
-    "--guided-decoding-disable-fallback",
-    "--h11-max-header-count",
-    "--h11-max-incomplete-event-size",
-    "--headless",
-    "--hf-config-path",
-    "--hf-overrides",
-    "--hf-token",
-    "--host",
-    "--ignore-patterns",
-    "--interleave-mm-strings",
-    "--io-processor-plugin",
-    "--kv-cache-dtype",
-    "--kv-cache-memory-bytes",
-    "--kv-events-config",
-    "--kv-sharing-fast-prefill",
-    "--kv-transfer-config",
-    "--limit-mm-per-prompt",
-    "--load-format",
-    "--log-config-file",
-    "--log-error-stack",
-    "--logits-processor-pattern",
-    "--logits-processors",
-    "--logprobs-mode",
-    "--long-prefill-token-threshold",
-    "--lora-dtype",
-    "--lora-extra-vocab-size",
-    "--lora-modules",
-    "--mamba-block-size",
-    "--mamba-cache-dtype",
-    "--mamba-ssm-cache-dtype",
-    "--max-cpu-loras",
-    "--max-cudagraph-capture-size",
-    "--max-log-len",
-    "--max-logprobs",
-    "--max-long-partial-prefills",
-    "--max-lora-rank",
-    "--max-loras",
-    "--max-model-len",
-    "--max-num-batched-tokens",
-    "--max-num-partial-prefills",
-    "--max-num-seqs",
-    "--max-parallel-loading-workers",
-    "--media-io-kwargs",
-    "--middleware",
-    "--mm-encoder-attn-backend",
-    "--mm-encoder-tp-mode",
-    "--mm-processor-cache-gb",
-    "--mm-processor-cache-type",
-    "--mm-processor-kwargs",
-    "--mm-shm-cache-max-object-size-mb",
-    "--model",
-    "--model-impl",
-    "--model-loader-extra-config",
-    "--num-gpu-blocks-override",
-    "--num-lookahead-slots",
-    "--num-redundant-experts",
-    "-O",
-    "--otlp-traces-endpoint",
-    "--override-attention-dtype",
-    "--override-generation-config",
-    "--override-pooler-config",
-    "--pipeline-parallel-size",
-    "--pooler-config",
-    "--port",
-    "-pp",
-    "--prefix-caching-hash-algo",
-    "--pt-load-map-location",
-    "-q",
-    "--quantization",
-    "--ray-workers-use-nsight",
-    "--reasoning-parser",
-    "--response-role",
-    "--return-tokens-as-token-ids",
-    "--revision",
-    "--root-path",
-    "--rope-scaling",
-    "--rope-theta",
-    "--runner",
-    "--safetensors-load-strategy",
-    "--scheduler-cls",
-    "--scheduling-policy",
-    "--seed",
-    "--served-model-name",
-    "--show-hidden-metrics-for-version",
-    "--skip-mm-profiling",
-    "--skip-tokenizer-init",
-    "--speculative-config",
-    "--ssl-ca-certs",
-    "--ssl-cert-reqs",
-    "--ssl-certfile",
-    "--ssl-ciphers",
-    "--ssl-keyfile",
-    "--structured-outputs-config",
-    "--swap-space",
-    "--task",
-    "--tensor-parallel-size",
-    "--tokenizer",
-    "--tokenizer-mode",
-    "--tokenizer-revision",
-    "--tokens-only",
-    "--tool-call-parser",
-    "--tool-parser-plugin",
-    "--tool-server",
-    "-tp",
-    "--trust-remote-code",
-    "--trust-request-chat-template",
-    "--uds",
-    "--use-tqdm-on-load",
-    "--uvicorn-log-level",
-    "--video-pruning-rate",
-    "--worker-cls",
-    "--worker-extension-cls",
-  ],
+  // Packed several to a line (deno fmt leaves a template alone): a list
+  // hundreds of flags long stays a short module.
+  flags: `
+    --additional-config --aggregate-engine-logging --all2all-backend
+    --allow-credentials --allowed-headers --allowed-local-media-path
+    --allowed-media-domains --allowed-methods --allowed-origins --api-key
+    --api-server-count -asc --async-scheduling --block-size
+    --calculate-kv-scales --chat-template --chat-template-content-format
+    --code-revision --cohere-format --cohere-is-reasoning-model
+    --collect-detailed-traces --compilation-config --config --config-format
+    --convert --cpu-offload-gb --cuda-graph-sizes --cudagraph-capture-sizes
+    --data-parallel-address --data-parallel-backend --data-parallel-hybrid-lb
+    --data-parallel-multi-port-external-lb --data-parallel-rank
+    --data-parallel-rpc-port --data-parallel-size --data-parallel-size-local
+    --data-parallel-start-rank --data-parallel-supervisor-port
+    --dbo-decode-token-threshold --dbo-prefill-token-threshold -dcp
+    --decode-context-parallel-size --default-chat-template-kwargs
+    --default-mm-loras --disable-access-log-for-endpoints --disable-cascade-attn
+    --disable-chunked-mm-input --disable-custom-all-reduce
+    --disable-fastapi-docs --disable-hybrid-kv-cache-manager
+    --disable-log-requests --disable-log-stats --disable-mm-preprocessor-cache
+    --disable-nccl-for-dp-synchronization --disable-sliding-window
+    --disable-uvicorn-access-log --distributed-executor-backend --download-dir
+    -dp --dp-supervisor-probe-failure-threshold --dp-supervisor-probe-interval-s
+    --dp-supervisor-probe-timeout-s -dpa -dpb -dpl -dpn -dpp -dpr --dtype
+    --enable-auto-tool-choice --enable-chunked-prefill --enable-dbo
+    --enable-eplb --enable-expert-parallel --enable-flash-late-interaction
+    --enable-force-include-usage --enable-log-deltas --enable-log-outputs
+    --enable-log-requests --enable-lora --enable-mm-embeds
+    --enable-multimodal-encoder-data-parallel --enable-offline-docs
+    --enable-per-request-metrics --enable-prefix-caching --enable-prompt-embeds
+    --enable-prompt-tokens-details --enable-request-id-headers
+    --enable-server-load-tracking --enable-sleep-mode --enable-ssl-refresh
+    --enable-tokenizer-info-endpoint --enforce-eager --eplb-config
+    --eplb-log-balancedness --eplb-step-interval --eplb-window-size
+    --exclude-tools-when-tool-choice-none --expert-placement-strategy
+    --external-parameters --fingerprint-mode --fingerprint-value
+    --fully-sharded-loras --generation-config --gpu-memory-utilization --grpc
+    --guided-decoding-backend --guided-decoding-disable-additional-properties
+    --guided-decoding-disable-any-whitespace --guided-decoding-disable-fallback
+    --h11-max-header-count --h11-max-incomplete-event-size --headless
+    --hf-config-path --hf-overrides --hf-token --host --ignore-patterns
+    --interleave-mm-strings --io-processor-plugin --kv-cache-dtype
+    --kv-cache-memory-bytes --kv-events-config --kv-sharing-fast-prefill
+    --kv-transfer-config --limit-mm-per-prompt --load-format --log-config-file
+    --log-error-stack --logits-processor-pattern --logits-processors
+    --logprobs-mode --long-prefill-token-threshold --lora-dtype
+    --lora-extra-vocab-size --lora-modules --mamba-block-size
+    --mamba-cache-dtype --mamba-ssm-cache-dtype --max-cpu-loras
+    --max-cudagraph-capture-size --max-log-len --max-logprobs
+    --max-long-partial-prefills --max-lora-rank --max-loras --max-model-len
+    --max-num-batched-tokens --max-num-partial-prefills --max-num-seqs
+    --max-parallel-loading-workers --media-io-kwargs --middleware
+    --mm-encoder-attn-backend --mm-encoder-tp-mode --mm-processor-cache-gb
+    --mm-processor-cache-type --mm-processor-kwargs
+    --mm-shm-cache-max-object-size-mb --model --model-impl
+    --model-loader-extra-config --num-gpu-blocks-override --num-lookahead-slots
+    --num-redundant-experts -O --otlp-traces-endpoint --override-attention-dtype
+    --override-generation-config --override-pooler-config
+    --pipeline-parallel-size --pooler-config --port -pp
+    --prefix-caching-hash-algo --pt-load-map-location -q --quantization
+    --ray-workers-use-nsight --reasoning-parser --response-role
+    --return-tokens-as-token-ids --revision --root-path --rope-scaling
+    --rope-theta --runner --safetensors-load-strategy --scheduler-cls
+    --scheduling-policy --seed --served-model-name
+    --show-hidden-metrics-for-version --skip-mm-profiling --skip-tokenizer-init
+    --speculative-config --ssl-ca-certs --ssl-cert-reqs --ssl-certfile
+    --ssl-ciphers --ssl-keyfile --structured-outputs-config --swap-space --task
+    --tensor-parallel-size --tokenizer --tokenizer-mode --tokenizer-revision
+    --tokens-only --tool-call-parser --tool-parser-plugin --tool-server -tp
+    --trust-remote-code --trust-request-chat-template --uds --use-tqdm-on-load
+    --uvicorn-log-level --video-pruning-rate --worker-cls --worker-extension-cls
+  `.trim().split(/\s+/),
 };

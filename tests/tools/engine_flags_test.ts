@@ -40,5 +40,22 @@ Deno.test("the generated module names its source and lists each flag", () => {
   );
   assert.match(text, /export const VLLM_FLAGS: KnownFlags/);
   assert.match(text, /"vllm serve --help output, vLLM 0\.11\.0"/);
-  assert.match(text, / {4}"--port",\n {4}"-tp",\n/);
+  assert.match(text, /\n {4}--port -tp\n/);
+});
+
+Deno.test("the generated module packs flags several to a line and reads back every flag in order", async () => {
+  const flags = Array.from(
+    { length: 60 },
+    (_, i) => `--flag-number-${i}${i % 7 === 0 ? "-with-a-longer-name" : ""}`,
+  );
+  const text = flagsModule("sglang", flags, "a hand-read list");
+  const lines = text.split("\n").filter((line) => line.startsWith("    --"));
+  assert.ok(lines.length > 1 && lines.length < flags.length / 2);
+  for (const line of lines) assert.ok(line.length <= 80, line);
+  const url = `data:application/typescript;base64,${
+    btoa(text.replace(/^import type .*$/m, ""))
+  }`;
+  const { SGLANG_FLAGS } = await import(url);
+  assert.deepEqual(SGLANG_FLAGS.flags, flags);
+  assert.equal(SGLANG_FLAGS.source, "a hand-read list");
 });
