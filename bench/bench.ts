@@ -98,7 +98,8 @@ async function measure(bench: Bench, only: Only): Promise<Report> {
   const guard = await guardPhase(bench);
   const log = await logPhase(bench);
   const gpu = await gpuPhase(bench);
-  const report = buildReport({ load, start, auth, guard, log, gpu }, {
+  const dryRun = await dryRunPhase(bench);
+  const report = buildReport({ load, start, auth, guard, log, gpu, dryRun }, {
     wrk: wrk.replace(/ Copyright.*$/, ""),
     loadBefore,
     loadAfter: Deno.loadavg()[0] ?? Number.NaN,

@@ -36,6 +36,7 @@ export interface AllResults {
   guard: GuardResults;
   log: LogResults;
   gpu: GpuResults;
+  dryRun: DryRunResults;
 }
 
 /** About the run, for the first line. */
@@ -51,6 +52,9 @@ export interface Report {
   markdown: string;
   targets: Verdict[];
 }
+
+const DRY_RUN_METHOD =
+  "Dry run: each round times, order rotated, the launcher's --help, one stand-in nvidia-smi look (its two queries at once) and a dry run of 32 engines on 8 fake GPUs; the ratio is the median of per-round ratios.";
 
 const METHOD = [
   `Loopback only (${HOST}); every engine is the stand-in \`tests/fixtures/fake_engine.ts\` (a Deno process) unless said otherwise.`,
@@ -80,6 +84,7 @@ const METHOD = [
   `redirected to a file, or piped to \`cat > file\`, or read and discarded by a bare Deno process (Deno's floor for a child's pipe); ${PLAN.logRounds} rounds, order rotated;`,
   `the engine's own time is its \`flood done in\` figure; the launcher's log is read back and its flood bytes counted.`,
   GPU_METHOD,
+  DRY_RUN_METHOD,
 ].join(" ");
 
 /** The full report. */
@@ -92,6 +97,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
     ...guardRows(all.guard),
     ...logRows(all.log),
     ...gpuRows(all.gpu),
+    ...dryRunRows(all.dryRun),
   ];
   const targets = [
     ...loadTargets(all.load),
@@ -101,6 +107,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
     ...guardTargets(all.guard),
     ...logTargets(all.log),
     ...gpuTargets(all.gpu),
+    ...dryRunTargets(all.dryRun),
   ];
   const notes = [
     ...loadNotes(all.load),
@@ -206,7 +213,7 @@ export function gpuReport(gpu: GpuResults): Report {
 export function dryRunReport(results: DryRunResults): Report {
   return phaseReport(
     "--dry-run (`deno task bench --only=dryrun`)",
-    "Each round times, order rotated: the launcher's --help, one stand-in nvidia-smi look (its two queries at once) and a dry run of 32 engines on 8 fake GPUs; the ratio is the median of per-round ratios.",
+    DRY_RUN_METHOD,
     dryRunRows(results),
     dryRunTargets(results),
   );
