@@ -477,15 +477,22 @@ Deno.test("reload: a rotated secret accepts new tokens and refuses old ones; a n
   }
 });
 
-Deno.test("reload: Semioserve.reload() with unchanged engines (the measured reload time)", async () => {
+/**
+ * Runs `body` against an in-process launcher of alpha and beta (stand-in
+ * engines, development mode, no signal handlers) once it listens, then stops it.
+ */
+async function withInProcess(
+  catalogue: string | URL,
+  body: (serve: Semioserve) => Promise<void>,
+): Promise<Semioserve> {
   await using site = await inProcessSite();
   const listening = Promise.withResolvers<URL>();
   const serve = new Semioserve({
     models: ["alpha", "beta"],
     host: "127.0.0.1",
-    port: freePorts(2),
+    port: freePorts(3),
     directory: site.root,
-    catalogue: STAND_IN_CATALOGUE,
+    catalogue,
     dev_mode: true,
     handleSignals: false,
     onListen: (url) => listening.resolve(url),
@@ -493,6 +500,16 @@ Deno.test("reload: Semioserve.reload() with unchanged engines (the measured relo
   const running = serve.run();
   try {
     await listening.promise;
+    await body(serve);
+  } finally {
+    await serve.stop();
+    await running;
+  }
+  return serve;
+}
+
+Deno.test("reload: Semioserve.reload() with unchanged engines (the measured reload time)", async () => {
+  const serve = await withInProcess(STAND_IN_CATALOGUE, async (serve) => {
     const pids = serve.engines.map((engine) => engine.pid);
     const times: number[] = [];
     for (let i = 0; i < 5; i++) {
@@ -514,10 +531,7 @@ Deno.test("reload: Semioserve.reload() with unchanged engines (the measured relo
       } ms, max ${times[4]!.toFixed(1)} ms`,
     );
     assert.ok(times[2]! < 1_000, `median ${times[2]} ms`);
-  } finally {
-    await serve.stop();
-    await running;
-  }
+  });
   const after = await serve.reload();
   assert.equal(after.ok, false, "no reload once stopped");
 });
@@ -562,21 +576,7 @@ Deno.test("reload: a replaced engine starts through the GPU start gate, behind a
 
 Deno.test("reload: the engines it restarts get the start-up checks' warnings (an unknown engine flag), logged and in the result", async () => {
   await using cat = await catalogueFile(TWO);
-  await using site = await inProcessSite();
-  const listening = Promise.withResolvers<URL>();
-  const serve = new Semioserve({
-    models: ["alpha", "beta"],
-    host: "127.0.0.1",
-    port: freePorts(3),
-    directory: site.root,
-    catalogue: cat.path,
-    dev_mode: true,
-    handleSignals: false,
-    onListen: (url) => listening.resolve(url),
-  });
-  const running = serve.run();
-  try {
-    await listening.promise;
+  await withInProcess(cat.path, async (serve) => {
     const same = await serve.reload();
     assert.equal(same.ok, true, same.error);
     assert.deepEqual(same.warnings, [], "nothing restarted, nothing to warn");
@@ -589,8 +589,5 @@ Deno.test("reload: the engines it restarts get the start-up checks' warnings (an
     assert.deepEqual(result.warnings, [
       "alpha: --max-model-length is not a known vLLM flag (did you mean --max-model-len?)",
     ]);
-  } finally {
-    await serve.stop();
-    await running;
-  }
+  });
 });
