@@ -1,7 +1,8 @@
 /**
  * The Markdown `deno task bench` prints and writes: the full report (every
  * phase's rows, then the Targets section) and the one-phase reports of
- * `--auth-only`, `--only=guard`, `--only=log` and `--only=gpu`.
+ * `--auth-only`, `--only=guard`, `--only=log`, `--only=gpu` and
+ * `--only=dryrun`.
  *
  * @module
  */
@@ -87,34 +88,60 @@ const METHOD = [
   DRY_RUN_METHOD,
 ].join(" ");
 
+/** One phase's part of a report: its rows, its targets, its notes. */
+interface Section {
+  rows: readonly Row[];
+  targets: readonly Verdict[];
+  notes?: readonly string[];
+}
+
+function loadSection(r: LoadResults): Section {
+  return { rows: loadRows(r), targets: loadTargets(r), notes: loadNotes(r) };
+}
+
+function memorySection(r: LoadResults): Section {
+  return { rows: memoryRows(r), targets: memoryTargets(r) };
+}
+
+function startSection(r: StartResults): Section {
+  return { rows: startRows(r), targets: startTargets(r) };
+}
+
+function authSection(r: AuthResults): Section {
+  return { rows: authRows(r), targets: authTargets(r), notes: authNotes(r) };
+}
+
+function guardSection(r: GuardResults): Section {
+  return { rows: guardRows(r), targets: guardTargets(r), notes: guardNotes(r) };
+}
+
+function logSection(r: LogResults): Section {
+  return { rows: logRows(r), targets: logTargets(r) };
+}
+
+function gpuSection(r: GpuResults): Section {
+  return { rows: gpuRows(r), targets: gpuTargets(r), notes: gpuNotes(r) };
+}
+
+function dryRunSection(r: DryRunResults): Section {
+  return { rows: dryRunRows(r), targets: dryRunTargets(r) };
+}
+
 /** The full report. */
 export function buildReport(all: AllResults, meta: RunMeta): Report {
-  const rows: Row[] = [
-    ...loadRows(all.load),
-    ...startRows(all.start),
-    ...memoryRows(all.load),
-    ...authRows(all.auth),
-    ...guardRows(all.guard),
-    ...logRows(all.log),
-    ...gpuRows(all.gpu),
-    ...dryRunRows(all.dryRun),
+  const sections = [
+    loadSection(all.load),
+    startSection(all.start),
+    memorySection(all.load),
+    authSection(all.auth),
+    guardSection(all.guard),
+    logSection(all.log),
+    gpuSection(all.gpu),
+    dryRunSection(all.dryRun),
   ];
-  const targets = [
-    ...loadTargets(all.load),
-    ...startTargets(all.start),
-    ...memoryTargets(all.load),
-    ...authTargets(all.auth),
-    ...guardTargets(all.guard),
-    ...logTargets(all.log),
-    ...gpuTargets(all.gpu),
-    ...dryRunTargets(all.dryRun),
-  ];
-  const notes = [
-    ...loadNotes(all.load),
-    ...authNotes(all.auth),
-    ...guardNotes(all.guard),
-    ...gpuNotes(all.gpu),
-  ];
+  const rows = sections.flatMap((section) => section.rows);
+  const targets = sections.flatMap((section) => section.targets);
+  const notes = sections.flatMap((section) => section.notes ?? []);
   const markdown = [
     "# Benchmark: management API",
     "",
@@ -141,12 +168,10 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
 }
 
 /** A report of one phase (`--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`). */
-export function phaseReport(
+function phaseReport(
   title: string,
   method: string,
-  rows: readonly Row[],
-  targets: readonly Verdict[],
-  notes: readonly string[] = [],
+  { rows, targets, notes = [] }: Section,
 ): Report {
   const markdown = [
     `# Benchmark: ${title}`,
@@ -171,9 +196,7 @@ export function authReport(auth: AuthResults): Report {
   return phaseReport(
     "production mode (`deno task bench --auth-only`)",
     `\`wrk -t2 -c8\`, ${PLAN.authRounds} rotating rounds of ${PLAN.authSeconds} s; ratios are medians of per-round ratios.`,
-    authRows(auth),
-    authTargets(auth),
-    authNotes(auth),
+    authSection(auth),
   );
 }
 
@@ -182,9 +205,7 @@ export function guardReport(guard: GuardResults): Report {
   return phaseReport(
     "connection guard (`deno task bench --only=guard`)",
     `\`wrk -t2 -c8\`, ${PLAN.guardRounds} rounds of ${PLAN.guardSeconds} s; ratios are medians of per-round ratios.`,
-    guardRows(guard),
-    guardTargets(guard),
-    guardNotes(guard),
+    guardSection(guard),
   );
 }
 
@@ -193,8 +214,7 @@ export function logReport(log: LogResults): Report {
   return phaseReport(
     "engine logs (`deno task bench --only=log`)",
     `${PLAN.logRounds} rounds, order rotated: through the launcher, straight to a file, through \`cat > file\`.`,
-    logRows(log),
-    logTargets(log),
+    logSection(log),
   );
 }
 
@@ -203,9 +223,7 @@ export function gpuReport(gpu: GpuResults): Report {
   return phaseReport(
     "GPU lifecycle (`deno task bench --only=gpu`)",
     GPU_METHOD,
-    gpuRows(gpu),
-    gpuTargets(gpu),
-    gpuNotes(gpu),
+    gpuSection(gpu),
   );
 }
 
@@ -214,7 +232,6 @@ export function dryRunReport(results: DryRunResults): Report {
   return phaseReport(
     "--dry-run (`deno task bench --only=dryrun`)",
     DRY_RUN_METHOD,
-    dryRunRows(results),
-    dryRunTargets(results),
+    dryRunSection(results),
   );
 }
