@@ -3,7 +3,9 @@
  * (the stand-in `nvidia-smi`) against what it cannot do without: the
  * launcher's `--help` (the same process start and module load) plus one
  * `nvidia-smi` look (both queries at once, as the launcher asks). Each round
- * times all three, in rotating order, so the ratio is measured in one run.
+ * times all four, in rotating order, so the ratio is measured in one run; the
+ * fourth, the same dry run with `--gpus none`, shows the checks' own cost
+ * apart from `nvidia-smi`.
  * Every dry run must exit 0, and no engine may appear in the GPU ledger.
  *
  * @module
@@ -24,6 +26,8 @@ export interface DryRunResults {
   help: number[];
   query: number[];
   dryRun: number[];
+  /** The same dry run with `--gpus none`: no nvidia-smi look, no placement. */
+  noGpus: number[];
 }
 
 async function wallMs(args: string[], env: Record<string, string>) {
@@ -43,7 +47,7 @@ async function wallMs(args: string[], env: Record<string, string>) {
   return ms;
 }
 
-/** Times `--help`, one stand-in look and a 32-engine dry run, order rotated. */
+/** Times `--help`, one stand-in look and a 32-engine dry run with and without GPUs, order rotated. */
 export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
   const machine = await gpuMachine(bench.work, DRY_RUN_GPUS);
   try {
@@ -73,20 +77,27 @@ export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
       NO_COLOR: "1",
     };
     const port = String(freePorts(DRY_RUN_ENGINES));
-    const site = ["--directory", root, "--catalogue", catalogue];
+    const dryRun = [...names, "--directory", root, "--catalogue", catalogue];
+    dryRun.push("--port", port, "--dry-run");
     const arms = [
       () => wallMs(["--help"], env),
       () => standInQueryMs(machine),
-      () => wallMs([...names, ...site, "--port", port, "--dry-run"], env),
+      () => wallMs(dryRun, env),
+      () => wallMs([...dryRun, "--gpus", "none"], env),
     ];
     await arms[2]!(); // the module cache warm, and the plan passes
     progress(
       `--dry-run: ${DRY_RUN_ENGINES} engines on ${DRY_RUN_GPUS} fake GPUs, ${ROUNDS} rounds`,
     );
-    const results: DryRunResults = { help: [], query: [], dryRun: [] };
-    const into = [results.help, results.query, results.dryRun];
+    const results: DryRunResults = {
+      help: [],
+      query: [],
+      dryRun: [],
+      noGpus: [],
+    };
+    const into = [results.help, results.query, results.dryRun, results.noGpus];
     for (let round = 0; round < ROUNDS; round++) {
-      for (const k of [0, 1, 2].map((i) => (i + round) % 3)) {
+      for (const k of into.map((_, i) => (i + round) % into.length)) {
         into[k]!.push(await arms[k]!());
       }
     }

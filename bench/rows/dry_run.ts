@@ -19,7 +19,7 @@ function ratios(r: DryRunResults): number[] {
   return r.dryRun.map((ms, i) => ms / (r.help[i]! + r.query[i]!));
 }
 
-/** The three wall times and the dry run against their sum. */
+/** The wall times: the dry run against --help + one look, and without GPUs against --help. */
 export function dryRunRows(r: DryRunResults): Row[] {
   const base = median(r.help.map((ms, i) => ms + r.query[i]!));
   return [
@@ -34,6 +34,12 @@ export function dryRunRows(r: DryRunResults): Row[] {
       median(r.dryRun),
       "ms",
       { label: "--help + one look", value: base },
+    ),
+    row(
+      "--dry-run --gpus none (its checks without nvidia-smi)",
+      median(r.noGpus),
+      "ms",
+      { label: "--help", value: median(r.help) },
     ),
   ];
 }

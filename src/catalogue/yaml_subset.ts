@@ -29,6 +29,7 @@ import {
   type YamlScalar,
   type YamlSeq,
 } from "./yaml_tree.ts";
+import { decline, DECLINED, readQuoted, resolvePlain } from "./yaml_scalars.ts";
 
 /**
  * Reads a catalogue's text when it is written in the subset.
@@ -60,49 +61,9 @@ const OUTSIDE = /[\x00-\x09\x0B-\x1F\x7F-\x9F\u2028\u2029\uD800-\uDFFF\uFEFF]/;
 /** A document marker (`---`, `...`) starting a line. */
 const MARKER = /^(?:---|\.\.\.)(?:[ \n]|$)/m;
 
-/** Thrown inside the reader when the text leaves the subset. */
-const DECLINED = new Error("outside the catalogue subset");
-function decline(): never {
-  throw DECLINED;
-}
-
 /** Characters that may not start a plain scalar. */
 const INDICATORS = "[]{},#&*!|>'\"%@`";
 const FLOW_INDICATORS = ",[]{}";
-/** YAML 1.2 core schema numbers, every form npm:yaml resolves to a number. */
-const CORE_NUMBER = new RegExp(
-  [
-    /0o[0-7]+/,
-    /[-+]?[0-9]+/,
-    /0x[0-9a-fA-F]+/,
-    /[-+]?\.(?:inf|Inf|INF)|\.nan|\.NaN|\.NAN/,
-    /[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)[eE][-+]?[0-9]+/,
-    /[-+]?(?:\.[0-9]+|[0-9]+\.[0-9]*)/,
-  ].map((form) => `^(?:${form.source})$`).join("|"),
-);
-/** The numbers read here: plain decimals that `Number` reads exactly as npm:yaml does. */
-const DECIMAL = /^-?(?:0|[1-9][0-9]{0,14})(?:\.[0-9]{1,15})?$/;
-const ESCAPES: Record<string, string> = {
-  "0": "\0",
-  b: "\b",
-  t: "\t",
-  n: "\n",
-  f: "\f",
-  r: "\r",
-  '"': '"',
-  "/": "/",
-  "\\": "\\",
-};
-
-/** A plain scalar's resolved value: null, boolean, number or string. */
-function resolvePlain(text: string): unknown {
-  if (/^(?:~|[Nn]ull|NULL)$/.test(text)) return null;
-  if (/^(?:[Tt]rue|TRUE)$/.test(text)) return true;
-  if (/^(?:[Ff]alse|FALSE)$/.test(text)) return false;
-  if (!CORE_NUMBER.test(text)) return text;
-  if (!DECIMAL.test(text) || /^-0(?:\.0*)?$/.test(text)) decline();
-  return Number(text);
-}
 
 /** A node and the offset just past its text. */
 interface Read<T> {
@@ -374,50 +335,11 @@ class SubsetReader {
 
   /** A single- or double-quoted scalar on one line; `end` is just past the closing quote. */
   #quoted(at: number): { value: string; end: number } {
-    const t = this.#text;
-    const quote = t[at];
-    const lineEnd = this.#lineEnd(at);
-    let out = "";
-    let i = at + 1;
-    while (true) {
-      if (i >= lineEnd) decline();
-      const ch = t[i]!;
-      if (ch === quote) {
-        if (quote === "'" && t[i + 1] === "'") {
-          out += "'";
-          i += 2;
-          continue;
-        }
-        return { value: out, end: i + 1 };
-      }
-      if (ch === "\\" && quote === '"') {
-        const escape = t[i + 1] ?? "";
-        const simple = ESCAPES[escape];
-        if (simple !== undefined) {
-          out += simple;
-          i += 2;
-          continue;
-        }
-        const digits = escape === "x" ? 2 : escape === "u" ? 4 : 0;
-        const hex = t.slice(i + 2, i + 2 + digits);
-        if (
-          digits === 0 || !/^[0-9a-fA-F]+$/.test(hex) || hex.length < digits
-        ) {
-          decline();
-        }
-        const code = parseInt(hex, 16);
-        if (code >= 0xd800 && code <= 0xdfff) decline();
-        out += String.fromCharCode(code);
-        i += 2 + digits;
-        continue;
-      }
-      out += ch;
-      i++;
-    }
+    return readQuoted(this.#text, at, this.#lineEnd(at));
   }
 
   /** A flow mapping or list, over as many lines as it takes, inside a block collection at `column`. */
-  #flow(at: number, column: number): Read<YamlMap | YamlSeq> {
+  #flow(at: number, column: number, depth = 1): Read<YamlMap | YamlSeq> {
     const t = this.#text;
     const close = t[at] === "{" ? "}" : "]";
     const line = this.#line(at);
@@ -429,22 +351,22 @@ class SubsetReader {
       : { kind: "seq", line, items, toJS: () => plainData(node) };
     let i = at + 1;
     while (true) {
-      i = this.#flowSpace(i, column);
+      i = this.#flowSpace(i, column, depth);
       if (t[i] === close) return { node, end: i + 1 };
       if (close === "]") {
-        const item = this.#flowNode(i, column);
+        const item = this.#flowNode(i, column, depth);
         items.push(item.node);
-        i = this.#flowSpace(item.end, column);
+        i = this.#flowSpace(item.end, column, depth);
       } else {
         const key = this.#flowKey(i);
-        i = this.#flowSpace(key.end + 1, column);
+        i = this.#flowSpace(key.end + 1, column, depth);
         if (t[i] === "," || t[i] === "}") decline();
-        const value = this.#flowNode(i, column);
+        const value = this.#flowNode(i, column, depth);
         const name = key.node.value as string;
         if (keys.has(name)) decline();
         keys.add(name);
         pairs.push({ key: key.node, value: value.node });
-        i = this.#flowSpace(value.end, column);
+        i = this.#flowSpace(value.end, column, depth);
       }
       if (t[i] === ",") i++;
       else if (t[i] !== close) decline();
@@ -471,9 +393,11 @@ class SubsetReader {
   }
 
   /** A value inside a flow collection: a nested one, or a scalar that is not a key. */
-  #flowNode(at: number, column: number): Read<YamlNode> {
+  #flowNode(at: number, column: number, depth: number): Read<YamlNode> {
     const t = this.#text;
-    if (t[at] === "{" || t[at] === "[") return this.#flow(at, column);
+    if (t[at] === "{" || t[at] === "[") {
+      return this.#flow(at, column, depth + 1);
+    }
     if (t[at] === '"' || t[at] === "'") {
       const { value, end } = this.#quoted(at);
       if (t[end] === ":") decline();
@@ -485,11 +409,12 @@ class SubsetReader {
   }
 
   /**
-   * Skips spaces, line breaks and comments inside a flow collection. Each
-   * new line's text must be indented past the block collection's `column`
-   * (a closing bracket may sit at it), as npm:yaml requires.
+   * Skips spaces, line breaks and comments inside a flow collection `depth`
+   * deep. Each new line's text must be indented past the block collection's
+   * `column`; only the outermost collection's closing bracket may sit at it,
+   * as npm:yaml requires.
    */
-  #flowSpace(from: number, column: number): number {
+  #flowSpace(from: number, column: number, depth: number): number {
     const t = this.#text;
     let i = from;
     while (true) {
@@ -507,7 +432,8 @@ class SubsetReader {
         if (
           first !== undefined && first !== "\n" && first !== "#" &&
           indent <= column &&
-          !(indent === column && (first === "]" || first === "}"))
+          !(indent === column && depth === 1 &&
+            (first === "]" || first === "}"))
         ) decline();
         i = k;
       } else return i;

@@ -147,6 +147,10 @@ const EDGES: Record<string, { text: string; read: boolean }> = {
     text: "m:\n  a: {\n  b: 1,\n  }\n",
     read: false,
   },
+  "an inner flow list closing at its key's indentation": {
+    text: "b: { m: [x\n], h: y }\n",
+    read: false,
+  },
   "a pair in a flow list": { text: "a: [b: 1]\n", read: false },
   "a flow key without a value": { text: "a: {b}\n", read: false },
   "a scalar at the root": { text: "a\n", read: false },
