@@ -163,11 +163,13 @@ class SubsetReader {
     }
     this.#checkKey(value);
     const after = t[end + 1];
+    // npm:yaml wants an implicit key's colon within 1024 characters of where
+    // it starts counting (before the key, at the line break): keys that come
+    // near are left to it.
     if (
-      t[end] !== ":" || (after !== undefined && after !== " " && after !== "\n")
-    ) {
-      decline();
-    }
+      t[end] !== ":" || end - this.#starts[this.#line(at) - 1]! >= 1000 ||
+      (after !== undefined && after !== " " && after !== "\n")
+    ) decline();
     return { node: this.#scalar(value, at), end };
   }
 
@@ -421,7 +423,9 @@ class SubsetReader {
       const ch = t[i];
       if (ch === " ") i++;
       else if (ch === "#") {
-        if (t[i - 1] !== " " && t[i - 1] !== "\n") decline();
+        // A comment at a line's start can join the next entry in npm:yaml's
+        // reading ("not separated by white space"): only spaced ones are read.
+        if (t[i - 1] !== " ") decline();
         i = this.#lineEnd(i);
       } else if (ch === "\n") {
         i++;

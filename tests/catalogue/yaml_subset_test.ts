@@ -151,6 +151,22 @@ const EDGES: Record<string, { text: string; read: boolean }> = {
     text: "b: { m: [x\n], h: y }\n",
     read: false,
   },
+  "a comment at a line's start inside a flow mapping": {
+    text: "k: {a: b\n#\n}\n",
+    read: false,
+  },
+  "a spaced comment inside a flow mapping": {
+    text: "k: {a: b\n #\n}\n",
+    read: true,
+  },
+  "a key whose colon is more than 1024 characters on": {
+    text: `a${" ".repeat(1024)}: 1\n`,
+    read: false,
+  },
+  "a second key whose colon is 1024 characters on": {
+    text: `a: 1\n${"b".repeat(1024)}: 2\n`,
+    read: false,
+  },
   "a pair in a flow list": { text: "a: [b: 1]\n", read: false },
   "a flow key without a value": { text: "a: {b}\n", read: false },
   "a scalar at the root": { text: "a\n", read: false },
