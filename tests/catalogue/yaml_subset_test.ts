@@ -12,6 +12,8 @@ import { readYamlSubset } from "../../src/catalogue/yaml_subset.ts";
 import { readYamlDocument } from "../../src/catalogue/yaml_document.ts";
 import type { YamlNode } from "../../src/catalogue/yaml_tree.ts";
 import { BAD, GOOD } from "../fixtures/catalogue_texts.ts";
+import { random } from "../support/seeded_random.ts";
+import { yamlDocument } from "../support/yaml_documents.ts";
 
 const ROOT = new URL("../../", import.meta.url);
 
@@ -179,16 +181,6 @@ Deno.test("at the subset's edges, texts are read alike or left to npm:yaml", () 
   }
 });
 
-/** A seeded generator, so a failure names a reproducible text. */
-function random(seed: number): () => number {
-  return () => {
-    seed = (seed + 0x6d2b79f5) | 0;
-    let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
-    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 const INSERTS = [
   " ",
   "  ",
@@ -269,4 +261,17 @@ Deno.test("on seeded mutations of every catalogue, the subset agrees with npm:ya
   }
   // Enough of them stay in the subset for the agreement to mean something.
   assert.ok(read > tried / 5, `the subset read only ${read} of ${tried}`);
+});
+
+Deno.test("on grammar-generated documents, the subset agrees with npm:yaml or declines", () => {
+  // A longer search: SUBSET_SEED=<n> SUBSET_DOCUMENTS=20000.
+  const seed = Number(Deno.env.get("SUBSET_SEED") ?? 23);
+  const count = Number(Deno.env.get("SUBSET_DOCUMENTS") ?? 12000);
+  let read = 0;
+  for (let i = 0; i < count; i++) {
+    if (agrees(yamlDocument(seed, i), `generated document ${seed}/${i}`)) {
+      read++;
+    }
+  }
+  assert.ok(read > count / 6, `the subset read only ${read} of ${count}`);
 });
