@@ -31,8 +31,8 @@
  * `--auth-only` runs the production-mode rows alone (about 30 s, written to
  * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s),
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
- * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` row (about
- * 10 s), all printed only.
+ * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` rows (about
+ * 15 s), all printed only.
  *
  * @module
  */
@@ -159,7 +159,7 @@ async function run(strict: boolean, only: Only): Promise<number> {
  * `--only=guard` measures only the connection guard (about 45 s);
  * `--only=log` measures only the engine logs (a few seconds);
  * `--only=gpu` measures only the GPU lifecycle (about 90 s);
- * `--only=dryrun` measures only `--dry-run` (about 10 s).
+ * `--only=dryrun` measures only `--dry-run` (about 15 s).
  * @returns The exit code.
  */
 export async function main(
