@@ -148,36 +148,34 @@ class SubsetReader {
     }
   }
 
-  /** A block mapping's key: a string, then `:` and a space or the line's end. `end` is the colon. */
-  #key(at: number): Read<YamlScalar> {
+  /**
+   * A mapping's key: a string, then `:` and a space or the line's end (a
+   * block key may also end the text). `end` is the colon.
+   */
+  #key(at: number, flow = false): Read<YamlScalar> {
     const t = this.#text;
     let value: unknown;
     let end: number;
     if (t[at] === '"' || t[at] === "'") {
       ({ value, end } = this.#quoted(at));
     } else {
-      const plain = this.#plain(at, false);
+      const plain = this.#plain(at, flow);
       if (plain.stop !== "colon") decline();
       value = resolvePlain(plain.text);
       end = plain.colon;
     }
-    this.#checkKey(value);
     const after = t[end + 1];
-    // npm:yaml wants an implicit key's colon within 1024 characters of where
-    // it starts counting (before the key, at the line break): keys that come
-    // near are left to it.
+    const spaced = after === " " || after === "\n" ||
+      (!flow && after === undefined);
     if (
-      t[end] !== ":" || end - this.#starts[this.#line(at) - 1]! >= 1000 ||
-      (after !== undefined && after !== " " && after !== "\n")
+      typeof value !== "string" || value === "__proto__" ||
+      value.length > 1024 || t[end] !== ":" || !spaced ||
+      // npm:yaml wants an implicit block key's colon within 1024 characters
+      // of where it starts counting (before the key, at the line break):
+      // keys that come near are left to it.
+      (!flow && end - this.#starts[this.#line(at) - 1]! >= 1000)
     ) decline();
     return { node: this.#scalar(value, at), end };
-  }
-
-  /** Keys are strings npm:yaml takes as they are. */
-  #checkKey(value: unknown): asserts value is string {
-    if (
-      typeof value !== "string" || value === "__proto__" || value.length > 1024
-    ) decline();
   }
 
   /** A block mapping whose keys sit at `column`; the first key is at `first`. */
@@ -360,7 +358,7 @@ class SubsetReader {
         items.push(item.node);
         i = this.#flowSpace(item.end, column, depth);
       } else {
-        const key = this.#flowKey(i);
+        const key = this.#key(i, true);
         i = this.#flowSpace(key.end + 1, column, depth);
         if (t[i] === "," || t[i] === "}") decline();
         const value = this.#flowNode(i, column, depth);
@@ -373,25 +371,6 @@ class SubsetReader {
       if (t[i] === ",") i++;
       else if (t[i] !== close) decline();
     }
-  }
-
-  /** A flow mapping's key; `end` is its colon, which a space or line end follows. */
-  #flowKey(at: number): Read<YamlScalar> {
-    const t = this.#text;
-    let value: unknown;
-    let end: number;
-    if (t[at] === '"' || t[at] === "'") {
-      ({ value, end } = this.#quoted(at));
-    } else {
-      const plain = this.#plain(at, true);
-      if (plain.stop !== "colon") decline();
-      value = resolvePlain(plain.text);
-      end = plain.colon;
-    }
-    this.#checkKey(value);
-    const after = t[end + 1];
-    if (t[end] !== ":" || (after !== " " && after !== "\n")) decline();
-    return { node: this.#scalar(value, at), end };
   }
 
   /** A value inside a flow collection: a nested one, or a scalar that is not a key. */
