@@ -16,7 +16,6 @@ import {
   fail,
   type FieldValue,
   keyText,
-  lineOf,
   scalarValue,
   type Where,
 } from "./yaml_nodes.ts";
@@ -34,7 +33,7 @@ export function siteOf(ctx: Context, where: Where, value: string): ValueSite {
   if (problem !== undefined) fail(ctx, where, problem);
   return {
     field: where.field ?? "",
-    line: lineOf(where.node) ?? 0,
+    line: where.node?.line ?? 0,
   };
 }
 

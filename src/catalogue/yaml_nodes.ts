@@ -31,16 +31,12 @@ export interface Where {
 
 /** Throws the CatalogueError for a problem at `where`. */
 export function fail(ctx: Context, where: Where, detail: string): never {
-  const line = lineOf(where.node);
+  const line = where.node?.line;
   const options: CatalogueErrorOptions = {};
   if (where.card !== undefined) options.card = where.card;
   if (where.field !== undefined) options.field = where.field;
   if (line !== undefined) options.line = line;
   throw new CatalogueError(ctx.file, detail, options);
-}
-
-export function lineOf(node: YamlNode | null | undefined): number | undefined {
-  return node?.line;
 }
 
 /** Follows an alias to the node it names; every other node is returned as is. */

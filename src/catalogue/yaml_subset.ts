@@ -107,6 +107,11 @@ class SubsetReader {
     return low + 1;
   }
 
+  /** The offset of the start of an offset's line. */
+  #lineStart(offset: number): number {
+    return this.#starts[this.#line(offset) - 1]!;
+  }
+
   #lineEnd(offset: number): number {
     const end = this.#text.indexOf("\n", offset);
     return end < 0 ? this.#text.length : end;
@@ -173,7 +178,7 @@ class SubsetReader {
       // npm:yaml wants an implicit block key's colon within 1024 characters
       // of where it starts counting (before the key, at the line break):
       // keys that come near are left to it.
-      (!flow && end - this.#starts[this.#line(at) - 1]! >= 1000)
+      (!flow && end - this.#lineStart(at) >= 1000)
     ) decline();
     return { node: this.#scalar(value, at), end };
   }
@@ -221,7 +226,7 @@ class SubsetReader {
       while (t[r] === " ") r++;
       const inline = r < this.#lineEnd(at) && t[r] !== "#";
       if (inline && this.#isKeyAt(r)) {
-        items.push(this.#blockMap(r - this.#starts[this.#line(r) - 1]!, r));
+        items.push(this.#blockMap(r - this.#lineStart(r), r));
       } else if (inline && this.#dashAt(r)) {
         decline();
       } else {
