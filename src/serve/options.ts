@@ -6,10 +6,9 @@
  */
 import type { RestartPolicy } from "../catalogue.ts";
 import { NUCLEUS_HOST, NUCLEUS_PORT } from "../common.ts";
-import {
-  DEFAULT_LOG_KEEP,
-  DEFAULT_LOG_MAX_BYTES,
-} from "../engines/log_sink.ts";
+import { SEMIOSERVE_DEFAULTS } from "./defaults.ts";
+
+export { SEMIOSERVE_DEFAULTS };
 
 /** How a {@linkcode Semioserve} is configured; unset fields fall back to the environment. */
 export interface SemioserveOptions {
@@ -138,30 +137,9 @@ export interface SemioserveOptions {
   onListen?: (url: URL) => void;
 }
 
-/**
- * Every default of {@linkcode SemioserveOptions} that is a value (not read
- * from the environment), in the options' units: the one place they are
- * written (the log sizes are `EngineLog`'s own). The launcher reads them
- * through {@linkcode resolveOptions}, the command line's `--help` prints
- * them, and a test holds the `@default` tags to them.
- */
-export const SEMIOSERVE_DEFAULTS = {
-  graceMs: 10_000,
-  pollTimeoutMs: 2_000,
-  restart: "on-failure",
-  restartMaxDelayMs: 300_000,
-  stableAfterMs: 600_000,
-  healthIntervalMs: 10_000,
-  livenessFailures: 6,
-  logMaxBytes: DEFAULT_LOG_MAX_BYTES,
-  logKeep: DEFAULT_LOG_KEEP,
-  gpuReleaseTimeoutMs: 30_000,
-  startTimeoutMs: 900_000,
-  headerTimeoutMs: 10_000,
-  idleTimeoutMs: 120_000,
-  maxConnections: 1024,
-  handleSignals: true,
-} as const satisfies Partial<SemioserveOptions>;
+// Checked here, where the options are declared; written in defaults.ts, which
+// imports nothing that reads the environment (the bench's bare server uses it).
+SEMIOSERVE_DEFAULTS satisfies Partial<SemioserveOptions>;
 
 /** The options {@linkcode SEMIOSERVE_DEFAULTS} fills in. */
 type Defaulted = keyof typeof SEMIOSERVE_DEFAULTS;
