@@ -5,7 +5,7 @@
  * @module
  */
 import { closeMatches, orList } from "../common/close_matches.ts";
-import { oneLine } from "../common/one_line.ts";
+import { foldLines } from "../common/one_line.ts";
 
 /**
  * Thrown when a model name is not in the catalogue. The message suggests close
@@ -111,7 +111,7 @@ export class CatalogueError extends Error {
       : `line ${line}`;
     const prefix = where + at;
     super(
-      oneLine(
+      foldLines(
         `Cannot load catalogue ${file}: ${
           prefix ? `${prefix}: ` : ""
         }${detail}`,

@@ -21,3 +21,21 @@ export function oneLine(message: unknown): string {
   const text = message instanceof Error ? message.message : String(message);
   return text.replace(/\s+/g, " ").trim();
 }
+
+/**
+ * A message on one line, its own spacing kept: each line break, with the
+ * spaces around it, becomes one space. For messages that quote values, where
+ * a double space is part of what is quoted.
+ *
+ * @param text The message.
+ * @returns The message on one line.
+ *
+ * @example
+ * ```ts
+ * import { foldLines } from "./one_line.ts";
+ * console.assert(foldLines("'a  b'\n  is bad") === "'a  b' is bad");
+ * ```
+ */
+export function foldLines(text: string): string {
+  return text.replace(/\s*[\r\n]+\s*/g, " ");
+}

@@ -5,6 +5,7 @@
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
+import { foldLines } from "../common/one_line.ts";
 
 /**
  * What a card needs from the GPU pool.
@@ -62,7 +63,7 @@ export class GpuPlacementError extends Error {
    * @param detail What it needs and why that cannot be given.
    */
   constructor(card: string, detail: string) {
-    super(`Cannot place ${card}: ${detail}`.replace(/\s*[\r\n]+\s*/g, " "));
+    super(foldLines(`Cannot place ${card}: ${detail}`));
     this.name = "GpuPlacementError";
     this.card = card;
   }

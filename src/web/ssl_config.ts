@@ -13,6 +13,7 @@ import type { KeyObject, X509Certificate } from "node:crypto";
 
 type Crypto = typeof import("node:crypto");
 import { log } from "../common/log.ts";
+import { oneLine } from "../common/one_line.ts";
 
 /** Settings of {@linkcode SSLConfig.fromDirectory}. */
 export interface SSLConfigOptions {
@@ -65,11 +66,6 @@ async function isPresent(path: string): Promise<boolean> {
       cause: error,
     });
   }
-}
-
-function oneLine(error: unknown): string {
-  const text = error instanceof Error ? error.message : String(error);
-  return text.replace(/\s+/g, " ").trim();
 }
 
 async function readPem(path: string): Promise<string> {

@@ -570,3 +570,11 @@ Deno.test("a gpus value that is not 0, a whole number or a share is reported", (
     [["cpu", 0], ["pair", 2], ["share", 0.3]],
   );
 });
+
+Deno.test("a catalogue error keeps the spacing of the value it quotes, on one line", () => {
+  const error = catalogueError(
+    "models:\n  m:\n    verb: 'ch  at'\n    hub: org/m\n",
+  );
+  assert.match(error.message, /got 'ch {2}at'/);
+  assert.ok(!error.message.includes("\n"));
+});
