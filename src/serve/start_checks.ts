@@ -180,7 +180,7 @@ async function checkRest(
   const warnings: string[] = [];
   if (mode === "start") {
     // What a launcher killed outright left behind goes first, so its ports are free again.
-    await records.reap(cards.map((card) => card.name), o.graceMs);
+    await records.reap(survey, o.graceMs);
   } else warnings.push(...dryRunNotes(survey, directory));
   warnings.push(
     ...checkPorts(at, supervisors, mode === "dry-run" ? survey : undefined),

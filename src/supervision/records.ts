@@ -216,7 +216,7 @@ export class EngineRecords implements RunRecorder {
    * The refusal a start gives when a live launcher serves one of its models
    * from this directory, or undefined.
    */
-  conflict(survey: RecordSurvey): ConfigError | undefined {
+  #conflict(survey: RecordSurvey): ConfigError | undefined {
     const record = survey.serving[0];
     return record === undefined ? undefined : new ConfigError(
       `Cannot start ${record.model}: launcher pid ${record.launcherPid} already serves it from ${this.#directory} (on port ${record.port}; stop that launcher or use another directory)`,
@@ -230,13 +230,13 @@ export class EngineRecords implements RunRecorder {
    * the recorded one, gets SIGTERM, the grace period, then SIGKILL, and the
    * record is removed.
    *
-   * @param models The models this launcher is about to serve.
+   * @param survey What {@linkcode EngineRecords.survey} found for the models
+   *   this launcher is about to serve.
    * @param graceMs Time between SIGTERM and SIGKILL.
-   * @throws {ConfigError} When a live launcher serves one of `models` from this directory.
+   * @throws {ConfigError} When a live launcher serves one of those models from this directory.
    */
-  async reap(models: readonly string[], graceMs: number): Promise<void> {
-    const survey = this.survey(models);
-    const refusal = this.conflict(survey);
+  async reap(survey: RecordSurvey, graceMs: number): Promise<void> {
+    const refusal = this.#conflict(survey);
     if (refusal) throw refusal;
     await Promise.all(survey.stale.map(async ({ path, record, running }) => {
       if (running) {
