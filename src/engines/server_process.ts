@@ -233,8 +233,23 @@ export class ServerProcess implements AsyncDisposable {
 
   /** The command line as logged: the API key masked. */
   get commandLine(): string {
-    const line = [this.executable, ...this.args].join(" ");
-    return this.#apiKey ? line.replaceAll(this.#apiKey, "***") : line;
+    return this.mask([this.executable, ...this.args].join(" "));
+  }
+
+  /**
+   * A text with this engine's API key replaced by `***`, for anything shown
+   * or written about the engine.
+   *
+   * @param text A command line, an argument, an environment value.
+   * @returns The text, the key masked.
+   *
+   * @example
+   * ```ts ignore
+   * console.log(engine.args.map((arg) => engine.mask(arg)).join(" "));
+   * ```
+   */
+  mask(text: string): string {
+    return this.#apiKey ? text.replaceAll(this.#apiKey, "***") : text;
   }
 
   /**

@@ -6,7 +6,6 @@
  *
  * @module
  */
-import { LOCAL_ENGINE_API_KEY } from "../common.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import { gpuPoolLine } from "../gpu/detect.ts";
@@ -114,8 +113,6 @@ export function startPlan(checked: CheckedStart): StartPlan {
   const waits = startWaits(
     supervisors.map((s) => ({ name: s.name, devices: s.gpus })),
   );
-  const hide = (text: string) =>
-    LOCAL_ENGINE_API_KEY ? text.replaceAll(LOCAL_ENGINE_API_KEY, "***") : text;
   const engines = supervisors.map((s, i): PlanEngine => {
     const card = cards[i]!;
     const need = placement.assignment(card)?.need;
@@ -123,7 +120,7 @@ export function startPlan(checked: CheckedStart): StartPlan {
       ...card.env,
       ...placement.env(card),
     };
-    for (const key of Object.keys(env)) env[key] = hide(env[key]!);
+    for (const key of Object.keys(env)) env[key] = s.process.mask(env[key]!);
     const weights = checked.weights.get(card.name);
     return {
       name: s.name,
@@ -137,7 +134,9 @@ export function startPlan(checked: CheckedStart): StartPlan {
         : need?.kind === "share"
         ? need.share
         : 1,
-      command: [s.process.executable, ...s.process.args].map(hide),
+      command: [s.process.executable, ...s.process.args].map((arg) =>
+        s.process.mask(arg)
+      ),
       env,
       waits_for: waits.get(s.name) ?? [],
       log: s.log.path,
