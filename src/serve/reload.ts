@@ -27,8 +27,7 @@ import {
   reloadSummary,
 } from "./reload_result.ts";
 import { oneLine } from "../common/one_line.ts";
-import { queryGpus } from "../gpu/nvidia_smi.ts";
-import { cardWarnings, mayLook, wantsLook, weightsOf } from "./start_checks.ts";
+import { restartWarnings } from "./start_checks.ts";
 
 export type { ReloadResult } from "./reload_result.ts";
 
@@ -154,15 +153,11 @@ export class Reloader {
     });
     // The warnings a start gives, for the engines this reload restarts.
     const restarting = cards.filter((card) => changed.has(card.name));
-    const weights = weightsOf(restarting, t.directory);
-    const look = mayLook(t.gpus) && wantsLook(restarting, weights)
-      ? await queryGpus()
-      : undefined;
-    const warnings = cardWarnings(
+    const warnings = await restartWarnings(
       restarting,
-      weights,
+      t.directory,
+      t.gpus,
       placement,
-      look?.ok ? look.snapshot : undefined,
     );
     const tls = await SSLConfig.fromDirectory(t.directory, {
       devMode: t.stance.devMode,

@@ -123,8 +123,7 @@ export async function checkStart(
       mode,
       directory,
       (cards, weights) =>
-        look ??= mode === "start" && mayLook(o.gpus) &&
-            wantsLook(cards, weights)
+        look ??= mayLook(o.gpus) && wantsLook(cards, weights)
           ? queryGpus()
           : undefined,
     );
@@ -208,7 +207,7 @@ async function checkRest(
  *
  * @param gpus The `--gpus` option as given.
  */
-export function mayLook(gpus: string | undefined): boolean {
+function mayLook(gpus: string | undefined): boolean {
   const visible = Deno.env.get("CUDA_VISIBLE_DEVICES");
   return gpus === undefined
     ? visible === undefined || parseVisibleDevices(visible).length > 0
@@ -221,7 +220,7 @@ export function mayLook(gpus: string | undefined): boolean {
  * @param cards The cards to look at.
  * @param directory The root directory (`models/` lives there).
  */
-export function weightsOf(
+function weightsOf(
   cards: readonly ModelCard[],
   directory: string,
 ): Map<string, LocalWeights> {
@@ -234,7 +233,7 @@ export function weightsOf(
  * Whether an `nvidia-smi` look would tell these cards anything: some card has
  * local weights and a share of GPU memory to compare them with.
  */
-export function wantsLook(
+function wantsLook(
   cards: readonly ModelCard[],
   weights: ReadonlyMap<string, LocalWeights>,
 ): boolean {
@@ -255,7 +254,7 @@ export function wantsLook(
  * @param placement Where the cards are placed.
  * @param snapshot The `nvidia-smi` look, when one answered.
  */
-export function cardWarnings(
+function cardWarnings(
   cards: readonly ModelCard[],
   weights: ReadonlyMap<string, LocalWeights>,
   placement: Placement,
@@ -280,6 +279,39 @@ export function cardWarnings(
     warnings.push(...unknownFlagWarnings(card));
   }
   return warnings;
+}
+
+/**
+ * The warnings a start gives, for the engines a reload restarts: their
+ * weights, an `nvidia-smi` look when a local checkpoint is to be compared
+ * with device memory, then {@linkcode cardWarnings}.
+ *
+ * @param cards The cards restarted.
+ * @param directory The root directory.
+ * @param gpus The `--gpus` option as given.
+ * @param placement Where the cards are placed.
+ *
+ * @example
+ * ```ts ignore
+ * const warnings = await restartWarnings(restarting, directory, options.gpus, placement);
+ * ```
+ */
+export async function restartWarnings(
+  cards: readonly ModelCard[],
+  directory: string,
+  gpus: string | undefined,
+  placement: Placement,
+): Promise<string[]> {
+  const weights = weightsOf(cards, directory);
+  const look = mayLook(gpus) && wantsLook(cards, weights)
+    ? await queryGpus()
+    : undefined;
+  return cardWarnings(
+    cards,
+    weights,
+    placement,
+    look?.ok ? look.snapshot : undefined,
+  );
 }
 
 /** What a start would do about the records that a dry run leaves alone. */
