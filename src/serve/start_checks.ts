@@ -34,7 +34,7 @@ import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import { type EngineSite, superviseEngines } from "./engine_supervisors.ts";
-import { checkRoot } from "./startup_checks.ts";
+import { checkRoot } from "./root_directory.ts";
 import { requestedCards } from "./requested_cards.ts";
 import type { ResolvedOptions } from "./options.ts";
 

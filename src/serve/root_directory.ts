@@ -1,6 +1,6 @@
 /**
- * Start-up check of the launcher's surroundings: the root directory's layout.
- * It runs before anything starts; the port checks are in `engines/ports.ts`.
+ * The root directory's layout, checked before anything starts (the port
+ * checks are in `engines/ports.ts`).
  *
  * @module
  */
