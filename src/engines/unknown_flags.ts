@@ -13,8 +13,6 @@ import { VLLM_FLAGS } from "./known_flags_vllm.ts";
 import { SGLANG_FLAGS } from "./known_flags_sglang.ts";
 import type { KnownFlags } from "./known_flags.ts";
 
-export type { KnownFlags } from "./known_flags.ts";
-
 /** The known lists, by the catalogue's engine name. */
 export const KNOWN_FLAGS: Readonly<Record<string, KnownFlags>> = {
   vllm: VLLM_FLAGS,

@@ -36,7 +36,7 @@ export interface LauncherFacts {
  *
  * @example
  * ```ts ignore
- * writer.update(metricsSnapshot(facts, serve.supervisors));
+ * writer.update(metricsSnapshot(facts, supervisors));
  * ```
  */
 export function metricsSnapshot(

@@ -2,7 +2,7 @@
  * The command line: flags in, launcher options out. Usage errors are one line
  * and exit code 2.
  *
- * Folder `serve/`: the launcher's own parts that `serve.ts` composes: the
+ * Folder `serve/`: the launcher's own parts that `launcher.ts` composes: the
  * command line, its options, the start-up checks, reload. `serve` is the only
  * room that knows every other; every other room knows nothing of it.
  *
@@ -17,8 +17,6 @@ import {
   type CliOptions,
   helpFor,
 } from "./cli_flags.ts";
-
-export type { CliOptions } from "./cli_flags.ts";
 
 /** A command line that cannot be used. */
 export class UsageError extends Error {
