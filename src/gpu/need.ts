@@ -197,6 +197,12 @@ export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
   return { fraction, from: `${flag.name} ${fraction}` };
 }
 
+// Each engine's tensor- and pipeline-parallel size flags, the name it prints first.
+const VLLM_TP = ["--tensor-parallel-size", "-tp"];
+const VLLM_PP = ["--pipeline-parallel-size", "-pp"];
+const SGLANG_TP = ["--tp-size", "--tensor-parallel-size"];
+const SGLANG_PP = ["--pp-size", "--pipeline-parallel-size"];
+
 /**
  * Over how many devices a card's engine splits its weights: vLLM's
  * `tensor-parallel-size` × `pipeline-parallel-size`, SGLang's `tp-size` ×
@@ -213,13 +219,10 @@ export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
  * ```
  */
 export function weightSplit(card: ModelCard): { ways: number; from: string } {
-  const names: readonly (readonly string[])[] = card.engine === "vllm"
-    ? [["--tensor-parallel-size", "-tp"], ["--pipeline-parallel-size", "-pp"]]
+  const names = card.engine === "vllm"
+    ? [VLLM_TP, VLLM_PP]
     : card.engine === "sglang"
-    ? [["--tp-size", "--tensor-parallel-size"], [
-      "--pp-size",
-      "--pipeline-parallel-size",
-    ]]
+    ? [SGLANG_TP, SGLANG_PP]
     : [];
   const factors = names.map((flags) => sizeFlag(card, flags)).filter((f) =>
     f !== undefined && f.size > 1
@@ -243,8 +246,8 @@ function vllmNeed(card: ModelCard): GpuNeed {
     };
   }
   const factors = [
-    sizeFlag(card, ["--tensor-parallel-size", "-tp"]),
-    sizeFlag(card, ["--pipeline-parallel-size", "-pp"]),
+    sizeFlag(card, VLLM_TP),
+    sizeFlag(card, VLLM_PP),
     sizeFlag(card, ["--data-parallel-size-local", "-dpl"]) ??
       sizeFlag(card, ["--data-parallel-size", "-dp"]),
   ].filter((factor) => factor !== undefined);
@@ -277,7 +280,7 @@ function vllmNeed(card: ModelCard): GpuNeed {
 }
 
 function sglangNeed(card: ModelCard): GpuNeed {
-  const tp = sizeFlag(card, ["--tp-size", "--tensor-parallel-size"]);
+  const tp = sizeFlag(card, SGLANG_TP);
   const nodes = sizeFlag(card, ["--nnodes"]);
   const count = Math.max(1, Math.ceil((tp?.size ?? 1) / (nodes?.size ?? 1)));
   const from = tp === undefined

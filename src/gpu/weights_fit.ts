@@ -50,7 +50,6 @@ export interface WeightFit {
 export function weightFitWarning(fit: WeightFit): string | undefined {
   const { card, devices, weightBytes, snapshot } = fit;
   if (!snapshot || !devices || devices.length === 0) return undefined;
-  if (card.engine !== "vllm" && card.engine !== "sglang") return undefined;
   const need = gpuMemoryNeed(card);
   if (need === undefined) return undefined;
   const totals = devices.map((entry) => deviceOf(entry, snapshot))
