@@ -82,9 +82,10 @@ export class GpuMonitor {
   #maxBackoffMs: number;
   #now: () => number;
   #latest: Answer | undefined;
-  #inFlight: Promise<GpuSnapshot | undefined> | undefined;
-  /** The mark the query in flight was asked at. */
-  #inFlightMark = 0;
+  /** The query in flight, and the mark it was asked at. */
+  #inFlight:
+    | { answer: Promise<GpuSnapshot | undefined>; mark: number }
+    | undefined;
   #marks = 0;
   #watchers: ((mark: number) => void)[] = [];
   #queries = 0;
@@ -145,9 +146,9 @@ export class GpuMonitor {
   snapshot(maxAgeMs: number, after = 0): Promise<GpuSnapshot | undefined> {
     const inFlight = this.#inFlight;
     if (inFlight) {
-      return this.#inFlightMark >= after
-        ? inFlight
-        : inFlight.then(() => this.snapshot(maxAgeMs, after));
+      return inFlight.mark >= after
+        ? inFlight.answer
+        : inFlight.answer.then(() => this.snapshot(maxAgeMs, after));
     }
     const latest = this.#latest;
     if (latest !== undefined) {
@@ -158,13 +159,12 @@ export class GpuMonitor {
         return Promise.resolve(latest.snapshot);
       }
     }
-    const asking = this.#ask(this.#marks);
+    const asking = { answer: this.#ask(this.#marks), mark: this.#marks };
     this.#inFlight = asking;
-    this.#inFlightMark = this.#marks;
-    asking.finally(() => {
+    asking.answer.finally(() => {
       if (this.#inFlight === asking) this.#inFlight = undefined;
     });
-    return asking;
+    return asking.answer;
   }
 
   async #ask(mark: number): Promise<GpuSnapshot | undefined> {
