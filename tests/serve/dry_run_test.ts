@@ -338,50 +338,45 @@ Deno.test("an args flag vLLM does not take is a warning with the closest known f
 });
 
 Deno.test("beside a launcher running on the same directory, --dry-run reports that launcher's models and ports as its own (exit 0); a start beside it is refused", async () => {
-  const root = await makeRoot();
-  await using running = await launch(["alpha"], { root });
+  await using running = await launch(["alpha"]);
   await running.launcher.ready();
-  const bin = await fakeBin();
-  try {
-    const env = { PATH: pathWith(bin) };
-    const args = ["alpha", ...siteArgs(running.port, root, STAND_IN_CATALOGUE)];
-    const dry = await cli([...args, "--dry-run", "--json"], env);
-    assert.equal(dry.code, 0, dry.stderr);
-    const plan = JSON.parse(dry.stdout) as StartPlan;
-    const pid = running.launcher.child.pid;
-    assert.match(
-      plan.warnings[0]!,
-      new RegExp(
-        `^launcher pid ${pid} already serves alpha from ${root}: a start beside it would refuse`,
-      ),
-    );
-    assert.ok(
-      plan.warnings.some((w) =>
-        w.startsWith(
-          `port ${running.port} on 127.0.0.1 for the management API: in use by launcher pid ${pid}, running on this directory`,
-        )
-      ),
-      plan.warnings.join("\n"),
-    );
-    assert.ok(
-      plan.warnings.some((w) =>
-        w.startsWith(
-          `port ${
-            running.port + 1
-          } on 127.0.0.1 for engine alpha: in use by engine alpha of launcher pid ${pid}`,
-        )
-      ),
-      plan.warnings.join("\n"),
-    );
-    const start = await cli(args, env);
-    assert.equal(start.code, 1);
-    assert.match(
-      start.stderr,
-      new RegExp(`Cannot start alpha: launcher pid ${pid} already serves it`),
-    );
-  } finally {
-    await Deno.remove(bin, { recursive: true });
-  }
+  const root = running.root;
+  const env = { PATH: pathWith(running.bin) };
+  const args = ["alpha", ...siteArgs(running.port, root, STAND_IN_CATALOGUE)];
+  const dry = await cli([...args, "--dry-run", "--json"], env);
+  assert.equal(dry.code, 0, dry.stderr);
+  const plan = JSON.parse(dry.stdout) as StartPlan;
+  const pid = running.launcher.child.pid;
+  assert.match(
+    plan.warnings[0]!,
+    new RegExp(
+      `^launcher pid ${pid} already serves alpha from ${root}: a start beside it would refuse`,
+    ),
+  );
+  assert.ok(
+    plan.warnings.some((w) =>
+      w.startsWith(
+        `port ${running.port} on 127.0.0.1 for the management API: in use by launcher pid ${pid}, running on this directory`,
+      )
+    ),
+    plan.warnings.join("\n"),
+  );
+  assert.ok(
+    plan.warnings.some((w) =>
+      w.startsWith(
+        `port ${
+          running.port + 1
+        } on 127.0.0.1 for engine alpha: in use by engine alpha of launcher pid ${pid}`,
+      )
+    ),
+    plan.warnings.join("\n"),
+  );
+  const start = await cli(args, env);
+  assert.equal(start.code, 1);
+  assert.match(
+    start.stderr,
+    new RegExp(`Cannot start alpha: launcher pid ${pid} already serves it`),
+  );
 });
 
 Deno.test("Semioserve.plan() gives embedders the same plan, and a refusal as the start's error, with nothing left running", async () => {
