@@ -16,7 +16,11 @@ import {
   siteArgs,
   STAND_IN_CATALOGUE,
 } from "../support/helpers.ts";
-import { fakeDevices, fakeGpuMachine } from "../support/fake_gpus.ts";
+import {
+  fakeDevices,
+  fakeGpuMachine,
+  nvidiaSmiScript,
+} from "../support/fake_gpus.ts";
 import { COLUMNS } from "../../src/status/table.ts";
 import { PLAN_COLUMNS } from "../../src/serve/plan_text.ts";
 import type { StartPlan } from "../../src/serve.ts";
@@ -87,6 +91,8 @@ async function site(catalogue?: Record<string, Record<string, unknown>>) {
     records,
     port,
     env,
+    /** The catalogue file written from `catalogue`, if one was given. */
+    catalogue: file,
     /** Flags for the site: loopback, the port block, the root, the catalogue. */
     args: siteArgs(port, root, file ?? null),
     async [Symbol.asyncDispose]() {
@@ -307,8 +313,8 @@ Deno.test("weights that exceed what vLLM may use, or leave little for its KV cac
   await using started = await launch(["big", "hubonly"], {
     root: s.root,
     port: s.port,
-    catalogue: s.args[s.args.indexOf("--catalogue") + 1]!,
-    bin: { "nvidia-smi": await Deno.readTextFile(`${s.gpus.bin}/nvidia-smi`) },
+    catalogue: s.catalogue!,
+    bin: { "nvidia-smi": nvidiaSmiScript() },
     env: { FAKE_GPU_LEDGER: s.gpus.ledger },
   });
   await started.launcher.ready();
