@@ -4,7 +4,6 @@
  * stand-in `nvidia-smi` on 8 fake GPUs of 80 GiB.
  */
 import assert from "node:assert/strict";
-import { stringify } from "yaml";
 import {
   fakeBin,
   freePorts,
@@ -21,6 +20,7 @@ import {
   fakeGpuMachine,
   nvidiaSmiScript,
 } from "../support/fake_gpus.ts";
+import { catalogueText } from "../support/gpu_cards.ts";
 import { COLUMNS } from "../../src/status/table.ts";
 import { PLAN_COLUMNS } from "../../src/serve/plan_text.ts";
 import type { StartPlan } from "../../src/serve.ts";
@@ -72,11 +72,7 @@ async function site(catalogue?: Record<string, Record<string, unknown>>) {
   let file: string | undefined;
   if (catalogue) {
     file = `${records}.yaml`;
-    const filled: Record<string, Record<string, unknown>> = {};
-    for (const [name, fields] of Object.entries(catalogue)) {
-      filled[name] = { verb: "chat", hub: `org/${name}`, ...fields };
-    }
-    await Deno.writeTextFile(file, stringify({ models: filled }));
+    await Deno.writeTextFile(file, catalogueText(catalogue));
   }
   const port = freePorts(8);
   const env = {

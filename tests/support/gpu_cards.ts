@@ -8,15 +8,25 @@ import {
   type GpuPool,
 } from "../../src/gpu/placement.ts";
 
-/** Cards from a `models:` mapping, through the real catalogue validation. */
-export function catalogue(
+/**
+ * A catalogue's YAML text from a `models:` mapping, each card a `chat` model
+ * from hub `org/<name>` unless its fields say otherwise.
+ */
+export function catalogueText(
   models: Record<string, Record<string, unknown>>,
-): Registry {
+): string {
   const filled: Record<string, Record<string, unknown>> = {};
   for (const [name, fields] of Object.entries(models)) {
     filled[name] = { verb: "chat", hub: `org/${name}`, ...fields };
   }
-  return Registry.parse(stringify({ models: filled }), "gpus.yaml");
+  return stringify({ models: filled });
+}
+
+/** Cards from a `models:` mapping, through the real catalogue validation. */
+export function catalogue(
+  models: Record<string, Record<string, unknown>>,
+): Registry {
+  return Registry.parse(catalogueText(models), "gpus.yaml");
 }
 
 /** One card named `m` with these fields. */
