@@ -7,6 +7,7 @@ import assert from "node:assert/strict";
 import {
   fakeBin,
   freePorts,
+  inProcessSite,
   launch,
   listDir,
   listening,
@@ -383,7 +384,6 @@ Deno.test("beside a launcher running on the same directory, --dry-run reports th
 
 Deno.test("Semioserve.plan() gives embedders the same plan, and a refusal as the start's error, with nothing left running", async () => {
   const { Semioserve } = await import("../../mod.ts");
-  const { inProcessSite } = await import("../support/helpers.ts");
   await using s = await inProcessSite();
   const port = freePorts(2);
   const options = {
