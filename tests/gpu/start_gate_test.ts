@@ -43,17 +43,17 @@ interface World {
   live: Map<number, ProcessFacts>;
   ours: Map<number, string>;
   queries: number;
-  marks: number;
 }
 
 function gate(world: World, releaseTimeoutMs = 10_000): GpuStartGate {
+  let marks = 0;
   return new GpuStartGate({
     facts: {
       snapshot: () => {
         world.queries++;
         return Promise.resolve(world.snapshot);
       },
-      mark: () => ++world.marks,
+      mark: () => ++marks,
     },
     intervalMs: INTERVAL_MS,
     releaseTimeoutMs,
@@ -74,7 +74,6 @@ function world(partial: Partial<World> = {}): World {
     live: new Map(),
     ours: new Map(),
     queries: 0,
-    marks: 0,
     ...partial,
   };
 }
