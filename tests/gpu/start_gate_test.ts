@@ -1,6 +1,7 @@
 /** The GPU start gate (src/gpu/start_gate.ts) with injected GPU facts: no processes. */
 import assert from "node:assert/strict";
 import {
+  type GpuFacts,
   GpuStartGate,
   type ProcessFacts,
   type StartRequest,
@@ -45,18 +46,27 @@ interface World {
   queries: number;
 }
 
-function gate(world: World, releaseTimeoutMs = 10_000): GpuStartGate {
+/** What a test may change of gate(): GPU facts other than the world's, the timings. */
+interface GateOptions {
+  /** The GPU facts; by default the world's snapshot, counted in `world.queries`. */
+  facts?: GpuFacts;
+  intervalMs?: number;
+  releaseTimeoutMs?: number;
+}
+
+/** A gate over `world`'s processes and groups (and its snapshot unless `facts` is given). */
+function gate(world: World, options: GateOptions = {}): GpuStartGate {
   let marks = 0;
   return new GpuStartGate({
-    facts: {
+    facts: options.facts ?? {
       snapshot: () => {
         world.queries++;
         return Promise.resolve(world.snapshot);
       },
       mark: () => ++marks,
     },
-    intervalMs: INTERVAL_MS,
-    releaseTimeoutMs,
+    intervalMs: options.intervalMs ?? INTERVAL_MS,
+    releaseTimeoutMs: options.releaseTimeoutMs ?? 10_000,
     processes: (pids) =>
       new Map(
         pids.flatMap((pid) => {
@@ -196,7 +206,7 @@ Deno.test("gone pids already listed when the dead run started do not hold its re
 
 Deno.test("past --gpu-release-timeout the restart proceeds with one warning naming pids and MiB", async () => {
   const w = world({ snapshot: snapshot([{ pid: 4_000_003, mib: 1234 }]) });
-  const g = gate(w, 100);
+  const g = gate(w, { releaseTimeoutMs: 100 });
   const { lines } = await captureLog(async () => {
     const restart = ask(g, { name: "a", devices: ["0"], baseline: new Set() });
     await restart.done;
@@ -286,36 +296,22 @@ Deno.test("without GPU facts, or on a MIG device, memory rules are skipped and r
 
 /**
  * The gate over a real GpuMonitor whose query reads `machine` (the processes
- * listed now) and counts itself; the gate's interval is the launcher's default.
+ * listed now); the monitor counts its queries; the gate's interval is the
+ * launcher's default.
  */
 function monitored(machine: { listed: { pid: number; mib: number }[] }) {
-  const live = new Map<number, ProcessFacts>();
-  let queries = 0;
   const monitor = new GpuMonitor({
     query(): Promise<GpuQuery> {
-      queries++;
       return Promise.resolve({ ok: true, snapshot: snapshot(machine.listed) });
     },
   });
-  const g = new GpuStartGate({
+  const w = world();
+  const g = gate(w, {
     facts: monitor,
     intervalMs: 10_000,
     releaseTimeoutMs: 60_000,
-    processes: (pids) =>
-      new Map(pids.flatMap((pid) => {
-        const facts = live.get(pid);
-        return facts ? [[pid, facts] as const] : [];
-      })),
-    ownGroups: () => new Map(),
   });
-  return {
-    monitor,
-    gate: g,
-    live,
-    get queries() {
-      return queries;
-    },
-  };
+  return { monitor, gate: g, live: w.live };
 }
 
 Deno.test("a restart after a crash during load uses facts asked after the exit, not the younger-than-an-interval snapshot from before the load allocated", async () => {
@@ -326,7 +322,7 @@ Deno.test("a restart after a crash during load uses facts asked after the exit, 
   const run = { pid: 5_000_001, mib: 30000 };
   m.live.set(run.pid, { pgid: run.pid, comm: "vllm" });
   assert.deepEqual([...await m.gate.baseline(["0"])], []);
-  assert.equal(m.queries, 1);
+  assert.equal(m.monitor.queries, 1);
   // It allocates, then fails during its load: gone, still listed by the driver.
   machine.listed = [run];
   m.live.delete(run.pid);
@@ -341,14 +337,14 @@ Deno.test("a restart after a crash during load uses facts asked after the exit, 
   assert.equal(restart.slot, undefined, "the restart is held");
   assert.equal(restart.waits.at(-1)?.reason, "gpu-memory-release");
   assert.match(restart.waits.at(-1)!.detail, /pid 5000001 \(30000 MiB\)/);
-  assert.equal(m.queries, 2, "one query, asked after the exit");
+  assert.equal(m.monitor.queries, 2, "one query, asked after the exit");
   // The driver releases; the next answer (a health round's) starts it at once,
   // long before the gate's own interval (10 s) is up.
   machine.listed = [];
   await m.monitor.snapshot(0);
   await restart.done;
   assert.ok(restart.slot);
-  assert.equal(m.queries, 3);
+  assert.equal(m.monitor.queries, 3);
   release(restart);
 });
 
@@ -361,15 +357,23 @@ Deno.test("an event on one device leaves another's facts alone; with nothing hap
   release(a);
   const b = ask(m.gate, { name: "b", devices: ["1"], memory: need });
   await b.done;
-  assert.equal(m.queries, 1, "one snapshot for two starts: nothing happened");
+  assert.equal(
+    m.monitor.queries,
+    1,
+    "one snapshot for two starts: nothing happened",
+  );
   release(b);
   m.gate.changed(["0"]);
   const c = ask(m.gate, { name: "c", devices: ["1"], memory: need });
   await c.done;
-  assert.equal(m.queries, 1, "an event on GPU 0 does not concern GPU 1");
+  assert.equal(
+    m.monitor.queries,
+    1,
+    "an event on GPU 0 does not concern GPU 1",
+  );
   const d = ask(m.gate, { name: "d", devices: ["0"], memory: need });
   await d.done;
-  assert.equal(m.queries, 2, "but a start on GPU 0 asks anew");
+  assert.equal(m.monitor.queries, 2, "but a start on GPU 0 asks anew");
   release(c);
   release(d);
 });
