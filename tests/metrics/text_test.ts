@@ -316,14 +316,7 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
 
 Deno.test("renderMetrics gives the start-up checks' warning count, and no sample when it was not counted", () => {
   const counted = parse(renderMetrics(snapshot({
-    launcher: {
-      version: "0.1.0",
-      mode: "development",
-      tls: false,
-      port: 8000,
-      startTimeSeconds: 1,
-      startWarnings: 2,
-    },
+    launcher: { ...snapshot().launcher, startWarnings: 2 },
   })));
   const samples = get(counted, "mymodel_launcher_start_warnings").metrics;
   assert.deepEqual(samples.map((m) => [m.labels?.port, m.value]), [[
