@@ -25,15 +25,20 @@ const CATALOGUE = new URL("../fixtures/gpu_lifecycle.yaml", import.meta.url)
   .pathname;
 const LOAD_MS = 1000;
 
-/** The launcher on a fake GPU machine (or none), polling fast. */
+/**
+ * The launcher on a fake GPU machine (or none), polling fast
+ * (`--health-interval 0.3`) unless `fastHealth` is false: then at the
+ * launcher's default interval.
+ */
 function launchOn(
   gpus: FakeGpuMachine | undefined,
   names: string[],
   args: string[] = [],
+  fastHealth = true,
 ): Promise<Setup> {
   return launch(names, {
     catalogue: CATALOGUE,
-    args: ["--health-interval", "0.3", ...args],
+    args: [...(fastHealth ? ["--health-interval", "0.3"] : []), ...args],
     ...(gpus
       ? {
         bin: { "nvidia-smi": nvidiaSmiScript() },
@@ -180,12 +185,12 @@ Deno.test("with the default --health-interval, a restart after a crash during lo
     devices: fakeDevices(2),
     releaseMs: RELEASE_MS,
   });
-  await using s = await launch(["loadcrash", "longcrash"], {
-    catalogue: CATALOGUE,
-    args: ["--gpus", "0,1"],
-    bin: { "nvidia-smi": nvidiaSmiScript() },
-    env: { FAKE_GPU_LEDGER: gpus.ledger },
-  });
+  await using s = await launchOn(
+    gpus,
+    ["loadcrash", "longcrash"],
+    ["--gpus", "0,1"],
+    false,
+  );
   await s.launcher.ready();
   const waits = watchReleaseWaits(s, ["loadcrash", "longcrash"]);
   try {
