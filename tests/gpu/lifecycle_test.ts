@@ -196,7 +196,7 @@ Deno.test("with the default --health-interval, a restart after a crash during lo
   try {
     const load1 = await waitForRecord(s, 1);
     const long1 = await waitForRecord(s, 2);
-    const load2 = await waitForRecord(s, 1, load1.pid, 20_000);
+    const load2 = await waitForRecord(s, 1, load1.pid);
     const long2 = await waitForRecord(s, 2, long1.pid, 40_000);
     for (
       const [name, first, next, crashMs] of [
