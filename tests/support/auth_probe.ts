@@ -45,11 +45,14 @@ export function without(
   return copy;
 }
 
-/** A valid token, minted with jose. */
-export function mint(extra: Record<string, unknown> = {}): Promise<string> {
+/** A valid token (for `secret`, the test secret by default), minted with jose. */
+export function mint(
+  extra: Record<string, unknown> = {},
+  secret: string = SECRET,
+): Promise<string> {
   return new SignJWT(claims(extra))
     .setProtectedHeader({ alg: "HS512", typ: "JWT" })
-    .sign(textEncoder.encode(SECRET));
+    .sign(textEncoder.encode(secret));
 }
 
 /** A compact token's three segments: header, payload, signature. */
