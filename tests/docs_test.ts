@@ -43,7 +43,7 @@ function prose(text: string): string[] {
  * text, code its content) in lower case, every character that is not a
  * letter, digit, `-`, `_` or space dropped, each space a `-`.
  */
-export function slug(heading: string): string {
+function slug(heading: string): string {
   return heading
     .replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1")
     .trim()
@@ -53,7 +53,7 @@ export function slug(heading: string): string {
 }
 
 /** Every anchor a page offers: heading slugs (repeats get -1, -2 …) and ids. */
-export function anchors(text: string): Set<string> {
+function anchors(text: string): Set<string> {
   const found = new Set<string>();
   const seen = new Map<string, number>();
   for (const line of prose(text)) {
@@ -72,7 +72,7 @@ export function anchors(text: string): Set<string> {
 }
 
 /** The link targets of a page: inline links and images, and definitions. */
-export function links(text: string): string[] {
+function links(text: string): string[] {
   const targets: string[] = [];
   for (const line of prose(text)) {
     const bare = line.replace(/(`+)[^`]*?\1/g, "");
@@ -89,7 +89,7 @@ export function links(text: string): string[] {
  * The links of `pages` (path → text, paths relative to the root) that lead
  * nowhere, as `page -> target (why)`. `exists` says whether a path is there.
  */
-export function brokenLinks(
+function brokenLinks(
   pages: ReadonlyMap<string, string>,
   exists: (path: string) => boolean,
 ): string[] {
