@@ -487,10 +487,12 @@ async function withInProcess(
 ): Promise<Semioserve> {
   await using site = await inProcessSite();
   const listening = Promise.withResolvers<URL>();
+  const names = ["alpha", "beta"];
   const serve = new Semioserve({
-    models: ["alpha", "beta"],
+    models: names,
     host: "127.0.0.1",
-    port: freePorts(3),
+    // The management port and one per engine, as launch() takes them.
+    port: freePorts(names.length),
     directory: site.root,
     catalogue,
     dev_mode: true,
