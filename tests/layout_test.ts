@@ -86,12 +86,14 @@ async function sourceFiles(dir = SRC, prefix = ""): Promise<string[]> {
   return out.sort();
 }
 
+/** `text` without its block comments and its whole-line `//` comments. */
+function withoutComments(text: string): string {
+  return text.replace(/\/\*[\s\S]*?\*\//g, "").replace(/^\s*\/\/.*$/gm, "");
+}
+
 /** Relative imports of a module under `root`, comments (and so JSDoc examples) left out. */
 function importsOf(path: string, text: string, root = SRC): string[] {
-  const code = text.replace(/\/\*[\s\S]*?\*\//g, "").replace(
-    /^\s*\/\/.*$/gm,
-    "",
-  );
+  const code = withoutComments(text);
   const specs = [
     ...code.matchAll(/(?:from|import)\s*\(?\s*"(\.\.?\/[^"]+)"/g),
   ].map((m) => m[1]!);
@@ -126,8 +128,7 @@ Deno.test("the doors only open: re-exports, and mod.ts-style running of main", a
   const own: string[] = [];
   for (const door of DOORS) {
     const text = await Deno.readTextFile(new URL(door, SRC));
-    const code = text.replace(/\/\*[\s\S]*?\*\//g, "")
-      .replace(/^\s*\/\/.*$/gm, "")
+    const code = withoutComments(text)
       // Statements a door may hold: imports, re-exports, `if (import.meta.main) {…}`.
       .replace(/^(?:import|export)\b[^;]*;/gm, "")
       .replace(/^if \(import\.meta\.main\) \{[^}]*\}/gm, "")
