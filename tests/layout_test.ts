@@ -109,14 +109,20 @@ function roomOf(path: string): string {
   return slash < 0 ? path.replace(/\.ts$/, "") : path.slice(0, slash);
 }
 
-const files = await sourceFiles();
-const graph = new Map<string, string[]>();
-for (const file of files) {
-  graph.set(
-    file,
-    importsOf(file, await Deno.readTextFile(new URL(file, SRC))),
-  );
+/** Each `.ts` file under `root` (sorted) and its relative imports under `root`. */
+async function importGraph(root: URL): Promise<Map<string, string[]>> {
+  const graph = new Map<string, string[]>();
+  for (const file of await sourceFiles(root)) {
+    graph.set(
+      file,
+      importsOf(file, await Deno.readTextFile(new URL(file, root)), root),
+    );
+  }
+  return graph;
 }
+
+const graph = await importGraph(SRC);
+const files = [...graph.keys()];
 
 Deno.test("src/ holds only the public doors at its top, at most 6", () => {
   const top = files.filter((file) => !file.includes("/"));
@@ -232,14 +238,8 @@ const BENCH_MAY_IMPORT: Record<string, readonly string[]> = {
   top: ["servers", "load", "phases", "report"],
 };
 
-const benchFiles = await sourceFiles(BENCH);
-const benchGraph = new Map<string, string[]>();
-for (const file of benchFiles) {
-  benchGraph.set(
-    file,
-    importsOf(file, await Deno.readTextFile(new URL(file, BENCH)), BENCH),
-  );
-}
+const benchGraph = await importGraph(BENCH);
+const benchFiles = [...benchGraph.keys()];
 
 function benchRoom(file: string): string {
   return file.includes("/") ? roomOf(file) : "top";
