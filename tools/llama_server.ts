@@ -70,7 +70,8 @@ const TOOLS: Record<string, string> = {
   make: "apt-get install make",
 };
 
-function onPath(name: string): boolean {
+/** True when a directory of this process's PATH holds `name`. */
+export function onPath(name: string): boolean {
   for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
     if (dir && exists(`${dir}/${name}`)) return true;
   }

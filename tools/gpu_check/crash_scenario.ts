@@ -11,10 +11,11 @@
  *
  * @module
  */
+import { sleep } from "../../src/common/sleep.ts";
 import { freePorts } from "../../tests/support/helpers.ts";
 import type { Scenario } from "./scenario.ts";
 import { distribution, seconds } from "./scenario.ts";
-import { alive, expect, sleep } from "./scope.ts";
+import { alive, expect } from "./scope.ts";
 
 /** The restart delay the launcher runs with here (`--restart-max-delay 1`). */
 const BACKOFF_MS = 1000;

@@ -15,6 +15,7 @@ import {
   buildLlamaServer,
   isLlamaServerBuilt,
   llamaServerPath,
+  onPath,
 } from "../llama_server.ts";
 import { writeTinyModel } from "../tiny_model.ts";
 import type { Scenario } from "./scenario.ts";
@@ -24,17 +25,6 @@ import { allHealthy } from "./placement_scenarios.ts";
 
 /** How long the CUDA build may take (a first build compiles every kernel). */
 const BUILD_BOUND_MS = 45 * 60_000;
-
-function onPath(name: string): boolean {
-  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
-    try {
-      if (dir && Deno.statSync(`${dir}/${name}`).isFile) return true;
-    } catch {
-      // Not there.
-    }
-  }
-  return false;
-}
 
 /** llama-server built with CUDA, all layers on the GPU, one chat completion. */
 export const llamaCuda: Scenario = {

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { sleep } from "../../src/common/sleep.ts";
 import { freePorts } from "../../tests/support/helpers.ts";
 import type { Scenario, ScenarioContext } from "./scenario.ts";
 import { seconds } from "./scenario.ts";
@@ -12,7 +13,6 @@ import {
   type CheckLauncher,
   type EngineView,
   expect,
-  sleep,
   until,
 } from "./scope.ts";
 

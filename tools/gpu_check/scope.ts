@@ -9,14 +9,10 @@
  */
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
+import { sleep } from "../../src/common/sleep.ts";
 import type { EngineRecord, GpuWorld } from "./world.ts";
 
 const MOD = fileURLToPath(new URL("../../mod.ts", import.meta.url));
-
-/** Sleeps `ms`. */
-export function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}
 
 /** Polls `probe` every `everyMs` until it returns a value (not undefined), or undefined after `ms`. */
 export async function until<T>(
