@@ -11,7 +11,7 @@ import { seconds } from "./scenario.ts";
 import {
   alive,
   type CheckLauncher,
-  type EngineView,
+  type EngineSeen,
   expect,
   until,
 } from "./scope.ts";
@@ -28,8 +28,8 @@ export async function allHealthy(
   launcher: CheckLauncher,
   names: readonly string[],
   ms: number,
-): Promise<Record<string, EngineView>> {
-  let last: Record<string, EngineView> | undefined;
+): Promise<Record<string, EngineSeen>> {
+  let last: Record<string, EngineSeen> | undefined;
   const ok = await until(
     async () => {
       last = await launcher.engines();
@@ -160,7 +160,7 @@ export const foreignHolder: Scenario = {
     const launcher = await scope.launch(cards, ["waiter"], port, [
       ...context.launcherArgs,
     ]);
-    let view: EngineView | undefined;
+    let view: EngineSeen | undefined;
     const waiting = await until(
       async () => {
         view = (await launcher.engines())?.waiter;

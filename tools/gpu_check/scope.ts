@@ -10,6 +10,8 @@
 import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { sleep } from "../../src/common/sleep.ts";
+import type { ActiveModel } from "../../src/http/handler.ts";
+import type { EngineDetail } from "../../src/supervision/engine_detail.ts";
 import type { EngineRecord, GpuWorld } from "./world.ts";
 
 const MOD = fileURLToPath(new URL("../../mod.ts", import.meta.url));
@@ -49,17 +51,10 @@ function signalGroup(pid: number, signal: Deno.Signal): void {
   }
 }
 
-/** One engine of `GET /models?detail=1`. */
-export interface EngineView {
-  readonly url: string;
-  readonly healthy: boolean;
-  readonly state: string;
-  readonly pid: number | null;
-  readonly waiting_for: {
-    readonly reason: string;
-    readonly detail: string;
-  } | null;
-}
+/** One engine of `GET /models?detail=1`, the fields the check reads. */
+export type EngineSeen =
+  & Pick<ActiveModel, "url" | "healthy">
+  & Pick<EngineDetail, "state" | "pid" | "waiting_for">;
 
 /** The launcher CLI in a subprocess, its stderr kept. */
 export class CheckLauncher {
@@ -105,7 +100,7 @@ export class CheckLauncher {
   }
 
   /** The engines by name, or undefined while the API does not answer. */
-  async engines(): Promise<Record<string, EngineView> | undefined> {
+  async engines(): Promise<Record<string, EngineSeen> | undefined> {
     try {
       const response = await fetch(
         `http://127.0.0.1:${this.port}/models?detail=1`,
