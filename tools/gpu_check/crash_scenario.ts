@@ -95,7 +95,10 @@ export const crashDuringLoad: Scenario = {
     };
     const watchers = [watchProcesses(), watchListing()];
     try {
-      while (!enough() && performance.now() < deadline && !launcher.exited) {
+      while (
+        !enough() && performance.now() < deadline &&
+        launcher.status === undefined
+      ) {
         await sleep(100);
       }
       // The last crash's dead pid: wait for its unlisting too (bounded).
@@ -116,7 +119,9 @@ export const crashDuringLoad: Scenario = {
       }`,
       `${runs.filter((r) => r.exitAt !== undefined).length} exits, ${
         Math.max(0, runs.length - 1)
-      } restarts${launcher.exited ? " (the launcher exited)" : ""}`,
+      } restarts${
+        launcher.status !== undefined ? " (the launcher exited)" : ""
+      }`,
     );
     const crashes = runs.slice(0, settings.crashes);
     const never = crashes.filter((r) => !r.listed);

@@ -42,7 +42,7 @@ export async function allHealthy(
     ok !== undefined,
     `${names.join(", ")} healthy within ${seconds(ms)}`,
     names.map((n) => `${n} ${last?.[n]?.state ?? "unknown"}`).join(", ") +
-      (launcher.exited ? " (the launcher exited)" : ""),
+      (launcher.status !== undefined ? " (the launcher exited)" : ""),
   );
   return ok!;
 }

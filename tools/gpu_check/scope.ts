@@ -7,14 +7,12 @@
  *
  * @module
  */
-import { fileURLToPath } from "node:url";
 import { stringify } from "yaml";
 import { sleep } from "../../src/common/sleep.ts";
 import type { ActiveModel } from "../../src/http/handler.ts";
 import type { EngineDetail } from "../../src/supervision/engine_detail.ts";
+import { Launcher } from "../../tests/support/helpers.ts";
 import type { EngineRecord, GpuWorld } from "./world.ts";
-
-const MOD = fileURLToPath(new URL("../../mod.ts", import.meta.url));
 
 /** Polls `probe` every `everyMs` until it returns a value (not undefined), or undefined after `ms`. */
 export async function until<T>(
@@ -56,47 +54,17 @@ export type EngineSeen =
   & Pick<ActiveModel, "url" | "healthy">
   & Pick<EngineDetail, "state" | "pid" | "waiting_for">;
 
-/** The launcher CLI in a subprocess, its stderr kept. */
-export class CheckLauncher {
-  readonly child: Deno.ChildProcess;
+/** The launcher CLI in a subprocess (tests/support's {@linkcode Launcher}), on `port`. */
+export class CheckLauncher extends Launcher {
   readonly port: number;
-  readonly lines: string[] = [];
-  readonly #done: Promise<unknown>;
-  #exited = false;
 
   constructor(
     args: string[],
     env: Record<string, string>,
     port: number,
   ) {
+    super(args, env);
     this.port = port;
-    this.child = new Deno.Command(Deno.execPath(), {
-      args: ["run", "-A", "--quiet", MOD, ...args],
-      env: { NO_COLOR: "1", ...env },
-      stdin: "null",
-      stdout: "null",
-      stderr: "piped",
-    }).spawn();
-    this.#done = Promise.all([
-      this.#collect(),
-      this.child.status.then(() => this.#exited = true),
-    ]);
-  }
-
-  async #collect(): Promise<void> {
-    let rest = "";
-    for await (
-      const chunk of this.child.stderr.pipeThrough(new TextDecoderStream())
-    ) {
-      const parts = (rest + chunk).split("\n");
-      rest = parts.pop() ?? "";
-      this.lines.push(...parts);
-    }
-    if (rest) this.lines.push(rest);
-  }
-
-  get exited(): boolean {
-    return this.#exited;
   }
 
   /** The engines by name, or undefined while the API does not answer. */
@@ -117,14 +85,10 @@ export class CheckLauncher {
   }
 
   /** Sends `signal` (if it runs) and waits, SIGKILL after `ms`. */
-  async stop(signal: Deno.Signal = "SIGTERM", ms = 30_000): Promise<void> {
-    if (!this.#exited) {
-      try {
-        this.child.kill(signal);
-      } catch {
-        // Exited meanwhile.
-      }
-    }
+  override async stop(
+    signal: Deno.Signal = "SIGTERM",
+    ms = 30_000,
+  ): Promise<Deno.CommandStatus> {
     const timer = setTimeout(() => {
       try {
         this.child.kill("SIGKILL");
@@ -132,8 +96,11 @@ export class CheckLauncher {
         // Exited meanwhile.
       }
     }, ms);
-    await this.#done;
-    clearTimeout(timer);
+    try {
+      return await super.stop(signal);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
 
@@ -155,16 +122,12 @@ export class Scope {
   readonly root: string;
   readonly #launchers: CheckLauncher[] = [];
   readonly #children: Deno.ChildProcess[] = [];
+  /** Every pid this scenario started (engines seen in records, processes it spawned). */
   readonly #pids = new Set<number>();
 
   constructor(world: GpuWorld, root: string) {
     this.world = world;
     this.root = root;
-  }
-
-  /** Every pid this scenario started (engines seen in records, processes it spawned). */
-  get pids(): ReadonlySet<number> {
-    return this.#pids;
   }
 
   /**
