@@ -193,22 +193,17 @@ async function runOne(
   for (const sub of ["models", "logs", "metrics", "data"]) {
     await Deno.mkdir(`${root}/${sub}`, { recursive: true });
   }
-  const scope = new Scope(world, root);
+  const scope = new Scope(world, root, [
+    "--dev_mode",
+    "--health-interval",
+    String(options.intervalS),
+    "--restart-max-delay",
+    "1",
+  ]);
   const began = performance.now();
   let row: Row;
   try {
-    const outcome = await scenario.run({
-      world,
-      scope,
-      settings: options,
-      launcherArgs: [
-        "--dev_mode",
-        "--health-interval",
-        String(options.intervalS),
-        "--restart-max-delay",
-        "1",
-      ],
-    });
+    const outcome = await scenario.run({ world, scope, settings: options });
     if (options.broken === scenario.id) {
       throw new Unmet(
         "a failure (--break)",

@@ -47,9 +47,7 @@ export const crashDuringLoad: Scenario = {
       },
     };
     const port = freePorts(2);
-    const launcher = await scope.launch(cards, ["crashy"], port, [
-      ...context.launcherArgs,
-    ]);
+    const launcher = await scope.launch(cards, ["crashy"], port);
     const runs: Run[] = [];
     const perCrashMs = world.mode === "real" ? 90_000 : 20_000;
     const deadline = performance.now() + perCrashMs * settings.crashes;

@@ -78,9 +78,7 @@ export const llamaCuda: Scenario = {
       },
     };
     const port = freePorts(2);
-    const launcher = await scope.launch(cards, ["tiny-gpu"], port, [
-      ...context.launcherArgs,
-    ]);
+    const launcher = await scope.launch(cards, ["tiny-gpu"], port);
     const engines = await allHealthy(launcher, ["tiny-gpu"], 120_000);
     const engine = engines["tiny-gpu"]!;
     const began = performance.now();

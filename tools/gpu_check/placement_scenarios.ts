@@ -65,9 +65,7 @@ export const shares: Scenario = {
       },
     }]));
     const port = freePorts(names.length + 1);
-    const launcher = await scope.launch(cards, names, port, [
-      ...context.launcherArgs,
-    ]);
+    const launcher = await scope.launch(cards, names, port);
     await allHealthy(launcher, names, readyBoundMs(context, 3));
     const records = [];
     for (let i = 0; i < names.length; i++) {
@@ -157,9 +155,7 @@ export const foreignHolder: Scenario = {
       },
     };
     const port = freePorts(2);
-    const launcher = await scope.launch(cards, ["waiter"], port, [
-      ...context.launcherArgs,
-    ]);
+    const launcher = await scope.launch(cards, ["waiter"], port);
     let view: EngineSeen | undefined;
     const waiting = await until(
       async () => {
@@ -249,7 +245,6 @@ export const launcherKilled: Scenario = {
     const graceS = 3;
     const port = freePorts(3);
     const launcher = await scope.launch(cards, names, port, [
-      ...context.launcherArgs,
       "--grace",
       String(graceS),
     ]);

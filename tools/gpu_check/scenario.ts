@@ -1,7 +1,8 @@
 /**
  * What a `gpu-check` scenario is and gets: the checked machine, its own
- * {@linkcode Scope} of processes, the launcher flags every scenario shares,
- * and what it returns (a summary for its report row, lines for the details).
+ * {@linkcode Scope} of processes (its launches carry the flags every scenario
+ * shares), and what it returns (a summary for its report row, lines for the
+ * details).
  *
  * @module
  */
@@ -21,8 +22,6 @@ export interface ScenarioContext {
   readonly world: GpuWorld;
   readonly scope: Scope;
   readonly settings: CheckSettings;
-  /** Launcher flags every scenario passes. */
-  readonly launcherArgs: readonly string[];
 }
 
 /** A scenario's result: passed (failures throw `Unmet`), or skipped with a reason. */

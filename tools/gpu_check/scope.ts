@@ -11,7 +11,7 @@ import { stringify } from "yaml";
 import { sleep } from "../../src/common/sleep.ts";
 import type { ActiveModel } from "../../src/http/handler.ts";
 import type { EngineDetail } from "../../src/supervision/engine_detail.ts";
-import { Launcher } from "../../tests/support/helpers.ts";
+import { Launcher, siteArgs } from "../../tests/support/helpers.ts";
 import type { EngineRecord, GpuWorld } from "./world.ts";
 
 /** Polls `probe` every `everyMs` until it returns a value (not undefined), or undefined after `ms`. */
@@ -120,41 +120,42 @@ export function expect(ok: boolean, expected: string, saw: string): void {
 export class Scope {
   readonly world: GpuWorld;
   readonly root: string;
+  /** Launcher flags every launch passes (after the site and `--gpus`). */
+  readonly #launcherArgs: readonly string[];
   readonly #launchers: CheckLauncher[] = [];
   readonly #children: Deno.ChildProcess[] = [];
   /** Every pid this scenario started (engines seen in records, processes it spawned). */
   readonly #pids = new Set<number>();
 
-  constructor(world: GpuWorld, root: string) {
+  constructor(
+    world: GpuWorld,
+    root: string,
+    launcherArgs: readonly string[] = [],
+  ) {
     this.world = world;
     this.root = root;
+    this.#launcherArgs = launcherArgs;
   }
 
   /**
-   * Runs the launcher for `names` of `cards` on the checked GPU; engine i
-   * listens on `port + i`.
+   * Runs the launcher for `names` of `cards` on the checked GPU with the
+   * scope's launcher flags, then `args`; engine i listens on `port + i`.
    */
   async launch(
     cards: Record<string, unknown>,
     names: string[],
     port: number,
-    args: string[],
+    args: readonly string[] = [],
   ): Promise<CheckLauncher> {
     const catalogue = `${this.root}/catalogue.yaml`;
     await Deno.writeTextFile(catalogue, stringify({ models: cards }));
     const launcher = new CheckLauncher(
       [
         ...names,
-        "--host",
-        "127.0.0.1",
-        "--port",
-        String(port),
-        "--directory",
-        this.root,
-        "--catalogue",
-        catalogue,
+        ...siteArgs(port, this.root, catalogue),
         "--gpus",
         this.world.gpu.index,
+        ...this.#launcherArgs,
         ...args,
       ],
       this.world.env,
