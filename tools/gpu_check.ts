@@ -224,9 +224,7 @@ async function runOne(
       : `stopped: ${error instanceof Error ? error.message : String(error)}`;
     row = { scenario, result: "FAIL", text };
   }
-  const left = await scope.close(
-    world.mode === "real" ? 60_000 : (world.releaseMs ?? 0) + 10_000,
-  );
+  const left = await scope.close(world.releaseBoundMs);
   if (left.length > 0) {
     row = {
       scenario,

@@ -274,9 +274,7 @@ export const launcherKilled: Scenario = {
       } (--grace ${graceS}, keep2 ignores SIGTERM)`,
       `still running: ${pids.filter(alive).join(", ")}`,
     );
-    const memoryBound = world.mode === "real"
-      ? 60_000
-      : (world.releaseMs ?? 0) + 10_000;
+    const memoryBound = world.releaseBoundMs;
     const zero = await until(
       async () => {
         const asked = Date.now();

@@ -72,8 +72,12 @@ export interface GpuWorld extends AsyncDisposable {
   readonly work: string;
   /** Environment for the launcher, engines and `nvidia-smi`. */
   readonly env: Record<string, string>;
-  /** How long a stand-in dead pid stays listed; undefined on a real machine. */
-  readonly releaseMs: number | undefined;
+  /**
+   * How long a dead engine's memory may stay listed after its exit before
+   * the check calls it left behind: 60 s on a real GPU, the stand-in's
+   * release time + 10 s.
+   */
+  readonly releaseBoundMs: number;
   /** Card args for a behaviour. */
   engineArgs(spec: EngineSpec): Record<string, number | boolean>;
   /** Command line of an engine outside the launcher (a foreign process). */
@@ -154,7 +158,7 @@ export async function realWorld(index?: string): Promise<GpuWorld> {
     records: rec,
     work: `${dir}/runs`,
     env,
-    releaseMs: undefined,
+    releaseBoundMs: 60_000,
     engineArgs: (spec) => ({
       "hold-mib": spec.mib,
       ...(spec.loadMs ? { "load-ms": spec.loadMs } : {}),
@@ -245,7 +249,7 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
     records: rec,
     work: `${dir}/runs`,
     env,
-    releaseMs,
+    releaseBoundMs: releaseMs + 10_000,
     engineArgs: (spec) => ({
       "fake-gpu-mib": spec.mib,
       ...(spec.loadMs ? { "fake-load-ms": spec.loadMs } : {}),
