@@ -36,7 +36,11 @@ import {
   shares,
 } from "./gpu_check/placement_scenarios.ts";
 import { type Row, writeReport } from "./gpu_check/report.ts";
-import type { CheckSettings, Scenario } from "./gpu_check/scenario.ts";
+import {
+  type CheckSettings,
+  RESTART_DELAY_S,
+  type Scenario,
+} from "./gpu_check/scenario.ts";
 import { Scope, Unmet, until } from "./gpu_check/scope.ts";
 import {
   type GpuWorld,
@@ -198,7 +202,7 @@ async function runOne(
     "--health-interval",
     String(options.intervalS),
     "--restart-max-delay",
-    "1",
+    String(RESTART_DELAY_S),
   ]);
   const began = performance.now();
   let row: Row;

@@ -14,11 +14,11 @@
 import { sleep } from "../../src/common/sleep.ts";
 import { freePorts } from "../../tests/support/helpers.ts";
 import type { Scenario } from "./scenario.ts";
-import { distribution, seconds } from "./scenario.ts";
+import { distribution, RESTART_DELAY_S, seconds } from "./scenario.ts";
 import { alive, expect } from "./scope.ts";
 
-/** The restart delay the launcher runs with here (`--restart-max-delay 1`). */
-const BACKOFF_MS = 1000;
+/** The restart delay the launcher runs with here (`--restart-max-delay`). */
+const BACKOFF_MS = RESTART_DELAY_S * 1000;
 
 interface Run {
   readonly pid: number;

@@ -8,7 +8,7 @@
 import { dirname } from "node:path";
 import type { GpuDevice } from "../../src/gpu/nvidia_smi.ts";
 import type { CheckSettings, Scenario } from "./scenario.ts";
-import { seconds } from "./scenario.ts";
+import { RESTART_DELAY_S, seconds } from "./scenario.ts";
 
 /** One scenario's row. */
 export interface Row {
@@ -56,7 +56,7 @@ export function renderReport(report: Report): string {
       seconds(report.ms)
     } in all: \`deno task gpu-check${
       report.args.length ? " " + report.args.join(" ") : ""
-    }\`. Launchers ran with \`--health-interval ${report.settings.intervalS} --restart-max-delay 1\`, ` +
+    }\`. Launchers ran with \`--health-interval ${report.settings.intervalS} --restart-max-delay ${RESTART_DELAY_S}\`, ` +
       `\`--gpu-release-timeout\` at its default (30 s), on GPU ${report.gpu.index} (${report.gpu.uuid}, ${report.gpu.totalMiB} MiB).`,
     "",
     "## Machine",

@@ -9,6 +9,9 @@
 import type { Scope } from "./scope.ts";
 import type { GpuWorld } from "./world.ts";
 
+/** The launchers' `--restart-max-delay`, in seconds (the report says it; crash-during-load subtracts it). */
+export const RESTART_DELAY_S = 1;
+
 /** How the check runs. */
 export interface CheckSettings {
   /** `--health-interval` of the launchers it runs, in seconds. */
