@@ -211,22 +211,18 @@ export class Scope {
       signalGroup(pid, "SIGKILL");
       left.push(`pid ${pid} still running at cleanup (killed)`);
     }
-    const listed = await until(
+    // A failed query counts as one listing nothing.
+    let ours: [number, number][] = [];
+    const cleared = await until(
       async () => {
         const now = await this.world.listed();
-        const ours = [...(now ?? new Map())].filter(([pid]) =>
-          this.#pids.has(pid)
-        );
-        return ours.length === 0 ? [] : undefined;
+        ours = [...(now ?? new Map())].filter(([pid]) => this.#pids.has(pid));
+        return ours.length === 0 ? true : undefined;
       },
       releaseBoundMs,
       250,
     );
-    if (listed === undefined) {
-      const now = await this.world.listed();
-      const ours = [...(now ?? new Map())].filter(([pid]) =>
-        this.#pids.has(pid)
-      );
+    if (cleared === undefined) {
       left.push(
         `GPU ${this.world.gpu.index} still lists ${
           ours.map(([pid, mib]) => `pid ${pid} (${mib} MiB)`).join(", ")
