@@ -103,6 +103,15 @@ export function median(values: readonly number[]): number {
   return sorted.length % 2 ? hi : ((sorted[mid - 1] as number) + hi) / 2;
 }
 
+/**
+ * Round `round`'s order of `items` in rotating rounds: the list started at
+ * `round % items.length`, wrapped, so each item takes each place in turn.
+ */
+export function rotated<T>(items: readonly T[], round: number): T[] {
+  const shift = round % items.length;
+  return [...items.slice(shift), ...items.slice(0, shift)];
+}
+
 /** `record[key]`, which must exist. */
 export function pick<T>(record: Record<string, T>, key: string): T {
   const value = record[key];

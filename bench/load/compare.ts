@@ -12,6 +12,7 @@ import {
   pick,
   PLAN,
   progress,
+  rotated,
   type Runs,
   type Target,
 } from "../plan.ts";
@@ -39,8 +40,7 @@ export async function compare(
     });
   }
   for (let round = 0; round < rounds; round++) {
-    const shift = round % entries.length;
-    const order = [...entries.slice(shift), ...entries.slice(0, shift)];
+    const order = rotated(entries, round);
     progress(
       `  ${load.name} round ${round + 1}/${rounds}: ${
         order.map(([k]) => k).join(", ")

@@ -11,7 +11,7 @@
  * @module
  */
 import { freePorts, pathWith } from "../../tests/support/helpers.ts";
-import { type Bench, progress, removeDir } from "../plan.ts";
+import { type Bench, progress, removeDir, rotated } from "../plan.ts";
 import { gpuMachine, standInQueryMs } from "./gpu.ts";
 
 /** Engines and fake GPUs of the dry run: 4 shares of 0.25 on each GPU. */
@@ -79,13 +79,13 @@ export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
     const port = String(freePorts(DRY_RUN_ENGINES));
     const dryRun = [...names, "--directory", root, "--catalogue", catalogue];
     dryRun.push("--port", port, "--dry-run");
-    const arms = [
-      () => wallMs(["--help"], env),
-      () => standInQueryMs(machine),
-      () => wallMs(dryRun, env),
-      () => wallMs([...dryRun, "--gpus", "none"], env),
+    const arms: [keyof DryRunResults, () => Promise<number>][] = [
+      ["help", () => wallMs(["--help"], env)],
+      ["query", () => standInQueryMs(machine)],
+      ["dryRun", () => wallMs(dryRun, env)],
+      ["noGpus", () => wallMs([...dryRun, "--gpus", "none"], env)],
     ];
-    await arms[2]!(); // the module cache warm, and the plan passes
+    await wallMs(dryRun, env); // the module cache warm, and the plan passes
     progress(
       `--dry-run: ${DRY_RUN_ENGINES} engines on ${DRY_RUN_GPUS} fake GPUs, ${ROUNDS} rounds`,
     );
@@ -95,10 +95,9 @@ export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
       dryRun: [],
       noGpus: [],
     };
-    const into = [results.help, results.query, results.dryRun, results.noGpus];
     for (let round = 0; round < ROUNDS; round++) {
-      for (const k of into.map((_, i) => (i + round) % into.length)) {
-        into[k]!.push(await arms[k]!());
+      for (const [key, arm] of rotated(arms, round)) {
+        results[key].push(await arm());
       }
     }
     if ((await machine.procs()).size > 0) {

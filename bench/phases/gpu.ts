@@ -39,6 +39,7 @@ import {
   PLAN,
   progress,
   removeDir,
+  rotated,
 } from "../plan.ts";
 
 /** The last commit before the GPU start gate (issue 17). */
@@ -192,8 +193,7 @@ async function gateCost(bench: Bench): Promise<GateCost | string> {
       sleepLike: { now: [], before: [], again: [] },
     };
     for (let round = 0; round < PLAN.gateRounds; round++) {
-      const shift = round % arms.length;
-      const order = [...arms.slice(shift), ...arms.slice(0, shift)];
+      const order = rotated(arms, round);
       progress(
         `gate cost ${round + 1}/${PLAN.gateRounds}, ${MANY} engines, no pool: ${
           order.map(([key]) => key).join(", ")

@@ -12,7 +12,14 @@
 import { freePorts } from "../../tests/support/helpers.ts";
 import { Child } from "../servers/process.ts";
 import { FLOOD_CARD, makeRootIn, spawnLauncher } from "../servers/spawn.ts";
-import { type Bench, PLAN, progress, removeDir, sleep } from "../plan.ts";
+import {
+  type Bench,
+  PLAN,
+  progress,
+  removeDir,
+  rotated,
+  sleep,
+} from "../plan.ts";
 
 const FAKE_ENGINE =
   new URL("../../tests/fixtures/fake_engine.ts", import.meta.url).pathname;
@@ -303,10 +310,7 @@ export async function logPhase(bench: Bench): Promise<LogResults> {
         round + 1
       }/${PLAN.logRounds}: ${mb} MB through the launcher, straight to a file, through cat, drained by Deno`,
     );
-    const shift = round % ways.length;
-    for (
-      const [key, flood] of [...ways.slice(shift), ...ways.slice(0, shift)]
-    ) {
+    for (const [key, flood] of rotated(ways, round)) {
       out[key].push(await flood());
     }
   }
