@@ -40,6 +40,8 @@ export const PLAN = {
   gpuIntervalSeconds: 0.5,
   /** How long each such window lasts (then until the next round ends). */
   gpuWindowSeconds: 10,
+  /** Rounds of the `--dry-run` phase (--help, one look, the dry run, the dry run without GPUs). */
+  dryRunRounds: 9,
 } as const;
 
 /** `wrk -t1 -c1` or `wrk -t2 -c8`. */

@@ -11,13 +11,12 @@
  * @module
  */
 import { freePorts, pathWith } from "../../tests/support/helpers.ts";
-import { type Bench, progress, removeDir, rotated } from "../plan.ts";
+import { type Bench, PLAN, progress, removeDir, rotated } from "../plan.ts";
 import { gpuMachine, standInQueryMs } from "./gpu.ts";
 
 /** Engines and fake GPUs of the dry run: 4 shares of 0.25 on each GPU. */
 export const DRY_RUN_ENGINES = 32;
 export const DRY_RUN_GPUS = 8;
-const ROUNDS = 9;
 const MOD = new URL("../../mod.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 
@@ -87,7 +86,7 @@ export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
     ];
     await wallMs(dryRun, env); // the module cache warm, and the plan passes
     progress(
-      `--dry-run: ${DRY_RUN_ENGINES} engines on ${DRY_RUN_GPUS} fake GPUs, ${ROUNDS} rounds`,
+      `--dry-run: ${DRY_RUN_ENGINES} engines on ${DRY_RUN_GPUS} fake GPUs, ${PLAN.dryRunRounds} rounds`,
     );
     const results: DryRunResults = {
       help: [],
@@ -95,7 +94,7 @@ export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
       dryRun: [],
       noGpus: [],
     };
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < PLAN.dryRunRounds; round++) {
       for (const [key, arm] of rotated(arms, round)) {
         results[key].push(await arm());
       }

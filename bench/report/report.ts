@@ -12,7 +12,11 @@ import type { AuthResults } from "../phases/auth.ts";
 import { type GuardResults, IDLE_FLOOD } from "../phases/guard.ts";
 import type { LogResults } from "../phases/log.ts";
 import type { GpuResults } from "../phases/gpu.ts";
-import type { DryRunResults } from "../phases/dry_run.ts";
+import {
+  DRY_RUN_ENGINES,
+  DRY_RUN_GPUS,
+  type DryRunResults,
+} from "../phases/dry_run.ts";
 import {
   loadNotes,
   loadRows,
@@ -55,7 +59,7 @@ export interface Report {
 }
 
 const DRY_RUN_METHOD =
-  "Dry run: each round times, order rotated, the launcher's --help, one stand-in nvidia-smi look (its two queries at once) and a dry run of 32 engines on 8 fake GPUs; the ratio is the median of per-round ratios.";
+  `Dry run: each round times, order rotated, the launcher's --help, one stand-in nvidia-smi look (its two queries at once) and a dry run of ${DRY_RUN_ENGINES} engines on ${DRY_RUN_GPUS} fake GPUs; the ratio is the median of per-round ratios.`;
 
 const METHOD = [
   `Loopback only (${HOST}); every engine is the stand-in \`tests/fixtures/fake_engine.ts\` (a Deno process) unless said otherwise.`,
