@@ -70,8 +70,8 @@ export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
       ].join("\n") + "\n",
     );
     const env = {
-      ...machine.env,
       PATH: pathWith(`${bench.bin}:${machine.bin}`),
+      FAKE_GPU_LEDGER: machine.ledger,
       NUCLEUS_MODE: "dev",
       NO_COLOR: "1",
     };
