@@ -61,9 +61,6 @@ import {
 const RESULTS = new URL("./results/latest.md", import.meta.url);
 const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);
 
-/** What one run measures: everything, or one phase. */
-type Only = "auth" | "guard" | "log" | "gpu" | "dryrun" | undefined;
-
 /** A PATH directory whose `vllm` sleeps: an engine that costs no CPU and never answers. */
 async function sleepBin(): Promise<string> {
   const dir = await Deno.makeTempDir({ prefix: "serve-bench-sleep-" });
@@ -79,16 +76,28 @@ async function write(url: URL, report: Report): Promise<void> {
   progress(`wrote ${url.pathname}`);
 }
 
-async function measure(bench: Bench, only: Only): Promise<Report> {
-  if (only === "auth") {
+/** A phase measured alone and its report. */
+type OnePhase = (bench: Bench) => Promise<Report>;
+
+/** The flags that measure one phase alone, in the order they win when several are given. */
+const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
+  "--auth-only": async (bench) => {
     const report = authReport(await authPhase(bench));
     await write(AUTH_RESULTS, report);
     return report;
-  }
-  if (only === "guard") return guardReport(await guardPhase(bench));
-  if (only === "log") return logReport(await logPhase(bench));
-  if (only === "gpu") return gpuReport(await gpuPhase(bench));
-  if (only === "dryrun") return dryRunReport(await dryRunPhase(bench));
+  },
+  "--only=guard": async (bench) => guardReport(await guardPhase(bench)),
+  "--only=log": async (bench) => logReport(await logPhase(bench)),
+  "--only=gpu": async (bench) => gpuReport(await gpuPhase(bench)),
+  "--only=dryrun": async (bench) => dryRunReport(await dryRunPhase(bench)),
+};
+
+/** Every phase, or `only` alone. */
+async function measure(
+  bench: Bench,
+  only: OnePhase | undefined,
+): Promise<Report> {
+  if (only) return await only(bench);
   const wrk = await wrkVersion();
   const started = performance.now();
   const loadBefore = Deno.loadavg()[0] ?? Number.NaN;
@@ -109,7 +118,10 @@ async function measure(bench: Bench, only: Only): Promise<Report> {
   return report;
 }
 
-async function run(strict: boolean, only: Only): Promise<number> {
+async function run(
+  strict: boolean,
+  only: OnePhase | undefined,
+): Promise<number> {
   await wrkVersion();
   await using stack = new AsyncDisposableStack();
   const controller = new AbortController();
@@ -165,14 +177,7 @@ async function run(strict: boolean, only: Only): Promise<number> {
 export async function main(
   args: readonly string[] = Deno.args,
 ): Promise<number> {
-  const flags = [
-    "--strict",
-    "--auth-only",
-    "--only=guard",
-    "--only=log",
-    "--only=gpu",
-    "--only=dryrun",
-  ];
+  const flags = ["--strict", ...Object.keys(ONE_PHASE)];
   const unknown = args.filter((a) => !flags.includes(a));
   if (unknown.length > 0) {
     console.error(
@@ -181,18 +186,11 @@ export async function main(
     return 2;
   }
   try {
-    const only: Only = args.includes("--auth-only")
-      ? "auth"
-      : args.includes("--only=guard")
-      ? "guard"
-      : args.includes("--only=log")
-      ? "log"
-      : args.includes("--only=gpu")
-      ? "gpu"
-      : args.includes("--only=dryrun")
-      ? "dryrun"
-      : undefined;
-    return await run(args.includes("--strict"), only);
+    const only = Object.keys(ONE_PHASE).find((flag) => args.includes(flag));
+    return await run(
+      args.includes("--strict"),
+      only === undefined ? undefined : ONE_PHASE[only],
+    );
   } catch (error) {
     if (error instanceof WrkMissingError) {
       console.error(error.message);

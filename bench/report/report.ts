@@ -171,7 +171,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
   return { markdown, targets };
 }
 
-/** A report of one phase (`--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`). */
+/** A report of one phase (`--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`, `--only=dryrun`). */
 function phaseReport(
   title: string,
   method: string,
