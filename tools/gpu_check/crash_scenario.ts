@@ -154,8 +154,8 @@ export const crashDuringLoad: Scenario = {
     return {
       summary:
         `${settings.crashes} crashes, every restart after the dead pid left nvidia-smi's list; release (exit → unlisted) median ${
-          distribution(release).split(" / ")[1]
-        } s, gate wait median ${distribution(gate).split(" / ")[1]} s`,
+          distribution(release, [0.5])
+        }, gate wait median ${distribution(gate, [0.5])}`,
       details: [
         `Crash during load, ${settings.crashes} crashes (engine holding ${mib} MiB, exit code 3 one second after allocating; restart delay ${BACKOFF_MS} ms; --health-interval ${settings.intervalS} s). min / median / p90 / max:`,
         "",
