@@ -24,6 +24,7 @@ import {
   type FakeGpuMachine,
   fakeGpuMachine,
 } from "../../tests/support/fake_gpus.ts";
+import { pathWith } from "../../tests/support/helpers.ts";
 
 const PYTHON_ENGINE = fileURLToPath(
   new URL("../gpu_engine.py", import.meta.url),
@@ -105,12 +106,22 @@ async function writeScript(path: string, body: string): Promise<void> {
   await Deno.writeTextFile(path, `#!/bin/sh\n${body}\n`, { mode: 0o755 });
 }
 
-/** A temp directory with `bin/` and `records/`. */
-async function workDirs(): Promise<{ dir: string; bin: string; rec: string }> {
+/**
+ * A temp directory (`dir`, removed with the world) with `bin/` and
+ * `records/`, and the world's folders in it: `bin`, `records` and `work`.
+ */
+async function workDirs(): Promise<
+  { dir: string } & Pick<GpuWorld, "bin" | "records" | "work">
+> {
   const dir = await Deno.makeTempDir({ prefix: "gpu-check-" });
   await Deno.mkdir(`${dir}/bin`);
   await Deno.mkdir(`${dir}/records`);
-  return { dir, bin: `${dir}/bin`, rec: `${dir}/records` };
+  return {
+    dir,
+    bin: `${dir}/bin`,
+    records: `${dir}/records`,
+    work: `${dir}/runs`,
+  };
 }
 
 async function listedOn(
@@ -145,18 +156,19 @@ export async function realWorld(index?: string): Promise<GpuWorld> {
       }`,
     );
   }
-  const { dir, bin, rec } = await workDirs();
-  await writeScript(`${bin}/vllm`, `exec python3 '${PYTHON_ENGINE}' "$@"`);
+  const { dir, ...dirs } = await workDirs();
+  await writeScript(
+    `${dirs.bin}/vllm`,
+    `exec python3 '${PYTHON_ENGINE}' "$@"`,
+  );
   const env = {
-    PATH: `${bin}:${Deno.env.get("PATH") ?? ""}`,
-    GPU_ENGINE_RECORD_DIR: rec,
+    PATH: pathWith(dirs.bin),
+    GPU_ENGINE_RECORD_DIR: dirs.records,
   };
   return {
     mode: "real",
     gpu,
-    bin,
-    records: rec,
-    work: `${dir}/runs`,
+    ...dirs,
     env,
     releaseBoundMs: 60_000,
     engineArgs: (spec) => ({
@@ -220,21 +232,21 @@ async function describeReal(env: Record<string, string>): Promise<string[]> {
  * @param releaseMs How long a dead pid stays listed after its exit.
  */
 export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
+  const device = fakeDevices(1)[0]!;
   const machine: FakeGpuMachine = await fakeGpuMachine({
-    devices: fakeDevices(1),
+    devices: [device],
     releaseMs,
   });
-  const { dir, bin, rec } = await workDirs();
+  const { dir, ...dirs } = await workDirs();
   await writeScript(
-    `${bin}/vllm`,
+    `${dirs.bin}/vllm`,
     `exec '${Deno.execPath()}' run -A --quiet '${FAKE_ENGINE}' "$@"`,
   );
   const env = {
-    PATH: `${bin}:${machine.bin}:${Deno.env.get("PATH") ?? ""}`,
+    PATH: pathWith(`${dirs.bin}:${machine.bin}`),
     FAKE_GPU_LEDGER: machine.ledger,
-    FAKE_ENGINE_RECORD_DIR: rec,
+    FAKE_ENGINE_RECORD_DIR: dirs.records,
   };
-  const device = fakeDevices(1)[0]!;
   const gpu: GpuDevice = {
     index: device.index,
     uuid: device.uuid,
@@ -245,9 +257,7 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
   return {
     mode: "stand-in",
     gpu,
-    bin,
-    records: rec,
-    work: `${dir}/runs`,
+    ...dirs,
     env,
     releaseBoundMs: releaseMs + 10_000,
     engineArgs: (spec) => ({
