@@ -133,25 +133,21 @@ function parse(args: string[]): CheckOptions | "help" {
     );
   }
   const known = new Map(SCENARIOS.map((s) => [s.id, s]));
+  const noScenario = (flag: string, id: string) =>
+    new Error(
+      `--${flag}: no scenario '${id}' (expected ${
+        [...known.keys()].join(", ")
+      })`,
+    );
   const only = values.only === undefined
     ? [...SCENARIOS]
     : values.only.split(",").map((id) => {
       const scenario = known.get(id.trim());
-      if (!scenario) {
-        throw new Error(
-          `--only: no scenario '${id}' (expected ${
-            [...known.keys()].join(", ")
-          })`,
-        );
-      }
+      if (!scenario) throw noScenario("only", id);
       return scenario;
     });
   if (values.break !== undefined && !known.has(values.break)) {
-    throw new Error(
-      `--break: no scenario '${values.break}' (expected ${
-        [...known.keys()].join(", ")
-      })`,
-    );
+    throw noScenario("break", values.break);
   }
   return {
     standIn,
@@ -173,7 +169,7 @@ async function pidsVisible(world: GpuWorld, root: string): Promise<string> {
     const listed = await until(
       async () => {
         const now = await world.listed();
-        return now?.has(probe.pid) ? now.get(probe.pid) : undefined;
+        return now?.get(probe.pid);
       },
       world.mode === "real" ? 90_000 : 15_000,
       250,
