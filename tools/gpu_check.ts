@@ -28,6 +28,7 @@
  */
 import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
+import { makeRoot } from "../tests/support/helpers.ts";
 import { crashDuringLoad } from "./gpu_check/crash_scenario.ts";
 import { llamaCuda } from "./gpu_check/llama_scenario.ts";
 import {
@@ -189,10 +190,7 @@ async function runOne(
   options: CheckOptions,
   workRoot: string,
 ): Promise<Row> {
-  const root = `${workRoot}/${scenario.id}`;
-  for (const sub of ["models", "logs", "metrics", "data"]) {
-    await Deno.mkdir(`${root}/${sub}`, { recursive: true });
-  }
+  const root = await makeRoot(undefined, workRoot);
   const scope = new Scope(world, root, [
     "--dev_mode",
     "--health-interval",

@@ -35,11 +35,18 @@ export function siteArgs(
   ];
 }
 
-/** A root directory with `models/ logs/ metrics/ data/`, removed on dispose. */
+/**
+ * A root directory with `models/ logs/ metrics/ data/`, removed on dispose;
+ * made in `dir` when given, else in the system's temp folder.
+ */
 export async function makeRoot(
   subdirs = ["models", "logs", "metrics", "data"],
+  dir?: string,
 ): Promise<string> {
-  const root = await Deno.makeTempDir({ prefix: "serve-root-" });
+  const root = await Deno.makeTempDir({
+    prefix: "serve-root-",
+    ...(dir === undefined ? {} : { dir }),
+  });
   for (const sub of subdirs) await Deno.mkdir(`${root}/${sub}`);
   return root;
 }

@@ -107,8 +107,8 @@ async function writeScript(path: string, body: string): Promise<void> {
 }
 
 /**
- * A temp directory (`dir`, removed with the world) with `bin/` and
- * `records/`, and the world's folders in it: `bin`, `records` and `work`.
+ * A temp directory (`dir`, removed with the world) with `bin/`, `records/`
+ * and `runs/`: the world's `bin`, `records` and `work`.
  */
 async function workDirs(): Promise<
   { dir: string } & Pick<GpuWorld, "bin" | "records" | "work">
@@ -116,6 +116,7 @@ async function workDirs(): Promise<
   const dir = await Deno.makeTempDir({ prefix: "gpu-check-" });
   await Deno.mkdir(`${dir}/bin`);
   await Deno.mkdir(`${dir}/records`);
+  await Deno.mkdir(`${dir}/runs`);
   return {
     dir,
     bin: `${dir}/bin`,
