@@ -12,7 +12,8 @@
  */
 import { freePorts, pathWith } from "../../tests/support/helpers.ts";
 import { type Bench, PLAN, progress, removeDir, rotated } from "../plan.ts";
-import { gpuMachine, standInQueryMs } from "./gpu.ts";
+import { fakeDevices, fakeGpuMachine } from "../../tests/support/fake_gpus.ts";
+import { standInQueryMs } from "./gpu.ts";
 
 /** Engines and fake GPUs of the dry run: 4 shares of 0.25 on each GPU. */
 export const DRY_RUN_ENGINES = 32;
@@ -48,7 +49,10 @@ async function wallMs(args: string[], env: Record<string, string>) {
 
 /** Times `--help`, one stand-in look and a 32-engine dry run with and without GPUs, order rotated. */
 export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
-  const machine = await gpuMachine(bench.work, DRY_RUN_GPUS);
+  const machine = await fakeGpuMachine(
+    { devices: fakeDevices(DRY_RUN_GPUS) },
+    bench.work,
+  );
   try {
     const root = `${machine.dir}/root`;
     for (const sub of ["models", "logs", "metrics", "data"]) {

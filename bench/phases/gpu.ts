@@ -24,8 +24,8 @@
 import { freePorts, pathWith } from "../../tests/support/helpers.ts";
 import {
   fakeDevices,
-  FakeGpuMachine,
-  nvidiaSmiScript,
+  type FakeGpuMachine,
+  fakeGpuMachine,
 } from "../../tests/support/fake_gpus.ts";
 import type { Child } from "../servers/process.ts";
 import { exportTree } from "../servers/before_tree.ts";
@@ -212,24 +212,6 @@ async function gateCost(bench: Bench): Promise<GateCost | string> {
   }
 }
 
-/** A fake GPU machine of `count` devices inside the work directory. */
-export async function gpuMachine(
-  work: string,
-  count: number,
-): Promise<FakeGpuMachine> {
-  const machine = new FakeGpuMachine(
-    await Deno.makeTempDir({ dir: work, prefix: "gpus-" }),
-  );
-  await Deno.mkdir(machine.bin);
-  await Deno.mkdir(`${machine.ledger}/procs`, { recursive: true });
-  await Deno.mkdir(`${machine.ledger}/foreign`);
-  await Deno.writeTextFile(`${machine.bin}/nvidia-smi`, nvidiaSmiScript(), {
-    mode: 0o755,
-  });
-  await machine.setMachine({ devices: fakeDevices(count) });
-  return machine;
-}
-
 /** `g1`..`gN`: one whole device each, 1000 MiB in the stand-in's ledger. */
 function gpuCatalogueYaml(count: number): string {
   const lines = [
@@ -363,7 +345,10 @@ async function killLeftovers(machine: FakeGpuMachine): Promise<number> {
 export async function gpuPhase(bench: Bench): Promise<GpuResults> {
   const gate = await gateCost(bench);
   if (typeof gate === "string") progress(`gate cost skipped: ${gate}`);
-  const machine = await gpuMachine(bench.work, PLAN.gpuEngines);
+  const machine = await fakeGpuMachine(
+    { devices: fakeDevices(PLAN.gpuEngines) },
+    bench.work,
+  );
   try {
     const catalogue = `${machine.dir}/catalogue.yaml`;
     await Deno.writeTextFile(catalogue, gpuCatalogueYaml(PLAN.gpuEngines));

@@ -222,13 +222,18 @@ function contains(haystack: Uint8Array, needle: Uint8Array): boolean {
 
 /**
  * A fake GPU machine: `bin/nvidia-smi` (the stand-in) and a ledger holding
- * `machine` (no `devices.json` when left out: "No devices were found").
+ * `machine` (no `devices.json` when left out: "No devices were found"); made
+ * in `dir` when given, else in the system's temp folder.
  */
 export async function fakeGpuMachine(
   machine?: FakeMachine,
+  dir?: string,
 ): Promise<FakeGpuMachine> {
   const fake = new FakeGpuMachine(
-    await Deno.makeTempDir({ prefix: "serve-gpus-" }),
+    await Deno.makeTempDir({
+      prefix: "serve-gpus-",
+      ...(dir === undefined ? {} : { dir }),
+    }),
   );
   await Deno.mkdir(fake.bin);
   await Deno.mkdir(`${fake.ledger}/procs`, { recursive: true });
