@@ -13,7 +13,7 @@
 import { freePorts, pathWith } from "../../tests/support/helpers.ts";
 import { type Bench, PLAN, progress, removeDir, rotated } from "../plan.ts";
 import { fakeDevices, fakeGpuMachine } from "../../tests/support/fake_gpus.ts";
-import { standInQueryMs } from "./gpu.ts";
+import { standInQueryMs } from "../servers/nvidia_smi_look.ts";
 
 /** Engines and fake GPUs of the dry run: 4 shares of 0.25 on each GPU. */
 export const DRY_RUN_ENGINES = 32;

@@ -30,6 +30,7 @@ import {
 import type { Child } from "../servers/process.ts";
 import { exportTree } from "../servers/before_tree.ts";
 import { MetricsWrites } from "../load/metrics_writes.ts";
+import { standInQueryMs } from "../servers/nvidia_smi_look.ts";
 import { makeRootIn, spawnLauncher, waitHealthy } from "../servers/spawn.ts";
 import {
   type Bench,
@@ -308,24 +309,6 @@ async function roundWindow(
     calls: end.calls - start.calls,
     cpu: end.cpu - start.cpu,
   };
-}
-
-/** One stand-in query as the launcher makes it (both runs at once), in ms. */
-export async function standInQueryMs(machine: FakeGpuMachine): Promise<number> {
-  const run = (query: string) =>
-    new Deno.Command(`${machine.bin}/nvidia-smi`, {
-      args: [query, "--format=csv,noheader,nounits"],
-      env: machine.env,
-      stdin: "null",
-      stdout: "null",
-      stderr: "null",
-    }).output();
-  const started = performance.now();
-  await Promise.all([
-    run("--query-gpu=index,uuid,memory.total,memory.used"),
-    run("--query-compute-apps=pid,used_memory,gpu_uuid"),
-  ]);
-  return performance.now() - started;
 }
 
 /** SIGKILLs processes still naming the ledger; returns how many there were. */
