@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { pathWith, siteArgs } from "../../tests/support/helpers.ts";
+import { makeRoot, pathWith, siteArgs } from "../../tests/support/helpers.ts";
 import { Child } from "./process.ts";
 import {
   type Bench,
@@ -46,12 +46,8 @@ export function mib(child: Child): number {
 }
 
 /** A root directory (`models/ logs/ metrics/ data/`) inside the work directory. */
-export async function makeRootIn(work: string): Promise<string> {
-  const root = await Deno.makeTempDir({ dir: work, prefix: "root-" });
-  for (const sub of ["models", "logs", "metrics", "data"]) {
-    await Deno.mkdir(`${root}/${sub}`);
-  }
-  return root;
+export function makeRootIn(work: string): Promise<string> {
+  return makeRoot(undefined, work);
 }
 
 /** How a launcher differs from the plain development one. */
