@@ -14,6 +14,7 @@ import { freePorts, pathWith } from "../../tests/support/helpers.ts";
 import { type Bench, PLAN, progress, removeDir, rotated } from "../plan.ts";
 import { fakeDevices, fakeGpuMachine } from "../../tests/support/fake_gpus.ts";
 import { standInQueryMs } from "../servers/nvidia_smi_look.ts";
+import { makeRootIn } from "../servers/spawn.ts";
 
 /** Engines and fake GPUs of the dry run: 4 shares of 0.25 on each GPU. */
 export const DRY_RUN_ENGINES = 32;
@@ -54,10 +55,7 @@ export async function dryRunPhase(bench: Bench): Promise<DryRunResults> {
     bench.work,
   );
   try {
-    const root = `${machine.dir}/root`;
-    for (const sub of ["models", "logs", "metrics", "data"]) {
-      await Deno.mkdir(`${root}/${sub}`, { recursive: true });
-    }
+    const root = await makeRootIn(machine.dir);
     const names = Array.from(
       { length: DRY_RUN_ENGINES },
       (_, i) => `d${i + 1}`,
