@@ -20,7 +20,9 @@
  * - GPU lifecycle (`phases/gpu.ts`): 32 engines with no GPU pool, this tree
  *   ÷ the tree before the GPU start gate (exported by `git archive`) against
  *   an A/A control; `nvidia-smi` queries and launcher CPU per health round
- *   with the stand-in `nvidia-smi` and 8 (or 2) engines on fake GPUs.
+ *   with the stand-in `nvidia-smi` and 8 (or 2) engines on fake GPUs;
+ * - one pipeline (`phases/pipeline.ts`): the same comparison against the
+ *   tree before the one-pipeline work: start times, CPU and idle RSS.
  *
  * Prints a Markdown table on stdout (progress goes to stderr) and writes the
  * same text to `bench/results/latest.md`. Every row has its absolute value and
@@ -32,7 +34,8 @@
  * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s),
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
  * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` rows (about
- * 15 s), all printed only.
+ * 15 s), `--only=pipeline` the one-pipeline rows (about 90 s), all printed
+ * only.
  *
  * @module
  */
@@ -48,6 +51,7 @@ import { guardPhase } from "./phases/guard.ts";
 import { logPhase } from "./phases/log.ts";
 import { gpuPhase } from "./phases/gpu.ts";
 import { dryRunPhase } from "./phases/dry_run.ts";
+import { pipelinePhase } from "./phases/pipeline.ts";
 import {
   authReport,
   buildReport,
@@ -55,6 +59,7 @@ import {
   gpuReport,
   guardReport,
   logReport,
+  pipelineReport,
   type Report,
 } from "./report/report.ts";
 
@@ -90,6 +95,8 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
   "--only=log": async (bench) => logReport(await logPhase(bench)),
   "--only=gpu": async (bench) => gpuReport(await gpuPhase(bench)),
   "--only=dryrun": async (bench) => dryRunReport(await dryRunPhase(bench)),
+  "--only=pipeline": async (bench) =>
+    pipelineReport(await pipelinePhase(bench)),
 };
 
 /** Every phase, or `only` alone. */
@@ -108,7 +115,17 @@ async function measure(
   const log = await logPhase(bench);
   const gpu = await gpuPhase(bench);
   const dryRun = await dryRunPhase(bench);
-  const report = buildReport({ load, start, auth, guard, log, gpu, dryRun }, {
+  const pipeline = await pipelinePhase(bench);
+  const report = buildReport({
+    load,
+    start,
+    auth,
+    guard,
+    log,
+    gpu,
+    dryRun,
+    pipeline,
+  }, {
     wrk: wrk.replace(/ Copyright.*$/, ""),
     loadBefore,
     loadAfter: Deno.loadavg()[0] ?? Number.NaN,
@@ -171,7 +188,9 @@ async function run(
  * `--only=guard` measures only the connection guard (about 45 s);
  * `--only=log` measures only the engine logs (a few seconds);
  * `--only=gpu` measures only the GPU lifecycle (about 90 s);
- * `--only=dryrun` measures only `--dry-run` (about 15 s).
+ * `--only=dryrun` measures only `--dry-run` (about 15 s);
+ * `--only=pipeline` measures only this tree against the tree before the
+ * one pipeline (about 90 s).
  * @returns The exit code.
  */
 export async function main(

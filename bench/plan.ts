@@ -42,6 +42,8 @@ export const PLAN = {
   gpuWindowSeconds: 10,
   /** Rounds of the `--dry-run` phase (--help, one look, the dry run, the dry run without GPUs). */
   dryRunRounds: 9,
+  /** Rounds of (this tree, the tree before the one pipeline, this tree again): a multiple of 3. */
+  pipelineRounds: 6,
 } as const;
 
 /** `wrk -t1 -c1` or `wrk -t2 -c8`. */

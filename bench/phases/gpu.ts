@@ -27,59 +27,23 @@ import {
   type FakeGpuMachine,
   fakeGpuMachine,
 } from "../../tests/support/fake_gpus.ts";
-import type { Child } from "../servers/process.ts";
-import { exportTree } from "../servers/before_tree.ts";
+import {
+  compareTrees,
+  pathWithoutNvidiaSmi,
+  type TreeComparison,
+} from "../servers/tree_compare.ts";
 import { MetricsWrites } from "../load/metrics_writes.ts";
 import { standInQueryMs } from "../servers/nvidia_smi_look.ts";
 import { makeRootIn, spawnLauncher, waitHealthy } from "../servers/spawn.ts";
-import {
-  type Bench,
-  engineNames,
-  MANY,
-  median,
-  PLAN,
-  progress,
-  removeDir,
-  rotated,
-} from "../plan.ts";
+import { type Bench, median, PLAN, progress, removeDir } from "../plan.ts";
 
 /** The last commit before the GPU start gate (issue 17). */
 export const BEFORE_GATE = "34949b2";
 
-const MOD = new URL("../../mod.ts", import.meta.url).pathname;
-/** Both trees run with this tree's `deno.json`, so only their code differs. */
-const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 const COMPUTE_APPS = "--query-compute-apps";
 
-/** One start of a 32-engine launcher, in ms from its spawn. */
-export interface StartSample {
-  listen: number;
-  /** NaN for sleep-like engines, which never answer. */
-  healthy: number;
-  /**
-   * The launcher process's own CPU (user + system, engines excluded) when
-   * "listening on" arrives: steadier than wall time on a busy machine.
-   */
-  cpu: number;
-}
-
-/** The three arms of one kind of start; index i of each is round i. */
-export interface Arms {
-  now: StartSample[];
-  before: StartSample[];
-  /** This tree again: the A/A control. */
-  again: StartSample[];
-}
-
-/** The gate-cost rounds. */
-export interface GateCost {
-  /** The exported commit, abbreviated. */
-  commit: string;
-  /** Stand-in Deno engines. */
-  standIn: Arms;
-  /** Sleep-like engines (`exec sleep 600`): the launcher's own start-up. */
-  sleepLike: Arms;
-}
+/** The gate-cost rounds: this tree against the tree before the gate. */
+export type GateCost = TreeComparison;
 
 /** One measured window of health rounds. */
 export interface RoundWindow {
@@ -113,104 +77,6 @@ export interface GpuResults {
   standInMs: number;
   /** Processes still naming the fake machine's ledger after every launcher stopped (killed then). */
   leftovers: number;
-}
-
-/** This process's PATH without directories holding an `nvidia-smi`. */
-function pathWithoutNvidiaSmi(): string {
-  return (Deno.env.get("PATH") ?? "").split(":").filter((dir) => {
-    try {
-      Deno.statSync(`${dir}/nvidia-smi`);
-      return false;
-    } catch {
-      return true;
-    }
-  }).join(":");
-}
-
-/**
- * One start of a 32-engine launcher without a pool: spawn → listening, and
- * with stand-in engines → all healthy.
- */
-async function startSample(
-  bench: Bench,
-  mod: string,
-  label: string,
-  sleepLike = false,
-): Promise<StartSample> {
-  await using stack = new AsyncDisposableStack();
-  const names = engineNames(MANY);
-  const port = freePorts(MANY);
-  const bin = sleepLike ? bench.sleepBin : bench.bin;
-  const child = await spawnLauncher(bench, stack, names, port, {
-    mod,
-    config: CONFIG,
-    path: `${bin}:${pathWithoutNvidiaSmi()}`,
-    args: ["--gpus", "none"],
-    label: sleepLike ? `sleep-like, ${label}` : label,
-  });
-  const line = await child.waitForLine(/listening on /);
-  const cpu = child.cpuSeconds() * 1000;
-  let healthy = Number.NaN;
-  if (!sleepLike) {
-    await waitHealthy(bench, child, port, names, 30_000, 100);
-    healthy = performance.now() - child.spawnedAt;
-  }
-  await stopOrThrow(child);
-  return { listen: line.at - child.spawnedAt, healthy, cpu };
-}
-
-async function stopOrThrow(child: Child): Promise<void> {
-  const stop = await child.stop("SIGTERM");
-  if (stop.forced || !stop.status.success) {
-    throw new Error(
-      `${child.name} did not stop cleanly on SIGTERM (code ${stop.status.code}):\n${child.tail()}`,
-    );
-  }
-}
-
-/**
- * This tree, the tree before the gate and this tree again, order rotated
- * each round, with stand-in engines, then with sleep-like ones.
- */
-async function gateCost(bench: Bench): Promise<GateCost | string> {
-  const dir = `${bench.work}/before-${BEFORE_GATE}`;
-  try {
-    const tree = await exportTree(BEFORE_GATE, dir);
-    if ("skipped" in tree) return tree.skipped;
-    const arms: [keyof Arms, string, string][] = [
-      ["now", MOD, "this tree"],
-      ["before", tree.mod, `before the gate, ${tree.commit}`],
-      ["again", MOD, "this tree, A/A control"],
-    ];
-    // Unmeasured starts first: every measured one finds its modules compiled.
-    progress(`gate cost: warm-up starts of this tree and ${tree.commit}`);
-    for (const mod of [MOD, tree.mod]) {
-      await startSample(bench, mod, "warm-up");
-      await startSample(bench, mod, "warm-up", true);
-    }
-    const out: GateCost = {
-      commit: tree.commit,
-      standIn: { now: [], before: [], again: [] },
-      sleepLike: { now: [], before: [], again: [] },
-    };
-    for (let round = 0; round < PLAN.gateRounds; round++) {
-      const order = rotated(arms, round);
-      progress(
-        `gate cost ${round + 1}/${PLAN.gateRounds}, ${MANY} engines, no pool: ${
-          order.map(([key]) => key).join(", ")
-        }, with stand-in then sleep-like engines`,
-      );
-      for (const [key, mod, label] of order) {
-        out.standIn[key].push(await startSample(bench, mod, label));
-      }
-      for (const [key, mod, label] of order) {
-        out.sleepLike[key].push(await startSample(bench, mod, label, true));
-      }
-    }
-    return out;
-  } finally {
-    await removeDir(dir);
-  }
 }
 
 /** `g1`..`gN`: one whole device each, 1000 MiB in the stand-in's ledger. */
@@ -299,7 +165,12 @@ async function roundWindow(
     cpu: launcher.cpuSeconds(),
     ...await standInCalls(machine),
   };
-  await stopOrThrow(launcher);
+  const stop = await launcher.stop("SIGTERM");
+  if (stop.forced || !stop.status.success) {
+    throw new Error(
+      `${launcher.name} did not stop cleanly on SIGTERM (code ${stop.status.code}):\n${launcher.tail()}`,
+    );
+  }
   return {
     engines,
     nvidiaSmi,
@@ -326,7 +197,12 @@ async function killLeftovers(machine: FakeGpuMachine): Promise<number> {
 
 /** The gate-cost rounds, then the three health-round windows. */
 export async function gpuPhase(bench: Bench): Promise<GpuResults> {
-  const gate = await gateCost(bench);
+  const gate = await compareTrees(
+    bench,
+    BEFORE_GATE,
+    "gate cost",
+    PLAN.gateRounds,
+  );
   if (typeof gate === "string") progress(`gate cost skipped: ${gate}`);
   const machine = await fakeGpuMachine(
     { devices: fakeDevices(PLAN.gpuEngines) },

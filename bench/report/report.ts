@@ -1,8 +1,8 @@
 /**
  * The Markdown `deno task bench` prints and writes: the full report (every
  * phase's rows, then the Targets section) and the one-phase reports of
- * `--auth-only`, `--only=guard`, `--only=log`, `--only=gpu` and
- * `--only=dryrun`.
+ * `--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`,
+ * `--only=dryrun` and `--only=pipeline`.
  *
  * @module
  */
@@ -29,7 +29,14 @@ import { authNotes, authRows, authTargets } from "../rows/auth.ts";
 import { guardNotes, guardRows, guardTargets } from "../rows/guard.ts";
 import { logRows, logTargets } from "../rows/log.ts";
 import { GPU_METHOD, gpuNotes, gpuRows, gpuTargets } from "../rows/gpu.ts";
-import { dryRunRows, dryRunTargets } from "../rows/dry_run.ts";
+import { dryRunRows } from "../rows/dry_run.ts";
+import type { PipelineResults } from "../phases/pipeline.ts";
+import {
+  PIPELINE_METHOD,
+  pipelineNotes,
+  pipelineRows,
+  pipelineTargets,
+} from "../rows/pipeline.ts";
 import { HOST, MANY, PLAN } from "../plan.ts";
 import { type Row, tableLines, type Verdict, verdictLines } from "./table.ts";
 
@@ -42,6 +49,7 @@ export interface AllResults {
   log: LogResults;
   gpu: GpuResults;
   dryRun: DryRunResults;
+  pipeline: PipelineResults;
 }
 
 /** About the run, for the first line. */
@@ -90,6 +98,7 @@ const METHOD = [
   `the engine's own time is its \`flood done in\` figure; the launcher's log is read back and its flood bytes counted.`,
   GPU_METHOD,
   DRY_RUN_METHOD,
+  PIPELINE_METHOD,
 ].join(" ");
 
 /** One phase's part of a report: its rows, its targets, its notes. */
@@ -128,7 +137,15 @@ function gpuSection(r: GpuResults): Section {
 }
 
 function dryRunSection(r: DryRunResults): Section {
-  return { rows: dryRunRows(r), targets: dryRunTargets(r) };
+  return { rows: dryRunRows(r), targets: [] };
+}
+
+function pipelineSection(r: PipelineResults): Section {
+  return {
+    rows: pipelineRows(r),
+    targets: pipelineTargets(r),
+    notes: pipelineNotes(r),
+  };
 }
 
 /** The full report. */
@@ -142,6 +159,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
     logSection(all.log),
     gpuSection(all.gpu),
     dryRunSection(all.dryRun),
+    pipelineSection(all.pipeline),
   ];
   const rows = sections.flatMap((section) => section.rows);
   const targets = sections.flatMap((section) => section.targets);
@@ -171,7 +189,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
   return { markdown, targets };
 }
 
-/** A report of one phase (`--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`, `--only=dryrun`). */
+/** A report of one phase (`--auth-only` or one `--only=`). */
 function phaseReport(
   title: string,
   method: string,
@@ -228,6 +246,15 @@ export function gpuReport(gpu: GpuResults): Report {
     "GPU lifecycle (`deno task bench --only=gpu`)",
     GPU_METHOD,
     gpuSection(gpu),
+  );
+}
+
+/** The one-pipeline rows alone. */
+export function pipelineReport(results: PipelineResults): Report {
+  return phaseReport(
+    "one pipeline (`deno task bench --only=pipeline`)",
+    PIPELINE_METHOD,
+    pipelineSection(results),
   );
 }
 

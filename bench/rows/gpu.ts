@@ -7,23 +7,13 @@
  * @module
  */
 import {
-  type Arms,
   BEFORE_GATE,
-  type GateCost,
   type GpuResults,
   type RoundWindow,
-  type StartSample,
 } from "../phases/gpu.ts";
-import { MANY, median, PLAN } from "../plan.ts";
-import {
-  fmt,
-  range,
-  type Row,
-  row,
-  signed,
-  times,
-  type Verdict,
-} from "../report/table.ts";
+import { MANY, PLAN } from "../plan.ts";
+import { fmt, type Row, row, type Verdict } from "../report/table.ts";
+import { comparisonRows, KINDS, noiseVerdict, WHAT } from "./tree_compare.ts";
 
 /** The method, for the report's Method paragraph. */
 export const GPU_METHOD = [
@@ -43,96 +33,6 @@ export const GPU_METHOD = [
   `queries as the stand-in's logged \`--query-compute-apps\` calls, CPU as utime + stime of the launcher process`,
   `alone (\`/proc/<pid>/stat\`, its \`nvidia-smi\` children excluded) over the window's rounds.`,
 ].join(" ");
-
-type Key = keyof StartSample;
-
-function ratios(
-  a: readonly StartSample[],
-  b: readonly StartSample[],
-  key: Key,
-): number[] {
-  return a.map((s, i) => s[key] / (b[i]?.[key] ?? Number.NaN));
-}
-
-function deltas(
-  a: readonly StartSample[],
-  b: readonly StartSample[],
-  key: Key,
-): number[] {
-  return a.map((s, i) => s[key] - (b[i]?.[key] ?? Number.NaN));
-}
-
-function med(samples: readonly StartSample[], key: Key): number {
-  return median(samples.map((s) => s[key]));
-}
-
-/** A row whose ratio and difference are medians of the per-round ones. */
-function pairedRow(
-  what: string,
-  runs: readonly StartSample[],
-  base: readonly StartSample[],
-  label: string,
-  key: Key,
-): Row {
-  return {
-    what,
-    value: fmt(med(runs, key), "ms"),
-    baseline: `${label}: ${fmt(med(base, key), "ms")}`,
-    ratio: times(median(ratios(runs, base, key))),
-    delta: signed(median(deltas(runs, base, key)), "ms"),
-  };
-}
-
-const WHAT: Record<Key, string> = {
-  listen: `spawn → "listening on"`,
-  healthy: `spawn → all ${MANY} engines healthy`,
-  cpu: `launcher CPU, spawn → "listening on"`,
-};
-
-/** Which starts: the engines, and the measurements taken of them. */
-const KINDS = [
-  {
-    arms: "standIn",
-    engines: `${MANY} stand-in engines`,
-    keys: ["listen", "healthy", "cpu"],
-  },
-  {
-    arms: "sleepLike",
-    engines: `${MANY} sleep-like engines`,
-    keys: ["listen", "cpu"],
-  },
-] as const;
-
-function gateRows(gate: GateCost): Row[] {
-  const rows: Row[] = [];
-  for (const kind of KINDS) {
-    const arms: Arms = gate[kind.arms];
-    const n = `median of ${arms.now.length}`;
-    for (const key of kind.keys) {
-      rows.push(
-        pairedRow(
-          `GPU gate idle (${kind.engines}, no pool): ${
-            WHAT[key]
-          }, this tree (${n})`,
-          arms.now,
-          arms.before,
-          `before the gate (${gate.commit})`,
-          key,
-        ),
-        pairedRow(
-          `GPU gate idle (${kind.engines}): ${
-            WHAT[key]
-          }, this tree again, A/A control (${n})`,
-          arms.again,
-          arms.now,
-          "this tree",
-          key,
-        ),
-      );
-    }
-  }
-  return rows;
-}
 
 function perRound(w: RoundWindow): number {
   return w.queries / w.rounds;
@@ -202,31 +102,14 @@ function roundRows(r: GpuResults): Row[] {
 
 /** Every row of the phase. */
 export function gpuRows(r: GpuResults): Row[] {
-  return [...(r.gate ? gateRows(r.gate) : []), ...roundRows(r)];
-}
-
-function noiseVerdict(
-  arms: Arms,
-  commit: string,
-  engines: string,
-  key: Key,
-): Verdict {
-  const cost = ratios(arms.now, arms.before, key);
-  const control = ratios(arms.again, arms.now, key);
-  const ratio = median(cost);
-  const noise = Math.max(...control.map((c) => Math.abs(c - 1)));
-  return {
-    name:
-      `the GPU gate costs nothing when it has nothing to do: ${engines}, no pool, ${
-        WHAT[key]
-      }, this tree ÷ ${commit} within the A/A noise`,
-    pass: Math.abs(ratio - 1) <= noise,
-    detail: `ratio ${ratio.toFixed(3)} (rounds ${range(cost)}; ${
-      fmt(med(arms.now, key), "ms")
-    } vs ${fmt(med(arms.before, key), "ms")}); A/A control ${
-      median(control).toFixed(3)
-    } (rounds ${range(control)}), noise ±${(noise * 100).toFixed(1)} %`,
-  };
+  const gate = r.gate
+    ? comparisonRows(r.gate, "GPU gate idle", "before the gate", [
+      "listen",
+      "healthy",
+      "cpu",
+    ])
+    : [];
+  return [...gate, ...roundRows(r)];
 }
 
 /** Within noise with no pool; at most one query a health round, whatever the engine count. */
@@ -235,9 +118,15 @@ export function gpuTargets(r: GpuResults): Verdict[] {
   const gate = r.gate;
   if (gate) {
     for (const kind of KINDS) {
-      for (const key of kind.keys) {
+      for (const key of kind.keys.filter((k) => k !== "rss")) {
         verdicts.push(
-          noiseVerdict(gate[kind.arms], gate.commit, kind.engines, key),
+          noiseVerdict(
+            gate[kind.arms],
+            key,
+            `the GPU gate costs nothing when it has nothing to do: ${kind.engines}, no pool, ${
+              WHAT[key]
+            }, this tree ÷ ${gate.commit} within the A/A noise`,
+          ),
         );
       }
     }
