@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { isMap, isSeq } from "yaml";
 import { Modality } from "./model_card.ts";
 import { hint } from "./catalogue_error.ts";
 import { referenceProblem, type ValueSite } from "./card_expand.ts";
@@ -16,10 +17,10 @@ import {
   fail,
   type FieldValue,
   keyText,
+  lineOf,
   scalarValue,
   type Where,
 } from "./yaml_nodes.ts";
-import type { YamlNode } from "./yaml_tree.ts";
 
 const MODALITIES: readonly Modality[] = Object.values(Modality);
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
@@ -33,7 +34,7 @@ export function siteOf(ctx: Context, where: Where, value: string): ValueSite {
   if (problem !== undefined) fail(ctx, where, problem);
   return {
     field: where.field ?? "",
-    line: where.node?.line ?? 0,
+    line: lineOf(ctx, where.node) ?? 0,
   };
 }
 
@@ -97,7 +98,7 @@ export function readModality(
   ctx: Context,
   field: FieldValue,
 ): Modality[] {
-  if (field.value?.kind !== "seq") return [oneOf(ctx, field, MODALITIES)];
+  if (!isSeq(field.value)) return [oneOf(ctx, field, MODALITIES)];
   if (field.value.items.length === 0) {
     fail(
       ctx,
@@ -152,7 +153,7 @@ export function readLocal(
 function argText(
   ctx: Context,
   where: Where,
-  node: YamlNode | null,
+  node: unknown,
   expected: string,
 ): string {
   const value = scalarValue(node);
@@ -186,7 +187,7 @@ export function readArgs(
     sites.push(siteOf(ctx, where, value));
     argv.push(value);
   }
-  if (node?.kind === "seq") {
+  if (isSeq(node)) {
     // A list is literal argv.
     node.items.forEach((item, index) => {
       const where = { ...field.where, field: `${base}[${index}]`, node: item };
@@ -202,7 +203,7 @@ export function readArgs(
     });
     return { argv, sites };
   }
-  if (node?.kind !== "map") {
+  if (!isMap(node)) {
     fail(
       ctx,
       field.where,
@@ -211,7 +212,7 @@ export function readArgs(
       }`,
     );
   }
-  for (const pair of node.pairs) {
+  for (const pair of node.items) {
     const key = keyText(ctx, field.where, pair.key);
     const where = {
       ...field.where,
@@ -230,10 +231,10 @@ export function readArgs(
     const scalar = scalarValue(value);
     if (scalar === true) flagItem(flag);
     else if (scalar === false) continue;
-    else if (value?.kind === "map") {
+    else if (isMap(value)) {
       flagItem(flag);
-      valueItem(where, JSON.stringify(value.toJS()));
-    } else if (value?.kind === "seq") {
+      valueItem(where, JSON.stringify(value.toJS(ctx.doc)));
+    } else if (isSeq(value)) {
       value.items.forEach((item, index) => {
         const itemWhere = {
           ...where,
@@ -244,8 +245,8 @@ export function readArgs(
         flagItem(flag);
         valueItem(
           itemWhere,
-          resolved?.kind === "map" || resolved?.kind === "seq"
-            ? JSON.stringify(resolved.toJS())
+          isMap(resolved) || isSeq(resolved)
+            ? JSON.stringify(resolved.toJS(ctx.doc))
             : argText(
               ctx,
               itemWhere,
@@ -275,7 +276,7 @@ export function readEnv(
   field: FieldValue,
 ): { env: Record<string, string>; sites: Record<string, ValueSite> } {
   const node = field.value;
-  if (node?.kind !== "map") {
+  if (!isMap(node)) {
     fail(
       ctx,
       field.where,
@@ -284,7 +285,7 @@ export function readEnv(
   }
   const env: Record<string, string> = {};
   const sites: Record<string, ValueSite> = {};
-  for (const pair of node.pairs) {
+  for (const pair of node.items) {
     const key = keyText(ctx, field.where, pair.key);
     const where = {
       ...field.where,
@@ -314,12 +315,12 @@ export function readCommand(
   field: FieldValue,
 ): { argv: string[]; sites: ValueSite[] } {
   const node = field.value;
-  if (node?.kind !== "seq" || node.items.length === 0) {
+  if (!isSeq(node) || node.items.length === 0) {
     fail(
       ctx,
       field.where,
       `expected a non-empty argv list such as [my-engine, --port, "{port}"], got ${
-        node?.kind === "seq" ? "an empty list" : describe(node)
+        isSeq(node) ? "an empty list" : describe(node)
       }`,
     );
   }

@@ -9,6 +9,7 @@
  *
  * @module
  */
+import { isMap, type Pair } from "yaml";
 import { ENGINE_NAMES } from "./engine_names.ts";
 import { hint } from "./catalogue_error.ts";
 import {
@@ -27,8 +28,6 @@ import {
   keyText,
   type Where,
 } from "./yaml_nodes.ts";
-import type { YamlNode, YamlPair } from "./yaml_tree.ts";
-import { readYamlSubset } from "./yaml_subset.ts";
 import { readYamlDocument } from "./yaml_document.ts";
 import {
   oneOf,
@@ -82,22 +81,18 @@ export interface ReadCatalogue {
  * @throws {CatalogueError} At the first problem, naming file, card, field and line.
  */
 export function readCatalogue(text: string, file: string): ReadCatalogue {
-  // The plain YAML catalogues are written in is read without npm:yaml, which
-  // takes most of a dry run's time (docs/development.md); anything else,
-  // errors included, is npm:yaml's to read and to word.
-  const root = readYamlSubset(text) ?? readYamlDocument(text, file);
-  const ctx: Context = { file };
-  const top = deref(ctx, {}, root);
-  if (top?.kind !== "map") {
+  const ctx = readYamlDocument(text, file);
+  const top = deref(ctx, {}, ctx.doc.contents);
+  if (!isMap(top)) {
     fail(
       ctx,
       { node: top },
       `expected a mapping with the one key 'models', got ${describe(top)}`,
     );
   }
-  let models: YamlNode | null = null;
-  let modelsKey: YamlNode | null | undefined;
-  for (const pair of top.pairs) {
+  let models: unknown;
+  let modelsKey: unknown;
+  for (const pair of top.items) {
     const key = keyText(ctx, { node: pair.key }, pair.key);
     if (key !== "models") {
       fail(
@@ -122,12 +117,12 @@ export function readCatalogue(text: string, file: string): ReadCatalogue {
       "missing (expected a mapping of catalogue names to model cards)",
     );
   }
-  if (models?.kind !== "map" || models.pairs.length === 0) {
+  if (!isMap(models) || models.items.length === 0) {
     fail(
       ctx,
       { field: "models", node: models ?? modelsKey },
       `expected a non-empty mapping of catalogue names to model cards, got ${
-        models?.kind === "map" ? "an empty mapping" : describe(models)
+        isMap(models) ? "an empty mapping" : describe(models)
       }`,
     );
   }
@@ -135,7 +130,7 @@ export function readCatalogue(text: string, file: string): ReadCatalogue {
   const cards = new Map<string, ModelCard>();
   const sites = new Map<string, CardSites>();
   const folded = new Map<string, string>();
-  for (const pair of models.pairs) {
+  for (const pair of models.items) {
     const name = keyText(ctx, { field: "models", node: pair.key }, pair.key);
     if (!NAME.test(name)) {
       fail(
@@ -163,11 +158,11 @@ export function readCatalogue(text: string, file: string): ReadCatalogue {
 function readCard(
   ctx: Context,
   name: string,
-  pair: YamlPair,
+  pair: Pair<unknown, unknown>,
 ): { card: ModelCard; sites: CardSites } {
   const at: Where = { card: name, node: pair.key };
   const body = deref(ctx, at, pair.value);
-  if (body?.kind !== "map") {
+  if (!isMap(body)) {
     fail(
       ctx,
       { card: name, node: body ?? pair.key },
@@ -177,11 +172,8 @@ function readCard(
     );
   }
 
-  const fields = new Map<
-    CardField,
-    { key: YamlNode | null; value: YamlNode | null }
-  >();
-  for (const item of body.pairs) {
+  const fields = new Map<CardField, { key: unknown; value: unknown }>();
+  for (const item of body.items) {
     const key = keyText(ctx, at, item.key);
     if (!(CARD_FIELDS as readonly string[]).includes(key)) {
       fail(

@@ -1,17 +1,13 @@
 /**
- * Full YAML through npm:yaml: what the card reader falls back on for any
- * catalogue the subset reader (`yaml_subset.ts`) declines. Its syntax errors
- * and warnings become a {@linkcode CatalogueError} naming the card and field
- * they fall in; a document without one becomes the reader's tree.
+ * A catalogue's text as npm:yaml's document. Its syntax errors and warnings
+ * become a {@linkcode CatalogueError} naming the card and field they fall in.
  *
  * @module
  */
 import {
   type Document,
-  isAlias,
   isMap,
   isScalar,
-  isSeq,
   LineCounter,
   type Node,
   type Pair,
@@ -23,86 +19,41 @@ import {
   CatalogueError,
   type CatalogueErrorOptions,
 } from "./catalogue_error.ts";
-import type { YamlNode, YamlPair } from "./yaml_tree.ts";
+import type { Context } from "./yaml_nodes.ts";
 
 /**
- * Parses a catalogue with npm:yaml into the reader's tree.
+ * Parses a catalogue with npm:yaml, keeping what turns node offsets into lines.
  *
  * @param text The YAML text.
  * @param file The name used in error messages.
- * @returns The document's root node (`null` for an empty document).
+ * @returns The document, its line counter and the file name.
  * @throws {CatalogueError} At the first YAML error or warning.
  *
  * @example
  * ```ts ignore
- * const root = readYamlDocument("models: &m {}\n", "cat.yaml");
+ * const { doc } = readYamlDocument("models: &m {}\n", "cat.yaml");
  * ```
  */
-export function readYamlDocument(text: string, file: string): YamlNode | null {
+export function readYamlDocument(text: string, file: string): Context {
   const lines = new LineCounter();
   const doc = parseDocument(text, { lineCounter: lines, prettyErrors: false });
+  const ctx: Context = { file, doc, lines };
   const problem = doc.errors[0] ?? doc.warnings[0];
-  if (problem) throw yamlProblem({ file, doc, lines }, text, problem);
-  return toTree(doc, lines);
-}
-
-/** npm:yaml's document, and what turns its offsets into lines. */
-interface Parsed {
-  readonly file: string;
-  readonly doc: Document.Parsed;
-  readonly lines: LineCounter;
-}
-
-/** npm:yaml's nodes as the reader's tree; an alias resolves to the same tree node as its anchor. */
-function toTree(doc: Document.Parsed, lines: LineCounter): YamlNode | null {
-  const built = new Map<unknown, YamlNode>();
-  const lineOf = (node: unknown) => {
-    const range = (node as Node | null | undefined)?.range;
-    return range ? lines.linePos(range[0]).line : undefined;
-  };
-  function convert(node: unknown): YamlNode | null {
-    if (node === null || node === undefined) return null;
-    const known = built.get(node);
-    if (known !== undefined) return known;
-    const line = lineOf(node);
-    if (isMap(node)) {
-      const pairs: YamlPair[] = [];
-      built.set(node, { kind: "map", line, pairs, toJS: () => node.toJS(doc) });
-      for (const pair of node.items) {
-        pairs.push({ key: convert(pair.key), value: convert(pair.value) });
-      }
-    } else if (isSeq(node)) {
-      const items: (YamlNode | null)[] = [];
-      built.set(node, { kind: "seq", line, items, toJS: () => node.toJS(doc) });
-      for (const item of node.items) items.push(convert(item));
-    } else if (isAlias(node)) {
-      built.set(node, {
-        kind: "alias",
-        line,
-        source: node.source,
-        resolve: () => convert(node.resolve(doc)) ?? undefined,
-      });
-    } else if (isScalar(node)) {
-      built.set(node, { kind: "scalar", line, value: node.value });
-    } else {
-      built.set(node, { kind: "other", line });
-    }
-    return built.get(node)!;
-  }
-  return convert(doc.contents);
+  if (problem) throw yamlProblem(ctx, text, problem);
+  return ctx;
 }
 
 /** A YAML syntax error or warning as a CatalogueError naming the card and field it falls in when it can. */
 function yamlProblem(
-  parsed: Parsed,
+  ctx: Context,
   text: string,
   problem: YAMLError,
 ): CatalogueError {
   // An error found at the very end points at the last line that has text.
   const offset = Math.max(0, Math.min(problem.pos[0], text.trimEnd().length));
-  const line = parsed.lines.linePos(offset).line;
+  const line = ctx.lines.linePos(offset).line;
   const duplicate = problem.code === "DUPLICATE_KEY";
-  const where = locate(parsed.doc, offset, duplicate);
+  const where = locate(ctx.doc, offset, duplicate);
   let detail = `invalid YAML: ${problem.message}`;
   if (duplicate) {
     detail = `duplicate key '${
@@ -115,7 +66,7 @@ function yamlProblem(
   const options: CatalogueErrorOptions = { line, cause: problem };
   if (where.card !== undefined) options.card = where.card;
   if (where.field !== undefined) options.field = where.field;
-  return new CatalogueError(parsed.file, detail, options);
+  return new CatalogueError(ctx.file, detail, options);
 }
 
 /** What {@linkcode locate} finds at an offset. */

@@ -1,24 +1,34 @@
 /**
- * Reading the tree's nodes for the card reader: following aliases,
- * describing values for "got ..." in messages, and turning a node's problem
- * into a {@linkcode CatalogueError} with its card, field and line.
+ * Reading npm:yaml's nodes for the card reader: following aliases, describing
+ * values for "got ..." in messages, and turning a node's problem into a
+ * {@linkcode CatalogueError} with its card, field and line.
  *
  * @module
  */
 import {
+  type Document,
+  isAlias,
+  isMap,
+  isScalar,
+  isSeq,
+  type LineCounter,
+  type Node,
+} from "yaml";
+import {
   CatalogueError,
   type CatalogueErrorOptions,
 } from "./catalogue_error.ts";
-import type { YamlNode } from "./yaml_tree.ts";
 
-/** What validation needs to report problems: the catalogue's name. */
+/** What validation needs to read nodes and report where they are. */
 export interface Context {
   readonly file: string;
+  readonly doc: Document.Parsed;
+  readonly lines: LineCounter;
 }
 
 /** A field's value node (aliases followed) and where to report problems with it. */
 export interface FieldValue {
-  value: YamlNode | null;
+  value: unknown;
   where: Where;
 }
 
@@ -26,12 +36,12 @@ export interface FieldValue {
 export interface Where {
   card?: string | undefined;
   field?: string | undefined;
-  node?: YamlNode | null | undefined;
+  node?: unknown;
 }
 
 /** Throws the CatalogueError for a problem at `where`. */
 export function fail(ctx: Context, where: Where, detail: string): never {
-  const line = where.node?.line;
+  const line = lineOf(ctx, where.node);
   const options: CatalogueErrorOptions = {};
   if (where.card !== undefined) options.card = where.card;
   if (where.field !== undefined) options.field = where.field;
@@ -39,14 +49,16 @@ export function fail(ctx: Context, where: Where, detail: string): never {
   throw new CatalogueError(ctx.file, detail, options);
 }
 
+/** The 1-based line a node starts on; `undefined` for no node. */
+export function lineOf(ctx: Context, node: unknown): number | undefined {
+  const range = (node as Node | null | undefined)?.range;
+  return range ? ctx.lines.linePos(range[0]).line : undefined;
+}
+
 /** Follows an alias to the node it names; every other node is returned as is. */
-export function deref(
-  ctx: Context,
-  where: Where,
-  node: YamlNode | null,
-): YamlNode | null {
-  if (node?.kind !== "alias") return node;
-  const target = node.resolve();
+export function deref(ctx: Context, where: Where, node: unknown): unknown {
+  if (!isAlias(node)) return node;
+  const target = node.resolve(ctx.doc);
   if (target === undefined) {
     fail(
       ctx,
@@ -58,11 +70,11 @@ export function deref(
 }
 
 /** A short description of a node for "got ..." in messages. */
-export function describe(node: YamlNode | null | undefined): string {
+export function describe(node: unknown): string {
   if (node === null || node === undefined) return "nothing";
-  if (node.kind === "map") return "a mapping";
-  if (node.kind === "seq") return "a list";
-  if (node.kind === "scalar") {
+  if (isMap(node)) return "a mapping";
+  if (isSeq(node)) return "a list";
+  if (isScalar(node)) {
     const value = node.value;
     if (value === null || value === undefined) return "null";
     if (typeof value === "string") return `'${clip(value)}'`;
@@ -76,16 +88,12 @@ export function clip(text: string): string {
   return escaped.length > 60 ? `${escaped.slice(0, 57)}...` : escaped;
 }
 
-export function scalarValue(node: YamlNode | null | undefined): unknown {
-  return node?.kind === "scalar" ? node.value : undefined;
+export function scalarValue(node: unknown): unknown {
+  return isScalar(node) ? node.value : undefined;
 }
 
 /** A mapping key as text; keys must be strings. */
-export function keyText(
-  ctx: Context,
-  where: Where,
-  key: YamlNode | null,
-): string {
+export function keyText(ctx: Context, where: Where, key: unknown): string {
   const value = scalarValue(deref(ctx, where, key));
   if (typeof value !== "string") {
     fail(
