@@ -18,6 +18,7 @@ import {
   type FieldValue,
   keyText,
   lineOf,
+  plainValue,
   scalarValue,
   type Where,
 } from "./yaml_nodes.ts";
@@ -233,7 +234,7 @@ export function readArgs(
     else if (scalar === false) continue;
     else if (isMap(value)) {
       flagItem(flag);
-      valueItem(where, JSON.stringify(value.toJS(ctx.doc)));
+      valueItem(where, JSON.stringify(plainValue(ctx, where, value)));
     } else if (isSeq(value)) {
       value.items.forEach((item, index) => {
         const itemWhere = {
@@ -246,7 +247,7 @@ export function readArgs(
         valueItem(
           itemWhere,
           isMap(resolved) || isSeq(resolved)
-            ? JSON.stringify(resolved.toJS(ctx.doc))
+            ? JSON.stringify(plainValue(ctx, itemWhere, resolved))
             : argText(
               ctx,
               itemWhere,

@@ -6,6 +6,7 @@
  * @module
  */
 import {
+  type Alias,
   type Document,
   isAlias,
   isMap,
@@ -24,6 +25,8 @@ export interface Context {
   readonly file: string;
   readonly doc: Document.Parsed;
   readonly lines: LineCounter;
+  /** The node each alias names, found in one walk (npm:yaml's `resolve` walks the document per alias). */
+  readonly aliases: Map<Alias, Node>;
 }
 
 /** A field's value node (aliases followed) and where to report problems with it. */
@@ -58,7 +61,7 @@ export function lineOf(ctx: Context, node: unknown): number | undefined {
 /** Follows an alias to the node it names; every other node is returned as is. */
 export function deref(ctx: Context, where: Where, node: unknown): unknown {
   if (!isAlias(node)) return node;
-  const target = node.resolve(ctx.doc);
+  const target = ctx.aliases.get(node);
   if (target === undefined) {
     fail(
       ctx,
@@ -67,6 +70,41 @@ export function deref(ctx: Context, where: Where, node: unknown): unknown {
     );
   }
   return target;
+}
+
+/** How many nodes {@linkcode plainValue} reads for one value at most: aliases can repeat a subtree exponentially. */
+const MAX_PLAIN_NODES = 10_000;
+
+/**
+ * A mapping or list as plain data for JSON text, aliases followed through
+ * `ctx.aliases` (npm:yaml's `toJS` walks the whole document for each alias).
+ */
+export function plainValue(ctx: Context, where: Where, node: unknown): unknown {
+  let budget = MAX_PLAIN_NODES;
+  function plain(node: unknown): unknown {
+    if (--budget < 0) {
+      fail(
+        ctx,
+        where,
+        `value too large once its aliases are followed (expected at most ${MAX_PLAIN_NODES} items)`,
+      );
+    }
+    const value = deref(ctx, where, node);
+    if (isSeq(value)) return value.items.map(plain);
+    if (!isMap(value)) return scalarValue(value) ?? null;
+    // No prototype: a key `__proto__` stays a key.
+    const out: Record<string, unknown> = Object.create(null);
+    for (const pair of value.items) {
+      const key = plain(pair.key);
+      out[
+        typeof key === "object" && key !== null
+          ? JSON.stringify(key)
+          : String(key ?? "")
+      ] = plain(pair.value);
+    }
+    return out;
+  }
+  return plain(node);
 }
 
 /** A short description of a node for "got ..." in messages. */

@@ -40,6 +40,7 @@ const NOT_EXPRESSIBLE: Record<string, string> = {
   "BAD.syntaxTab": "YAML syntax (no document to validate)",
   "BAD.duplicateField": "duplicate keys (a parsed mapping holds each key once)",
   "BAD.duplicateCard": "duplicate keys (a parsed mapping holds each key once)",
+  "BAD.duplicateArg": "duplicate keys (a parsed mapping holds each key once)",
   "BAD.unknownAnchor": "aliases to unknown anchors (no document to validate)",
   "BAD.nameCaseClash":
     "card names that differ only in case (a schema compares names one at a time)",
