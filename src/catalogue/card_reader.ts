@@ -61,6 +61,12 @@ const CARD_FIELDS = [
 ] as const;
 type CardField = typeof CARD_FIELDS[number];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
+/**
+ * The longest card name. Names become file names, the longest
+ * `data/<name>.engine.json.<pid>.tmp` (24 bytes more; `logs/<name>.log.<n>`
+ * fewer): 128 leaves room under the 255-byte limit of Linux file systems.
+ */
+const MAX_NAME_LENGTH = 128;
 const DEFAULT_ENGINE = "vllm";
 const COMMAND_ENGINE = "command";
 
@@ -132,6 +138,13 @@ export function readCatalogue(text: string, file: string): ReadCatalogue {
   const folded = new Map<string, string>();
   for (const pair of models.items) {
     const name = keyText(ctx, { field: "models", node: pair.key }, pair.key);
+    if (name.length > MAX_NAME_LENGTH) {
+      fail(
+        ctx,
+        { card: name, node: pair.key },
+        `card name of ${name.length} characters (expected at most ${MAX_NAME_LENGTH}: the name becomes file names such as logs/<name>.log and data/<name>.engine.json, which must fit in 255 bytes)`,
+      );
+    }
     if (!NAME.test(name)) {
       fail(
         ctx,

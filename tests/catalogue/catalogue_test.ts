@@ -620,6 +620,41 @@ Deno.test("a card name that is not safe as a file name is reported", () => {
   );
 });
 
+Deno.test("a card name longer than 128 characters is refused: it becomes file names that must fit in 255 bytes", () => {
+  const longest = `m${"x".repeat(127)}`;
+  assert.ok(
+    Registry.parse(`models:\n  ${longest}: { verb: chat, hub: org/m }\n`)
+      .has(longest),
+  );
+  for (const length of [129, 250, 300]) {
+    const name = `m${"x".repeat(length - 1)}`;
+    const error = catalogueError(yaml(
+      "models:",
+      "  ok: { verb: chat, hub: org/ok }",
+      `  ${name}: { verb: chat, hub: org/m }`,
+    ));
+    assert.equal(
+      error.message,
+      `Cannot load catalogue bad.yaml: card '${name}' (line 3): card name of ${length} characters (expected at most 128: the name becomes file names such as logs/<name>.log and data/<name>.engine.json, which must fit in 255 bytes)`,
+    );
+    assert.equal(error.card, name);
+  }
+  assertProblem(catalogueError(BAD.longName), {
+    card: `m${"x".repeat(128)}`,
+    line: 2,
+    says: /card name of 129 characters \(expected at most 128/,
+  });
+  // A name written through an alias is checked as the name it becomes.
+  assertProblem(
+    catalogueError(yaml(
+      "models:",
+      `  ok: { verb: chat, hub: org/ok, description: &n ${"n".repeat(200)} }`,
+      "  *n : { verb: chat, hub: org/m }",
+    )),
+    { card: "n".repeat(200), line: 3, says: /card name of 200 characters/ },
+  );
+});
+
 Deno.test("a local path with '..' or an absolute local path is reported", () => {
   assertProblem(
     catalogueError(BAD.localDotDot),
