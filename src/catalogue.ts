@@ -38,4 +38,8 @@ export {
   Verb,
 } from "./catalogue/model_card.ts";
 export { UnsetVariableError } from "./catalogue/card_expand.ts";
-export { DEFAULT_CATALOGUE, Registry } from "./catalogue/registry.ts";
+export {
+  DEFAULT_CATALOGUE,
+  type LoadOptions,
+  Registry,
+} from "./catalogue/registry.ts";

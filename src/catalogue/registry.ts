@@ -11,7 +11,21 @@ import { readCatalogue } from "./card_reader.ts";
 import { type CardSites, expandCard } from "./card_expand.ts";
 
 const VERBS: readonly Verb[] = Object.values(Verb);
-const URL_LIKE = /^(?:file|https?):\/\//i;
+/** Any `scheme://`: a URL, never a path (an `ftp://` one is refused, not looked up as a file). */
+const URL_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
+const SCHEMES = ["file:", "http:", "https:"];
+const URL_TIMEOUT_MS = 10_000;
+
+/** Options of {@linkcode Registry.load}. */
+export interface LoadOptions {
+  /**
+   * How long an `http:` or `https:` catalogue may take to arrive, whole body
+   * included, in milliseconds.
+   *
+   * @default {10000}
+   */
+  timeout?: number;
+}
 
 /**
  * The catalogue shipped with the package.
@@ -69,9 +83,13 @@ export class Registry implements Iterable<ModelCard> {
    *   system (so the shipped catalogue is found inside a `deno compile` binary,
    *   whose embedded files `fetch` cannot read); an `http:` or `https:` URL with
    *   `fetch` (so it loads when this module runs from a remote registry). A
-   *   string starting with `file://`, `http://` or `https://` is taken as a URL.
+   *   string starting with `<scheme>://` is taken as a URL; other schemes are
+   *   refused.
+   * @param options How long a URL catalogue may take.
    * @returns The registry.
-   * @throws {CatalogueError} When the catalogue cannot be read or is not valid.
+   * @throws {CatalogueError} When the catalogue cannot be read or is not valid:
+   *   a missing file, an unsupported scheme, a server that cannot be reached,
+   *   answers with an error status or not within the timeout.
    *
    * @example
    * ```ts
@@ -82,19 +100,37 @@ export class Registry implements Iterable<ModelCard> {
    */
   static async load(
     source: string | URL = DEFAULT_CATALOGUE,
+    options: LoadOptions = {},
   ): Promise<Registry> {
     const url = typeof source === "string"
-      ? (URL_LIKE.test(source) ? new URL(source) : undefined)
+      ? (URL_LIKE.test(source) ? URL.parse(source) : undefined)
       : source;
+    if (url === null) {
+      throw new CatalogueError(
+        String(source),
+        "not a valid URL (expected a file path, or an http:, https: or file: URL)",
+      );
+    }
     const file = url === undefined ? String(source) : displayName(url);
+    if (url !== undefined && !SCHEMES.includes(url.protocol)) {
+      throw new CatalogueError(
+        file,
+        `unsupported URL scheme '${url.protocol}' (expected a file path, or an http:, https: or file: URL)`,
+      );
+    }
     let text: string;
     try {
       text = url === undefined
         ? await Deno.readTextFile(file)
         : url.protocol === "file:"
         ? await Deno.readTextFile(url)
-        : await fetchText(url);
+        : await fetchText(url, options.timeout ?? URL_TIMEOUT_MS);
     } catch (error) {
+      if (error instanceof FetchProblem) {
+        throw new CatalogueError(file, error.message, {
+          cause: error.cause ?? error,
+        });
+      }
       throw new CatalogueError(file, errorText(error), { cause: error });
     }
     return Registry.parse(text, file);
@@ -284,13 +320,59 @@ export class Registry implements Iterable<ModelCard> {
 // ---------------------------------------------------------------------------
 // Small helpers.
 
-async function fetchText(url: URL): Promise<string> {
-  const response = await fetch(url);
-  if (!response.ok) {
-    await response.body?.cancel();
-    throw new Error(`HTTP ${response.status} ${response.statusText}`.trim());
+/** Why a URL catalogue did not arrive, worded for the one-line error. */
+class FetchProblem extends Error {
+  override name = "FetchProblem";
+}
+
+/**
+ * The body of a URL, or a {@linkcode FetchProblem}: a server that never
+ * answers, or stops half-way, must not hang a start or a reload.
+ */
+async function fetchText(url: URL, timeout: number): Promise<string> {
+  const controller = new AbortController();
+  const timer = setTimeout(() => controller.abort(), timeout);
+  try {
+    const response = await fetch(url, { signal: controller.signal });
+    if (!response.ok) {
+      await response.body?.cancel();
+      throw new FetchProblem(
+        `the server answered ${
+          `${response.status} ${response.statusText}`.trim()
+        } (expected 200 with the catalogue's YAML)`,
+      );
+    }
+    return await response.text();
+  } catch (error) {
+    if (error instanceof FetchProblem) throw error;
+    if (controller.signal.aborted) {
+      throw new FetchProblem(
+        `no complete answer within ${
+          timeout / 1000
+        } s (expected the server to send the catalogue within ${
+          timeout / 1000
+        } s)`,
+        { cause: error },
+      );
+    }
+    // Deno's "fetch failed" says what went wrong only in its cause.
+    const reason = error instanceof Error && error.cause instanceof Error
+      ? error.cause.message
+      : error instanceof Error
+      ? error.message
+      : String(error);
+    throw new FetchProblem(
+      `cannot fetch it: ${
+        reason
+          .replace(/^error sending request for url \([^)]*\): /, "")
+          .replace(/^client error \(Connect\): /, "")
+          .replace(/^Fetch failed: /, "")
+      } (expected a reachable HTTP server serving the catalogue at that URL)`,
+      { cause: error },
+    );
+  } finally {
+    clearTimeout(timer);
   }
-  return await response.text();
 }
 
 function displayName(url: URL): string {

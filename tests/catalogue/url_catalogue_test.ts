@@ -1,0 +1,147 @@
+/**
+ * Catalogues read from a URL: a loopback `Deno.serve` that answers, answers
+ * 404, never answers or stops half-way, and a port with nothing listening.
+ * Each failure is one line naming the URL and what was expected, in bounded
+ * time.
+ */
+import assert from "node:assert/strict";
+import { CatalogueError, Registry } from "../../src/catalogue.ts";
+
+const CATALOGUE = "models:\n  m: { verb: chat, hub: org/m }\n";
+
+/** A loopback server whose handler is `handler`; on dispose, pending answers are released and it shuts down. */
+function serve(
+  handler: (release: Promise<void>) => Response | Promise<Response>,
+) {
+  const released = Promise.withResolvers<void>();
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => handler(released.promise),
+  );
+  return {
+    url: `http://127.0.0.1:${server.addr.port}/catalogue.yaml`,
+    async [Symbol.asyncDispose]() {
+      released.resolve();
+      await server.shutdown();
+    },
+  };
+}
+
+/** The CatalogueError `promise` rejects with, and how long that took; a hang fails after 5 s. */
+async function refusal(
+  promise: Promise<unknown>,
+): Promise<{ error: CatalogueError; ms: number }> {
+  const started = performance.now();
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hang = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error("still waiting after 5 s")),
+      5_000,
+    );
+  });
+  try {
+    await Promise.race([promise, hang]);
+  } catch (error) {
+    assert.ok(error instanceof CatalogueError, String(error));
+    assert.ok(!/[\r\n]/.test(error.message), error.message);
+    return { error, ms: performance.now() - started };
+  } finally {
+    clearTimeout(timer);
+    promise.catch(() => {});
+  }
+  assert.fail("expected a CatalogueError");
+}
+
+Deno.test("a catalogue is read from an http: URL", async () => {
+  await using server = serve(() => new Response(CATALOGUE));
+  const registry = await Registry.load(server.url);
+  assert.equal(registry.file, server.url);
+  assert.ok(registry.has("m"));
+});
+
+Deno.test("a URL that never answers fails at the timeout, naming the URL", async () => {
+  await using server = serve(async (release) => {
+    await release;
+    return new Response(CATALOGUE);
+  });
+  const { error, ms } = await refusal(
+    Registry.load(server.url, { timeout: 300 }),
+  );
+  assert.equal(
+    error.message,
+    `Cannot load catalogue ${server.url}: no complete answer within 0.3 s (expected the server to send the catalogue within 0.3 s)`,
+  );
+  assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
+});
+
+Deno.test("a URL whose body stops half-way fails at the timeout", async () => {
+  let body: ReadableStreamDefaultController<Uint8Array> | undefined;
+  await using server = serve(() =>
+    new Response(
+      new ReadableStream<Uint8Array>({
+        start(controller) {
+          body = controller;
+          controller.enqueue(new TextEncoder().encode("models:\n"));
+        },
+      }),
+    )
+  );
+  try {
+    const { error, ms } = await refusal(
+      Registry.load(server.url, { timeout: 300 }),
+    );
+    assert.match(error.message, /: no complete answer within 0\.3 s \(/);
+    assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
+  } finally {
+    try {
+      body?.close();
+    } catch { /* the client's abort closed it */ }
+  }
+});
+
+Deno.test("a URL answering 404 names the status and what was expected", async () => {
+  await using server = serve(() =>
+    new Response("no such file", { status: 404, statusText: "Not Found" })
+  );
+  const { error } = await refusal(Registry.load(server.url));
+  assert.equal(
+    error.message,
+    `Cannot load catalogue ${server.url}: the server answered 404 Not Found (expected 200 with the catalogue's YAML)`,
+  );
+});
+
+Deno.test("a URL with nothing listening says the connection was refused, not 'fetch failed'", async () => {
+  const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
+  const url = `http://127.0.0.1:${listener.addr.port}/catalogue.yaml`;
+  listener.close();
+  const { error, ms } = await refusal(Registry.load(url));
+  assert.match(
+    error.message,
+    new RegExp(
+      `^Cannot load catalogue ${url}: cannot fetch it: tcp connect error: Connection refused \\(os error 111\\) \\(expected a reachable HTTP server serving the catalogue at that URL\\)$`,
+    ),
+  );
+  assert.doesNotMatch(error.message, /fetch failed/);
+  assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
+});
+
+Deno.test("a URL of another scheme is refused, not read as a file path", async () => {
+  const cwd = Deno.cwd();
+  const dir = await Deno.makeTempDir({ prefix: "serve-ftp-" });
+  try {
+    // Were "ftp://host/c.yaml" read as a path, this file would be found.
+    Deno.chdir(dir);
+    await Deno.mkdir("ftp:/host", { recursive: true });
+    await Deno.writeTextFile("ftp:/host/c.yaml", CATALOGUE);
+    for (const source of ["ftp://host/c.yaml", new URL("ftp://host/c.yaml")]) {
+      const { error } = await refusal(Registry.load(source));
+      assert.equal(
+        error.message,
+        "Cannot load catalogue ftp://host/c.yaml: unsupported URL scheme 'ftp:' (expected a file path, or an http:, https: or file: URL)",
+      );
+    }
+  } finally {
+    Deno.chdir(cwd);
+    await Deno.remove(dir, { recursive: true });
+  }
+});
