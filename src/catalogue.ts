@@ -29,6 +29,7 @@ export {
   CatalogueError,
   type CatalogueErrorOptions,
   KeyError,
+  type KeyErrorOptions,
 } from "./catalogue/catalogue_error.ts";
 export {
   Modality,

@@ -7,17 +7,31 @@
 import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
 
+/** Options of {@linkcode KeyError}: the catalogue looked in, and the error's cause. */
+export interface KeyErrorOptions extends ErrorOptions {
+  /** The catalogue looked in (a file, a URL or `<inline>`), named in the message. */
+  catalogue?: string;
+  /**
+   * Whether that is the catalogue shipped with the package: the message then
+   * says so and points at `--catalogue`, for a model of the operator's own.
+   *
+   * @default {false}
+   */
+  shipped?: boolean;
+}
+
 /**
- * Thrown when a model name is not in the catalogue. The message suggests close
- * names, or lists the known ones when nothing is close.
+ * Thrown when a model name is not in the catalogue. The message names the
+ * catalogue and suggests close names, or lists the first few known ones when
+ * nothing is close.
  *
  * @example
  * ```ts
  * import { KeyError } from "@mymodel/serve/catalogue";
  *
- * const error = new KeyError("lama-3", ["llama-3", "bge-m3"]);
+ * const error = new KeyError("lama-3", ["llama-3", "bge-m3"], { catalogue: "models.yaml" });
  * console.log(error.message);
- * // Unknown model 'lama-3': not in the catalogue (did you mean llama-3?)
+ * // Unknown model 'lama-3': not in the catalogue models.yaml (did you mean llama-3?)
  * ```
  */
 export class KeyError extends Error {
@@ -25,28 +39,43 @@ export class KeyError extends Error {
   readonly model: string;
   /** Up to three catalogue names close to {@linkcode KeyError.model}, closest first. */
   readonly suggestions: string[];
+  /** The catalogue looked in, when the thrower said. */
+  readonly catalogue?: string;
 
   /**
    * Builds the error and its suggestions.
    *
    * @param model The name that was looked up.
    * @param known Every name in the catalogue.
-   * @param options Standard error options (`cause`).
+   * @param options The catalogue looked in, and standard error options (`cause`).
    */
-  constructor(model: string, known: Iterable<string>, options?: ErrorOptions) {
+  constructor(
+    model: string,
+    known: Iterable<string>,
+    options: KeyErrorOptions = {},
+  ) {
+    const { catalogue, shipped = false, ...errorOptions } = options;
     const names = [...known].sort();
     const suggestions = closeMatches(model, names);
+    const which = shipped ? "the shipped catalogue" : "the catalogue";
+    const own =
+      "a model of your own, write a catalogue and pass it with --catalogue";
     super(
-      `Unknown model '${model}': not in the catalogue (${
+      `Unknown model '${model}': not in ${which}${
+        catalogue === undefined ? "" : ` ${catalogue}`
+      } (${
         suggestions.length > 0
-          ? `did you mean ${orList(suggestions)}?`
-          : `known: ${knownList(names)}`
+          ? `did you mean ${orList(suggestions)}?${
+            shipped ? ` For ${own}` : ""
+          }`
+          : `known: ${knownList(names)}${shipped ? `; for ${own}` : ""}`
       })`,
-      options,
+      errorOptions,
     );
     this.name = "KeyError";
     this.model = model;
     this.suggestions = suggestions;
+    if (catalogue !== undefined) this.catalogue = catalogue;
   }
 }
 
@@ -129,8 +158,15 @@ export class CatalogueError extends Error {
 // ---------------------------------------------------------------------------
 // Message helpers, shared with the card reader.
 
+/** How many names a KeyError lists: a catalogue of thousands made a line of 70 KB. */
+const KNOWN_SHOWN = 10;
+
 function knownList(names: readonly string[]): string {
-  return names.length > 0 ? names.join(", ") : "none";
+  if (names.length === 0) return "none";
+  if (names.length <= KNOWN_SHOWN) return names.join(", ");
+  return `${names.slice(0, KNOWN_SHOWN).join(", ")} and ${
+    names.length - KNOWN_SHOWN
+  } more`;
 }
 
 /** ` (did you mean x?)` when a close match exists, else the empty string. */

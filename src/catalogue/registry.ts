@@ -5,7 +5,11 @@
  * @module
  */
 import { log } from "../common/log.ts";
-import { CatalogueError, KeyError } from "./catalogue_error.ts";
+import {
+  CatalogueError,
+  KeyError,
+  type KeyErrorOptions,
+} from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";
 import { readCatalogue } from "./card_reader.ts";
 import { type CardSites, expandCard } from "./card_expand.ts";
@@ -65,15 +69,18 @@ export class Registry implements Iterable<ModelCard> {
   #cards: ReadonlyMap<string, ModelCard>;
   #sites: ReadonlyMap<string, CardSites>;
   #warned = new Set<string>();
+  #shipped: boolean;
 
   private constructor(
     file: string,
     cards: ReadonlyMap<string, ModelCard>,
     sites: ReadonlyMap<string, CardSites>,
+    shipped = false,
   ) {
     this.file = file;
     this.#cards = cards;
     this.#sites = sites;
+    this.#shipped = shipped;
   }
 
   /**
@@ -133,7 +140,11 @@ export class Registry implements Iterable<ModelCard> {
       }
       throw new CatalogueError(file, errorText(error), { cause: error });
     }
-    return Registry.parse(text, file);
+    const { cards, sites } = readCatalogue(text, file);
+    // An operator who never passed --catalogue may not know one was read.
+    const shipped = url?.href === DEFAULT_CATALOGUE.href ||
+      file === displayName(DEFAULT_CATALOGUE);
+    return new Registry(file, cards, sites, shipped);
   }
 
   /**
@@ -207,7 +218,9 @@ export class Registry implements Iterable<ModelCard> {
    *
    * @param name A catalogue name (no verb prefix).
    * @returns The card.
-   * @throws {KeyError} When no card has that name; the message suggests close names.
+   * @throws {KeyError} When no card has that name; the message names the
+   *   catalogue (the shipped one: so it says, and points at `--catalogue`) and
+   *   suggests close names, or lists the first few.
    *
    * @example
    * ```ts
@@ -217,7 +230,7 @@ export class Registry implements Iterable<ModelCard> {
    */
   get(name: string): ModelCard {
     const card = this.#cards.get(name);
-    if (card === undefined) throw new KeyError(name, this.#cards.keys());
+    if (card === undefined) throw this.#unknown(name);
     return card;
   }
 
@@ -291,7 +304,7 @@ export class Registry implements Iterable<ModelCard> {
     env: Readonly<Record<string, string | undefined>>,
   ): ModelCard {
     const sites = this.#sites.get(card.name);
-    if (sites === undefined) throw new KeyError(card.name, this.#cards.keys());
+    if (sites === undefined) throw this.#unknown(card.name);
     if (this.#cards.get(card.name) !== card) {
       // An expanded card's `${` may come from `$${`: expanding it again would be wrong.
       throw new TypeError(
@@ -314,6 +327,12 @@ export class Registry implements Iterable<ModelCard> {
    */
   [Symbol.iterator](): IterableIterator<ModelCard> {
     return this.#cards.values();
+  }
+
+  #unknown(name: string): KeyError {
+    const options: KeyErrorOptions = { catalogue: this.file };
+    if (this.#shipped) options.shipped = true;
+    return new KeyError(name, this.#cards.keys(), options);
   }
 }
 

@@ -13,6 +13,7 @@ import { configureLogging } from "../../src/common/log.ts";
 import { BAD, GOOD, yaml } from "../fixtures/catalogue_texts.ts";
 
 const FIXTURES = new URL("../fixtures/catalogues/", import.meta.url);
+const SHIPPED_PATH = fileURLToPath(DEFAULT_CATALOGUE);
 const warnings: string[] = [];
 configureLogging({
   level: "warn",
@@ -342,7 +343,7 @@ Deno.test("only the text after the first colon is looked up", () => {
 });
 
 Deno.test("an unknown name throws KeyError suggesting close names", async () => {
-  const registry = await Registry.load();
+  const registry = await Registry.load(SHIPPED_PATH);
   assert.throws(() => registry.get("lama-3"), (error: unknown) => {
     assert.ok(error instanceof KeyError);
     assert.equal(error.name, "KeyError");
@@ -351,19 +352,27 @@ Deno.test("an unknown name throws KeyError suggesting close names", async () => 
     assert.ok(error.suggestions.length <= 3);
     assert.match(
       error.message,
-      /^Unknown model 'lama-3': not in the catalogue \(did you mean llama-3\b.*\?\)$/,
+      /^Unknown model 'lama-3': not in the shipped catalogue \S+\/catalogue\/optimizers\.yaml \(did you mean llama-3\b.*\? For a model of your own, write a catalogue and pass it with --catalogue\)$/,
     );
     return true;
   });
-  assert.throws(() => registry.resolve("CHAT:tiny-lama"), (error: unknown) => {
-    assert.ok(error instanceof KeyError);
-    assert.deepEqual(error.suggestions, ["tiny-llama"]);
-    assert.equal(
-      error.message,
-      "Unknown model 'tiny-lama': not in the catalogue (did you mean tiny-llama?)",
-    );
-    return true;
-  });
+  const file = await Deno.makeTempFile({ suffix: ".yaml" });
+  await Deno.writeTextFile(file, GOOD.twoCards);
+  try {
+    const own = await Registry.load(file);
+    assert.throws(() => own.resolve("CHAT:a-modle"), (error: unknown) => {
+      assert.ok(error instanceof KeyError);
+      assert.deepEqual(error.suggestions, ["a-model", "b-model"]);
+      assert.equal(error.catalogue, file);
+      assert.equal(
+        error.message,
+        `Unknown model 'a-modle': not in the catalogue ${file} (did you mean a-model or b-model?)`,
+      );
+      return true;
+    });
+  } finally {
+    await Deno.remove(file);
+  }
 });
 
 Deno.test("an unknown name with nothing close lists the known names", () => {
@@ -373,8 +382,51 @@ Deno.test("an unknown name with nothing close lists the known names", () => {
     assert.deepEqual(error.suggestions, []);
     assert.equal(
       error.message,
-      "Unknown model 'zzz': not in the catalogue (known: a-model, b-model)",
+      "Unknown model 'zzz': not in the catalogue <inline> (known: a-model, b-model)",
     );
+    return true;
+  });
+});
+
+Deno.test("an unknown model, shipped catalogue: the line says the shipped catalogue was read and points at --catalogue", async () => {
+  for (
+    const registry of [await Registry.load(), await Registry.load(SHIPPED_PATH)]
+  ) {
+    assert.throws(() => registry.resolve("my-model"), (error: unknown) => {
+      assert.ok(error instanceof KeyError);
+      assert.equal(
+        error.message,
+        `Unknown model 'my-model': not in the shipped catalogue ${SHIPPED_PATH} (known: ${
+          registry.names().slice(0, 10).join(", ")
+        } and ${
+          registry.size - 10
+        } more; for a model of your own, write a catalogue and pass it with --catalogue)`,
+      );
+      return true;
+    });
+  }
+});
+
+Deno.test("an unknown model in a catalogue of 5,000 cards lists 10 names and how many more", () => {
+  const lines = ["models:"];
+  for (let i = 0; i < 5_000; i++) {
+    lines.push(
+      `  model-${String(i).padStart(4, "0")}: { verb: chat, hub: org/m }`,
+    );
+  }
+  const registry = Registry.parse(lines.join("\n") + "\n", "big.yaml");
+  assert.throws(() => registry.get("zzz"), (error: unknown) => {
+    assert.ok(error instanceof KeyError);
+    assert.equal(
+      error.message,
+      "Unknown model 'zzz': not in the catalogue big.yaml (known: model-0000, model-0001, model-0002, model-0003, model-0004, model-0005, model-0006, model-0007, model-0008, model-0009 and 4990 more)",
+    );
+    return true;
+  });
+  assert.throws(() => registry.get("model-O042"), (error: unknown) => {
+    assert.ok(error instanceof KeyError);
+    assert.ok(error.message.length < 200, error.message);
+    assert.match(error.message, /\(did you mean model-0042\b/);
     return true;
   });
 });
