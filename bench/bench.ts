@@ -22,7 +22,9 @@
  *   an A/A control; `nvidia-smi` queries and launcher CPU per health round
  *   with the stand-in `nvidia-smi` and 8 (or 2) engines on fake GPUs;
  * - one pipeline (`phases/pipeline.ts`): the same comparison against the
- *   tree before the one-pipeline work: start times, CPU and idle RSS.
+ *   tree before the one-pipeline work: start times, CPU and idle RSS;
+ * - catalogue (`phases/catalogue.ts`): `Registry.load` of 5,000 generated
+ *   cards, with and without an alias each, and of 10,000 with aliases.
  *
  * Prints a Markdown table on stdout (progress goes to stderr) and writes the
  * same text to `bench/results/latest.md`. Every row has its absolute value and
@@ -34,8 +36,8 @@
  * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s),
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
  * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` rows (about
- * 15 s), `--only=pipeline` the one-pipeline rows (about 90 s), all printed
- * only.
+ * 15 s), `--only=pipeline` the one-pipeline rows (about 90 s),
+ * `--only=catalogue` the catalogue rows (about 20 s), all printed only.
  *
  * @module
  */
@@ -52,9 +54,11 @@ import { logPhase } from "./phases/log.ts";
 import { gpuPhase } from "./phases/gpu.ts";
 import { dryRunPhase } from "./phases/dry_run.ts";
 import { pipelinePhase } from "./phases/pipeline.ts";
+import { cataloguePhase } from "./phases/catalogue.ts";
 import {
   authReport,
   buildReport,
+  catalogueReport,
   dryRunReport,
   gpuReport,
   guardReport,
@@ -97,6 +101,8 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
   "--only=dryrun": async (bench) => dryRunReport(await dryRunPhase(bench)),
   "--only=pipeline": async (bench) =>
     pipelineReport(await pipelinePhase(bench)),
+  "--only=catalogue": async (bench) =>
+    catalogueReport(await cataloguePhase(bench)),
 };
 
 /** Every phase, or `only` alone. */
@@ -116,6 +122,7 @@ async function measure(
   const gpu = await gpuPhase(bench);
   const dryRun = await dryRunPhase(bench);
   const pipeline = await pipelinePhase(bench);
+  const catalogue = await cataloguePhase(bench);
   const report = buildReport({
     load,
     start,
@@ -125,6 +132,7 @@ async function measure(
     gpu,
     dryRun,
     pipeline,
+    catalogue,
   }, {
     wrk: wrk.replace(/ Copyright.*$/, ""),
     loadBefore,
@@ -190,7 +198,8 @@ async function run(
  * `--only=gpu` measures only the GPU lifecycle (about 90 s);
  * `--only=dryrun` measures only `--dry-run` (about 15 s);
  * `--only=pipeline` measures only this tree against the tree before the
- * one pipeline (about 90 s).
+ * one pipeline (about 90 s); `--only=catalogue` measures only catalogue
+ * loading (about 20 s).
  * @returns The exit code.
  */
 export async function main(

@@ -44,6 +44,8 @@ export const PLAN = {
   dryRunRounds: 9,
   /** Rounds of (this tree, the tree before the one pipeline, this tree again): a multiple of 3. */
   pipelineRounds: 6,
+  /** Rounds of the catalogue phase (5,000 cards plain, with aliases, 10,000 with aliases). */
+  catalogueRounds: 5,
 } as const;
 
 /** `wrk -t1 -c1` or `wrk -t2 -c8`. */

@@ -2,7 +2,7 @@
  * The Markdown `deno task bench` prints and writes: the full report (every
  * phase's rows, then the Targets section) and the one-phase reports of
  * `--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`,
- * `--only=dryrun` and `--only=pipeline`.
+ * `--only=dryrun`, `--only=pipeline` and `--only=catalogue`.
  *
  * @module
  */
@@ -37,6 +37,12 @@ import {
   pipelineRows,
   pipelineTargets,
 } from "../rows/pipeline.ts";
+import type { CatalogueResults } from "../phases/catalogue.ts";
+import {
+  CATALOGUE_METHOD,
+  catalogueRows,
+  catalogueTargets,
+} from "../rows/catalogue.ts";
 import { HOST, MANY, PLAN } from "../plan.ts";
 import { type Row, tableLines, type Verdict, verdictLines } from "./table.ts";
 
@@ -50,6 +56,7 @@ export interface AllResults {
   gpu: GpuResults;
   dryRun: DryRunResults;
   pipeline: PipelineResults;
+  catalogue: CatalogueResults;
 }
 
 /** About the run, for the first line. */
@@ -99,6 +106,7 @@ const METHOD = [
   GPU_METHOD,
   DRY_RUN_METHOD,
   PIPELINE_METHOD,
+  CATALOGUE_METHOD,
 ].join(" ");
 
 /** One phase's part of a report: its rows, its targets, its notes. */
@@ -148,6 +156,10 @@ function pipelineSection(r: PipelineResults): Section {
   };
 }
 
+function catalogueSection(r: CatalogueResults): Section {
+  return { rows: catalogueRows(r), targets: catalogueTargets(r) };
+}
+
 /** The full report. */
 export function buildReport(all: AllResults, meta: RunMeta): Report {
   const sections = [
@@ -160,6 +172,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
     gpuSection(all.gpu),
     dryRunSection(all.dryRun),
     pipelineSection(all.pipeline),
+    catalogueSection(all.catalogue),
   ];
   const rows = sections.flatMap((section) => section.rows);
   const targets = sections.flatMap((section) => section.targets);
@@ -264,5 +277,14 @@ export function dryRunReport(results: DryRunResults): Report {
     "--dry-run (`deno task bench --only=dryrun`)",
     DRY_RUN_METHOD,
     dryRunSection(results),
+  );
+}
+
+/** The catalogue rows alone. */
+export function catalogueReport(results: CatalogueResults): Report {
+  return phaseReport(
+    "catalogue loading (`deno task bench --only=catalogue`)",
+    CATALOGUE_METHOD,
+    catalogueSection(results),
   );
 }
