@@ -60,3 +60,28 @@ Deno.test("deno task start with MY_LOCAL set runs the launcher under its permiss
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("deno task start --directory outside $MY_LOCAL names the flag and says to set MY_LOCAL, not 'no such directory'", async () => {
+  const granted = await Deno.makeTempDir({ prefix: "serve-task-" });
+  const other = await Deno.makeTempDir({ prefix: "serve-task-" });
+  try {
+    for (const sub of ["models", "logs", "metrics", "data"]) {
+      await Deno.mkdir(`${other}/${sub}`);
+    }
+    const out = await task(
+      ["--dry-run", "--directory", other, "alpha"],
+      { MY_LOCAL: granted },
+    );
+    assert.equal(out.code, 1);
+    const said = out.stderr.filter((l) => !/^Info /.test(l));
+    assert.deepEqual(said, [
+      `[serve] error: Cannot use --directory=${other}: not readable under this run's permissions (expected a directory inside --allow-read; under deno task start, set MY_LOCAL=${other})`,
+    ]);
+    for (const sub of ["models", "logs", "metrics", "data"]) {
+      assert.deepEqual([...Deno.readDirSync(`${other}/${sub}`)], [], sub);
+    }
+  } finally {
+    await Deno.remove(granted, { recursive: true });
+    await Deno.remove(other, { recursive: true });
+  }
+});
