@@ -3,8 +3,8 @@
  * kind (`kinds/vllm.ts`, `kinds/llama_cpp.ts`, `kinds/sglang.ts`,
  * `kinds/command.ts`). Adding a kind is one more object in this table, its
  * name in `catalogue/engine_names.ts` and `catalogue/catalogue.schema.json`
- * (a test checks all three agree); a program embedding the launcher calls
- * {@linkcode registerEngineKind} instead.
+ * (tests check all three agree); {@linkcode registerEngineKind} adds one
+ * for as long as it is needed (a test's toy kind).
  *
  * @module
  */
