@@ -7,6 +7,7 @@
 import type { ModelCard } from "../catalogue.ts";
 import { foldLines } from "../common/one_line.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
+import type { EngineDevices } from "../engines/kinds/engine_kind.ts";
 import {
   flagValue,
   FlagValueError,
@@ -31,20 +32,7 @@ import {
  * const need: GpuNeed = { kind: "whole", count: 4, from: "tensor-parallel-size 4" };
  * ```
  */
-export type GpuNeed =
-  | { readonly kind: "unplaced"; readonly from: string }
-  | {
-    readonly kind: "whole";
-    readonly count: number;
-    readonly from: string;
-    readonly pinned?: readonly string[];
-  }
-  | {
-    readonly kind: "share";
-    readonly share: number;
-    readonly from: string;
-    readonly pinned?: readonly string[];
-  };
+export type GpuNeed = EngineDevices & { readonly pinned?: readonly string[] };
 
 /**
  * Thrown when the engines cannot be given GPUs: a card that does not fit in

@@ -5,6 +5,10 @@ import { ENGINE_KINDS, registerEngineKind } from "../../src/engines/kinds.ts";
 import { argparseFlags } from "../../src/engines/kinds/argparse_help.ts";
 import type { EngineKind } from "../../src/engines/kinds/engine_kind.ts";
 import { llamaServerFlags } from "../../src/engines/kinds/llama_cpp.ts";
+import {
+  isLlamaServerBuilt,
+  llamaServerPath,
+} from "../../tools/llama_server.ts";
 import { catalogue } from "../support/gpu_cards.ts";
 import { pidAlive, waitFor } from "../support/helpers.ts";
 import {
@@ -81,16 +85,14 @@ Deno.test("llama-server help: the aliases before the value hint, negations, long
   ]);
 });
 
-const LLAMA_BIN = `${
-  Deno.env.get("HOME")
-}/.cache/mymodel-serve/llama.cpp-3.22.1/src/build/bin/llama-server`;
+const LLAMA_BUILT = isLlamaServerBuilt();
 
 Deno.test({
   name:
     "the real llama-server --help parses to its flags, those the launcher passes among them",
-  ignore: !exists(LLAMA_BIN),
+  ignore: !LLAMA_BUILT,
   async fn() {
-    const out = await new Deno.Command(LLAMA_BIN, {
+    const out = await new Deno.Command(llamaServerPath(), {
       args: [...ENGINE_KINDS["llama.cpp"]!.flags!.helpArgv],
       stdout: "piped",
       stderr: "null",
@@ -104,18 +106,10 @@ Deno.test({
     assert.ok(flags.includes("--ctx-size") && flags.includes("--no-warmup"));
   },
 });
-if (!exists(LLAMA_BIN)) {
+if (!LLAMA_BUILT) {
   console.warn(
-    `skipped the real llama-server --help case: no build at ${LLAMA_BIN} (deno task engine:llama builds it)`,
+    `skipped the real llama-server --help case: no build at ${llamaServerPath()} (deno task engine:llama builds it)`,
   );
-}
-
-function exists(path: string): boolean {
-  try {
-    return Deno.statSync(path).isFile;
-  } catch {
-    return false;
-  }
 }
 
 /** A toy kind whose help is `executable ...helpArgv`, parsed as argparse. */
