@@ -9,7 +9,8 @@ import {
   isLlamaServerBuilt,
   llamaServerPath,
 } from "../../tools/llama_server.ts";
-import { catalogue } from "../support/gpu_cards.ts";
+import { catalogue, shipped } from "../support/gpu_cards.ts";
+import { unknownFlagWarnings } from "../../src/engines/unknown_flags.ts";
 import { pidAlive, waitFor } from "../support/helpers.ts";
 import {
   LLAMA_SERVER_HELP,
@@ -50,7 +51,7 @@ Deno.test("argparse help: every option line's flags and aliases, not the usage, 
   ]);
 });
 
-Deno.test("llama-server help: the aliases before the value hint, negations, long lines whose help goes to the next line", () => {
+Deno.test("llama-server help: the aliases before the value hint, negations, long lines whose help goes to the next line, not flags named in the help text", () => {
   assert.deepEqual(llamaServerFlags(LLAMA_SERVER_HELP), [
     "-h",
     "--help",
@@ -62,8 +63,6 @@ Deno.test("llama-server help: the aliases before the value hint, negations, long
     "--ctx-size",
     "-fa",
     "--flash-attn",
-    "--mmap",
-    "--no-mmap",
     "-ngl",
     "--gpu-layers",
     "--n-gpu-layers",
@@ -72,6 +71,7 @@ Deno.test("llama-server help: the aliases before the value hint, negations, long
     "-hf",
     "-hfr",
     "--hf-repo",
+    "--warmup",
     "--no-warmup",
     "-np",
     "--parallel",
@@ -89,7 +89,7 @@ const LLAMA_BUILT = isLlamaServerBuilt();
 
 Deno.test({
   name:
-    "the real llama-server --help parses to its flags, those the launcher passes among them",
+    "the real llama-server --help parses to its flags: those the launcher passes, and every shipped llama.cpp card's",
   ignore: !LLAMA_BUILT,
   async fn() {
     const out = await new Deno.Command(llamaServerPath(), {
@@ -103,7 +103,12 @@ Deno.test({
     for (
       const flag of ["-m", "-hf", "--host", "--port", "--alias", "--api-key"]
     ) assert.ok(flags.includes(flag), flag);
-    assert.ok(flags.includes("--ctx-size") && flags.includes("--no-warmup"));
+    const kind = ENGINE_KINDS["llama.cpp"]!;
+    for (const name of shipped.names()) {
+      const card = shipped.get(name);
+      if (card.engine !== kind.name) continue;
+      assert.deepEqual(unknownFlagWarnings(card, kind, flags), [], name);
+    }
   },
 });
 if (!LLAMA_BUILT) {

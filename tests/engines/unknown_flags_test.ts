@@ -66,7 +66,7 @@ Deno.test("llama.cpp: flags exactly as its help lists them, negations included",
   assert.deepEqual(
     warnings({
       engine: "llama.cpp",
-      args: { "ctx-size": 4096, "no-mmap": true, ngl: 99, "ctx-sise": 1 },
+      args: { "ctx-size": 4096, "no-warmup": true, ngl: 99, "ctx-sise": 1 },
     }),
     [
       "m: --ngl is not a known llama.cpp flag (did you mean -ngl?)",
