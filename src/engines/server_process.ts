@@ -2,9 +2,9 @@
  * One engine subprocess: its command line, its log file, its health and its
  * shutdown.
  *
- * Folder `engines/`: one engine run and what it needs: engine kinds and their
- * command lines (pure), launch facts, process groups, `/proc`, ports and the
- * engine's log file. It knows nothing of restart policy, supervision, GPUs'
+ * Folder `engines/`: one engine run and what it needs: engine kinds (pure,
+ * one object each in `kinds/`), their help read for a dry run, launch facts,
+ * process groups, `/proc`, ports and the engine's log file. It knows nothing of restart policy, supervision, GPUs'
  * start order or HTTP routes.
  *
  * @module
