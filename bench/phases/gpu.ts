@@ -31,7 +31,7 @@ import {
   compareTrees,
   pathWithoutNvidiaSmi,
   type TreeComparison,
-} from "../servers/tree_compare.ts";
+} from "./tree_compare.ts";
 import { MetricsWrites } from "../load/metrics_writes.ts";
 import { standInQueryMs } from "../servers/nvidia_smi_look.ts";
 import { makeRootIn, spawnLauncher, waitHealthy } from "../servers/spawn.ts";

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { compareTrees, type TreeComparison } from "../servers/tree_compare.ts";
+import { compareTrees, type TreeComparison } from "./tree_compare.ts";
 import { type Bench, PLAN, progress } from "../plan.ts";
 
 /** The last commit before the one-pipeline work (issue 28). */

@@ -1,6 +1,6 @@
 /**
  * Rows and verdicts of a comparison of this tree with an earlier commit
- * (`servers/tree_compare.ts`): each measurement as this tree ÷ the earlier
+ * (`phases/tree_compare.ts`): each measurement as this tree ÷ the earlier
  * tree, beside the A/A control's this tree ÷ this tree, ratios as medians of
  * the per-round ratios.
  *
@@ -10,7 +10,7 @@ import type {
   Arms,
   StartSample,
   TreeComparison,
-} from "../servers/tree_compare.ts";
+} from "../phases/tree_compare.ts";
 import { MANY, median } from "../plan.ts";
 import {
   fmt,

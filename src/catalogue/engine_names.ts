@@ -1,13 +1,16 @@
 /**
  * The engine kinds a card's `engine` field may name, as plain data: the
- * catalogue validates against this list and the engine table is keyed by it,
- * so neither has to import the other.
+ * catalogue validates against this list and the engine table
+ * (`engines/kinds.ts`) holds one kind per name, so neither has to import the
+ * other. The engine table's `registerEngineKind` adds a name here.
  *
  * @module
  */
 
 /** The names a card's `engine` field may take, in the order messages list them. */
-export const ENGINE_NAMES = ["vllm", "llama.cpp", "sglang", "command"] as const;
-
-/** One of the {@linkcode ENGINE_NAMES}. */
-export type EngineName = typeof ENGINE_NAMES[number];
+export const ENGINE_NAMES: string[] = [
+  "vllm",
+  "llama.cpp",
+  "sglang",
+  "command",
+];

@@ -51,7 +51,8 @@ export function parsePort(text: string, what: string): number {
  * @param path The directory.
  * @param what Names the input in the error, e.g. `MY_LOCAL` or `--directory`.
  * @returns The path, unchanged.
- * @throws {ConfigError} When it does not exist or is not a directory.
+ * @throws {ConfigError} When it does not exist, is not a directory, or is
+ *   outside this run's `--allow-read`.
  *
  * @example
  * ```ts
@@ -64,10 +65,11 @@ export function checkDirectory(path: string, what: string): string {
   try {
     info = Deno.statSync(path);
   } catch (cause) {
-    throw new ConfigError(
-      `Cannot use ${what}=${path}: no such directory (expected an existing directory)`,
-      { cause },
-    );
+    // Deno refuses a path outside --allow-read before asking the kernel.
+    const detail = cause instanceof Deno.errors.NotCapable
+      ? `not readable under this run's permissions (expected a directory inside --allow-read; under deno task start, set MY_LOCAL=${path})`
+      : "no such directory (expected an existing directory)";
+    throw new ConfigError(`Cannot use ${what}=${path}: ${detail}`, { cause });
   }
   if (!info.isDirectory) {
     throw new ConfigError(

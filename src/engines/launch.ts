@@ -68,7 +68,9 @@ export function resolveModel(
     const absolute = Deno.realPathSync(path);
     if (info.isDirectory && kind.localFile) {
       try {
-        return { model: kind.localFile(absolute), isLocal: true };
+        const files = [...Deno.readDirSync(absolute)]
+          .filter((entry) => entry.isFile).map((entry) => entry.name);
+        return { model: kind.localFile(absolute, files), isLocal: true };
       } catch (cause) {
         throw new EngineError(
           `Cannot prepare ${card.name}: ${(cause as Error).message}`,

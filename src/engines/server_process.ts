@@ -2,16 +2,16 @@
  * One engine subprocess: its command line, its log file, its health and its
  * shutdown.
  *
- * Folder `engines/`: one engine run and what it needs: engine kinds and their
- * command lines (pure), launch facts, process groups, `/proc`, ports and the
- * engine's log file. It knows nothing of restart policy, supervision, GPUs'
+ * Folder `engines/`: one engine run and what it needs: engine kinds (pure,
+ * one object each in `kinds/`), their help read for a dry run, launch facts,
+ * process groups, `/proc`, ports and the engine's log file. It knows nothing of restart policy, supervision, GPUs'
  * start order or HTTP routes.
  *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
 import { LOCAL_ENGINE_API_KEY } from "../common.ts";
-import { ENGINE_KINDS } from "./kinds.ts";
+import { ENGINE_KINDS, executableOf } from "./kinds.ts";
 import { EngineError } from "./engine_error.ts";
 import { engineEnv, findExecutable, resolveModel } from "./launch.ts";
 
@@ -167,8 +167,7 @@ export class ServerProcess implements AsyncDisposable {
         `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
       );
     }
-    this.executable = card.executable ??
-      (card.engine === "command" ? card.command?.[0] ?? "" : kind.executable);
+    this.executable = executableOf(card, kind);
     if (!this.executable || !findExecutable(this.executable)) {
       throw new EngineError(
         `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${this.executable}' is not on PATH (${kind.install}, or set the card's executable)`,

@@ -6,6 +6,13 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { foldLines } from "../common/one_line.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
+import type { EngineDevices } from "../engines/kinds/engine_kind.ts";
+import {
+  flagValue,
+  FlagValueError,
+  sizeFlag,
+} from "../engines/kinds/flag_values.ts";
 
 /**
  * What a card needs from the GPU pool.
@@ -25,20 +32,7 @@ import { foldLines } from "../common/one_line.ts";
  * const need: GpuNeed = { kind: "whole", count: 4, from: "tensor-parallel-size 4" };
  * ```
  */
-export type GpuNeed =
-  | { readonly kind: "unplaced"; readonly from: string }
-  | {
-    readonly kind: "whole";
-    readonly count: number;
-    readonly from: string;
-    readonly pinned?: readonly string[];
-  }
-  | {
-    readonly kind: "share";
-    readonly share: number;
-    readonly from: string;
-    readonly pinned?: readonly string[];
-  };
+export type GpuNeed = EngineDevices & { readonly pinned?: readonly string[] };
 
 /**
  * Thrown when the engines cannot be given GPUs: a card that does not fit in
@@ -68,9 +62,6 @@ export class GpuPlacementError extends Error {
     this.card = card;
   }
 }
-
-/** vLLM's default `--gpu-memory-utilization`. */
-const VLLM_DEFAULT_SHARE = 0.9;
 
 /**
  * Splits a `CUDA_VISIBLE_DEVICES` value into its entries, as written (trimmed;
@@ -103,17 +94,12 @@ export function parseVisibleDevices(value: string): string[] {
  * 1. `env.CUDA_VISIBLE_DEVICES` set: pinned to those entries, whole devices
  *    unless the card's `gpus` is a share (0 < gpus < 1).
  * 2. `gpus` set: `0` no GPU, an integer n whole devices, else a share.
- * 3. vLLM: `distributed-executor-backend ray` is unplaced (Ray places its
- *    workers); else `tensor-parallel-size` × `pipeline-parallel-size` ×
- *    `data-parallel-size` whole devices when above 1 (`data-parallel-size-local`
- *    replaces `data-parallel-size` when set: only those replicas run here);
- *    else a share equal to `gpu-memory-utilization` (default 0.9). The short
- *    forms `-tp`, `-pp`, `-dp`, `-dpl`, `--flag=value` and underscores in flag
- *    names are read as vLLM reads them; the last occurrence wins.
- * 4. SGLang: `tp-size` (or `tensor-parallel-size`) ÷ `nnodes` whole devices,
- *    rounded up, at least 1.
- * 5. llama.cpp: 1 whole device.
- * 6. `command` (and any other engine): unplaced.
+ * 3. Else its engine kind's rule (`engines/kinds/`): vLLM
+ *    `tensor-parallel-size` × `pipeline-parallel-size` × data-parallel size
+ *    whole devices, else a `gpu-memory-utilization` share (unplaced with
+ *    Ray); SGLang `tp-size` ÷ `nnodes`; llama.cpp one device; `command`
+ *    unplaced. Flags are read as the engine reads them (`--flag=value`,
+ *    `_` for `-`, short aliases); the last occurrence wins.
  *
  * @param card The model card.
  * @returns The need.
@@ -143,16 +129,11 @@ export function gpuNeed(card: ModelCard): GpuNeed {
       ? { kind: "share", share: card.gpus, from }
       : { kind: "whole", count: card.gpus, from };
   }
-  switch (card.engine) {
-    case "vllm":
-      return vllmNeed(card);
-    case "sglang":
-      return sglangNeed(card);
-    case "llama.cpp":
-      return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
-    default:
-      return { kind: "unplaced", from: `engine ${card.engine}` };
+  const kind = ENGINE_KINDS[card.engine];
+  if (kind === undefined) {
+    return { kind: "unplaced", from: `engine ${card.engine}` };
   }
+  return asPlacement(card, () => kind.devices(card.args));
 }
 
 /** The free memory an engine checks for at start, as a fraction of each device's total. */
@@ -179,16 +160,16 @@ export interface GpuMemoryNeed {
  * ```
  */
 export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
-  const [flags, fallback] = card.engine === "vllm"
-    ? [["--gpu-memory-utilization"], VLLM_DEFAULT_SHARE]
-    : card.engine === "sglang"
-    ? [["--mem-fraction-static"], undefined]
-    : [[], undefined];
-  const flag = flagValue(card.args, flags);
+  const kind = ENGINE_KINDS[card.engine];
+  const share = kind?.memoryShare;
+  if (share === undefined) return undefined;
+  const flag = flagValue(card.args, [share.flag]);
   if (flag === undefined) {
-    return fallback === undefined ? undefined : {
-      fraction: fallback,
-      from: `gpu-memory-utilization ${fallback} (vLLM's default)`,
+    return share.default === undefined ? undefined : {
+      fraction: share.default,
+      from: `${share.flag.slice(2)} ${share.default} (${
+        kind!.title
+      }'s default)`,
     };
   }
   const fraction = Number(flag.value);
@@ -196,12 +177,6 @@ export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
   if (!(fraction > 0 && fraction <= 1)) return undefined;
   return { fraction, from: `${flag.name} ${fraction}` };
 }
-
-// Each engine's tensor- and pipeline-parallel size flags, the name it prints first.
-const VLLM_TP = ["--tensor-parallel-size", "-tp"];
-const VLLM_PP = ["--pipeline-parallel-size", "-pp"];
-const SGLANG_TP = ["--tp-size", "--tensor-parallel-size"];
-const SGLANG_PP = ["--pp-size", "--pipeline-parallel-size"];
 
 /**
  * Over how many devices a card's engine splits its weights: vLLM's
@@ -219,14 +194,14 @@ const SGLANG_PP = ["--pp-size", "--pipeline-parallel-size"];
  * ```
  */
 export function weightSplit(card: ModelCard): { ways: number; from: string } {
-  const names = card.engine === "vllm"
-    ? [VLLM_TP, VLLM_PP]
-    : card.engine === "sglang"
-    ? [SGLANG_TP, SGLANG_PP]
-    : [];
-  const factors = names.map((flags) => sizeFlag(card, flags)).filter((f) =>
-    f !== undefined && f.size > 1
-  ) as { name: string; size: number }[];
+  const names = ENGINE_KINDS[card.engine]?.splitFlags ?? [];
+  const factors = asPlacement(
+    card,
+    () => names.map((flags) => sizeFlag(card.args, flags)),
+  ).filter((f) => f !== undefined && f.size > 1) as {
+    name: string;
+    size: number;
+  }[];
   return {
     ways: factors.reduce((product, f) => product * f.size, 1),
     from: factors.map((f) => `${f.name} ${f.size}`).join(" × "),
@@ -237,103 +212,12 @@ function isShare(gpus: number | undefined): gpus is number {
   return gpus !== undefined && gpus > 0 && gpus < 1;
 }
 
-function vllmNeed(card: ModelCard): GpuNeed {
-  const backend = flagValue(card.args, ["--distributed-executor-backend"]);
-  if (backend?.value === "ray") {
-    return {
-      kind: "unplaced",
-      from: "distributed-executor-backend ray (Ray places the workers)",
-    };
+/** `read()`, its unusable flag values refused as the card's placement error. */
+function asPlacement<T>(card: ModelCard, read: () => T): T {
+  try {
+    return read();
+  } catch (error) {
+    if (!(error instanceof FlagValueError)) throw error;
+    throw new GpuPlacementError(card.name, error.message);
   }
-  const factors = [
-    sizeFlag(card, VLLM_TP),
-    sizeFlag(card, VLLM_PP),
-    sizeFlag(card, ["--data-parallel-size-local", "-dpl"]) ??
-      sizeFlag(card, ["--data-parallel-size", "-dp"]),
-  ].filter((factor) => factor !== undefined);
-  const count = factors.reduce((product, f) => product * f.size, 1);
-  if (count > 1) {
-    return {
-      kind: "whole",
-      count,
-      from: factors.map((f) => `${f.name} ${f.size}`).join(" × "),
-    };
-  }
-  const flag = flagValue(card.args, ["--gpu-memory-utilization"]);
-  if (flag === undefined) {
-    return {
-      kind: "share",
-      share: VLLM_DEFAULT_SHARE,
-      from: `gpu-memory-utilization ${VLLM_DEFAULT_SHARE} (vLLM's default)`,
-    };
-  }
-  const share = Number(flag.value);
-  if (!/^\s*[0-9.]+\s*$/.test(flag.value) || !(share > 0 && share <= 1)) {
-    throw new GpuPlacementError(
-      card.name,
-      `its ${flag.name} is ${
-        JSON.stringify(flag.value)
-      } (expected a fraction of a GPU above 0 and at most 1)`,
-    );
-  }
-  return { kind: "share", share, from: `gpu-memory-utilization ${share}` };
-}
-
-function sglangNeed(card: ModelCard): GpuNeed {
-  const tp = sizeFlag(card, SGLANG_TP);
-  const nodes = sizeFlag(card, ["--nnodes"]);
-  const count = Math.max(1, Math.ceil((tp?.size ?? 1) / (nodes?.size ?? 1)));
-  const from = tp === undefined
-    ? "SGLang's default tp-size 1"
-    : nodes === undefined
-    ? `${tp.name} ${tp.size}`
-    : `${tp.name} ${tp.size} ÷ nnodes ${nodes.size}`;
-  return { kind: "whole", count, from };
-}
-
-/** A positive integer flag, named as people write it (no dashes); undefined when absent. */
-function sizeFlag(
-  card: ModelCard,
-  names: readonly string[],
-): { name: string; size: number } | undefined {
-  const flag = flagValue(card.args, names);
-  if (flag === undefined) return undefined;
-  const size = Number(flag.value);
-  if (!/^\s*\d+\s*$/.test(flag.value) || !(size >= 1)) {
-    throw new GpuPlacementError(
-      card.name,
-      `its ${flag.name} is ${
-        JSON.stringify(flag.value)
-      } (expected a whole number, 1 or more; or set the card's gpus)`,
-    );
-  }
-  return { name: flag.name, size };
-}
-
-/**
- * The value of the last occurrence of any of `names` in an argv: `--flag value`
- * or `--flag=value`. Long names match with `_` read as `-`, as vLLM does.
- * The name returned is the first of `names` without its dashes.
- */
-function flagValue(
-  argv: readonly string[],
-  names: readonly string[],
-): { name: string; value: string } | undefined {
-  let found: string | undefined;
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i]!;
-    if (!token.startsWith("-")) continue;
-    const eq = token.indexOf("=");
-    let name = eq > 0 ? token.slice(0, eq) : token;
-    if (name.startsWith("--")) name = name.replaceAll("_", "-");
-    if (!names.includes(name)) continue;
-    if (eq > 0) found = token.slice(eq + 1);
-    else {
-      found = argv[i + 1] ?? "";
-      i++;
-    }
-  }
-  return found === undefined
-    ? undefined
-    : { name: names[0]!.replace(/^-+/, ""), value: found };
 }

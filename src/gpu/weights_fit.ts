@@ -11,6 +11,7 @@
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { gpuMemoryNeed, weightSplit } from "./need.ts";
 import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 
@@ -59,10 +60,10 @@ export function weightFitWarning(fit: WeightFit): string | undefined {
   const totalMiB = Math.min(...totals);
   const split = weightSplit(card);
   const mayUse = need.fraction * totalMiB * 1024 * 1024 * split.ways;
-  const flag = card.engine === "vllm"
-    ? "gpu-memory-utilization"
-    : "mem-fraction-static";
-  const engine = card.engine === "vllm" ? "vLLM" : "SGLang";
+  // A known need means the kind names its share flag.
+  const kind = ENGINE_KINDS[card.engine]!;
+  const flag = kind.memoryShare!.flag.slice(2);
+  const engine = kind.title;
   const where = `${devices.length === 1 ? "GPU" : "GPUs"} ${
     devices.join(",")
   } (${flag} ${need.fraction} × ${gib(totalMiB / 1024)} GiB${

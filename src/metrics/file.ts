@@ -1,12 +1,20 @@
 /**
  * The launcher's metrics file, `<directory>/metrics/mymodel_serve_<port>.prom`,
  * kept the way node_exporter's textfile collector expects: replaced
- * atomically, never half-written, removed at clean shutdown.
+ * atomically, never half-written, removed at clean shutdown. Each write
+ * carries its time and its owner, and the first one removes the files that
+ * dead launchers left (`owner.ts`).
  *
  * @module
  */
 
 import { log } from "../common/log.ts";
+import {
+  type MetricsOwner,
+  ownerComment,
+  removeDeadOwnersFiles,
+  thisOwner,
+} from "./owner.ts";
 import { type MetricsSnapshot, renderMetrics } from "./text.ts";
 
 /** Writes `text` as the metrics file of the launcher on `port`. */
@@ -103,15 +111,24 @@ export interface MetricsWriterOptions {
    * @default {writeMetricsFile}
    */
   write?: MetricsFileWrite;
+  /**
+   * The launcher the files name as owner; tests pose as another. Undefined
+   * (`/proc` unreadable): no owner line, and no file of another launcher is
+   * removed, since none can be told dead.
+   * @default {this process}
+   */
+  owner?: MetricsOwner | undefined;
 }
 
 /**
  * Keeps the metrics file up to date from snapshots, coalescing bursts: at
  * most one write runs at a time, and a snapshot that arrives meanwhile is
- * written after it (only the latest of several). A failed write is logged
- * once, never thrown, and retried on the next update; the first success after
- * failures is logged too. Closing waits for the write in flight and removes
- * the file.
+ * written after it (only the latest of several). Each write stamps the file
+ * with its time (`mymodel_metrics_updated_timestamp_seconds`) and its owner;
+ * before the first, the files of launchers that no longer run are removed. A
+ * failed write is logged once, never thrown, and retried on the next update;
+ * the first success after failures is logged too. Closing waits for the write
+ * in flight and removes the file.
  *
  * Snapshots are rendered when written, not when handed over: pass a fresh
  * object to each `update` and do not change it afterwards.
@@ -140,6 +157,8 @@ export class MetricsWriter implements AsyncDisposable {
   #running: Promise<void> | undefined;
   #failing = false;
   #closed = false;
+  #owner: MetricsOwner | undefined | null = null;
+  #swept = false;
 
   /**
    * Creates a writer; nothing is written before the first `update`.
@@ -156,6 +175,7 @@ export class MetricsWriter implements AsyncDisposable {
     this.#directory = directory;
     this.#port = port;
     this.#write = options.write ?? writeMetricsFile;
+    if ("owner" in options) this.#owner = options.owner;
   }
 
   /** The file this writer keeps. */
@@ -219,8 +239,19 @@ export class MetricsWriter implements AsyncDisposable {
   }
 
   async #writeOnce(snapshot: MetricsSnapshot): Promise<void> {
+    // Read once, at the first write: the launcher's start time needs /proc.
+    if (this.#owner === null) this.#owner = thisOwner();
+    const owner = this.#owner;
+    if (!this.#swept) {
+      this.#swept = true;
+      if (owner) {
+        await removeDeadOwnersFiles(this.#directory, this.#port, owner);
+      }
+    }
+    const text = (owner ? ownerComment(owner) : "") +
+      renderMetrics({ ...snapshot, updatedSeconds: Date.now() / 1000 });
     try {
-      await this.#write(this.#directory, this.#port, renderMetrics(snapshot));
+      await this.#write(this.#directory, this.#port, text);
       if (this.#failing) {
         this.#failing = false;
         log.info(`Writing metrics file ${this.path} works again`);

@@ -94,6 +94,11 @@ export interface MetricsSnapshot {
     | undefined;
   /** Reload counts; their families are rendered only when present. */
   reloads?: ReloadMetrics | undefined;
+  /**
+   * When the file was written, in Unix seconds: a gauge an alert can age (a
+   * launcher killed outright leaves its file behind). Absent: no family.
+   */
+  updatedSeconds?: number | undefined;
 }
 
 type Labels = readonly (readonly [string, string])[];
@@ -160,8 +165,9 @@ function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
  * `mymodel_launcher_start_warnings` (when the start counted them), with
  * `reloads` `mymodel_reloads_total{result="ok|refused"}` and
  * `mymodel_last_reload_timestamp_seconds` (no sample before a reload took
- * effect), and in production `mymodel_auth_failures_total` with all six
- * reasons.
+ * effect), in production `mymodel_auth_failures_total` with all six
+ * reasons, and last, with `updatedSeconds`,
+ * `mymodel_metrics_updated_timestamp_seconds`.
  *
  * The `gpus` label of `mymodel_engine_up` lists the devices comma-separated;
  * it is empty both for `gpus: 0` and when placement is off, since Prometheus
@@ -321,6 +327,14 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         labels: [launcherPort, ["reason", reason]],
         value: snapshot.authFailures?.[reason] ?? 0,
       })),
+    ));
+  }
+  if (snapshot.updatedSeconds !== undefined) {
+    parts.push(family(
+      "mymodel_metrics_updated_timestamp_seconds",
+      "gauge",
+      "When the launcher last wrote this file, in Unix seconds; old means the launcher is gone or stuck.",
+      [{ labels: [launcherPort], value: snapshot.updatedSeconds }],
     ));
   }
   return parts.join("");

@@ -21,7 +21,7 @@ import { OpsStance } from "../web/ops_stance.ts";
 import { checkPortFree } from "../engines/ports.ts";
 import { portHolders } from "../engines/port_holder.ts";
 import { type LocalWeights, localWeights } from "../engines/weight_files.ts";
-import { unknownFlagWarnings } from "../engines/unknown_flags.ts";
+import { flagWarnings } from "../engines/engine_help.ts";
 import { placeEngines, type Placement } from "../gpu/place_engines.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
@@ -67,9 +67,10 @@ export interface CheckedStart {
   /** The engine records as found (before a start cleaned them up). */
   readonly survey: RecordSurvey;
   /**
-   * Warnings for people, in check order: weights that may not fit, unknown
-   * engine flags, unreadable weight directories; for a dry run also what a
-   * start would do (leftovers stopped) and a running launcher's own ports.
+   * Warnings for people, in check order: weights that may not fit,
+   * unreadable weight directories; for a dry run also what a start would do
+   * (leftovers stopped), a running launcher's own ports, and flags the
+   * engines' help does not list.
    */
   readonly warnings: readonly string[];
 }
@@ -185,6 +186,8 @@ async function checkRest(
     ...checkPorts(at, supervisors, mode === "dry-run" ? survey : undefined),
   );
   warnings.push(...cardWarnings(cards, weights, placement, snapshot));
+  // Only a plan asks the engines' help: a start leaves flags to their parsers.
+  if (mode === "dry-run") warnings.push(...await flagWarnings(cards));
   return {
     directory,
     registry,
@@ -245,9 +248,9 @@ function wantsLook(
 
 /**
  * The warnings each card earns, in card order: weights that cannot be read,
- * weights that may not fit the memory it may use on its devices, `args` that
- * are not flags of its engine. A start, a dry run and a reload (for the cards
- * it restarts) all give them; none refuses.
+ * weights that may not fit the memory it may use on its devices. A start, a
+ * dry run and a reload (for the cards it restarts) all give them; none
+ * refuses.
  *
  * @param cards The cards, in request order.
  * @param weights Each card's local weights ({@linkcode weightsOf}).
@@ -276,15 +279,15 @@ function cardWarnings(
       });
       if (fit) warnings.push(fit);
     }
-    warnings.push(...unknownFlagWarnings(card));
   }
   return warnings;
 }
 
 /**
- * The warnings a start gives, for the engines a reload restarts: their
+ * The warnings a plan gives, for the engines a reload restarts: their
  * weights, an `nvidia-smi` look when a local checkpoint is to be compared
- * with device memory, then {@linkcode cardWarnings}.
+ * with device memory, then {@linkcode cardWarnings} and the flags their
+ * engines' help does not list.
  *
  * @param cards The cards restarted.
  * @param directory The root directory.
@@ -306,12 +309,16 @@ export async function restartWarnings(
   const look = mayLook(gpus) && wantsLook(cards, weights)
     ? await queryGpus()
     : undefined;
-  return cardWarnings(
-    cards,
-    weights,
-    placement,
-    look?.ok ? look.snapshot : undefined,
-  );
+  return [
+    ...cardWarnings(
+      cards,
+      weights,
+      placement,
+      look?.ok ? look.snapshot : undefined,
+    ),
+    // The operator who changed these cards asked for the reload: a plan's check.
+    ...await flagWarnings(cards),
+  ];
 }
 
 /** What a start would do about the records that a dry run leaves alone. */

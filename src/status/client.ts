@@ -160,11 +160,23 @@ export function resolveTarget(options: StatusOptions = {}): Target {
   return target;
 }
 
-/** Why a fetch failed, in a few words, from Deno's error text. */
-function networkProblem(error: unknown, target: Target): string {
-  const text = `${(error as Error)?.message ?? error} ${
+/** Deno's error text for a failed fetch, with its cause's. */
+function errorText(error: unknown): string {
+  return `${(error as Error)?.message ?? error} ${
     ((error as Error)?.cause as Error | undefined)?.message ?? ""
   }`;
+}
+
+/** A certificate the client does not trust: a TLS server, not a plain one. */
+function isCertificateProblem(error: unknown): boolean {
+  return /certificate|UnknownIssuer|NotValidForName|peer/i.test(
+    errorText(error),
+  );
+}
+
+/** Why a fetch failed, in a few words, from Deno's error text. */
+function networkProblem(error: unknown, target: Target): string {
+  const text = errorText(error);
   if (/connection refused|ECONNREFUSED|os error 111/i.test(text)) {
     return "connection refused (is it running? --port?)";
   }
@@ -179,7 +191,40 @@ function networkProblem(error: unknown, target: Target): string {
   if (/dns|lookup|name or service|failed to lookup/i.test(text)) {
     return `cannot resolve the host: ${oneLine(text)} (--host?)`;
   }
+  if (/invalid HTTP version/i.test(text) && target.base.startsWith("http:")) {
+    // A TLS server answers a plain request with a TLS alert, not HTTP.
+    const https = target.base.replace(/^http:/, "https:");
+    return `the answer is not HTTP: the launcher may serve TLS (expected plain HTTP at an http:// URL; try --url ${https}, with --directory naming its root to trust its ssl/ certificate)`;
+  }
   return oneLine(text);
+}
+
+/** How long the plain-HTTP look at an https:// launcher waits, in milliseconds. */
+const PLAIN_LOOK_MS = 2_000;
+
+/**
+ * Whether the launcher at an `https://` base answers plain HTTP at the same
+ * host and port: a TLS handshake with a plain server fails, or hangs until
+ * the timeout, and says nothing of why.
+ */
+async function answersPlainHttp(base: string): Promise<boolean> {
+  const url = new URL(base);
+  url.protocol = "http:";
+  try {
+    const response = await fetch(`${url.origin}/health`, {
+      signal: AbortSignal.timeout(PLAIN_LOOK_MS),
+    });
+    await response.body?.cancel();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The line for an https:// launcher that answers plain HTTP. */
+function plainHttpProblem(base: string): string {
+  const http = base.replace(/^https:/, "http:");
+  return `TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url ${http}, or give the launcher its certificate pair in <directory>/ssl/)`;
 }
 
 /**
@@ -198,6 +243,18 @@ export async function fetchDetail(
     : Deno.createHttpClient({ caCerts: [target.caCert] });
   const timeoutMs = options.timeoutMs ?? 10_000;
   const url = `${target.base}/models?detail=1`;
+  // A handshake still pending after a while: look whether plain HTTP answers
+  // there, and if so stop waiting for the handshake.
+  const plain = new AbortController();
+  let look: Promise<boolean> | undefined;
+  const lookTimer = target.base.startsWith("https:")
+    ? setTimeout(() => {
+      look = answersPlainHttp(target.base).then((yes) => {
+        if (yes) plain.abort();
+        return yes;
+      });
+    }, PLAIN_LOOK_MS)
+    : undefined;
   try {
     let response: Response;
     try {
@@ -205,11 +262,20 @@ export async function fetchDetail(
         headers: token === undefined
           ? {}
           : { authorization: `Bearer ${token}` },
-        signal: AbortSignal.timeout(timeoutMs),
+        signal: AbortSignal.any([
+          AbortSignal.timeout(timeoutMs),
+          plain.signal,
+        ]),
         ...(client === undefined ? {} : { client }),
       });
     } catch (error) {
-      const detail = (error as Error)?.name === "TimeoutError"
+      clearTimeout(lookTimer);
+      const tlsToPlain = lookTimer !== undefined &&
+        !isCertificateProblem(error) &&
+        await (look ?? answersPlainHttp(target.base));
+      const detail = tlsToPlain
+        ? plainHttpProblem(target.base)
+        : (error as Error)?.name === "TimeoutError"
         ? `no answer within ${
           timeoutMs / 1000
         } s (expected /models to answer in about 2 s)`
@@ -248,6 +314,8 @@ export async function fetchDetail(
     }
     return body;
   } finally {
+    clearTimeout(lookTimer);
+    await look;
     client?.close();
   }
 }

@@ -117,8 +117,9 @@ export class Liveness {
   }
 
   /**
-   * Before a background poll: a loading run silent since `lastSignOfLife`
-   * (its start, or its last output) for `--start-timeout` is stopped.
+   * When the run's silence timer fires: a loading run silent since
+   * `lastSignOfLife` (its start, or its last output) for `--start-timeout`
+   * is stopped.
    *
    * @param lastSignOfLife `Date.now()` time of the run's start or last output.
    * @returns A stop verdict, or undefined.

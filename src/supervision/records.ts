@@ -254,6 +254,30 @@ export class EngineRecords implements RunRecorder {
   }
 }
 
+/**
+ * The start times (field 22 of `/proc/<pid>/stat`) of the processes named,
+ * read in one go (one `sh` under narrowed permissions); a pid with no
+ * process is missing. A pid alive with another start time was reused: the
+ * process recorded is gone. Other files that record a process (the metrics
+ * files' owners) ask this rather than `/proc` themselves.
+ *
+ * @param pids The process ids.
+ * @returns Each live pid's start time, as text.
+ *
+ * @example
+ * ```ts ignore
+ * import { processStartTimes } from "./records.ts";
+ * const mine = processStartTimes([Deno.pid]).get(Deno.pid);
+ * ```
+ */
+export function processStartTimes(
+  pids: readonly number[],
+): Map<number, string> {
+  return new Map(
+    [...procStats(pids)].map(([pid, stat]) => [pid, stat.startTime]),
+  );
+}
+
 /** What {@linkcode EngineRecords.survey} found. */
 export interface RecordSurvey {
   /** Records of launchers other than this one that are alive. */

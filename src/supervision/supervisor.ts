@@ -71,6 +71,8 @@ export class EngineSupervisor {
   #book: RunBook;
   #loop: Promise<void> | undefined;
   #lastPollMs: number | undefined;
+  /** Fires when a loading run's silence reaches `--start-timeout`; armed only when it is on. */
+  #silence: ReturnType<typeof setTimeout> | undefined;
 
   /**
    * Prepares the first run (command line resolved, nothing started).
@@ -271,6 +273,32 @@ export class EngineSupervisor {
     this.#book.began(run);
     this.#gpu.launched();
     if (this.#gpu.loading) this.#watchLoad(run);
+    this.#watchSilence(run, this.#options.startTimeoutMs);
+  }
+
+  /**
+   * Stops a loading run at `--start-timeout` of silence, to the second (a
+   * health round may be far longer): one timer per run, set again for what
+   * is left whenever the run spoke meanwhile, gone at its first 200.
+   */
+  #watchSilence(run: ServerProcess, ms: number): void {
+    clearTimeout(this.#silence);
+    this.#silence = undefined;
+    if (ms <= 0) return;
+    this.#silence = setTimeout(() => {
+      this.#silence = undefined;
+      if (run !== this.#process || !run.running) return;
+      if (this.#state === "stopping") return;
+      if (this.#liveness.firstOkAt !== undefined) return;
+      const last = Math.max(
+        run.startedAt ?? Date.now(),
+        this.log.lastOutputAt ?? 0,
+      );
+      const verdict = this.#liveness.silentLoad(last);
+      if (verdict) return this.#act(run, verdict);
+      const left = last + this.#options.startTimeoutMs - Date.now();
+      this.#watchSilence(run, Math.max(left, 1));
+    }, ms);
   }
 
   /**
@@ -290,6 +318,7 @@ export class EngineSupervisor {
     while (true) {
       const run = this.#process;
       const status = await run.ended;
+      this.#watchSilence(run, 0);
       this.#gpu.release();
       this.#gpu.memory = null;
       const { end, lastExit, ran } = this.#book.ended(
@@ -312,6 +341,7 @@ export class EngineSupervisor {
           `exit: ${
             describeEnd(end)
           } ${ran}; not restarted (restart: ${this.#policy})`,
+          true,
         );
         this.#set("exited");
         return;
@@ -334,6 +364,7 @@ export class EngineSupervisor {
         this.#report(
           "warn",
           `${what}; restart ${this.#restarts + 1} in ${delay / 1000} s`,
+          true,
         );
         this.#nextRestart = new Date(Date.now() + delay);
         this.#set("backoff");
@@ -362,10 +393,15 @@ export class EngineSupervisor {
     }
   }
 
-  /** One line in the launcher's log and the same in the engine's log. */
-  #report(level: "info" | "warn", text: string): void {
+  /**
+   * One line in the launcher's log and the same in the engine's log; with
+   * `where`, the launcher's line names the engine's log (its last words are
+   * there, not in the launcher's log).
+   */
+  #report(level: "info" | "warn", text: string, where = false): void {
     const pid = this.#process.pid;
-    log[level](`engine ${this.name} (pid ${pid}) ${text}`);
+    const path = where ? `; log ${this.log.path}` : "";
+    log[level](`engine ${this.name} (pid ${pid}) ${text}${path}`);
     this.log.line(`--- ${new Date().toISOString()} ${text}`);
   }
 
@@ -395,10 +431,6 @@ export class EngineSupervisor {
   async poll(timeoutMs: number): Promise<void> {
     const run = this.#process;
     if (!run.running || this.#state === "stopping") return;
-    const silent = this.#liveness.silentLoad(
-      Math.max(run.startedAt ?? Date.now(), this.log.lastOutputAt ?? 0),
-    );
-    if (silent) return this.#act(run, silent);
     const result = await run.check(timeoutMs);
     this.#observe(run, result, true);
   }

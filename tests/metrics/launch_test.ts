@@ -5,7 +5,20 @@
  */
 import assert from "node:assert/strict";
 import { SignJWT } from "jose";
-import { launch, listDir, models, waitFor } from "../support/helpers.ts";
+import {
+  fakeBin,
+  freePorts,
+  launch,
+  Launcher,
+  listDir,
+  makeRoot,
+  models,
+  pathWith,
+  pidAlive,
+  readRecord,
+  siteArgs,
+  waitFor,
+} from "../support/helpers.ts";
 import { get, parse, type ParsedFamily } from "../support/prometheus.ts";
 
 function sample(
@@ -114,4 +127,102 @@ Deno.test("in production the metrics file counts refused requests by reason", as
     get(f, "mymodel_launcher_info").metrics[0]?.labels?.mode,
     "production",
   );
+});
+
+Deno.test("kill -9 of a launcher leaves its metrics file, which the next launcher on another port removes", async () => {
+  const root = await makeRoot();
+  const bin = await fakeBin();
+  const records = await Deno.makeTempDir({ prefix: "serve-rec-" });
+  // Two launchers of one engine each: ports first, first+1, then second, second+1.
+  const first = freePorts(3);
+  const second = first + 2;
+  const env = {
+    PATH: pathWith(bin),
+    FAKE_ENGINE_RECORD_DIR: records,
+    NUCLEUS_MODE: "dev",
+  };
+  const flags = ["--health-interval", "0.2"];
+  try {
+    const dead = new Launcher(
+      ["alpha", ...siteArgs(first, root), ...flags],
+      env,
+    );
+    await dead.ready();
+    const left = `${root}/metrics/mymodel_serve_${first}.prom`;
+    await waitFor(async () => {
+      const f = await readMetrics(root, first);
+      return f !== undefined &&
+        sample(get(f, "mymodel_engine_up"), { model: "alpha" }) === "1";
+    }, "alpha up in the first launcher's metrics file");
+    const engine = (await readRecord(records, first + 1))!.pid;
+    dead.child.kill("SIGKILL");
+    await dead.exited();
+    await waitFor(() => !pidAlive(engine), "the watchdog stops the engine");
+    const stamped = Number(
+      get(
+        (await readMetrics(root, first))!,
+        "mymodel_metrics_updated_timestamp_seconds",
+      ).metrics[0]?.value,
+    );
+    assert.ok(stamped <= Date.now() / 1000, "the file stays, aging");
+
+    const next = new Launcher(
+      ["beta", ...siteArgs(second, root), ...flags],
+      env,
+    );
+    try {
+      await next.ready();
+      await waitFor(
+        () =>
+          listDir(`${root}/metrics`).includes(`mymodel_serve_${second}.prom`),
+        "the second launcher's metrics file",
+      );
+      assert.deepEqual(listDir(`${root}/metrics`), [
+        `mymodel_serve_${second}.prom`,
+      ]);
+      await next.waitForLine(
+        new RegExp(
+          `removed metrics file ${left}: its launcher \\(pid ${dead.child.pid}\\) is gone`,
+        ),
+      );
+      assert.equal((await next.stop()).code, 0);
+      assert.deepEqual(listDir(`${root}/metrics`), []);
+    } finally {
+      await next.stop();
+    }
+  } finally {
+    for (const dir of [root, bin, records]) {
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    }
+  }
+});
+
+Deno.test("a second live launcher on the same directory keeps the first one's metrics file", async () => {
+  await using a = await launch(["alpha"], {
+    args: ["--health-interval", "0.2"],
+  });
+  await a.launcher.ready();
+  await waitFor(
+    async () => (await readMetrics(a.root, a.port)) !== undefined,
+    "the first launcher's metrics file",
+  );
+  const port = freePorts(1);
+  await using b = await launch(["beta"], {
+    root: a.root,
+    port,
+    args: ["--health-interval", "0.2"],
+  });
+  await b.launcher.ready();
+  await waitFor(
+    async () => (await readMetrics(a.root, port)) !== undefined,
+    "the second launcher's metrics file",
+  );
+  assert.deepEqual(
+    listDir(`${a.root}/metrics`),
+    [
+      `mymodel_serve_${a.port}.prom`,
+      `mymodel_serve_${port}.prom`,
+    ].sort(),
+  );
+  assert.doesNotMatch(b.launcher.stderr, /removed metrics file/);
 });

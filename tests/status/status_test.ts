@@ -226,3 +226,36 @@ Deno.test("status speaks HTTPS when the directory holds the cert pair, trusting 
     }
   }
 });
+
+Deno.test("status --url https:// against a plain-HTTP launcher says it answers plain HTTP; http:// against a TLS one says it may serve TLS", async () => {
+  const certs = await Deno.makeTempDir({ prefix: "status-certs-" });
+  try {
+    await using plain = await launch(["alpha"]);
+    await plain.launcher.ready();
+    const began = Date.now();
+    const https = await status(["--url", `https://127.0.0.1:${plain.port}`]);
+    const took = Date.now() - began;
+    assert.equal(https.code, 1);
+    assert.equal(
+      https.stderr,
+      `Cannot reach the launcher at https://127.0.0.1:${plain.port}: TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url http://127.0.0.1:${plain.port}, or give the launcher its certificate pair in <directory>/ssl/)\n`,
+    );
+    assert.ok(took < 6_000, `said after ${took} ms, not at the 10 s timeout`);
+
+    const pem = await makeMaterial(certs);
+    const root = await makeRoot();
+    await Deno.mkdir(`${root}/ssl`);
+    await Deno.writeTextFile(`${root}/ssl/server.crt`, pem.serverCrt);
+    await Deno.writeTextFile(`${root}/ssl/server.key`, pem.serverKey);
+    await using tls = await launch(["alpha"], { root });
+    await tls.launcher.ready();
+    const http = await status(["--url", `http://127.0.0.1:${tls.port}`]);
+    assert.equal(http.code, 1);
+    assert.equal(
+      http.stderr,
+      `Cannot reach the launcher at http://127.0.0.1:${tls.port}: the answer is not HTTP: the launcher may serve TLS (expected plain HTTP at an http:// URL; try --url https://127.0.0.1:${tls.port}, with --directory naming its root to trust its ssl/ certificate)\n`,
+    );
+  } finally {
+    await Deno.remove(certs, { recursive: true });
+  }
+});

@@ -9,8 +9,8 @@
  * @module
  */
 import { freePorts } from "../../tests/support/helpers.ts";
-import { exportTree } from "./before_tree.ts";
-import { spawnLauncher, waitHealthy } from "./spawn.ts";
+import { exportTree } from "../servers/before_tree.ts";
+import { spawnLauncher, waitHealthy } from "../servers/spawn.ts";
 import {
   type Bench,
   engineNames,

@@ -1,0 +1,49 @@
+/**
+ * The `command` kind: the card's own argv template, its `{model}`, `{host}`,
+ * `{port}`, `{name}` and `{api_key}` filled in. The launcher knows nothing of
+ * the program: it is not placed on GPUs and its flags are not checked.
+ *
+ * @module
+ */
+import type { EngineContext, EngineKind } from "./engine_kind.ts";
+
+const PLACEHOLDER = /\{(model|host|port|name|api_key)\}/g;
+
+/** The card's command after its executable, filled in, then its args. */
+function templateArgv(ctx: EngineContext): string[] {
+  const values: Record<string, string> = {
+    model: ctx.model,
+    host: ctx.host,
+    port: String(ctx.port),
+    name: ctx.name,
+    api_key: ctx.apiKey,
+  };
+  const template = (ctx.card.command ?? []).slice(1);
+  const out: string[] = [];
+  for (const part of template) {
+    // Without a key, an argument that carries it is dropped, and so is the flag just before it.
+    if (!ctx.apiKey && part.includes("{api_key}")) {
+      if (part === "{api_key}" && out.at(-1)?.startsWith("-")) out.pop();
+      continue;
+    }
+    out.push(
+      part.replace(
+        PLACEHOLDER,
+        (_match: string, key: string) => values[key] ?? "",
+      ),
+    );
+  }
+  return [...out, ...ctx.card.args];
+}
+
+/** The `command` kind. */
+export const COMMAND: EngineKind = {
+  name: "command",
+  title: "command",
+  executable: "",
+  install: "install the program the card's command names",
+  argv: templateArgv,
+  devices() {
+    return { kind: "unplaced", from: "engine command" };
+  },
+};

@@ -1,0 +1,78 @@
+/**
+ * llama.cpp's `llama-server -m FILE.gguf …` (or `-hf USER/REPO:QUANT`): one
+ * GGUF file, one GPU. Its help (`common/arg.cpp`, `common_arg::to_string`)
+ * prints each option from the first column, aliases comma-separated, the
+ * value hint after them, the help text from column 40:
+ * `-c,    --ctx-size N                     size of the prompt context`;
+ * negations are listed as flags of their own (`--mmap, --no-mmap`).
+ *
+ * @module
+ */
+import type { EngineKind } from "./engine_kind.ts";
+import { serveFlags } from "./engine_kind.ts";
+
+/**
+ * Every flag a `llama-server --help` text lists, dashes included, in order.
+ *
+ * @param text The help text.
+ * @returns The flags; `[]` when none is found.
+ *
+ * @example
+ * ```ts ignore
+ * llamaServerFlags("-c,    --ctx-size N                     size of the prompt context\n"); // ["-c", "--ctx-size"]
+ * ```
+ */
+export function llamaServerFlags(text: string): string[] {
+  const flags: string[] = [];
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("-")) continue;
+    // The aliases end where two spaces lead to the help text.
+    const head = line.split(/ {2,}(?=[^-\s])/)[0]!;
+    for (const part of head.split(/,\s*/)) {
+      const flag = part.split(" ")[0]!;
+      if (/^--?[A-Za-z0-9][\w.-]*$/.test(flag)) flags.push(flag);
+    }
+  }
+  return flags;
+}
+
+/** Picks the GGUF file among a directory's files: the only one, or the first shard of a split model. */
+function singleGguf(dir: string, names: readonly string[]): string {
+  const files = names.filter((name) => name.endsWith(".gguf"));
+  files.sort();
+  const shards = files.filter((f) => /-00001-of-\d{5}\.gguf$/.test(f));
+  if (files.length === 1) return `${dir}/${files[0]}`;
+  if (
+    shards.length === 1 && files.every((f) => /-\d{5}-of-\d{5}\.gguf$/.test(f))
+  ) {
+    return `${dir}/${shards[0]}`;
+  }
+  throw new Error(
+    files.length === 0
+      ? `Cannot choose a model file: ${dir} holds no .gguf file`
+      : `Cannot choose a model file: ${dir} holds ${files.length} .gguf files (${
+        files.join(", ")
+      }); set the card's local to one of them`,
+  );
+}
+
+/** The llama.cpp kind. */
+export const LLAMA_CPP: EngineKind = {
+  name: "llama.cpp",
+  title: "llama.cpp",
+  executable: "llama-server",
+  install:
+    "deno task engine:llama builds it and its --print-path says where: put that directory on PATH; or use a llama.cpp release",
+  argv(ctx) {
+    return [
+      ctx.isLocal ? "-m" : "-hf",
+      ctx.model,
+      ...serveFlags(ctx, "--alias"),
+    ];
+  },
+  localFile: singleGguf,
+  devices() {
+    return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
+  },
+  flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
+};

@@ -1,0 +1,53 @@
+/**
+ * SGLang: `python3 -m sglang.launch_server --model-path MODEL …`. It takes
+ * `tp-size` GPUs split over `nnodes` nodes, and `mem-fraction-static` of each
+ * device's memory when the card sets it. Flags from
+ * `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`), read by a
+ * plain argparse parser (abbreviations allowed, `_` not read as `-`).
+ *
+ * @module
+ */
+import type { EngineDevices, EngineKind } from "./engine_kind.ts";
+import { serveFlags } from "./engine_kind.ts";
+import { argparseFlags } from "./argparse_help.ts";
+import { sizeFlag } from "./flag_values.ts";
+
+const TP = ["--tp-size", "--tensor-parallel-size"];
+
+/** `tp-size` ÷ `nnodes` whole devices, rounded up, at least 1. */
+function devices(args: readonly string[]): EngineDevices {
+  const tp = sizeFlag(args, TP);
+  const nodes = sizeFlag(args, ["--nnodes"]);
+  const count = Math.max(1, Math.ceil((tp?.size ?? 1) / (nodes?.size ?? 1)));
+  const from = tp === undefined
+    ? "SGLang's default tp-size 1"
+    : nodes === undefined
+    ? `${tp.name} ${tp.size}`
+    : `${tp.name} ${tp.size} ÷ nnodes ${nodes.size}`;
+  return { kind: "whole", count, from };
+}
+
+/** The SGLang kind. */
+export const SGLANG: EngineKind = {
+  name: "sglang",
+  title: "SGLang",
+  executable: "python3",
+  install: "pip install 'sglang[all]'",
+  argv(ctx) {
+    return [
+      "-m",
+      "sglang.launch_server",
+      "--model-path",
+      ctx.model,
+      ...serveFlags(ctx, "--served-model-name"),
+    ];
+  },
+  devices,
+  memoryShare: { flag: "--mem-fraction-static" },
+  splitFlags: [TP, ["--pp-size", "--pipeline-parallel-size"]],
+  flags: {
+    helpArgv: ["-m", "sglang.launch_server", "--help"],
+    parseHelp: argparseFlags,
+    prefixes: true,
+  },
+};

@@ -1,0 +1,83 @@
+/**
+ * vLLM: `vllm serve MODEL …`. It takes `gpu-memory-utilization` (default 0.9)
+ * of each device's total memory, on `tensor-parallel-size` ×
+ * `pipeline-parallel-size` × data-parallel devices; with
+ * `distributed-executor-backend ray`, Ray places its workers. Flags from
+ * `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
+ *
+ * @module
+ */
+import type { EngineDevices, EngineKind } from "./engine_kind.ts";
+import { serveFlags } from "./engine_kind.ts";
+import { argparseFlags } from "./argparse_help.ts";
+import { flagValue, FlagValueError, sizeFlag } from "./flag_values.ts";
+
+const TP = ["--tensor-parallel-size", "-tp"];
+const PP = ["--pipeline-parallel-size", "-pp"];
+const SHARE = "--gpu-memory-utilization";
+const DEFAULT_SHARE = 0.9;
+
+/**
+ * Ray's backend leaves placement to Ray; else TP × PP × data-parallel whole
+ * devices when above 1 (`data-parallel-size-local` replaces
+ * `data-parallel-size`: only those replicas run here); else a share of one.
+ */
+function devices(args: readonly string[]): EngineDevices {
+  if (flagValue(args, ["--distributed-executor-backend"])?.value === "ray") {
+    return {
+      kind: "unplaced",
+      from: "distributed-executor-backend ray (Ray places the workers)",
+    };
+  }
+  const factors = [
+    sizeFlag(args, TP),
+    sizeFlag(args, PP),
+    sizeFlag(args, ["--data-parallel-size-local", "-dpl"]) ??
+      sizeFlag(args, ["--data-parallel-size", "-dp"]),
+  ].filter((factor) => factor !== undefined);
+  const count = factors.reduce((product, f) => product * f.size, 1);
+  if (count > 1) {
+    return {
+      kind: "whole",
+      count,
+      from: factors.map((f) => `${f.name} ${f.size}`).join(" × "),
+    };
+  }
+  const flag = flagValue(args, [SHARE]);
+  if (flag === undefined) {
+    return {
+      kind: "share",
+      share: DEFAULT_SHARE,
+      from: `gpu-memory-utilization ${DEFAULT_SHARE} (vLLM's default)`,
+    };
+  }
+  const share = Number(flag.value);
+  if (!/^\s*[0-9.]+\s*$/.test(flag.value) || !(share > 0 && share <= 1)) {
+    throw new FlagValueError(
+      `its ${flag.name} is ${
+        JSON.stringify(flag.value)
+      } (expected a fraction of a GPU above 0 and at most 1)`,
+    );
+  }
+  return { kind: "share", share, from: `gpu-memory-utilization ${share}` };
+}
+
+/** The vLLM kind. */
+export const VLLM: EngineKind = {
+  name: "vllm",
+  title: "vLLM",
+  executable: "vllm",
+  install: "pip install vllm",
+  argv(ctx) {
+    return ["serve", ctx.model, ...serveFlags(ctx, "--served-model-name")];
+  },
+  devices,
+  memoryShare: { flag: SHARE, default: DEFAULT_SHARE },
+  splitFlags: [TP, PP],
+  // vLLM's FlexibleArgumentParser reads `_` as `-` and takes no abbreviations.
+  flags: {
+    helpArgv: ["serve", "--help=all"],
+    parseHelp: argparseFlags,
+    underscores: true,
+  },
+};
