@@ -50,7 +50,12 @@ const MAIN_FILE: Record<string, string> = {
 
 /** Modules that must stay pure functions of their inputs: they import only these rooms' modules. */
 const PURE: Record<string, readonly string[]> = {
-  "gpu/need.ts": ["catalogue", "gpu/need.ts", "common/one_line.ts"],
+  "gpu/need.ts": [
+    "catalogue",
+    "gpu/need.ts",
+    "common/one_line.ts",
+    "common/input_error.ts",
+  ],
   "gpu/placement.ts": ["catalogue", "gpu/need.ts", "gpu/placement.ts"],
   "supervision/restart_policy.ts": ["catalogue"],
   "gpu/start_order.ts": [],

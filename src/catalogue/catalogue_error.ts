@@ -6,6 +6,7 @@
  */
 import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
+import { InputError } from "../common/input_error.ts";
 
 /**
  * Thrown when a model name is not in the catalogue. The message suggests close
@@ -20,7 +21,7 @@ import { foldLines } from "../common/one_line.ts";
  * // Unknown model 'lama-3': not in the catalogue (did you mean llama-3?)
  * ```
  */
-export class KeyError extends Error {
+export class KeyError extends InputError {
   /** The name that was looked up. */
   readonly model: string;
   /** Up to three catalogue names close to {@linkcode KeyError.model}, closest first. */
@@ -77,7 +78,7 @@ export interface CatalogueErrorOptions {
  * }
  * ```
  */
-export class CatalogueError extends Error {
+export class CatalogueError extends InputError {
   /** The catalogue file (or URL, or `<inline>`). */
   readonly file: string;
   /** The catalogue name of the card at fault, if one is. */

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { InputError } from "./input_error.ts";
 
 /**
  * A setting that cannot be used: a bad environment variable, flag or file layout.
@@ -15,7 +16,7 @@
  * console.assert(error.name === "ConfigError");
  * ```
  */
-export class ConfigError extends Error {
+export class ConfigError extends InputError {
   /**
    * Creates the error.
    *

@@ -31,3 +31,31 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
   });
 }
+
+/**
+ * `promise`'s value, or undefined when it has not settled after `ms`; the
+ * timer never outlives it. A rejection is passed on.
+ *
+ * @param promise What to wait for.
+ * @param ms How long at most.
+ * @returns Its value, or undefined on time-out.
+ *
+ * @example
+ * ```ts ignore
+ * const status = await within(child.status, 5_000); // undefined: still running
+ * ```
+ */
+export async function within<T>(
+  promise: Promise<T>,
+  ms: number,
+): Promise<T | undefined> {
+  let id: ReturnType<typeof setTimeout> | undefined;
+  const timer = new Promise<undefined>((resolve) => {
+    id = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([promise, timer]);
+  } finally {
+    clearTimeout(id);
+  }
+}

@@ -10,7 +10,7 @@
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
-import { LOCAL_ENGINE_API_KEY } from "../common.ts";
+import { secretFromEnv } from "../common/secret_file.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
 import { EngineError } from "./engine_error.ts";
 import { engineEnv, findExecutable, resolveModel } from "./launch.ts";
@@ -18,7 +18,8 @@ import { engineEnv, findExecutable, resolveModel } from "./launch.ts";
 export { EngineError } from "./engine_error.ts";
 import { forget, groupAlive, signalGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
-import { sleep } from "../common/sleep.ts";
+import { sleep, within } from "../common/sleep.ts";
+import { isWildcardHost, urlHost } from "../common/hosts.ts";
 import { EngineLog } from "./log_sink.ts";
 
 /** Where and how an engine runs. */
@@ -31,7 +32,7 @@ export interface ServerProcessOptions {
   directory: string;
   /**
    * API key the engine demands; empty for none.
-   * @default {LOCAL_ENGINE_API_KEY}
+   * @default {LOCAL_ENGINE_API_KEY or the file LOCAL_ENGINE_API_KEY_FILE names, read now}
    */
   apiKey?: string;
   /**
@@ -75,28 +76,6 @@ const ORPHAN_GRACE_MS = 5_000;
 /** Errors that say this process could not open a socket: not the engine's fault. */
 const LOCAL_FAILURE =
   /too many open files|os error 24\b|no buffer space|os error 105\b|cannot allocate memory|os error 12\b/i;
-
-function isWildcard(host: string): boolean {
-  return host === "0.0.0.0" || host === "::" || host === "[::]" || host === "";
-}
-
-/** Formats a host for a URL: IPv6 literals get brackets. */
-export function urlHost(host: string): string {
-  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
-}
-
-/** Resolves with `promise`'s outcome, or with false after `ms`; the timer never outlives it. */
-async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  const settled = new AbortController();
-  try {
-    return await Promise.race([
-      promise.then(() => true),
-      sleep(ms, settled.signal).then(() => false),
-    ]);
-  } finally {
-    settled.abort();
-  }
-}
 
 /**
  * One engine subprocess serving one catalogue model.
@@ -160,7 +139,7 @@ export class ServerProcess implements AsyncDisposable {
     this.card = card;
     this.host = options.host;
     this.port = options.port;
-    this.#apiKey = options.apiKey ?? LOCAL_ENGINE_API_KEY;
+    this.#apiKey = options.apiKey ?? secretFromEnv("LOCAL_ENGINE_API_KEY");
     const kind = ENGINE_KINDS[card.engine];
     if (!kind) {
       throw new EngineError(
@@ -349,7 +328,7 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   async #probe(timeoutMs: number): Promise<HealthCheck> {
-    const host = isWildcard(this.host)
+    const host = isWildcardHost(this.host)
       ? (this.host.includes(":") ? "[::1]" : "127.0.0.1")
       : urlHost(this.host);
     // A cleared timer, not AbortSignal.timeout(): that one lives on for the whole
@@ -424,7 +403,9 @@ export class ServerProcess implements AsyncDisposable {
   async #gone(pgid: number, ms: number): Promise<boolean> {
     const deadline = Date.now() + ms;
     // The leader's exit is an event; only the rest of the group needs polling.
-    if (this.running && !(await within(this.#exited!, ms))) return false;
+    if (this.running && (await within(this.#exited!, ms)) === undefined) {
+      return false;
+    }
     while (groupAlive(pgid)) {
       if (Date.now() >= deadline) return false;
       await sleep(POLL_MS);

@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { ConfigError } from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
+import { clip } from "../common/one_line.ts";
 import {
   formatGpuList,
   type GpuPool,
@@ -252,9 +253,4 @@ function failed(detail: string): GpuDetection {
     warning:
       `Cannot detect GPUs with nvidia-smi: ${detail}; GPUs are not placed (give the pool with --gpus)`,
   };
-}
-
-function clip(text: string): string {
-  const line = text.replace(/\s+/g, " ");
-  return line.length > 80 ? `${line.slice(0, 77)}...` : line;
 }

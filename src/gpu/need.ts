@@ -6,6 +6,7 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { foldLines } from "../common/one_line.ts";
+import { InputError } from "../common/input_error.ts";
 
 /**
  * What a card needs from the GPU pool.
@@ -52,7 +53,7 @@ export type GpuNeed =
  * console.log(error.message); // Cannot place qwen3-30b-a3b: needs 2 GPUs, 1 free in pool 0-3
  * ```
  */
-export class GpuPlacementError extends Error {
+export class GpuPlacementError extends InputError {
   /** The catalogue name of the card that could not be placed. */
   readonly card: string;
 

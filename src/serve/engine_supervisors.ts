@@ -21,6 +21,8 @@ import type { ResolvedOptions } from "./options.ts";
 
 /** Where the launcher's engines run and how they are supervised. */
 export interface EngineSite {
+  /** The key every engine demands at start (empty for none). */
+  readonly apiKey: string;
   /** The host every engine binds. */
   readonly host: string;
   /** The management port; the n-th engine listens on port + n. */
@@ -130,7 +132,7 @@ function supervisorFor(
     records: site.records,
     portFree: isPortFree,
     onChange: site.onChange,
-    ...(run.apiKey !== undefined ? { apiKey: run.apiKey } : {}),
+    apiKey: run.apiKey ?? site.apiKey,
     ...(run.baseline !== undefined ? { baseline: run.baseline } : {}),
     ...(gpu
       ? {

@@ -10,7 +10,8 @@ import {
   createManagementHandler,
   type ManagementState,
 } from "../http/handler.ts";
-import { type ServerProcess, urlHost } from "../engines/server_process.ts";
+import type { ServerProcess } from "../engines/server_process.ts";
+import { urlHost } from "../common/hosts.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
@@ -29,6 +30,7 @@ import { LauncherSignals } from "./signals.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
+import { type Environment, readEnvironment } from "../common/settings.ts";
 import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
@@ -77,6 +79,8 @@ export class Semioserve implements AsyncDisposable {
   readonly port!: number;
   /** The options with every default applied. */
   #o!: ResolvedOptions;
+  /** The environment, read once when the launcher was made. */
+  #env!: Environment;
   #prepared: Prepared | undefined;
   #server: GuardedServer | undefined;
   #url: URL | undefined;
@@ -104,7 +108,8 @@ export class Semioserve implements AsyncDisposable {
       return Semioserve.#instance;
     }
     this.options = { ...options };
-    this.#o = resolveOptions(options);
+    this.#env = readEnvironment();
+    this.#o = resolveOptions(options, this.#env);
     this.host = this.#o.host;
     this.port = this.#o.port;
     Semioserve.#instance = this;
@@ -216,6 +221,7 @@ export class Semioserve implements AsyncDisposable {
 
   #checkSite() {
     return {
+      env: this.#env,
       host: this.host,
       port: this.port,
       onChange: () => this.#onEngineChange(),
@@ -336,6 +342,7 @@ export class Semioserve implements AsyncDisposable {
       state,
       graceMs,
       gpus: o.gpus,
+      secrets: { idp: this.#env.idpSecret, engineKey: this.#env.engineKey },
       onReloaded(result) {
         if (result.ok) {
           reloads.ok++;

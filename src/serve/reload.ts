@@ -8,7 +8,7 @@
  * @module
  */
 import { type ModelCard, Registry } from "../catalogue.ts";
-import { ConfigError, IDP_SECRET, LOCAL_ENGINE_API_KEY } from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
 import { secretFromFileAgain } from "../common/secret_file.ts";
 import { log } from "../common/log.ts";
 import { SSLConfig } from "../web.ts";
@@ -65,6 +65,8 @@ export interface ReloadTarget {
   graceMs: number;
   /** The `--gpus` option as given (`none` asks `nvidia-smi` nothing). */
   gpus: string | undefined;
+  /** The secrets in force at start. */
+  secrets: { idp: string; engineKey: string };
   /** Called after each reload, refused or not (metrics). */
   onReloaded?: (result: ReloadResult) => void;
 }
@@ -95,14 +97,16 @@ export class Reloader {
   readonly #t: ReloadTarget;
   #placement: Placement;
   #tls: SSLConfig | undefined;
-  #secret: string = IDP_SECRET;
-  #engineKey: string = LOCAL_ENGINE_API_KEY;
+  #secret: string;
+  #engineKey: string;
 
   /** @param target The launcher's parts. */
   constructor(target: ReloadTarget) {
     this.#t = target;
     this.#placement = target.placement;
     this.#tls = target.tls;
+    this.#secret = target.secrets.idp;
+    this.#engineKey = target.secrets.engineKey;
   }
 
   /**

@@ -6,7 +6,7 @@
  * @module
  */
 import type { ModelCard, Registry } from "../catalogue.ts";
-import { ConfigError } from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
 
 /**
  * Resolves and expands the requested cards, in request order.

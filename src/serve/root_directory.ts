@@ -5,7 +5,7 @@
  * @module
  */
 import { AssertionError } from "node:assert";
-import { checkDirectory, ROOT_SUBDIRECTORIES } from "../common.ts";
+import { checkDirectory, ROOT_SUBDIRECTORIES } from "../common/settings.ts";
 
 /**
  * Checks the root directory holds `models`, `logs`, `metrics` and `data`.

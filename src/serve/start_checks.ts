@@ -15,7 +15,12 @@
  * @module
  */
 import { type ModelCard, Registry } from "../catalogue.ts";
-import { ConfigError, MY_LOCAL } from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
+import {
+  checkEnginePorts,
+  type Environment,
+  isDevMode,
+} from "../common/settings.ts";
 import { SSLConfig } from "../web.ts";
 import { OpsStance } from "../web/ops_stance.ts";
 import { checkPortFree } from "../engines/ports.ts";
@@ -36,13 +41,15 @@ import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import { type EngineSite, superviseEngines } from "./engine_supervisors.ts";
 import { checkRoot } from "./root_directory.ts";
 import { requestedCards } from "./requested_cards.ts";
-import type { ResolvedOptions } from "./options.ts";
+import { NO_MODEL, type ResolvedOptions } from "./options.ts";
 
 /** A start acts on what it finds; a dry run only reports it. */
 export type CheckMode = "start" | "dry-run";
 
 /** Where the launcher listens, and whom engines tell of a change. */
 export interface CheckSite {
+  /** The environment as the launcher read it. */
+  readonly env: Environment;
   readonly host: string;
   readonly port: number;
   readonly onChange: () => void;
@@ -97,20 +104,16 @@ export async function checkStart(
   at: CheckSite,
   mode: CheckMode,
 ): Promise<CheckedStart> {
-  const directory = o.directory ?? MY_LOCAL;
+  const directory = o.directory ?? at.env.myLocal;
   if (!directory) {
     throw new ConfigError(
       "Cannot start: no root directory (set MY_LOCAL or pass --directory)",
     );
   }
   if (o.models.length === 0) {
-    throw new ConfigError("Cannot start: no model given");
+    throw new ConfigError(NO_MODEL);
   }
-  if (at.port + o.models.length > 65535) {
-    throw new ConfigError(
-      `Cannot use port ${at.port} for ${o.models.length} models: engine ports would pass 65535`,
-    );
-  }
+  checkEnginePorts(at.port, o.models.length, "port");
   checkRoot(directory);
   // One nvidia-smi look, shared with pool detection: for a plan always, and
   // asked at once so that it runs while the catalogue is read; for a start
@@ -160,6 +163,7 @@ async function checkRest(
     })
     : undefined;
   const site: EngineSite = {
+    apiKey: at.env.engineKey,
     host: at.host,
     port: at.port,
     directory,
@@ -169,9 +173,11 @@ async function checkRest(
     onChange: at.onChange,
   };
   const supervisors = superviseEngines(cards, placement, site);
-  const stance = OpsStance.resolve(
-    o.dev_mode === undefined ? {} : { dev_mode: o.dev_mode },
-  );
+  const stance = OpsStance.resolve({
+    dev_mode: o.dev_mode ?? isDevMode(at.env.mode),
+    secret: at.env.idpSecret,
+    issuer: at.env.idpIssuer,
+  });
   const tls = await SSLConfig.fromDirectory(directory, {
     devMode: stance.devMode,
   });

@@ -11,7 +11,7 @@ import { gpuMemoryNeed } from "../gpu/need.ts";
 import { gpuPoolLine } from "../gpu/detect.ts";
 import { startWaits } from "../gpu/start_order.ts";
 import { procStats } from "../engines/proc.ts";
-import { urlHost } from "../engines/server_process.ts";
+import { urlHost } from "../common/hosts.ts";
 import type { CheckedStart } from "./start_checks.ts";
 
 /** One engine a start would run. */

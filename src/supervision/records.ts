@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { ConfigError } from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
 import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
 import { signalGroup } from "../engines/process_group.ts";
