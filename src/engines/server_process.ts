@@ -10,10 +10,9 @@
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
-import { secretFromEnv } from "../common/secret_file.ts";
-import { ENGINE_KINDS } from "./kinds.ts";
 import { EngineError } from "./engine_error.ts";
-import { engineEnv, findExecutable, resolveModel } from "./launch.ts";
+import { engineEnv } from "./launch.ts";
+import { baseUrl, type EnginePlan, masked, planEngine } from "./engine_plan.ts";
 
 export { EngineError } from "./engine_error.ts";
 import { forget, groupAlive, signalGroup, track } from "./process_group.ts";
@@ -80,8 +79,9 @@ const LOCAL_FAILURE =
 /**
  * One engine subprocess serving one catalogue model.
  *
- * The constructor resolves the command line (executable, weights) and throws
- * {@linkcode EngineError} if it cannot; {@linkcode ServerProcess.start} spawns the
+ * It runs an engine's plan (`planEngine`); given a card and options instead,
+ * the constructor resolves the command line (executable, weights) itself and
+ * throws {@linkcode EngineError} if it cannot; {@linkcode ServerProcess.start} spawns the
  * engine in its own process group without waiting for it to load;
  * {@linkcode ServerProcess.stop} sends SIGTERM to the group, waits up to a
  * grace period, then SIGKILLs what is left.
@@ -102,20 +102,8 @@ const LOCAL_FAILURE =
  * ```
  */
 export class ServerProcess implements AsyncDisposable {
-  /** The catalogue card this engine serves. */
-  readonly card: ModelCard;
-  /** Host the engine binds. */
-  readonly host: string;
-  /** Port the engine listens on. */
-  readonly port: number;
-  /** The executable that is run. */
-  readonly executable: string;
-  /** Its arguments. */
-  readonly args: readonly string[];
-  /** The log file for the engine's stdout and stderr. */
-  readonly logFile: string;
-  #apiKey: string;
-  #env: Readonly<Record<string, string>>;
+  /** What this run runs: its card, where, and its command line. */
+  readonly plan: EnginePlan;
   #log: EngineLog;
   #ownLog: boolean;
   #announceExit: boolean;
@@ -129,46 +117,57 @@ export class ServerProcess implements AsyncDisposable {
   #poll: Promise<HealthCheck> | undefined;
 
   /**
-   * Resolves the command line for a card.
+   * Prepares a run of an engine's plan, or resolves the command line for a
+   * card first.
    *
-   * @param card The catalogue card.
-   * @param options Host, port, root directory and API key.
-   * @throws {EngineError} When the executable is missing, or neither local weights nor a hub id exist.
+   * @param from The engine's plan, or a catalogue card.
+   * @param options For a card: host, port, root directory and API key; for
+   *   either: the log and whether the run announces its own exit.
+   * @throws {EngineError} Given a card, when the executable is missing, or
+   *   neither local weights nor a hub id exist.
    */
-  constructor(card: ModelCard, options: ServerProcessOptions) {
-    this.card = card;
-    this.host = options.host;
-    this.port = options.port;
-    this.#apiKey = options.apiKey ?? secretFromEnv("LOCAL_ENGINE_API_KEY");
-    const kind = ENGINE_KINDS[card.engine];
-    if (!kind) {
-      throw new EngineError(
-        `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
-      );
-    }
-    this.executable = card.executable ??
-      (card.engine === "command" ? card.command?.[0] ?? "" : kind.executable);
-    if (!this.executable || !findExecutable(this.executable)) {
-      throw new EngineError(
-        `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${this.executable}' is not on PATH (${kind.install}, or set the card's executable)`,
-      );
-    }
-    const { model, isLocal } = resolveModel(card, kind, options.directory);
-    this.args = kind.argv({
-      model,
-      isLocal,
-      host: this.host,
-      port: this.port,
-      name: card.name,
-      apiKey: this.#apiKey,
-      card,
-    });
-    this.logFile = options.log?.path ??
-      `${options.directory}/logs/${card.name}.log`;
-    this.#env = options.env ?? {};
+  constructor(
+    from: EnginePlan | ModelCard,
+    options:
+      | ServerProcessOptions
+      | Pick<ServerProcessOptions, "log" | "announceExit"> = {},
+  ) {
+    this.plan = "card" in from
+      ? from
+      : planEngine(from, options as ServerProcessOptions);
     this.#ownLog = options.log === undefined;
-    this.#log = options.log ?? new EngineLog(this.logFile);
+    this.#log = options.log ?? new EngineLog(this.plan.logFile);
     this.#announceExit = options.announceExit ?? true;
+  }
+
+  /** The catalogue card this engine serves. */
+  get card(): ModelCard {
+    return this.plan.card;
+  }
+
+  /** Host the engine binds. */
+  get host(): string {
+    return this.plan.host;
+  }
+
+  /** Port the engine listens on. */
+  get port(): number {
+    return this.plan.port;
+  }
+
+  /** The executable that is run. */
+  get executable(): string {
+    return this.plan.executable;
+  }
+
+  /** Its arguments. */
+  get args(): readonly string[] {
+    return this.plan.args;
+  }
+
+  /** The log file for the engine's stdout and stderr. */
+  get logFile(): string {
+    return this.#log.path;
   }
 
   /** The catalogue name. */
@@ -178,7 +177,7 @@ export class ServerProcess implements AsyncDisposable {
 
   /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
   get url(): string {
-    return `http://${urlHost(this.host)}:${this.port}/v1`;
+    return baseUrl(this.plan);
   }
 
   /** The engine's pid (and process group id) once started. */
@@ -228,7 +227,7 @@ export class ServerProcess implements AsyncDisposable {
    * ```
    */
   mask(text: string): string {
-    return this.#apiKey ? text.replaceAll(this.#apiKey, "***") : text;
+    return masked(this.plan, text);
   }
 
   /**
@@ -244,7 +243,7 @@ export class ServerProcess implements AsyncDisposable {
     try {
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: engineEnv({ ...this.card.env, ...this.#env }),
+        env: engineEnv(this.plan.env),
         clearEnv: true,
         stdin: "null",
         stdout: "piped",

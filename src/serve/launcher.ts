@@ -1,11 +1,12 @@
 /**
- * The launcher itself: {@linkcode Semioserve} prepares (every check start-up
- * makes), starts one supervised engine per requested model, serves the
- * management API, reloads on request and stops everything it started.
+ * The launcher itself: {@linkcode Semioserve} plans (every check start-up
+ * makes, `start_checks.ts`), applies the plan: one supervised engine per
+ * requested model and the management API over them; reloads on request (a
+ * new plan's difference) and stops everything it started.
  *
  * @module
  */
-import { type Handler, type SSLConfig, withSecurityHeaders } from "../web.ts";
+import { type Handler, withSecurityHeaders } from "../web.ts";
 import {
   createManagementHandler,
   type ManagementState,
@@ -14,18 +15,22 @@ import type { ServerProcess } from "../engines/server_process.ts";
 import { urlHost } from "../common/hosts.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
+import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
-import type { Placement } from "../gpu/place_engines.ts";
-import { type EngineSite, replaceEngine } from "./engine_supervisors.ts";
-import { checkStart } from "./start_checks.ts";
+import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
+import {
+  replaceEngine,
+  supervise,
+  type Supervision,
+} from "./engine_supervisors.ts";
+import { type Plan, planStart } from "./start_checks.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
 import {
   type ResolvedOptions,
   resolveOptions,
   type SemioserveOptions,
 } from "./options.ts";
-import type { OpsStance } from "../web/ops_stance.ts";
 import { LauncherSignals } from "./signals.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
@@ -38,18 +43,14 @@ import { Reloader, type ReloadResult } from "./reload.ts";
 import { ReloadQueue } from "./reload_queue.ts";
 import { refusedReload } from "./reload_result.ts";
 
-/** What start-up resolved, before anything runs. */
-interface Prepared {
-  placement: Placement;
+/** A plan applied: what it built, nothing started yet. */
+interface Applied {
+  plan: Plan;
   supervisors: EngineSupervisor[];
-  /** Where and how engines are supervised: directory, records, the GPU gate. */
-  site: EngineSite;
+  /** How engines are supervised: records, the GPU gate, the options. */
+  supervision: Supervision;
   handler: Handler;
-  stance: OpsStance;
-  tls: SSLConfig | undefined;
   state: ManagementState;
-  /** The start-up checks' warnings, logged once the start proceeds. */
-  warnings: readonly string[];
 }
 
 /**
@@ -81,7 +82,7 @@ export class Semioserve implements AsyncDisposable {
   #o!: ResolvedOptions;
   /** The environment, read once when the launcher was made. */
   #env!: Environment;
-  #prepared: Prepared | undefined;
+  #prepared: Applied | undefined;
   #server: GuardedServer | undefined;
   #url: URL | undefined;
   #running: Promise<void> | undefined;
@@ -169,23 +170,48 @@ export class Semioserve implements AsyncDisposable {
    */
   async prepare(): Promise<void> {
     if (this.#prepared) return;
-    const checked = await checkStart(this.#o, this.#checkSite(), "start");
-    const { registry, supervisors, stance, tls, placement, site } = checked;
+    this.#prepared = await this.#apply(
+      await planStart(this.#o, this.#env, "start"),
+    );
+  }
+
+  /**
+   * Applies a start's plan up to the start itself: stops what a killed
+   * launcher left running, then builds the supervisors (the GPU gate among
+   * them when some engine is placed) and the management handler.
+   */
+  async #apply(plan: Plan): Promise<Applied> {
+    const o = this.#o;
+    const records = new EngineRecords(plan.directory);
+    // What a launcher killed outright left behind goes first, so its ports are free again.
+    await records.reap(plan.survey!, o.graceMs);
+    const supervisors: EngineSupervisor[] = [];
+    const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
+    const supervision: Supervision = {
+      options: o,
+      records,
+      gpu: placed
+        ? new GpuLifecycle({
+          intervalMs: o.healthIntervalMs,
+          releaseTimeoutMs: o.gpuReleaseTimeoutMs,
+          runs: () => supervisors,
+        })
+        : undefined,
+      onChange: () => this.#onEngineChange(),
+    };
+    supervisors.push(...plan.engines.map((e) => supervise(e, supervision)));
     const state: ManagementState = {
       engines: supervisors,
-      catalogue: registry.names(),
-      pollTimeoutMs: this.#o.pollTimeoutMs,
+      catalogue: plan.catalogue,
+      pollTimeoutMs: o.pollTimeoutMs,
     };
-    const app = stance.auth.wrap(createManagementHandler(state));
-    this.#prepared = {
-      placement,
+    const app = plan.stance.auth.wrap(createManagementHandler(state));
+    return {
+      plan,
       supervisors,
-      site,
-      stance,
-      tls,
+      supervision,
       state,
-      warnings: checked.warnings,
-      handler: withSecurityHeaders(app, { https: tls !== undefined }),
+      handler: withSecurityHeaders(app, { https: plan.tls !== undefined }),
     };
   }
 
@@ -214,18 +240,7 @@ export class Semioserve implements AsyncDisposable {
    * ```
    */
   async plan(): Promise<StartPlan> {
-    return startPlan(
-      await checkStart(this.#o, this.#checkSite(), "dry-run"),
-    );
-  }
-
-  #checkSite() {
-    return {
-      env: this.#env,
-      host: this.host,
-      port: this.port,
-      onChange: () => this.#onEngineChange(),
-    };
+    return startPlan(await planStart(this.#o, this.#env, "dry-run"));
   }
 
   /**
@@ -288,17 +303,10 @@ export class Semioserve implements AsyncDisposable {
 
   async #runLauncher(signals: LauncherSignals): Promise<void> {
     await this.prepare();
-    const {
-      supervisors,
-      stance,
-      tls,
-      handler,
-      placement,
-      state,
-      site,
-      warnings,
-    } = this.#prepared as Prepared;
-    const { directory, gpu } = site;
+    const { plan, supervisors, supervision, handler, state } = this
+      .#prepared as Applied;
+    const { directory, stance, tls, placement, warnings } = plan;
+    const gpu = supervision.gpu;
     const o = this.#o;
     const graceMs = o.graceMs;
     const startedAt = Date.now();
@@ -329,20 +337,14 @@ export class Semioserve implements AsyncDisposable {
       metrics.update(metricsSnapshot(facts, supervisors));
     this.#onEngineChange = writeMetrics;
     this.#reloader = new Reloader({
-      catalogue: o.catalogue,
-      models: o.models,
-      directory,
+      plan,
+      // The same planning as a start's, the environment read again (its *_FILE secrets).
+      replan: (running) => planStart(o, readEnvironment(), "reload", running),
       supervisors,
-      replace: (index, card, change) =>
-        replaceEngine(supervisors, index, card, change, site, watchdog),
-      placement,
-      stance,
-      tls,
+      replace: (index, engine) =>
+        replaceEngine(supervisors, index, engine, supervision, watchdog),
       server: () => this.#server,
       state,
-      graceMs,
-      gpus: o.gpus,
-      secrets: { idp: this.#env.idpSecret, engineKey: this.#env.engineKey },
       onReloaded(result) {
         if (result.ok) {
           reloads.ok++;
