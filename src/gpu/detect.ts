@@ -12,7 +12,8 @@ import {
   type GpuPool,
   parseVisibleDevices,
 } from "./placement.ts";
-import { type GpuQuery, runNvidiaSmi } from "./nvidia_smi.ts";
+import type { GpuQuery } from "./nvidia_smi.ts";
+import { listGpuIndices } from "./gpu_monitor.ts";
 
 /** What {@linkcode detectGpuPool} found. */
 export interface GpuDetection {
@@ -134,7 +135,7 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
  *    empty value.
  * 3. `nvidia-smi --query-gpu=index --format=csv,noheader`, when an
  *    `nvidia-smi` is on PATH: one index per line. It runs through
- *    {@linkcode runNvidiaSmi}: in its own process group, killed (with
+ *    `listGpuIndices` (`gpu_monitor.ts`): in its own process group, killed (with
  *    anything it started) after `timeoutMs`. A non-zero
  *    exit, a timeout or output other than distinct indices gives a `warning`
  *    and no pool.
@@ -205,7 +206,6 @@ export function gpuPoolLine(detection: GpuDetection): string {
     } (from ${detection.source})`;
 }
 
-const NVIDIA_SMI_ARGS = ["--query-gpu=index", "--format=csv,noheader"];
 const NO_NVIDIA_SMI =
   "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
 
@@ -213,7 +213,7 @@ async function askNvidiaSmi(
   env: Readonly<Record<string, string | undefined>>,
   timeoutMs: number,
 ): Promise<GpuDetection> {
-  const run = await runNvidiaSmi(NVIDIA_SMI_ARGS, { env, timeoutMs });
+  const run = await listGpuIndices({ env, timeoutMs });
   if (!run.ok) {
     if (run.reason === "absent") {
       return { pool: undefined, source: NO_NVIDIA_SMI };

@@ -19,12 +19,13 @@ import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
+import { GpuMonitor } from "../gpu/gpu_monitor.ts";
 import {
   replaceEngine,
   supervise,
   type Supervision,
 } from "./engine_supervisors.ts";
-import { type Plan, planStart } from "./start_checks.ts";
+import { type Machine, type Plan, planStart } from "./start_checks.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
 import {
   type ResolvedOptions,
@@ -82,6 +83,8 @@ export class Semioserve implements AsyncDisposable {
   #o!: ResolvedOptions;
   /** The environment, read once when the launcher was made. */
   #env!: Environment;
+  /** The one road to GPU facts: the plan's look, the gate, the memory rounds. */
+  #gpus = new GpuMonitor();
   #prepared: Applied | undefined;
   #server: GuardedServer | undefined;
   #url: URL | undefined;
@@ -171,7 +174,7 @@ export class Semioserve implements AsyncDisposable {
   async prepare(): Promise<void> {
     if (this.#prepared) return;
     this.#prepared = await this.#apply(
-      await planStart(this.#o, this.#env, "start"),
+      await planStart(this.#o, this.#machine(), "start"),
     );
   }
 
@@ -195,6 +198,7 @@ export class Semioserve implements AsyncDisposable {
           intervalMs: o.healthIntervalMs,
           releaseTimeoutMs: o.gpuReleaseTimeoutMs,
           runs: () => supervisors,
+          monitor: this.#gpus,
         })
         : undefined,
       onChange: () => this.#onEngineChange(),
@@ -213,6 +217,11 @@ export class Semioserve implements AsyncDisposable {
       state,
       handler: withSecurityHeaders(app, { https: plan.tls !== undefined }),
     };
+  }
+
+  /** What a plan is made from besides the options; a reload reads the environment again. */
+  #machine(env: Environment = this.#env): Machine {
+    return { env, gpus: this.#gpus };
   }
 
   /**
@@ -240,7 +249,7 @@ export class Semioserve implements AsyncDisposable {
    * ```
    */
   async plan(): Promise<StartPlan> {
-    return startPlan(await planStart(this.#o, this.#env, "dry-run"));
+    return startPlan(await planStart(this.#o, this.#machine(), "dry-run"));
   }
 
   /**
@@ -339,7 +348,8 @@ export class Semioserve implements AsyncDisposable {
     this.#reloader = new Reloader({
       plan,
       // The same planning as a start's, the environment read again (its *_FILE secrets).
-      replan: (running) => planStart(o, readEnvironment(), "reload", running),
+      replan: (running) =>
+        planStart(o, this.#machine(readEnvironment()), "reload", running),
       supervisors,
       replace: (index, engine) =>
         replaceEngine(supervisors, index, engine, supervision, watchdog),

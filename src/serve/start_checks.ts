@@ -35,17 +35,22 @@ import { type LocalWeights, localWeights } from "../engines/weight_files.ts";
 import { unknownFlagWarnings } from "../engines/unknown_flags.ts";
 import { placeEngines, type Placement } from "../gpu/place_engines.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
-import {
-  type GpuQuery,
-  type GpuSnapshot,
-  queryGpus,
-} from "../gpu/nvidia_smi.ts";
+import type { GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
+import type { GpuMonitor } from "../gpu/gpu_monitor.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
 import { checkRoot } from "./root_directory.ts";
 import { requestedCards } from "./requested_cards.ts";
 import { diffCards } from "./reload_diff.ts";
 import { NO_MODEL, type ResolvedOptions } from "./options.ts";
+
+/** What a plan is made from besides the options: the environment and the machine. */
+export interface Machine {
+  /** The environment as read (for a reload: read again, so the `*_FILE` secrets are new). */
+  readonly env: Environment;
+  /** The launcher's one road to GPU facts; the plan takes at most one look. */
+  readonly gpus: GpuMonitor;
+}
 
 /** A start applies the plan, a dry run prints it, a reload compares it with the running one. */
 export type PlanMode = "start" | "dry-run" | "reload";
@@ -92,8 +97,7 @@ export interface Plan {
  * runs. Throws the first refusal, as one line, exactly as a start prints it.
  *
  * @param o The launcher's options, resolved.
- * @param env The environment as read (for a reload: read again, so the
- *   `*_FILE` secrets are new).
+ * @param machine The environment and the GPUs' monitor.
  * @param mode What the plan is for.
  * @param running For a reload: the running launcher's plan, its engines as
  *   they run now.
@@ -104,16 +108,17 @@ export interface Plan {
  *
  * @example
  * ```ts ignore
- * const plan = await planStart(options, readEnvironment(), "dry-run");
+ * const plan = await planStart(options, { env: readEnvironment(), gpus: new GpuMonitor() }, "dry-run");
  * console.log(plan.warnings);
  * ```
  */
 export async function planStart(
   o: ResolvedOptions,
-  env: Environment,
+  machine: Machine,
   mode: PlanMode,
   running?: Plan,
 ): Promise<Plan> {
+  const { env, gpus } = machine;
   const directory = o.directory ?? env.myLocal;
   if (!directory) {
     throw new ConfigError(
@@ -126,7 +131,7 @@ export async function planStart(
   // One nvidia-smi look, shared with pool detection: for a dry run always,
   // and asked at once so that it runs while the catalogue is read; otherwise
   // only when a local checkpoint is to be compared with device memory.
-  let look = mode === "dry-run" && mayLook(o.gpus) ? queryGpus() : undefined;
+  let look = mode === "dry-run" && mayLook(o.gpus) ? gpus.look() : undefined;
   try {
     return await planRest(
       o,
@@ -136,7 +141,7 @@ export async function planStart(
       running,
       (cards, weights) =>
         look ??= mayLook(o.gpus) && wantsLook(cards, weights)
-          ? queryGpus()
+          ? gpus.look()
           : undefined,
     );
   } finally {
