@@ -40,19 +40,7 @@ export function foldLines(text: string): string {
   return text.replace(/\s*[\r\n]+\s*/g, " ");
 }
 
-/**
- * A text on one line, cut to 80 characters (`...` marks the cut): for quoting
- * what a program printed.
- *
- * @param text The text.
- * @returns At most 80 characters.
- *
- * @example
- * ```ts
- * import { clip } from "./one_line.ts";
- * console.assert(clip("a\n b") === "a b");
- * ```
- */
+/** A text on one line, cut to 80 characters: for quoting what a program printed. */
 export function clip(text: string): string {
   const line = text.replace(/\s+/g, " ");
   return line.length > 80 ? `${line.slice(0, 77)}...` : line;

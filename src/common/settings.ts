@@ -45,38 +45,14 @@ export function parsePort(text: string, what: string): number {
   return port;
 }
 
-/**
- * A TCP port from its digits, or undefined when the text is not an integer
- * from 1 to 65535 (the caller words the error).
- *
- * @param text The text, spaces around it allowed.
- * @returns The port, or undefined.
- *
- * @example
- * ```ts ignore
- * portIn("5000"); // 5000
- * ```
- */
+/** A TCP port from its digits, or undefined when not an integer from 1 to 65535. */
 export function portIn(text: string): number | undefined {
   const trimmed = text.trim();
   const port = /^\d+$/.test(trimmed) ? Number(trimmed) : NaN;
   return port >= 1 && port <= MAX_PORT ? port : undefined;
 }
 
-/**
- * Checks that the engines' ports, `port + 1` to `port + count`, stay below
- * 65536.
- *
- * @param port The management port.
- * @param count How many engines.
- * @param what Names the port in the error: `--port` or `port`.
- * @throws {ConfigError} When the last engine port would pass 65535.
- *
- * @example
- * ```ts ignore
- * checkEnginePorts(5000, 2, "--port");
- * ```
- */
+/** Throws a {@linkcode ConfigError} when engine ports `port + 1` … `port + count` would pass 65535. */
 export function checkEnginePorts(
   port: number,
   count: number,
@@ -129,7 +105,7 @@ export const ROOT_SUBDIRECTORIES: readonly string[] = [
   "data",
 ];
 
-/** True for a mode (`NUCLEUS_MODE`) that means development: one starting with `dev`. */
+/** True for a `NUCLEUS_MODE` that means development: one starting with `dev`. */
 export function isDevMode(mode: string): boolean {
   return mode.startsWith("dev");
 }
@@ -153,18 +129,11 @@ export interface Environment {
 }
 
 /**
- * Reads the launcher's settings from the environment, now, in the order the
- * checks run: `MY_LOCAL`, `NUCLEUS_PORT`, then the two secrets.
+ * Reads the launcher's settings from the environment now: `MY_LOCAL`,
+ * `NUCLEUS_PORT`, then the two secrets are checked, in that order.
  *
- * @param env Where variables are read (tests pass their own).
- * @returns The settings.
  * @throws {ConfigError} On a bad `MY_LOCAL` or `NUCLEUS_PORT`, or a secret
  *   given twice or in a file that cannot be read.
- *
- * @example
- * ```ts ignore
- * const { host, port } = readEnvironment();
- * ```
  */
 export function readEnvironment(
   env: Pick<Deno.Env, "get"> = Deno.env,

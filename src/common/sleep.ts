@@ -32,19 +32,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/**
- * `promise`'s value, or undefined when it has not settled after `ms`; the
- * timer never outlives it. A rejection is passed on.
- *
- * @param promise What to wait for.
- * @param ms How long at most.
- * @returns Its value, or undefined on time-out.
- *
- * @example
- * ```ts ignore
- * const status = await within(child.status, 5_000); // undefined: still running
- * ```
- */
+/** `promise`'s value, or undefined after `ms`; the timer never outlives it. */
 export async function within<T>(
   promise: Promise<T>,
   ms: number,

@@ -16,22 +16,25 @@ import { engineLogPath } from "./log_sink.ts";
 /** Where an engine runs: what its plan is made from besides its card. */
 export interface EngineSite {
   /** Host the engine binds; also used to reach it. */
-  readonly host: string;
+  host: string;
   /** Port the engine listens on. */
-  readonly port: number;
+  port: number;
   /** Root directory: weights under `models/`, the log under `logs/`. */
-  readonly directory: string;
+  directory: string;
   /**
    * API key the engine demands; empty for none.
    * @default {LOCAL_ENGINE_API_KEY or the file LOCAL_ENGINE_API_KEY_FILE names, read now}
    */
-  readonly apiKey?: string;
-  /** Environment set over the card's `env` (placement's `CUDA_VISIBLE_DEVICES`). */
-  readonly env?: Readonly<Record<string, string>>;
+  apiKey?: string;
+  /**
+   * Environment set over the card's `env` (the launcher's GPU placement uses
+   * it for `CUDA_VISIBLE_DEVICES`).
+   */
+  env?: Readonly<Record<string, string>>;
   /** Its devices, `[]` for none, null when not placed. @default {null} */
-  readonly gpus?: readonly string[] | null;
+  gpus?: readonly string[] | null;
   /** The share of each of its devices (1: whole), null when not placed. @default {null} */
-  readonly share?: number | null;
+  share?: number | null;
 }
 
 /** One engine as it will run: checked, printable, comparable. */
@@ -119,34 +122,12 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   };
 }
 
-/**
- * The engine's OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`.
- *
- * @param plan The engine's plan.
- * @returns The URL.
- *
- * @example
- * ```ts ignore
- * console.log(baseUrl(plan));
- * ```
- */
+/** The engine's OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
 export function baseUrl(plan: EnginePlan): string {
   return `http://${urlHost(plan.host)}:${plan.port}/v1`;
 }
 
-/**
- * A text with the engine's API key replaced by `***`, for anything shown or
- * written about the engine.
- *
- * @param plan The engine's plan.
- * @param text A command line, an argument, an environment value.
- * @returns The text, the key masked.
- *
- * @example
- * ```ts ignore
- * console.log(plan.args.map((arg) => masked(plan, arg)).join(" "));
- * ```
- */
+/** `text` with the engine's API key replaced by `***`, for anything shown or written about it. */
 export function masked(plan: EnginePlan, text: string): string {
   return plan.apiKey ? text.replaceAll(plan.apiKey, "***") : text;
 }

@@ -27,19 +27,7 @@ export interface EngineLogOptions {
   maxQueuedBytes?: number;
 }
 
-/**
- * Where an engine's output goes: `<directory>/logs/<name>.log`.
- *
- * @param directory The root directory.
- * @param name The catalogue name.
- * @returns The log file's path.
- *
- * @example
- * ```ts
- * import { engineLogPath } from "./log_sink.ts";
- * console.assert(engineLogPath("/srv", "a") === "/srv/logs/a.log");
- * ```
- */
+/** Where an engine's output goes: `<directory>/logs/<name>.log`. */
 export function engineLogPath(directory: string, name: string): string {
   return `${directory}/logs/${name}.log`;
 }

@@ -12,7 +12,13 @@
 import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
 import { engineEnv } from "./launch.ts";
-import { baseUrl, type EnginePlan, masked, planEngine } from "./engine_plan.ts";
+import {
+  baseUrl,
+  type EnginePlan,
+  type EngineSite,
+  masked,
+  planEngine,
+} from "./engine_plan.ts";
 
 export { EngineError } from "./engine_error.ts";
 import { forget, groupAlive, signalGroup, track } from "./process_group.ts";
@@ -22,23 +28,7 @@ import { isWildcardHost, urlHost } from "../common/hosts.ts";
 import { EngineLog } from "./log_sink.ts";
 
 /** Where and how an engine runs. */
-export interface ServerProcessOptions {
-  /** Host the engine binds; also used to reach it. */
-  host: string;
-  /** Port the engine listens on. */
-  port: number;
-  /** Root directory: weights under `models/`, the log under `logs/`. */
-  directory: string;
-  /**
-   * API key the engine demands; empty for none.
-   * @default {LOCAL_ENGINE_API_KEY or the file LOCAL_ENGINE_API_KEY_FILE names, read now}
-   */
-  apiKey?: string;
-  /**
-   * Environment set over the card's `env` (the launcher's GPU placement uses
-   * it for `CUDA_VISIBLE_DEVICES`).
-   */
-  env?: Readonly<Record<string, string>>;
+export interface ServerProcessOptions extends EngineSite {
   /**
    * Where output goes. A supervisor passes one log shared by successive runs;
    * by default each run opens `<directory>/logs/<name>.log` with the default

@@ -23,18 +23,7 @@ import {
   runNvidiaSmi,
 } from "./nvidia_smi.ts";
 
-/**
- * One `nvidia-smi --query-gpu=index --format=csv,noheader` run, for pool
- * detection when no look is under way.
- *
- * @param options The environment it runs with and its timeout.
- * @returns How the run went, its output when it answered.
- *
- * @example
- * ```ts ignore
- * const run = await listGpuIndices({ env: Deno.env.toObject(), timeoutMs: 5000 });
- * ```
- */
+/** One `nvidia-smi --query-gpu=index` run, for pool detection when no look is under way. */
 export function listGpuIndices(
   options: QueryGpusOptions,
 ): Promise<NvidiaSmiRun> {
@@ -132,12 +121,8 @@ export class GpuMonitor {
   }
 
   /**
-   * One look now, whole (a failure says why, and whether `nvidia-smi` is
-   * absent): the launcher's plan takes its one look this way. It is neither
-   * counted nor kept, and logs nothing: the gate's answers stay its own, and
-   * the plan words its own warnings.
-   *
-   * @returns The look.
+   * One whole look now, for the launcher's plan: neither counted nor kept,
+   * and logging nothing (the plan words its own warnings).
    */
   look(): Promise<GpuQuery> {
     return this.#query(this.#options);

@@ -20,11 +20,14 @@
  * @module
  */
 import { type ModelCard, Registry } from "../catalogue.ts";
+import { AssertionError } from "node:assert";
 import { ConfigError } from "../common/config_error.ts";
 import {
+  checkDirectory,
   checkEnginePorts,
   type Environment,
   isDevMode,
+  ROOT_SUBDIRECTORIES,
 } from "../common/settings.ts";
 import { SSLConfig } from "../web.ts";
 import { OpsStance } from "../web/ops_stance.ts";
@@ -39,8 +42,6 @@ import type { GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import type { GpuMonitor } from "../gpu/gpu_monitor.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
-import { checkRoot } from "./root_directory.ts";
-import { requestedCards } from "./requested_cards.ts";
 import { diffCards } from "./reload_diff.ts";
 import { NO_MODEL, type ResolvedOptions } from "./options.ts";
 
@@ -233,6 +234,57 @@ async function planRest(
     survey,
     warnings,
   };
+}
+
+/**
+ * Checks the root directory holds `models`, `logs`, `metrics` and `data`.
+ *
+ * @throws {AssertionError} Naming what is missing and how to create it.
+ */
+function checkRoot(directory: string): void {
+  checkDirectory(directory, "--directory");
+  const missing = ROOT_SUBDIRECTORIES.filter((sub) => {
+    try {
+      return !Deno.statSync(`${directory}/${sub}`).isDirectory;
+    } catch {
+      return true;
+    }
+  });
+  if (missing.length > 0) {
+    const paths = missing.map((sub) => `${directory}/${sub}`);
+    throw new AssertionError({
+      message: `Cannot use root directory ${directory}: missing ${
+        missing.join(", ")
+      } (create with: mkdir -p ${paths.join(" ")})`,
+    });
+  }
+}
+
+/**
+ * The requested cards, in request order: each spec looked up in the
+ * catalogue, its `${NAME}` values filled in from the launcher's environment
+ * (requested cards only), each model at most once.
+ *
+ * @throws {KeyError | CatalogueError} For an unknown model or an unset `${NAME}`.
+ * @throws {ConfigError} When a model is requested twice.
+ */
+function requestedCards(
+  registry: Registry,
+  specs: readonly string[],
+  doing: "start" | "reload",
+): ModelCard[] {
+  const cards: ModelCard[] = [];
+  const env = Deno.env.toObject();
+  for (const spec of specs) {
+    const card = registry.expand(registry.resolve(spec), env);
+    if (cards.some((c) => c.name === card.name)) {
+      throw new ConfigError(
+        `Cannot ${doing}: model '${card.name}' is requested twice (expected each model once)`,
+      );
+    }
+    cards.push(card);
+  }
+  return cards;
 }
 
 /**
