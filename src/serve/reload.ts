@@ -15,7 +15,6 @@ import type { EnginePlan } from "../engines/engine_plan.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { GuardedServer } from "../http/connection_guard.ts";
 import type { ManagementState } from "../http/handler.ts";
-import { diffCards } from "./reload_diff.ts";
 import {
   nothingDone,
   type ReloadResult,
@@ -115,10 +114,7 @@ export class Reloader {
   async #apply(next: Plan): Promise<Omit<ReloadResult, "summary" | "ms">> {
     const t = this.#t;
     const was = this.#plan;
-    const diff = diffCards(
-      t.supervisors.map((s) => s.card),
-      next.engines.map((e) => e.card),
-    );
+    const diff = next.changes!;
     let tlsSerial: string | undefined;
     const tls = next.tls;
     if (

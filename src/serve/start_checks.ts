@@ -42,7 +42,7 @@ import type { GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import type { GpuMonitor } from "../gpu/gpu_monitor.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
-import { diffCards } from "./reload_diff.ts";
+import { diffCards, type ReloadDiff } from "./reload_diff.ts";
 import { NO_MODEL, type ResolvedOptions } from "./options.ts";
 
 /** What a plan is made from besides the options: the environment and the machine. */
@@ -82,6 +82,8 @@ export interface Plan {
   readonly snapshot: GpuSnapshot | undefined;
   /** The local weights of each engine this plan resolved, by name. */
   readonly weights: ReadonlyMap<string, LocalWeights>;
+  /** For a reload: what happens to each engine, from its running and new card. */
+  readonly changes?: ReloadDiff;
   /** The engine records as found; undefined for a reload (its own are kept). */
   readonly survey: RecordSurvey | undefined;
   /**
@@ -170,8 +172,9 @@ async function planRest(
     mode === "reload" ? "reload" : "start",
   );
   // A reload resolves again only the engines whose change reaches the engine.
-  const changed = running &&
-    new Set(diffCards(running.engines.map((e) => e.card), cards).restart);
+  const changes = running &&
+    diffCards(running.engines.map((e) => e.card), cards);
+  const changed = changes && new Set(changes.restart);
   const fresh = cards.filter((card) => changed?.has(card.name) ?? true);
   const weights = weightsOf(fresh, directory);
   const look = lookFor(fresh, weights);
@@ -231,6 +234,7 @@ async function planRest(
     engineKey: env.engineKey,
     snapshot,
     weights,
+    ...(changes ? { changes } : {}),
     survey,
     warnings,
   };
