@@ -100,9 +100,13 @@ export class Semioserve implements AsyncDisposable {
   // --- end reload ---
 
   /**
-   * Creates the launcher, or returns the one that exists.
+   * Creates the launcher, or returns the one that exists. The environment
+   * (`MY_LOCAL`, `NUCLEUS_*`, the secrets and their `*_FILE` files) is read
+   * here, once.
    *
    * @param options Models and settings.
+   * @throws {ConfigError} On a bad `MY_LOCAL` or `NUCLEUS_PORT`, or a secret
+   *   that cannot be read.
    */
   constructor(options: SemioserveOptions) {
     if (Semioserve.#instance) {
@@ -164,8 +168,10 @@ export class Semioserve implements AsyncDisposable {
   }
 
   /**
-   * Validates everything without starting anything: root directory, catalogue,
-   * model specs, engine command lines, free ports, mode and TLS files.
+   * Plans the start, validating everything (root directory, catalogue, model
+   * specs, GPU placement, engine command lines, mode and TLS files, free
+   * ports), then applies the plan up to the start itself: stops what a killed
+   * launcher left running and builds the engines' supervisors. Starts nothing.
    *
    * @throws {AssertionError} When the root directory lacks a subdirectory.
    * @throws {KeyError} When a model is not in the catalogue.
