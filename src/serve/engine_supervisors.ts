@@ -10,7 +10,6 @@
  */
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
-import { isPortFree } from "../engines/ports.ts";
 import type { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import type { EngineRecords } from "../supervision/records.ts";
@@ -56,7 +55,6 @@ export function supervise(
       new EngineLog(plan.logFile, { maxBytes: o.logMaxBytes, keep: o.logKeep }),
     graceMs: o.graceMs,
     records: how.records,
-    portFree: isPortFree,
     onChange: how.onChange,
     ...(run.baseline !== undefined ? { baseline: run.baseline } : {}),
     ...(gpu

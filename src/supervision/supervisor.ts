@@ -29,6 +29,7 @@ import type { EngineDetail, LastExit } from "./engine_detail.ts";
 import type { SupervisorOptions } from "./supervisor_options.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
+import { isPortFree } from "../engines/ports.ts";
 
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
@@ -344,8 +345,7 @@ export class EngineSupervisor {
           this.#stopRequested ||
           !(await this.#gpu.admit(baseline, this.#interrupt.signal))
         ) return this.#set("exited");
-        const portFree = this.#options.portFree;
-        if (portFree && !portFree(run.host, run.port)) {
+        if (!isPortFree(run.host, run.port)) {
           this.#gpu.release();
           what = `cannot restart: port ${run.port} is taken by another process`;
           continue;

@@ -32,8 +32,6 @@ export interface SupervisorOptions {
   records?: RunRecorder;
   /** The launcher's watchdog, told each run's process group. */
   watchdog?: RunWatcher;
-  /** Whether the engine's port is free before a restart. */
-  portFree?: (host: string, port: number) => boolean;
   /** Called after every state change (metrics). */
   onChange?: () => void;
   /** The GPU start gate every start passes; absent: starts are never held. */
