@@ -37,7 +37,7 @@ export {
   type LogSink,
 } from "./common/log.ts";
 export { ConfigError } from "./common/config_error.ts";
-export { InputError } from "./common/input_error.ts";
+export { InputError } from "./common/config_error.ts";
 export {
   DEV_MODE_DEFAULT,
   IDP_ISSUER,

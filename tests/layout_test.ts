@@ -54,7 +54,7 @@ const PURE: Record<string, readonly string[]> = {
     "catalogue",
     "gpu/need.ts",
     "common/one_line.ts",
-    "common/input_error.ts",
+    "common/config_error.ts",
   ],
   "gpu/placement.ts": ["catalogue", "gpu/need.ts", "gpu/placement.ts"],
   "supervision/restart_policy.ts": ["catalogue"],

@@ -6,7 +6,7 @@
  */
 import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
-import { InputError } from "../common/input_error.ts";
+import { InputError } from "../common/config_error.ts";
 
 /**
  * Thrown when a model name is not in the catalogue. The message suggests close

@@ -1,9 +1,10 @@
 /**
  * The launcher's settings from the environment, read when
  * {@linkcode readEnvironment} is called (the table is in the door,
- * `common.ts`), and the checks they share with the command line:
- * {@linkcode parsePort}, {@linkcode checkDirectory} and
- * {@linkcode checkEnginePorts}. Nothing here reads anything while it loads.
+ * `common.ts`), the checks they share with the command line
+ * ({@linkcode parsePort}, {@linkcode checkDirectory},
+ * {@linkcode checkEnginePorts}), and hosts as URLs write them. Nothing here
+ * reads anything while it loads.
  *
  * @module
  */
@@ -104,6 +105,18 @@ export const ROOT_SUBDIRECTORIES: readonly string[] = [
   "metrics",
   "data",
 ];
+
+const WILDCARDS: ReadonlySet<string> = new Set(["0.0.0.0", "::", "[::]", ""]);
+
+/** True for a host that binds every interface: it names no address a client can reach. */
+export function isWildcardHost(host: string): boolean {
+  return WILDCARDS.has(host);
+}
+
+/** Formats a host for a URL: IPv6 literals get brackets. */
+export function urlHost(host: string): string {
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
 
 /** True for a `NUCLEUS_MODE` that means development: one starting with `dev`. */
 export function isDevMode(mode: string): boolean {

@@ -3,7 +3,7 @@
  *
  * @module
  */
-import { InputError } from "../common/input_error.ts";
+import { InputError } from "../common/config_error.ts";
 
 /**
  * An engine that cannot be prepared or started: a missing executable, missing

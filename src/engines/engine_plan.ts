@@ -7,7 +7,7 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { secretFromEnv } from "../common/secret_file.ts";
-import { urlHost } from "../common/hosts.ts";
+import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
 import { findExecutable, resolveModel } from "./launch.ts";

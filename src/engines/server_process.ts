@@ -24,7 +24,7 @@ export { EngineError } from "./engine_error.ts";
 import { forget, groupAlive, signalGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { sleep, within } from "../common/sleep.ts";
-import { isWildcardHost, urlHost } from "../common/hosts.ts";
+import { isWildcardHost, urlHost } from "../common/settings.ts";
 import { EngineLog } from "./log_sink.ts";
 
 /** Where and how an engine runs. */

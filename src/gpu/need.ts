@@ -6,7 +6,7 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { foldLines } from "../common/one_line.ts";
-import { InputError } from "../common/input_error.ts";
+import { InputError } from "../common/config_error.ts";
 
 /**
  * What a card needs from the GPU pool.

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { isWildcardHost, urlHost } from "../common/hosts.ts";
+import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { EngineDetail } from "../supervision/engine_detail.ts";
 import type { ModelCard } from "../catalogue.ts";
 import type { Handler } from "../web.ts";

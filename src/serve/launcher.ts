@@ -12,7 +12,6 @@ import {
   type ManagementState,
 } from "../http/handler.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
-import { urlHost } from "../common/hosts.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { EngineRecords } from "../supervision/records.ts";
@@ -36,7 +35,11 @@ import { LauncherSignals } from "./signals.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
-import { type Environment, readEnvironment } from "../common/settings.ts";
+import {
+  type Environment,
+  readEnvironment,
+  urlHost,
+} from "../common/settings.ts";
 import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";

@@ -13,7 +13,7 @@ import { gpuPoolLine } from "../gpu/detect.ts";
 import { startWaits } from "../gpu/start_order.ts";
 import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
-import { urlHost } from "../common/hosts.ts";
+import { urlHost } from "../common/settings.ts";
 import type { Plan } from "./start_checks.ts";
 
 /** One engine a start would run. */

@@ -7,8 +7,7 @@
  * @module
  */
 import { ConfigError } from "../common/config_error.ts";
-import { isWildcardHost, urlHost } from "../common/hosts.ts";
-import { portIn } from "../common/settings.ts";
+import { isWildcardHost, portIn, urlHost } from "../common/settings.ts";
 import { isModelsDetail, type ModelsDetail } from "./models_detail.ts";
 import { oneLine } from "../common/one_line.ts";
 

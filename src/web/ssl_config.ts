@@ -14,7 +14,7 @@ import type { KeyObject, X509Certificate } from "node:crypto";
 type Crypto = typeof import("node:crypto");
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
-import { InputError } from "../common/input_error.ts";
+import { InputError } from "../common/config_error.ts";
 
 /** Settings of {@linkcode SSLConfig.fromDirectory}. */
 export interface SSLConfigOptions {
