@@ -206,6 +206,19 @@ Deno.test("no import cycle between modules", () => {
   for (const file of graph.keys()) visit(file, []);
 });
 
+Deno.test("the launcher reads the environment when called: nothing serve.ts loads imports the common door or its import-time settings", () => {
+  const loaded = new Set<string>();
+  const visit = (file: string) => {
+    if (loaded.has(file)) return;
+    loaded.add(file);
+    for (const next of graph.get(file) ?? []) visit(next);
+  };
+  visit("serve.ts");
+  for (const file of ["common.ts", "common/environment.ts"]) {
+    assert.ok(!loaded.has(file), `serve.ts loads ${file}`);
+  }
+});
+
 Deno.test("pure modules import nothing that does I/O", () => {
   for (const [file, allowed] of Object.entries(PURE)) {
     const imports = graph.get(file);
