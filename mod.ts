@@ -6,7 +6,7 @@
  * Run it:
  *
  * ```sh
- * deno run -A jsr:@mymodel/serve llama-3 qwen-7b --port 5000 --directory /srv/mymodel
+ * deno run -A jsr:@mymodel/serve llama-3 bge-m3 --port 5000 --directory /srv/mymodel
  * ```
  *
  * Or embed it:
@@ -21,7 +21,6 @@
  *
  * @module
  */
-import "./src/serve/cli_guard.ts";
 import { main } from "./src/serve.ts";
 
 export {

@@ -1,5 +1,7 @@
 /**
- * Settings resolved from the environment when this module is first imported.
+ * Settings resolved from the environment when this module is first imported
+ * (the launcher itself reads the same variables each time it is called; the
+ * IDP secret is not exported here).
  * A command-line flag always wins over the variable it mirrors.
  *
  * | variable | meaning | default |
@@ -35,16 +37,18 @@ export {
   type LogSink,
 } from "./common/log.ts";
 export { ConfigError } from "./common/config_error.ts";
+export { InputError } from "./common/config_error.ts";
 export {
-  checkDirectory,
   DEV_MODE_DEFAULT,
   IDP_ISSUER,
-  IDP_SECRET,
   LOCAL_ENGINE_API_KEY,
   MY_LOCAL,
   NUCLEUS_HOST,
   NUCLEUS_MODE,
   NUCLEUS_PORT,
+} from "./common/environment.ts";
+export {
+  checkDirectory,
   parsePort,
   ROOT_SUBDIRECTORIES,
-} from "./common/environment.ts";
+} from "./common/settings.ts";

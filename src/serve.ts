@@ -24,6 +24,7 @@ export {
   ServerProcess,
   type ServerProcessOptions,
 } from "./engines/server_process.ts";
+export type { EnginePlan, EngineSite } from "./engines/engine_plan.ts";
 export {
   type Mode,
   OpsStance,

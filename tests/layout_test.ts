@@ -55,6 +55,7 @@ const PURE: Record<string, readonly string[]> = {
     "gpu/need.ts",
     "common/one_line.ts",
     "engines/kinds",
+    "common/config_error.ts",
   ],
   "gpu/placement.ts": ["catalogue", "gpu/need.ts", "gpu/placement.ts"],
   "supervision/restart_policy.ts": ["catalogue"],
@@ -211,6 +212,19 @@ Deno.test("no import cycle between modules", () => {
     state.set(file, "done");
   }
   for (const file of graph.keys()) visit(file, []);
+});
+
+Deno.test("the launcher reads the environment when called: nothing serve.ts loads imports the common door or its import-time settings", () => {
+  const loaded = new Set<string>();
+  const visit = (file: string) => {
+    if (loaded.has(file)) return;
+    loaded.add(file);
+    for (const next of graph.get(file) ?? []) visit(next);
+  };
+  visit("serve.ts");
+  for (const file of ["common.ts", "common/environment.ts"]) {
+    assert.ok(!loaded.has(file), `serve.ts loads ${file}`);
+  }
 });
 
 Deno.test("pure modules import nothing that does I/O", () => {

@@ -19,6 +19,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
+import { findExecutable } from "../src/engines/launch.ts";
 
 /** The one place the llama.cpp source is pinned: node-llama-cpp 3.22.1 ships llama.cpp de3ff81. */
 export const NODE_LLAMA_CPP_VERSION = "3.22.1";
@@ -69,14 +70,6 @@ const TOOLS: Record<string, string> = {
   "g++": "apt-get install g++",
   make: "apt-get install make",
 };
-
-/** True when a directory of this process's PATH holds `name`. */
-export function onPath(name: string): boolean {
-  for (const dir of (Deno.env.get("PATH") ?? "").split(":")) {
-    if (dir && exists(`${dir}/${name}`)) return true;
-  }
-  return false;
-}
 
 async function run(
   cmd: string,
@@ -140,7 +133,7 @@ export async function buildLlamaServer(
     ? { ...TOOLS, nvcc: "install the CUDA toolkit (nvcc)" }
     : TOOLS;
   for (const [tool, how] of Object.entries(tools)) {
-    if (!onPath(tool)) {
+    if (!findExecutable(tool)) {
       throw new Error(
         `Cannot build llama-server: '${tool}' is not on PATH (${how})`,
       );

@@ -6,6 +6,7 @@
  */
 import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
+import { InputError } from "../common/config_error.ts";
 
 /** Options of {@linkcode KeyError}: the catalogue looked in, and the error's cause. */
 export interface KeyErrorOptions extends ErrorOptions {
@@ -34,7 +35,7 @@ export interface KeyErrorOptions extends ErrorOptions {
  * // Unknown model 'lama-3': not in the catalogue models.yaml (did you mean llama-3?)
  * ```
  */
-export class KeyError extends Error {
+export class KeyError extends InputError {
   /** The name that was looked up. */
   readonly model: string;
   /** Up to three catalogue names close to {@linkcode KeyError.model}, closest first. */
@@ -106,7 +107,7 @@ export interface CatalogueErrorOptions {
  * }
  * ```
  */
-export class CatalogueError extends Error {
+export class CatalogueError extends InputError {
   /** The catalogue file (or URL, or `<inline>`). */
   readonly file: string;
   /** The catalogue name of the card at fault, if one is. */

@@ -39,3 +39,9 @@ export function oneLine(message: unknown): string {
 export function foldLines(text: string): string {
   return text.replace(/\s*[\r\n]+\s*/g, " ");
 }
+
+/** A text on one line, cut to 80 characters: for quoting what a program printed. */
+export function clip(text: string): string {
+  const line = text.replace(/\s+/g, " ");
+  return line.length > 80 ? `${line.slice(0, 77)}...` : line;
+}

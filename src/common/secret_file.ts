@@ -81,27 +81,3 @@ export function secretFromEnv(
   }
   return path === "" ? direct : readSecretFile(fileVariable, path);
 }
-
-/**
- * The secret `name` read again from the file `<name>_FILE` names (a reload),
- * or `undefined` when that variable is unset: a secret given in the variable
- * itself is not re-read, since a process's environment does not change.
- *
- * @param name The variable, e.g. `IDP_SECRET`.
- * @param env Reads a variable (tests).
- * @returns The file's secret, or `undefined`.
- * @throws {ConfigError} When the file is missing, unreadable, not UTF-8 or empty.
- *
- * @example
- * ```ts ignore
- * const secret = secretFromFileAgain("IDP_SECRET"); // undefined without IDP_SECRET_FILE
- * ```
- */
-export function secretFromFileAgain(
-  name: string,
-  env: (variable: string) => string | undefined = Deno.env.get,
-): string | undefined {
-  const fileVariable = `${name}_FILE`;
-  const path = env(fileVariable) ?? "";
-  return path === "" ? undefined : readSecretFile(fileVariable, path);
-}

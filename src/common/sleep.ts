@@ -31,3 +31,19 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     }
   });
 }
+
+/** `promise`'s value, or undefined after `ms`; the timer never outlives it. */
+export async function within<T>(
+  promise: Promise<T>,
+  ms: number,
+): Promise<T | undefined> {
+  let id: ReturnType<typeof setTimeout> | undefined;
+  const timer = new Promise<undefined>((resolve) => {
+    id = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([promise, timer]);
+  } finally {
+    clearTimeout(id);
+  }
+}

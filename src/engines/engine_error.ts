@@ -3,6 +3,7 @@
  *
  * @module
  */
+import { InputError } from "../common/config_error.ts";
 
 /**
  * An engine that cannot be prepared or started: a missing executable, missing
@@ -15,7 +16,7 @@
  * console.assert(error.name === "EngineError");
  * ```
  */
-export class EngineError extends Error {
+export class EngineError extends InputError {
   /**
    * Creates the error.
    *

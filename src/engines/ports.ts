@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { ConfigError } from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
 import { portHolders } from "./port_holder.ts";
 
 /** True when nothing listens on the port (a restart checks before it starts). */

@@ -2,43 +2,33 @@
  * One engine subprocess: its command line, its log file, its health and its
  * shutdown.
  *
- * Folder `engines/`: one engine run and what it needs: engine kinds (pure,
- * one object each in `kinds/`), their help read for a dry run, launch facts,
- * process groups, `/proc`, ports and the engine's log file. It knows nothing of restart policy, supervision, GPUs'
+ * Folder `engines/`: one engine run and what it needs: engine kinds and their
+ * command lines (pure), launch facts, process groups, `/proc`, ports and the
+ * engine's log file. It knows nothing of restart policy, supervision, GPUs'
  * start order or HTTP routes.
  *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
-import { LOCAL_ENGINE_API_KEY } from "../common.ts";
-import { ENGINE_KINDS, executableOf } from "./kinds.ts";
 import { EngineError } from "./engine_error.ts";
-import { engineEnv, findExecutable, resolveModel } from "./launch.ts";
+import { engineEnv } from "./launch.ts";
+import {
+  baseUrl,
+  type EnginePlan,
+  type EngineSite,
+  masked,
+  planEngine,
+} from "./engine_plan.ts";
 
 export { EngineError } from "./engine_error.ts";
 import { forget, groupAlive, signalGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
-import { sleep } from "../common/sleep.ts";
+import { sleep, within } from "../common/sleep.ts";
+import { isWildcardHost, urlHost } from "../common/settings.ts";
 import { EngineLog } from "./log_sink.ts";
 
 /** Where and how an engine runs. */
-export interface ServerProcessOptions {
-  /** Host the engine binds; also used to reach it. */
-  host: string;
-  /** Port the engine listens on. */
-  port: number;
-  /** Root directory: weights under `models/`, the log under `logs/`. */
-  directory: string;
-  /**
-   * API key the engine demands; empty for none.
-   * @default {LOCAL_ENGINE_API_KEY}
-   */
-  apiKey?: string;
-  /**
-   * Environment set over the card's `env` (the launcher's GPU placement uses
-   * it for `CUDA_VISIBLE_DEVICES`).
-   */
-  env?: Readonly<Record<string, string>>;
+export interface ServerProcessOptions extends EngineSite {
   /**
    * Where output goes. A supervisor passes one log shared by successive runs;
    * by default each run opens `<directory>/logs/<name>.log` with the default
@@ -76,33 +66,12 @@ const ORPHAN_GRACE_MS = 5_000;
 const LOCAL_FAILURE =
   /too many open files|os error 24\b|no buffer space|os error 105\b|cannot allocate memory|os error 12\b/i;
 
-function isWildcard(host: string): boolean {
-  return host === "0.0.0.0" || host === "::" || host === "[::]" || host === "";
-}
-
-/** Formats a host for a URL: IPv6 literals get brackets. */
-export function urlHost(host: string): string {
-  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
-}
-
-/** Resolves with `promise`'s outcome, or with false after `ms`; the timer never outlives it. */
-async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  const settled = new AbortController();
-  try {
-    return await Promise.race([
-      promise.then(() => true),
-      sleep(ms, settled.signal).then(() => false),
-    ]);
-  } finally {
-    settled.abort();
-  }
-}
-
 /**
  * One engine subprocess serving one catalogue model.
  *
- * The constructor resolves the command line (executable, weights) and throws
- * {@linkcode EngineError} if it cannot; {@linkcode ServerProcess.start} spawns the
+ * It runs an engine's plan (`planEngine`); given a card and options instead,
+ * the constructor resolves the command line (executable, weights) itself and
+ * throws {@linkcode EngineError} if it cannot; {@linkcode ServerProcess.start} spawns the
  * engine in its own process group without waiting for it to load;
  * {@linkcode ServerProcess.stop} sends SIGTERM to the group, waits up to a
  * grace period, then SIGKILLs what is left.
@@ -123,20 +92,8 @@ async function within(promise: Promise<unknown>, ms: number): Promise<boolean> {
  * ```
  */
 export class ServerProcess implements AsyncDisposable {
-  /** The catalogue card this engine serves. */
-  readonly card: ModelCard;
-  /** Host the engine binds. */
-  readonly host: string;
-  /** Port the engine listens on. */
-  readonly port: number;
-  /** The executable that is run. */
-  readonly executable: string;
-  /** Its arguments. */
-  readonly args: readonly string[];
-  /** The log file for the engine's stdout and stderr. */
-  readonly logFile: string;
-  #apiKey: string;
-  #env: Readonly<Record<string, string>>;
+  /** What this run runs: its card, where, and its command line. */
+  readonly plan: EnginePlan;
   #log: EngineLog;
   #ownLog: boolean;
   #announceExit: boolean;
@@ -150,45 +107,57 @@ export class ServerProcess implements AsyncDisposable {
   #poll: Promise<HealthCheck> | undefined;
 
   /**
-   * Resolves the command line for a card.
+   * Prepares a run of an engine's plan, or resolves the command line for a
+   * card first.
    *
-   * @param card The catalogue card.
-   * @param options Host, port, root directory and API key.
-   * @throws {EngineError} When the executable is missing, or neither local weights nor a hub id exist.
+   * @param from The engine's plan, or a catalogue card.
+   * @param options For a card: host, port, root directory and API key; for
+   *   either: the log and whether the run announces its own exit.
+   * @throws {EngineError} Given a card, when the executable is missing, or
+   *   neither local weights nor a hub id exist.
    */
-  constructor(card: ModelCard, options: ServerProcessOptions) {
-    this.card = card;
-    this.host = options.host;
-    this.port = options.port;
-    this.#apiKey = options.apiKey ?? LOCAL_ENGINE_API_KEY;
-    const kind = ENGINE_KINDS[card.engine];
-    if (!kind) {
-      throw new EngineError(
-        `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
-      );
-    }
-    this.executable = executableOf(card, kind);
-    if (!this.executable || !findExecutable(this.executable)) {
-      throw new EngineError(
-        `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${this.executable}' is not on PATH (${kind.install}, or set the card's executable)`,
-      );
-    }
-    const { model, isLocal } = resolveModel(card, kind, options.directory);
-    this.args = kind.argv({
-      model,
-      isLocal,
-      host: this.host,
-      port: this.port,
-      name: card.name,
-      apiKey: this.#apiKey,
-      card,
-    });
-    this.logFile = options.log?.path ??
-      `${options.directory}/logs/${card.name}.log`;
-    this.#env = options.env ?? {};
+  constructor(
+    from: EnginePlan | ModelCard,
+    options:
+      | ServerProcessOptions
+      | Pick<ServerProcessOptions, "log" | "announceExit"> = {},
+  ) {
+    this.plan = "card" in from
+      ? from
+      : planEngine(from, options as ServerProcessOptions);
     this.#ownLog = options.log === undefined;
-    this.#log = options.log ?? new EngineLog(this.logFile);
+    this.#log = options.log ?? new EngineLog(this.plan.logFile);
     this.#announceExit = options.announceExit ?? true;
+  }
+
+  /** The catalogue card this engine serves. */
+  get card(): ModelCard {
+    return this.plan.card;
+  }
+
+  /** Host the engine binds. */
+  get host(): string {
+    return this.plan.host;
+  }
+
+  /** Port the engine listens on. */
+  get port(): number {
+    return this.plan.port;
+  }
+
+  /** The executable that is run. */
+  get executable(): string {
+    return this.plan.executable;
+  }
+
+  /** Its arguments. */
+  get args(): readonly string[] {
+    return this.plan.args;
+  }
+
+  /** The log file for the engine's stdout and stderr. */
+  get logFile(): string {
+    return this.#log.path;
   }
 
   /** The catalogue name. */
@@ -198,7 +167,7 @@ export class ServerProcess implements AsyncDisposable {
 
   /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
   get url(): string {
-    return `http://${urlHost(this.host)}:${this.port}/v1`;
+    return baseUrl(this.plan);
   }
 
   /** The engine's pid (and process group id) once started. */
@@ -248,7 +217,7 @@ export class ServerProcess implements AsyncDisposable {
    * ```
    */
   mask(text: string): string {
-    return this.#apiKey ? text.replaceAll(this.#apiKey, "***") : text;
+    return masked(this.plan, text);
   }
 
   /**
@@ -264,7 +233,7 @@ export class ServerProcess implements AsyncDisposable {
     try {
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: engineEnv({ ...this.card.env, ...this.#env }),
+        env: engineEnv(this.plan.env),
         clearEnv: true,
         stdin: "null",
         stdout: "piped",
@@ -348,7 +317,7 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   async #probe(timeoutMs: number): Promise<HealthCheck> {
-    const host = isWildcard(this.host)
+    const host = isWildcardHost(this.host)
       ? (this.host.includes(":") ? "[::1]" : "127.0.0.1")
       : urlHost(this.host);
     // A cleared timer, not AbortSignal.timeout(): that one lives on for the whole
@@ -423,7 +392,9 @@ export class ServerProcess implements AsyncDisposable {
   async #gone(pgid: number, ms: number): Promise<boolean> {
     const deadline = Date.now() + ms;
     // The leader's exit is an event; only the rest of the group needs polling.
-    if (this.running && !(await within(this.#exited!, ms))) return false;
+    if (this.running && (await within(this.#exited!, ms)) === undefined) {
+      return false;
+    }
     while (groupAlive(pgid)) {
       if (Date.now() >= deadline) return false;
       await sleep(POLL_MS);

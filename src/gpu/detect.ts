@@ -5,13 +5,15 @@
  *
  * @module
  */
-import { ConfigError } from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
+import { clip } from "../common/one_line.ts";
 import {
   formatGpuList,
   type GpuPool,
   parseVisibleDevices,
 } from "./placement.ts";
-import { type GpuQuery, runNvidiaSmi } from "./nvidia_smi.ts";
+import type { GpuQuery } from "./nvidia_smi.ts";
+import { listGpuIndices } from "./gpu_monitor.ts";
 
 /** What {@linkcode detectGpuPool} found. */
 export interface GpuDetection {
@@ -133,7 +135,7 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
  *    empty value.
  * 3. `nvidia-smi --query-gpu=index --format=csv,noheader`, when an
  *    `nvidia-smi` is on PATH: one index per line. It runs through
- *    {@linkcode runNvidiaSmi}: in its own process group, killed (with
+ *    `listGpuIndices` (`gpu_monitor.ts`): in its own process group, killed (with
  *    anything it started) after `timeoutMs`. A non-zero
  *    exit, a timeout or output other than distinct indices gives a `warning`
  *    and no pool.
@@ -204,7 +206,6 @@ export function gpuPoolLine(detection: GpuDetection): string {
     } (from ${detection.source})`;
 }
 
-const NVIDIA_SMI_ARGS = ["--query-gpu=index", "--format=csv,noheader"];
 const NO_NVIDIA_SMI =
   "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
 
@@ -212,7 +213,7 @@ async function askNvidiaSmi(
   env: Readonly<Record<string, string | undefined>>,
   timeoutMs: number,
 ): Promise<GpuDetection> {
-  const run = await runNvidiaSmi(NVIDIA_SMI_ARGS, { env, timeoutMs });
+  const run = await listGpuIndices({ env, timeoutMs });
   if (!run.ok) {
     if (run.reason === "absent") {
       return { pool: undefined, source: NO_NVIDIA_SMI };
@@ -252,9 +253,4 @@ function failed(detail: string): GpuDetection {
     warning:
       `Cannot detect GPUs with nvidia-smi: ${detail}; GPUs are not placed (give the pool with --gpus)`,
   };
-}
-
-function clip(text: string): string {
-  const line = text.replace(/\s+/g, " ");
-  return line.length > 80 ? `${line.slice(0, 77)}...` : line;
 }

@@ -7,7 +7,7 @@
  * @module
  */
 import { procStats } from "../engines/proc.ts";
-import { GpuMonitor } from "./gpu_monitor.ts";
+import type { GpuMonitor } from "./gpu_monitor.ts";
 import { runMemoryMiB } from "./memory_use.ts";
 import { GpuStartGate, type ProcessFacts } from "./start_gate.ts";
 
@@ -31,6 +31,8 @@ export interface GpuLifecycleOptions {
   readonly releaseTimeoutMs: number;
   /** The launcher's supervised runs. */
   readonly runs: () => readonly GpuRun[];
+  /** The launcher's one monitor (its plan looked through it too). */
+  readonly monitor: GpuMonitor;
 }
 
 /** Live processes among `pids`, with their group and command name. */
@@ -47,7 +49,7 @@ function liveProcesses(pids: readonly number[]): Map<number, ProcessFacts> {
  *
  * @example
  * ```ts ignore
- * const gpu = new GpuLifecycle({ intervalMs: 10_000, releaseTimeoutMs: 30_000, runs: () => supervisors });
+ * const gpu = new GpuLifecycle({ intervalMs: 10_000, releaseTimeoutMs: 30_000, runs: () => supervisors, monitor });
  * new EngineSupervisor(card, { ...options, gate: gpu.gate });
  * await gpu.round(); // once per health round
  * ```
@@ -55,13 +57,14 @@ function liveProcesses(pids: readonly number[]): Map<number, ProcessFacts> {
 export class GpuLifecycle {
   /** The start gate every start passes. */
   readonly gate: GpuStartGate;
-  readonly #monitor = new GpuMonitor();
+  readonly #monitor: GpuMonitor;
   readonly #intervalMs: number;
   readonly #runs: () => readonly GpuRun[];
 
   /** @param options Pace, bounds and the launcher's engines. */
   constructor(options: GpuLifecycleOptions) {
     this.#intervalMs = options.intervalMs;
+    this.#monitor = options.monitor;
     this.gate = new GpuStartGate({
       facts: this.#monitor,
       intervalMs: options.intervalMs,

@@ -1,5 +1,11 @@
 /**
- * Shares `nvidia-smi` between every engine that asks about the GPUs: at most
+ * The one road to GPU facts: the only module that runs `nvidia-smi`. The
+ * launcher's plan takes its one look through the launcher's monitor
+ * ({@linkcode GpuMonitor.look}), pool detection lists the device indices
+ * through {@linkcode listGpuIndices}, and the start gate and the memory
+ * rounds (what `?detail=1` reports) read the same monitor's snapshots.
+ *
+ * The monitor shares `nvidia-smi` between every engine that asks about the GPUs: at most
  * one query per interval and one in flight, whatever the number of callers,
  * and one warning per run of failures instead of one per call. A caller that
  * knows the facts changed (a process exited, one spawned) takes a mark, and
@@ -11,9 +17,18 @@ import { FailureRun } from "../common/log_throttle.ts";
 import {
   type GpuQuery,
   type GpuSnapshot,
+  type NvidiaSmiRun,
   queryGpus,
   type QueryGpusOptions,
+  runNvidiaSmi,
 } from "./nvidia_smi.ts";
+
+/** One `nvidia-smi --query-gpu=index` run, for pool detection when no look is under way. */
+export function listGpuIndices(
+  options: QueryGpusOptions,
+): Promise<NvidiaSmiRun> {
+  return runNvidiaSmi(["--query-gpu=index", "--format=csv,noheader"], options);
+}
 
 /** How a {@linkcode GpuMonitor} asks. */
 export interface GpuMonitorOptions {
@@ -103,6 +118,14 @@ export class GpuMonitor {
     this.#query = options.query ?? queryGpus;
     this.#maxBackoffMs = options.maxBackoffMs ?? 60_000;
     this.#now = options.now ?? (() => performance.now());
+  }
+
+  /**
+   * One whole look now, for the launcher's plan: neither counted nor kept,
+   * and logging nothing (the plan words its own warnings).
+   */
+  look(): Promise<GpuQuery> {
+    return this.#query(this.#options);
   }
 
   /** Number of `nvidia-smi` query rounds made so far (each round is the two runs of {@linkcode queryGpus}). */

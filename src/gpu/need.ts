@@ -13,6 +13,7 @@ import {
   FlagValueError,
   sizeFlag,
 } from "../engines/kinds/flag_values.ts";
+import { InputError } from "../common/config_error.ts";
 
 /**
  * What a card needs from the GPU pool.
@@ -46,7 +47,7 @@ export type GpuNeed = EngineDevices & { readonly pinned?: readonly string[] };
  * console.log(error.message); // Cannot place qwen3-30b-a3b: needs 2 GPUs, 1 free in pool 0-3
  * ```
  */
-export class GpuPlacementError extends Error {
+export class GpuPlacementError extends InputError {
   /** The catalogue name of the card that could not be placed. */
   readonly card: string;
 

@@ -11,6 +11,8 @@
  * @module
  */
 import { signalGroup } from "../engines/process_group.ts";
+import { clip } from "../common/one_line.ts";
+import { within } from "../common/sleep.ts";
 
 /** One GPU as `nvidia-smi --query-gpu` lists it. */
 export interface GpuDevice {
@@ -454,25 +456,4 @@ function drain(
       reader.cancel().catch(() => {});
     },
   };
-}
-
-/** `promise`'s value, or undefined after `ms`; the timer never outlives it. */
-async function within<T>(
-  promise: Promise<T>,
-  ms: number,
-): Promise<T | undefined> {
-  let id: ReturnType<typeof setTimeout> | undefined;
-  const timer = new Promise<undefined>((resolve) => {
-    id = setTimeout(() => resolve(undefined), ms);
-  });
-  try {
-    return await Promise.race([promise, timer]);
-  } finally {
-    clearTimeout(id);
-  }
-}
-
-function clip(text: string): string {
-  const line = text.replace(/\s+/g, " ");
-  return line.length > 80 ? `${line.slice(0, 77)}...` : line;
 }

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import { urlHost } from "../engines/server_process.ts";
+import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { EngineDetail } from "../supervision/engine_detail.ts";
 import type { ModelCard } from "../catalogue.ts";
 import type { Handler } from "../web.ts";
@@ -56,8 +56,7 @@ function json(
 
 /** Engines bound to every interface are reported under the name the client used. */
 function engineUrl(engine: ReportedEngine, req: Request): string {
-  const wildcard = ["0.0.0.0", "::", "[::]", ""].includes(engine.host);
-  if (!wildcard) return engine.url;
+  if (!isWildcardHost(engine.host)) return engine.url;
   const host = new URL(req.url).hostname;
   return `http://${urlHost(host)}:${engine.port}/v1`;
 }

@@ -17,6 +17,7 @@ import {
   type CliOptions,
   helpFor,
 } from "./cli_flags.ts";
+import { NO_MODEL } from "./options.ts";
 
 /** A command line that cannot be used. */
 export class UsageError extends Error {
@@ -208,9 +209,7 @@ export function parseCli(args: readonly string[]): CliOptions {
   const options: CliOptions = { models: positionals, help: !!values.help };
   if (options.help) return options;
   if (positionals.length === 0) {
-    throw new UsageError(
-      "Cannot start: no model given (expected one or more catalogue names, e.g. llama-3)",
-    );
+    throw new UsageError(NO_MODEL);
   }
   for (const spec of positionals) {
     if (!spec.slice(spec.indexOf(":") + 1)) {

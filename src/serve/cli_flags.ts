@@ -5,7 +5,7 @@
  *
  * @module
  */
-import { parsePort } from "../common.ts";
+import { parsePort } from "../common/settings.ts";
 import { RESTART_POLICIES } from "../catalogue.ts";
 import { parseGpuList } from "../gpu/detect.ts";
 import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./options.ts";

@@ -1,141 +1,66 @@
 /**
- * The launcher's engines as supervisors: one per requested card, in request
- * order, each with its port, log, devices and the GPU start gate; and, when a
- * reload changes what reaches an engine, its replacement: a new supervisor for
- * the new card that starts through the same path as every start (the gate
- * included, waiting for the replaced run's GPU memory as a restart would).
+ * The launcher's engines as supervisors: one per engine of the plan, in
+ * request order, each with its log, its devices and the GPU start gate; and,
+ * when a reload changes what reaches an engine, its replacement: a new
+ * supervisor for the new engine plan that starts through the same path as
+ * every start (the gate included, waiting for the replaced run's GPU memory
+ * as a restart would).
  *
  * @module
  */
-import type { ModelCard } from "../catalogue.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
-import { isPortFree } from "../engines/ports.ts";
 import type { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
-import type { Placement } from "../gpu/place_engines.ts";
 import type { EngineRecords } from "../supervision/records.ts";
 import { EngineSupervisor } from "../supervision/supervisor.ts";
-import type { EngineChange } from "../supervision/supervisor_options.ts";
 import type { RunWatcher } from "../supervision/watchdog.ts";
 import type { ResolvedOptions } from "./options.ts";
 
-/** Where the launcher's engines run and how they are supervised. */
-export interface EngineSite {
-  /** The host every engine binds. */
-  readonly host: string;
-  /** The management port; the n-th engine listens on port + n. */
-  readonly port: number;
-  /** The root directory. */
-  readonly directory: string;
+/** How the launcher supervises every engine. */
+export interface Supervision {
+  /** The launcher's options, resolved (restart policy, timeouts, log sizes …). */
+  readonly options: ResolvedOptions;
   /** Engine records under `data/`. */
   readonly records: EngineRecords;
   /** The GPU start gate and memory rounds, when some engine is placed. */
   readonly gpu: GpuLifecycle | undefined;
-  /** The launcher's options, resolved (restart policy, timeouts, log sizes …). */
-  readonly options: ResolvedOptions;
   /** Called after every state change of any engine (metrics). */
   readonly onChange: () => void;
 }
 
-/** What one supervisor gets beyond its card. */
-interface EngineRun {
-  env: Record<string, string>;
-  gpus: readonly string[] | null;
-  log: EngineLog;
-  apiKey?: string | undefined;
-  baseline?: Promise<Set<number> | undefined>;
-}
-
 /**
- * One supervisor per card, in request order (nothing started).
+ * One supervisor for an engine's plan (nothing started).
  *
- * @param cards The expanded cards.
- * @param placement Each card's devices.
- * @param site Where and how.
- * @returns The supervisors.
- * @throws {EngineError} When an engine cannot be prepared.
- */
-export function superviseEngines(
-  cards: readonly ModelCard[],
-  placement: Placement,
-  site: EngineSite,
-): EngineSupervisor[] {
-  const o = site.options;
-  return cards.map((card, i) =>
-    supervisorFor(card, i, {
-      env: placement.env(card),
-      gpus: placement.devices(card),
-      log: new EngineLog(`${site.directory}/logs/${card.name}.log`, {
-        maxBytes: o.logMaxBytes,
-        keep: o.logKeep,
-      }),
-    }, site)
-  );
-}
-
-/**
- * Replaces engine `index` with one for `card` (a reload changed what reaches
- * it): the new supervisor is prepared first (a failure leaves the old engine
- * running), then the old one is stopped (SIGTERM to its group, grace,
- * SIGKILL), then the new one takes its place in `supervisors` and starts. It
- * keeps the log, the port and the restart policy's fresh start (1 s delay).
+ * @param plan The engine.
+ * @param how The launcher's supervision.
+ * @param run For a replacement: the log it keeps and the replaced run's GPU
+ *   baseline, which its first start waits for.
+ * @returns The supervisor.
  *
- * @param supervisors The launcher's list, changed in place.
- * @param index Which engine.
- * @param card Its new expanded card.
- * @param change Its new placement and engine key.
- * @param site Where and how.
- * @param watchdog The launcher's watchdog.
- * @throws {EngineError} When the new engine cannot be prepared or spawned.
+ * @example
+ * ```ts ignore
+ * const supervisors = plan.engines.map((engine) => supervise(engine, how));
+ * ```
  */
-export async function replaceEngine(
-  supervisors: EngineSupervisor[],
-  index: number,
-  card: ModelCard,
-  change: EngineChange,
-  site: EngineSite,
-  watchdog: RunWatcher | undefined,
-): Promise<void> {
-  const old = supervisors[index]!;
-  const fresh = supervisorFor(card, index, {
-    env: change.env ?? {},
-    gpus: change.gpus ?? null,
-    log: old.log,
-    apiKey: change.apiKey,
-    // Its first start waits, as a restart would, for the replaced run's GPU memory.
-    baseline: old.gpuBaseline(),
-  }, site);
-  await old.stop(site.options.graceMs, { keepLog: true, why: "reload" });
-  supervisors[index] = fresh;
-  site.onChange();
-  fresh.start(watchdog);
-}
-
-function supervisorFor(
-  card: ModelCard,
-  index: number,
-  run: EngineRun,
-  site: EngineSite,
+export function supervise(
+  plan: EnginePlan,
+  how: Supervision,
+  run: { log?: EngineLog; baseline?: Promise<Set<number> | undefined> } = {},
 ): EngineSupervisor {
-  const o = site.options;
-  const gpu = site.gpu;
-  return new EngineSupervisor(card, {
-    host: site.host,
-    port: site.port + index + 1,
-    directory: site.directory,
-    env: run.env,
-    gpus: run.gpus,
-    log: run.log,
+  const o = how.options;
+  const gpu = how.gpu;
+  return new EngineSupervisor(plan, {
+    log: run.log ??
+      new EngineLog(plan.logFile, { maxBytes: o.logMaxBytes, keep: o.logKeep }),
     graceMs: o.graceMs,
-    records: site.records,
-    portFree: isPortFree,
-    onChange: site.onChange,
-    ...(run.apiKey !== undefined ? { apiKey: run.apiKey } : {}),
+    records: how.records,
+    onChange: how.onChange,
     ...(run.baseline !== undefined ? { baseline: run.baseline } : {}),
     ...(gpu
       ? {
         gate: gpu.gate,
-        memoryNeed: gpuMemoryNeed(card),
+        memoryNeed: gpuMemoryNeed(plan.card),
         loadPollMs: Math.min(1_000, o.healthIntervalMs),
       }
       : {}),
@@ -145,4 +70,42 @@ function supervisorFor(
     stableAfterMs: o.stableAfterMs,
     livenessFailures: o.livenessFailures,
   });
+}
+
+/**
+ * Replaces engine `index` with one for its new plan (a reload changed what
+ * reaches it): the new supervisor is made first, then the old one is stopped
+ * (SIGTERM to its group, grace, SIGKILL), then the new one takes its place in
+ * `supervisors` and starts. It keeps the log, the port and the restart
+ * policy's fresh start (1 s delay).
+ *
+ * @param supervisors The launcher's list, changed in place.
+ * @param index Which engine.
+ * @param plan Its new plan.
+ * @param how The launcher's supervision.
+ * @param watchdog The launcher's watchdog.
+ * @throws {EngineError} When the new engine cannot be spawned.
+ *
+ * @example
+ * ```ts ignore
+ * await replaceEngine(supervisors, 0, next.engines[0]!, how, watchdog);
+ * ```
+ */
+export async function replaceEngine(
+  supervisors: EngineSupervisor[],
+  index: number,
+  plan: EnginePlan,
+  how: Supervision,
+  watchdog: RunWatcher | undefined,
+): Promise<void> {
+  const old = supervisors[index]!;
+  const fresh = supervise(plan, how, {
+    log: old.log,
+    // Its first start waits, as a restart would, for the replaced run's GPU memory.
+    baseline: old.gpuBaseline(),
+  });
+  await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
+  supervisors[index] = fresh;
+  how.onChange();
+  fresh.start(watchdog);
 }

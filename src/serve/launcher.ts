@@ -1,34 +1,45 @@
 /**
- * The launcher itself: {@linkcode Semioserve} prepares (every check start-up
- * makes), starts one supervised engine per requested model, serves the
- * management API, reloads on request and stops everything it started.
+ * The launcher itself: {@linkcode Semioserve} plans (every check start-up
+ * makes, `start_checks.ts`), applies the plan: one supervised engine per
+ * requested model and the management API over them; reloads on request (a
+ * new plan's difference) and stops everything it started.
  *
  * @module
  */
-import { type Handler, type SSLConfig, withSecurityHeaders } from "../web.ts";
+import { type Handler, withSecurityHeaders } from "../web.ts";
 import {
   createManagementHandler,
   type ManagementState,
 } from "../http/handler.ts";
-import { type ServerProcess, urlHost } from "../engines/server_process.ts";
+import type { ServerProcess } from "../engines/server_process.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
+import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
-import type { Placement } from "../gpu/place_engines.ts";
-import { type EngineSite, replaceEngine } from "./engine_supervisors.ts";
-import { checkStart } from "./start_checks.ts";
+import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
+import { GpuMonitor } from "../gpu/gpu_monitor.ts";
+import {
+  replaceEngine,
+  supervise,
+  type Supervision,
+} from "./engine_supervisors.ts";
+import { type Machine, type Plan, planStart } from "./start_checks.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
 import {
   type ResolvedOptions,
   resolveOptions,
   type SemioserveOptions,
 } from "./options.ts";
-import type { OpsStance } from "../web/ops_stance.ts";
 import { LauncherSignals } from "./signals.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
+import {
+  type Environment,
+  readEnvironment,
+  urlHost,
+} from "../common/settings.ts";
 import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
@@ -36,18 +47,14 @@ import { Reloader, type ReloadResult } from "./reload.ts";
 import { ReloadQueue } from "./reload_queue.ts";
 import { refusedReload } from "./reload_result.ts";
 
-/** What start-up resolved, before anything runs. */
-interface Prepared {
-  placement: Placement;
+/** A plan applied: what it built, nothing started yet. */
+interface Applied {
+  plan: Plan;
   supervisors: EngineSupervisor[];
-  /** Where and how engines are supervised: directory, records, the GPU gate. */
-  site: EngineSite;
+  /** How engines are supervised: records, the GPU gate, the options. */
+  supervision: Supervision;
   handler: Handler;
-  stance: OpsStance;
-  tls: SSLConfig | undefined;
   state: ManagementState;
-  /** The start-up checks' warnings, logged once the start proceeds. */
-  warnings: readonly string[];
 }
 
 /**
@@ -77,7 +84,11 @@ export class Semioserve implements AsyncDisposable {
   readonly port!: number;
   /** The options with every default applied. */
   #o!: ResolvedOptions;
-  #prepared: Prepared | undefined;
+  /** The environment, read once when the launcher was made. */
+  #env!: Environment;
+  /** The one road to GPU facts: the plan's look, the gate, the memory rounds. */
+  #gpus = new GpuMonitor();
+  #prepared: Applied | undefined;
   #server: GuardedServer | undefined;
   #url: URL | undefined;
   #running: Promise<void> | undefined;
@@ -92,9 +103,13 @@ export class Semioserve implements AsyncDisposable {
   // --- end reload ---
 
   /**
-   * Creates the launcher, or returns the one that exists.
+   * Creates the launcher, or returns the one that exists. The environment
+   * (`MY_LOCAL`, `NUCLEUS_*`, the secrets and their `*_FILE` files) is read
+   * here, once.
    *
    * @param options Models and settings.
+   * @throws {ConfigError} On a bad `MY_LOCAL` or `NUCLEUS_PORT`, or a secret
+   *   that cannot be read.
    */
   constructor(options: SemioserveOptions) {
     if (Semioserve.#instance) {
@@ -104,7 +119,8 @@ export class Semioserve implements AsyncDisposable {
       return Semioserve.#instance;
     }
     this.options = { ...options };
-    this.#o = resolveOptions(options);
+    this.#env = readEnvironment();
+    this.#o = resolveOptions(options, this.#env);
     this.host = this.#o.host;
     this.port = this.#o.port;
     Semioserve.#instance = this;
@@ -155,8 +171,10 @@ export class Semioserve implements AsyncDisposable {
   }
 
   /**
-   * Validates everything without starting anything: root directory, catalogue,
-   * model specs, engine command lines, free ports, mode and TLS files.
+   * Plans the start, validating everything (root directory, catalogue, model
+   * specs, GPU placement, engine command lines, mode and TLS files, free
+   * ports), then applies the plan up to the start itself: stops what a killed
+   * launcher left running and builds the engines' supervisors. Starts nothing.
    *
    * @throws {AssertionError} When the root directory lacks a subdirectory.
    * @throws {KeyError} When a model is not in the catalogue.
@@ -164,24 +182,55 @@ export class Semioserve implements AsyncDisposable {
    */
   async prepare(): Promise<void> {
     if (this.#prepared) return;
-    const checked = await checkStart(this.#o, this.#checkSite(), "start");
-    const { registry, supervisors, stance, tls, placement, site } = checked;
+    this.#prepared = await this.#apply(
+      await planStart(this.#o, this.#machine(), "start"),
+    );
+  }
+
+  /**
+   * Applies a start's plan up to the start itself: stops what a killed
+   * launcher left running, then builds the supervisors (the GPU gate among
+   * them when some engine is placed) and the management handler.
+   */
+  async #apply(plan: Plan): Promise<Applied> {
+    const o = this.#o;
+    const records = new EngineRecords(plan.directory);
+    // What a launcher killed outright left behind goes first, so its ports are free again.
+    await records.reap(plan.survey!, o.graceMs);
+    const supervisors: EngineSupervisor[] = [];
+    const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
+    const supervision: Supervision = {
+      options: o,
+      records,
+      gpu: placed
+        ? new GpuLifecycle({
+          intervalMs: o.healthIntervalMs,
+          releaseTimeoutMs: o.gpuReleaseTimeoutMs,
+          runs: () => supervisors,
+          monitor: this.#gpus,
+        })
+        : undefined,
+      onChange: () => this.#onEngineChange(),
+    };
+    supervisors.push(...plan.engines.map((e) => supervise(e, supervision)));
     const state: ManagementState = {
       engines: supervisors,
-      catalogue: registry.names(),
-      pollTimeoutMs: this.#o.pollTimeoutMs,
+      catalogue: plan.catalogue,
+      pollTimeoutMs: o.pollTimeoutMs,
     };
-    const app = stance.auth.wrap(createManagementHandler(state));
-    this.#prepared = {
-      placement,
+    const app = plan.stance.auth.wrap(createManagementHandler(state));
+    return {
+      plan,
       supervisors,
-      site,
-      stance,
-      tls,
+      supervision,
       state,
-      warnings: checked.warnings,
-      handler: withSecurityHeaders(app, { https: tls !== undefined }),
+      handler: withSecurityHeaders(app, { https: plan.tls !== undefined }),
     };
+  }
+
+  /** What a plan is made from besides the options; a reload reads the environment again. */
+  #machine(env: Environment = this.#env): Machine {
+    return { env, gpus: this.#gpus };
   }
 
   /**
@@ -209,17 +258,7 @@ export class Semioserve implements AsyncDisposable {
    * ```
    */
   async plan(): Promise<StartPlan> {
-    return startPlan(
-      await checkStart(this.#o, this.#checkSite(), "dry-run"),
-    );
-  }
-
-  #checkSite() {
-    return {
-      host: this.host,
-      port: this.port,
-      onChange: () => this.#onEngineChange(),
-    };
+    return startPlan(await planStart(this.#o, this.#machine(), "dry-run"));
   }
 
   /**
@@ -282,17 +321,10 @@ export class Semioserve implements AsyncDisposable {
 
   async #runLauncher(signals: LauncherSignals): Promise<void> {
     await this.prepare();
-    const {
-      supervisors,
-      stance,
-      tls,
-      handler,
-      placement,
-      state,
-      site,
-      warnings,
-    } = this.#prepared as Prepared;
-    const { directory, gpu } = site;
+    const { plan, supervisors, supervision, handler, state } = this
+      .#prepared as Applied;
+    const { directory, stance, tls, placement, warnings } = plan;
+    const gpu = supervision.gpu;
     const o = this.#o;
     const graceMs = o.graceMs;
     const startedAt = Date.now();
@@ -323,19 +355,15 @@ export class Semioserve implements AsyncDisposable {
       metrics.update(metricsSnapshot(facts, supervisors));
     this.#onEngineChange = writeMetrics;
     this.#reloader = new Reloader({
-      catalogue: o.catalogue,
-      models: o.models,
-      directory,
+      plan,
+      // The same planning as a start's, the environment read again (its *_FILE secrets).
+      replan: (running) =>
+        planStart(o, this.#machine(readEnvironment()), "reload", running),
       supervisors,
-      replace: (index, card, change) =>
-        replaceEngine(supervisors, index, card, change, site, watchdog),
-      placement,
-      stance,
-      tls,
+      replace: (index, engine) =>
+        replaceEngine(supervisors, index, engine, supervision, watchdog),
       server: () => this.#server,
       state,
-      graceMs,
-      gpus: o.gpus,
       onReloaded(result) {
         if (result.ok) {
           reloads.ok++;

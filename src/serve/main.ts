@@ -5,6 +5,8 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import { ConfigError } from "../common/config_error.ts";
+import { checkEnginePorts } from "../common/settings.ts";
 import { parseCli, USAGE, UsageError } from "./cli.ts";
 import { Semioserve } from "./launcher.ts";
 import { renderPlan } from "./plan_text.ts";
@@ -31,13 +33,13 @@ export async function main(
   let cli;
   try {
     cli = parseCli(args);
-    if (cli.port !== undefined && cli.port + cli.models.length > 65535) {
-      throw new UsageError(
-        `Cannot use --port ${cli.port} for ${cli.models.length} models: engine ports would pass 65535`,
-      );
+    if (cli.port !== undefined) {
+      checkEnginePorts(cli.port, cli.models.length, "--port");
     }
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
+    if (!(error instanceof UsageError || error instanceof ConfigError)) {
+      throw error;
+    }
     log.error(`${error.message} (see --help)`);
     return 2;
   }

@@ -5,10 +5,41 @@
  * @module
  */
 import type { RestartPolicy } from "../catalogue.ts";
-import { NUCLEUS_HOST, NUCLEUS_PORT } from "../common.ts";
-import { SEMIOSERVE_DEFAULTS } from "./defaults.ts";
+import { type Environment, readEnvironment } from "../common/settings.ts";
+import {
+  DEFAULT_LOG_KEEP,
+  DEFAULT_LOG_MAX_BYTES,
+} from "../engines/log_sink.ts";
 
-export { SEMIOSERVE_DEFAULTS };
+/** The refusal of a start without a model, from the command line or an embedder. */
+export const NO_MODEL =
+  "Cannot start: no model given (expected one or more catalogue names, e.g. llama-3)";
+
+/**
+ * Every default of `SemioserveOptions` that is a value (not read
+ * from the environment), in the options' units: the one place they are
+ * written (the log sizes are `EngineLog`'s own). The launcher reads them
+ * through `resolveOptions`, the command line's `--help` prints
+ * them, a test holds the `@default` tags to them, and the bench's bare server
+ * takes them (this module reads nothing while it loads).
+ */
+export const SEMIOSERVE_DEFAULTS = {
+  graceMs: 10_000,
+  pollTimeoutMs: 2_000,
+  restart: "on-failure",
+  restartMaxDelayMs: 300_000,
+  stableAfterMs: 600_000,
+  healthIntervalMs: 10_000,
+  livenessFailures: 6,
+  logMaxBytes: DEFAULT_LOG_MAX_BYTES,
+  logKeep: DEFAULT_LOG_KEEP,
+  gpuReleaseTimeoutMs: 30_000,
+  startTimeoutMs: 900_000,
+  headerTimeoutMs: 10_000,
+  idleTimeoutMs: 120_000,
+  maxConnections: 1024,
+  handleSignals: true,
+} as const;
 
 /** How a {@linkcode Semioserve} is configured; unset fields fall back to the environment. */
 export interface SemioserveOptions {
@@ -137,8 +168,6 @@ export interface SemioserveOptions {
   onListen?: (url: URL) => void;
 }
 
-// Checked here, where the options are declared; written in defaults.ts, which
-// imports nothing that reads the environment (the bench's bare server uses it).
 SEMIOSERVE_DEFAULTS satisfies Partial<SemioserveOptions>;
 
 /** The options {@linkcode SEMIOSERVE_DEFAULTS} fills in. */
@@ -161,16 +190,25 @@ export type ResolvedOptions = Readonly<
  * read.
  *
  * @param options As given.
+ * @param env The environment's host and port, read when the launcher is made.
  * @returns Every defaulted field set.
+ *
+ * @example
+ * ```ts ignore
+ * const o = resolveOptions({ models: ["llama-3"] }, readEnvironment());
+ * ```
  */
-export function resolveOptions(options: SemioserveOptions): ResolvedOptions {
+export function resolveOptions(
+  options: SemioserveOptions,
+  env: Pick<Environment, "host" | "port"> = readEnvironment(),
+): ResolvedOptions {
   const given = Object.fromEntries(
     Object.entries(options).filter(([, value]) => value !== undefined),
   );
   return {
     ...SEMIOSERVE_DEFAULTS,
-    host: NUCLEUS_HOST,
-    port: NUCLEUS_PORT,
+    host: env.host,
+    port: env.port,
     ...given,
   } as ResolvedOptions;
 }

@@ -1,131 +1,151 @@
 /**
- * Every check a start makes, in one function that a start and `--dry-run`
- * both run: the root directory, the catalogue and the requested models with
- * their `${NAME}` values, GPU placement on the pool, each engine's command
- * line (executable, weights), the mode with its secrets and the TLS pair, the
- * engine records, and the management and engine ports. They differ only
- * where a start acts: a start stops what a killed launcher left running,
- * a dry run reports it; a dry run beside a running launcher on the same
- * directory reports that launcher's own ports and models instead of refusing
- * them. Nothing here spawns an engine, listens for longer than a port probe,
- * writes under the directory or takes a lock. A reload (`reload.ts`) runs the
- * same card checks ({@linkcode cardWarnings}, the command lines, the TLS
- * pair) on what it would restart; the ports it keeps are its own.
+ * The plan of a start: one function, {@linkcode planStart}, that a start, a
+ * dry run and a reload all call. It checks everything a start needs, in
+ * start-up's order: the root directory, the catalogue and the requested
+ * models with their `${NAME}` values, GPU placement on the pool (one
+ * `nvidia-smi` look), each engine's command line (executable, weights), the
+ * mode with its secrets and the TLS pair, the engine records, and the
+ * management and engine ports; and it resolves what a start runs, each engine
+ * as one {@linkcode EnginePlan}. It builds nothing that runs: a start applies
+ * the plan (`launcher.ts`), a dry run prints it (`start_plan.ts`), a reload
+ * applies its difference from the running plan (`reload.ts`).
+ *
+ * The modes differ only where the running launcher matters: a dry run
+ * reports a killed launcher's leftovers and a running launcher's own ports
+ * instead of refusing them; a reload keeps the running launcher's ports,
+ * records and mode, and resolves again only the engines whose card changed.
+ * Nothing here spawns an engine, listens for longer than a port probe,
+ * writes under the directory or takes a lock.
  *
  * @module
  */
 import { type ModelCard, Registry } from "../catalogue.ts";
-import { ConfigError, MY_LOCAL } from "../common.ts";
+import { AssertionError } from "node:assert";
+import { ConfigError } from "../common/config_error.ts";
+import {
+  checkDirectory,
+  checkEnginePorts,
+  type Environment,
+  isDevMode,
+  ROOT_SUBDIRECTORIES,
+} from "../common/settings.ts";
 import { SSLConfig } from "../web.ts";
 import { OpsStance } from "../web/ops_stance.ts";
+import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { checkPortFree } from "../engines/ports.ts";
 import { portHolders } from "../engines/port_holder.ts";
 import { type LocalWeights, localWeights } from "../engines/weight_files.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
 import { placeEngines, type Placement } from "../gpu/place_engines.ts";
-import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
-import {
-  type GpuQuery,
-  type GpuSnapshot,
-  queryGpus,
-} from "../gpu/nvidia_smi.ts";
+import type { GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
+import type { GpuMonitor } from "../gpu/gpu_monitor.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
-import type { EngineSupervisor } from "../supervision/supervisor.ts";
-import { type EngineSite, superviseEngines } from "./engine_supervisors.ts";
-import { checkRoot } from "./root_directory.ts";
-import { requestedCards } from "./requested_cards.ts";
-import type { ResolvedOptions } from "./options.ts";
+import { diffCards, type ReloadDiff } from "./reload_diff.ts";
+import { NO_MODEL, type ResolvedOptions } from "./options.ts";
 
-/** A start acts on what it finds; a dry run only reports it. */
-export type CheckMode = "start" | "dry-run";
-
-/** Where the launcher listens, and whom engines tell of a change. */
-export interface CheckSite {
-  readonly host: string;
-  readonly port: number;
-  readonly onChange: () => void;
+/** What a plan is made from besides the options: the environment and the machine. */
+export interface Machine {
+  /** The environment as read (for a reload: read again, so the `*_FILE` secrets are new). */
+  readonly env: Environment;
+  /** The launcher's one road to GPU facts; the plan takes at most one look. */
+  readonly gpus: GpuMonitor;
 }
 
-/** What the checks resolved: everything a start goes on with, or a plan shows. */
-export interface CheckedStart {
+/** A start applies the plan, a dry run prints it, a reload compares it with the running one. */
+export type PlanMode = "start" | "dry-run" | "reload";
+
+/** What a start runs, checked; nothing in it runs yet. */
+export interface Plan {
+  /** The root directory. */
   readonly directory: string;
-  readonly registry: Registry;
-  readonly cards: readonly ModelCard[];
+  /** The host of the management API and every engine. */
+  readonly host: string;
+  /** The management port. */
+  readonly port: number;
+  /** Every name in the catalogue. */
+  readonly catalogue: readonly string[];
+  /** One per requested model, in request order. */
+  readonly engines: readonly EnginePlan[];
+  /** Each engine's devices, and where the pool came from. */
   readonly placement: Placement;
-  /** Where and how engines are supervised: directory, records, the GPU gate. */
-  readonly site: EngineSite;
-  /** One per card, in request order; nothing started. */
-  readonly supervisors: EngineSupervisor[];
+  /** The mode and its authentication. */
   readonly stance: OpsStance;
+  /** The TLS pair under `<directory>/ssl/`, if any. */
   readonly tls: SSLConfig | undefined;
+  /** The HS512 secret as read (empty when unset). */
+  readonly idpSecret: string;
+  /** The engine API key as read (empty for none). */
+  readonly engineKey: string;
   /** The one `nvidia-smi` look taken, when one was needed and answered. */
   readonly snapshot: GpuSnapshot | undefined;
-  /** Each card's local weights, by name. */
+  /** The local weights of each engine this plan resolved, by name. */
   readonly weights: ReadonlyMap<string, LocalWeights>;
-  /** The engine records as found (before a start cleaned them up). */
-  readonly survey: RecordSurvey;
+  /** For a reload: what happens to each engine, from its running and new card. */
+  readonly changes?: ReloadDiff;
+  /** The engine records as found; undefined for a reload (its own are kept). */
+  readonly survey: RecordSurvey | undefined;
   /**
-   * Warnings for people, in check order: weights that may not fit,
-   * unreadable weight directories; for a dry run also what a start would do
-   * (leftovers stopped), a running launcher's own ports, and flags the
-   * engines' help does not list.
+   * Warnings for people, in check order: for a dry run first what a start
+   * would do (leftovers stopped) and a running launcher's own ports; then
+   * weights that may not fit, unreadable weight directories (for a reload,
+   * of the engines it restarts); for a dry run and a reload, last, the flags
+   * the engines' help does not list.
    */
   readonly warnings: readonly string[];
 }
 
 /**
  * Runs every start-up check, in start-up's order, and resolves what a start
- * needs. Throws the first refusal, as one line, exactly as a start prints it.
+ * runs. Throws the first refusal, as one line, exactly as a start prints it.
  *
  * @param o The launcher's options, resolved.
- * @param at Host, management port and the engines' change callback.
- * @param mode `start` stops a killed launcher's leftovers; `dry-run` reports them.
- * @returns What was checked and resolved.
+ * @param machine The environment and the GPUs' monitor.
+ * @param mode What the plan is for.
+ * @param running For a reload: the running launcher's plan, its engines as
+ *   they run now.
+ * @returns The plan.
  * @throws {AssertionError} When the root directory lacks a subdirectory.
  * @throws {KeyError} When a model is not in the catalogue.
  * @throws {ConfigError | CatalogueError | EngineError | SSLConfigError | GpuPlacementError} On any other bad input.
  *
  * @example
  * ```ts ignore
- * const checked = await checkStart(options, { host, port, onChange() {} }, "dry-run");
- * console.log(checked.warnings);
+ * const plan = await planStart(options, { env: readEnvironment(), gpus: new GpuMonitor() }, "dry-run");
+ * console.log(plan.warnings);
  * ```
  */
-export async function checkStart(
+export async function planStart(
   o: ResolvedOptions,
-  at: CheckSite,
-  mode: CheckMode,
-): Promise<CheckedStart> {
-  const directory = o.directory ?? MY_LOCAL;
+  machine: Machine,
+  mode: PlanMode,
+  running?: Plan,
+): Promise<Plan> {
+  const { env, gpus } = machine;
+  const directory = o.directory ?? env.myLocal;
   if (!directory) {
     throw new ConfigError(
       "Cannot start: no root directory (set MY_LOCAL or pass --directory)",
     );
   }
-  if (o.models.length === 0) {
-    throw new ConfigError("Cannot start: no model given");
-  }
-  if (at.port + o.models.length > 65535) {
-    throw new ConfigError(
-      `Cannot use port ${at.port} for ${o.models.length} models: engine ports would pass 65535`,
-    );
-  }
+  if (o.models.length === 0) throw new ConfigError(NO_MODEL);
+  checkEnginePorts(o.port, o.models.length, "port");
   checkRoot(directory);
-  // One nvidia-smi look, shared with pool detection: for a plan always, and
-  // asked at once so that it runs while the catalogue is read; for a start
+  // One nvidia-smi look, shared with pool detection: for a dry run always,
+  // and asked at once so that it runs while the catalogue is read; otherwise
   // only when a local checkpoint is to be compared with device memory.
-  let look = mode === "dry-run" && mayLook(o.gpus) ? queryGpus() : undefined;
+  let look = mode === "dry-run" && mayLook(o.gpus) ? gpus.look() : undefined;
   try {
-    return await checkRest(
+    return await planRest(
       o,
-      at,
+      env,
       mode,
       directory,
+      running,
       (cards, weights) =>
         look ??= mayLook(o.gpus) && wantsLook(cards, weights)
-          ? queryGpus()
+          ? gpus.look()
           : undefined,
     );
   } finally {
@@ -135,73 +155,144 @@ export async function checkStart(
 }
 
 /** The checks after the root directory's, with the GPU look started on demand. */
-async function checkRest(
+async function planRest(
   o: ResolvedOptions,
-  at: CheckSite,
-  mode: CheckMode,
+  env: Environment,
+  mode: PlanMode,
   directory: string,
+  running: Plan | undefined,
   lookFor: (
     cards: readonly ModelCard[],
     weights: ReadonlyMap<string, LocalWeights>,
   ) => Promise<GpuQuery> | undefined,
-): Promise<CheckedStart> {
+): Promise<Plan> {
   const registry = await Registry.load(o.catalogue);
-  const cards = requestedCards(registry, o.models, "start");
-  const weights = weightsOf(cards, directory);
-  const look = lookFor(cards, weights);
-  const placement = await placeEngines(cards, o.gpus, look);
+  const cards = requestedCards(
+    registry,
+    o.models,
+    mode === "reload" ? "reload" : "start",
+  );
+  // A reload resolves again only the engines whose change reaches the engine.
+  const changes = running &&
+    diffCards(running.engines.map((e) => e.card), cards);
+  const changed = changes && new Set(changes.restart);
+  const fresh = cards.filter((card) => changed?.has(card.name) ?? true);
+  const weights = weightsOf(fresh, directory);
+  const look = lookFor(fresh, weights);
+  const placement = running
+    ? running.placement.replan(cards, changed!)
+    : await placeEngines(cards, o.gpus, look);
   const answered = await look;
   const snapshot = answered?.ok ? answered.snapshot : undefined;
-  const records = new EngineRecords(directory);
-  const gpu = cards.some((card) => (placement.devices(card)?.length ?? 0) > 0)
-    ? new GpuLifecycle({
-      intervalMs: o.healthIntervalMs,
-      releaseTimeoutMs: o.gpuReleaseTimeoutMs,
-      runs: () => supervisors,
-    })
-    : undefined;
-  const site: EngineSite = {
-    host: at.host,
-    port: at.port,
-    directory,
-    records,
-    gpu,
-    options: o,
-    onChange: at.onChange,
-  };
-  const supervisors = superviseEngines(cards, placement, site);
-  const stance = OpsStance.resolve(
-    o.dev_mode === undefined ? {} : { dev_mode: o.dev_mode },
-  );
+  const engines = cards.map((card, i): EnginePlan => {
+    const kept = running?.engines[i];
+    if (kept && !changed?.has(card.name)) return { ...kept, card };
+    const need = placement.assignment(card)?.need;
+    const gpus = placement.devices(card);
+    return planEngine(card, {
+      host: o.host,
+      port: o.port + i + 1,
+      directory,
+      apiKey: env.engineKey,
+      env: placement.env(card),
+      gpus,
+      share: gpus === null || gpus.length === 0
+        ? null
+        : need?.kind === "share"
+        ? need.share
+        : 1,
+    });
+  });
+  // A reload keeps the running mode: only its secret file is read again.
+  const stance = running?.stance ?? OpsStance.resolve({
+    dev_mode: o.dev_mode ?? isDevMode(env.mode),
+    secret: env.idpSecret,
+    issuer: env.idpIssuer,
+  });
   const tls = await SSLConfig.fromDirectory(directory, {
     devMode: stance.devMode,
   });
-  const survey = records.survey(cards.map((card) => card.name));
   const warnings: string[] = [];
-  if (mode === "start") {
-    // What a launcher killed outright left behind goes first, so its ports are free again.
-    await records.reap(survey, o.graceMs);
-  } else warnings.push(...dryRunNotes(survey, directory));
-  warnings.push(
-    ...checkPorts(at, supervisors, mode === "dry-run" ? survey : undefined),
-  );
-  warnings.push(...cardWarnings(cards, weights, placement, snapshot));
-  // Only a plan asks the engines' help: a start leaves flags to their parsers.
-  if (mode === "dry-run") warnings.push(...await flagWarnings(cards));
+  let survey: RecordSurvey | undefined;
+  if (!running) {
+    const records = new EngineRecords(directory);
+    survey = records.survey(cards.map((card) => card.name));
+    if (mode === "start") records.refuseServed(survey);
+    else warnings.push(...dryRunNotes(survey, directory));
+    warnings.push(...checkPorts(o, engines, survey, mode));
+  }
+  warnings.push(...cardWarnings(fresh, weights, placement, snapshot));
+  // A start leaves flags to the engines' own parsers; a plan asks their help,
+  // and so does a reload, for the cards the operator changed.
+  if (mode !== "start") warnings.push(...await flagWarnings(fresh));
   return {
     directory,
-    registry,
-    cards,
+    host: o.host,
+    port: o.port,
+    catalogue: registry.names(),
+    engines,
     placement,
-    site,
-    supervisors,
     stance,
     tls,
+    idpSecret: env.idpSecret,
+    engineKey: env.engineKey,
     snapshot,
     weights,
+    ...(changes ? { changes } : {}),
     survey,
     warnings,
   };
+}
+
+/**
+ * Checks the root directory holds `models`, `logs`, `metrics` and `data`.
+ *
+ * @throws {AssertionError} Naming what is missing and how to create it.
+ */
+function checkRoot(directory: string): void {
+  checkDirectory(directory, "--directory");
+  const missing = ROOT_SUBDIRECTORIES.filter((sub) => {
+    try {
+      return !Deno.statSync(`${directory}/${sub}`).isDirectory;
+    } catch {
+      return true;
+    }
+  });
+  if (missing.length > 0) {
+    const paths = missing.map((sub) => `${directory}/${sub}`);
+    throw new AssertionError({
+      message: `Cannot use root directory ${directory}: missing ${
+        missing.join(", ")
+      } (create with: mkdir -p ${paths.join(" ")})`,
+    });
+  }
+}
+
+/**
+ * The requested cards, in request order: each spec looked up in the
+ * catalogue, its `${NAME}` values filled in from the launcher's environment
+ * (requested cards only), each model at most once.
+ *
+ * @throws {KeyError | CatalogueError} For an unknown model or an unset `${NAME}`.
+ * @throws {ConfigError} When a model is requested twice.
+ */
+function requestedCards(
+  registry: Registry,
+  specs: readonly string[],
+  doing: "start" | "reload",
+): ModelCard[] {
+  const cards: ModelCard[] = [];
+  const env = Deno.env.toObject();
+  for (const spec of specs) {
+    const card = registry.expand(registry.resolve(spec), env);
+    if (cards.some((c) => c.name === card.name)) {
+      throw new ConfigError(
+        `Cannot ${doing}: model '${card.name}' is requested twice (expected each model once)`,
+      );
+    }
+    cards.push(card);
+  }
+  return cards;
 }
 
 /**
@@ -283,44 +374,6 @@ function cardWarnings(
   return warnings;
 }
 
-/**
- * The warnings a plan gives, for the engines a reload restarts: their
- * weights, an `nvidia-smi` look when a local checkpoint is to be compared
- * with device memory, then {@linkcode cardWarnings} and the flags their
- * engines' help does not list.
- *
- * @param cards The cards restarted.
- * @param directory The root directory.
- * @param gpus The `--gpus` option as given.
- * @param placement Where the cards are placed.
- *
- * @example
- * ```ts ignore
- * const warnings = await restartWarnings(restarting, directory, options.gpus, placement);
- * ```
- */
-export async function restartWarnings(
-  cards: readonly ModelCard[],
-  directory: string,
-  gpus: string | undefined,
-  placement: Placement,
-): Promise<string[]> {
-  const weights = weightsOf(cards, directory);
-  const look = mayLook(gpus) && wantsLook(cards, weights)
-    ? await queryGpus()
-    : undefined;
-  return [
-    ...cardWarnings(
-      cards,
-      weights,
-      placement,
-      look?.ok ? look.snapshot : undefined,
-    ),
-    // The operator who changed these cards asked for the reload: a plan's check.
-    ...await flagWarnings(cards),
-  ];
-}
-
 /** What a start would do about the records that a dry run leaves alone. */
 function dryRunNotes(survey: RecordSurvey, directory: string): string[] {
   const notes: string[] = [];
@@ -348,33 +401,45 @@ function dryRunNotes(survey: RecordSurvey, directory: string): string[] {
 }
 
 /**
- * Checks the management port and every engine port as a start does. A dry
- * run (given the records' survey) reports a port held by a launcher running
- * on this directory, or by a killed launcher's engine that a start would stop
- * first, as a warning instead of refusing it.
+ * Checks the management port and every engine port. A start takes the ports
+ * a killed launcher's engines hold (it stops them first); a dry run reports a
+ * port held by a launcher running on this directory, or by such a leftover,
+ * as a warning instead of refusing it.
  */
 function checkPorts(
-  at: CheckSite,
-  supervisors: readonly EngineSupervisor[],
-  survey: RecordSurvey | undefined,
+  o: ResolvedOptions,
+  engines: readonly EnginePlan[],
+  survey: RecordSurvey,
+  mode: PlanMode,
 ): string[] {
   const warnings: string[] = [];
   const wanted = [
-    { port: at.port, what: "the management API" },
-    ...supervisors.map((s) => ({ port: s.port, what: `engine ${s.name}` })),
+    { port: o.port, what: "the management API" },
+    ...engines.map((e) => ({ port: e.port, what: `engine ${e.name}` })),
   ];
   for (const { port, what } of wanted) {
     try {
-      checkPortFree(at.host, port, what);
+      checkPortFree(o.host, port, what);
     } catch (error) {
-      const owner = survey && ownerOf(port, survey);
+      if (mode === "start") {
+        if (leftoverOn(port, survey)) continue;
+        throw error;
+      }
+      const owner = ownerOf(port, survey);
       if (!owner) throw error;
       warnings.push(
-        `port ${port} on ${at.host} for ${what}: in use by ${owner}`,
+        `port ${port} on ${o.host} for ${what}: in use by ${owner}`,
       );
     }
   }
   return warnings;
+}
+
+/** The running engine a killed launcher left on a port, if any. */
+function leftoverOn(port: number, survey: RecordSurvey) {
+  return survey.stale.find(({ record, running }) =>
+    running && record.port === port
+  );
 }
 
 /** Who of this directory's launchers holds a port, as a dry run words it. */
@@ -383,9 +448,7 @@ function ownerOf(port: number, survey: RecordSurvey): string | undefined {
   if (engine) {
     return `engine ${engine.model} of launcher pid ${engine.launcherPid}, running on this directory (its own port: a reload keeps it; a start refuses it until that launcher stops)`;
   }
-  const leftover = survey.stale.find(({ record, running }) =>
-    running && record.port === port
-  );
+  const leftover = leftoverOn(port, survey);
   if (leftover) {
     return `engine ${leftover.record.model} (pid ${leftover.record.pid}) left by a killed launcher: a start stops it first`;
   }

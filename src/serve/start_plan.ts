@@ -1,6 +1,7 @@
 /**
  * The plan `--dry-run` prints and {@linkcode Semioserve.plan} returns: what a
- * start would run, built from what the start-up checks resolved. A stable
+ * start would run, as {@linkcode planStart} resolved it, written for people
+ * and scripts (the engine API key as `***`). A stable
  * contract for scripts and CI: keys in `snake_case`, like `?detail=1`; new
  * keys may be added, none renamed or removed.
  *
@@ -11,8 +12,9 @@ import { gpuMemoryNeed } from "../gpu/need.ts";
 import { gpuPoolLine } from "../gpu/detect.ts";
 import { startWaits } from "../gpu/start_order.ts";
 import { procStats } from "../engines/proc.ts";
-import { urlHost } from "../engines/server_process.ts";
-import type { CheckedStart } from "./start_checks.ts";
+import { baseUrl, masked } from "../engines/engine_plan.ts";
+import { urlHost } from "../common/settings.ts";
+import type { Plan } from "./start_checks.ts";
 
 /** One engine a start would run. */
 export interface PlanEngine {
@@ -98,48 +100,40 @@ export interface StartPlan {
 }
 
 /**
- * Builds the plan from the checks' result.
+ * Writes the plan for people and scripts.
  *
- * @param checked What {@linkcode checkStart} resolved in `dry-run` mode.
- * @returns The plan.
+ * @param plan What {@linkcode planStart} resolved in `dry-run` mode.
+ * @returns The plan as `--dry-run --json` prints it.
  *
  * @example
  * ```ts ignore
- * const plan = startPlan(await checkStart(options, site, "dry-run"));
+ * const plan = startPlan(await planStart(options, readEnvironment(), "dry-run"));
  * ```
  */
-export function startPlan(checked: CheckedStart): StartPlan {
-  const { cards, placement, supervisors, snapshot, site } = checked;
+export function startPlan(plan: Plan): StartPlan {
+  const { placement, snapshot } = plan;
+  const cards = plan.engines.map((e) => e.card);
   const waits = startWaits(
-    supervisors.map((s) => ({ name: s.name, devices: s.gpus })),
+    plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
-  const engines = supervisors.map((s, i): PlanEngine => {
-    const card = cards[i]!;
-    const need = placement.assignment(card)?.need;
-    const env: Record<string, string> = {
-      ...card.env,
-      ...placement.env(card),
-    };
-    for (const key of Object.keys(env)) env[key] = s.process.mask(env[key]!);
-    const weights = checked.weights.get(card.name);
+  const engines = plan.engines.map((e): PlanEngine => {
+    const env: Record<string, string> = {};
+    for (const [key, value] of Object.entries(e.env)) {
+      env[key] = masked(e, value);
+    }
+    const weights = plan.weights.get(e.name);
     return {
-      name: s.name,
-      verb: card.verb,
-      port: s.port,
-      url: s.url,
-      engine: card.engine,
-      gpus: s.gpus === null ? null : [...s.gpus],
-      share: s.gpus === null || s.gpus.length === 0
-        ? null
-        : need?.kind === "share"
-        ? need.share
-        : 1,
-      command: [s.process.executable, ...s.process.args].map((arg) =>
-        s.process.mask(arg)
-      ),
+      name: e.name,
+      verb: e.card.verb,
+      port: e.port,
+      url: baseUrl(e),
+      engine: e.card.engine,
+      gpus: e.gpus === null ? null : [...e.gpus],
+      share: e.share,
+      command: [e.executable, ...e.args].map((arg) => masked(e, arg)),
       env,
-      waits_for: waits.get(s.name) ?? [],
-      log: s.log.path,
+      waits_for: waits.get(e.name) ?? [],
+      log: e.logFile,
       weights_bytes: weights?.kind === "local" ? weights.bytes : null,
     };
   });
@@ -150,7 +144,7 @@ export function startPlan(checked: CheckedStart): StartPlan {
     }
   }
   const owners = new Map(
-    checked.survey.live.map((
+    (plan.survey?.live ?? []).map((
       r,
     ) => [r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`]),
   );
@@ -187,16 +181,16 @@ export function startPlan(checked: CheckedStart): StartPlan {
   });
   return {
     ok: true,
-    directory: checked.directory,
-    management_url: `${checked.tls ? "https" : "http"}://${
-      urlHost(site.host)
-    }:${site.port}`,
+    directory: plan.directory,
+    management_url: `${plan.tls ? "https" : "http"}://${
+      urlHost(plan.host)
+    }:${plan.port}`,
     gpu_pool: gpuPoolLine(placement.detection),
     engines,
     gpus,
     warnings: [
       ...placement.detection.warning ? [placement.detection.warning] : [],
-      ...checked.warnings,
+      ...plan.warnings,
     ],
   };
 }

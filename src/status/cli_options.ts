@@ -5,6 +5,7 @@
  */
 import { parseArgs } from "node:util";
 import type { StatusOptions } from "./client.ts";
+import { portIn } from "../common/settings.ts";
 
 /** A command line that cannot be used (exit 2). */
 export class StatusUsageError extends Error {
@@ -96,8 +97,8 @@ export function parseStatusCli(args: readonly string[]): StatusCli {
     options.url = v.url;
   }
   if (v.port !== undefined) {
-    const port = /^\d+$/.test(v.port) ? Number(v.port) : NaN;
-    if (!(port >= 1 && port <= 65535)) {
+    const port = portIn(v.port);
+    if (port === undefined) {
       throw new StatusUsageError(
         `Cannot use --port ${
           JSON.stringify(v.port)

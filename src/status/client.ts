@@ -7,6 +7,7 @@
  * @module
  */
 import { ConfigError } from "../common/config_error.ts";
+import { isWildcardHost, portIn, urlHost } from "../common/settings.ts";
 import { isModelsDetail, type ModelsDetail } from "./models_detail.ts";
 import { oneLine } from "../common/one_line.ts";
 
@@ -68,8 +69,6 @@ export interface Target {
   caCert?: string;
 }
 
-const WILDCARDS = new Set(["0.0.0.0", "::", "[::]", ""]);
-
 function env(name: string): string | undefined {
   const value = Deno.env.get(name);
   return value === undefined || value === "" ? undefined : value;
@@ -90,8 +89,8 @@ function readIfFile(path: string): string | undefined {
 }
 
 function portFrom(text: string, what: string): number {
-  const port = /^\d+$/.test(text.trim()) ? Number(text.trim()) : NaN;
-  if (!(port >= 1 && port <= 65535)) {
+  const port = portIn(text);
+  if (port === undefined) {
     throw new ConfigError(
       `Cannot use ${what}=${
         JSON.stringify(text)
@@ -142,15 +141,12 @@ export function resolveTarget(options: StatusOptions = {}): Target {
   } else {
     const named = options.host ?? env("NUCLEUS_HOST") ?? "localhost";
     // A launcher bound to every interface is reached on this machine by its loopback name.
-    const host = WILDCARDS.has(named) ? "localhost" : named;
+    const host = isWildcardHost(named) ? "localhost" : named;
     const port = options.port ??
       (env("NUCLEUS_PORT") === undefined
         ? 5000
         : portFrom(env("NUCLEUS_PORT") as string, "NUCLEUS_PORT"));
-    const bracketed = host.includes(":") && !host.startsWith("[")
-      ? `[${host}]`
-      : host;
-    base = `${tls ? "https" : "http"}://${bracketed}:${port}`;
+    base = `${tls ? "https" : "http"}://${urlHost(host)}:${port}`;
   }
   const target: Target = { base };
   if (trust !== undefined) {

@@ -12,7 +12,7 @@
  *
  * @module
  */
-import { ConfigError } from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
 import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
 import { signalGroup } from "../engines/process_group.ts";
@@ -60,6 +60,8 @@ const SUFFIX = ".engine.json";
 const POLL_MS = 50;
 const KILL_WAIT_MS = 5_000;
 const PORT_WAIT_MS = 2_000;
+/** `/proc` stays unreadable for a process's life: said once. */
+let warnedNoProc = false;
 
 /**
  * Reads and writes the records of one root directory.
@@ -83,7 +85,8 @@ export class EngineRecords implements RunRecorder {
     this.#directory = directory;
     this.dir = `${directory}/data`;
     this.#launcherStartTime = procStat(Deno.pid)?.startTime ?? "";
-    if (!this.#launcherStartTime) {
+    if (!this.#launcherStartTime && !warnedNoProc) {
+      warnedNoProc = true;
       log.warn(
         "cannot read /proc (neither directly nor through sh): engine records cannot tell a live process from a reused pid, so nothing left by a killed launcher will be stopped",
       );
@@ -213,20 +216,25 @@ export class EngineRecords implements RunRecorder {
   }
 
   /**
-   * The refusal a start gives when a live launcher serves one of its models
-   * from this directory, or undefined.
+   * Start-up check, before any port is checked: a record whose launcher is
+   * alive and serves one of the surveyed models refuses the start.
+   *
+   * @param survey What {@linkcode EngineRecords.survey} found.
+   * @throws {ConfigError} When a live launcher serves one of those models from this directory.
    */
-  #conflict(survey: RecordSurvey): ConfigError | undefined {
+  refuseServed(survey: RecordSurvey): void {
     const record = survey.serving[0];
-    return record === undefined ? undefined : new ConfigError(
+    if (record === undefined) return;
+    throw new ConfigError(
       `Cannot start ${record.model}: launcher pid ${record.launcherPid} already serves it from ${this.#directory} (on port ${record.port}; stop that launcher or use another directory)`,
     );
   }
 
   /**
-   * Start-up check, before any port is checked. A record whose launcher is
-   * alive and serves one of `models` refuses the start; a record whose
-   * launcher is dead is stale: its engine group, when still alive and still
+   * Start-up, once the plan is checked. A record whose launcher is alive and
+   * serves one of `models` refuses the start
+   * ({@linkcode EngineRecords.refuseServed}); a record whose launcher is dead
+   * is stale: its engine group, when still alive and still
    * the recorded one, gets SIGTERM, the grace period, then SIGKILL, and the
    * record is removed.
    *
@@ -236,8 +244,7 @@ export class EngineRecords implements RunRecorder {
    * @throws {ConfigError} When a live launcher serves one of those models from this directory.
    */
   async reap(survey: RecordSurvey, graceMs: number): Promise<void> {
-    const refusal = this.#conflict(survey);
-    if (refusal) throw refusal;
+    this.refuseServed(survey);
     await Promise.all(survey.stale.map(async ({ path, record, running }) => {
       if (running) {
         log.warn(

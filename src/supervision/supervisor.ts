@@ -28,6 +28,8 @@ import {
 import type { EngineDetail, LastExit } from "./engine_detail.ts";
 import type { SupervisorOptions } from "./supervisor_options.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
+import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
+import { isPortFree } from "../engines/ports.ts";
 
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
@@ -35,8 +37,8 @@ import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
  *
  * @example
  * ```ts ignore
- * const supervisor = new EngineSupervisor(card, {
- *   host: "127.0.0.1", port: 5001, directory: "/srv/mymodel", restart: "always",
+ * const supervisor = new EngineSupervisor(planEngine(card, site), {
+ *   restart: "always",
  *   restartMaxDelayMs: 300_000, stableAfterMs: 600_000, livenessFailures: 6,
  *   graceMs: 10_000, startTimeoutMs: 900_000,
  * });
@@ -46,8 +48,8 @@ import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
  * ```
  */
 export class EngineSupervisor {
-  // Not readonly: a reload swaps them (see amend()).
-  #card: ModelCard;
+  // Not readonly: a reload amends it, a restart resolves it again (see amend()).
+  #plan: EnginePlan;
   /** The engine's log, shared by every run. */
   readonly log: EngineLog;
   #options: SupervisorOptions;
@@ -75,14 +77,14 @@ export class EngineSupervisor {
   #silence: ReturnType<typeof setTimeout> | undefined;
 
   /**
-   * Prepares the first run (command line resolved, nothing started).
+   * Prepares the first run of an engine's plan (nothing started).
    *
-   * @param card The catalogue card.
-   * @param options Where the engine runs and how it is supervised.
-   * @throws {EngineError} When the first run cannot be prepared.
+   * @param plan The engine: card, where it runs, its command line.
+   * @param options How it is supervised.
    */
-  constructor(card: ModelCard, options: SupervisorOptions) {
-    this.#card = card;
+  constructor(plan: EnginePlan, options: SupervisorOptions) {
+    const card = plan.card;
+    this.#plan = plan;
     this.#options = options;
     this.#policy = card.restart ?? options.restart;
     this.#book = new RunBook(card.name, options.records, options.watchdog);
@@ -99,32 +101,32 @@ export class EngineSupervisor {
         else this.#set("waiting");
       },
     );
-    this.log = options.log ??
-      new EngineLog(`${options.directory}/logs/${card.name}.log`);
-    this.#process = this.#prepare();
+    this.log = options.log ?? new EngineLog(plan.logFile);
+    this.#process = this.#run();
   }
 
-  #prepare(): ServerProcess {
-    const o = this.#options;
-    return new ServerProcess(this.#card, {
-      host: o.host,
-      port: o.port,
-      directory: o.directory,
-      ...(o.apiKey !== undefined ? { apiKey: o.apiKey } : {}),
-      ...(o.env !== undefined ? { env: o.env } : {}),
+  /** A run of the plan in force; `again` resolves its command line anew (a restart). */
+  #run(again = false): ServerProcess {
+    if (again) this.#plan = planEngine(this.#plan.card, this.#plan);
+    return new ServerProcess(this.#plan, {
       log: this.log,
       announceExit: false,
     });
   }
 
+  /** The engine's plan in force (a reload may amend it, a restart resolve it again). */
+  get plan(): EnginePlan {
+    return this.#plan;
+  }
+
   /** The catalogue card (a reload may replace it). */
   get card(): ModelCard {
-    return this.#card;
+    return this.#plan.card;
   }
 
   /** The catalogue name. */
   get name(): string {
-    return this.#card.name;
+    return this.#plan.name;
   }
 
   /** The current (or last) run. */
@@ -164,7 +166,7 @@ export class EngineSupervisor {
 
   /** Devices handed to the engine, `[]` for none, null when not placed. */
   get gpus(): readonly string[] | null {
-    return this.#options.gpus ?? null;
+    return this.#plan.gpus;
   }
 
   /** Restarts since the launcher started. */
@@ -192,7 +194,7 @@ export class EngineSupervisor {
       since: this.#since.toISOString(),
       last_exit: this.#lastExit,
       next_restart: this.#nextRestart?.toISOString() ?? null,
-      gpus: this.#options.gpus ?? null,
+      gpus: this.#plan.gpus,
       waiting_for: this.#gpu.waitingFor,
       gpu_memory_mib: this.#gpu.memory,
     };
@@ -374,14 +376,13 @@ export class EngineSupervisor {
           this.#stopRequested ||
           !(await this.#gpu.admit(baseline, this.#interrupt.signal))
         ) return this.#set("exited");
-        const portFree = this.#options.portFree;
-        if (portFree && !portFree(run.host, run.port)) {
+        if (!isPortFree(run.host, run.port)) {
           this.#gpu.release();
           what = `cannot restart: port ${run.port} is taken by another process`;
           continue;
         }
         try {
-          const candidate = this.#prepare();
+          const candidate = this.#run(true);
           this.#process = candidate;
           this.#launch(candidate, true);
           next = candidate;
@@ -501,11 +502,8 @@ export class EngineSupervisor {
    */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
     this.#sameName(card);
-    this.#card = card;
+    this.#plan = { ...this.#plan, card, ...next };
     this.#policy = card.restart ?? this.#options.restart;
-    if (next.apiKey !== undefined) {
-      this.#options = { ...this.#options, apiKey: next.apiKey };
-    }
     this.#options.onChange?.();
   }
 

@@ -4,15 +4,17 @@
  * @module
  */
 import type { RestartPolicy } from "../catalogue.ts";
-import type { ServerProcessOptions } from "../engines/server_process.ts";
+import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
 import type { GpuStartGate } from "../gpu/start_gate.ts";
 import type { RunRecorder } from "./records.ts";
 import type { RunWatcher } from "./watchdog.ts";
 
-/** How a model's engine is supervised. */
-export interface SupervisorOptions extends ServerProcessOptions {
+/** How a model's engine is supervised (where and what it runs is its plan). */
+export interface SupervisorOptions {
   // The launcher's settings, resolved by serve/options.ts (no defaults here).
+  /** The log every run shares; by default the plan's log file, default rotation. */
+  log?: EngineLog;
   /** The policy when the card sets none. */
   restart: RestartPolicy;
   /** Cap of the restart delay, in milliseconds. */
@@ -26,14 +28,10 @@ export interface SupervisorOptions extends ServerProcessOptions {
   livenessFailures: number;
   /** Time a run gets between SIGTERM and SIGKILL (liveness stops, `stop()`). */
   graceMs: number;
-  /** Devices this engine was placed on, for reporting (its `env` carries them). */
-  gpus?: readonly string[] | null;
   /** Where engine runs are recorded while they run. */
   records?: RunRecorder;
   /** The launcher's watchdog, told each run's process group. */
   watchdog?: RunWatcher;
-  /** Whether the engine's port is free before a restart. */
-  portFree?: (host: string, port: number) => boolean;
   /** Called after every state change (metrics). */
   onChange?: () => void;
   /** The GPU start gate every start passes; absent: starts are never held. */
@@ -57,14 +55,4 @@ export interface SupervisorOptions extends ServerProcessOptions {
    * the replaced run's GPU memory as a restart would.
    */
   baseline?: Promise<Set<number> | undefined>;
-}
-
-/** What a reload changes for an engine besides its card. */
-export interface EngineChange {
-  /** The environment placement adds (`CUDA_VISIBLE_DEVICES`). */
-  env?: Record<string, string>;
-  /** The devices it was placed on. */
-  gpus?: readonly string[] | null;
-  /** The key the engine demands from this start on. */
-  apiKey?: string;
 }

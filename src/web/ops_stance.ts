@@ -4,27 +4,24 @@
  *
  * @module
  */
-import {
-  ConfigError,
-  DEV_MODE_DEFAULT,
-  IDP_ISSUER,
-  IDP_SECRET,
-} from "../common.ts";
+import { ConfigError } from "../common/config_error.ts";
+import { secretFromEnv } from "../common/secret_file.ts";
+import { isDevMode } from "../common/settings.ts";
 import { AuthMiddleware } from "../web.ts";
 
 /** The two operating modes. */
 export type Mode = "development" | "production";
 
-/** Where production mode's settings come from; defaults are the environment. */
+/** Where production mode's settings come from; defaults are read from the environment when it resolves. */
 export interface OpsStanceOptions {
   /**
    * Development mode. Unset: true when `NUCLEUS_MODE` starts with `dev`.
-   * @default {DEV_MODE_DEFAULT}
+   * @default {true while NUCLEUS_MODE starts with "dev"}
    */
   dev_mode?: boolean;
   /**
    * HS512 secret (raw text).
-   * @default {IDP_SECRET}
+   * @default {IDP_SECRET or the file IDP_SECRET_FILE names}
    */
   secret?: string;
   /**
@@ -65,10 +62,11 @@ export class OpsStance {
    * @throws {ConfigError} In production when the secret or issuer is missing or empty.
    */
   static resolve(options: OpsStanceOptions = {}): OpsStance {
-    const dev = options.dev_mode ?? DEV_MODE_DEFAULT;
+    const dev = options.dev_mode ??
+      isDevMode(Deno.env.get("NUCLEUS_MODE") || "dev");
     if (dev) return new OpsStance("development", AuthMiddleware.development());
-    const secret = options.secret ?? IDP_SECRET;
-    const issuer = options.issuer ?? IDP_ISSUER;
+    const secret = options.secret ?? secretFromEnv("IDP_SECRET");
+    const issuer = options.issuer ?? Deno.env.get("IDP_ISSUER") ?? "";
     const missing = [
       secret ? "" : "IDP_SECRET",
       issuer ? "" : "IDP_ISSUER",

@@ -14,6 +14,7 @@ import type { KeyObject, X509Certificate } from "node:crypto";
 type Crypto = typeof import("node:crypto");
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
+import { InputError } from "../common/config_error.ts";
 
 /** Settings of {@linkcode SSLConfig.fromDirectory}. */
 export interface SSLConfigOptions {
@@ -40,7 +41,7 @@ export interface SSLConfigOptions {
  * assert.strictEqual(error.message, "Cannot configure TLS: ssl/server.key: missing");
  * ```
  */
-export class SSLConfigError extends Error {
+export class SSLConfigError extends InputError {
   /**
    * Creates the error; the message becomes
    * `Cannot configure TLS: <file>: <problem>`.

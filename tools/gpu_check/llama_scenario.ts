@@ -15,8 +15,8 @@ import {
   buildLlamaServer,
   isLlamaServerBuilt,
   llamaServerPath,
-  onPath,
 } from "../llama_server.ts";
+import { findExecutable } from "../../src/engines/launch.ts";
 import { writeTinyModel } from "../tiny_model.ts";
 import type { Scenario } from "./scenario.ts";
 import { seconds } from "./scenario.ts";
@@ -36,7 +36,7 @@ export const llamaCuda: Scenario = {
     let binary: string;
     let built = "";
     if (real) {
-      if (!onPath("nvcc")) {
+      if (!findExecutable("nvcc")) {
         return {
           skipped:
             "nvcc is not on PATH: llama.cpp's CUDA build needs the CUDA toolkit",
