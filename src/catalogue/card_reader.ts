@@ -26,9 +26,10 @@ import {
   fail,
   type FieldValue,
   keyText,
+  readYamlDocument,
   type Where,
 } from "./yaml_nodes.ts";
-import { readYamlDocument } from "./yaml_document.ts";
+
 import {
   oneOf,
   readArgs,
