@@ -17,13 +17,6 @@ import {
 } from "./owner.ts";
 import { type MetricsSnapshot, renderMetrics } from "./text.ts";
 
-/** Writes `text` as the metrics file of the launcher on `port`. */
-export type MetricsFileWrite = (
-  directory: string,
-  port: number,
-  text: string,
-) => Promise<void>;
-
 let temporaries = 0;
 
 /**
@@ -110,7 +103,7 @@ export interface MetricsWriterOptions {
    * Writes one file; tests replace it to watch or fail writes.
    * @default {writeMetricsFile}
    */
-  write?: MetricsFileWrite;
+  write?: typeof writeMetricsFile;
   /**
    * The launcher the files name as owner; tests pose as another. Undefined
    * (`/proc` unreadable): no owner line, and no file of another launcher is
@@ -152,7 +145,7 @@ export interface MetricsWriterOptions {
 export class MetricsWriter implements AsyncDisposable {
   #directory: string;
   #port: number;
-  #write: MetricsFileWrite;
+  #write: typeof writeMetricsFile;
   #pending: MetricsSnapshot | undefined;
   #running: Promise<void> | undefined;
   #failing = false;
