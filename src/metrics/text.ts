@@ -134,10 +134,20 @@ function family(
   let text = `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
   for (const { labels, value } of samples) {
     const pairs = labels.map(([key, v]) => `${key}="${escapeLabelValue(v)}"`);
-    const set = pairs.length === 0 ? "" : `{${pairs.join(",")}}`;
-    text += `${name}${set} ${formatValue(value)}\n`;
+    text += `${name}{${pairs.join(",")}} ${formatValue(value)}\n`;
   }
   return text;
+}
+
+/** One sample per engine that has a value, labelled with its model. */
+function perModel(
+  engines: readonly EngineMetrics[],
+  value: (engine: EngineMetrics) => number | undefined,
+): Sample[] {
+  return engines.flatMap((e) => {
+    const v = value(e);
+    return v === undefined ? [] : [{ labels: [["model", e.model]], value: v }];
+  });
 }
 
 function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
@@ -163,6 +173,10 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
   const engines = [...snapshot.engines].sort(byModelThenPort);
   const { launcher } = snapshot;
   const launcherPort = ["port", String(launcher.port)] as const;
+  /** The one sample of a launcher family, none when the value is absent. */
+  function ofLauncher(value: number | undefined): Sample[] {
+    return value === undefined ? [] : [{ labels: [launcherPort], value }];
+  }
   const parts = [
     family(
       "mymodel_engine_up",
@@ -183,27 +197,19 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       "mymodel_engine_restarts_total",
       "counter",
       "Engine restarts since the launcher started.",
-      engines.map((e) => ({ labels: [["model", e.model]], value: e.restarts })),
+      perModel(engines, (e) => e.restarts),
     ),
     family(
       "mymodel_engine_health_poll_seconds",
       "gauge",
       "Duration of the engine's last health poll in seconds.",
-      engines.flatMap((e) =>
-        e.healthPollSeconds === undefined
-          ? []
-          : [{ labels: [["model", e.model]], value: e.healthPollSeconds }]
-      ),
+      perModel(engines, (e) => e.healthPollSeconds),
     ),
     family(
       "mymodel_engine_start_time_seconds",
       "gauge",
       "Start time of the engine's current process in Unix seconds.",
-      engines.flatMap((e) =>
-        e.startTimeSeconds === undefined
-          ? []
-          : [{ labels: [["model", e.model]], value: e.startTimeSeconds }]
-      ),
+      perModel(engines, (e) => e.startTimeSeconds),
     ),
     family(
       "mymodel_engine_state",
@@ -256,15 +262,13 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       "mymodel_launcher_start_time_seconds",
       "gauge",
       "Start time of the launcher in Unix seconds.",
-      [{ labels: [launcherPort], value: launcher.startTimeSeconds }],
+      ofLauncher(launcher.startTimeSeconds),
     ),
     family(
       "mymodel_launcher_start_warnings",
       "gauge",
       "Warnings the start-up checks gave: weights that may not fit GPU memory, unknown engine flags, unreadable weights.",
-      launcher.startWarnings === undefined
-        ? []
-        : [{ labels: [launcherPort], value: launcher.startWarnings }],
+      ofLauncher(launcher.startWarnings),
     ),
   ];
   const reloads = snapshot.reloads;
@@ -283,9 +287,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         "mymodel_last_reload_timestamp_seconds",
         "gauge",
         "When the last reload that took effect finished, in Unix seconds.",
-        reloads.lastOkSeconds === undefined
-          ? []
-          : [{ labels: [launcherPort], value: reloads.lastOkSeconds }],
+        ofLauncher(reloads.lastOkSeconds),
       ),
     );
   }
@@ -305,7 +307,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       "mymodel_metrics_updated_timestamp_seconds",
       "gauge",
       "When the launcher last wrote this file, in Unix seconds; old means the launcher is gone or stuck.",
-      [{ labels: [launcherPort], value: snapshot.updatedSeconds }],
+      ofLauncher(snapshot.updatedSeconds),
     ));
   }
   return parts.join("");
