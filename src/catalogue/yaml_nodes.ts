@@ -298,28 +298,15 @@ function pairName(pair: Pair<unknown, unknown>): string | undefined {
 
 /** Finds the card and field a YAML problem at an offset lies in. */
 function locate(doc: Document.Parsed, offset: number): Where {
-  const found: Where = {};
-  const top = doc.contents;
-  if (!isMap(top)) return found;
-  const pair = top.items.find((p) => spans(p, offset));
-  if (pair === undefined) return found;
-  const field = pairName(pair);
-  if (field !== "models" || !isMap(pair.value)) {
-    if (field !== undefined) found.field = field;
-    return found;
+  const path: (string | undefined)[] = [];
+  let node: unknown = doc.contents;
+  while (isMap(node) && path.length < 3) {
+    const pair = (node as YAMLMap).items.find((p) => spans(p, offset));
+    if (pair === undefined) break;
+    path.push(pairName(pair));
+    node = pair.value;
   }
-  const cardPair = (pair.value as YAMLMap).items.find((p) => spans(p, offset));
-  if (cardPair === undefined) {
-    found.field = "models";
-    return found;
-  }
-  const card = pairName(cardPair);
-  if (card !== undefined) found.card = card;
-  if (!isMap(cardPair.value)) return found;
-  const fieldPair = (cardPair.value as YAMLMap).items.find((p) =>
-    spans(p, offset)
-  );
-  const cardField = fieldPair && pairName(fieldPair);
-  if (cardField !== undefined) found.field = cardField;
-  return found;
+  const [top, card, field] = path;
+  if (top !== "models") return { field: top };
+  return path.length === 1 ? { field: "models" } : { card, field };
 }
