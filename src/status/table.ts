@@ -72,7 +72,7 @@ export function relativeTime(
 }
 
 /** The column titles, in order. */
-export const COLUMNS = [
+const COLUMNS = [
   "MODEL",
   "VERB",
   "STATE",
@@ -85,7 +85,7 @@ export const COLUMNS = [
   "URL",
 ] as const;
 
-function stringOr(value: unknown, fallback: string): string {
+function stringOr<T>(value: unknown, fallback: T): string | T {
   return typeof value === "string" ? value : fallback;
 }
 
@@ -102,13 +102,11 @@ function rowOf(model: string, engine: WireEngine): StatusRow {
     pid: typeof engine.pid === "number" ? engine.pid : null,
     gpus: Array.isArray(engine.gpus) ? engine.gpus.map(String) : null,
     restarts: typeof engine.restarts === "number" ? engine.restarts : null,
-    since: typeof engine.since === "string" ? engine.since : null,
+    since: stringOr(engine.since, null),
     lastExit: engine.last_exit && typeof engine.last_exit === "object"
       ? engine.last_exit
       : null,
-    nextRestart: typeof engine.next_restart === "string"
-      ? engine.next_restart
-      : null,
+    nextRestart: stringOr(engine.next_restart, null),
     url: stringOr(engine.url, "-"),
   };
 }
