@@ -72,7 +72,7 @@ export function relativeTime(
 }
 
 /** The column titles, in order. */
-const COLUMNS = [
+export const COLUMNS = [
   "MODEL",
   "VERB",
   "STATE",
