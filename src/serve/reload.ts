@@ -16,7 +16,7 @@ import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { GuardedServer } from "../http/connection_guard.ts";
 import type { ManagementState } from "../http/handler.ts";
 import {
-  nothingDone,
+  refusedReload,
   type ReloadResult,
   reloadSummary,
 } from "./reload_result.ts";
@@ -74,18 +74,17 @@ export class Reloader {
    */
   async reload(): Promise<ReloadResult> {
     const began = performance.now();
-    const empty = nothingDone();
-    let result: Omit<ReloadResult, "summary" | "ms">;
+    let done: ReloadResult;
     try {
       const plan = await this.#replan();
       for (const warning of plan.warnings) log.warn(warning);
-      result = await this.#apply(plan);
+      const result = await this.#apply(plan);
+      const summary = reloadSummary(result);
+      done = { ...result, summary, ms: performance.now() - began };
     } catch (error) {
-      result = { ok: false, error: oneLine(error), ...empty };
+      done = refusedReload(oneLine(error), performance.now() - began);
     }
-    const summary = reloadSummary(result);
-    (result.ok ? log.info : log.warn)(summary);
-    const done = { ...result, summary, ms: performance.now() - began };
+    (done.ok ? log.info : log.warn)(done.summary);
     this.#t.onReloaded?.(done);
     return done;
   }
