@@ -177,7 +177,10 @@ async function planRest(
     diffCards(running.engines.map((e) => e.card), cards);
   const changed = changes && new Set(changes.restart);
   const fresh = cards.filter((card) => changed?.has(card.name) ?? true);
-  const weights = weightsOf(fresh, directory);
+  // By `stat` alone: a weight file is never opened.
+  const weights = new Map(
+    fresh.map((card) => [card.name, localWeights(card, directory)]),
+  );
   const look = lookFor(fresh, weights);
   const placement = running
     ? running.placement.replan(cards, changed!)
@@ -309,21 +312,6 @@ function mayLook(gpus: string | undefined): boolean {
 }
 
 /**
- * Each card's local weights, by `stat` alone: a weight file is never opened.
- *
- * @param cards The cards to look at.
- * @param directory The root directory (`models/` lives there).
- */
-function weightsOf(
-  cards: readonly ModelCard[],
-  directory: string,
-): Map<string, LocalWeights> {
-  return new Map(
-    cards.map((card) => [card.name, localWeights(card, directory)]),
-  );
-}
-
-/**
  * Whether an `nvidia-smi` look would tell these cards anything: some card has
  * local weights and a share of GPU memory to compare them with.
  */
@@ -344,7 +332,7 @@ function wantsLook(
  * refuses.
  *
  * @param cards The cards, in request order.
- * @param weights Each card's local weights ({@linkcode weightsOf}).
+ * @param weights Each card's local weights.
  * @param placement Where the cards are placed.
  * @param snapshot The `nvidia-smi` look, when one answered.
  */

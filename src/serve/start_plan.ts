@@ -112,7 +112,6 @@ export interface StartPlan {
  */
 export function startPlan(plan: Plan): StartPlan {
   const { placement, snapshot } = plan;
-  const cards = plan.engines.map((e) => e.card);
   const waits = startWaits(
     plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
@@ -153,10 +152,8 @@ export function startPlan(plan: Plan): StartPlan {
   const gpus = devices.map((entry): PlanGpu => {
     const device = snapshot && deviceOf(entry, snapshot);
     const known = device?.memoryKnown === true;
-    const placed = engines.filter((e) => e.gpus?.includes(entry));
-    const needs = placed.map((e) =>
-      gpuMemoryNeed(cards.find((c) => c.name === e.name)!)?.fraction ?? 0
-    );
+    const placed = plan.engines.filter((e) => e.gpus?.includes(entry));
+    const needs = placed.map((e) => gpuMemoryNeed(e.card)?.fraction ?? 0);
     return {
       device: entry,
       total_mib: known ? device!.totalMiB : null,
