@@ -32,16 +32,8 @@ export interface Supervision {
 /**
  * One supervisor for an engine's plan (nothing started).
  *
- * @param plan The engine.
- * @param how The launcher's supervision.
  * @param run For a replacement: the log it keeps and the replaced run's GPU
  *   baseline, which its first start waits for.
- * @returns The supervisor.
- *
- * @example
- * ```ts ignore
- * const supervisors = plan.engines.map((engine) => supervise(engine, how));
- * ```
  */
 export function supervise(
   plan: EnginePlan,
@@ -80,16 +72,7 @@ export function supervise(
  * policy's fresh start (1 s delay).
  *
  * @param supervisors The launcher's list, changed in place.
- * @param index Which engine.
- * @param plan Its new plan.
- * @param how The launcher's supervision.
- * @param watchdog The launcher's watchdog.
  * @throws {EngineError} When the new engine cannot be spawned.
- *
- * @example
- * ```ts ignore
- * await replaceEngine(supervisors, 0, next.engines[0]!, how, watchdog);
- * ```
  */
 export async function replaceEngine(
   supervisors: EngineSupervisor[],

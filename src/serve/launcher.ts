@@ -43,9 +43,9 @@ import {
 import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
-import { Reloader, type ReloadResult } from "./reload.ts";
+import { Reloader } from "./reload.ts";
 import { ReloadQueue } from "./reload_queue.ts";
-import { refusedReload } from "./reload_result.ts";
+import { refusedReload, type ReloadResult } from "./reload_result.ts";
 
 /** A plan applied: what it built, nothing started yet. */
 interface Applied {
@@ -94,13 +94,11 @@ export class Semioserve implements AsyncDisposable {
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
   #onEngineChange: () => void = () => {};
-  // --- reload ---
   #reloader: Reloader | undefined;
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reloader?.reload() ?? Promise.resolve(refusedReload()),
     () => refusedReload(),
   );
-  // --- end reload ---
 
   /**
    * Creates the launcher, or returns the one that exists. The environment
@@ -334,12 +332,12 @@ export class Semioserve implements AsyncDisposable {
     placement.report();
     for (const warning of warnings) log.warn(warning);
     signals.onShutdown(
-      () => this.#requestShutdown(),
+      () => this.#shutdown.resolve(),
       () => supervisors.forEach((s) => s.kill()),
     );
-    const onAbort = () => this.#requestShutdown();
+    const onAbort = () => this.#shutdown.resolve();
     o.signal?.addEventListener("abort", onAbort, { once: true });
-    if (o.signal?.aborted) this.#requestShutdown();
+    if (o.signal?.aborted) this.#shutdown.resolve();
     const watchdog = Watchdog.start(graceMs);
     const metrics = new MetricsWriter(directory, this.port);
     const reloads: ReloadMetrics = { ok: 0, refused: 0 };
@@ -422,13 +420,9 @@ export class Semioserve implements AsyncDisposable {
     }
   }
 
-  #requestShutdown(): void {
-    this.#shutdown.resolve();
-  }
-
   /** Shuts down (engines first, then the API) and resolves when done. */
   async stop(): Promise<void> {
-    this.#requestShutdown();
+    this.#shutdown.resolve();
     await this.#running?.catch(() => {});
   }
 

@@ -39,11 +39,6 @@ export const GPU_COLUMNS = [
  *
  * @param plan What {@linkcode startPlan} built.
  * @returns The text, ending without a newline.
- *
- * @example
- * ```ts ignore
- * console.log(renderPlan(await serve.plan()));
- * ```
  */
 export function renderPlan(plan: StartPlan): string {
   const out = [

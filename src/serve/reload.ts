@@ -23,8 +23,6 @@ import {
 import { oneLine } from "../common/one_line.ts";
 import type { Plan } from "./start_checks.ts";
 
-export type { ReloadResult } from "./reload_result.ts";
-
 /** What a reload reads again and changes: the running launcher's parts. */
 export interface ReloadTarget {
   /** The plan the launcher started with. */
@@ -33,11 +31,7 @@ export interface ReloadTarget {
   replan: (running: Plan) => Promise<Plan>;
   /** Each model's supervisor, in request order (a replacement takes its place). */
   supervisors: readonly EngineSupervisor[];
-  /**
-   * Replaces engine `index` with one for its new plan: stops it (SIGTERM,
-   * grace, SIGKILL) and starts the new one through the start path every
-   * start takes. Rejects when the new engine cannot be spawned.
-   */
+  /** Replaces engine `index` with one for its new plan (`replaceEngine`). */
   replace: (index: number, plan: EnginePlan) => Promise<void>;
   /** The management API's server, once it listens. */
   server: () => GuardedServer | undefined;
@@ -50,28 +44,17 @@ export interface ReloadTarget {
 /**
  * Applies reloads to a running launcher, one at a time (the caller
  * serializes them), remembering the plan in force between them.
- *
- * @example
- * ```ts ignore
- * const reloader = new Reloader(target);
- * const result = await reloader.reload();
- * ```
  */
 export class Reloader {
   readonly #t: ReloadTarget;
   #plan: Plan;
 
-  /** @param target The launcher's parts. */
   constructor(target: ReloadTarget) {
     this.#t = target;
     this.#plan = target.plan;
   }
 
-  /**
-   * Plans, then applies the difference; logs one summary line.
-   *
-   * @returns What the reload did, or why it was refused.
-   */
+  /** Plans, then applies the difference; logs one summary line. */
   async reload(): Promise<ReloadResult> {
     const began = performance.now();
     let done: ReloadResult;

@@ -111,11 +111,6 @@ export function reloadSummary(
  * @param error The reason, one line.
  * @param ms How long the refused reload took.
  * @returns A refused result, its lists empty.
- *
- * @example
- * ```ts ignore
- * refusedReload().summary; // "reload refused: Cannot reload: the launcher is not running"
- * ```
  */
 export function refusedReload(
   error = "Cannot reload: the launcher is not running",

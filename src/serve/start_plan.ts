@@ -104,11 +104,6 @@ export interface StartPlan {
  *
  * @param plan What {@linkcode planStart} resolved in `dry-run` mode.
  * @returns The plan as `--dry-run --json` prints it.
- *
- * @example
- * ```ts ignore
- * const plan = startPlan(await planStart(options, readEnvironment(), "dry-run"));
- * ```
  */
 export function startPlan(plan: Plan): StartPlan {
   const { placement, snapshot } = plan;
