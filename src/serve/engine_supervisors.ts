@@ -1,10 +1,7 @@
 /**
- * The launcher's engines as supervisors: one per engine of the plan, in
- * request order, each with its log, its devices and the GPU start gate; and,
- * when a reload changes what reaches an engine, its replacement: a new
- * supervisor for the new engine plan that starts through the same path as
- * every start (the gate included, waiting for the replaced run's GPU memory
- * as a restart would).
+ * The launcher's engines as supervisors: one per engine of the plan, each
+ * with its log, its devices and the GPU start gate; and a reload's
+ * replacement of one, which starts through the same path as every start.
  *
  * @module
  */

@@ -185,11 +185,7 @@ export class Semioserve implements AsyncDisposable {
     );
   }
 
-  /**
-   * Applies a start's plan up to the start itself: stops what a killed
-   * launcher left running, then builds the supervisors (the GPU gate among
-   * them when some engine is placed) and the management handler.
-   */
+  /** {@linkcode Semioserve.prepare}'s application of the plan. */
   async #apply(plan: Plan): Promise<Applied> {
     const o = this.#o;
     const records = new EngineRecords(plan.directory);
