@@ -24,7 +24,7 @@ import {
   supervise,
   type Supervision,
 } from "./engine_supervisors.ts";
-import { type Machine, type Plan, planStart } from "./start_checks.ts";
+import { type Plan, planStart } from "./start_checks.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
 import {
   type ResolvedOptions,
@@ -181,7 +181,7 @@ export class Semioserve implements AsyncDisposable {
   async prepare(): Promise<void> {
     if (this.#prepared) return;
     this.#prepared = await this.#apply(
-      await planStart(this.#o, this.#machine(), "start"),
+      await planStart(this.#o, this.#env, this.#gpus, "start"),
     );
   }
 
@@ -222,11 +222,6 @@ export class Semioserve implements AsyncDisposable {
     };
   }
 
-  /** What a plan is made from besides the options; a reload reads the environment again. */
-  #machine(env: Environment = this.#env): Machine {
-    return { env, gpus: this.#gpus };
-  }
-
   /**
    * What a start would do, without doing it: every check
    * {@linkcode Semioserve.prepare} makes (the same code), then each engine's
@@ -252,7 +247,9 @@ export class Semioserve implements AsyncDisposable {
    * ```
    */
   async plan(): Promise<StartPlan> {
-    return startPlan(await planStart(this.#o, this.#machine(), "dry-run"));
+    return startPlan(
+      await planStart(this.#o, this.#env, this.#gpus, "dry-run"),
+    );
   }
 
   /**
@@ -352,7 +349,7 @@ export class Semioserve implements AsyncDisposable {
       plan,
       // The same planning as a start's, the environment read again (its *_FILE secrets).
       replan: (running) =>
-        planStart(o, this.#machine(readEnvironment()), "reload", running),
+        planStart(o, readEnvironment(), this.#gpus, "reload", running),
       supervisors,
       replace: (index, engine) =>
         replaceEngine(supervisors, index, engine, supervision, watchdog),

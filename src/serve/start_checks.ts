@@ -41,14 +41,6 @@ import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
 import { diffCards, type ReloadDiff } from "./reload_diff.ts";
 import { NO_MODEL, type ResolvedOptions } from "./options.ts";
 
-/** What a plan is made from besides the options: the environment and the machine. */
-export interface Machine {
-  /** The environment as read (for a reload: read again, so the `*_FILE` secrets are new). */
-  readonly env: Environment;
-  /** The launcher's one road to GPU facts; the plan takes at most one look. */
-  readonly gpus: GpuMonitor;
-}
-
 /** A start applies the plan, a dry run prints it, a reload compares it with the running one. */
 export type PlanMode = "start" | "dry-run" | "reload";
 
@@ -97,7 +89,10 @@ export interface Plan {
  * runs. Throws the first refusal, as one line, exactly as a start prints it.
  *
  * @param o The launcher's options, resolved.
- * @param machine The environment and the GPUs' monitor.
+ * @param env The environment as read (for a reload: read again, so the
+ *   `*_FILE` secrets are new).
+ * @param monitor The launcher's one road to GPU facts; the plan takes at most
+ *   one look.
  * @param mode What the plan is for.
  * @param running For a reload: the running launcher's plan, its engines as
  *   they run now.
@@ -108,11 +103,11 @@ export interface Plan {
  */
 export async function planStart(
   o: ResolvedOptions,
-  machine: Machine,
+  env: Environment,
+  monitor: GpuMonitor,
   mode: PlanMode,
   running?: Plan,
 ): Promise<Plan> {
-  const env = machine.env;
   const directory = o.directory ?? env.myLocal;
   if (!directory) {
     throw new ConfigError(
@@ -125,9 +120,7 @@ export async function planStart(
   // One nvidia-smi look, shared with pool detection: for a dry run always,
   // and asked at once so that it runs while the catalogue is read; otherwise
   // only when a local checkpoint is to be compared with device memory.
-  let look = mode === "dry-run" && mayLook(o.gpus)
-    ? machine.gpus.look()
-    : undefined;
+  let look = mode === "dry-run" && mayLook(o.gpus) ? monitor.look() : undefined;
   try {
     const registry = await Registry.load(o.catalogue);
     const cards = requestedCards(
@@ -145,7 +138,7 @@ export async function planStart(
       fresh.map((card) => [card.name, localWeights(card, directory)]),
     );
     look ??= mayLook(o.gpus) && wantsLook(fresh, weights)
-      ? machine.gpus.look()
+      ? monitor.look()
       : undefined;
     const placement = running
       ? running.placement.replan(cards, changed!)
@@ -156,15 +149,15 @@ export async function planStart(
       const kept = running?.engines[i];
       if (kept && !changed?.has(card.name)) return { ...kept, card };
       const need = placement.assignment(card)?.need;
-      const gpus = placement.devices(card);
+      const devices = placement.devices(card);
       return planEngine(card, {
         host: o.host,
         port: o.port + i + 1,
         directory,
         apiKey: env.engineKey,
         env: placement.env(card),
-        gpus,
-        share: gpus === null || gpus.length === 0
+        gpus: devices,
+        share: devices === null || devices.length === 0
           ? null
           : need?.kind === "share"
           ? need.share
