@@ -113,10 +113,6 @@ export function startPlan(plan: Plan): StartPlan {
     plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
   const engines = plan.engines.map((e): PlanEngine => {
-    const env: Record<string, string> = {};
-    for (const [key, value] of Object.entries(e.env)) {
-      env[key] = masked(e, value);
-    }
     const weights = plan.weights.get(e.name);
     return {
       name: e.name,
@@ -127,7 +123,9 @@ export function startPlan(plan: Plan): StartPlan {
       gpus: e.gpus === null ? null : [...e.gpus],
       share: e.share,
       command: [e.executable, ...e.args].map((arg) => masked(e, arg)),
-      env,
+      env: Object.fromEntries(
+        Object.entries(e.env).map(([key, value]) => [key, masked(e, value)]),
+      ),
       waits_for: waits.get(e.name) ?? [],
       log: e.logFile,
       weights_bytes: weights?.kind === "local" ? weights.bytes : null,
