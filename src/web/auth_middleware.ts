@@ -1,8 +1,6 @@
 /**
  * Production authentication: an HS512 JWT on every request, checked before
- * any route runs. Public through `web.ts`; the token layer is `jwt.ts`, the
- * credentials' source `credentials.ts`, the verified-token cache
- * `token_cache.ts`, the headers `security_headers.ts`.
+ * any route runs.
  *
  * Folder `web/`: what wraps any handler: production authentication (JWT, token
  * cache, credentials, failure reasons), TLS files, security headers and the
@@ -19,16 +17,20 @@ import {
   MIN_SECRET_BYTES,
   TokenError,
   verifyToken,
+  type VerifyTokenOptions,
 } from "./jwt.ts";
 import {
+  AUTH_FAILURE_REASONS,
   type AuthFailureReason,
   type AuthFailures,
-  FailureCounts,
 } from "./auth_failures.ts";
 import { extractToken } from "./credentials.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
-import { setSecurityHeaders } from "./security_headers.ts";
-import type { Handler } from "./request_handler.ts";
+import {
+  type Handler,
+  loggedPath,
+  setSecurityHeaders,
+} from "./security_headers.ts";
 import { TokenCache } from "./token_cache.ts";
 
 /** Settings of {@linkcode AuthMiddleware}. */
@@ -133,15 +135,6 @@ function describePeer(info: Deno.ServeHandlerInfo | undefined): string {
   return ` from ${addr.transport}`;
 }
 
-function safePath(req: Request): string {
-  try {
-    // The path only: the query may hold `auth=<token>`.
-    return new URL(req.url).pathname;
-  } catch {
-    return "(unparsable URL)";
-  }
-}
-
 /** The fixed reason and the log text of a verification failure. */
 function describeFailure(
   error: unknown,
@@ -186,13 +179,13 @@ function describeFailure(
  * ```
  */
 export class AuthMiddleware {
-  #enabled: boolean;
+  // All three undefined in development.
   #key: Promise<CryptoKey> | undefined;
-  #issuer: string;
-  #audience: string;
-  #leewaySeconds: number;
+  #verifyOptions: VerifyTokenOptions | undefined;
   #cache: TokenCache | undefined;
-  #failures = new FailureCounts();
+  #failures = Object.fromEntries(
+    AUTH_FAILURE_REASONS.map((reason) => [reason, 0]),
+  ) as Record<AuthFailureReason, number>;
 
   /**
    * Validates the options at once and imports the key (once, verify only).
@@ -204,15 +197,7 @@ export class AuthMiddleware {
    * an integer >= 1.
    */
   constructor(options: AuthOptions) {
-    if (options === DEVELOPMENT) {
-      this.#enabled = false;
-      this.#key = undefined;
-      this.#issuer = "";
-      this.#audience = "";
-      this.#leewaySeconds = 0;
-      this.#cache = undefined;
-      return;
-    }
+    if (options === DEVELOPMENT) return;
     // `unknown`: JavaScript callers may pass anything.
     const secret: unknown = options?.secret;
     const issuer: unknown = options?.issuer;
@@ -250,10 +235,7 @@ export class AuthMiddleware {
         "Cannot enable authentication: tokenCacheSize must be an integer >= 1",
       );
     }
-    this.#enabled = true;
-    this.#issuer = issuer;
-    this.#audience = audience;
-    this.#leewaySeconds = leewaySeconds;
+    this.#verifyOptions = { issuer, audience, leewaySeconds };
     this.#cache = new TokenCache({ capacity: cacheSize, leewaySeconds });
     this.#key = verifyKeyOf(secret);
   }
@@ -276,7 +258,7 @@ export class AuthMiddleware {
    * ```
    */
   rotateSecret(secret: string): void {
-    if (!this.#enabled) {
+    if (!this.enabled) {
       throw new AuthConfigError(
         "Cannot rotate the JWT secret: authentication is off (development mode)",
       );
@@ -327,7 +309,7 @@ export class AuthMiddleware {
    * ```
    */
   get enabled(): boolean {
-    return this.#enabled;
+    return this.#key !== undefined;
   }
 
   /**
@@ -353,7 +335,7 @@ export class AuthMiddleware {
    * ```
    */
   get failures(): AuthFailures {
-    return this.#failures.snapshot();
+    return Object.freeze({ ...this.#failures });
   }
 
   /**
@@ -385,15 +367,11 @@ export class AuthMiddleware {
    * ```
    */
   wrap(handler: Handler): Handler {
-    if (!this.#enabled || !this.#key || !this.#cache) return handler;
+    const cache = this.#cache;
+    const verifyOptions = this.#verifyOptions;
+    if (!this.#key || !cache || !verifyOptions) return handler;
     // Read per request: rotateSecret() replaces the key.
     const currentKey = () => this.#key as Promise<CryptoKey>;
-    const cache: TokenCache = this.#cache;
-    const verifyOptions = {
-      issuer: this.#issuer,
-      audience: this.#audience,
-      leewaySeconds: this.#leewaySeconds,
-    };
     const failures = this.#failures;
     const throttle = new LogThrottle({ write: log.warn });
 
@@ -403,20 +381,22 @@ export class AuthMiddleware {
       kind: AuthFailureReason,
       reason: string,
     ): Response {
-      failures.add(kind);
+      failures[kind]++;
       throttle.hit(
         `401 ${kind}`,
         () =>
-          `401 ${req.method} ${safePath(req)}${describePeer(info)}: ${reason}`,
+          `401 ${req.method} ${loggedPath(req.url)}${
+            describePeer(info)
+          }: ${reason}`,
       );
       return unauthorized(req);
     }
 
-    async function verifyThenHandle(
+    const verifyThenHandle = async (
       req: Request,
       info: Deno.ServeHandlerInfo | undefined,
       token: string,
-    ): Promise<Response> {
+    ): Promise<Response> => {
       let claims: JWTPayload;
       const key = currentKey();
       try {
@@ -432,7 +412,7 @@ export class AuthMiddleware {
         cache.add(token, { exp: claims.exp as number, nbf: claims.nbf });
       }
       return await handler(req, info);
-    }
+    };
 
     // Not async: a remembered token is answered without a promise.
     return function authenticated(

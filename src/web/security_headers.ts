@@ -7,7 +7,15 @@
  */
 
 import { log } from "../common/log.ts";
-import type { Handler } from "./request_handler.ts";
+
+/**
+ * A request handler, shaped like the one `Deno.serve` takes; `info` is
+ * optional so tests can call it with a bare `Request`.
+ */
+export type Handler = (
+  req: Request,
+  info?: Deno.ServeHandlerInfo,
+) => Response | Promise<Response>;
 
 /** Headers every answer carries, over HTTP and HTTPS. */
 const SECURITY_HEADERS: Readonly<Record<string, string>> = Object
@@ -64,9 +72,9 @@ function secureResponse(response: Response, https: boolean): Response {
   }
 }
 
-function pathOf(url: string): string {
+/** The path of a request URL, for a log line: the query may hold `auth=<token>`. */
+export function loggedPath(url: string): string {
   try {
-    // The path only: the query may hold `auth=<token>`.
     return new URL(url).pathname;
   } catch {
     return "(unparsable URL)";
@@ -78,7 +86,7 @@ function internalError(req: Request, error: unknown, https: boolean): Response {
     ? `${error.name}: ${error.message}`
     : String(error);
   log.error(
-    `500 ${req.method} ${pathOf(req.url)}: ${what.replace(/\s+/g, " ")}`,
+    `500 ${req.method} ${loggedPath(req.url)}: ${what.replace(/\s+/g, " ")}`,
   );
   const response = new Response("Internal Server Error", {
     status: 500,
