@@ -28,8 +28,8 @@
 import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
 import { sleep } from "../common/sleep.ts";
+import { oneLine } from "../common/one_line.ts";
 import {
-  errorText,
   FIRST_BACKOFF_MS,
   Internal,
   MAX_BACKOFF_MS,
@@ -200,9 +200,7 @@ class Guard implements GuardedServer {
         `max connections ${wanted} lowered to ${this.maxConnections}: the open-files limit ${options.openFilesLimit} leaves room for that many at ${FDS_PER_CONNECTION} descriptors each, ${RESERVED_FDS} kept for the rest`,
       );
     }
-    // Plain TCP even for TLS: Deno does not close a TLS connection whose
-    // handshake never began, so the internal server terminates TLS and the
-    // guard copies the encrypted bytes, closing raw sockets it can close.
+    // Plain TCP even for TLS: the internal server terminates it (module doc).
     this.#tls = options.tls !== undefined;
     this.#listener = Deno.listen({
       hostname: options.hostname,
@@ -416,6 +414,6 @@ class Guard implements GuardedServer {
 }
 
 function defaultOnError(error: unknown): Response {
-  log.error(`Cannot answer a request: ${errorText(error)}`);
+  log.error(`Cannot answer a request: ${oneLine(error)}`);
   return new Response("Internal Server Error", { status: 500 });
 }

@@ -14,11 +14,6 @@ export const FIRST_BACKOFF_MS = 10;
 /** The longest such wait. */
 export const MAX_BACKOFF_MS = 1_000;
 
-/** An error's message, or the thrown value as text. */
-export function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
-
 /** One client connection's state, for the guard's sweep and for the internal server. */
 export interface Tracked {
   conn: Deno.Conn;
