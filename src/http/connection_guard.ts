@@ -28,7 +28,6 @@
 import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
 import { sleep } from "../common/sleep.ts";
-import { oneLine } from "../common/one_line.ts";
 import {
   FIRST_BACKOFF_MS,
   Internal,
@@ -66,8 +65,6 @@ export interface GuardedServeOptions {
   openFilesLimit?: number;
   /** Called once the public listener listens. */
   onListen?: (addr: Deno.NetAddr) => void;
-  /** Answers a request whose handler threw; the default is a plain 500. */
-  onError?: (error: unknown) => Response | Promise<Response>;
 }
 
 /** A running guarded server. */
@@ -76,8 +73,6 @@ export interface GuardedServer extends AsyncDisposable {
   readonly addr: Deno.NetAddr;
   /** The connection limit in force (after capping to the open-files limit). */
   readonly maxConnections: number;
-  /** Connections open now. */
-  readonly connections: number;
   /** Resolves once {@linkcode GuardedServer.shutdown} has finished. */
   readonly finished: Promise<void>;
   /** Stops accepting, closes every connection and the internal server. */
@@ -207,11 +202,7 @@ class Guard implements GuardedServer {
       port: options.port,
     });
     this.addr = this.#listener.addr;
-    this.#internal = new Internal(
-      options.handler,
-      options.onError ?? defaultOnError,
-      options.tls,
-    );
+    this.#internal = new Internal(options.handler, options.tls);
     // One timer for every deadline: cheaper than a timer per connection and byte.
     const tick = Math.min(
       1_000,
@@ -225,10 +216,6 @@ class Guard implements GuardedServer {
     this.finished = this.#done.promise;
     this.#accepting = this.#acceptLoop();
     options.onListen?.(this.addr);
-  }
-
-  get connections(): number {
-    return this.#tracked.size;
   }
 
   async #acceptLoop(): Promise<void> {
@@ -411,9 +398,4 @@ class Guard implements GuardedServer {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.shutdown();
   }
-}
-
-function defaultOnError(error: unknown): Response {
-  log.error(`Cannot answer a request: ${oneLine(error)}`);
-  return new Response("Internal Server Error", { status: 500 });
 }

@@ -129,22 +129,6 @@ function parsePrivateKey(
   }
 }
 
-function sameKey(
-  crypto: Crypto,
-  certificate: X509Certificate,
-  key: KeyObject,
-): boolean {
-  const fromCert = certificate.publicKey.export({
-    type: "spki",
-    format: "der",
-  });
-  const fromKey = crypto.createPublicKey(key).export({
-    type: "spki",
-    format: "der",
-  });
-  return fromCert.equals(fromKey);
-}
-
 function warnAboutValidity(path: string, certificate: X509Certificate): void {
   const now = Date.now();
   if (Date.parse(certificate.validTo) < now) {
@@ -166,17 +150,6 @@ function warnAboutKeyLog(): void {
       "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
     );
   }
-}
-
-/** Fields of an {@linkcode SSLConfig}, as read from disk. */
-interface SSLConfigFields {
-  cert: string;
-  key: string;
-  certFile: string;
-  keyFile: string;
-  serial: string;
-  ca?: string;
-  caFile?: string;
 }
 
 /**
@@ -201,28 +174,22 @@ export class SSLConfig {
    * The PEM chain to serve: `server.crt`, followed in development mode by
    * `ca.crt` when present, so clients can build the path.
    */
-  readonly cert: string;
+  declare readonly cert: string;
   /** The PEM private key (`server.key`). */
-  readonly key: string;
+  declare readonly key: string;
   /** Contents of `ca.crt` (development mode only, when present). */
   declare readonly ca?: string;
   /** Path of `server.crt`. */
-  readonly certFile: string;
+  declare readonly certFile: string;
   /** Path of `server.key`. */
-  readonly keyFile: string;
+  declare readonly keyFile: string;
   /** The served certificate's serial number, as hex digits (`server.crt`). */
-  readonly serial: string;
+  declare readonly serial: string;
   /** Path of `ca.crt`, when it was used. */
   declare readonly caFile?: string;
 
-  private constructor(fields: SSLConfigFields) {
-    this.cert = fields.cert;
-    this.key = fields.key;
-    this.certFile = fields.certFile;
-    this.keyFile = fields.keyFile;
-    this.serial = fields.serial;
-    if (fields.ca !== undefined) this.ca = fields.ca;
-    if (fields.caFile !== undefined) this.caFile = fields.caFile;
+  private constructor(fields: SSLConfig) {
+    Object.assign(this, fields);
   }
 
   /**
@@ -273,9 +240,12 @@ export class SSLConfig {
     const crypto = await import("node:crypto");
     const certificate = parseCertificate(crypto, certFile, cert);
     const privateKey = parsePrivateKey(crypto, keyFile, key);
+    const spki = { type: "spki", format: "der" } as const;
     let matches: boolean;
     try {
-      matches = sameKey(crypto, certificate, privateKey);
+      matches = certificate.publicKey.export(spki).equals(
+        crypto.createPublicKey(privateKey).export(spki),
+      );
     } catch (error) {
       throw new SSLConfigError(
         `${certFile} and ${keyFile}`,
@@ -291,29 +261,25 @@ export class SSLConfig {
     }
     warnAboutValidity(certFile, certificate);
 
-    const fields: SSLConfigFields = {
+    const served = {
       cert,
       key,
       certFile,
       keyFile,
       serial: serialHex(certificate.serialNumber),
     };
-    if (options.devMode) {
-      const caFile = join(directory, "ssl", "ca.crt");
-      if (await isPresent(caFile)) {
-        const ca = await readPem(caFile);
-        const authority = parseCertificate(crypto, caFile, ca);
-        if (!certificate.checkIssued(authority)) {
-          log.warn(`${certFile} was not issued by ${caFile}`);
-        }
-        fields.cert = `${cert.trimEnd()}\n${ca.trimStart()}`;
-        fields.ca = ca;
-        fields.caFile = caFile;
-      }
-    } else {
+    if (!options.devMode) {
       warnAboutKeyLog();
+      return new SSLConfig(served);
     }
-    return new SSLConfig(fields);
+    const caFile = join(directory, "ssl", "ca.crt");
+    if (!(await isPresent(caFile))) return new SSLConfig(served);
+    const ca = await readPem(caFile);
+    if (!certificate.checkIssued(parseCertificate(crypto, caFile, ca))) {
+      log.warn(`${certFile} was not issued by ${caFile}`);
+    }
+    const chain = `${cert.trimEnd()}\n${ca.trimStart()}`;
+    return new SSLConfig({ ...served, cert: chain, ca, caFile });
   }
 }
 
