@@ -132,7 +132,6 @@ function closeQuietly(conn: Deno.Conn | undefined): void {
   }
 }
 
-/** Writes all of `bytes`. */
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   let done = 0;
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));

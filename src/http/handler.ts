@@ -10,26 +10,13 @@
  */
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { EngineDetail } from "../supervision/engine_detail.ts";
-import type { ModelCard } from "../catalogue.ts";
+import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { Handler } from "../web.ts";
-
-/** What the API needs of one engine (an `EngineSupervisor` is one). */
-export interface ReportedEngine {
-  readonly name: string;
-  readonly card: ModelCard;
-  readonly host: string;
-  readonly port: number;
-  readonly url: string;
-  /** Polls the engine now; true only for a 200 answer. */
-  healthy(timeoutMs: number): Promise<boolean>;
-  /** Supervision facts for `?detail=1`. */
-  detail(): EngineDetail;
-}
 
 /** What the management API reports on. */
 export interface ManagementState {
   /** The configured engines, in request order. */
-  engines: readonly ReportedEngine[];
+  engines: readonly EngineSupervisor[];
   /** Every catalogue name; read per request, so a reload may replace it. */
   catalogue: readonly string[];
   /** How long one engine's health poll may take, in milliseconds. */
@@ -55,7 +42,7 @@ function json(
 }
 
 /** Engines bound to every interface are reported under the name the client used. */
-function engineUrl(engine: ReportedEngine, req: Request): string {
+function engineUrl(engine: EngineSupervisor, req: Request): string {
   if (!isWildcardHost(engine.host)) return engine.url;
   const host = new URL(req.url).hostname;
   return `http://${urlHost(host)}:${engine.port}/v1`;

@@ -12,6 +12,7 @@
 
 import type { JWTPayload } from "jose";
 import { log } from "../common/log.ts";
+import { urlHost } from "../common/settings.ts";
 import {
   importVerifyKey,
   MIN_SECRET_BYTES,
@@ -92,7 +93,6 @@ export class AuthConfigError extends TypeError {
 
 const DEFAULT_AUDIENCE = "nexus";
 const DEFAULT_CACHE_SIZE = 1024;
-const UNAUTHORIZED_BODY = "Unauthorized";
 const encoder = new TextEncoder();
 
 /** The options object only {@linkcode AuthMiddleware.development} passes, known by identity. */
@@ -121,16 +121,14 @@ function unauthorized(req: Request): Response {
   // Used on its own, the middleware still answers like the API: scanners
   // flag a 401 without the security headers (and without HSTS over HTTPS).
   setSecurityHeaders(headers, req.url.startsWith("https:"));
-  return new Response(UNAUTHORIZED_BODY, { status: 401, headers });
+  return new Response("Unauthorized", { status: 401, headers });
 }
 
 function describePeer(info: Deno.ServeHandlerInfo | undefined): string {
   const addr = info?.remoteAddr;
   if (addr === undefined) return "";
   if (addr.transport === "tcp" || addr.transport === "udp") {
-    return addr.hostname.includes(":")
-      ? ` from [${addr.hostname}]:${addr.port}`
-      : ` from ${addr.hostname}:${addr.port}`;
+    return ` from ${urlHost(addr.hostname)}:${addr.port}`;
   }
   return ` from ${addr.transport}`;
 }

@@ -215,21 +215,16 @@ function checkTimes(
     throw new TokenError("claims", "exp is not a finite number");
   }
   if (!(exp > now - leeway)) throw new TokenError("expired", "expired (exp)");
-  if (nbf !== undefined) {
-    if (typeof nbf !== "number" || !Number.isFinite(nbf)) {
-      throw new TokenError("claims", "nbf is not a finite number");
+  const notInFuture = [
+    ["nbf", nbf, "not yet valid (nbf)"],
+    ["iat", iat, "issued in the future (iat)"],
+  ] as const;
+  for (const [claim, value, refusal] of notInFuture) {
+    if (value === undefined) continue;
+    if (typeof value !== "number" || !Number.isFinite(value)) {
+      throw new TokenError("claims", `${claim} is not a finite number`);
     }
-    if (nbf > now + leeway) {
-      throw new TokenError("claims", "not yet valid (nbf)");
-    }
-  }
-  if (iat !== undefined) {
-    if (typeof iat !== "number" || !Number.isFinite(iat)) {
-      throw new TokenError("claims", "iat is not a finite number");
-    }
-    if (iat > now + leeway) {
-      throw new TokenError("claims", "issued in the future (iat)");
-    }
+    if (value > now + leeway) throw new TokenError("claims", refusal);
   }
 }
 

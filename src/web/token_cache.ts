@@ -25,12 +25,8 @@ export interface CachedTimes {
 
 /** Settings of a {@linkcode TokenCache}. */
 export interface TokenCacheOptions {
-  /**
-   * Most tokens kept.
-   *
-   * @default {1024}
-   */
-  capacity?: number;
+  /** Most tokens kept. */
+  capacity: number;
   /** Clock skew tolerated on `exp` and `nbf`, in seconds (the verifier's). */
   leewaySeconds: number;
 }
@@ -45,7 +41,7 @@ export class TokenCache {
 
   /** @param options Capacity and leeway. */
   constructor(options: TokenCacheOptions) {
-    const capacity = options.capacity ?? 1024;
+    const capacity = options.capacity;
     if (!Number.isInteger(capacity) || capacity < 1) {
       throw new RangeError(
         `Cannot create the token cache: capacity ${capacity}, expected an integer >= 1`,
