@@ -67,26 +67,6 @@ export interface GuardedServeOptions {
   onListen?: (addr: Deno.NetAddr) => void;
 }
 
-/** A running guarded server. */
-export interface GuardedServer extends AsyncDisposable {
-  /** The public listener's address. */
-  readonly addr: Deno.NetAddr;
-  /** The connection limit in force (after capping to the open-files limit). */
-  readonly maxConnections: number;
-  /** Resolves once {@linkcode GuardedServer.shutdown} has finished. */
-  readonly finished: Promise<void>;
-  /** Stops accepting, closes every connection and the internal server. */
-  shutdown(): Promise<void>;
-  /**
-   * Serves every new connection with this PEM certificate (chain) and key;
-   * open connections keep the pair they began with.
-   *
-   * @throws {TypeError} When the guard serves plain HTTP.
-   * @throws {Error} When the pair is refused (the old one stays in force).
-   */
-  replaceTls(tls: { cert: string; key: string }): void;
-}
-
 /**
  * Descriptors one guarded connection may hold at once: the client's socket,
  * the guard's socket to the internal server and that server's end of it.
@@ -98,7 +78,6 @@ export const RESERVED_FDS = 128;
 const MAX_HEAD_BYTES = 64 * 1024;
 const HEAD_CHUNK = 4 * 1024;
 const PUMP_CHUNK = 16 * 1024;
-const CRLFCRLF = [13, 10, 13, 10] as const;
 
 /**
  * The most connections a soft open-files limit leaves room for.
@@ -117,8 +96,8 @@ export function connectionRoom(openFiles: number): number {
 function headEnd(bytes: Uint8Array, from: number, end: number): number {
   for (let i = Math.max(0, from); i + 3 < end; i++) {
     if (
-      bytes[i] === CRLFCRLF[0] && bytes[i + 1] === CRLFCRLF[1] &&
-      bytes[i + 2] === CRLFCRLF[2] && bytes[i + 3] === CRLFCRLF[3]
+      bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 &&
+      bytes[i + 3] === 10
     ) return i + 4;
   }
   return -1;
@@ -159,12 +138,16 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
  * ```
  */
 export function serveGuarded(options: GuardedServeOptions): GuardedServer {
-  return new Guard(options);
+  return new GuardedServer(options);
 }
 
-class Guard implements GuardedServer {
+/** A running guarded server. */
+export class GuardedServer implements AsyncDisposable {
+  /** The public listener's address. */
   readonly addr: Deno.NetAddr;
+  /** The connection limit in force (after capping to the open-files limit). */
   readonly maxConnections: number;
+  /** Resolves once {@linkcode GuardedServer.shutdown} has finished. */
   readonly finished: Promise<void>;
   #listener: Deno.Listener<Deno.Conn, Deno.NetAddr>;
   #internal: Internal;
@@ -364,6 +347,13 @@ class Guard implements GuardedServer {
     }
   }
 
+  /**
+   * Serves every new connection with this PEM certificate (chain) and key;
+   * open connections keep the pair they began with.
+   *
+   * @throws {TypeError} When the guard serves plain HTTP.
+   * @throws {Error} When the pair is refused (the old one stays in force).
+   */
   replaceTls(tls: { cert: string; key: string }): void {
     if (!this.#tls) {
       throw new TypeError(
@@ -373,6 +363,7 @@ class Guard implements GuardedServer {
     this.#internal.replaceTls(tls);
   }
 
+  /** Stops accepting, closes every connection and the internal server. */
   async shutdown(): Promise<void> {
     if (!this.#closing) {
       this.#closing = true;
