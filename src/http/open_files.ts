@@ -6,7 +6,7 @@
  * the hard one when it starts (2.x), so this mostly confirms what it got; when
  * it did not, util-linux's `prlimit` on our own pid does it. `prlimit` needs
  * only `--allow-run=prlimit`, where FFI would need `--allow-ffi` (which is all
- * permissions) and reading `/proc/self/limits` needs `--allow-all`.
+ * permissions).
  *
  * @module
  */
@@ -19,34 +19,6 @@ interface OpenFilesLimit {
 }
 
 const decoder = new TextDecoder();
-
-function parseLimit(text: string, output: string): number {
-  if (text === "unlimited") return Infinity;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw new Error(
-      `Cannot read the open-files limit: prlimit printed '${output}' (expected two numbers)`,
-    );
-  }
-  return value;
-}
-
-/** The limit from `/proc/self/limits`, or undefined where it cannot be read (Deno wants --allow-all). */
-function fromProcLimits(): OpenFilesLimit | undefined {
-  let text: string;
-  try {
-    text = Deno.readTextFileSync("/proc/self/limits");
-  } catch {
-    return undefined;
-  }
-  const match = /^Max open files\s+(\S+)\s+(\S+)/m.exec(text);
-  if (!match) return undefined;
-  const line = match[0];
-  return {
-    soft: parseLimit(match[1]!, line),
-    hard: parseLimit(match[2]!, line),
-  };
-}
 
 async function prlimit(args: string[], what: string): Promise<string> {
   let output: Deno.CommandOutput;
@@ -80,20 +52,23 @@ async function prlimit(args: string[], what: string): Promise<string> {
 
 /** This process's open-files limit; throws when `prlimit` is missing, not allowed or fails. */
 async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
-  // With --allow-all the kernel's own table is one read, no process to spawn.
-  const direct = fromProcLimits();
-  if (direct) return direct;
   const out = await prlimit(
     ["--nofile", "--raw", "--noheadings", "--output=SOFT,HARD"],
     "read the open-files limit",
   );
-  const [soft, hard, ...rest] = out.split(/\s+/);
-  if (soft === undefined || hard === undefined || rest.length > 0) {
+  const limits = out.split(/\s+/).map((n) =>
+    n === "unlimited" ? Infinity : Number(n)
+  );
+  const [soft, hard] = limits;
+  if (
+    soft === undefined || hard === undefined || limits.length > 2 ||
+    !limits.every((n) => n === Infinity || (Number.isSafeInteger(n) && n >= 0))
+  ) {
     throw new Error(
       `Cannot read the open-files limit: prlimit printed '${out}' (expected two numbers)`,
     );
   }
-  return { soft: parseLimit(soft, out), hard: parseLimit(hard, out) };
+  return { soft, hard };
 }
 
 /**
