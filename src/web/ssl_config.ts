@@ -56,6 +56,13 @@ export class SSLConfigError extends InputError {
   }
 }
 
+/** What `error` says, as the problem with `file`. */
+function failed(file: string, problem: string, error: unknown): SSLConfigError {
+  return new SSLConfigError(file, `${problem}: ${oneLine(error)}`, {
+    cause: error,
+  });
+}
+
 async function isPresent(path: string): Promise<boolean> {
   try {
     // lstat: a dangling link is present (and then unreadable), not absent.
@@ -63,9 +70,7 @@ async function isPresent(path: string): Promise<boolean> {
     return true;
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return false;
-    throw new SSLConfigError(path, `cannot stat: ${oneLine(error)}`, {
-      cause: error,
-    });
+    throw failed(path, "cannot stat", error);
   }
 }
 
@@ -73,9 +78,7 @@ async function readPem(path: string): Promise<string> {
   try {
     return await Deno.readTextFile(path);
   } catch (error) {
-    throw new SSLConfigError(path, `cannot read: ${oneLine(error)}`, {
-      cause: error,
-    });
+    throw failed(path, "cannot read", error);
   }
 }
 
@@ -93,11 +96,7 @@ function parseCertificate(
   try {
     return new crypto.X509Certificate(pem);
   } catch (error) {
-    throw new SSLConfigError(
-      path,
-      `not a valid PEM certificate: ${oneLine(error)}`,
-      { cause: error },
-    );
+    throw failed(path, "not a valid PEM certificate", error);
   }
 }
 
@@ -121,11 +120,7 @@ function parsePrivateKey(
   try {
     return crypto.createPrivateKey(pem);
   } catch (error) {
-    throw new SSLConfigError(
-      path,
-      `not a valid PEM private key: ${oneLine(error)}`,
-      { cause: error },
-    );
+    throw failed(path, "not a valid PEM private key", error);
   }
 }
 
@@ -247,10 +242,10 @@ export class SSLConfig {
         crypto.createPublicKey(privateKey).export(spki),
       );
     } catch (error) {
-      throw new SSLConfigError(
+      throw failed(
         `${certFile} and ${keyFile}`,
-        `cannot compare the public keys: ${oneLine(error)}`,
-        { cause: error },
+        "cannot compare the public keys",
+        error,
       );
     }
     if (!matches) {
