@@ -251,9 +251,7 @@ export class GuardedServer implements AsyncDisposable {
     };
     this.#tracked.add(t);
     try {
-      const head = this.#tls
-        ? await this.#readSome(t)
-        : await this.#readHead(t);
+      const head = await this.#readHead(t);
       if (!head || this.#closing) return;
       // Under TLS the deadline holds until the internal server sees a request.
       if (!this.#tls) t.headDeadline = undefined;
@@ -288,16 +286,10 @@ export class GuardedServer implements AsyncDisposable {
     }
   }
 
-  /** The first bytes (of a TLS handshake); undefined when the client leaves first. */
-  async #readSome(t: Tracked): Promise<Uint8Array | undefined> {
-    const buffer = new Uint8Array(HEAD_CHUNK);
-    const n = await t.conn.read(buffer);
-    if (n === null) return undefined;
-    t.lastActive = performance.now();
-    return buffer.subarray(0, n);
-  }
-
-  /** Reads until the end of the first request head; undefined when the client goes first. */
+  /**
+   * Reads until the end of the first request head (under TLS, the first bytes
+   * of the handshake); undefined when the client goes first.
+   */
   async #readHead(t: Tracked): Promise<Uint8Array | undefined> {
     let buffer = new Uint8Array(HEAD_CHUNK);
     let length = 0;
@@ -314,7 +306,7 @@ export class GuardedServer implements AsyncDisposable {
       const searchFrom = length - 3;
       length += n;
       // The whole buffer goes on: bytes past the head belong to the request body.
-      if (headEnd(buffer, searchFrom, length) >= 0) {
+      if (this.#tls || headEnd(buffer, searchFrom, length) >= 0) {
         return buffer.subarray(0, length);
       }
     }
