@@ -17,11 +17,6 @@ export type Credentials =
 // layer, so a stray space or tab inside is refused there with a clear reason.
 const BEARER = /^bearer +(.+)$/i;
 
-function isWebSocketUpgrade(req: Request): boolean {
-  const upgrade = req.headers.get("upgrade");
-  return upgrade !== null && upgrade.trim().toLowerCase() === "websocket";
-}
-
 function missing(reason: string): Credentials {
   return { reason, kind: "missing" };
 }
@@ -41,7 +36,8 @@ export function extractToken(req: Request): Credentials {
   const authorization = req.headers.get("authorization");
   // A Request's URL always parses: the Request constructor checked it.
   const query = new URL(req.url).searchParams.getAll("auth");
-  const upgrade = isWebSocketUpgrade(req);
+  const upgrade =
+    req.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
 
   if (query.length > 0 && !upgrade) {
     return malformed("auth query parameter on a plain HTTP request");
