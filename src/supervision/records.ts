@@ -15,13 +15,8 @@
 import { ConfigError } from "../common/config_error.ts";
 import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
-import { signalGroup } from "../engines/process_group.ts";
-import {
-  allProcStats,
-  type ProcStat,
-  procStat,
-  procStats,
-} from "../engines/proc.ts";
+import { stopGroup } from "../engines/process_group.ts";
+import { type ProcStat, procStats } from "../engines/proc.ts";
 import { isPortFree } from "../engines/ports.ts";
 
 /** What a {@linkcode RunRecorder} records of a running engine. */
@@ -57,8 +52,6 @@ export interface EngineRecord extends RunRecord {
 }
 
 const SUFFIX = ".engine.json";
-const POLL_MS = 50;
-const KILL_WAIT_MS = 5_000;
 const PORT_WAIT_MS = 2_000;
 /** `/proc` stays unreadable for a process's life: said once. */
 let warnedNoProc = false;
@@ -84,7 +77,8 @@ export class EngineRecords implements RunRecorder {
   constructor(directory: string) {
     this.#directory = directory;
     this.dir = `${directory}/data`;
-    this.#launcherStartTime = procStat(Deno.pid)?.startTime ?? "";
+    this.#launcherStartTime = procStats([Deno.pid]).get(Deno.pid)?.startTime ??
+      "";
     if (!this.#launcherStartTime && !warnedNoProc) {
       warnedNoProc = true;
       log.warn(
@@ -250,7 +244,7 @@ export class EngineRecords implements RunRecorder {
         log.warn(
           `engine ${record.model} (pid ${record.pid}) outlived its launcher (pid ${record.launcherPid}, gone): stopping it`,
         );
-        await stopGroup(record.pid, graceMs);
+        await stopGroup(record.pid, graceMs, { alive: groupLiving });
         // The port is what the new launcher needs: give the kernel a moment to let go of it.
         await portReleased(record.host, record.port, PORT_WAIT_MS);
       }
@@ -312,14 +306,14 @@ function groupIsRecorded(
   if (leader !== undefined) {
     return leader.startTime === record.startTime && leader.pgid === record.pid;
   }
-  return livingMembers(record.pid).length > 0;
+  return groupLiving(record.pid);
 }
 
-/** The group's processes that have not exited (zombies are dead: only a wait removes them). */
-function livingMembers(pgid: number): number[] {
-  return allProcStats()
-    .filter((p) => p.pgid === pgid && p.state !== "Z")
-    .map((p) => p.pid);
+/** True while a process of the group has not exited (zombies are dead: only a wait removes them). */
+function groupLiving(pgid: number): boolean {
+  return [...procStats().values()].some((p) =>
+    p.pgid === pgid && p.state !== "Z"
+  );
 }
 
 /** Waits until nothing listens on the port, or `ms` have passed. */
@@ -331,22 +325,6 @@ async function portReleased(
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if (isPortFree(hostname, port)) return;
-    await sleep(POLL_MS);
+    await sleep(50);
   }
-}
-
-async function stopGroup(pgid: number, graceMs: number): Promise<void> {
-  if (!signalGroup(pgid, "SIGTERM")) return;
-  if (await groupGone(pgid, graceMs)) return;
-  signalGroup(pgid, "SIGKILL");
-  await groupGone(pgid, KILL_WAIT_MS);
-}
-
-async function groupGone(pgid: number, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (livingMembers(pgid).length > 0) {
-    if (Date.now() >= deadline) return false;
-    await sleep(POLL_MS);
-  }
-  return true;
 }
