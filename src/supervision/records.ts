@@ -19,7 +19,7 @@ import { stopGroup } from "../engines/process_group.ts";
 import { type ProcStat, procStats } from "../engines/proc.ts";
 import { isPortFree } from "../engines/ports.ts";
 
-/** What a {@linkcode RunRecorder} records of a running engine. */
+/** What a run's record says of the run itself. */
 export interface RunRecord {
   /** The catalogue name. */
   model: string;
@@ -31,14 +31,6 @@ export interface RunRecord {
   host: string;
   /** Port the engine listens on. */
   port: number;
-}
-
-/** Keeps a record per running engine (the launcher's records under `data/` are one). */
-export interface RunRecorder {
-  /** Records a run that just started. */
-  write(record: RunRecord): void;
-  /** Forgets the model's run once it is gone. */
-  remove(model: string): void;
 }
 
 /** What is recorded about one running engine: the run, and the launcher that owns it. */
@@ -66,7 +58,7 @@ let warnedNoProc = false;
  * for (const record of records.list()) console.log(record.model, record.pid);
  * ```
  */
-export class EngineRecords implements RunRecorder {
+export class EngineRecords {
   /** Where the records live: `<directory>/data`. */
   readonly dir: string;
   readonly #directory: string;

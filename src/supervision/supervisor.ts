@@ -12,11 +12,10 @@
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
-import type { RunWatcher } from "./watchdog.ts";
-import { EngineLog } from "../engines/log_sink.ts";
+import type { Watchdog } from "./watchdog.ts";
+import type { EngineLog } from "../engines/log_sink.ts";
 import type { WaitReason } from "../gpu/start_gate.ts";
 import { GpuStart } from "./gpu_start.ts";
-import { RunBook } from "./run_book.ts";
 import { Liveness, type Verdict } from "./liveness.ts";
 import {
   describeEnd,
@@ -70,7 +69,7 @@ export class EngineSupervisor {
   #interrupt = new AbortController();
   /** This engine's passage through the GPU start gate; while it waits, the state is `waiting`. */
   #gpu: GpuStart;
-  #book: RunBook;
+  #watchdog: Watchdog | undefined;
   #loop: Promise<void> | undefined;
   #lastPollMs: number | undefined;
   /** Fires when a loading run's silence reaches `--start-timeout`; armed only when it is on. */
@@ -87,11 +86,7 @@ export class EngineSupervisor {
     this.#plan = plan;
     this.#options = options;
     this.#policy = card.restart ?? options.restart;
-    this.#book = new RunBook(card.name, options.records, options.watchdog);
-    this.#liveness = new Liveness(card.name, {
-      failures: options.livenessFailures,
-      startTimeoutMs: options.startTimeoutMs,
-    });
+    this.#liveness = new Liveness(card.name, options);
     this.#gpu = new GpuStart(
       card.name,
       options.gate,
@@ -101,7 +96,7 @@ export class EngineSupervisor {
         else this.#set("waiting");
       },
     );
-    this.log = options.log ?? new EngineLog(plan.logFile);
+    this.log = options.log;
     this.#process = this.#run();
   }
 
@@ -229,9 +224,9 @@ export class EngineSupervisor {
    * @param watchdog The launcher's watchdog, told each run's process group.
    * @throws {EngineError} When an ungated first run cannot be spawned.
    */
-  start(watchdog?: RunWatcher): void {
+  start(watchdog?: Watchdog): void {
     if (this.#loop) return;
-    this.#book.watchdog = watchdog;
+    this.#watchdog = watchdog;
     if (this.#gpu.gated) {
       this.#loop = this.#begin();
       return;
@@ -272,7 +267,15 @@ export class EngineSupervisor {
     this.#liveness.reset();
     this.#endReason = "exit";
     this.#set("starting");
-    this.#book.began(run);
+    // The watchdog and the records learn the run's group while it runs.
+    this.#watchdog?.add(run.pid!);
+    this.#options.records.write({
+      model: this.name,
+      pid: run.pid!,
+      command: run.commandLine,
+      host: run.host,
+      port: run.port,
+    });
     this.#gpu.launched();
     if (this.#gpu.loading) this.#watchLoad(run);
     this.#watchSilence(run, this.#options.startTimeoutMs);
@@ -323,30 +326,18 @@ export class EngineSupervisor {
       this.#watchSilence(run, 0);
       this.#gpu.release();
       this.#gpu.memory = null;
-      const { end, lastExit, ran } = this.#book.ended(
-        run,
-        status,
-        this.#endReason,
-      );
-      this.#lastExit = lastExit;
+      const end = this.#lastExit = this.#ended(run, status);
+      const exit = `exit: ${describeEnd(end)} after ${
+        end.ran_seconds.toFixed(1)
+      } s`;
       if (this.#stopRequested) {
-        this.#report(
-          "info",
-          `exit: ${describeEnd(end)} ${ran}${this.#stopWhy}`,
-        );
-        this.#set("exited");
-        return;
+        this.#report("info", `${exit}${this.#stopWhy}`);
+        return this.#set("exited");
       }
       if (!shouldRestart(this.#policy, end)) {
-        this.#report(
-          "warn",
-          `exit: ${
-            describeEnd(end)
-          } ${ran}; not restarted (restart: ${this.#policy})`,
-          true,
-        );
-        this.#set("exited");
-        return;
+        const why = `not restarted (restart: ${this.#policy})`;
+        this.#report("warn", `${exit}; ${why}`, true);
+        return this.#set("exited");
       }
       // A run that was healthy for long enough earns a fresh, short delay.
       const stableAfter = this.#options.stableAfterMs;
@@ -356,7 +347,7 @@ export class EngineSupervisor {
       }
       const baseline = await this.#gpu.baseline();
       let next: ServerProcess | undefined;
-      let what = `exit: ${describeEnd(end)} ${ran}`;
+      let what = exit;
       while (next === undefined) {
         this.#step++;
         const delay = restartDelayMs(
@@ -392,6 +383,21 @@ export class EngineSupervisor {
         }
       }
     }
+  }
+
+  /** A run ended: the watchdog and the records forget it; how it ended. */
+  #ended(run: ServerProcess, status: Deno.CommandStatus): LastExit {
+    const endedAt = Date.now();
+    const ranMs = endedAt - (run.startedAt ?? endedAt);
+    this.#watchdog?.remove(run.pid!);
+    this.#options.records.remove(this.name);
+    return {
+      code: status.signal ? null : status.code,
+      signal: status.signal ?? null,
+      at: new Date(endedAt).toISOString(),
+      ran_seconds: Math.round(ranMs / 100) / 10,
+      reason: this.#endReason,
+    };
   }
 
   /**

@@ -46,27 +46,20 @@ exit 0
 
 const encoder = new TextEncoder();
 
-/** Told each run's process group while it runs (the launcher's watchdog is one). */
-export interface RunWatcher {
-  /** A run started in process group `pgid`. */
-  add(pgid: number): void;
-  /** That run and its group are gone. */
-  remove(pgid: number): void;
-}
-
 /**
  * A launcher's watchdog process.
  *
  * @example
  * ```ts ignore
  * import { Watchdog } from "./watchdog.ts";
- * await using watchdog = Watchdog.start(10_000);
- * watchdog.add(engine.pid);
+ * const watchdog = Watchdog.start(10_000);
+ * watchdog?.add(engine.pid);
  * // ... engine stopped by the launcher ...
- * watchdog.remove(engine.pid);
+ * watchdog?.remove(engine.pid);
+ * await watchdog?.close();
  * ```
  */
-export class Watchdog implements AsyncDisposable, RunWatcher {
+export class Watchdog {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   #broken = false;
@@ -102,11 +95,6 @@ export class Watchdog implements AsyncDisposable, RunWatcher {
       );
       return undefined;
     }
-  }
-
-  /** The watchdog's pid. */
-  get pid(): number {
-    return this.#child.pid;
   }
 
   /** Watches a process group from now on. */
@@ -148,10 +136,5 @@ export class Watchdog implements AsyncDisposable, RunWatcher {
       }
     })();
     return this.#closed;
-  }
-
-  /** Same as {@linkcode Watchdog.close}. */
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
   }
 }
