@@ -66,7 +66,7 @@ export class HealthLoop {
 
   async #runRound(): Promise<void> {
     await Promise.all(
-      this.#targets.map((t) => t.poll(this.#options.timeoutMs)),
+      this.#targets.map((t) => t.healthy(this.#options.timeoutMs, true)),
     );
     if (!this.#stopped) this.#options.onRound?.();
   }

@@ -55,12 +55,13 @@ let warnedNoProc = false;
  * ```ts ignore
  * import { EngineRecords } from "./records.ts";
  * const records = new EngineRecords("/srv/mymodel");
- * for (const record of records.list()) console.log(record.model, record.pid);
+ * const survey = records.survey(["qwen3-8b"]);
+ * records.refuseServed(survey);
+ * await records.reap(survey, 10_000);
  * ```
  */
 export class EngineRecords {
-  /** Where the records live: `<directory>/data`. */
-  readonly dir: string;
+  readonly #dir: string;
   readonly #directory: string;
   readonly #launcherStartTime: string;
   readonly #pending = new Map<string, RunRecord>();
@@ -68,9 +69,8 @@ export class EngineRecords {
   /** @param directory The launcher's root directory. */
   constructor(directory: string) {
     this.#directory = directory;
-    this.dir = `${directory}/data`;
-    this.#launcherStartTime = procStats([Deno.pid]).get(Deno.pid)?.startTime ??
-      "";
+    this.#dir = `${directory}/data`;
+    this.#launcherStartTime = processStartTimes([Deno.pid]).get(Deno.pid) ?? "";
     if (!this.#launcherStartTime && !warnedNoProc) {
       warnedNoProc = true;
       log.warn(
@@ -80,7 +80,7 @@ export class EngineRecords {
   }
 
   #path(model: string): string {
-    return `${this.dir}/${model}${SUFFIX}`;
+    return `${this.#dir}/${model}${SUFFIX}`;
   }
 
   /**
@@ -119,7 +119,7 @@ export class EngineRecords {
         Deno.removeSync(temp);
       } catch { /* never written */ }
       log.warn(
-        `cannot write the record of engine ${record.model} in ${this.dir}: ${
+        `cannot write the record of engine ${record.model} in ${this.#dir}: ${
           (error as Error).message
         }`,
       );
@@ -129,56 +129,40 @@ export class EngineRecords {
   /** Removes a model's record if this launcher wrote it. */
   remove(model: string): void {
     this.#pending.delete(model);
-    const record = this.read(this.#path(model));
+    const record = readRecord(this.#path(model));
     if (record && record.launcherPid !== Deno.pid) return;
     try {
       Deno.removeSync(this.#path(model));
     } catch { /* already gone */ }
   }
 
-  /** Every readable record, with its path; unreadable files are skipped. */
-  list(): { path: string; record: EngineRecord }[] {
-    const out: { path: string; record: EngineRecord }[] = [];
-    let entries: Deno.DirEntry[];
+  /** Every readable record, with its path, by model name. */
+  #list(): { path: string; record: EngineRecord }[] {
+    let names: string[];
     try {
-      entries = [...Deno.readDirSync(this.dir)];
+      names = [...Deno.readDirSync(this.#dir)]
+        .filter((entry) => entry.isFile && entry.name.endsWith(SUFFIX))
+        .map((entry) => entry.name);
     } catch {
-      return out;
+      return [];
     }
-    for (const entry of entries) {
-      if (!entry.isFile || !entry.name.endsWith(SUFFIX)) continue;
-      const path = `${this.dir}/${entry.name}`;
-      const record = this.read(path);
-      if (record) out.push({ path, record });
-    }
-    return out.sort((a, b) => a.record.model.localeCompare(b.record.model));
-  }
-
-  read(path: string): EngineRecord | undefined {
-    try {
-      const value = JSON.parse(Deno.readTextFileSync(path));
-      const valid = typeof value?.model === "string" &&
-        Number.isInteger(value.pid) && typeof value.startTime === "string" &&
-        Number.isInteger(value.launcherPid) &&
-        typeof value.launcherStartTime === "string";
-      return valid ? value as EngineRecord : undefined;
-    } catch {
-      return undefined;
-    }
+    return names.flatMap((name) => {
+      const path = `${this.#dir}/${name}`;
+      const record = readRecord(path);
+      return record ? [{ path, record }] : [];
+    }).sort((a, b) => a.record.model.localeCompare(b.record.model));
   }
 
   /**
-   * What the records say, read only (a dry run's view, and the first half of
-   * {@linkcode EngineRecords.reap}): the records of live launchers (another
-   * launcher running on this directory), those of them serving one of
-   * `models`, and the stale records a start would clean up, with whether
-   * their engine group is still running.
+   * What the records say, read only (a dry run shows it, a start reaps it):
+   * the records of other live launchers, those of them serving one of
+   * `models`, and the stale records, with whether their engine group still runs.
    *
    * @param models The models this launcher is about to serve.
    * @returns The live, conflicting and stale records.
    */
   survey(models: readonly string[]): RecordSurvey {
-    const records = this.list();
+    const records = this.#list();
     // One look at every process concerned (one `sh` under narrowed permissions).
     const stats = procStats(
       records.flatMap(({ record }) => [record.launcherPid, record.pid]),
@@ -217,20 +201,15 @@ export class EngineRecords {
   }
 
   /**
-   * Start-up, once the plan is checked. A record whose launcher is alive and
-   * serves one of `models` refuses the start
-   * ({@linkcode EngineRecords.refuseServed}); a record whose launcher is dead
-   * is stale: its engine group, when still alive and still
-   * the recorded one, gets SIGTERM, the grace period, then SIGKILL, and the
-   * record is removed.
+   * Start-up, once the plan is checked (and so
+   * {@linkcode EngineRecords.refuseServed} passed): each stale record's
+   * engine group, when still the recorded one, gets SIGTERM, the grace
+   * period, then SIGKILL, and the record is removed.
    *
-   * @param survey What {@linkcode EngineRecords.survey} found for the models
-   *   this launcher is about to serve.
+   * @param survey What {@linkcode EngineRecords.survey} found.
    * @param graceMs Time between SIGTERM and SIGKILL.
-   * @throws {ConfigError} When a live launcher serves one of those models from this directory.
    */
   async reap(survey: RecordSurvey, graceMs: number): Promise<void> {
-    this.refuseServed(survey);
     await Promise.all(survey.stale.map(async ({ path, record, running }) => {
       if (running) {
         log.warn(
@@ -248,11 +227,9 @@ export class EngineRecords {
 }
 
 /**
- * The start times (field 22 of `/proc/<pid>/stat`) of the processes named,
- * read in one go (one `sh` under narrowed permissions); a pid with no
- * process is missing. A pid alive with another start time was reused: the
- * process recorded is gone. Other files that record a process (the metrics
- * files' owners) ask this rather than `/proc` themselves.
+ * The start times of the processes named, in one read; a pid with no process
+ * is missing, and one with another start time was reused. The metrics files'
+ * owners ask this rather than `/proc`.
  *
  * @param pids The process ids.
  * @returns Each live pid's start time, as text.
@@ -299,6 +276,19 @@ function groupIsRecorded(
     return leader.startTime === record.startTime && leader.pgid === record.pid;
   }
   return groupLiving(record.pid);
+}
+
+function readRecord(path: string): EngineRecord | undefined {
+  try {
+    const value = JSON.parse(Deno.readTextFileSync(path));
+    const valid = typeof value?.model === "string" &&
+      Number.isInteger(value.pid) && typeof value.startTime === "string" &&
+      Number.isInteger(value.launcherPid) &&
+      typeof value.launcherStartTime === "string";
+    return valid ? value as EngineRecord : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** True while a process of the group has not exited (zombies are dead: only a wait removes them). */

@@ -36,12 +36,8 @@ import { isPortFree } from "../engines/ports.ts";
  *
  * @example
  * ```ts ignore
- * const supervisor = new EngineSupervisor(planEngine(card, site), {
- *   restart: "always",
- *   restartMaxDelayMs: 300_000, stableAfterMs: 600_000, livenessFailures: 6,
- *   graceMs: 10_000, startTimeoutMs: 900_000,
- * });
- * supervisor.start();
+ * const supervisor = new EngineSupervisor(planEngine(card, site), options);
+ * supervisor.start(watchdog);
  * console.log(supervisor.detail().state); // "starting"
  * await supervisor.stop(10_000);
  * ```
@@ -213,7 +209,7 @@ export class EngineSupervisor {
     if (state === this.#state) return;
     this.#state = state;
     this.#since = new Date();
-    this.#options.onChange?.();
+    this.#options.onChange();
   }
 
   /**
@@ -413,33 +409,22 @@ export class EngineSupervisor {
   }
 
   /**
-   * Polls the engine once for a `GET /models` answer. True only when the
-   * current run answered 200 now.
+   * Polls the current run once. A background poll (`counts`) is a liveness
+   * check: after the run's first 200, enough consecutive failures stop it and
+   * the restart policy applies as for a crash. A run that never answered 200
+   * is loading and is left alone; a poll that failed for a local reason (no
+   * socket to be had) never counts; a `GET /models` request's poll never does.
    *
    * @param timeoutMs How long the poll may take.
-   * @returns Whether the engine is healthy now.
+   * @param counts Whether a failure counts against the engine.
+   * @returns Whether the current run answered 200 now.
    */
-  async healthy(timeoutMs: number): Promise<boolean> {
+  async healthy(timeoutMs: number, counts = false): Promise<boolean> {
     const run = this.#process;
-    if (!run.running) return false;
+    if (!run.running || (counts && this.#state === "stopping")) return false;
     const result = await run.check(timeoutMs);
-    this.#observe(run, result, false);
+    this.#observe(run, result, counts);
     return result.ok;
-  }
-
-  /**
-   * One background liveness poll. After the run's first 200, enough
-   * consecutive failures stop it and the restart policy applies as for a
-   * crash. A run that never answered 200 is loading and is left alone; a poll
-   * that failed for a local reason (no socket to be had) never counts.
-   *
-   * @param timeoutMs How long the poll may take.
-   */
-  async poll(timeoutMs: number): Promise<void> {
-    const run = this.#process;
-    if (!run.running || this.#state === "stopping") return;
-    const result = await run.check(timeoutMs);
-    this.#observe(run, result, true);
   }
 
   #observe(run: ServerProcess, result: HealthCheck, counts: boolean): void {
@@ -507,18 +492,14 @@ export class EngineSupervisor {
    * ```
    */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
-    this.#sameName(card);
-    this.#plan = { ...this.#plan, card, ...next };
-    this.#policy = card.restart ?? this.#options.restart;
-    this.#options.onChange?.();
-  }
-
-  #sameName(card: ModelCard): void {
     if (card.name !== this.name) {
       throw new RangeError(
         `Cannot give engine ${this.name} the card ${card.name} (expected the same name)`,
       );
     }
+    this.#plan = { ...this.#plan, card, ...next };
+    this.#policy = card.restart ?? this.#options.restart;
+    this.#options.onChange();
   }
 
   /** Sends SIGKILL to the current run's group at once (a second Ctrl-C). */
