@@ -24,11 +24,6 @@ import { unknownFlagWarnings } from "./unknown_flags.ts";
  * @param options `timeoutMs`: how long one engine's help may take before it
  *   is killed (10 s).
  * @returns The warnings, by executable in the order cards first name it.
- *
- * @example
- * ```ts ignore
- * const warnings = await flagWarnings(cards);
- * ```
  */
 export async function flagWarnings(
   cards: readonly ModelCard[],

@@ -61,12 +61,6 @@ export interface EnginePlan extends Readonly<Required<EngineSite>> {
  * @returns The engine's plan.
  * @throws {EngineError} When the engine kind is unknown, the executable is
  *   missing, or neither local weights nor a hub id exist.
- *
- * @example
- * ```ts ignore
- * const plan = planEngine(card, { host: "localhost", port: 5001, directory: "/srv/mymodel" });
- * console.log(plan.executable, plan.args.join(" "));
- * ```
  */
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   const apiKey = site.apiKey ?? secretFromEnv("LOCAL_ENGINE_API_KEY");

@@ -122,12 +122,6 @@ const WEIGHTS = /\.(safetensors|bin|pt|gguf)$/;
  * @param card The card.
  * @param directory The launcher's root directory.
  * @returns What is there; never throws for the file system's state.
- *
- * @example
- * ```ts ignore
- * const weights = localWeights(card, "/srv/mymodel");
- * if (weights.kind === "local") console.log(weights.bytes);
- * ```
  */
 export function localWeights(card: ModelCard, directory: string): LocalWeights {
   const path = `${directory}/models/${card.local}`;

@@ -29,12 +29,6 @@ const LISTEN = "0A";
  * @param table The file's text, header line included.
  * @param port The port.
  * @returns The inodes, as text, without duplicates.
- *
- * @example
- * ```ts ignore
- * import { listeningInodes } from "./port_holder.ts";
- * listeningInodes(Deno.readTextFileSync("/proc/net/tcp"), 5000); // ["123456"]
- * ```
  */
 export function listeningInodes(table: string, port: number): string[] {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
@@ -132,13 +126,6 @@ function throughShell(port: number): PortHolder[] {
  *
  * @param port The port.
  * @returns Each holder once, lowest pid first.
- *
- * @example
- * ```ts ignore
- * import { portHolders } from "./port_holder.ts";
- * const [holder] = portHolders(5000);
- * if (holder) console.log(`pid ${holder.pid} (${holder.command})`);
- * ```
  */
 export function portHolders(port: number): PortHolder[] {
   const found = canReadDirectly() ? direct(port) : throughShell(port);

@@ -43,12 +43,6 @@ let direct: boolean | undefined;
  * asked once.
  *
  * @returns True when Deno may read `/proc` itself.
- *
- * @example
- * ```ts ignore
- * import { canReadDirectly } from "./proc.ts";
- * const stat = canReadDirectly() ? Deno.readTextFileSync("/proc/1/stat") : undefined;
- * ```
  */
 export function canReadDirectly(): boolean {
   if (direct === undefined) {
@@ -100,12 +94,6 @@ function statLines(paths: string[] | undefined): string[] {
  *
  * @param pids The process ids; left out: every process.
  * @returns Their stats by pid.
- *
- * @example
- * ```ts ignore
- * import { procStats } from "./proc.ts";
- * console.log(procStats([Deno.pid]).get(Deno.pid)?.state);
- * ```
  */
 export function procStats(pids?: readonly number[]): Map<number, ProcStat> {
   const paths = pids?.filter((pid) => pid > 0).map((p) => `/proc/${p}/stat`);

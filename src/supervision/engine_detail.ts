@@ -74,12 +74,6 @@ export interface EngineView extends EngineDetail {
  *
  * @param engine The engine's supervisor (anything with these facts).
  * @returns The view.
- *
- * @example
- * ```ts ignore
- * const view = engineView(supervisor);
- * console.log(view.name, view.state, view.pid);
- * ```
  */
 export function engineView(engine: {
   readonly name: string;

@@ -19,14 +19,6 @@ export interface HealthLoopOptions {
 
 /**
  * Polls every engine in the background until stopped.
- *
- * @example
- * ```ts ignore
- * import { HealthLoop } from "./health_loop.ts";
- * const loop = new HealthLoop(supervisors, { intervalMs: 10_000, timeoutMs: 2_000 });
- * loop.start();
- * await loop.stop();
- * ```
  */
 export class HealthLoop {
   readonly #targets: readonly EngineSupervisor[];

@@ -27,13 +27,6 @@ export type Verdict =
 
 /**
  * One supervised engine's liveness, reset at every run.
- *
- * @example
- * ```ts ignore
- * const liveness = new Liveness("qwen3-8b", { livenessFailures: 3, startTimeoutMs: 0 });
- * liveness.reset();
- * liveness.observe({ ok: true }, true); // { kind: "ready", first: true }
- * ```
  */
 export class Liveness {
   readonly #name: string;

@@ -50,15 +50,6 @@ let warnedNoProc = false;
 
 /**
  * Reads and writes the records of one root directory.
- *
- * @example
- * ```ts ignore
- * import { EngineRecords } from "./records.ts";
- * const records = new EngineRecords("/srv/mymodel");
- * const survey = records.survey(["qwen3-8b"]);
- * records.refuseServed(survey);
- * await records.reap(survey, 10_000);
- * ```
  */
 export class EngineRecords {
   readonly #dir: string;
@@ -233,12 +224,6 @@ export class EngineRecords {
  *
  * @param pids The process ids.
  * @returns Each live pid's start time, as text.
- *
- * @example
- * ```ts ignore
- * import { processStartTimes } from "./records.ts";
- * const mine = processStartTimes([Deno.pid]).get(Deno.pid);
- * ```
  */
 export function processStartTimes(
   pids: readonly number[],

@@ -33,14 +33,6 @@ import { isPortFree } from "../engines/ports.ts";
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
  * when it stops answering, and keeps the facts operators read.
- *
- * @example
- * ```ts ignore
- * const supervisor = new EngineSupervisor(planEngine(card, site), options);
- * supervisor.start(watchdog);
- * console.log(supervisor.detail().state); // "starting"
- * await supervisor.stop(10_000);
- * ```
  */
 export class EngineSupervisor {
   // Not readonly: a reload amends it, a restart resolves it again (see amend()).
@@ -485,11 +477,6 @@ export class EngineSupervisor {
    *
    * @param card The new expanded card, same name.
    * @param next `apiKey`: the key every later start demands.
-   *
-   * @example
-   * ```ts ignore
-   * supervisor.amend({ ...supervisor.card, restart: "always" });
-   * ```
    */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
     if (card.name !== this.name) {

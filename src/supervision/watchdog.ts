@@ -48,16 +48,6 @@ const encoder = new TextEncoder();
 
 /**
  * A launcher's watchdog process.
- *
- * @example
- * ```ts ignore
- * import { Watchdog } from "./watchdog.ts";
- * const watchdog = Watchdog.start(10_000);
- * watchdog?.add(engine.pid);
- * // ... engine stopped by the launcher ...
- * watchdog?.remove(engine.pid);
- * await watchdog?.close();
- * ```
  */
 export class Watchdog {
   readonly #child: Deno.ChildProcess;
