@@ -38,12 +38,7 @@ function parse(line: string): ProcStat | undefined {
 
 let direct: boolean | undefined;
 
-/**
- * Whether `/proc` can be read without a shell (only with `--allow-all`);
- * asked once.
- *
- * @returns True when Deno may read `/proc` itself.
- */
+/** Whether `/proc` can be read without a shell (only with `--allow-all`); asked once. */
 export function canReadDirectly(): boolean {
   if (direct === undefined) {
     try {
@@ -89,11 +84,8 @@ function statLines(paths: string[] | undefined): string[] {
 }
 
 /**
- * The stats of the processes named, or of every process (one shell run under
- * narrowed permissions); a pid with no process is missing from the result.
- *
- * @param pids The process ids; left out: every process.
- * @returns Their stats by pid.
+ * The stats of the processes named, or of every process when none are named
+ * (one shell run under narrowed permissions); a pid with no process is missing.
  */
 export function procStats(pids?: readonly number[]): Map<number, ProcStat> {
   const paths = pids?.filter((pid) => pid > 0).map((p) => `/proc/${p}/stat`);

@@ -18,10 +18,7 @@ export interface LastExit {
   readonly at: string;
   /** How long the run lasted, in seconds. */
   readonly ran_seconds: number;
-  /**
-   * `"unhealthy"` when the liveness check stopped it, `"start-timeout"` when
-   * it loaded silently too long, else `"exit"`.
-   */
+  /** Whether the launcher ended it (liveness, start timeout), else `"exit"`. */
   readonly reason: EndReason;
 }
 

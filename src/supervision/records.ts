@@ -221,9 +221,6 @@ export class EngineRecords {
  * The start times of the processes named, in one read; a pid with no process
  * is missing, and one with another start time was reused. The metrics files'
  * owners ask this rather than `/proc`.
- *
- * @param pids The process ids.
- * @returns Each live pid's start time, as text.
  */
 export function processStartTimes(
   pids: readonly number[],

@@ -14,6 +14,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import { within } from "../common/sleep.ts";
 import { signalGroup } from "../engines/process_group.ts";
 
 /** A watchdog that does not exit this long after its pipe closed is stuck (stopped): kill it. */
@@ -114,13 +115,7 @@ export class Watchdog {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       await this.#writer.close().catch(() => {});
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<"late">((resolve) => {
-        timer = setTimeout(() => resolve("late"), EXIT_WAIT_MS);
-      });
-      const outcome = await Promise.race([this.#child.status, late]);
-      clearTimeout(timer);
-      if (outcome === "late") {
+      if ((await within(this.#child.status, EXIT_WAIT_MS)) === undefined) {
         signalGroup(this.#child.pid, "SIGKILL");
         await this.#child.status;
       }
