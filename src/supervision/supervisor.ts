@@ -334,9 +334,8 @@ export class EngineSupervisor {
         this.#step = 0;
       }
       const baseline = await this.#gpu.baseline();
-      let next: ServerProcess | undefined;
       let what = exit;
-      while (next === undefined) {
+      while (true) {
         this.#step++;
         const delay = restartDelayMs(
           this.#step,
@@ -361,10 +360,9 @@ export class EngineSupervisor {
           continue;
         }
         try {
-          const candidate = this.#run(true);
-          this.#process = candidate;
-          this.#launch(candidate, true);
-          next = candidate;
+          this.#process = this.#run(true);
+          this.#launch(this.#process, true);
+          break;
         } catch (error) {
           this.#gpu.release();
           what = `cannot restart: ${(error as Error).message}`;
