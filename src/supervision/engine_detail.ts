@@ -65,19 +65,12 @@ export interface EngineView extends EngineDetail {
   readonly policy: RestartPolicy;
 }
 
-/**
- * The read-only snapshot an embedding program gets of one engine: name, port,
- * policy and the `?detail=1` facts, frozen.
- *
- * @param engine The engine's supervisor (anything with these facts).
- * @returns The view.
- */
-export function engineView(engine: {
-  readonly name: string;
-  readonly port: number;
-  readonly policy: RestartPolicy;
-  detail(): EngineDetail;
-}): EngineView {
+/** The frozen snapshot an embedding program gets of one engine (from its supervisor). */
+export function engineView(
+  engine: Pick<EngineView, "name" | "port" | "policy"> & {
+    detail(): EngineDetail;
+  },
+): EngineView {
   return Object.freeze({
     name: engine.name,
     port: engine.port,
