@@ -11,7 +11,7 @@ import type { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import type { EngineRecords } from "../supervision/records.ts";
 import { EngineSupervisor } from "../supervision/supervisor.ts";
-import type { RunWatcher } from "../supervision/watchdog.ts";
+import type { Watchdog } from "../supervision/watchdog.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** How the launcher supervises every engine. */
@@ -76,7 +76,7 @@ export async function replaceEngine(
   index: number,
   plan: EnginePlan,
   how: Supervision,
-  watchdog: RunWatcher | undefined,
+  watchdog: Watchdog | undefined,
 ): Promise<void> {
   const old = supervisors[index]!;
   const fresh = supervise(plan, how, {

@@ -30,7 +30,7 @@ import { OpsStance } from "../web/ops_stance.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { checkPortFree } from "../engines/ports.ts";
 import { portHolders } from "../engines/port_holder.ts";
-import { type LocalWeights, localWeights } from "../engines/weight_files.ts";
+import { type LocalWeights, localWeights } from "../engines/launch.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
 import { placeEngines, type Placement } from "../gpu/place_engines.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
