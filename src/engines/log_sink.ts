@@ -25,6 +25,8 @@ export interface EngineLogOptions {
    * @default {16777216}
    */
   maxQueuedBytes?: number;
+  /** Told of each write that failed (the bytes are dropped and counted). */
+  onWriteError?: (error: unknown) => void;
 }
 
 /** Default size at which an engine log rotates (100 MiB). */
@@ -55,6 +57,7 @@ export class EngineLog implements AsyncDisposable {
   readonly #maxBytes: number;
   readonly #keep: number;
   readonly #maxQueued: number;
+  readonly #onWriteError: ((error: unknown) => void) | undefined;
   #queue: Uint8Array[] = [];
   #queued = 0;
   #file: Deno.FsFile | undefined;
@@ -74,6 +77,7 @@ export class EngineLog implements AsyncDisposable {
     this.#maxBytes = options.maxBytes ?? DEFAULT_LOG_MAX_BYTES;
     this.#keep = options.keep ?? DEFAULT_LOG_KEEP;
     this.#maxQueued = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED;
+    this.#onWriteError = options.onWriteError;
   }
 
   #lastOutputAt: number | undefined;
@@ -163,9 +167,10 @@ export class EngineLog implements AsyncDisposable {
       if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
         await this.#rotate();
       }
-    } catch {
+    } catch (error) {
       // Disk full, directory gone: drop, count, and try a fresh file next time.
       this.#lost += bytes.length;
+      this.#onWriteError?.(error);
       this.#file?.close();
       this.#file = undefined;
     }

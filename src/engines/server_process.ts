@@ -26,6 +26,9 @@ import { log } from "../common/log.ts";
 import { within } from "../common/sleep.ts";
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import { EngineLog } from "./log_sink.ts";
+import { LoadWatch } from "./load_watch.ts";
+import { ENGINE_KINDS } from "./kinds.ts";
+import { hubCache, incompleteBytes } from "./hf_download.ts";
 
 /** Where and how an engine runs. */
 export interface ServerProcessOptions extends EngineSite {
@@ -103,6 +106,8 @@ export class ServerProcess implements AsyncDisposable {
   #drained: Promise<unknown> | undefined;
   #stopping: Promise<void> | undefined;
   #poll: Promise<HealthCheck> | undefined;
+  /** This run's phase and exit cause, read from its output by its kind's rules. */
+  readonly watch: LoadWatch;
 
   /**
    * Prepares a run of an engine's plan, or resolves the command line for a
@@ -126,6 +131,21 @@ export class ServerProcess implements AsyncDisposable {
     this.#ownLog = options.log === undefined;
     this.#log = options.log ?? new EngineLog(this.plan.logFile);
     this.#announceExit = options.announceExit ?? true;
+    this.watch = new LoadWatch(ENGINE_KINDS[this.plan.card.engine]?.output);
+  }
+
+  /**
+   * Looks once at the Hugging Face cache this run uses for a download of its
+   * card's hub id under way (growing `*.incomplete` blobs) and tells
+   * {@linkcode ServerProcess.watch}. Only a run given the hub id (no local
+   * weights) downloads.
+   */
+  lookForDownload(): void {
+    const hub = this.card.hub;
+    if (!hub || !this.args.includes(hub)) return;
+    this.watch.downloaded(
+      incompleteBytes(hubCache(engineEnv(this.plan.env)), hub),
+    );
   }
 
   /** The catalogue card this engine serves. */
@@ -258,8 +278,8 @@ export class ServerProcess implements AsyncDisposable {
       } start: ${this.commandLine} (pid ${child.pid})`,
     );
     this.#drained = Promise.allSettled([
-      pump(child.stdout, this.#log),
-      pump(child.stderr, this.#log),
+      pump(child.stdout, this.#log, this.watch.feeder()),
+      pump(child.stderr, this.#log, this.watch.feeder()),
     ]);
     this.#exited = child.status.then((status) => {
       this.#status = status;
@@ -396,8 +416,12 @@ export class ServerProcess implements AsyncDisposable {
 async function pump(
   stream: ReadableStream<Uint8Array>,
   sink: EngineLog,
+  watch: (chunk: Uint8Array) => void,
 ): Promise<void> {
-  for await (const chunk of stream) sink.write(chunk);
+  for await (const chunk of stream) {
+    watch(chunk);
+    sink.write(chunk);
+  }
 }
 
 /** The local cause of a failed poll, if the failure was ours rather than the engine's. */

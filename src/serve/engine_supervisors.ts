@@ -11,6 +11,7 @@ import type { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import type { EngineRecords } from "../supervision/records.ts";
 import { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { Journal } from "../supervision/journal.ts";
 import type { Watchdog } from "../supervision/watchdog.ts";
 import type { ResolvedOptions } from "./options.ts";
 
@@ -24,6 +25,8 @@ export interface Supervision {
   readonly gpu: GpuLifecycle | undefined;
   /** Called after every state change of any engine (metrics). */
   readonly onChange: () => void;
+  /** Where every state change is recorded (`logs/events.jsonl`). */
+  readonly journal?: Journal;
 }
 
 /**
@@ -45,6 +48,7 @@ export function supervise(
     graceMs: o.graceMs,
     records: how.records,
     onChange: how.onChange,
+    journal: how.journal,
     ...(run.baseline !== undefined ? { baseline: run.baseline } : {}),
     ...(gpu
       ? {

@@ -44,6 +44,7 @@ import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
 import { Reloader } from "./reload.ts";
+import { Journal, journalPath } from "../supervision/journal.ts";
 import { ReloadQueue } from "./reload_queue.ts";
 import { refusedReload, type ReloadResult } from "./reload_result.ts";
 
@@ -193,9 +194,14 @@ export class Semioserve implements AsyncDisposable {
     await records.reap(plan.survey!, o.graceMs);
     const supervisors: EngineSupervisor[] = [];
     const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
+    const journal = new Journal(journalPath(plan.directory), {
+      maxBytes: o.logMaxBytes,
+      keep: o.logKeep,
+    });
     const supervision: Supervision = {
       options: o,
       records,
+      journal,
       gpu: placed
         ? new GpuLifecycle({
           intervalMs: o.healthIntervalMs,
@@ -316,6 +322,7 @@ export class Semioserve implements AsyncDisposable {
       .#prepared as Applied;
     const { directory, stance, tls, placement, warnings } = plan;
     const gpu = supervision.gpu;
+    const journal = supervision.journal!;
     const o = this.#o;
     const graceMs = o.graceMs;
     const startedAt = Date.now();
@@ -356,6 +363,12 @@ export class Semioserve implements AsyncDisposable {
       server: () => this.#server,
       state,
       onReloaded(result) {
+        journal.record({
+          model: null,
+          event: "reload",
+          reason: result.ok ? "applied" : "refused",
+          detail: result.summary,
+        });
         if (result.ok) {
           reloads.ok++;
           reloads.lastOkSeconds = Date.now() / 1000;
@@ -372,6 +385,13 @@ export class Semioserve implements AsyncDisposable {
         : writeMetrics,
     });
     try {
+      journal.record({
+        model: null,
+        event: "started",
+        detail: `${supervisors.length} engine(s): ${
+          supervisors.map((s) => s.name).join(", ")
+        }`,
+      });
       for (const s of supervisors) s.start(watchdog);
       healthLoop.start();
       writeMetrics();
@@ -399,11 +419,14 @@ export class Semioserve implements AsyncDisposable {
       await this.#shutdown.promise;
     } finally {
       log.info("shutting down: stopping engines");
+      journal.record({ model: null, event: "stopping" });
       // A reload under way finishes first: no engine starts after the others stopped.
       this.#reloads.close();
       await this.#reloads.settled();
       await healthLoop.stop();
       await Promise.all(supervisors.map((s) => s.stop(graceMs)));
+      journal.record({ model: null, event: "stopped" });
+      await journal.close();
       this.#onEngineChange = () => {};
       await metrics.close();
       await watchdog?.close();

@@ -11,7 +11,7 @@
  */
 import { ConfigError } from "../common/config_error.ts";
 import { log } from "../common/log.ts";
-import type { EnginePlan } from "../engines/engine_plan.ts";
+import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { GuardedServer } from "../http/connection_guard.ts";
 import type { ManagementState } from "../http/handler.ts";
@@ -118,7 +118,12 @@ export class Reloader {
     const after = new Set(next.catalogue);
     t.state.catalogue = next.catalogue;
     this.#plan = next;
-    const restarted = new Set(diff.restart);
+    // A failed engine is retried whether its card changed or not: the fix
+    // may be a file under models/, so its command line is resolved anew.
+    const retried = t.supervisors.filter((s) =>
+      s.state === "failed" && !diff.restart.includes(s.name)
+    ).map((s) => s.name);
+    const restarted = new Set([...diff.restart, ...retried]);
     const amended = new Set(diff.amend);
     const failed: { name: string; error: string }[] = [];
     const key = newKey ? { apiKey: next.engineKey } : {};
@@ -129,16 +134,21 @@ export class Reloader {
         return;
       }
       try {
-        await t.replace(i, engine);
+        await t.replace(
+          i,
+          retried.includes(engine.name)
+            ? planEngine(engine.card, { ...engine, ...key })
+            : engine,
+        );
       } catch (error) {
         failed.push({ name: engine.name, error: oneLine(error) });
       }
     }));
     return {
       ok: true,
-      restarted: diff.restart,
-      changed: diff.amend,
-      unchanged: diff.same,
+      restarted: [...restarted],
+      changed: diff.amend.filter((name) => !retried.includes(name)),
+      unchanged: diff.same.filter((name) => !retried.includes(name)),
       failed,
       catalogue: {
         added: next.catalogue.filter((name) => !before.has(name)),

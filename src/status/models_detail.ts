@@ -19,6 +19,10 @@ export interface WireLastExit {
   ran_seconds?: number;
   /** `"exit"` or `"unhealthy"` (stopped by the liveness check). */
   reason?: string;
+  /** Why it ended (`bad-arguments`, `gpu-out-of-memory`, `signal`, `exit` …). */
+  cause?: string;
+  /** The engine's own line that decided the cause, or null. */
+  message?: string | null;
   /** Fields this view does not know, kept as received. */
   [extra: string]: unknown;
 }
@@ -36,6 +40,14 @@ export interface WireWaitingFor {
 }
 
 /** One `active` entry. */
+/** A load phase's progress as the launcher reports it. */
+export interface WireProgress {
+  done?: number;
+  total?: number | null;
+  unit?: string;
+}
+
+/** One engine's entry in `GET /models?detail=1`. */
 export interface WireEngine {
   /** What the model does (`chat`, `embed`, ...). */
   verb?: string;
@@ -59,6 +71,12 @@ export interface WireEngine {
   gpus?: readonly string[] | null;
   /** What a `waiting` engine waits for, else null. */
   waiting_for?: WireWaitingFor | null;
+  /** While `starting`: `downloading`, `loading`, `preparing`, or null. */
+  phase?: string | null;
+  /** ISO time the phase began, or null. */
+  phase_since?: string | null;
+  /** How far the phase has come, or null. */
+  progress?: WireProgress | null;
   /** Fields this view does not know, kept as received. */
   [extra: string]: unknown;
 }

@@ -13,6 +13,7 @@ import type {
   ModelsDetail,
   WireEngine,
   WireLastExit,
+  WireProgress,
 } from "./models_detail.ts";
 import { alignColumns } from "../common/columns.ts";
 
@@ -40,6 +41,12 @@ export interface StatusRow {
   lastExit: WireLastExit | null;
   /** ISO time of the next start while in backoff, or null. */
   nextRestart: string | null;
+  /** While starting, when the launcher reports one: the load phase, its start and progress. */
+  load?: {
+    phase: string;
+    since: string | null;
+    progress: WireProgress | null;
+  };
   /** The engine's base URL. */
   url: string;
 }
@@ -107,6 +114,17 @@ function rowOf(model: string, engine: WireEngine): StatusRow {
       ? engine.last_exit
       : null,
     nextRestart: stringOr(engine.next_restart, null),
+    ...(typeof engine.phase === "string"
+      ? {
+        load: {
+          phase: engine.phase,
+          since: stringOr(engine.phase_since, null),
+          progress: engine.progress && typeof engine.progress === "object"
+            ? engine.progress
+            : null,
+        },
+      }
+      : {}),
     url: stringOr(engine.url, "-"),
   };
 }
@@ -127,13 +145,41 @@ export function lastExitText(exit: WireLastExit | null, now: number): string {
     ? `signal ${exit.signal}`
     : "ended";
   const parts = exit.reason === "unhealthy" ? ["unhealthy", how] : [how];
+  // `exit` and `signal` say nothing the code or signal does not.
+  if (
+    typeof exit.cause === "string" && !["exit", "signal"].includes(exit.cause)
+  ) {
+    parts.push(exit.cause);
+  }
   if (typeof exit.at === "string") parts.push(relativeTime(exit.at, now));
-  return parts.join(", ");
+  const text = parts.join(", ");
+  return typeof exit.message === "string" ? `${text}: ${exit.message}` : text;
+}
+
+/** `9/20`, `3.1/16 GB`, `3.1 GB`: a phase's progress for people. */
+function progressText(progress: WireProgress): string {
+  const { done, total, unit } = progress;
+  if (typeof done !== "number") return "";
+  if (unit !== "bytes") {
+    return typeof total === "number" ? `${done}/${total}` : `${done}`;
+  }
+  const gb = (n: number) => (n / 1e9).toFixed(1).replace(/\.0$/, "");
+  return typeof total === "number"
+    ? `${gb(done)}/${gb(total)} GB`
+    : `${gb(done)} GB`;
 }
 
 /** The STATE cell: `waiting (gpu-memory-free)`, `backoff (restart in 4s)`, or the state. */
 export function stateText(row: StatusRow, now: number): string {
   if (row.waitingFor !== null) return `${row.state} (${row.waitingFor})`;
+  if (row.state === "starting" && row.load) {
+    const { phase, since, progress } = row.load;
+    const done = progress ? progressText(progress) : "";
+    const ago = since === null
+      ? ""
+      : `, ${shortDuration(now - Date.parse(since))}`;
+    return `starting (${phase}${done ? ` ${done}` : ""}${ago})`;
+  }
   if (row.state === "backoff" && row.nextRestart !== null) {
     return `backoff (restart ${relativeTime(row.nextRestart, now)})`;
   }
@@ -167,7 +213,9 @@ const BOLD = "\x1b[1m";
 
 function stateColour(state: string): string {
   if (state === "ready") return GREEN;
-  if (state === "unhealthy" || state === "exited") return RED;
+  if (state === "unhealthy" || state === "exited" || state === "failed") {
+    return RED;
+  }
   return YELLOW;
 }
 

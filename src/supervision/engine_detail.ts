@@ -7,6 +7,8 @@
 import type { RestartPolicy } from "../catalogue.ts";
 import type { EndReason, EngineState } from "./restart_policy.ts";
 import type { WaitingFor } from "../gpu/start_gate.ts";
+import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
+import type { LoadProgress } from "../engines/load_watch.ts";
 
 /** How an engine run ended, as `GET /models?detail=1` reports it. */
 export interface LastExit {
@@ -20,6 +22,10 @@ export interface LastExit {
   readonly ran_seconds: number;
   /** Whether the launcher ended it (liveness, start timeout), else `"exit"`. */
   readonly reason: EndReason;
+  /** Why, from the exit and the engine's own output (`bad-arguments`, `gpu-out-of-memory` …). */
+  readonly cause: ExitCause;
+  /** The engine's line that decided the cause (at most 200 characters), else null. */
+  readonly message: string | null;
 }
 
 /** One engine's supervision facts (the `?detail=1` fields). */
@@ -42,6 +48,12 @@ export interface EngineDetail {
   readonly waiting_for: WaitingFor | null;
   /** This run's GPU memory per device, in MiB, from `nvidia-smi`; null without it. */
   readonly gpu_memory_mib: Readonly<Record<string, number>> | null;
+  /** While `starting`: the load phase, null when not known (and in every other state). */
+  readonly phase: LoadPhase | null;
+  /** ISO time the phase began, or null. */
+  readonly phase_since: string | null;
+  /** While `starting`: how far the phase has come, or null. */
+  readonly progress: LoadProgress | null;
 }
 
 /**

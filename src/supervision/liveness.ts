@@ -110,10 +110,15 @@ export class Liveness {
    * `lastSignOfLife` (its start, or its last output) for `--start-timeout`
    * is stopped.
    *
-   * @param lastSignOfLife `Date.now()` time of the run's start or last output.
+   * @param lastSignOfLife `Date.now()` time of the run's start, last
+   *   output, phase line or download growth.
+   * @param phase The load phase it was in, named in the verdict.
    * @returns A stop verdict, or undefined.
    */
-  silentLoad(lastSignOfLife: number): Verdict | undefined {
+  silentLoad(
+    lastSignOfLife: number,
+    phase: string | null = null,
+  ): Verdict | undefined {
     if (this.#startTimeoutMs <= 0 || this.#firstOkAt !== undefined) {
       return undefined;
     }
@@ -124,7 +129,9 @@ export class Liveness {
       reason: "start-timeout",
       why: `has not answered 200 and wrote nothing for ${
         Math.round(silent / 1000)
-      } s (--start-timeout): stopping it (SIGTERM, then SIGKILL)`,
+      } s (--start-timeout${
+        phase ? `, stalled while ${phase}` : ""
+      }): stopping it (SIGTERM, then SIGKILL)`,
     };
   }
 }

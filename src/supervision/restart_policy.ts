@@ -24,7 +24,9 @@ export type EndReason = "exit" | "unhealthy" | "start-timeout";
 
 /**
  * The lifecycle states `GET /models?detail=1` reports. `waiting`: not spawned
- * yet, held by the GPU start gate.
+ * yet, held by the GPU start gate; `failed`: ended twice in a row for a cause
+ * a restart cannot fix (bad arguments, model not found), not restarted until
+ * the next reload.
  */
 export type EngineState =
   | "waiting"
@@ -33,6 +35,7 @@ export type EngineState =
   | "unhealthy"
   | "stopping"
   | "backoff"
+  | "failed"
   | "exited";
 
 /** Every lifecycle state, in lifecycle order (the metrics' state family lists them all). */
@@ -43,6 +46,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "unhealthy",
   "stopping",
   "backoff",
+  "failed",
   "exited",
 ];
 

@@ -25,10 +25,21 @@ import {
   shouldRestart,
 } from "./restart_policy.ts";
 import type { EngineDetail, LastExit } from "./engine_detail.ts";
+import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { SupervisorOptions } from "./supervisor_options.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
+
+/** How often a starting run's Hugging Face cache is looked at. */
+const DOWNLOAD_POLL_MS = 1_000;
+/** A cause a restart cannot fix: twice in a row, the engine is `failed`. */
+const HOPELESS: ReadonlySet<ExitCause> = new Set([
+  "bad-arguments",
+  "model-not-found",
+]);
+/** `gpu-memory-profiling` exits in a row retried without a longer delay. */
+const PROFILING_RETRIES = 3;
 
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
@@ -47,6 +58,11 @@ export class EngineSupervisor {
   #restarts = 0;
   #step = 0;
   #lastExit: LastExit | null = null;
+  /** Exits in a row whose cause a restart cannot fix; at 2, `failed`. */
+  #hopeless = 0;
+  /** `gpu-memory-profiling` exits in a row, retried at the same delay up to a bound. */
+  #profiling = 0;
+  #exits: Partial<Record<ExitCause, number>> = {};
   #nextRestart: Date | null = null;
   #liveness: Liveness;
   /** Why the launcher is ending the current run itself, or "exit". */
@@ -180,7 +196,27 @@ export class EngineSupervisor {
       gpus: this.#plan.gpus,
       waiting_for: this.#gpu.waitingFor,
       gpu_memory_mib: this.#gpu.memory,
+      ...this.#phase(),
     };
+  }
+
+  /** The load phase fields: the current run's while `starting`, else null. */
+  #phase(): Pick<EngineDetail, "phase" | "phase_since" | "progress"> {
+    const watch = this.#process.watch;
+    if (this.#state !== "starting" || !this.#process.running) {
+      return { phase: null, phase_since: null, progress: null };
+    }
+    const since = watch.phaseSince;
+    return {
+      phase: watch.phase,
+      phase_since: since === undefined ? null : new Date(since).toISOString(),
+      progress: watch.progress,
+    };
+  }
+
+  /** Runs ended so far, by cause (for metrics). */
+  exitsByCause(): Partial<Record<ExitCause, number>> {
+    return { ...this.#exits };
   }
 
   /** Seconds spent held by the GPU start gate, per reason, the current wait included. */
@@ -197,10 +233,26 @@ export class EngineSupervisor {
     this.#gpu.memory = mib;
   }
 
-  #set(state: EngineState): void {
+  /**
+   * Enters a state and journals the change, `reason` and `detail` saying why
+   * (a `waiting` engine's reason is what holds it).
+   */
+  #set(state: EngineState, reason?: string, detail?: string): void {
     if (state === this.#state) return;
+    const from = this.#state;
     this.#state = state;
     this.#since = new Date();
+    this.#options.journal?.record({
+      at: this.#since.toISOString(),
+      model: this.name,
+      event: "state",
+      from,
+      to: state,
+      reason: reason ??
+        (state === "waiting" ? this.#gpu.waitingFor?.reason ?? null : null),
+      detail: detail ??
+        (state === "waiting" ? this.#gpu.waitingFor?.detail ?? null : null),
+    });
     this.#options.onChange();
   }
 
@@ -266,7 +318,23 @@ export class EngineSupervisor {
     });
     this.#gpu.launched();
     if (this.#gpu.loading) this.#watchLoad(run);
+    if (run.card.hub) this.#watchDownload(run);
     this.#watchSilence(run, this.#options.startTimeoutMs);
+  }
+
+  /**
+   * While this run starts, looks at its Hugging Face cache each second for a
+   * download under way: whatever the engine prints, growing bytes are the
+   * `downloading` phase and count as progress for `--start-timeout`.
+   */
+  async #watchDownload(run: ServerProcess): Promise<void> {
+    while (
+      this.#state === "starting" && run === this.#process && run.running &&
+      !this.#interrupt.signal.aborted
+    ) {
+      run.lookForDownload();
+      await sleep(DOWNLOAD_POLL_MS, this.#interrupt.signal);
+    }
   }
 
   /**
@@ -283,11 +351,13 @@ export class EngineSupervisor {
       if (run !== this.#process || !run.running) return;
       if (this.#state === "stopping") return;
       if (this.#liveness.firstOkAt !== undefined) return;
+      // Output, a phase line or a growing download: each is a sign of life.
       const last = Math.max(
         run.startedAt ?? Date.now(),
         this.log.lastOutputAt ?? 0,
+        run.watch.progressAt ?? 0,
       );
-      const verdict = this.#liveness.silentLoad(last);
+      const verdict = this.#liveness.silentLoad(last, run.watch.phase);
       if (verdict) return this.#act(run, verdict);
       const left = last + this.#options.startTimeoutMs - Date.now();
       this.#watchSilence(run, Math.max(left, 1));
@@ -315,23 +385,40 @@ export class EngineSupervisor {
       this.#gpu.release();
       this.#gpu.memory = null;
       const end = this.#lastExit = this.#ended(run, status);
+      // A cause the code or signal does not already say, with its line.
+      const said = end.message ? ` (${end.cause}: ${end.message})` : "";
       const exit = `exit: ${describeEnd(end)} after ${
         end.ran_seconds.toFixed(1)
-      } s`;
+      } s${said}`;
       if (this.#stopRequested) {
         this.#report("info", `${exit}${this.#stopWhy}`);
-        return this.#set("exited");
+        return this.#set("exited", end.cause, this.#stopWhy.trim() || exit);
       }
       if (!shouldRestart(this.#policy, end)) {
         const why = `not restarted (restart: ${this.#policy})`;
         this.#report("warn", `${exit}; ${why}`, true);
-        return this.#set("exited");
+        return this.#set("exited", end.cause, `${exit}; ${why}`);
+      }
+      this.#hopeless = HOPELESS.has(end.cause) ? this.#hopeless + 1 : 0;
+      if (this.#hopeless >= 2) {
+        const why =
+          `not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)`;
+        this.#report("warn", `${exit}; ${why}`, true);
+        return this.#set("failed", end.cause, `${exit}; ${why}`);
       }
       // A run that was healthy for long enough earns a fresh, short delay.
       const stableAfter = this.#options.stableAfterMs;
       const firstOkAt = this.#liveness.firstOkAt;
       if (firstOkAt !== undefined && Date.now() - firstOkAt >= stableAfter) {
         this.#step = 0;
+      }
+      // A neighbour moved its memory while vLLM measured: the next try may
+      // well pass, so it keeps the delay it has (a few times, then grows).
+      this.#profiling = end.cause === "gpu-memory-profiling"
+        ? this.#profiling + 1
+        : 0;
+      if (this.#profiling > 1 && this.#profiling <= PROFILING_RETRIES) {
+        this.#step = Math.max(this.#step - 1, 0);
       }
       const baseline = await this.#gpu.baseline();
       let what = exit;
@@ -347,7 +434,7 @@ export class EngineSupervisor {
           true,
         );
         this.#nextRestart = new Date(Date.now() + delay);
-        this.#set("backoff");
+        this.#set("backoff", end.cause, what);
         await sleep(delay, this.#interrupt.signal);
         this.#nextRestart = null;
         if (
@@ -377,12 +464,18 @@ export class EngineSupervisor {
     const ranMs = endedAt - (run.startedAt ?? endedAt);
     this.#watchdog?.remove(run.pid!);
     this.#options.records.remove(this.name);
+    // The engine's own line decides; else how it ended.
+    const line = run.watch.cause;
+    const cause: ExitCause = line?.cause ?? (status.signal ? "signal" : "exit");
+    this.#exits[cause] = (this.#exits[cause] ?? 0) + 1;
     return {
       code: status.signal ? null : status.code,
       signal: status.signal ?? null,
       at: new Date(endedAt).toISOString(),
       ran_seconds: Math.round(ranMs / 100) / 10,
       reason: this.#endReason,
+      cause,
+      message: line?.message ?? null,
     };
   }
 
@@ -439,7 +532,7 @@ export class EngineSupervisor {
         // The launcher ends the run itself; the restart policy then applies.
         this.#endReason = verdict.reason;
         this.#report("warn", verdict.why);
-        this.#set("stopping");
+        this.#set("stopping", verdict.reason, verdict.why);
         run.stop(this.#options.graceMs);
     }
   }

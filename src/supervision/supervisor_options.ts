@@ -8,6 +8,7 @@ import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
 import type { GpuStartGate } from "../gpu/start_gate.ts";
 import type { EngineRecords } from "./records.ts";
+import type { Journal } from "./journal.ts";
 
 /** How a model's engine is supervised (where and what it runs is its plan). */
 export interface SupervisorOptions {
@@ -31,6 +32,8 @@ export interface SupervisorOptions {
   records: EngineRecords;
   /** Called after every state change (metrics). */
   onChange: () => void;
+  /** Where every state change is recorded; absent: nowhere. */
+  journal?: Journal | undefined;
   /** The GPU start gate every start passes; absent: starts are never held. */
   gate?: GpuStartGate;
   /** Free GPU memory the engine demands at start, where known (the gate's rule 3). */

@@ -151,7 +151,10 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
     "healthy",
     "last_exit",
     "next_restart",
+    "phase",
+    "phase_since",
     "pid",
+    "progress",
     "restarts",
     "since",
     "state",
@@ -423,7 +426,8 @@ Deno.test("engine logs rotate at --log-max-bytes keeping --log-keep files, and a
     30_000,
   );
   await s.launcher.stop();
-  const names = listDir(`${s.root}/logs`);
+  // The journal (events.jsonl) lives beside the engine logs.
+  const names = listDir(`${s.root}/logs`).filter((n) => n.startsWith("flood"));
   assert.deepEqual(names, ["flood.log", "flood.log.1", "flood.log.2"]);
   for (const name of ["flood.log.1", "flood.log.2"]) {
     const size = (await Deno.stat(`${s.root}/logs/${name}`)).size;

@@ -58,6 +58,47 @@ export interface EngineFlags {
   readonly prefixes?: boolean;
 }
 
+/** Where a loading engine is: fetching weights, reading them, or the rest (compiling, profiling, the KV cache, graphs). */
+export type LoadPhase = "downloading" | "loading" | "preparing";
+
+/**
+ * Why an engine run ended, from its exit and its own output: a rule's cause,
+ * else `signal` when a signal ended it, else `exit`.
+ */
+export type ExitCause =
+  | "gpu-out-of-memory"
+  | "gpu-memory-profiling"
+  | "port-in-use"
+  | "bad-arguments"
+  | "model-not-found"
+  | "signal"
+  | "exit";
+
+/**
+ * What an engine's output lines say, as two tables of line patterns: a line
+ * matching a phase rule puts the run in that phase (its two captures, when
+ * present, are shards done and total); the first line matching a cause rule
+ * decides the run's exit cause. Lines no rule knows change nothing.
+ *
+ * @example
+ * ```ts ignore
+ * const rules: OutputRules = {
+ *   phases: [{ match: /loading model/, phase: "loading" }],
+ *   causes: [{ match: /invalid argument/, cause: "bad-arguments" }],
+ * };
+ * ```
+ */
+export interface OutputRules {
+  readonly phases: readonly {
+    readonly match: RegExp;
+    readonly phase: LoadPhase;
+  }[];
+  readonly causes: readonly {
+    readonly match: RegExp;
+    readonly cause: Exclude<ExitCause, "signal" | "exit">;
+  }[];
+}
+
 /**
  * One kind of inference engine, by the name a card's `engine` field uses.
  * Adding a kind is one such object in `engines/kinds.ts` (or one
@@ -107,6 +148,8 @@ export interface EngineKind {
   readonly splitFlags?: readonly (readonly string[])[];
   /** How its flags are listed and spelled; absent when it has no help to ask. */
   readonly flags?: EngineFlags;
+  /** Its start-up and failure lines; absent (a command card): no phase, cause `exit` or `signal`. */
+  readonly output?: OutputRules;
 }
 
 /**

@@ -75,4 +75,23 @@ export const LLAMA_CPP: EngineKind = {
     return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
   },
   flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
+  // Lines from tools/server/server.cpp (load_model, `model loaded`, the
+  // bind error), common/arg.cpp (`error: invalid argument: --x`),
+  // ggml/src/gguf.cpp (`failed to open GGUF file`) and
+  // ggml/src/ggml-cuda/ggml-cuda.cu (`cudaMalloc failed: out of memory`).
+  output: {
+    phases: [
+      { match: /load_model: loading model/, phase: "loading" },
+      { match: /: model loaded$/, phase: "preparing" },
+    ],
+    causes: [
+      {
+        match: /error: invalid argument|error while handling argument/,
+        cause: "bad-arguments",
+      },
+      { match: /couldn't bind HTTP server socket/, cause: "port-in-use" },
+      { match: /failed to open GGUF file/, cause: "model-not-found" },
+      { match: /cudaMalloc failed: out of memory/, cause: "gpu-out-of-memory" },
+    ],
+  },
 };

@@ -7,6 +7,7 @@
  *
  * @module
  */
+import { PYTHON_CAUSES } from "./python_failures.ts";
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
 import { serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
@@ -49,5 +50,29 @@ export const SGLANG: EngineKind = {
     helpArgv: ["-m", "sglang.launch_server", "--help"],
     parseHelp: argparseFlags,
     prefixes: true,
+  },
+  // Lines from python/sglang/srt/model_executor/model_runner.py (load_model,
+  // init_memory_pool, init_device_graphs) and
+  // python/sglang/srt/model_loader/weight_utils.py (the shards' tqdm).
+  output: {
+    phases: [
+      { match: /Load weight begin/, phase: "loading" },
+      {
+        match: /Loading safetensors checkpoint shards:.*?(\d+)\/(\d+)/,
+        phase: "loading",
+      },
+      {
+        match: /Load weight end|KV Cache is allocated|Capture cuda graph begin/,
+        phase: "preparing",
+      },
+    ],
+    causes: [
+      {
+        match:
+          /Not enough memory\. Please try to increase --mem-fraction-static/,
+        cause: "gpu-out-of-memory",
+      },
+      ...PYTHON_CAUSES,
+    ],
   },
 };

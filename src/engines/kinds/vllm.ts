@@ -11,6 +11,7 @@ import type { EngineDevices, EngineKind } from "./engine_kind.ts";
 import { serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
 import { flagValue, FlagValueError, sizeFlag } from "./flag_values.ts";
+import { PYTHON_CAUSES } from "./python_failures.ts";
 
 const TP = ["--tensor-parallel-size", "-tp"];
 const PP = ["--pipeline-parallel-size", "-pp"];
@@ -79,5 +80,32 @@ export const VLLM: EngineKind = {
     helpArgv: ["serve", "--help=all"],
     parseHelp: argparseFlags,
     underscores: true,
+  },
+  // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
+  // vllm/model_executor/model_loader/weight_utils.py (the shards' tqdm),
+  // vllm/compilation/monitor.py, vllm/v1/worker/gpu_worker.py (memory
+  // profiling, KV cache) and vllm/v1/core/kv_cache_utils.py.
+  output: {
+    phases: [
+      { match: /Fetching \d+ files/, phase: "downloading" },
+      { match: /Starting to load model/, phase: "loading" },
+      {
+        match: /Loading safetensors checkpoint shards:.*?(\d+)\/(\d+)/,
+        phase: "loading",
+      },
+      {
+        match:
+          /Model loading took|torch\.compile|Compiling a graph|Memory profiling takes|Available KV cache memory|Capturing CUDA graph/,
+        phase: "preparing",
+      },
+    ],
+    causes: [
+      { match: /Error in memory profiling/, cause: "gpu-memory-profiling" },
+      {
+        match: /No available memory for the cache blocks/,
+        cause: "gpu-out-of-memory",
+      },
+      ...PYTHON_CAUSES,
+    ],
   },
 };

@@ -1,0 +1,163 @@
+/**
+ * One run's load phase and exit cause, read from its output by its kind's
+ * rules (`EngineKind.output`) and from the bytes a download has written.
+ * Lines are cut at a bound while they arrive: a binary, huge or endless line
+ * is never held whole.
+ *
+ * @module
+ */
+import type { ExitCause, LoadPhase, OutputRules } from "./kinds/engine_kind.ts";
+
+/** How far a phase has come: weight shards read, or bytes downloaded. */
+export interface LoadProgress {
+  readonly done: number;
+  readonly total: number | null;
+  readonly unit: "bytes" | "shards";
+}
+
+/** The engine line that decided a run's exit cause. */
+export interface CauseLine {
+  readonly cause: Exclude<ExitCause, "signal" | "exit">;
+  /** The line, trimmed, at most 200 characters. */
+  readonly message: string;
+}
+
+/** Bytes of a line kept for the rules; the rest of it is skipped. */
+const MAX_LINE = 1024;
+const MAX_MESSAGE = 200;
+
+/**
+ * Watches one run. Feed it output chunks (one feeder per stream) and the
+ * bytes a download has on disk; read the phase, its progress and the cause.
+ *
+ * @example
+ * ```ts
+ * import { LoadWatch } from "./load_watch.ts";
+ * const watch = new LoadWatch({
+ *   phases: [{ match: /shards: .*?(\d+)\/(\d+)/, phase: "loading" }],
+ *   causes: [{ match: /invalid argument/, cause: "bad-arguments" }],
+ * });
+ * const feed = watch.feeder();
+ * feed(new TextEncoder().encode("shards: 9/20\rshards: 10/20\n"));
+ * console.assert(watch.phase === "loading" && watch.progress?.done === 10);
+ * ```
+ */
+export class LoadWatch {
+  readonly #rules: OutputRules | undefined;
+  #phase: LoadPhase | null = null;
+  #phaseSince: number | undefined;
+  #progress: LoadProgress | null = null;
+  #progressAt: number | undefined;
+  #cause: CauseLine | undefined;
+
+  /** @param rules The kind's rules; none: nothing is ever read. */
+  constructor(rules: OutputRules | undefined) {
+    this.#rules = rules;
+  }
+
+  /** The current phase, or null when not known. */
+  get phase(): LoadPhase | null {
+    return this.#phase;
+  }
+
+  /** When the phase began (`Date.now()` time). */
+  get phaseSince(): number | undefined {
+    return this.#phaseSince;
+  }
+
+  /** How far the phase has come, or null. */
+  get progress(): LoadProgress | null {
+    return this.#progress;
+  }
+
+  /** When a phase line last printed or the download last grew (`Date.now()` time). */
+  get progressAt(): number | undefined {
+    return this.#progressAt;
+  }
+
+  /** The first line that named a cause, if any did. */
+  get cause(): CauseLine | undefined {
+    return this.#cause;
+  }
+
+  /**
+   * A line splitter for one stream (stdout and stderr each need their own):
+   * splits at `\n` and `\r` (progress bars redraw with `\r`), keeps at most
+   * 1 KiB of a line.
+   */
+  feeder(): (chunk: Uint8Array) => void {
+    if (!this.#rules) return () => {};
+    const decoder = new TextDecoder();
+    let line = "";
+    return (chunk) => {
+      let start = 0;
+      for (let i = 0; i <= chunk.length; i++) {
+        const end = i === chunk.length;
+        if (!end && chunk[i] !== 10 && chunk[i] !== 13) continue;
+        const room = MAX_LINE - line.length;
+        if (room > 0) {
+          line += decoder.decode(
+            chunk.subarray(start, Math.min(i, start + room)),
+          );
+        }
+        start = i + 1;
+        if (end) return;
+        this.line(line);
+        line = "";
+      }
+    };
+  }
+
+  /**
+   * Reads one line (already cut to a bound).
+   *
+   * @param text The line without its end.
+   */
+  line(text: string): void {
+    const rules = this.#rules;
+    if (!rules || text.length === 0) return;
+    if (!this.#cause) {
+      for (const rule of rules.causes) {
+        if (rule.match.test(text)) {
+          this.#cause = {
+            cause: rule.cause,
+            message: text.trim().slice(0, MAX_MESSAGE),
+          };
+          break;
+        }
+      }
+    }
+    for (const rule of rules.phases) {
+      const m = rule.match.exec(text);
+      if (!m) continue;
+      const progress: LoadProgress | null = m[2] === undefined
+        ? null
+        : { done: Number(m[1]), total: Number(m[2]), unit: "shards" };
+      this.#enter(rule.phase, progress);
+      return;
+    }
+  }
+
+  /**
+   * The bytes a download has written so far (a growing `*.incomplete` blob):
+   * growth is progress in the `downloading` phase.
+   *
+   * @param bytes Bytes on disk; null when no download is under way.
+   */
+  downloaded(bytes: number | null): void {
+    if (bytes === null) return;
+    const before = this.#phase === "downloading" ? this.#progress?.done : -1;
+    if (bytes === before) return;
+    this.#enter("downloading", { done: bytes, total: null, unit: "bytes" });
+  }
+
+  #enter(phase: LoadPhase, progress: LoadProgress | null): void {
+    const now = Date.now();
+    if (phase !== this.#phase) {
+      this.#phase = phase;
+      this.#phaseSince = now;
+    }
+    this.#progress = progress;
+    this.#progressAt = now;
+  }
+}

@@ -1,0 +1,111 @@
+/**
+ * The journal: every engine state change and every launcher event, one JSON
+ * object per line in `<directory>/logs/events.jsonl`, for what happened while
+ * nobody watched. It is an {@linkcode EngineLog} underneath: queued, written
+ * in the background, rotated like an engine log; supervision never waits
+ * for it, and a journal that cannot be written costs one warning.
+ *
+ * @module
+ */
+import { log } from "../common/log.ts";
+import { EngineLog, type EngineLogOptions } from "../engines/log_sink.ts";
+
+/** One line of the journal. */
+export interface JournalEvent {
+  /** ISO time. */
+  readonly at: string;
+  /** The engine's catalogue name; null for the launcher. */
+  readonly model: string | null;
+  /** `state` for an engine's state change; `started`, `reload`, `stopping` for the launcher's. */
+  readonly event: string;
+  /** The state left, or null. */
+  readonly from: string | null;
+  /** The state entered, or null. */
+  readonly to: string | null;
+  /** Why, in a word or two (an exit cause, `gpu-memory-free`, `refused`), or null. */
+  readonly reason: string | null;
+  /** One line for people, or null. */
+  readonly detail: string | null;
+}
+
+/** The journal's file under a launcher directory. */
+export function journalPath(directory: string): string {
+  return `${directory}/logs/events.jsonl`;
+}
+
+/**
+ * The launcher's journal.
+ *
+ * @example
+ * ```ts
+ * import { Journal } from "./journal.ts";
+ * const dir = Deno.makeTempDirSync();
+ * await using journal = new Journal(`${dir}/events.jsonl`);
+ * journal.record({ model: null, event: "started", detail: "2 engines" });
+ * await journal.flush();
+ * console.assert(Deno.readTextFileSync(`${dir}/events.jsonl`).includes('"started"'));
+ * ```
+ */
+export class Journal implements AsyncDisposable {
+  readonly #file: EngineLog;
+  #warned = false;
+
+  /**
+   * @param path The journal file (`journalPath(directory)`).
+   * @param options Rotation, as for engine logs.
+   */
+  constructor(path: string, options: EngineLogOptions = {}) {
+    this.#file = new EngineLog(path, {
+      ...options,
+      onWriteError: (error) => {
+        if (this.#warned) return;
+        this.#warned = true;
+        log.warn(
+          `Cannot write the journal ${path}: ${
+            (error as Error).message
+          } (events are dropped until it can be written)`,
+        );
+      },
+    });
+  }
+
+  /** The journal file. */
+  get path(): string {
+    return this.#file.path;
+  }
+
+  /**
+   * Appends one event; never waits.
+   *
+   * @param event The event; `at` is now, missing fields are null.
+   */
+  record(
+    event: Partial<JournalEvent> & Pick<JournalEvent, "model" | "event">,
+  ): void {
+    const line: JournalEvent = {
+      at: event.at ?? new Date().toISOString(),
+      model: event.model,
+      event: event.event,
+      from: event.from ?? null,
+      to: event.to ?? null,
+      reason: event.reason ?? null,
+      detail: event.detail ?? null,
+    };
+    this.#file.line(JSON.stringify(line));
+  }
+
+  /** Resolves once what was recorded so far is written or dropped. */
+  flush(): Promise<void> {
+    return this.#file.flush();
+  }
+
+  /** Writes what is queued and closes the file. */
+  close(): Promise<void> {
+    return this.#file.close();
+  }
+
+  /** Same as {@linkcode Journal.close}. */
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
