@@ -11,6 +11,7 @@ import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
 import { fetchDetail, type StatusOptions } from "./client.ts";
 import { renderTable, rowsOf, type StatusRow } from "./table.ts";
+import { durationMs, showEvents } from "./events.ts";
 
 /**
  * Asks a running launcher for its engines and returns one row per engine, in
@@ -109,6 +110,7 @@ export async function main(
     console.log(STATUS_USAGE);
     return 0;
   }
+  if (cli.events) return await events(cli);
   const colour = !cli.json && wantsColour();
   try {
     const options = { ...cli.options };
@@ -122,6 +124,39 @@ export async function main(
     const message = error instanceof Error ? error.message : String(error);
     console.error(message.replaceAll("\n", " "));
     return 1;
+  }
+}
+
+/** `--events`: the journal of `--directory` (else `MY_LOCAL`), followed until SIGINT or SIGTERM. */
+async function events(cli: StatusCli): Promise<number> {
+  const directory = cli.options.directory ?? Deno.env.get("MY_LOCAL");
+  if (!directory) {
+    console.error(
+      "Cannot read the journal: no directory (pass --directory or set MY_LOCAL)",
+    );
+    return 1;
+  }
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
+  if (cli.follow) {
+    for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+  }
+  try {
+    return await showEvents({
+      directory,
+      json: cli.json,
+      follow: cli.follow,
+      signal: stop.signal,
+      ...(cli.model === undefined ? {} : { model: cli.model }),
+      ...(cli.since === undefined ? {} : { since: Date.now() - cli.since }),
+    });
+  } finally {
+    if (cli.follow) {
+      for (const signal of signals) {
+        Deno.removeSignalListener(signal, onSignal);
+      }
+    }
   }
 }
 
@@ -176,6 +211,11 @@ interface StatusCli {
   watch?: number;
   /** A file holding the token, read when the command runs. */
   tokenFile?: string;
+  /** `--events`: print the journal instead; `--follow`, `--model`, `--since` (ms) shape it. */
+  events: boolean;
+  follow: boolean;
+  model?: string;
+  since?: number;
   options: StatusOptions;
 }
 
@@ -183,8 +223,10 @@ interface StatusCli {
 const STATUS_USAGE =
   `Usage: deno task status [--host H] [--port P] [--directory D] [--url URL]
     [--token-file FILE] [--json] [--watch SECONDS] [--check]
+       deno task status --events [--directory D] [--follow] [--model M] [--since 30m] [--json]
 
-Shows every engine of a running launcher (GET /models?detail=1), one row each.
+Shows every engine of a running launcher (GET /models?detail=1), one row each;
+with --events, the journal of D/logs/events.jsonl instead (newest last).
 
   --host H            the launcher's host (env NUCLEUS_HOST, else localhost)
   --port P            its management port (env NUCLEUS_PORT, else 5000)
@@ -195,10 +237,14 @@ Shows every engine of a running launcher (GET /models?detail=1), one row each.
   --json              print the answer as received
   --watch SECONDS     redraw every SECONDS until Ctrl-C
   --check             exit 3 when any engine is not healthy, else 0
+  --events            print the journal: every state change and launcher event
+  --follow            with --events: keep printing new events until Ctrl-C
+  --model M           with --events: only M's events (and the launcher's)
+  --since DURATION    with --events: only the last DURATION (45s, 30m, 2h, 1d)
   -h, --help          this text
 
-Exit codes: 0 shown (all healthy with --check), 1 cannot ask the launcher,
-2 usage error, 3 an engine is not healthy (--check).`;
+Exit codes: 0 shown (all healthy with --check), 1 cannot ask the launcher
+(or no journal), 2 usage error, 3 an engine is not healthy (--check).`;
 
 /**
  * Parses the status command line.
@@ -221,6 +267,10 @@ function parseStatusCli(args: readonly string[]): StatusCli {
         json: { type: "boolean", default: false },
         watch: { type: "string" },
         check: { type: "boolean", default: false },
+        events: { type: "boolean", default: false },
+        follow: { type: "boolean", default: false },
+        model: { type: "string" },
+        since: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
     });
@@ -262,8 +312,29 @@ function parseStatusCli(args: readonly string[]): StatusCli {
     help: v.help,
     json: v.json,
     check: v.check,
+    events: v.events,
+    follow: v.follow,
     options,
   };
+  if (
+    !v.events && (v.follow || v.model !== undefined || v.since !== undefined)
+  ) {
+    throw new StatusUsageError(
+      "Cannot use --follow, --model or --since without --events (expected --events)",
+    );
+  }
+  if (v.model !== undefined) cli.model = v.model;
+  if (v.since !== undefined) {
+    const ms = durationMs(v.since);
+    if (ms === undefined) {
+      throw new StatusUsageError(
+        `Cannot use --since ${
+          JSON.stringify(v.since)
+        }: expected a duration such as 45s, 30m, 2h or 1d`,
+      );
+    }
+    cli.since = ms;
+  }
   if (v.watch !== undefined) {
     const seconds = Number(v.watch);
     if (v.watch.trim() === "" || !Number.isFinite(seconds) || seconds < 0.5) {

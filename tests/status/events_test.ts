@@ -1,0 +1,143 @@
+import assert from "node:assert/strict";
+import { main } from "../../src/status/main.ts";
+import { eventText, showEvents } from "../../src/status/events.ts";
+
+function journal(dir: string, events: object[], file = "events.jsonl"): void {
+  Deno.mkdirSync(`${dir}/logs`, { recursive: true });
+  Deno.writeTextFileSync(
+    `${dir}/logs/${file}`,
+    events.map((e) => JSON.stringify(e) + "\n").join(""),
+    { append: true },
+  );
+}
+
+function ev(
+  at: string,
+  model: string | null,
+  from: string | null,
+  to: string | null,
+  reason: string | null = null,
+) {
+  return {
+    at,
+    model,
+    event: from || to ? "state" : "started",
+    from,
+    to,
+    reason,
+    detail: null,
+  };
+}
+
+async function captured(
+  args: string[],
+): Promise<{ code: number; out: string[]; err: string[] }> {
+  const out: string[] = [];
+  const err: string[] = [];
+  const { log, error } = console;
+  console.log = (line: string) => out.push(line);
+  console.error = (line: string) => err.push(line);
+  try {
+    return { code: await main(args), out, err };
+  } finally {
+    console.log = log;
+    console.error = error;
+  }
+}
+
+Deno.test("status --events prints the journal for people, rotated files first, newest last", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    journal(
+      dir,
+      [ev("2026-11-25T08:00:00.000Z", null, null, null)],
+      "events.jsonl.1",
+    );
+    journal(dir, [
+      ev(
+        "2026-11-25T08:00:01.000Z",
+        "a",
+        "starting",
+        "backoff",
+        "bad-arguments",
+      ),
+      ev("2026-11-25T08:00:02.000Z", "b", "starting", "ready"),
+    ]);
+    Deno.writeTextFileSync(`${dir}/logs/events.jsonl`, "--- not an event\n", {
+      append: true,
+    });
+    const { code, out } = await captured(["--events", "--directory", dir]);
+    assert.equal(code, 0);
+    assert.deepEqual(out, [
+      "2026-11-25 08:00:00.000  launcher  started",
+      "2026-11-25 08:00:01.000  a  starting → backoff  (bad-arguments)",
+      "2026-11-25 08:00:02.000  b  starting → ready",
+    ]);
+    const only = await captured([
+      "--events",
+      "--directory",
+      dir,
+      "--model",
+      "a",
+      "--json",
+    ]);
+    assert.equal(only.out.length, 2, "a's event and the launcher's");
+    assert.deepEqual(JSON.parse(only.out[1]!).model, "a");
+    const recent = await captured([
+      "--events",
+      "--directory",
+      dir,
+      "--since",
+      "30m",
+    ]);
+    assert.deepEqual(recent.out, [], "nothing in the last 30 minutes");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("status --events on a directory without a journal says so in one line, exit 1", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const { code, out, err } = await captured(["--events", "--directory", dir]);
+    assert.equal(code, 1);
+    assert.deepEqual(out, []);
+    assert.equal(err.length, 1);
+    assert.match(err[0]!, /no journal at .*events\.jsonl/);
+    assert.equal(
+      (await captured(["--events", "--since", "soon", "--directory", dir]))
+        .code,
+      2,
+    );
+    assert.equal((await captured(["--follow"])).code, 2);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("status --events --follow prints events appended later, also after a rotation", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    journal(dir, [ev("2026-11-25T08:00:00.000Z", null, null, null)]);
+    const stop = new AbortController();
+    const seen: string[] = [];
+    const following = showEvents({
+      directory: dir,
+      follow: true,
+      signal: stop.signal,
+      print: (l) => seen.push(l),
+    });
+    journal(dir, [ev("2026-11-25T08:00:01.000Z", "a", "starting", "ready")]);
+    await new Promise((r) => setTimeout(r, 700));
+    Deno.renameSync(`${dir}/logs/events.jsonl`, `${dir}/logs/events.jsonl.1`);
+    journal(dir, [ev("2026-11-25T08:00:02.000Z", "a", "ready", "stopping")]);
+    await new Promise((r) => setTimeout(r, 700));
+    stop.abort();
+    assert.equal(await following, 0);
+    assert.equal(seen.length, 3, seen.join("\n"));
+    assert.match(seen[2]!, /ready → stopping/);
+    assert.equal(eventText("{}"), undefined);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
