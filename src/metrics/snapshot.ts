@@ -69,6 +69,8 @@ export function metricsSnapshot(
           : undefined,
         state: s.state,
         gpuMemoryMiB: s.detail().gpu_memory_mib,
+        exits: s.exitsByCause(),
+        phase: s.detail().phase,
         startWaitSeconds: (s.gpus?.length ?? 0) > 0
           ? s.startWaitSeconds()
           : undefined,

@@ -11,6 +11,11 @@ import {
 } from "../supervision/restart_policy.ts";
 import { WAIT_REASONS, type WaitReason } from "../gpu/start_gate.ts";
 import {
+  EXIT_CAUSES,
+  type ExitCause,
+  type LoadPhase,
+} from "../engines/kinds/engine_kind.ts";
+import {
   AUTH_FAILURE_REASONS,
   type AuthFailureReason,
 } from "../web/auth_failures.ts";
@@ -67,6 +72,10 @@ export interface EngineMetrics {
   gpuMemoryMiB?: Readonly<Record<string, number>> | null | undefined;
   /** Seconds held by the GPU start gate per reason; absent for engines not on GPUs. */
   startWaitSeconds?: Readonly<Partial<Record<WaitReason, number>>> | undefined;
+  /** Runs ended so far, by cause; absent: no samples. */
+  exits?: Readonly<Partial<Record<ExitCause, number>>> | undefined;
+  /** While starting: the load phase, when known. */
+  phase?: LoadPhase | null | undefined;
 }
 
 /** Reloads (SIGHUP or `Semioserve.reload()`) since the launcher started. */
@@ -220,6 +229,27 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
           labels: [["model", e.model], ["state", state]],
           value: state === e.state ? 1 : 0,
         }))
+      ),
+    ),
+    family(
+      "mymodel_engine_exits_total",
+      "counter",
+      "Engine runs ended since the launcher started, by cause (from the exit and the engine's own output).",
+      engines.flatMap((e) =>
+        e.exits === undefined ? [] : EXIT_CAUSES.map((cause) => ({
+          labels: [["model", e.model], ["cause", cause]],
+          value: e.exits?.[cause] ?? 0,
+        }))
+      ),
+    ),
+    family(
+      "mymodel_engine_load_phase",
+      "gauge",
+      "1 for the load phase of a starting engine (downloading, loading, preparing), when known.",
+      engines.flatMap((e) =>
+        e.phase
+          ? [{ labels: [["model", e.model], ["phase", e.phase]], value: 1 }]
+          : []
       ),
     ),
     family(

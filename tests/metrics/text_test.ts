@@ -42,6 +42,8 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_health_poll_seconds", "GAUGE"],
   ["mymodel_engine_start_time_seconds", "GAUGE"],
   ["mymodel_engine_state", "GAUGE"],
+  ["mymodel_engine_exits_total", "COUNTER"],
+  ["mymodel_engine_load_phase", "GAUGE"],
   ["mymodel_engine_gpu_memory_bytes", "GAUGE"],
   ["mymodel_engine_start_wait_seconds_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
@@ -328,4 +330,23 @@ Deno.test("renderMetrics gives the start-up checks' warning count, and no sample
     get(absent, "mymodel_launcher_start_warnings").metrics.length,
     0,
   );
+});
+
+Deno.test("renderMetrics counts exits by cause and gives a starting engine's load phase", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [engine({
+      state: "starting",
+      exits: { "bad-arguments": 2, exit: 1 },
+      phase: "loading",
+    })],
+  })));
+  const exits = get(families, "mymodel_engine_exits_total").metrics;
+  assert.equal(exits.length, 7, "every cause, zeros included");
+  assert.deepEqual(
+    exits.filter((m) => m.value !== "0").map((m) => [m.labels?.cause, m.value]),
+    [["bad-arguments", "2"], ["exit", "1"]],
+  );
+  assert.deepEqual(get(families, "mymodel_engine_load_phase").metrics, [
+    { value: "1", labels: { model: "qwen3-8b", phase: "loading" } },
+  ]);
 });

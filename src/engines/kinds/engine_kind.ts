@@ -74,6 +74,17 @@ export type ExitCause =
   | "signal"
   | "exit";
 
+/** Every exit cause, in the order the metrics list them. */
+export const EXIT_CAUSES: readonly ExitCause[] = [
+  "gpu-out-of-memory",
+  "gpu-memory-profiling",
+  "port-in-use",
+  "bad-arguments",
+  "model-not-found",
+  "signal",
+  "exit",
+];
+
 /**
  * What an engine's output lines say, as two tables of line patterns: a line
  * matching a phase rule puts the run in that phase (its two captures, when
