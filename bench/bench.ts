@@ -51,6 +51,7 @@ import { startPhase } from "./phases/start.ts";
 import { authPhase } from "./phases/auth.ts";
 import { guardPhase } from "./phases/guard.ts";
 import { logPhase } from "./phases/log.ts";
+import { journalPhase } from "./phases/journal.ts";
 import { gpuPhase } from "./phases/gpu.ts";
 import { dryRunPhase } from "./phases/dry_run.ts";
 import { pipelinePhase } from "./phases/pipeline.ts";
@@ -62,6 +63,7 @@ import {
   dryRunReport,
   gpuReport,
   guardReport,
+  journalReport,
   logReport,
   pipelineReport,
   type Report,
@@ -97,6 +99,7 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
   },
   "--only=guard": async (bench) => guardReport(await guardPhase(bench)),
   "--only=log": async (bench) => logReport(await logPhase(bench)),
+  "--only=journal": async (bench) => journalReport(await journalPhase(bench)),
   "--only=gpu": async (bench) => gpuReport(await gpuPhase(bench)),
   "--only=dryrun": async (bench) => dryRunReport(await dryRunPhase(bench)),
   "--only=pipeline": async (bench) =>
@@ -119,6 +122,7 @@ async function measure(
   const auth = await authPhase(bench);
   const guard = await guardPhase(bench);
   const log = await logPhase(bench);
+  const journal = await journalPhase(bench);
   const gpu = await gpuPhase(bench);
   const dryRun = await dryRunPhase(bench);
   const pipeline = await pipelinePhase(bench);
@@ -129,6 +133,7 @@ async function measure(
     auth,
     guard,
     log,
+    journal,
     gpu,
     dryRun,
     pipeline,
@@ -195,6 +200,8 @@ async function run(
  * `--auth-only` runs only the production-mode rows (about 30 s);
  * `--only=guard` measures only the connection guard (about 45 s);
  * `--only=log` measures only the engine logs (a few seconds);
+ * `--only=journal` measures only the journal's cost to a restart storm
+ * (about 25 s);
  * `--only=gpu` measures only the GPU lifecycle (about 90 s);
  * `--only=dryrun` measures only `--dry-run` (about 15 s);
  * `--only=pipeline` measures only this tree against the tree before the

@@ -46,6 +46,10 @@ export const PLAN = {
   pipelineRounds: 6,
   /** Rounds of the catalogue phase (5,000 cards plain, with aliases, 10,000 with aliases). */
   catalogueRounds: 5,
+  /** Rounds of the journal phase (a restart storm with the journal, and without). */
+  journalRounds: 6,
+  /** Restarts per storm there. */
+  journalRestarts: 200,
 } as const;
 
 /** `wrk -t1 -c1` or `wrk -t2 -c8`. */

@@ -2,7 +2,7 @@
  * The Markdown `deno task bench` prints and writes: the full report (every
  * phase's rows, then the Targets section) and the one-phase reports of
  * `--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`,
- * `--only=dryrun`, `--only=pipeline` and `--only=catalogue`.
+ * `--only=journal`, `--only=dryrun`, `--only=pipeline` and `--only=catalogue`.
  *
  * @module
  */
@@ -11,6 +11,7 @@ import type { StartResults } from "../phases/start.ts";
 import type { AuthResults } from "../phases/auth.ts";
 import { type GuardResults, IDLE_FLOOD } from "../phases/guard.ts";
 import type { LogResults } from "../phases/log.ts";
+import type { JournalResults } from "../phases/journal.ts";
 import type { GpuResults } from "../phases/gpu.ts";
 import {
   DRY_RUN_ENGINES,
@@ -28,6 +29,7 @@ import { startRows, startTargets } from "../rows/start.ts";
 import { authNotes, authRows, authTargets } from "../rows/auth.ts";
 import { guardNotes, guardRows, guardTargets } from "../rows/guard.ts";
 import { logRows, logTargets } from "../rows/log.ts";
+import { journalRows, journalTargets } from "../rows/journal.ts";
 import { GPU_METHOD, gpuNotes, gpuRows, gpuTargets } from "../rows/gpu.ts";
 import { dryRunRows } from "../rows/dry_run.ts";
 import type { PipelineResults } from "../phases/pipeline.ts";
@@ -53,6 +55,7 @@ export interface AllResults {
   auth: AuthResults;
   guard: GuardResults;
   log: LogResults;
+  journal: JournalResults;
   gpu: GpuResults;
   dryRun: DryRunResults;
   pipeline: PipelineResults;
@@ -140,6 +143,10 @@ function logSection(r: LogResults): Section {
   return { rows: logRows(r), targets: logTargets(r) };
 }
 
+function journalSection(r: JournalResults): Section {
+  return { rows: journalRows(r), targets: journalTargets(r) };
+}
+
 function gpuSection(r: GpuResults): Section {
   return { rows: gpuRows(r), targets: gpuTargets(r), notes: gpuNotes(r) };
 }
@@ -169,6 +176,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
     authSection(all.auth),
     guardSection(all.guard),
     logSection(all.log),
+    journalSection(all.journal),
     gpuSection(all.gpu),
     dryRunSection(all.dryRun),
     pipelineSection(all.pipeline),
@@ -250,6 +258,15 @@ export function logReport(log: LogResults): Report {
     "engine logs (`deno task bench --only=log`)",
     `${PLAN.logRounds} rounds, order rotated: through the launcher, straight to a file, through \`cat > file\`.`,
     logSection(log),
+  );
+}
+
+/** The journal rows alone. */
+export function journalReport(journal: JournalResults): Report {
+  return phaseReport(
+    "the journal (`deno task bench --only=journal`)",
+    `${PLAN.journalRounds} rounds, order rotated: one supervisor in the bench's process restarts \`sh -c 'exit 3'\` ${PLAN.journalRestarts} times, 1 ms apart, with every transition journaled, and without the journal.`,
+    journalSection(journal),
   );
 }
 

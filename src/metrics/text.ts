@@ -14,7 +14,7 @@ import {
   EXIT_CAUSES,
   type ExitCause,
   type LoadPhase,
-} from "../engines/kinds/engine_kind.ts";
+} from "../supervision/engine_detail.ts";
 import {
   AUTH_FAILURE_REASONS,
   type AuthFailureReason,

@@ -10,6 +10,13 @@ import type { WaitingFor } from "../gpu/start_gate.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { LoadProgress } from "../engines/load_watch.ts";
 
+// The metrics (which see supervision, not engines) list causes and phases from here.
+export {
+  EXIT_CAUSES,
+  type ExitCause,
+  type LoadPhase,
+} from "../engines/kinds/engine_kind.ts";
+
 /** How an engine run ended, as `GET /models?detail=1` reports it. */
 export interface LastExit {
   /** Exit code, or null when a signal ended it. */
