@@ -156,17 +156,20 @@ export function lastExitText(exit: WireLastExit | null, now: number): string {
   return typeof exit.message === "string" ? `${text}: ${exit.message}` : text;
 }
 
-/** `9/20`, `3.1/16 GB`, `3.1 GB`: a phase's progress for people. */
+/** `9/20`, `3.1/16 GB`, `3.1 GB`, `29 MB`: a phase's progress for people. */
 function progressText(progress: WireProgress): string {
   const { done, total, unit } = progress;
   if (typeof done !== "number") return "";
-  if (unit !== "bytes") {
-    return typeof total === "number" ? `${done}/${total}` : `${done}`;
-  }
-  const gb = (n: number) => (n / 1e9).toFixed(1).replace(/\.0$/, "");
-  return typeof total === "number"
-    ? `${gb(done)}/${gb(total)} GB`
-    : `${gb(done)} GB`;
+  const of = typeof total === "number" ? total : null;
+  if (unit !== "bytes") return of === null ? `${done}` : `${done}/${of}`;
+  // GB with one decimal once it reaches a GB, else whole MB.
+  const big = Math.max(done, of ?? 0) >= 1e9;
+  const size = (n: number) =>
+    big
+      ? (n / 1e9).toFixed(1).replace(/\.0$/, "")
+      : String(Math.round(n / 1e6));
+  const u = big ? "GB" : "MB";
+  return of === null ? `${size(done)} ${u}` : `${size(done)}/${size(of)} ${u}`;
 }
 
 /** The STATE cell: `waiting (gpu-memory-free)`, `backoff (restart in 4s)`, or the state. */
