@@ -35,8 +35,16 @@ export { EngineLog, type EngineLogOptions } from "./engines/log_sink.ts";
 export type {
   EngineDetail,
   EngineView,
+  ExitCause,
   LastExit,
+  LoadPhase,
 } from "./supervision/engine_detail.ts";
+export type { OutputRules } from "./engines/kinds/engine_kind.ts";
+export type {
+  CauseLine,
+  LoadProgress,
+  LoadWatch,
+} from "./engines/load_watch.ts";
 export type { EndReason, EngineState } from "./supervision/restart_policy.ts";
 export type { WaitingFor, WaitReason } from "./gpu/start_gate.ts";
 export type { ReloadResult } from "./serve/reload_result.ts";

@@ -42,6 +42,7 @@ export type {
   ModelsDetail,
   WireEngine,
   WireLastExit,
+  WireProgress,
   WireWaitingFor,
 } from "./status/models_detail.ts";
 export {

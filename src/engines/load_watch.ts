@@ -10,13 +10,17 @@ import type { ExitCause, LoadPhase, OutputRules } from "./kinds/engine_kind.ts";
 
 /** How far a phase has come: weight shards read, or bytes downloaded. */
 export interface LoadProgress {
+  /** Shards read, or bytes downloaded, so far. */
   readonly done: number;
+  /** How many in all, or null when not known (a download's size). */
   readonly total: number | null;
+  /** What is counted. */
   readonly unit: "bytes" | "shards";
 }
 
 /** The engine line that decided a run's exit cause. */
 export interface CauseLine {
+  /** The cause the line names. */
   readonly cause: Exclude<ExitCause, "signal" | "exit">;
   /** The line, trimmed, at most 200 characters. */
   readonly message: string;
@@ -50,7 +54,11 @@ export class LoadWatch {
   #progressAt: number | undefined;
   #cause: CauseLine | undefined;
 
-  /** @param rules The kind's rules; none: nothing is ever read. */
+  /**
+   * A watch for one run.
+   *
+   * @param rules The kind's rules; none: nothing is ever read.
+   */
   constructor(rules: OutputRules | undefined) {
     this.#rules = rules;
   }

@@ -42,8 +42,11 @@ export interface WireWaitingFor {
 /** One `active` entry. */
 /** A load phase's progress as the launcher reports it. */
 export interface WireProgress {
+  /** Shards read or bytes downloaded so far. */
   done?: number;
+  /** How many in all, or null when not known. */
   total?: number | null;
+  /** `shards` or `bytes`. */
   unit?: string;
 }
 

@@ -100,10 +100,12 @@ export const EXIT_CAUSES: readonly ExitCause[] = [
  * ```
  */
 export interface OutputRules {
+  /** Line patterns that put a loading run in a phase, first match wins. */
   readonly phases: readonly {
     readonly match: RegExp;
     readonly phase: LoadPhase;
   }[];
+  /** Line patterns that name an exit cause, first match wins. */
   readonly causes: readonly {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit">;
