@@ -53,6 +53,8 @@ export class LoadWatch {
   #progress: LoadProgress | null = null;
   #progressAt: number | undefined;
   #cause: CauseLine | undefined;
+  /** The download's bytes at the last look; undefined before the first. */
+  #bytes: number | null | undefined;
 
   /**
    * A watch for one run.
@@ -153,9 +155,12 @@ export class LoadWatch {
    * @param bytes Bytes on disk; null when no download is under way.
    */
   downloaded(bytes: number | null): void {
-    if (bytes === null) return;
-    const before = this.#phase === "downloading" ? this.#progress?.done : -1;
-    if (bytes === before) return;
+    // Only growth counts: a blob a killed run left behind is no download.
+    const before = this.#bytes;
+    this.#bytes = bytes;
+    if (bytes === null || before === undefined || bytes <= (before ?? 0)) {
+      return;
+    }
     this.#enter("downloading", { done: bytes, total: null, unit: "bytes" });
   }
 
