@@ -8,7 +8,7 @@
  */
 import { procStats } from "../engines/proc.ts";
 import type { GpuMonitor } from "./gpu_monitor.ts";
-import { runMemoryMiB } from "./memory_use.ts";
+import { type GpuReading, runMemory } from "./memory_use.ts";
 import { GpuStartGate, type ProcessFacts } from "./start_gate.ts";
 
 /** One supervised run, as the memory round sees it. */
@@ -19,8 +19,10 @@ export interface GpuRun {
   readonly gpus: readonly string[] | null;
   /** The running process's pid (its process group), or undefined. */
   readonly pgid: number | undefined;
-  /** Receives its memory per device, or null when unknown. */
-  observeGpuMemory(mib: Readonly<Record<string, number>> | null): void;
+  /** Each device's used MiB just before the run spawned. */
+  readonly gpuStartUsed: Readonly<Record<string, number>>;
+  /** Receives its memory, or null when unknown. */
+  observeGpuMemory(reading: GpuReading | null): void;
 }
 
 /** How the lifecycle runs. */
@@ -106,7 +108,7 @@ export class GpuLifecycle {
     for (const run of placed) {
       run.observeGpuMemory(
         snapshot && run.pgid !== undefined
-          ? runMemoryMiB(snapshot, run.gpus!, run.pgid, groups)
+          ? runMemory(snapshot, run.gpus!, run.pgid, groups, run.gpuStartUsed)
           : null,
       );
     }

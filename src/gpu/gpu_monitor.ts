@@ -102,7 +102,6 @@ export class GpuMonitor {
     | { answer: Promise<GpuSnapshot | undefined>; mark: number }
     | undefined;
   #marks = 0;
-  #watchers: ((mark: number) => void)[] = [];
   #queries = 0;
   #failuresInRow = 0;
   #failures = new FailureRun("query GPUs", "warn");
@@ -145,17 +144,6 @@ export class GpuMonitor {
   }
 
   /**
-   * Calls `listener` with the mark of each answer (success or failure) as it
-   * comes: the mark its query was asked at. The start gate wakes the starts
-   * it holds for memory this way.
-   *
-   * @param listener Called once per answer, for the monitor's lifetime.
-   */
-  watch(listener: (mark: number) => void): void {
-    this.#watchers.push(listener);
-  }
-
-  /**
    * The latest snapshot if younger than `maxAgeMs` and asked after the mark
    * `after`, else one new query; concurrent callers share one query in
    * flight (one asked before `after` is awaited, then a new one is asked).
@@ -182,18 +170,12 @@ export class GpuMonitor {
         return Promise.resolve(latest.snapshot);
       }
     }
-    const asking = { answer: this.#ask(this.#marks), mark: this.#marks };
+    const asking = { answer: this.#answer(this.#marks), mark: this.#marks };
     this.#inFlight = asking;
     asking.answer.finally(() => {
       if (this.#inFlight === asking) this.#inFlight = undefined;
     });
     return asking.answer;
-  }
-
-  async #ask(mark: number): Promise<GpuSnapshot | undefined> {
-    const snapshot = await this.#answer(mark);
-    for (const watcher of this.#watchers) watcher(mark);
-    return snapshot;
   }
 
   async #answer(mark: number): Promise<GpuSnapshot | undefined> {

@@ -14,7 +14,8 @@ import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
 import type { RunWatcher } from "./watchdog.ts";
 import { EngineLog } from "../engines/log_sink.ts";
-import type { WaitReason } from "../gpu/start_gate.ts";
+import type { GpuReading } from "../gpu/memory_use.ts";
+import type { Released, WaitReason } from "../gpu/start_gate.ts";
 import { GpuStart } from "./gpu_start.ts";
 import { RunBook } from "./run_book.ts";
 import { Liveness, type Verdict } from "./liveness.ts";
@@ -196,7 +197,8 @@ export class EngineSupervisor {
       next_restart: this.#nextRestart?.toISOString() ?? null,
       gpus: this.#plan.gpus,
       waiting_for: this.#gpu.waitingFor,
-      gpu_memory_mib: this.#gpu.memory,
+      gpu_memory_mib: this.#gpu.memory?.mib ?? null,
+      gpu_memory_by: this.#gpu.memory?.by ?? null,
     };
   }
 
@@ -210,8 +212,8 @@ export class EngineSupervisor {
    *
    * @param mib MiB per device entry, or null when unknown.
    */
-  observeGpuMemory(mib: Readonly<Record<string, number>> | null): void {
-    this.#gpu.memory = mib;
+  observeGpuMemory(reading: GpuReading | null): void {
+    this.#gpu.memory = reading;
   }
 
   #set(state: EngineState): void {
@@ -242,8 +244,9 @@ export class EngineSupervisor {
 
   /** A gated first start (after a reload, the replaced run's memory must be back). */
   async #begin(): Promise<void> {
-    const baseline = await this.#options.baseline;
-    if (!(await this.#gpu.admit(baseline, this.#interrupt.signal))) {
+    if (
+      !(await this.#gpu.admit(this.#options.released, this.#interrupt.signal))
+    ) {
       return this.#set("exited");
     }
     try {
@@ -257,12 +260,17 @@ export class EngineSupervisor {
   }
 
   /**
-   * Gone pids listed on its devices when its last run started (a replacement's rule 2).
+   * What its last run held on its GPUs: a replacement's start waits until it is released.
    *
-   * @returns The pids, or undefined when the engine is not gated.
+   * @returns The memory to see released, or undefined when the engine is not gated.
    */
-  gpuBaseline(): Promise<Set<number> | undefined> {
-    return this.#gpu.baseline();
+  gpuReleased(): Released | undefined {
+    return this.#gpu.released();
+  }
+
+  /** Each device's used MiB just before the current run spawned (device attribution). */
+  get gpuStartUsed(): Readonly<Record<string, number>> {
+    return this.#gpu.startUsed;
   }
 
   /** Spawns a run and records it; a restart counts once it runs, not when it fails to spawn. */
@@ -273,7 +281,7 @@ export class EngineSupervisor {
     this.#endReason = "exit";
     this.#set("starting");
     this.#book.began(run);
-    this.#gpu.launched();
+    this.#gpu.launched(run.pid);
     if (this.#gpu.loading) this.#watchLoad(run);
     this.#watchSilence(run, this.#options.startTimeoutMs);
   }
@@ -354,7 +362,7 @@ export class EngineSupervisor {
       if (firstOkAt !== undefined && Date.now() - firstOkAt >= stableAfter) {
         this.#step = 0;
       }
-      const baseline = await this.#gpu.baseline();
+      const released = this.#gpu.released();
       let next: ServerProcess | undefined;
       let what = `exit: ${describeEnd(end)} ${ran}`;
       while (next === undefined) {
@@ -374,7 +382,7 @@ export class EngineSupervisor {
         this.#nextRestart = null;
         if (
           this.#stopRequested ||
-          !(await this.#gpu.admit(baseline, this.#interrupt.signal))
+          !(await this.#gpu.admit(released, this.#interrupt.signal))
         ) return this.#set("exited");
         if (!isPortFree(run.host, run.port)) {
           this.#gpu.release();
@@ -459,7 +467,15 @@ export class EngineSupervisor {
         this.#endReason = verdict.reason;
         this.#report("warn", verdict.why);
         this.#set("stopping");
-        run.stop(this.#options.graceMs);
+        // Not while a neighbour loads on its devices (vLLM profiles device-wide free memory).
+        void Promise.resolve(
+          this.#options.gate?.quiet(
+            this.gpus ?? [],
+            this.name,
+            `the liveness restart of engine ${this.name}`,
+            this.#interrupt.signal,
+          ),
+        ).then(() => run.stop(this.#options.graceMs));
     }
   }
 

@@ -276,7 +276,7 @@ Deno.test("past --gpu-release-timeout a restart proceeds with one warning", asyn
   assert.match(
     line,
     new RegExp(
-      `engine crashgpu: GPU 0 still lists pid ${first.pid} \\(3000 MiB\\)`,
+      `engine crashgpu: GPU 0: pid ${first.pid} \\(3000 MiB\\) still listed`,
     ),
   );
   assert.ok(
