@@ -5,11 +5,7 @@
  * through {@linkcode listGpuIndices}, and the start gate and the memory
  * rounds (what `?detail=1` reports) read the same monitor's snapshots.
  *
- * The monitor shares `nvidia-smi` between every engine that asks about the GPUs: at most
- * one query per interval and one in flight, whatever the number of callers,
- * and one warning per run of failures instead of one per call. A caller that
- * knows the facts changed (a process exited, one spawned) takes a mark, and
- * an answer asked before that mark is never given for it.
+ * One query per interval and one in flight, whatever the number of callers.
  *
  * @module
  */
@@ -66,21 +62,13 @@ interface Answer {
 /**
  * The latest GPU facts, asked of `nvidia-smi` at most once per interval.
  *
- * Failures are cached too, so callers polling every half second cannot turn
- * a failing (or hanging) `nvidia-smi` into a process a call: after a failure
- * the next query waits 1 s, 2 s, 4 s… up to `maxBackoffMs`. No `nvidia-smi`
- * on PATH is a steady state (a machine without NVIDIA tools): it is found
- * without spawning anything, and re-checked every `maxBackoffMs`, in case
- * the tools get installed. The first failure of a run is one warning
- * (`Cannot query GPUs: <what failed>; rules needing GPU memory facts are
- * skipped while it fails (retrying)`), and the first success after it one
- * line (`query GPUs: working again after N failure(s)`).
- *
- * Marks ({@linkcode GpuMonitor.mark}) order answers after events: a
- * snapshot asked for `after` a mark comes from a query asked after that mark
- * was taken, however young an older answer is. A failure is the exception:
- * it keeps answering through its backoff, as an event does not mend
- * `nvidia-smi`.
+ * Failures are cached too (a failing or hanging `nvidia-smi` is not run once
+ * a call): the next query waits 1 s, 2 s, 4 s… up to `maxBackoffMs`, at once
+ * that long when none is on PATH; a run of failures is one warning, the
+ * first success after it one line. A snapshot asked `after` a
+ * {@linkcode GpuMonitor.mark} comes from a query asked after the mark,
+ * however young an older answer (a failure keeps answering through its
+ * backoff: an event does not mend `nvidia-smi`).
  *
  * @example
  * ```ts ignore

@@ -302,29 +302,19 @@ export class GpuStartGate {
   /** Rule 1: a load on one of its devices, or an earlier request for one. */
   #busy(waiter: Waiter): WaitingFor | undefined {
     const { devices } = waiter.request;
-    for (const device of devices) {
-      const loading = this.#loading.get(device);
-      if (loading !== undefined) {
-        return {
-          reason: "gpu-busy-loading",
-          devices: [device],
-          detail: `engine ${loading} is loading there`,
-        };
-      }
-    }
-    for (const earlier of this.#queue) {
-      if (earlier === waiter) break;
-      const shared = earlier.request.devices.find((d) => devices.includes(d));
-      if (shared !== undefined) {
-        return {
-          reason: "gpu-busy-loading",
-          devices: [shared],
-          detail:
-            `engine ${earlier.request.name} asked first and starts before it`,
-        };
-      }
-    }
-    return undefined;
+    const device = devices.find((d) => this.#loading.has(d));
+    const earlier = this.#queue.slice(0, this.#queue.indexOf(waiter))
+      .find((e) => e.request.devices.some((d) => devices.includes(d)));
+    if (device === undefined && earlier === undefined) return undefined;
+    return {
+      reason: "gpu-busy-loading",
+      devices: [
+        device ?? earlier!.request.devices.find((d) => devices.includes(d))!,
+      ],
+      detail: device !== undefined
+        ? `engine ${this.#loading.get(device)} is loading there`
+        : `engine ${earlier!.request.name} asked first and starts before it`,
+    };
   }
 
   /** Rules 2, 3 and 4, from one snapshot asked after the last event and look. */
@@ -432,21 +422,16 @@ export class GpuStartGate {
     const { name, devices } = waiter.request;
     for (const entry of devices) {
       const device = deviceOf(entry, snapshot);
-      if (device === undefined) {
+      if (!device?.memoryKnown) {
+        const why = device
+          ? "nvidia-smi reports no memory figures for it"
+          : entry.startsWith("MIG-")
+          ? "it is a MIG device"
+          : "it is not in nvidia-smi's list";
         this.#noteOnce(
           waiter,
           entry,
-          entry.startsWith("MIG-")
-            ? `engine ${name}: GPU ${entry} is a MIG device: its free memory is not checked before a start`
-            : `engine ${name}: GPU ${entry} is not in nvidia-smi's list: its free memory is not checked before a start`,
-        );
-        continue;
-      }
-      if (!device.memoryKnown) {
-        this.#noteOnce(
-          waiter,
-          entry,
-          `engine ${name}: nvidia-smi reports no memory figures for GPU ${entry}: its free memory is not checked before a start`,
+          `engine ${name}: GPU ${entry}: ${why}: its free memory is not checked before a start`,
         );
         continue;
       }
