@@ -6,7 +6,13 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { detectGpuPool, type GpuDetection, gpuPoolLine } from "./detect.ts";
-import { type GpuAssignment, gpuEnv, gpuLine, placeGpus } from "./placement.ts";
+import {
+  type GpuAssignment,
+  gpuEnv,
+  gpuLine,
+  placeGpus,
+  type PlaceOptions,
+} from "./placement.ts";
 import { deviceOf, type GpuQuery, type GpuSnapshot } from "./nvidia_smi.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { log } from "../common/log.ts";
@@ -56,10 +62,24 @@ export async function placeEngines(
   );
   return composePlacement(
     detection,
-    placeGpus(cards, detection.pool, { avoid }),
+    placeAvoiding(cards, detection.pool, { avoid }),
     snapshot,
     avoid,
   );
+}
+
+/** Placement leaving out devices in trouble where the rest has room, else on the whole pool (their engines then wait). */
+function placeAvoiding(
+  cards: readonly ModelCard[],
+  pool: GpuDetection["pool"],
+  options: PlaceOptions,
+): Map<string, GpuAssignment> {
+  try {
+    return placeGpus(cards, pool, options);
+  } catch (error) {
+    if (!options.avoid?.size) throw error;
+    return placeGpus(cards, pool, { ...options, avoid: new Set() });
+  }
 }
 
 /**
@@ -164,7 +184,7 @@ function composePlacement(
         const kept = placed.get(card.name);
         if (!changed.has(card.name) && kept) held.set(card.name, kept);
       }
-      const fresh = placeGpus(
+      const fresh = placeAvoiding(
         cards.filter((card) => changed.has(card.name)),
         detection.pool,
         { held, avoid },

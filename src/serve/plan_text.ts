@@ -98,7 +98,7 @@ function gpuCells(g: PlanGpu): string[] {
   return [
     g.device,
     mib(g.total_mib),
-    mib(g.free_mib),
+    g.error ?? mib(g.free_mib),
     g.engines.length === 0
       ? "-"
       : g.engines.map((e) => e.share < 1 ? `${e.name} ${e.share}` : e.name)

@@ -68,6 +68,8 @@ export interface PlanGpu {
   need_mib: number | null;
   /** Processes holding memory there now; no engine of this plan runs yet. */
   holders: PlanHolder[];
+  /** Present when its memory reads as an error: nvidia-smi's words (`[GPU requires reset]`); nothing starts there until it reports memory again. */
+  error?: string;
 }
 
 /**
@@ -177,6 +179,7 @@ export function startPlan(plan: Plan): StartPlan {
           };
         })
         : [],
+      ...(device?.error ? { error: device.error } : {}),
     };
   });
   return {
