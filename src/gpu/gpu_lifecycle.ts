@@ -9,7 +9,7 @@
 import { procStats } from "../engines/proc.ts";
 import type { GpuMonitor } from "./gpu_monitor.ts";
 import { type GpuReading, runMemory } from "./memory_use.ts";
-import { GpuStartGate, type ProcessFacts } from "./start_gate.ts";
+import { GpuStartGate } from "./start_gate.ts";
 
 /** One supervised run, as the memory round sees it. */
 export interface GpuRun {
@@ -37,15 +37,6 @@ export interface GpuLifecycleOptions {
   readonly monitor: GpuMonitor;
 }
 
-/** Live processes among `pids`, with their group and command name. */
-function liveProcesses(pids: readonly number[]): Map<number, ProcessFacts> {
-  const out = new Map<number, ProcessFacts>();
-  for (const [pid, stat] of procStats(pids)) {
-    out.set(pid, { pgid: stat.pgid, comm: stat.comm });
-  }
-  return out;
-}
-
 /**
  * The monitor, the gate and the memory round, for a launcher with engines on GPUs.
  *
@@ -71,7 +62,7 @@ export class GpuLifecycle {
       facts: this.#monitor,
       intervalMs: options.intervalMs,
       releaseTimeoutMs: options.releaseTimeoutMs,
-      processes: liveProcesses,
+      processes: procStats,
       ownGroups: () => {
         const groups = new Map<number, string>();
         for (const run of options.runs()) {
@@ -101,7 +92,7 @@ export class GpuLifecycle {
     const groups = new Map<number, number>();
     if (snapshot) {
       const pids = snapshot.processes.map((p) => p.pid);
-      for (const [pid, facts] of liveProcesses(pids)) {
+      for (const [pid, facts] of procStats(pids)) {
         groups.set(pid, facts.pgid);
       }
     }

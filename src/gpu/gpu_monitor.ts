@@ -34,13 +34,7 @@ export interface GpuMonitorOptions {
   readonly timeoutMs?: number;
   /** The query (tests replace it). @default {queryGpus} */
   readonly query?: (options: QueryGpusOptions) => Promise<GpuQuery>;
-  /**
-   * The longest wait before asking again after failures: the first failure
-   * waits 1 s (or the caller's `maxAgeMs`, if longer), each further one
-   * twice as long, up to this; no `nvidia-smi` on PATH waits this long at
-   * once. 0 asks again as soon as the caller's `maxAgeMs` allows.
-   * @default {60000}
-   */
+  /** The longest wait after failures (1 s, doubling; at once without nvidia-smi); 0: per `maxAgeMs`. @default {60000} */
   readonly maxBackoffMs?: number;
   /** Monotonic milliseconds (tests move it by hand). @default {performance.now} */
   readonly now?: () => number;

@@ -4,24 +4,16 @@
  * (the first, every restart, a reload's) and tells it when a load is over.
  *
  * A start on D proceeds only when:
- * 1. no other engine on a device of D is loading (spawned, no first 200 yet),
- *    and no engine that asked earlier waits for one of them (request order per
- *    device): vLLM sizes its KV cache from whole-device free-memory deltas
- *    during start-up, so two loads on one device mis-size each other;
- * 2. for a restart, the dead run's memory came back: where its pids were seen
- *    in `nvidia-smi`'s list, they are gone from it; else (a container lists
- *    the host's pids, which match nothing here) two consecutive readings show
- *    D's used memory fell by what the run held, within max(256 MiB, 2 %).
- *    Bounded by the release timeout, then one warning;
- * 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires
- *    reset]`): the start waits until it reports memory again;
- * 4. where the card's engine checks free memory at start, each device of D has
- *    that much free (MIG devices are not checked).
+ * 1. no other engine on D is loading, nor asked earlier (vLLM sizes its KV
+ *    cache from device-wide free memory while it loads);
+ * 2. for a restart, the dead run's pids (where they match ours) are gone from
+ *    `nvidia-smi`'s list, or two readings in a row show D's used memory fell
+ *    by what it held, within max(256 MiB, 2 %); bounded by the release timeout;
+ * 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires reset]`);
+ * 4. each device of D has the free memory the engine checks at start.
  *
- * Rules 2 to 4 decide from facts asked after the last event on D that can
- * change them ({@linkcode GpuStartGate.changed}) and after the held start's
- * previous look. Without GPU facts they are skipped and rule 1 holds from
- * placement alone. Engines without devices are never held.
+ * Rules 2 to 4 read facts asked after the last event on D
+ * ({@linkcode GpuStartGate.changed}); without facts they are skipped.
  *
  * @module
  */
@@ -88,16 +80,11 @@ export interface StartGateOptions {
 
 /** What a dead run held, for its restart (rule 2). */
 export interface Released {
-  /**
-   * Per device entry, the used MiB it comes back to once the run's memory is
-   * released (plus the tolerance): its last reading while the run lived less
-   * what the run held then, or, for a run that died loading, the reading
-   * just before its spawn.
-   */
+  /** Per device entry, the used MiB it comes back to (its last reading less the run's; else its reading before the spawn). */
   readonly devices: Readonly<Record<string, number>>;
-  /** The run's pids; they decide where `nvidia-smi` lists any of them. */
+  /** The run's pids, deciding where `nvidia-smi` lists any of them. */
   readonly pids: readonly number[];
-  /** Its pids were seen listed while it lived: none listed now means released. */
+  /** Its pids were listed while it lived: none listed now means released. */
   readonly byPid?: boolean;
 }
 
@@ -138,8 +125,8 @@ interface Waiter {
   noted: Set<string>;
 }
 
-/** How much a device's reading may sit above the mark and still count as released. */
-export function releaseTolerance(totalMiB: number): number {
+/** How far above its mark a device may read and count as released: max(256 MiB, 2 %). */
+function releaseTolerance(totalMiB: number): number {
   return Math.max(256, Math.ceil(0.02 * totalMiB));
 }
 
@@ -176,48 +163,25 @@ export class GpuStartGate {
     this.#options = options;
   }
 
-  /**
-   * Notes an event that can change the GPU facts of `devices` (a spawn, a
-   * load's end, an exit or stop): later decisions use facts asked after it.
-   *
-   * @param devices The run's devices as placed.
-   */
+  /** Notes an event that changes `devices`' facts (a spawn, a load's end, an exit): later decisions ask after it. */
   changed(devices: readonly string[]): void {
     const mark = this.#options.facts?.mark();
     if (mark === undefined) return;
     for (const device of devices) this.#changed.set(device, mark);
   }
 
-  /** Whether a start on these devices can ever be held. */
-  gates(devices: readonly string[] | null): boolean {
-    return devices !== null && devices.length > 0;
-  }
-
-  /**
-   * The engine loading on one of `devices`, other than `name`, if any: a
-   * neighbour there must not be stopped or restarted of our own accord now
-   * (vLLM measures device-wide free memory while it profiles).
-   *
-   * @param devices The devices of the engine about to be stopped.
-   * @param name That engine.
-   * @returns The loading engine's name, or undefined.
-   */
+  /** The engine other than `name` loading on one of `devices`, if any. */
   loadingOn(devices: readonly string[], name: string): string | undefined {
-    for (const device of devices) {
-      const loading = this.#loading.get(device);
-      if (loading !== undefined && loading !== name) return loading;
-    }
-    return undefined;
+    return devices.map((d) => this.#loading.get(d))
+      .find((loading) => loading !== undefined && loading !== name);
   }
 
   /**
-   * Resolves once no engine but `name` is loading on `devices` (or `signal`
-   * aborts), logging one line when it waits.
+   * Resolves once no engine but `name` loads on `devices` (or `signal`
+   * aborts), with one line when it waits: vLLM measures device-wide free
+   * memory while it loads, so a neighbour is not stopped meanwhile.
    *
-   * @param devices The devices of the engine about to be stopped or restarted.
-   * @param name That engine.
-   * @param what What waits, e.g. `the reload's restart of bge-m3`.
-   * @param signal Ends the wait early.
+   * @param what What waits, e.g. `the reload's restart of engine bge-m3`.
    */
   async quiet(
     devices: readonly string[],
@@ -250,13 +214,8 @@ export class GpuStartGate {
    * @throws The signal's reason when the request's signal aborts first.
    */
   async admit(request: StartRequest): Promise<StartSlot> {
-    if (!this.gates(request.devices)) return { usedMiB: {}, release() {} };
-    const waiter: Waiter = {
-      request,
-      wake: () => {},
-      lows: 0,
-      noted: new Set(),
-    };
+    if (request.devices.length === 0) return { usedMiB: {}, release() {} };
+    const waiter: Waiter = { request, wake() {}, lows: 0, noted: new Set() };
     this.#queue.push(waiter);
     try {
       while (true) {
@@ -321,10 +280,10 @@ export class GpuStartGate {
   async #facts(waiter: Waiter): Promise<WaitingFor | undefined> {
     const facts = this.#options.facts;
     if (!facts) return undefined;
-    let after = waiter.looked ?? 0;
-    for (const device of waiter.request.devices) {
-      after = Math.max(after, this.#changed.get(device) ?? 0);
-    }
+    const after = Math.max(
+      waiter.looked ?? 0,
+      ...waiter.request.devices.map((d) => this.#changed.get(d) ?? 0),
+    );
     const snapshot = await facts.snapshot(this.#options.intervalMs, after);
     waiter.looked = facts.mark();
     if (!snapshot) return undefined;
@@ -347,28 +306,32 @@ export class GpuStartGate {
     const listed = snapshot.processes.filter((p) =>
       released.pids.includes(p.pid)
     );
-    const still: string[] = listed.map((p) =>
+    const still = listed.map((p) =>
       `pid ${p.pid} (${p.usedMiB} MiB) still listed`
     );
-    if (listed.length === 0) {
-      for (const [entry, back] of Object.entries(released.devices)) {
-        const device = deviceOf(entry, snapshot);
-        if (!device?.memoryKnown) continue;
-        if (device.usedMiB > back + releaseTolerance(device.totalMiB)) {
-          still.push(
-            `GPU ${entry} uses ${device.usedMiB} MiB, ${back} MiB once the dead run's memory is released`,
-          );
-        }
-      }
-      waiter.lows = still.length === 0 ? waiter.lows + 1 : 0;
+    for (
+      const [entry, back] of listed.length
+        ? []
+        : Object.entries(released.devices)
+    ) {
+      const device = deviceOf(entry, snapshot);
       if (
-        waiter.lows >= 2 || (still.length === 0 &&
-          (released.byPid || waiter.noted.has("pids")))
+        device?.memoryKnown &&
+        device.usedMiB > back + releaseTolerance(device.totalMiB)
       ) {
-        waiter.releaseDone = true;
-        return undefined;
+        still.push(
+          `GPU ${entry} uses ${device.usedMiB} MiB, ${back} MiB once the dead run's memory is released`,
+        );
       }
-    } else waiter.lows = 0;
+    }
+    waiter.lows = still.length === 0 ? waiter.lows + 1 : 0;
+    if (
+      waiter.lows >= 2 ||
+      (waiter.lows && (released.byPid || waiter.noted.has("pids")))
+    ) {
+      waiter.releaseDone = true;
+      return undefined;
+    }
     const now = Date.now();
     waiter.releaseSince ??= now;
     if (now - waiter.releaseSince >= this.#options.releaseTimeoutMs) {
@@ -386,15 +349,13 @@ export class GpuStartGate {
     return {
       reason: "gpu-memory-release",
       devices: [...devices],
-      detail: listed.length > 0
-        ? `${
-          still.join(", ")
-        }, process gone: the driver has not released its memory yet`
-        : still.length > 0
-        ? `${
-          still.join("; ")
-        } (by the device's used memory: its pids are not listed)`
-        : "memory back in one reading; waits for a second",
+      detail:
+        (still.join(", ") || "memory back in one reading, waits for a second") +
+        (listed.length > 0
+          ? ", process gone: the driver has not released its memory yet"
+          : still.length > 0
+          ? " (by the device's used memory: its pids are not listed)"
+          : ""),
     };
   }
 
@@ -428,11 +389,12 @@ export class GpuStartGate {
           : entry.startsWith("MIG-")
           ? "it is a MIG device"
           : "it is not in nvidia-smi's list";
-        this.#noteOnce(
-          waiter,
-          entry,
-          `engine ${name}: GPU ${entry}: ${why}: its free memory is not checked before a start`,
-        );
+        if (!waiter.noted.has(entry)) {
+          log.info(
+            `engine ${name}: GPU ${entry}: ${why}: its free memory is not checked before a start`,
+          );
+        }
+        waiter.noted.add(entry);
         continue;
       }
       const free = device.totalMiB - device.usedMiB;
@@ -472,17 +434,7 @@ export class GpuStartGate {
     return `; held by ${who.join("; ")}`;
   }
 
-  #noteOnce(waiter: Waiter, key: string, line: string): void {
-    if (waiter.noted.has(key)) return;
-    waiter.noted.add(key);
-    log.info(line);
-  }
-
-  /**
-   * Until woken (a load ended, a request left) or, held by GPU facts, until
-   * the next look is due: soon for a release (the memory comes back within
-   * seconds), once an interval otherwise.
-   */
+  /** Until woken (a load ended, a request left) or the next look is due: soon for a release, else an interval. */
   #wait(waiter: Waiter, reason: WaitReason): Promise<void> {
     const signal = waiter.request.signal;
     const ms = reason === "gpu-busy-loading"

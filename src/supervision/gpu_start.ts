@@ -54,7 +54,7 @@ export class GpuStart {
   /**
    * @param name The engine's catalogue name, for log lines.
    * @param gate The launcher's gate; undefined: starts are never held.
-   * @param need The engine's devices and memory need, read at each start.
+   * @param need Its devices and memory need, read at each start.
    * @param onHeld Called whenever what holds the start changes.
    */
   constructor(
@@ -71,7 +71,7 @@ export class GpuStart {
 
   /** Whether the engine's starts pass the gate at all. */
   get gated(): boolean {
-    return this.#gate?.gates(this.#need().devices) ?? false;
+    return this.#gatedDevices() !== undefined;
   }
 
   /** What holds the start now, or null. */
@@ -99,11 +99,7 @@ export class GpuStart {
     return this.#startUsed;
   }
 
-  /**
-   * What the last run held, for its restart or its replacement: its last
-   * reading after its load, else (it died loading) the devices' level before
-   * it spawned; undefined when not gated.
-   */
+  /** What the last run held, for its restart or replacement (rule 2); undefined when not gated. */
   released(): Released | undefined {
     if (!this.#gatedDevices()) return undefined;
     const settled = this.#settled;
@@ -129,14 +125,12 @@ export class GpuStart {
     released: Released | undefined,
     signal: AbortSignal,
   ): Promise<boolean> {
-    const { devices, memory } = this.#need();
-    if (!this.#gate || devices === null || !this.#gate.gates(devices)) {
-      return true;
-    }
-    const slot = await this.#gate.admit({
+    const devices = this.#gatedDevices();
+    if (!devices) return true;
+    const slot = await this.#gate!.admit({
       name: this.#name,
       devices,
-      memory,
+      memory: this.#need().memory,
       released,
       signal,
       onWait: (waiting) => this.#held(waiting),
@@ -160,11 +154,7 @@ export class GpuStart {
     return slot !== undefined;
   }
 
-  /**
-   * The run spawned: the facts of its devices change from now on.
-   *
-   * @param pgid Its process group.
-   */
+  /** The run spawned (process group `pgid`): its devices' facts change from now on. */
   launched(pgid: number | undefined): void {
     const devices = this.#gatedDevices();
     if (devices) this.#gate!.changed(devices);
@@ -172,11 +162,7 @@ export class GpuStart {
     this.#memory = this.#settled = null;
   }
 
-  /**
-   * The load is over (first 200, exit or stop, a failed spawn): the next
-   * engine may start, and its devices' facts are to be asked anew: a load
-   * that ended has allocated, a run that ended is releasing.
-   */
+  /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start; facts are asked anew. */
   release(): void {
     const devices = this.#gatedDevices();
     if (devices) this.#gate!.changed(devices);
@@ -186,9 +172,7 @@ export class GpuStart {
 
   #gatedDevices(): readonly string[] | undefined {
     const devices = this.#need().devices;
-    return this.#gate && devices !== null && this.#gate.gates(devices)
-      ? devices
-      : undefined;
+    return this.#gate && devices?.length ? devices : undefined;
   }
 
   /** Seconds held per reason, the current wait included. */
