@@ -37,7 +37,7 @@
  * @module
  */
 
-export type { Handler } from "./web/request_handler.ts";
+export type { Handler } from "./web/security_headers.ts";
 export {
   AuthConfigError,
   AuthMiddleware,

@@ -27,14 +27,6 @@ export interface CardSites {
   readonly env: Readonly<Record<string, ValueSite>>;
 }
 
-/** What {@linkcode expandCard} needs to name the place of an unset variable. */
-export interface CardOrigin {
-  /** The catalogue file (or URL, or `<inline>`). */
-  readonly file: string;
-  /** Where the card's values are written. */
-  readonly sites: CardSites;
-}
-
 /**
  * Thrown when a card of a requested model refers to a variable the launcher's
  * environment does not set. The message is one line naming the file, card,
@@ -137,16 +129,17 @@ export function referenceProblem(text: string): string | undefined {
  *
  * @param card A card as the catalogue holds it.
  * @param env The launcher's environment.
- * @param origin The card's file and value sites.
+ * @param file The catalogue file, named in the error.
+ * @param sites Where the card's values are written.
  * @returns The expanded card, frozen.
  * @throws {UnsetVariableError} At the first reference to a variable `env` lacks.
  */
 export function expandCard(
   card: ModelCard,
   env: Readonly<Record<string, string | undefined>>,
-  origin: CardOrigin,
+  file: string,
+  sites: CardSites,
 ): ModelCard {
-  const { file, sites } = origin;
   let changed = false;
   function expand(value: string, site: ValueSite | undefined): string {
     if (site === undefined || !value.includes("${")) return value;

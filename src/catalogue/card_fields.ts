@@ -150,13 +150,14 @@ export function readLocal(
   return local;
 }
 
-/** A scalar argv item: strings as they are, numbers in decimal, booleans as `true`/`false`. */
+/** A scalar argv item (aliases followed): strings as they are, numbers in decimal, booleans as `true`/`false`. */
 function argText(
   ctx: Context,
   where: Where,
-  node: unknown,
-  expected: string,
+  item: unknown,
+  expected = "a string, number or boolean",
 ): string {
+  const node = deref(ctx, where, item);
   const value = scalarValue(node);
   if (typeof value === "string") return value;
   if (typeof value === "boolean") return String(value);
@@ -192,15 +193,7 @@ export function readArgs(
     // A list is literal argv.
     node.items.forEach((item, index) => {
       const where = { ...field.where, field: `${base}[${index}]`, node: item };
-      valueItem(
-        where,
-        argText(
-          ctx,
-          where,
-          deref(ctx, where, item),
-          "a string, number or boolean",
-        ),
-      );
+      valueItem(where, argText(ctx, where, item));
     });
     return { argv, sites };
   }
@@ -300,12 +293,7 @@ export function readEnv(
         `expected a variable name ([A-Za-z_][A-Za-z0-9_]*), got '${clip(key)}'`,
       );
     }
-    env[key] = argText(
-      ctx,
-      where,
-      deref(ctx, where, pair.value),
-      "a string, number or boolean",
-    );
+    env[key] = argText(ctx, where, pair.value);
     sites[key] = siteOf(ctx, where, env[key]);
   }
   return { env, sites };
@@ -330,15 +318,9 @@ export function readCommand(
     field: `command[${index}]`,
     node: item,
   }));
-  const argv = node.items.map((item, index) => {
-    const where = wheres[index]!;
-    return argText(
-      ctx,
-      where,
-      deref(ctx, where, item),
-      "a string, number or boolean",
-    );
-  });
+  const argv = node.items.map((item, index) =>
+    argText(ctx, wheres[index]!, item)
+  );
   if (argv[0]?.trim() === "") {
     fail(
       ctx,

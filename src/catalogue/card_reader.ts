@@ -26,9 +26,10 @@ import {
   fail,
   type FieldValue,
   keyText,
+  readYamlDocument,
   type Where,
 } from "./yaml_nodes.ts";
-import { readYamlDocument } from "./yaml_document.ts";
+
 import {
   oneOf,
   readArgs,
@@ -207,83 +208,67 @@ function readCard(
       value: deref(ctx, where, item.value),
     });
   }
-  /** The value node of a field and the node whose line reports it. */
-  function get(field: CardField): FieldValue | undefined {
+  /** A field's value as `read` makes it; undefined when the card does not give the field. */
+  function given<T>(
+    field: CardField,
+    read: (value: FieldValue) => T,
+  ): T | undefined {
     const entry = fields.get(field);
     if (entry === undefined) return undefined;
-    return {
-      value: entry.value,
-      where: { card: name, field, node: entry.value ?? entry.key },
-    };
+    const where = { card: name, field, node: entry.value ?? entry.key };
+    return read({ value: entry.value, where });
   }
 
-  const verbField = get("verb");
-  if (verbField === undefined) {
-    fail(
-      ctx,
-      { card: name, field: "verb", node: pair.key },
-      `missing (expected one of ${VERBS.join(", ")})`,
-    );
-  }
-  const verb = oneOf(ctx, verbField, VERBS);
-  const modalityField = get("modality");
-  const modality = modalityField === undefined
-    ? [Modality.TEXT]
-    : readModality(ctx, modalityField);
-  const hubField = get("hub");
-  const hub = hubField === undefined
-    ? undefined
-    : text(ctx, hubField, "a hub identifier such as org/model");
-  const localField = get("local");
-  const local = localField === undefined ? name : readLocal(ctx, localField);
-  if (hubField === undefined && localField === undefined) {
+  const verb = given("verb", (f) => oneOf(ctx, f, VERBS)) ?? fail(
+    ctx,
+    { card: name, field: "verb", node: pair.key },
+    `missing (expected one of ${VERBS.join(", ")})`,
+  );
+  const modality = given("modality", (f) => readModality(ctx, f)) ??
+    [Modality.TEXT];
+  const hub = given(
+    "hub",
+    (f) => text(ctx, f, "a hub identifier such as org/model"),
+  );
+  const local = given("local", (f) => readLocal(ctx, f));
+  if (hub === undefined && local === undefined) {
     fail(
       ctx,
       { card: name, field: "hub", node: pair.key },
       "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
     );
   }
-  const engineField = get("engine");
-  const engine = engineField === undefined
-    ? DEFAULT_ENGINE
-    : oneOf(ctx, engineField, ENGINE_NAMES);
-  const executableField = get("executable");
-  const commandField = get("command");
-  if (engine === COMMAND_ENGINE && commandField === undefined) {
+  const engine = given("engine", (f) => oneOf(ctx, f, ENGINE_NAMES)) ??
+    DEFAULT_ENGINE;
+  const command = fields.get("command");
+  if (engine === COMMAND_ENGINE && command === undefined) {
     fail(
       ctx,
       {
         card: name,
         field: "command",
-        node: engineField?.where.node ?? pair.key,
+        node: fields.get("engine")?.value ?? pair.key,
       },
       'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
     );
   }
-  if (engine !== COMMAND_ENGINE && commandField !== undefined) {
+  if (engine !== COMMAND_ENGINE && command !== undefined) {
     fail(
       ctx,
-      { ...commandField.where, node: fields.get("command")?.key },
+      { card: name, field: "command", node: command.key },
       `not allowed with engine ${engine} (expected only with engine: command)`,
     );
   }
-  const argsField = get("args");
-  const envField = get("env");
-  const descriptionField = get("description");
-
-  const args = argsField === undefined
-    ? { argv: [], sites: [] }
-    : readArgs(ctx, argsField);
-  const env = envField === undefined
-    ? { env: {}, sites: {} }
-    : readEnv(ctx, envField);
+  const args = given("args", (f) => readArgs(ctx, f)) ??
+    { argv: [], sites: [] };
+  const env = given("env", (f) => readEnv(ctx, f)) ?? { env: {}, sites: {} };
   const card: {
     -readonly [K in keyof ModelCard]: ModelCard[K];
   } = {
     name,
     verb,
     modality: Object.freeze(modality),
-    local,
+    local: local ?? name,
     engine,
     args: Object.freeze(args.argv),
     env: Object.freeze(env.env),
@@ -294,23 +279,23 @@ function readCard(
     env: Object.freeze(env.sites),
   };
   if (hub !== undefined) card.hub = hub;
-  if (executableField !== undefined) {
-    card.executable = text(ctx, executableField, "a program name or path");
-    sites.executable = siteOf(ctx, executableField.where, card.executable);
-  }
-  if (commandField !== undefined) {
-    const command = readCommand(ctx, commandField);
-    card.command = Object.freeze(command.argv);
-    sites.command = Object.freeze(command.sites);
-  }
-  if (descriptionField !== undefined) {
-    card.description = text(ctx, descriptionField, "a text", true);
-  }
-  const restartField = get("restart");
-  if (restartField !== undefined) {
-    card.restart = oneOf(ctx, restartField, RESTART_POLICIES);
-  }
-  const gpusField = get("gpus");
-  if (gpusField !== undefined) card.gpus = readGpus(ctx, gpusField);
+  given("executable", (f) => {
+    card.executable = text(ctx, f, "a program name or path");
+    sites.executable = siteOf(ctx, f.where, card.executable);
+  });
+  given("command", (f) => {
+    const read = readCommand(ctx, f);
+    card.command = Object.freeze(read.argv);
+    sites.command = Object.freeze(read.sites);
+  });
+  given("description", (f) => {
+    card.description = text(ctx, f, "a text", true);
+  });
+  given("restart", (f) => {
+    card.restart = oneOf(ctx, f, RESTART_POLICIES);
+  });
+  given("gpus", (f) => {
+    card.gpus = readGpus(ctx, f);
+  });
   return { card: Object.freeze(card), sites: Object.freeze(sites) };
 }

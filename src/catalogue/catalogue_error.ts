@@ -83,11 +83,11 @@ export class KeyError extends InputError {
 /** Where in a catalogue a {@linkcode CatalogueError} happened, and what caused it. */
 export interface CatalogueErrorOptions {
   /** The catalogue name of the card at fault. */
-  card?: string;
+  card?: string | undefined;
   /** The field at fault (`verb`, `args.max-model-len`, `command[0]`, ...). */
-  field?: string;
+  field?: string | undefined;
   /** The 1-based line at fault. */
-  line?: number;
+  line?: number | undefined;
   /** The underlying error, kept as `cause`. */
   cause?: unknown;
 }

@@ -131,13 +131,9 @@ export class Registry implements Iterable<ModelCard> {
         ? await Deno.readTextFile(file)
         : url.protocol === "file:"
         ? await Deno.readTextFile(url)
-        : await fetchText(url, options.timeout ?? URL_TIMEOUT_MS);
+        : await fetchText(url, file, options.timeout ?? URL_TIMEOUT_MS);
     } catch (error) {
-      if (error instanceof FetchProblem) {
-        throw new CatalogueError(file, error.message, {
-          cause: error.cause ?? error,
-        });
-      }
+      if (error instanceof CatalogueError) throw error;
       throw new CatalogueError(file, errorText(error), { cause: error });
     }
     const { cards, sites } = readCatalogue(text, file);
@@ -311,7 +307,7 @@ export class Registry implements Iterable<ModelCard> {
         `Cannot expand card '${card.name}': not the card this registry holds (expected the card get() or resolve() returns, unexpanded)`,
       );
     }
-    return expandCard(card, env, { file: this.file, sites });
+    return expandCard(card, env, this.file, sites);
   }
 
   /**
@@ -336,26 +332,23 @@ export class Registry implements Iterable<ModelCard> {
   }
 }
 
-// ---------------------------------------------------------------------------
-// Small helpers.
-
-/** Why a URL catalogue did not arrive, worded for the one-line error. */
-class FetchProblem extends Error {
-  override name = "FetchProblem";
-}
-
 /**
- * The body of a URL, or a {@linkcode FetchProblem}: a server that never
- * answers, or stops half-way, must not hang a start or a reload.
+ * The body of a URL: a server that never answers, or stops half-way, must not
+ * hang a start or a reload.
  */
-async function fetchText(url: URL, timeout: number): Promise<string> {
+async function fetchText(
+  url: URL,
+  file: string,
+  timeout: number,
+): Promise<string> {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeout);
   try {
     const response = await fetch(url, { signal: controller.signal });
     if (!response.ok) {
       await response.body?.cancel();
-      throw new FetchProblem(
+      throw new CatalogueError(
+        file,
         `the server answered ${
           `${response.status} ${response.statusText}`.trim()
         } (expected 200 with the catalogue's YAML)`,
@@ -363,9 +356,10 @@ async function fetchText(url: URL, timeout: number): Promise<string> {
     }
     return await response.text();
   } catch (error) {
-    if (error instanceof FetchProblem) throw error;
+    if (error instanceof CatalogueError) throw error;
     if (controller.signal.aborted) {
-      throw new FetchProblem(
+      throw new CatalogueError(
+        file,
         `no complete answer within ${
           timeout / 1000
         } s (expected the server to send the catalogue within ${
@@ -380,7 +374,8 @@ async function fetchText(url: URL, timeout: number): Promise<string> {
       : error instanceof Error
       ? error.message
       : String(error);
-    throw new FetchProblem(
+    throw new CatalogueError(
+      file,
       `cannot fetch it: ${
         reason
           .replace(/^error sending request for url \([^)]*\): /, "")

@@ -20,37 +20,18 @@ export interface Clock {
   schedule(callback: () => void, ms: number): () => void;
 }
 
-function realSchedule(callback: () => void, ms: number): () => void {
-  const id = setTimeout(callback, ms);
-  Deno.unrefTimer(id);
-  return function cancel(): void {
-    clearTimeout(id);
-  };
-}
-
 /** The wall clock and unref'd timers. */
 const SYSTEM_CLOCK: Clock = Object.freeze({
   now: Date.now,
-  schedule: realSchedule,
+  schedule(callback: () => void, ms: number): () => void {
+    const id = setTimeout(callback, ms);
+    Deno.unrefTimer(id);
+    return () => clearTimeout(id);
+  },
 });
 
-/** Settings of a {@linkcode LogThrottle}. */
-export interface LogThrottleOptions {
-  /** Receives every line let through, and the summaries. */
-  write: (line: string) => void;
-  /**
-   * Length of a window, in milliseconds.
-   *
-   * @default {10000}
-   */
-  windowMs?: number;
-  /**
-   * The clock (tests).
-   *
-   * @default {SYSTEM_CLOCK}
-   */
-  clock?: Clock;
-}
+/** Length of a window, in milliseconds. */
+const WINDOW_MS = 10_000;
 
 interface Window {
   opened: number;
@@ -66,14 +47,14 @@ const COUNT = new Intl.NumberFormat("en-US");
  */
 export class LogThrottle {
   #write: (line: string) => void;
-  #windowMs: number;
   #clock: Clock;
   #windows = new Map<string, Window>();
 
-  /** @param options Where lines go, the window length and the clock. */
-  constructor(options: LogThrottleOptions) {
+  /** @param options Where lines go, and the clock (tests). */
+  constructor(
+    options: { write: (line: string) => void; clock?: Clock },
+  ) {
     this.#write = options.write;
-    this.#windowMs = options.windowMs ?? 10_000;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
   }
 
@@ -89,7 +70,7 @@ export class LogThrottle {
     const now = this.#clock.now();
     const open = this.#windows.get(key);
     if (open !== undefined) {
-      if (now - open.opened < this.#windowMs) {
+      if (now - open.opened < WINDOW_MS) {
         open.suppressed++;
         return false;
       }
@@ -101,7 +82,7 @@ export class LogThrottle {
     this.#windows.set(key, window);
     window.cancel = this.#clock.schedule(
       () => this.#close(key, window),
-      this.#windowMs,
+      WINDOW_MS,
     );
     this.#write(line());
     return true;
@@ -119,10 +100,8 @@ export class LogThrottle {
     if (this.#windows.get(key) !== window) return;
     this.#windows.delete(key);
     if (window.suppressed > 0) {
-      const seconds = Math.round(this.#windowMs / 100) / 10;
-      this.#write(
-        `${key}: … and ${COUNT.format(window.suppressed)} more in ${seconds} s`,
-      );
+      const more = COUNT.format(window.suppressed);
+      this.#write(`${key}: … and ${more} more in ${WINDOW_MS / 1000} s`);
     }
   }
 }

@@ -14,12 +14,6 @@ import type { EngineFlags } from "./kinds/engine_kind.ts";
 import { signalGroup } from "./process_group.ts";
 import { unknownFlagWarnings } from "./unknown_flags.ts";
 
-/** Options of {@linkcode flagWarnings}. */
-export interface FlagCheckOptions {
-  /** How long one engine's help may take before it is killed. @default {10_000} */
-  readonly timeoutMs?: number;
-}
-
 /**
  * The unknown-flag warnings of these cards, from their engines' help; for an
  * engine whose help cannot be read, one line naming its cards and why:
@@ -27,17 +21,13 @@ export interface FlagCheckOptions {
  * (`command`) are not checked.
  *
  * @param cards The expanded cards, in request order.
- * @param options The time limit of one help.
+ * @param options `timeoutMs`: how long one engine's help may take before it
+ *   is killed (10 s).
  * @returns The warnings, by executable in the order cards first name it.
- *
- * @example
- * ```ts ignore
- * const warnings = await flagWarnings(cards);
- * ```
  */
 export async function flagWarnings(
   cards: readonly ModelCard[],
-  options: FlagCheckOptions = {},
+  options: { readonly timeoutMs?: number } = {},
 ): Promise<string[]> {
   const asks = new Map<
     string,

@@ -11,7 +11,6 @@ import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
 import { findExecutable, resolveModel } from "./launch.ts";
-import { engineLogPath } from "./log_sink.ts";
 
 /** Where an engine runs: what its plan is made from besides its card. */
 export interface EngineSite {
@@ -38,25 +37,13 @@ export interface EngineSite {
 }
 
 /** One engine as it will run: checked, printable, comparable. */
-export interface EnginePlan {
+export interface EnginePlan extends Readonly<Required<EngineSite>> {
   /** The catalogue name. */
   readonly name: string;
   /** The expanded card. */
   readonly card: ModelCard;
-  /** Host the engine binds. */
-  readonly host: string;
-  /** Port the engine listens on. */
-  readonly port: number;
-  /** Root directory. */
-  readonly directory: string;
-  /** Its log file. */
+  /** Its log file: `<directory>/logs/<name>.log`. */
   readonly logFile: string;
-  /** Its devices, `[]` for none, null when not placed. */
-  readonly gpus: readonly string[] | null;
-  /** The share of each of its devices (1: whole), null when not placed. */
-  readonly share: number | null;
-  /** The key it demands; empty for none. */
-  readonly apiKey: string;
   /** The executable run. */
   readonly executable: string;
   /** Its arguments. */
@@ -74,12 +61,6 @@ export interface EnginePlan {
  * @returns The engine's plan.
  * @throws {EngineError} When the engine kind is unknown, the executable is
  *   missing, or neither local weights nor a hub id exist.
- *
- * @example
- * ```ts ignore
- * const plan = planEngine(card, { host: "localhost", port: 5001, directory: "/srv/mymodel" });
- * console.log(plan.executable, plan.args.join(" "));
- * ```
  */
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   const apiKey = site.apiKey ?? secretFromEnv("LOCAL_ENGINE_API_KEY");
@@ -111,7 +92,7 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     host: site.host,
     port: site.port,
     directory: site.directory,
-    logFile: engineLogPath(site.directory, card.name),
+    logFile: `${site.directory}/logs/${card.name}.log`,
     gpus: site.gpus ?? null,
     share: site.share ?? null,
     apiKey,

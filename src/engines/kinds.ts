@@ -57,11 +57,6 @@ export function registerEngineKind(kind: EngineKind): Disposable {
 /**
  * The executable a card's engine runs: the card's own, else its kind's, else
  * (`command`) the first word of the card's command.
- *
- * @example
- * ```ts ignore
- * executableOf(card, ENGINE_KINDS.vllm); // "vllm"
- * ```
  */
 export function executableOf(card: ModelCard, kind: EngineKind): string {
   return card.executable ?? (kind.executable || card.command?.[0] || "");

@@ -27,11 +27,6 @@ export interface EngineLogOptions {
   maxQueuedBytes?: number;
 }
 
-/** Where an engine's output goes: `<directory>/logs/<name>.log`. */
-export function engineLogPath(directory: string, name: string): string {
-  return `${directory}/logs/${name}.log`;
-}
-
 /** Default size at which an engine log rotates (100 MiB). */
 export const DEFAULT_LOG_MAX_BYTES = 104_857_600;
 /** Default number of rotated files kept. */

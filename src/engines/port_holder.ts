@@ -1,12 +1,9 @@
 /**
  * Which process listens on a TCP port, for the port-in-use error: the
- * listening socket's inode from `/proc/net/tcp` and `/proc/net/tcp6`, then
- * the process holding a descriptor to `socket:[<inode>]`, then its name from
- * `/proc/<pid>/comm`. Only processes this user may inspect can be found.
- *
- * Deno asks for `--allow-all` to read `/proc`; under narrowed permissions the
- * same files are read through `sh` (as `proc.ts` does), with `find` matching
- * the descriptors. Without either, nothing is known and the error says less.
+ * listening socket's inode from `/proc/net/tcp*`, the process holding a
+ * descriptor to `socket:[<inode>]`, its name from `/proc/<pid>/comm`; only
+ * this user's processes can be found. Under narrowed permissions the same
+ * files are read through `sh` (as `proc.ts` does).
  *
  * @module
  */
@@ -23,18 +20,8 @@ export interface PortHolder {
 const LISTEN = "0A";
 
 /**
- * The inodes of the sockets listening on `port`, from the text of
- * `/proc/net/tcp` or `/proc/net/tcp6` (any local address).
- *
- * @param table The file's text, header line included.
- * @param port The port.
- * @returns The inodes, as text, without duplicates.
- *
- * @example
- * ```ts ignore
- * import { listeningInodes } from "./port_holder.ts";
- * listeningInodes(Deno.readTextFileSync("/proc/net/tcp"), 5000); // ["123456"]
- * ```
+ * The inodes of the sockets listening on `port` (any local address), from
+ * the text of `/proc/net/tcp` or `/proc/net/tcp6`, header line included.
  */
 export function listeningInodes(table: string, port: number): string[] {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
@@ -126,20 +113,7 @@ function throughShell(port: number): PortHolder[] {
   return out;
 }
 
-/**
- * The processes listening on a TCP port (any local address), as far as
- * `/proc` tells this user; empty when nothing can be known.
- *
- * @param port The port.
- * @returns Each holder once, lowest pid first.
- *
- * @example
- * ```ts ignore
- * import { portHolders } from "./port_holder.ts";
- * const [holder] = portHolders(5000);
- * if (holder) console.log(`pid ${holder.pid} (${holder.command})`);
- * ```
- */
+/** The processes listening on a TCP port, lowest pid first; empty when nothing can be known. */
 export function portHolders(port: number): PortHolder[] {
   const found = canReadDirectly() ? direct(port) : throughShell(port);
   const unique = new Map<number, PortHolder>();

@@ -25,12 +25,6 @@ export function isPortFree(hostname: string, port: number): boolean {
  * @param port The port.
  * @param what What the port is for (`the management API`, `engine llama-3`).
  * @throws {ConfigError} `Cannot use port 5000 on localhost for the management API: already in use by pid 4711 (python3) (expected a free port: stop that process, or choose another with --port)`.
- *
- * @example
- * ```ts ignore
- * import { checkPortFree } from "./ports.ts";
- * checkPortFree("localhost", 5000, "the management API");
- * ```
  */
 export function checkPortFree(
   hostname: string,

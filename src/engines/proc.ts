@@ -38,18 +38,7 @@ function parse(line: string): ProcStat | undefined {
 
 let direct: boolean | undefined;
 
-/**
- * Whether `/proc` can be read without a shell (only with `--allow-all`);
- * asked once.
- *
- * @returns True when Deno may read `/proc` itself.
- *
- * @example
- * ```ts ignore
- * import { canReadDirectly } from "./proc.ts";
- * const stat = canReadDirectly() ? Deno.readTextFileSync("/proc/1/stat") : undefined;
- * ```
- */
+/** Whether `/proc` can be read without a shell (only with `--allow-all`); asked once. */
 export function canReadDirectly(): boolean {
   if (direct === undefined) {
     try {
@@ -62,15 +51,27 @@ export function canReadDirectly(): boolean {
   return direct;
 }
 
-/** Stat lines of the files named (shell patterns allowed), read by `sh`. */
-function readThroughShell(...patterns: string[]): string[] {
+/** The stat lines of these files, or of every process's; by `sh` under narrowed permissions. */
+function statLines(paths: string[] | undefined): string[] {
+  if (canReadDirectly()) {
+    paths ??= [...Deno.readDirSync("/proc")]
+      .filter((entry) => /^\d+$/.test(entry.name))
+      .map((entry) => `/proc/${entry.name}/stat`);
+    return paths.flatMap((path) => {
+      try {
+        return [Deno.readTextFileSync(path)];
+      } catch {
+        return []; // gone
+      }
+    });
+  }
   try {
     const { stdout } = new Deno.Command("sh", {
       args: [
         "-c",
         'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
         "proc",
-        ...patterns,
+        ...paths ?? ["/proc/[0-9]*/stat"],
       ],
       stdin: "null",
       stdout: "piped",
@@ -83,90 +84,16 @@ function readThroughShell(...patterns: string[]): string[] {
 }
 
 /**
- * One process's stat, or undefined when there is no such process (or it
- * cannot be read at all).
- *
- * @param pid The process id.
- * @returns Its state, group and start time.
- *
- * @example
- * ```ts ignore
- * import { procStat } from "./proc.ts";
- * console.log(procStat(Deno.pid)?.startTime);
- * ```
+ * The stats of the processes named, or of every process when none are named
+ * (one shell run under narrowed permissions); a pid with no process is missing.
  */
-export function procStat(pid: number): ProcStat | undefined {
-  if (!(pid > 0)) return undefined;
-  if (canReadDirectly()) {
-    try {
-      return parse(Deno.readTextFileSync(`/proc/${pid}/stat`));
-    } catch {
-      return undefined;
-    }
-  }
-  const [line] = readThroughShell(`/proc/${pid}/stat`);
-  return line === undefined ? undefined : parse(line);
-}
-
-/**
- * Several processes' stats at once (one shell run under narrowed
- * permissions); a pid with no process is missing from the result.
- *
- * @param pids The process ids.
- * @returns Their stats by pid.
- *
- * @example
- * ```ts ignore
- * import { procStats } from "./proc.ts";
- * console.log(procStats([Deno.pid]).get(Deno.pid)?.state);
- * ```
- */
-export function procStats(pids: readonly number[]): Map<number, ProcStat> {
+export function procStats(pids?: readonly number[]): Map<number, ProcStat> {
+  const paths = pids?.filter((pid) => pid > 0).map((p) => `/proc/${p}/stat`);
   const out = new Map<number, ProcStat>();
-  const wanted = pids.filter((pid) => pid > 0);
-  if (wanted.length === 0) return out;
-  if (canReadDirectly()) {
-    for (const pid of wanted) {
-      const stat = procStat(pid);
-      if (stat) out.set(pid, stat);
-    }
-    return out;
-  }
-  for (
-    const line of readThroughShell(...wanted.map((p) => `/proc/${p}/stat`))
-  ) {
+  if (paths?.length === 0) return out;
+  for (const line of statLines(paths)) {
     const stat = parse(line);
     if (stat) out.set(stat.pid, stat);
-  }
-  return out;
-}
-
-/**
- * Every process's stat (one shell run under narrowed permissions).
- *
- * @returns The stats of all processes that could be read.
- *
- * @example
- * ```ts ignore
- * import { allProcStats } from "./proc.ts";
- * const group = allProcStats().filter((p) => p.pgid === 1234);
- * ```
- */
-export function allProcStats(): ProcStat[] {
-  const out: ProcStat[] = [];
-  if (canReadDirectly()) {
-    for (const entry of Deno.readDirSync("/proc")) {
-      if (!/^\d+$/.test(entry.name)) continue;
-      try {
-        const stat = parse(Deno.readTextFileSync(`/proc/${entry.name}/stat`));
-        if (stat) out.push(stat);
-      } catch { /* gone */ }
-    }
-    return out;
-  }
-  for (const line of readThroughShell("/proc/[0-9]*/stat")) {
-    const stat = parse(line);
-    if (stat) out.push(stat);
   }
   return out;
 }

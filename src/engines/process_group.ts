@@ -8,6 +8,7 @@
  *
  * @module
  */
+import { sleep } from "../common/sleep.ts";
 
 type GroupSignal = "SIGTERM" | "SIGKILL" | "SIGCONT";
 
@@ -46,6 +47,33 @@ export function signalGroup(pgid: number, signal: GroupSignal): boolean {
 /** True while any process of the group exists (SIGCONT is harmless to a running process). */
 export function groupAlive(pgid: number): boolean {
   return signalGroup(pgid, "SIGCONT");
+}
+
+/**
+ * Stops a group: SIGTERM, then SIGKILL to what is left after `graceMs`.
+ * Resolves once nothing of it is left, or 5 s after SIGKILL.
+ *
+ * @param how `alive`: whether some of the group is left (by default any
+ *   process of it); `onKill`: called before the SIGKILL.
+ */
+export async function stopGroup(
+  pgid: number,
+  graceMs: number,
+  how: { alive?: (pgid: number) => boolean; onKill?: () => void } = {},
+): Promise<void> {
+  const alive = how.alive ?? groupAlive;
+  const gone = async (ms: number) => {
+    const deadline = Date.now() + ms;
+    while (alive(pgid)) {
+      if (Date.now() >= deadline) return false;
+      await sleep(50);
+    }
+    return true;
+  };
+  if (!signalGroup(pgid, "SIGTERM") || await gone(graceMs)) return;
+  how.onKill?.();
+  signalGroup(pgid, "SIGKILL");
+  await gone(5_000);
 }
 
 /** Groups that must not outlive this process, even when it exits abruptly. */

@@ -21,9 +21,9 @@ import {
 } from "./engine_plan.ts";
 
 export { EngineError } from "./engine_error.ts";
-import { forget, groupAlive, signalGroup, track } from "./process_group.ts";
+import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
-import { sleep, within } from "../common/sleep.ts";
+import { within } from "../common/sleep.ts";
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import { EngineLog } from "./log_sink.ts";
 
@@ -56,10 +56,8 @@ export interface HealthCheck {
   ms: number;
 }
 
-/** How long a group may take to go away after SIGKILL, and how long logs may drain. */
-const KILL_WAIT_MS = 5_000;
+/** How long logs may drain after the engine is gone. */
 const DRAIN_WAIT_MS = 1_000;
-const POLL_MS = 50;
 /** Grace given to what an engine that exited on its own left in its group. */
 const ORPHAN_GRACE_MS = 5_000;
 /** Errors that say this process could not open a socket: not the engine's fault. */
@@ -362,15 +360,12 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   async #terminate(pgid: number, graceMs: number): Promise<void> {
-    if (signalGroup(pgid, "SIGTERM")) {
-      if (!(await this.#gone(pgid, graceMs))) {
+    await stopGroup(pgid, graceMs, {
+      onKill: () =>
         log.warn(
           `engine ${this.name} (pgid ${pgid}) outlived ${graceMs} ms after SIGTERM: SIGKILL`,
-        );
-        signalGroup(pgid, "SIGKILL");
-        await this.#gone(pgid, KILL_WAIT_MS);
-      }
-    }
+        ),
+    });
     // While this promise is pending, the exit handler sees `#stopping` set and stays quiet.
     const status = await this.#exited;
     forget(pgid);
@@ -386,20 +381,6 @@ export class ServerProcess implements AsyncDisposable {
     }
     if (this.#ownLog) await this.#log.close();
     else await this.#log.flush();
-  }
-
-  /** Waits until the leader has exited and the group is empty; false on timeout. */
-  async #gone(pgid: number, ms: number): Promise<boolean> {
-    const deadline = Date.now() + ms;
-    // The leader's exit is an event; only the rest of the group needs polling.
-    if (this.running && (await within(this.#exited!, ms)) === undefined) {
-      return false;
-    }
-    while (groupAlive(pgid)) {
-      if (Date.now() >= deadline) return false;
-      await sleep(POLL_MS);
-    }
-    return true;
   }
 
   /** Stops the engine (see {@linkcode ServerProcess.stop}). */

@@ -21,11 +21,6 @@ import type { EngineKind } from "./kinds/engine_kind.ts";
  * @param kind Its engine kind.
  * @param listed The flags the engine's help lists, dashes included.
  * @returns The warnings, in the order the flags appear; `[]` when all are listed.
- *
- * @example
- * ```ts ignore
- * unknownFlagWarnings(card, ENGINE_KINDS.vllm, ["--max-model-len"]); // ["m: --max-model-length is not a known vLLM flag (did you mean --max-model-len?)"]
- * ```
  */
 export function unknownFlagWarnings(
   card: ModelCard,

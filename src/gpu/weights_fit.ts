@@ -4,7 +4,7 @@
  * `gpu-memory-utilization` (default 0.9) of each device's total, SGLang
  * `mem-fraction-static` of it where the card sets it; the weights are split
  * over `tensor-parallel-size` × `pipeline-parallel-size` devices. Pure: the
- * weight size (`engines/weight_files.ts`) and the devices' totals (one
+ * weight size (`engines/launch.ts`) and the devices' totals (one
  * `nvidia-smi` look) are handed in. Warnings, never refusals: quantisation at
  * load time can make weights smaller than their files.
  *

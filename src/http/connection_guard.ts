@@ -29,7 +29,6 @@ import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
 import { sleep } from "../common/sleep.ts";
 import {
-  errorText,
   FIRST_BACKOFF_MS,
   Internal,
   MAX_BACKOFF_MS,
@@ -66,30 +65,6 @@ export interface GuardedServeOptions {
   openFilesLimit?: number;
   /** Called once the public listener listens. */
   onListen?: (addr: Deno.NetAddr) => void;
-  /** Answers a request whose handler threw; the default is a plain 500. */
-  onError?: (error: unknown) => Response | Promise<Response>;
-}
-
-/** A running guarded server. */
-export interface GuardedServer extends AsyncDisposable {
-  /** The public listener's address. */
-  readonly addr: Deno.NetAddr;
-  /** The connection limit in force (after capping to the open-files limit). */
-  readonly maxConnections: number;
-  /** Connections open now. */
-  readonly connections: number;
-  /** Resolves once {@linkcode GuardedServer.shutdown} has finished. */
-  readonly finished: Promise<void>;
-  /** Stops accepting, closes every connection and the internal server. */
-  shutdown(): Promise<void>;
-  /**
-   * Serves every new connection with this PEM certificate (chain) and key;
-   * open connections keep the pair they began with.
-   *
-   * @throws {TypeError} When the guard serves plain HTTP.
-   * @throws {Error} When the pair is refused (the old one stays in force).
-   */
-  replaceTls(tls: { cert: string; key: string }): void;
 }
 
 /**
@@ -103,7 +78,6 @@ export const RESERVED_FDS = 128;
 const MAX_HEAD_BYTES = 64 * 1024;
 const HEAD_CHUNK = 4 * 1024;
 const PUMP_CHUNK = 16 * 1024;
-const CRLFCRLF = [13, 10, 13, 10] as const;
 
 /**
  * The most connections a soft open-files limit leaves room for.
@@ -122,8 +96,8 @@ export function connectionRoom(openFiles: number): number {
 function headEnd(bytes: Uint8Array, from: number, end: number): number {
   for (let i = Math.max(0, from); i + 3 < end; i++) {
     if (
-      bytes[i] === CRLFCRLF[0] && bytes[i + 1] === CRLFCRLF[1] &&
-      bytes[i + 2] === CRLFCRLF[2] && bytes[i + 3] === CRLFCRLF[3]
+      bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 &&
+      bytes[i + 3] === 10
     ) return i + 4;
   }
   return -1;
@@ -137,7 +111,6 @@ function closeQuietly(conn: Deno.Conn | undefined): void {
   }
 }
 
-/** Writes all of `bytes`. */
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   let done = 0;
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));
@@ -165,12 +138,16 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
  * ```
  */
 export function serveGuarded(options: GuardedServeOptions): GuardedServer {
-  return new Guard(options);
+  return new GuardedServer(options);
 }
 
-class Guard implements GuardedServer {
+/** A running guarded server. */
+export class GuardedServer implements AsyncDisposable {
+  /** The public listener's address. */
   readonly addr: Deno.NetAddr;
+  /** The connection limit in force (after capping to the open-files limit). */
   readonly maxConnections: number;
+  /** Resolves once {@linkcode GuardedServer.shutdown} has finished. */
   readonly finished: Promise<void>;
   #listener: Deno.Listener<Deno.Conn, Deno.NetAddr>;
   #internal: Internal;
@@ -200,20 +177,14 @@ class Guard implements GuardedServer {
         `max connections ${wanted} lowered to ${this.maxConnections}: the open-files limit ${options.openFilesLimit} leaves room for that many at ${FDS_PER_CONNECTION} descriptors each, ${RESERVED_FDS} kept for the rest`,
       );
     }
-    // Plain TCP even for TLS: Deno does not close a TLS connection whose
-    // handshake never began, so the internal server terminates TLS and the
-    // guard copies the encrypted bytes, closing raw sockets it can close.
+    // Plain TCP even for TLS: the internal server terminates it (module doc).
     this.#tls = options.tls !== undefined;
     this.#listener = Deno.listen({
       hostname: options.hostname,
       port: options.port,
     });
     this.addr = this.#listener.addr;
-    this.#internal = new Internal(
-      options.handler,
-      options.onError ?? defaultOnError,
-      options.tls,
-    );
+    this.#internal = new Internal(options.handler, options.tls);
     // One timer for every deadline: cheaper than a timer per connection and byte.
     const tick = Math.min(
       1_000,
@@ -227,10 +198,6 @@ class Guard implements GuardedServer {
     this.finished = this.#done.promise;
     this.#accepting = this.#acceptLoop();
     options.onListen?.(this.addr);
-  }
-
-  get connections(): number {
-    return this.#tracked.size;
   }
 
   async #acceptLoop(): Promise<void> {
@@ -284,9 +251,7 @@ class Guard implements GuardedServer {
     };
     this.#tracked.add(t);
     try {
-      const head = this.#tls
-        ? await this.#readSome(t)
-        : await this.#readHead(t);
+      const head = await this.#readHead(t);
       if (!head || this.#closing) return;
       // Under TLS the deadline holds until the internal server sees a request.
       if (!this.#tls) t.headDeadline = undefined;
@@ -321,16 +286,10 @@ class Guard implements GuardedServer {
     }
   }
 
-  /** The first bytes (of a TLS handshake); undefined when the client leaves first. */
-  async #readSome(t: Tracked): Promise<Uint8Array | undefined> {
-    const buffer = new Uint8Array(HEAD_CHUNK);
-    const n = await t.conn.read(buffer);
-    if (n === null) return undefined;
-    t.lastActive = performance.now();
-    return buffer.subarray(0, n);
-  }
-
-  /** Reads until the end of the first request head; undefined when the client goes first. */
+  /**
+   * Reads until the end of the first request head (under TLS, the first bytes
+   * of the handshake); undefined when the client goes first.
+   */
   async #readHead(t: Tracked): Promise<Uint8Array | undefined> {
     let buffer = new Uint8Array(HEAD_CHUNK);
     let length = 0;
@@ -347,7 +306,7 @@ class Guard implements GuardedServer {
       const searchFrom = length - 3;
       length += n;
       // The whole buffer goes on: bytes past the head belong to the request body.
-      if (headEnd(buffer, searchFrom, length) >= 0) {
+      if (this.#tls || headEnd(buffer, searchFrom, length) >= 0) {
         return buffer.subarray(0, length);
       }
     }
@@ -380,6 +339,13 @@ class Guard implements GuardedServer {
     }
   }
 
+  /**
+   * Serves every new connection with this PEM certificate (chain) and key;
+   * open connections keep the pair they began with.
+   *
+   * @throws {TypeError} When the guard serves plain HTTP.
+   * @throws {Error} When the pair is refused (the old one stays in force).
+   */
   replaceTls(tls: { cert: string; key: string }): void {
     if (!this.#tls) {
       throw new TypeError(
@@ -389,6 +355,7 @@ class Guard implements GuardedServer {
     this.#internal.replaceTls(tls);
   }
 
+  /** Stops accepting, closes every connection and the internal server. */
   async shutdown(): Promise<void> {
     if (!this.#closing) {
       this.#closing = true;
@@ -413,9 +380,4 @@ class Guard implements GuardedServer {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.shutdown();
   }
-}
-
-function defaultOnError(error: unknown): Response {
-  log.error(`Cannot answer a request: ${errorText(error)}`);
-  return new Response("Internal Server Error", { status: 500 });
 }

@@ -8,16 +8,13 @@
  */
 import { sleep } from "../common/sleep.ts";
 import { FailureRun } from "../common/log_throttle.ts";
+import { log } from "../common/log.ts";
+import { oneLine } from "../common/one_line.ts";
 
 /** First wait before retrying a failed accept or a failed server; it doubles. */
 export const FIRST_BACKOFF_MS = 10;
 /** The longest such wait. */
 export const MAX_BACKOFF_MS = 1_000;
-
-/** An error's message, or the thrown value as text. */
-export function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
-}
 
 /** One client connection's state, for the guard's sweep and for the internal server. */
 export interface Tracked {
@@ -37,7 +34,6 @@ export interface Tracked {
  */
 export class Internal {
   #handler: Deno.ServeHandler<Deno.NetAddr>;
-  #onError: (error: unknown) => Response | Promise<Response>;
   /** Guard-side local port of each upstream connection → the real client's address. */
   readonly clients = new Map<number, Tracked>();
   #server: Deno.HttpServer<Deno.NetAddr> | undefined;
@@ -54,12 +50,10 @@ export class Internal {
 
   constructor(
     handler: Deno.ServeHandler<Deno.NetAddr>,
-    onError: (error: unknown) => Response | Promise<Response>,
     tls: { cert: string; key: string } | undefined,
   ) {
     this.#tls = tls;
     this.#handler = handler;
-    this.#onError = onError;
     this.#loop = this.#run();
   }
 
@@ -104,7 +98,7 @@ export class Internal {
       hostname: "127.0.0.1",
       port: 0,
       onListen: () => {},
-      onError: this.#onError,
+      onError: answerError,
       ...(tls ?? {}),
     }, (req, info) => this.#serve(req, info));
   }
@@ -181,4 +175,10 @@ export class Internal {
     await Promise.all([...this.#draining]);
     await this.#loop;
   }
+}
+
+/** A request whose handler threw: logged, answered with a plain 500. */
+function answerError(error: unknown): Response {
+  log.error(`Cannot answer a request: ${oneLine(error)}`);
+  return new Response("Internal Server Error", { status: 500 });
 }

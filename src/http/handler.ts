@@ -10,26 +10,13 @@
  */
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { EngineDetail } from "../supervision/engine_detail.ts";
-import type { ModelCard } from "../catalogue.ts";
+import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { Handler } from "../web.ts";
-
-/** What the API needs of one engine (an `EngineSupervisor` is one). */
-export interface ReportedEngine {
-  readonly name: string;
-  readonly card: ModelCard;
-  readonly host: string;
-  readonly port: number;
-  readonly url: string;
-  /** Polls the engine now; true only for a 200 answer. */
-  healthy(timeoutMs: number): Promise<boolean>;
-  /** Supervision facts for `?detail=1`. */
-  detail(): EngineDetail;
-}
 
 /** What the management API reports on. */
 export interface ManagementState {
   /** The configured engines, in request order. */
-  engines: readonly ReportedEngine[];
+  engines: readonly EngineSupervisor[];
   /** Every catalogue name; read per request, so a reload may replace it. */
   catalogue: readonly string[];
   /** How long one engine's health poll may take, in milliseconds. */
@@ -55,34 +42,9 @@ function json(
 }
 
 /** Engines bound to every interface are reported under the name the client used. */
-function engineUrl(engine: ReportedEngine, req: Request): string {
+function engineUrl(engine: EngineSupervisor, url: URL): string {
   if (!isWildcardHost(engine.host)) return engine.url;
-  const host = new URL(req.url).hostname;
-  return `http://${urlHost(host)}:${engine.port}/v1`;
-}
-
-/**
- * The path of an absolute request URL, without query or fragment. Cheaper than
- * `new URL()` on the hot path; request URLs from `Deno.serve` are normalized.
- */
-function pathOf(url: string): string {
-  const start = url.indexOf("/", url.indexOf("//") + 2);
-  if (start < 0) return "/";
-  let end = url.length;
-  for (const mark of ["?", "#"]) {
-    const i = url.indexOf(mark, start);
-    if (i >= 0 && i < end) end = i;
-  }
-  return url.slice(start, end);
-}
-
-/** True for `?detail=1` (or `true`); the plain answer keeps the specification's shape. */
-function wantsDetail(url: string): boolean {
-  const query = url.indexOf("?");
-  if (query < 0) return false;
-  const value = new URLSearchParams(url.slice(query + 1).split("#")[0])
-    .get("detail");
-  return value === "1" || value === "true";
+  return `http://${urlHost(url.hostname)}:${engine.port}/v1`;
 }
 
 /**
@@ -92,40 +54,38 @@ function wantsDetail(url: string): boolean {
  * @returns A handler for `Deno.serve`.
  */
 export function createManagementHandler(state: ManagementState): Handler {
-  let names = state.catalogue;
-  let catalogue = [...names].sort();
   const health = JSON.stringify({
     status: "ok",
     models: state.engines.length,
   });
 
-  async function models(req: Request): Promise<Response> {
+  async function models(url: URL): Promise<Response> {
     // Every poll runs at once, each with its own timeout: one hung engine costs one timeout.
     const healthy = await Promise.all(
       state.engines.map((engine) => engine.healthy(state.pollTimeoutMs)),
     );
-    if (state.catalogue !== names) {
-      names = state.catalogue;
-      catalogue = [...names].sort();
-    }
-    const detail = wantsDetail(req.url);
+    // `?detail=1` (or `true`); the plain answer keeps the specification's shape.
+    const detail = ["1", "true"].includes(
+      url.searchParams.get("detail") ?? "",
+    );
     const active: Record<string, ActiveModel> = {};
     state.engines.forEach((engine, i) => {
       const entry: ActiveModel = {
         verb: engine.card.verb,
-        url: engineUrl(engine, req),
+        url: engineUrl(engine, url),
         healthy: healthy[i] === true,
       };
       active[engine.name] = detail ? { ...entry, ...engine.detail() } : entry;
     });
-    return json({ active, catalogue });
+    return json({ active, catalogue: [...state.catalogue].sort() });
   }
 
   // Synchronous for /health: no promise per request on the hottest path.
   return function managementHandler(
     req: Request,
   ): Response | Promise<Response> {
-    const path = pathOf(req.url);
+    const url = new URL(req.url);
+    const path = url.pathname;
     if (path !== "/health" && path !== "/models") {
       return json({ error: "not found" }, 404);
     }
@@ -137,7 +97,7 @@ export function createManagementHandler(state: ManagementState): Handler {
       return new Response(head ? null : health, { headers: JSON_HEADERS });
     }
     return head
-      ? models(req).then((r) => new Response(null, { headers: r.headers }))
-      : models(req);
+      ? models(url).then((r) => new Response(null, { headers: r.headers }))
+      : models(url);
   };
 }

@@ -6,65 +6,19 @@
  * the hard one when it starts (2.x), so this mostly confirms what it got; when
  * it did not, util-linux's `prlimit` on our own pid does it. `prlimit` needs
  * only `--allow-run=prlimit`, where FFI would need `--allow-ffi` (which is all
- * permissions) and reading `/proc/self/limits` needs `--allow-all`.
+ * permissions).
  *
  * @module
  */
 import { log } from "../common/log.ts";
 
 /** An open-files limit; `Infinity` when unlimited. */
-export interface OpenFilesLimit {
+interface OpenFilesLimit {
   soft: number;
   hard: number;
 }
 
-/** The limit before and after {@linkcode raiseOpenFilesLimit}. */
-export interface RaisedOpenFilesLimit {
-  before: OpenFilesLimit;
-  after: OpenFilesLimit;
-}
-
-/** `prlimit` failed, or is missing or not allowed. */
-class OpenFilesLimitError extends Error {
-  /**
-   * @param message What could not be done and why.
-   * @param options The underlying error as `cause`.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "OpenFilesLimitError";
-  }
-}
-
 const decoder = new TextDecoder();
-
-function parseLimit(text: string, output: string): number {
-  if (text === "unlimited") return Infinity;
-  const value = Number(text);
-  if (!Number.isSafeInteger(value) || value < 0) {
-    throw new OpenFilesLimitError(
-      `Cannot read the open-files limit: prlimit printed '${output}' (expected two numbers)`,
-    );
-  }
-  return value;
-}
-
-/** The limit from `/proc/self/limits`, or undefined where it cannot be read (Deno wants --allow-all). */
-function fromProcLimits(): OpenFilesLimit | undefined {
-  let text: string;
-  try {
-    text = Deno.readTextFileSync("/proc/self/limits");
-  } catch {
-    return undefined;
-  }
-  const match = /^Max open files\s+(\S+)\s+(\S+)/m.exec(text);
-  if (!match) return undefined;
-  const line = match[0];
-  return {
-    soft: parseLimit(match[1]!, line),
-    hard: parseLimit(match[2]!, line),
-  };
-}
 
 async function prlimit(args: string[], what: string): Promise<string> {
   let output: Deno.CommandOutput;
@@ -81,13 +35,13 @@ async function prlimit(args: string[], what: string): Promise<string> {
       : cause instanceof Deno.errors.NotFound
       ? " (install util-linux)"
       : "";
-    throw new OpenFilesLimitError(
+    throw new Error(
       `Cannot ${what}: prlimit: ${(cause as Error).message}${hint}`,
       { cause },
     );
   }
   if (!output.success) {
-    throw new OpenFilesLimitError(
+    throw new Error(
       `Cannot ${what}: prlimit exited with code ${output.code}: ${
         decoder.decode(output.stderr).trim()
       }`,
@@ -96,46 +50,31 @@ async function prlimit(args: string[], what: string): Promise<string> {
   return decoder.decode(output.stdout).trim();
 }
 
-/**
- * Reads this process's open-files limit.
- *
- * @returns The soft and hard limits.
- * @throws {OpenFilesLimitError} When `prlimit` is missing, not allowed or fails.
- */
+/** This process's open-files limit; throws when `prlimit` is missing, not allowed or fails. */
 async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
-  // With --allow-all the kernel's own table is one read, no process to spawn.
-  const direct = fromProcLimits();
-  if (direct) return direct;
   const out = await prlimit(
     ["--nofile", "--raw", "--noheadings", "--output=SOFT,HARD"],
     "read the open-files limit",
   );
-  const [soft, hard, ...rest] = out.split(/\s+/);
-  if (soft === undefined || hard === undefined || rest.length > 0) {
-    throw new OpenFilesLimitError(
+  const limits = out.split(/\s+/).map((n) =>
+    n === "unlimited" ? Infinity : Number(n)
+  );
+  const [soft, hard] = limits;
+  if (
+    soft === undefined || hard === undefined || limits.length > 2 ||
+    !limits.every((n) => n === Infinity || (Number.isSafeInteger(n) && n >= 0))
+  ) {
+    throw new Error(
       `Cannot read the open-files limit: prlimit printed '${out}' (expected two numbers)`,
     );
   }
-  return { soft: parseLimit(soft, out), hard: parseLimit(hard, out) };
+  return { soft, hard };
 }
 
 /**
- * Raises this process's soft open-files limit to the hard limit.
- *
- * @returns The limit before and after.
- * @throws {OpenFilesLimitError} When `prlimit` is missing, not allowed or fails.
- */
-async function raiseOpenFilesLimit(): Promise<RaisedOpenFilesLimit> {
-  const before = await readOpenFilesLimit();
-  if (before.soft >= before.hard) return { before, after: before };
-  const hard = before.hard === Infinity ? "unlimited" : String(before.hard);
-  await prlimit([`--nofile=${hard}:${hard}`], "raise the open-files limit");
-  return { before, after: await readOpenFilesLimit() };
-}
-
-/**
- * Raises the limit and logs the outcome in one line (`open files: limit 65536
- * (raised from 1024), hard limit 65536`), or warns that it could not be read.
+ * Raises the soft limit to the hard one and logs the outcome in one line
+ * (`open files: limit 65536 (raised from 1024), hard limit 65536`), or warns
+ * that it could not be read.
  *
  * @returns The soft limit in force, or undefined when it is unknown.
  *
@@ -144,16 +83,25 @@ async function raiseOpenFilesLimit(): Promise<RaisedOpenFilesLimit> {
  * const openFiles = await raiseAndReportOpenFiles(); // before engines start: they inherit it
  * ```
  */
-export function raiseAndReportOpenFiles(): Promise<number | undefined> {
-  return raiseOpenFilesLimit().then(({ before, after }) => {
+export async function raiseAndReportOpenFiles(): Promise<number | undefined> {
+  try {
+    const before = await readOpenFilesLimit();
+    let after = before;
+    if (before.soft < before.hard) {
+      const hard = before.hard === Infinity ? "unlimited" : String(before.hard);
+      await prlimit([`--nofile=${hard}:${hard}`], "raise the open-files limit");
+      after = await readOpenFilesLimit();
+    }
     log.info(
       `open files: limit ${after.soft}${
         before.soft < after.soft ? ` (raised from ${before.soft})` : ""
       }, hard limit ${after.hard}`,
     );
     return after.soft;
-  }, (error: Error) => {
-    log.warn(`${error.message}; the connection limit is not capped to it`);
+  } catch (error) {
+    log.warn(
+      `${(error as Error).message}; the connection limit is not capped to it`,
+    );
     return undefined;
-  });
+  }
 }

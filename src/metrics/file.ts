@@ -17,28 +17,9 @@ import {
 } from "./owner.ts";
 import { type MetricsSnapshot, renderMetrics } from "./text.ts";
 
-/** Writes `text` as the metrics file of the launcher on `port`. */
-export type MetricsFileWrite = (
-  directory: string,
-  port: number,
-  text: string,
-) => Promise<void>;
-
 let temporaries = 0;
 
-/**
- * The metrics file of the launcher on `port` under the root `directory`.
- *
- * @param directory The launcher's root directory (holding `metrics/`).
- * @param port The management API's port.
- * @returns `<directory>/metrics/mymodel_serve_<port>.prom`.
- *
- * @example
- * ```ts
- * import { metricsFilePath } from "./file.ts";
- * if (metricsFilePath("/srv", 8000) !== "/srv/metrics/mymodel_serve_8000.prom") throw new Error();
- * ```
- */
+/** The metrics file of the launcher on `port` under the root `directory`. */
 export function metricsFilePath(directory: string, port: number): string {
   return `${directory}/metrics/mymodel_serve_${port}.prom`;
 }
@@ -53,16 +34,6 @@ export function metricsFilePath(directory: string, port: number): string {
  * @param port The management API's port.
  * @param text The file's new content.
  * @throws {Deno.errors.NotFound} When `<directory>/metrics/` does not exist.
- *
- * @example
- * ```ts
- * import { removeMetricsFile, writeMetricsFile } from "./file.ts";
- * const root = await Deno.makeTempDir();
- * await Deno.mkdir(`${root}/metrics`);
- * await writeMetricsFile(root, 8000, "# TYPE x gauge\nx 1\n");
- * await removeMetricsFile(root, 8000);
- * await Deno.remove(root, { recursive: true });
- * ```
  */
 export async function writeMetricsFile(
   directory: string,
@@ -81,18 +52,7 @@ export async function writeMetricsFile(
   }
 }
 
-/**
- * Removes the metrics file; a file already gone is fine.
- *
- * @param directory The launcher's root directory (holding `metrics/`).
- * @param port The management API's port.
- *
- * @example
- * ```ts
- * import { removeMetricsFile } from "./file.ts";
- * await removeMetricsFile("/nonexistent", 8000);
- * ```
- */
+/** Removes the metrics file; a file already gone is fine. */
 export async function removeMetricsFile(
   directory: string,
   port: number,
@@ -110,7 +70,7 @@ export interface MetricsWriterOptions {
    * Writes one file; tests replace it to watch or fail writes.
    * @default {writeMetricsFile}
    */
-  write?: MetricsFileWrite;
+  write?: typeof writeMetricsFile;
   /**
    * The launcher the files name as owner; tests pose as another. Undefined
    * (`/proc` unreadable): no owner line, and no file of another launcher is
@@ -152,7 +112,7 @@ export interface MetricsWriterOptions {
 export class MetricsWriter implements AsyncDisposable {
   #directory: string;
   #port: number;
-  #write: MetricsFileWrite;
+  #write: typeof writeMetricsFile;
   #pending: MetricsSnapshot | undefined;
   #running: Promise<void> | undefined;
   #failing = false;

@@ -22,18 +22,7 @@ export interface MetricsOwner {
 const OWNER = /^# mymodel_serve owner pid=(\d+) start_time=(\d+)$/m;
 const FILE = /^mymodel_serve_(\d+)\.prom$/;
 
-/**
- * This process as a metrics file's owner, or undefined when `/proc` cannot
- * tell its start time.
- *
- * @returns The pid and start time of this launcher.
- *
- * @example
- * ```ts ignore
- * import { thisOwner } from "./owner.ts";
- * console.log(thisOwner()?.startTime);
- * ```
- */
+/** This process as a metrics file's owner; undefined when `/proc` cannot tell its start time. */
 export function thisOwner(): MetricsOwner | undefined {
   const startTime = processStartTimes([Deno.pid]).get(Deno.pid);
   return startTime ? { pid: Deno.pid, startTime } : undefined;
@@ -57,19 +46,7 @@ export function ownerComment(owner: MetricsOwner): string {
   return `# mymodel_serve owner pid=${owner.pid} start_time=${owner.startTime}\n`;
 }
 
-/**
- * The owner a metrics file's text names, or undefined when it names none.
- *
- * @param text The file's text.
- * @returns The owner from its comment line.
- *
- * @example
- * ```ts
- * import { ownerOf } from "./owner.ts";
- * const owner = ownerOf("# mymodel_serve owner pid=42 start_time=1234\n# HELP x y\n");
- * if (owner?.pid !== 42) throw new Error();
- * ```
- */
+/** The owner a metrics file's text names, or undefined when it names none. */
 export function ownerOf(text: string): MetricsOwner | undefined {
   const match = OWNER.exec(text);
   return match ? { pid: Number(match[1]), startTime: match[2]! } : undefined;
@@ -80,24 +57,13 @@ export function ownerOf(text: string): MetricsOwner | undefined {
  * runs (no such pid, or the pid now has another start time), logging one line
  * for each. Left alone: the file of `port` (this launcher's), files of live
  * launchers, files of this process, and files naming no owner.
- *
- * @param directory The launcher's root directory (holding `metrics/`).
- * @param port This launcher's management port.
- * @param self This launcher.
- * @returns The paths removed.
- *
- * @example
- * ```ts ignore
- * import { removeDeadOwnersFiles, thisOwner } from "./owner.ts";
- * const self = thisOwner();
- * if (self) await removeDeadOwnersFiles("/srv/mymodel", 5000, self);
- * ```
+ * `port` is this launcher's, `self` this launcher.
  */
 export async function removeDeadOwnersFiles(
   directory: string,
   port: number,
   self: MetricsOwner,
-): Promise<string[]> {
+): Promise<void> {
   const found: { path: string; owner: MetricsOwner }[] = [];
   try {
     for await (const entry of Deno.readDir(`${directory}/metrics`)) {
@@ -108,16 +74,14 @@ export async function removeDeadOwnersFiles(
       if (owner) found.push({ path, owner });
     }
   } catch {
-    return []; // no metrics/ to read: the write that follows says so
+    return; // no metrics/ to read: the write that follows says so
   }
   const alive = processStartTimes(found.map(({ owner }) => owner.pid));
-  const removed: string[] = [];
   for (const { path, owner } of found) {
     const same = owner.pid === self.pid && owner.startTime === self.startTime;
     if (same || alive.get(owner.pid) === owner.startTime) continue;
     try {
       await Deno.remove(path);
-      removed.push(path);
       log.info(
         `removed metrics file ${path}: its launcher (pid ${owner.pid}) is gone`,
       );
@@ -130,5 +94,4 @@ export async function removeDeadOwnersFiles(
       );
     }
   }
-  return removed;
 }

@@ -10,21 +10,21 @@
  */
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { OpsStance } from "../web/ops_stance.ts";
-import type { MetricsSnapshot, ReloadMetrics } from "./text.ts";
+import type {
+  LauncherMetrics,
+  MetricsSnapshot,
+  ReloadMetrics,
+} from "./text.ts";
 import { VERSION } from "../common/version.ts";
 
 /** The launcher facts that do not change while it runs. */
-export interface LauncherFacts {
+export interface LauncherFacts
+  extends Pick<LauncherMetrics, "tls" | "port" | "startWarnings"> {
   stance: OpsStance;
-  tls: boolean;
-  /** The management port. */
-  port: number;
   /** When the launcher started, in milliseconds since the epoch. */
   startedAt: number;
   /** Reload counts so far (read at each snapshot). */
   reloads?: ReloadMetrics;
-  /** Warnings the start-up checks gave (weights that may not fit, unknown engine flags …). */
-  startWarnings?: number;
 }
 
 /**
@@ -51,9 +51,7 @@ export function metricsSnapshot(
       tls: launcher.tls,
       port: launcher.port,
       startTimeSeconds: launcher.startedAt / 1000,
-      ...(launcher.startWarnings === undefined
-        ? {}
-        : { startWarnings: launcher.startWarnings }),
+      startWarnings: launcher.startWarnings,
     },
     engines: supervisors.map((s) => {
       const run = s.process;

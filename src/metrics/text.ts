@@ -116,11 +116,6 @@ function escapeLabelValue(value: string): string {
   );
 }
 
-/** Escapes HELP text: backslash and line feed (double quotes stay as they are there). */
-function escapeHelp(text: string): string {
-  return text.replaceAll("\\", "\\\\").replaceAll("\n", "\\n");
-}
-
 /** Formats a sample value the way Prometheus' Go parser reads floats. */
 function formatValue(value: number): string {
   if (Number.isNaN(value)) return "NaN";
@@ -135,13 +130,24 @@ function family(
   help: string,
   samples: readonly Sample[],
 ): string {
-  let text = `# HELP ${name} ${escapeHelp(help)}\n# TYPE ${name} ${type}\n`;
+  // The help texts below hold no backslash or line feed: nothing to escape.
+  let text = `# HELP ${name} ${help}\n# TYPE ${name} ${type}\n`;
   for (const { labels, value } of samples) {
     const pairs = labels.map(([key, v]) => `${key}="${escapeLabelValue(v)}"`);
-    const set = pairs.length === 0 ? "" : `{${pairs.join(",")}}`;
-    text += `${name}${set} ${formatValue(value)}\n`;
+    text += `${name}{${pairs.join(",")}} ${formatValue(value)}\n`;
   }
   return text;
+}
+
+/** One sample per engine that has a value, labelled with its model. */
+function perModel(
+  engines: readonly EngineMetrics[],
+  value: (engine: EngineMetrics) => number | undefined,
+): Sample[] {
+  return engines.flatMap((e) => {
+    const v = value(e);
+    return v === undefined ? [] : [{ labels: [["model", e.model]], value: v }];
+  });
 }
 
 function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
@@ -153,43 +159,24 @@ function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
  * Renders a snapshot as Prometheus text exposition format: `# HELP` and
  * `# TYPE` for every family, families in a fixed order, engines sorted by
  * model, labels in a fixed order, no timestamps (node_exporter's textfile
- * collector refuses them). The same snapshot always gives the same text.
+ * collector refuses them). The same snapshot always gives the same text; a
+ * family whose facts are absent has no samples, or is left out. docs/ lists
+ * the families.
  *
- * Families: `mymodel_engine_up`, `mymodel_engine_restarts_total`,
- * `mymodel_engine_health_poll_seconds` (no sample before the first poll),
- * `mymodel_engine_start_time_seconds` (no sample while no process runs),
- * `mymodel_engine_state` (one sample per state, 1 for the current one),
- * `mymodel_engine_gpu_memory_bytes` (per device, while `nvidia-smi` answers),
- * `mymodel_engine_start_wait_seconds_total` (engines on GPUs, per reason),
- * `mymodel_launcher_info`, `mymodel_launcher_start_time_seconds`,
- * `mymodel_launcher_start_warnings` (when the start counted them), with
- * `reloads` `mymodel_reloads_total{result="ok|refused"}` and
- * `mymodel_last_reload_timestamp_seconds` (no sample before a reload took
- * effect), in production `mymodel_auth_failures_total` with all six
- * reasons, and last, with `updatedSeconds`,
- * `mymodel_metrics_updated_timestamp_seconds`.
- *
- * The `gpus` label of `mymodel_engine_up` lists the devices comma-separated;
- * it is empty both for `gpus: 0` and when placement is off, since Prometheus
- * treats an empty label value as an absent label.
+ * The `gpus` label of `mymodel_engine_up` is empty both for `gpus: 0` and
+ * when placement is off: Prometheus reads an empty label value as no label.
  *
  * @param snapshot The facts to render.
  * @returns The file's text, ending with a line feed.
- *
- * @example Render one engine
- * ```ts
- * import { renderMetrics } from "./text.ts";
- * const text = renderMetrics({
- *   launcher: { version: "0.1.0", mode: "development", tls: false, port: 8000, startTimeSeconds: 1 },
- *   engines: [{ model: "qwen3-8b", verb: "chat", engine: "vllm", port: 5001, gpus: ["0"], up: true, restarts: 0 }],
- * });
- * if (!text.includes('mymodel_engine_up{model="qwen3-8b"')) throw new Error("missing sample");
- * ```
  */
 export function renderMetrics(snapshot: MetricsSnapshot): string {
   const engines = [...snapshot.engines].sort(byModelThenPort);
   const { launcher } = snapshot;
   const launcherPort = ["port", String(launcher.port)] as const;
+  /** The one sample of a launcher family, none when the value is absent. */
+  function ofLauncher(value: number | undefined): Sample[] {
+    return value === undefined ? [] : [{ labels: [launcherPort], value }];
+  }
   const parts = [
     family(
       "mymodel_engine_up",
@@ -210,27 +197,19 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       "mymodel_engine_restarts_total",
       "counter",
       "Engine restarts since the launcher started.",
-      engines.map((e) => ({ labels: [["model", e.model]], value: e.restarts })),
+      perModel(engines, (e) => e.restarts),
     ),
     family(
       "mymodel_engine_health_poll_seconds",
       "gauge",
       "Duration of the engine's last health poll in seconds.",
-      engines.flatMap((e) =>
-        e.healthPollSeconds === undefined
-          ? []
-          : [{ labels: [["model", e.model]], value: e.healthPollSeconds }]
-      ),
+      perModel(engines, (e) => e.healthPollSeconds),
     ),
     family(
       "mymodel_engine_start_time_seconds",
       "gauge",
       "Start time of the engine's current process in Unix seconds.",
-      engines.flatMap((e) =>
-        e.startTimeSeconds === undefined
-          ? []
-          : [{ labels: [["model", e.model]], value: e.startTimeSeconds }]
-      ),
+      perModel(engines, (e) => e.startTimeSeconds),
     ),
     family(
       "mymodel_engine_state",
@@ -283,18 +262,15 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       "mymodel_launcher_start_time_seconds",
       "gauge",
       "Start time of the launcher in Unix seconds.",
-      [{ labels: [launcherPort], value: launcher.startTimeSeconds }],
+      ofLauncher(launcher.startTimeSeconds),
     ),
     family(
       "mymodel_launcher_start_warnings",
       "gauge",
       "Warnings the start-up checks gave: weights that may not fit GPU memory, unknown engine flags, unreadable weights.",
-      launcher.startWarnings === undefined
-        ? []
-        : [{ labels: [launcherPort], value: launcher.startWarnings }],
+      ofLauncher(launcher.startWarnings),
     ),
   ];
-  // --- reload families ---
   const reloads = snapshot.reloads;
   if (reloads !== undefined) {
     parts.push(
@@ -311,13 +287,10 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         "mymodel_last_reload_timestamp_seconds",
         "gauge",
         "When the last reload that took effect finished, in Unix seconds.",
-        reloads.lastOkSeconds === undefined
-          ? []
-          : [{ labels: [launcherPort], value: reloads.lastOkSeconds }],
+        ofLauncher(reloads.lastOkSeconds),
       ),
     );
   }
-  // --- end reload families ---
   if (launcher.mode === "production") {
     parts.push(family(
       "mymodel_auth_failures_total",
@@ -334,7 +307,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       "mymodel_metrics_updated_timestamp_seconds",
       "gauge",
       "When the launcher last wrote this file, in Unix seconds; old means the launcher is gone or stuck.",
-      [{ labels: [launcherPort], value: snapshot.updatedSeconds }],
+      ofLauncher(snapshot.updatedSeconds),
     ));
   }
   return parts.join("");

@@ -12,25 +12,15 @@ import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./options.ts";
 
 /** What the command line asks for; unset fields fall back to the environment. */
 export type CliOptions =
-  & Pick<
+  & Omit<
     SemioserveOptions,
-    | "host"
-    | "port"
-    | "dev_mode"
-    | "directory"
-    | "graceMs"
-    | "restart"
-    | "restartMaxDelayMs"
-    | "healthIntervalMs"
-    | "livenessFailures"
-    | "logMaxBytes"
-    | "logKeep"
-    | "gpus"
-    | "headerTimeoutMs"
-    | "idleTimeoutMs"
-    | "maxConnections"
-    | "gpuReleaseTimeoutMs"
-    | "startTimeoutMs"
+    | "models"
+    | "catalogue"
+    | "pollTimeoutMs"
+    | "stableAfterMs"
+    | "signal"
+    | "handleSignals"
+    | "onListen"
   >
   & {
     models: string[];

@@ -1,10 +1,7 @@
 /**
- * The launcher's engines as supervisors: one per engine of the plan, in
- * request order, each with its log, its devices and the GPU start gate; and,
- * when a reload changes what reaches an engine, its replacement: a new
- * supervisor for the new engine plan that starts through the same path as
- * every start (the gate included, waiting for the replaced run's GPU memory
- * as a restart would).
+ * The launcher's engines as supervisors: one per engine of the plan, each
+ * with its log, its devices and the GPU start gate; and a reload's
+ * replacement of one, which starts through the same path as every start.
  *
  * @module
  */
@@ -15,7 +12,7 @@ import type { Released } from "../gpu/start_gate.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import type { EngineRecords } from "../supervision/records.ts";
 import { EngineSupervisor } from "../supervision/supervisor.ts";
-import type { RunWatcher } from "../supervision/watchdog.ts";
+import type { Watchdog } from "../supervision/watchdog.ts";
 import type { ResolvedOptions } from "./options.ts";
 
 /** How the launcher supervises every engine. */
@@ -33,16 +30,8 @@ export interface Supervision {
 /**
  * One supervisor for an engine's plan (nothing started).
  *
- * @param plan The engine.
- * @param how The launcher's supervision.
  * @param run For a replacement: the log it keeps and the replaced run's GPU
  *   baseline, which its first start waits for.
- * @returns The supervisor.
- *
- * @example
- * ```ts ignore
- * const supervisors = plan.engines.map((engine) => supervise(engine, how));
- * ```
  */
 export function supervise(
   plan: EnginePlan,
@@ -81,23 +70,14 @@ export function supervise(
  * policy's fresh start (1 s delay).
  *
  * @param supervisors The launcher's list, changed in place.
- * @param index Which engine.
- * @param plan Its new plan.
- * @param how The launcher's supervision.
- * @param watchdog The launcher's watchdog.
  * @throws {EngineError} When the new engine cannot be spawned.
- *
- * @example
- * ```ts ignore
- * await replaceEngine(supervisors, 0, next.engines[0]!, how, watchdog);
- * ```
  */
 export async function replaceEngine(
   supervisors: EngineSupervisor[],
   index: number,
   plan: EnginePlan,
   how: Supervision,
-  watchdog: RunWatcher | undefined,
+  watchdog: Watchdog | undefined,
 ): Promise<void> {
   const old = supervisors[index]!;
   await quietFor(old, how, "the reload's restart");

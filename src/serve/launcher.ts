@@ -24,7 +24,7 @@ import {
   supervise,
   type Supervision,
 } from "./engine_supervisors.ts";
-import { type Machine, type Plan, planStart } from "./start_checks.ts";
+import { type Plan, planStart } from "./start_checks.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
 import {
   type ResolvedOptions,
@@ -43,9 +43,9 @@ import {
 import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
-import { Reloader, type ReloadResult } from "./reload.ts";
+import { Reloader } from "./reload.ts";
 import { ReloadQueue } from "./reload_queue.ts";
-import { refusedReload } from "./reload_result.ts";
+import { refusedReload, type ReloadResult } from "./reload_result.ts";
 
 /** A plan applied: what it built, nothing started yet. */
 interface Applied {
@@ -94,13 +94,11 @@ export class Semioserve implements AsyncDisposable {
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
   #onEngineChange: () => void = () => {};
-  // --- reload ---
   #reloader: Reloader | undefined;
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reloader?.reload() ?? Promise.resolve(refusedReload()),
     () => refusedReload(),
   );
-  // --- end reload ---
 
   /**
    * Creates the launcher, or returns the one that exists. The environment
@@ -183,15 +181,11 @@ export class Semioserve implements AsyncDisposable {
   async prepare(): Promise<void> {
     if (this.#prepared) return;
     this.#prepared = await this.#apply(
-      await planStart(this.#o, this.#machine(), "start"),
+      await planStart(this.#o, this.#env, this.#gpus, "start"),
     );
   }
 
-  /**
-   * Applies a start's plan up to the start itself: stops what a killed
-   * launcher left running, then builds the supervisors (the GPU gate among
-   * them when some engine is placed) and the management handler.
-   */
+  /** {@linkcode Semioserve.prepare}'s application of the plan. */
   async #apply(plan: Plan): Promise<Applied> {
     const o = this.#o;
     const records = new EngineRecords(plan.directory);
@@ -228,11 +222,6 @@ export class Semioserve implements AsyncDisposable {
     };
   }
 
-  /** What a plan is made from besides the options; a reload reads the environment again. */
-  #machine(env: Environment = this.#env): Machine {
-    return { env, gpus: this.#gpus };
-  }
-
   /**
    * What a start would do, without doing it: every check
    * {@linkcode Semioserve.prepare} makes (the same code), then each engine's
@@ -258,7 +247,9 @@ export class Semioserve implements AsyncDisposable {
    * ```
    */
   async plan(): Promise<StartPlan> {
-    return startPlan(await planStart(this.#o, this.#machine(), "dry-run"));
+    return startPlan(
+      await planStart(this.#o, this.#env, this.#gpus, "dry-run"),
+    );
   }
 
   /**
@@ -334,12 +325,12 @@ export class Semioserve implements AsyncDisposable {
     placement.report(plan.engines.map((engine) => engine.card));
     for (const warning of warnings) log.warn(warning);
     signals.onShutdown(
-      () => this.#requestShutdown(),
+      () => this.#shutdown.resolve(),
       () => supervisors.forEach((s) => s.kill()),
     );
-    const onAbort = () => this.#requestShutdown();
+    const onAbort = () => this.#shutdown.resolve();
     o.signal?.addEventListener("abort", onAbort, { once: true });
-    if (o.signal?.aborted) this.#requestShutdown();
+    if (o.signal?.aborted) this.#shutdown.resolve();
     const watchdog = Watchdog.start(graceMs);
     const metrics = new MetricsWriter(directory, this.port);
     const reloads: ReloadMetrics = { ok: 0, refused: 0 };
@@ -358,7 +349,7 @@ export class Semioserve implements AsyncDisposable {
       plan,
       // The same planning as a start's, the environment read again (its *_FILE secrets).
       replan: (running) =>
-        planStart(o, this.#machine(readEnvironment()), "reload", running),
+        planStart(o, readEnvironment(), this.#gpus, "reload", running),
       supervisors,
       replace: (index, engine) =>
         replaceEngine(supervisors, index, engine, supervision, watchdog),
@@ -422,13 +413,9 @@ export class Semioserve implements AsyncDisposable {
     }
   }
 
-  #requestShutdown(): void {
-    this.#shutdown.resolve();
-  }
-
   /** Shuts down (engines first, then the API) and resolves when done. */
   async stop(): Promise<void> {
-    this.#requestShutdown();
+    this.#shutdown.resolve();
     await this.#running?.catch(() => {});
   }
 

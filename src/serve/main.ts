@@ -9,7 +9,7 @@ import { ConfigError } from "../common/config_error.ts";
 import { checkEnginePorts } from "../common/settings.ts";
 import { parseCli, USAGE, UsageError } from "./cli.ts";
 import { Semioserve } from "./launcher.ts";
-import { renderPlan } from "./plan_text.ts";
+import { renderPlan } from "./start_plan.ts";
 
 /**
  * The command-line program: parses `args`, runs the launcher until SIGTERM or

@@ -16,12 +16,9 @@ export const NO_MODEL =
   "Cannot start: no model given (expected one or more catalogue names, e.g. llama-3)";
 
 /**
- * Every default of `SemioserveOptions` that is a value (not read
- * from the environment), in the options' units: the one place they are
- * written (the log sizes are `EngineLog`'s own). The launcher reads them
- * through `resolveOptions`, the command line's `--help` prints
- * them, a test holds the `@default` tags to them, and the bench's bare server
- * takes them (this module reads nothing while it loads).
+ * Every default of `SemioserveOptions` that is a value (not read from the
+ * environment), in the options' units: the one place they are written (the
+ * log sizes are `EngineLog`'s own); a test holds the `@default` tags to them.
  */
 export const SEMIOSERVE_DEFAULTS = {
   graceMs: 10_000,
@@ -185,19 +182,7 @@ export type ResolvedOptions = Readonly<
   & { host: string; port: number }
 >;
 
-/**
- * The options with every default applied, once, for the launcher's parts to
- * read.
- *
- * @param options As given.
- * @param env The environment's host and port, read when the launcher is made.
- * @returns Every defaulted field set.
- *
- * @example
- * ```ts ignore
- * const o = resolveOptions({ models: ["llama-3"] }, readEnvironment());
- * ```
- */
+/** The options with every default applied, once, for the launcher's parts to read. */
 export function resolveOptions(
   options: SemioserveOptions,
   env: Pick<Environment, "host" | "port"> = readEnvironment(),

@@ -16,14 +16,12 @@ import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { GuardedServer } from "../http/connection_guard.ts";
 import type { ManagementState } from "../http/handler.ts";
 import {
-  nothingDone,
+  refusedReload,
   type ReloadResult,
   reloadSummary,
 } from "./reload_result.ts";
 import { oneLine } from "../common/one_line.ts";
 import type { Plan } from "./start_checks.ts";
-
-export type { ReloadResult } from "./reload_result.ts";
 
 /** What a reload reads again and changes: the running launcher's parts. */
 export interface ReloadTarget {
@@ -33,11 +31,7 @@ export interface ReloadTarget {
   replan: (running: Plan) => Promise<Plan>;
   /** Each model's supervisor, in request order (a replacement takes its place). */
   supervisors: readonly EngineSupervisor[];
-  /**
-   * Replaces engine `index` with one for its new plan: stops it (SIGTERM,
-   * grace, SIGKILL) and starts the new one through the start path every
-   * start takes. Rejects when the new engine cannot be spawned.
-   */
+  /** Replaces engine `index` with one for its new plan (`replaceEngine`). */
   replace: (index: number, plan: EnginePlan) => Promise<void>;
   /** The management API's server, once it listens. */
   server: () => GuardedServer | undefined;
@@ -50,42 +44,30 @@ export interface ReloadTarget {
 /**
  * Applies reloads to a running launcher, one at a time (the caller
  * serializes them), remembering the plan in force between them.
- *
- * @example
- * ```ts ignore
- * const reloader = new Reloader(target);
- * const result = await reloader.reload();
- * ```
  */
 export class Reloader {
   readonly #t: ReloadTarget;
   #plan: Plan;
 
-  /** @param target The launcher's parts. */
   constructor(target: ReloadTarget) {
     this.#t = target;
     this.#plan = target.plan;
   }
 
-  /**
-   * Plans, then applies the difference; logs one summary line.
-   *
-   * @returns What the reload did, or why it was refused.
-   */
+  /** Plans, then applies the difference; logs one summary line. */
   async reload(): Promise<ReloadResult> {
     const began = performance.now();
-    const empty = nothingDone();
-    let result: Omit<ReloadResult, "summary" | "ms">;
+    let done: ReloadResult;
     try {
       const plan = await this.#replan();
       for (const warning of plan.warnings) log.warn(warning);
-      result = await this.#apply(plan);
+      const result = await this.#apply(plan);
+      const summary = reloadSummary(result);
+      done = { ...result, summary, ms: performance.now() - began };
     } catch (error) {
-      result = { ok: false, error: oneLine(error), ...empty };
+      done = refusedReload(oneLine(error), performance.now() - began);
     }
-    const summary = reloadSummary(result);
-    (result.ok ? log.info : log.warn)(summary);
-    const done = { ...result, summary, ms: performance.now() - began };
+    (done.ok ? log.info : log.warn)(done.summary);
     this.#t.onReloaded?.(done);
     return done;
   }

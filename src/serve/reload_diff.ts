@@ -89,12 +89,6 @@ export function cardChange(before: ModelCard, after: ModelCard): CardChange {
  * @returns The names by change.
  * @throws {RangeError} When the two lists do not name the same engines in the
  *   same order (a caller's bug: a reload never changes what is requested).
- *
- * @example
- * ```ts ignore
- * const diff = diffCards(running, reloaded);
- * console.log(diff.restart); // ["qwen3-8b"]
- * ```
  */
 export function diffCards(
   before: readonly ModelCard[],

@@ -105,39 +105,20 @@ export function reloadSummary(
 }
 
 /**
- * The result of a reload that never ran: asked for once the launcher was
- * stopping, or of a launcher that never ran.
+ * The result of a refused reload: its planning failed, it was asked for once
+ * the launcher was stopping, or of a launcher that never ran.
  *
  * @param error The reason, one line.
- * @returns A refused result.
- *
- * @example
- * ```ts ignore
- * refusedReload().summary; // "reload refused: Cannot reload: the launcher is not running"
- * ```
+ * @param ms How long the refused reload took.
+ * @returns A refused result, its lists empty.
  */
 export function refusedReload(
   error = "Cannot reload: the launcher is not running",
+  ms = 0,
 ): ReloadResult {
-  const result = { ok: false, error, ...nothingDone() };
-  return { ...result, summary: reloadSummary(result), ms: 0 };
-}
-
-/**
- * What a reload that changed nothing reports in its lists.
- *
- * @returns Empty lists, fresh each call.
- *
- * @example
- * ```ts ignore
- * const result = { ok: false, error: "…", ...nothingDone() };
- * ```
- */
-export function nothingDone(): Omit<
-  ReloadResult,
-  "ok" | "error" | "summary" | "ms" | "tlsSerial"
-> {
-  return {
+  const result = {
+    ok: false,
+    error,
     restarted: [],
     changed: [],
     unchanged: [],
@@ -146,4 +127,5 @@ export function nothingDone(): Omit<
     secrets: [],
     warnings: [],
   };
+  return { ...result, summary: reloadSummary(result), ms };
 }

@@ -1,13 +1,9 @@
 /**
  * The plan of a start: one function, {@linkcode planStart}, that a start, a
  * dry run and a reload all call. It checks everything a start needs, in
- * start-up's order: the root directory, the catalogue and the requested
- * models with their `${NAME}` values, GPU placement on the pool (one
- * `nvidia-smi` look), each engine's command line (executable, weights), the
- * mode with its secrets and the TLS pair, the engine records, and the
- * management and engine ports; and it resolves what a start runs, each engine
- * as one {@linkcode EnginePlan}. It builds nothing that runs: a start applies
- * the plan (`launcher.ts`), a dry run prints it (`start_plan.ts`), a reload
+ * start-up's order, and resolves what a start runs, each engine as one
+ * {@linkcode EnginePlan}. It builds nothing that runs: a start applies the
+ * plan (`launcher.ts`), a dry run prints it (`start_plan.ts`), a reload
  * applies its difference from the running plan (`reload.ts`).
  *
  * The modes differ only where the running launcher matters: a dry run
@@ -34,7 +30,7 @@ import { OpsStance } from "../web/ops_stance.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { checkPortFree } from "../engines/ports.ts";
 import { portHolders } from "../engines/port_holder.ts";
-import { type LocalWeights, localWeights } from "../engines/weight_files.ts";
+import { type LocalWeights, localWeights } from "../engines/launch.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
 import {
   placeEngines,
@@ -42,20 +38,12 @@ import {
   readsIntegerDevices,
 } from "../gpu/place_engines.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
-import type { GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
+import type { GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import type { GpuMonitor } from "../gpu/gpu_monitor.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
 import { diffCards, type ReloadDiff } from "./reload_diff.ts";
 import { NO_MODEL, type ResolvedOptions } from "./options.ts";
-
-/** What a plan is made from besides the options: the environment and the machine. */
-export interface Machine {
-  /** The environment as read (for a reload: read again, so the `*_FILE` secrets are new). */
-  readonly env: Environment;
-  /** The launcher's one road to GPU facts; the plan takes at most one look. */
-  readonly gpus: GpuMonitor;
-}
 
 /** A start applies the plan, a dry run prints it, a reload compares it with the running one. */
 export type PlanMode = "start" | "dry-run" | "reload";
@@ -105,7 +93,10 @@ export interface Plan {
  * runs. Throws the first refusal, as one line, exactly as a start prints it.
  *
  * @param o The launcher's options, resolved.
- * @param machine The environment and the GPUs' monitor.
+ * @param env The environment as read (for a reload: read again, so the
+ *   `*_FILE` secrets are new).
+ * @param monitor The launcher's one road to GPU facts; the plan takes at most
+ *   one look.
  * @param mode What the plan is for.
  * @param running For a reload: the running launcher's plan, its engines as
  *   they run now.
@@ -113,20 +104,14 @@ export interface Plan {
  * @throws {AssertionError} When the root directory lacks a subdirectory.
  * @throws {KeyError} When a model is not in the catalogue.
  * @throws {ConfigError | CatalogueError | EngineError | SSLConfigError | GpuPlacementError} On any other bad input.
- *
- * @example
- * ```ts ignore
- * const plan = await planStart(options, { env: readEnvironment(), gpus: new GpuMonitor() }, "dry-run");
- * console.log(plan.warnings);
- * ```
  */
 export async function planStart(
   o: ResolvedOptions,
-  machine: Machine,
+  env: Environment,
+  monitor: GpuMonitor,
   mode: PlanMode,
   running?: Plan,
 ): Promise<Plan> {
-  const { env, gpus } = machine;
   const directory = o.directory ?? env.myLocal;
   if (!directory) {
     throw new ConfigError(
@@ -139,120 +124,96 @@ export async function planStart(
   // One nvidia-smi look, shared with pool detection: for a dry run always,
   // and asked at once so that it runs while the catalogue is read; otherwise
   // only when a local checkpoint is to be compared with device memory.
-  let look = mode === "dry-run" && mayLook(o.gpus) ? gpus.look() : undefined;
+  let look = mode === "dry-run" && mayLook(o.gpus) ? monitor.look() : undefined;
   try {
-    return await planRest(
-      o,
-      env,
-      mode,
-      directory,
-      running,
-      (cards, weights) =>
-        look ??= mayLook(o.gpus) && wantsLook(cards, weights)
-          ? gpus.look()
-          : undefined,
+    const registry = await Registry.load(o.catalogue);
+    const cards = requestedCards(
+      registry,
+      o.models,
+      mode === "reload" ? "reload" : "start",
     );
+    // A reload resolves again only the engines whose change reaches the engine.
+    const changes = running &&
+      diffCards(running.engines.map((e) => e.card), cards);
+    const changed = changes && new Set(changes.restart);
+    const fresh = cards.filter((card) => changed?.has(card.name) ?? true);
+    // By `stat` alone: a weight file is never opened.
+    const weights = new Map(
+      fresh.map((card) => [card.name, localWeights(card, directory)]),
+    );
+    look ??= mayLook(o.gpus) && wantsLook(fresh, weights)
+      ? monitor.look()
+      : undefined;
+    const placement = running
+      ? running.placement.replan(cards, changed!)
+      : await placeEngines(cards, o.gpus, look);
+    const answered = await look;
+    const snapshot = answered?.ok ? answered.snapshot : undefined;
+    const engines = cards.map((card, i): EnginePlan => {
+      const kept = running?.engines[i];
+      if (kept && !changed?.has(card.name)) return { ...kept, card };
+      const need = placement.assignment(card)?.need;
+      const devices = placement.devices(card);
+      return planEngine(card, {
+        host: o.host,
+        port: o.port + i + 1,
+        directory,
+        apiKey: env.engineKey,
+        env: placement.env(card),
+        gpus: devices,
+        share: devices === null || devices.length === 0
+          ? null
+          : need?.kind === "share"
+          ? need.share
+          : 1,
+      });
+    });
+    // A reload keeps the running mode: only its secret file is read again.
+    const stance = running?.stance ?? OpsStance.resolve({
+      dev_mode: o.dev_mode ?? isDevMode(env.mode),
+      secret: env.idpSecret,
+      issuer: env.idpIssuer,
+    });
+    const tls = await SSLConfig.fromDirectory(directory, {
+      devMode: stance.devMode,
+    });
+    const warnings: string[] = [];
+    let survey: RecordSurvey | undefined;
+    if (!running) {
+      const records = new EngineRecords(directory);
+      survey = records.survey(cards.map((card) => card.name));
+      if (mode === "start") records.refuseServed(survey);
+      else warnings.push(...dryRunNotes(survey, directory));
+      warnings.push(...checkPorts(o, engines, survey, mode));
+    }
+    warnings.push(...cardWarnings(fresh, weights, placement, snapshot));
+    // A start leaves flags to the engines' own parsers; a plan asks their help,
+    // and so does a reload, for the cards the operator changed.
+    if (mode !== "start") warnings.push(...await flagWarnings(fresh));
+    return {
+      directory,
+      host: o.host,
+      port: o.port,
+      catalogue: registry.names(),
+      engines,
+      placement,
+      stance,
+      tls,
+      idpSecret: env.idpSecret,
+      engineKey: env.engineKey,
+      snapshot,
+      weights,
+      ...(changes ? { changes } : {}),
+      survey,
+      warnings,
+    };
   } finally {
     // A refusal before placement leaves no nvidia-smi run behind.
     await look;
   }
 }
 
-/** The checks after the root directory's, with the GPU look started on demand. */
-async function planRest(
-  o: ResolvedOptions,
-  env: Environment,
-  mode: PlanMode,
-  directory: string,
-  running: Plan | undefined,
-  lookFor: (
-    cards: readonly ModelCard[],
-    weights: ReadonlyMap<string, LocalWeights>,
-  ) => Promise<GpuQuery> | undefined,
-): Promise<Plan> {
-  const registry = await Registry.load(o.catalogue);
-  const cards = requestedCards(
-    registry,
-    o.models,
-    mode === "reload" ? "reload" : "start",
-  );
-  // A reload resolves again only the engines whose change reaches the engine.
-  const changes = running &&
-    diffCards(running.engines.map((e) => e.card), cards);
-  const changed = changes && new Set(changes.restart);
-  const fresh = cards.filter((card) => changed?.has(card.name) ?? true);
-  const weights = weightsOf(fresh, directory);
-  const look = lookFor(fresh, weights);
-  const placement = running
-    ? running.placement.replan(cards, changed!)
-    : await placeEngines(cards, o.gpus, look);
-  const answered = await look;
-  const snapshot = answered?.ok ? answered.snapshot : undefined;
-  const engines = cards.map((card, i): EnginePlan => {
-    const kept = running?.engines[i];
-    if (kept && !changed?.has(card.name)) return { ...kept, card };
-    const need = placement.assignment(card)?.need;
-    const gpus = placement.devices(card);
-    return planEngine(card, {
-      host: o.host,
-      port: o.port + i + 1,
-      directory,
-      apiKey: env.engineKey,
-      env: placement.env(card),
-      gpus,
-      share: gpus === null || gpus.length === 0
-        ? null
-        : need?.kind === "share"
-        ? need.share
-        : 1,
-    });
-  });
-  // A reload keeps the running mode: only its secret file is read again.
-  const stance = running?.stance ?? OpsStance.resolve({
-    dev_mode: o.dev_mode ?? isDevMode(env.mode),
-    secret: env.idpSecret,
-    issuer: env.idpIssuer,
-  });
-  const tls = await SSLConfig.fromDirectory(directory, {
-    devMode: stance.devMode,
-  });
-  const warnings: string[] = [];
-  let survey: RecordSurvey | undefined;
-  if (!running) {
-    const records = new EngineRecords(directory);
-    survey = records.survey(cards.map((card) => card.name));
-    if (mode === "start") records.refuseServed(survey);
-    else warnings.push(...dryRunNotes(survey, directory));
-    warnings.push(...checkPorts(o, engines, survey, mode));
-  }
-  warnings.push(...cardWarnings(fresh, weights, placement, snapshot));
-  // A start leaves flags to the engines' own parsers; a plan asks their help,
-  // and so does a reload, for the cards the operator changed.
-  if (mode !== "start") warnings.push(...await flagWarnings(fresh));
-  return {
-    directory,
-    host: o.host,
-    port: o.port,
-    catalogue: registry.names(),
-    engines,
-    placement,
-    stance,
-    tls,
-    idpSecret: env.idpSecret,
-    engineKey: env.engineKey,
-    snapshot,
-    weights,
-    ...(changes ? { changes } : {}),
-    survey,
-    warnings,
-  };
-}
-
-/**
- * Checks the root directory holds `models`, `logs`, `metrics` and `data`.
- *
- * @throws {AssertionError} Naming what is missing and how to create it.
- */
+/** Checks the root directory holds `models`, `logs`, `metrics` and `data`. */
 function checkRoot(directory: string): void {
   checkDirectory(directory, "--directory");
   const missing = ROOT_SUBDIRECTORIES.filter((sub) => {
@@ -276,9 +237,6 @@ function checkRoot(directory: string): void {
  * The requested cards, in request order: each spec looked up in the
  * catalogue, its `${NAME}` values filled in from the launcher's environment
  * (requested cards only), each model at most once.
- *
- * @throws {KeyError | CatalogueError} For an unknown model or an unset `${NAME}`.
- * @throws {ConfigError} When a model is requested twice.
  */
 function requestedCards(
   registry: Registry,
@@ -302,29 +260,12 @@ function requestedCards(
 /**
  * False when GPUs are hidden from the launcher (`--gpus none`, an empty
  * `CUDA_VISIBLE_DEVICES`): then no `nvidia-smi` look is asked for.
- *
- * @param gpus The `--gpus` option as given.
  */
 function mayLook(gpus: string | undefined): boolean {
   const visible = Deno.env.get("CUDA_VISIBLE_DEVICES");
   return gpus === undefined
     ? visible === undefined || parseVisibleDevices(visible).length > 0
     : gpus.trim().toLowerCase() !== "none";
-}
-
-/**
- * Each card's local weights, by `stat` alone: a weight file is never opened.
- *
- * @param cards The cards to look at.
- * @param directory The root directory (`models/` lives there).
- */
-function weightsOf(
-  cards: readonly ModelCard[],
-  directory: string,
-): Map<string, LocalWeights> {
-  return new Map(
-    cards.map((card) => [card.name, localWeights(card, directory)]),
-  );
 }
 
 /**
@@ -344,14 +285,7 @@ function wantsLook(
 
 /**
  * The warnings each card earns, in card order: weights that cannot be read,
- * weights that may not fit the memory it may use on its devices. A start, a
- * dry run and a reload (for the cards it restarts) all give them; none
- * refuses.
- *
- * @param cards The cards, in request order.
- * @param weights Each card's local weights ({@linkcode weightsOf}).
- * @param placement Where the cards are placed.
- * @param snapshot The `nvidia-smi` look, when one answered.
+ * weights that may not fit the memory it may use on its devices.
  */
 function cardWarnings(
   cards: readonly ModelCard[],

@@ -1,12 +1,14 @@
 /**
  * The plan `--dry-run` prints and {@linkcode Semioserve.plan} returns: what a
- * start would run, as {@linkcode planStart} resolved it, written for people
- * and scripts (the engine API key as `***`). A stable
- * contract for scripts and CI: keys in `snake_case`, like `?detail=1`; new
- * keys may be added, none renamed or removed.
+ * start would run, as {@linkcode planStart} resolved it (the engine API key as
+ * `***`), as JSON for scripts ({@linkcode startPlan}) and as text for people
+ * ({@linkcode renderPlan}). The JSON is a stable contract for scripts and CI:
+ * keys in `snake_case`, like `?detail=1`; new keys may be added, none renamed
+ * or removed.
  *
  * @module
  */
+import { alignColumns } from "../common/columns.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import { gpuPoolLine } from "../gpu/detect.ts";
@@ -106,23 +108,13 @@ export interface StartPlan {
  *
  * @param plan What {@linkcode planStart} resolved in `dry-run` mode.
  * @returns The plan as `--dry-run --json` prints it.
- *
- * @example
- * ```ts ignore
- * const plan = startPlan(await planStart(options, readEnvironment(), "dry-run"));
- * ```
  */
 export function startPlan(plan: Plan): StartPlan {
   const { placement, snapshot } = plan;
-  const cards = plan.engines.map((e) => e.card);
   const waits = startWaits(
     plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
   const engines = plan.engines.map((e): PlanEngine => {
-    const env: Record<string, string> = {};
-    for (const [key, value] of Object.entries(e.env)) {
-      env[key] = masked(e, value);
-    }
     const weights = plan.weights.get(e.name);
     return {
       name: e.name,
@@ -133,7 +125,9 @@ export function startPlan(plan: Plan): StartPlan {
       gpus: e.gpus === null ? null : [...e.gpus],
       share: e.share,
       command: [e.executable, ...e.args].map((arg) => masked(e, arg)),
-      env,
+      env: Object.fromEntries(
+        Object.entries(e.env).map(([key, value]) => [key, masked(e, value)]),
+      ),
       waits_for: waits.get(e.name) ?? [],
       log: e.logFile,
       weights_bytes: weights?.kind === "local" ? weights.bytes : null,
@@ -155,10 +149,8 @@ export function startPlan(plan: Plan): StartPlan {
   const gpus = devices.map((entry): PlanGpu => {
     const device = snapshot && deviceOf(entry, snapshot);
     const known = device?.memoryKnown === true;
-    const placed = engines.filter((e) => e.gpus?.includes(entry));
-    const needs = placed.map((e) =>
-      gpuMemoryNeed(cards.find((c) => c.name === e.name)!)?.fraction ?? 0
-    );
+    const placed = plan.engines.filter((e) => e.gpus?.includes(entry));
+    const needs = placed.map((e) => gpuMemoryNeed(e.card)?.fraction ?? 0);
     return {
       device: entry,
       total_mib: known ? device!.totalMiB : null,
@@ -196,4 +188,113 @@ export function startPlan(plan: Plan): StartPlan {
       ...plan.warnings,
     ],
   };
+}
+
+/**
+ * The engine table's columns. Those the status view also shows (MODEL, VERB,
+ * GPUS, URL) come in its order (`status/table.ts`'s `COLUMNS`), so the two
+ * read alike.
+ */
+export const PLAN_COLUMNS = [
+  "MODEL",
+  "VERB",
+  "ENGINE",
+  "PORT",
+  "GPUS",
+  "WAITS FOR",
+  "URL",
+  "LOG",
+] as const;
+
+/** The GPU table's columns. */
+const GPU_COLUMNS = [
+  "GPU",
+  "TOTAL",
+  "FREE",
+  "ENGINES",
+  "THEY NEED",
+  "HELD BY OTHERS",
+] as const;
+
+/**
+ * Renders the plan for people.
+ *
+ * @param plan What {@linkcode startPlan} built.
+ * @returns The text, ending without a newline.
+ */
+export function renderPlan(plan: StartPlan): string {
+  const out = [
+    `Plan (dry run: nothing started): ${plan.engines.length} engine(s), management API ${plan.management_url}, root ${plan.directory}`,
+    "",
+    alignColumns(PLAN_COLUMNS, plan.engines.map(engineCells)),
+    "",
+    "Command lines:",
+  ];
+  for (const engine of plan.engines) {
+    out.push(`  ${engine.name}:`);
+    const env = Object.entries(engine.env);
+    if (env.length > 0) {
+      out.push(`    ${env.map(([k, v]) => `${k}=${shellWord(v)}`).join(" ")}`);
+    }
+    out.push(`    ${engine.command.map(shellWord).join(" ")}`);
+  }
+  out.push("", plan.gpu_pool);
+  if (plan.gpus.length > 0) {
+    out.push(alignColumns(GPU_COLUMNS, plan.gpus.map(gpuCells)));
+  }
+  out.push("");
+  if (plan.warnings.length === 0) out.push("No warnings.");
+  else {
+    out.push(`Warnings (${plan.warnings.length}):`);
+    for (const warning of plan.warnings) out.push(`  ${warning}`);
+  }
+  return out.join("\n");
+}
+
+function engineCells(e: PlanEngine): string[] {
+  const gpus = e.gpus === null
+    ? "-"
+    : e.gpus.length === 0
+    ? "none"
+    : e.share !== null && e.share < 1
+    ? `${e.gpus.join(",")} (${e.share})`
+    : e.gpus.join(",");
+  return [
+    e.name,
+    e.verb,
+    e.engine,
+    String(e.port),
+    gpus,
+    e.waits_for.length === 0 ? "-" : e.waits_for.join(","),
+    e.url,
+    e.log,
+  ];
+}
+
+function gpuCells(g: PlanGpu): string[] {
+  return [
+    g.device,
+    mib(g.total_mib),
+    g.error ?? mib(g.free_mib),
+    g.engines.length === 0
+      ? "-"
+      : g.engines.map((e) => e.share < 1 ? `${e.name} ${e.share}` : e.name)
+        .join(", "),
+    mib(g.need_mib),
+    g.holders.length === 0
+      ? "-"
+      : g.holders.map((h) => `pid ${h.pid} (${h.process}, ${h.used_mib} MiB)`)
+        .join("; "),
+  ];
+}
+
+function mib(value: number | null): string {
+  return value === null ? "?" : `${value} MiB`;
+}
+
+/** A word as a POSIX shell reads it: quoted only when it must be. */
+function shellWord(word: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(word)
+    ? word
+    : `'${word.replaceAll("'", `'\\''`)}'`;
 }

@@ -88,18 +88,6 @@ function readIfFile(path: string): string | undefined {
   }
 }
 
-function portFrom(text: string, what: string): number {
-  const port = portIn(text);
-  if (port === undefined) {
-    throw new ConfigError(
-      `Cannot use ${what}=${
-        JSON.stringify(text)
-      }: expected a port from 1 to 65535`,
-    );
-  }
-  return port;
-}
-
 /**
  * Works out the launcher's base URL and the certificate to trust.
  *
@@ -107,17 +95,17 @@ function portFrom(text: string, what: string): number {
  */
 export function resolveTarget(options: StatusOptions = {}): Target {
   const directory = options.directory ?? env("MY_LOCAL");
-  let trust: { path: string; text: string } | undefined;
-  let tls = false;
+  let trust: { trusted: string; caCert: string } | undefined;
   if (directory !== undefined) {
     const crt = readIfFile(`${directory}/ssl/server.crt`);
-    tls = crt !== undefined &&
-      readIfFile(`${directory}/ssl/server.key`) !== undefined;
-    if (tls) {
+    if (
+      crt !== undefined &&
+      readIfFile(`${directory}/ssl/server.key`) !== undefined
+    ) {
       const ca = readIfFile(`${directory}/ssl/ca.crt`);
       trust = ca !== undefined
-        ? { path: `${directory}/ssl/ca.crt`, text: ca }
-        : { path: `${directory}/ssl/server.crt`, text: crt as string };
+        ? { trusted: `${directory}/ssl/ca.crt`, caCert: ca }
+        : { trusted: `${directory}/ssl/server.crt`, caCert: crt };
     }
   }
   let base: string;
@@ -142,18 +130,18 @@ export function resolveTarget(options: StatusOptions = {}): Target {
     const named = options.host ?? env("NUCLEUS_HOST") ?? "localhost";
     // A launcher bound to every interface is reached on this machine by its loopback name.
     const host = isWildcardHost(named) ? "localhost" : named;
-    const port = options.port ??
-      (env("NUCLEUS_PORT") === undefined
-        ? 5000
-        : portFrom(env("NUCLEUS_PORT") as string, "NUCLEUS_PORT"));
-    base = `${tls ? "https" : "http"}://${urlHost(host)}:${port}`;
+    const text = env("NUCLEUS_PORT");
+    const port = options.port ?? (text === undefined ? 5000 : portIn(text));
+    if (port === undefined) {
+      throw new ConfigError(
+        `Cannot use NUCLEUS_PORT=${
+          JSON.stringify(text)
+        }: expected a port from 1 to 65535`,
+      );
+    }
+    base = `${trust ? "https" : "http"}://${urlHost(host)}:${port}`;
   }
-  const target: Target = { base };
-  if (trust !== undefined) {
-    target.trusted = trust.path;
-    target.caCert = trust.text;
-  }
-  return target;
+  return { base, ...trust };
 }
 
 /** Deno's error text for a failed fetch, with its cause's. */

@@ -1,6 +1,7 @@
 /**
  * The status table: one row per engine from a `/models?detail=1` answer, and
- * its text, aligned like `docker ps`, coloured only when asked.
+ * its text, aligned like `docker ps`, times as people read them ("4m ago",
+ * "in 3s"), coloured only when asked.
  *
  * Folder `status/`: the status view, a client of the management API. It
  * knows nothing of how engines are started or supervised: only the JSON the
@@ -13,7 +14,6 @@ import type {
   WireEngine,
   WireLastExit,
 } from "./models_detail.ts";
-import { relativeTime } from "./relative_time.ts";
 import { alignColumns } from "../common/columns.ts";
 
 /** One engine as the status view shows it; values as the launcher reported them. */
@@ -44,6 +44,33 @@ export interface StatusRow {
   url: string;
 }
 
+/** A duration in its largest whole unit: `45s`, `4m`, `3h`, `2d`. */
+export function shortDuration(ms: number): string {
+  const s = Math.floor(Math.abs(ms) / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h`;
+  return `${Math.floor(s / 86400)}d`;
+}
+
+/**
+ * An ISO time relative to `now`: `4m ago`, `in 3s`, `just now` within a
+ * second either way; `-` for no time and the text itself when it is not a time.
+ */
+export function relativeTime(
+  iso: string | null | undefined,
+  now: number,
+): string {
+  if (iso === null || iso === undefined || iso === "") return "-";
+  const at = Date.parse(iso);
+  if (Number.isNaN(at)) return iso;
+  const delta = now - at;
+  if (Math.abs(delta) < 1000) return "just now";
+  return delta > 0
+    ? `${shortDuration(delta)} ago`
+    : `in ${shortDuration(delta)}`;
+}
+
 /** The column titles, in order. */
 export const COLUMNS = [
   "MODEL",
@@ -58,7 +85,7 @@ export const COLUMNS = [
   "URL",
 ] as const;
 
-function stringOr(value: unknown, fallback: string): string {
+function stringOr<T>(value: unknown, fallback: T): string | T {
   return typeof value === "string" ? value : fallback;
 }
 
@@ -75,13 +102,11 @@ function rowOf(model: string, engine: WireEngine): StatusRow {
     pid: typeof engine.pid === "number" ? engine.pid : null,
     gpus: Array.isArray(engine.gpus) ? engine.gpus.map(String) : null,
     restarts: typeof engine.restarts === "number" ? engine.restarts : null,
-    since: typeof engine.since === "string" ? engine.since : null,
+    since: stringOr(engine.since, null),
     lastExit: engine.last_exit && typeof engine.last_exit === "object"
       ? engine.last_exit
       : null,
-    nextRestart: typeof engine.next_restart === "string"
-      ? engine.next_restart
-      : null,
+    nextRestart: stringOr(engine.next_restart, null),
     url: stringOr(engine.url, "-"),
   };
 }

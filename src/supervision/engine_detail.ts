@@ -18,10 +18,7 @@ export interface LastExit {
   readonly at: string;
   /** How long the run lasted, in seconds. */
   readonly ran_seconds: number;
-  /**
-   * `"unhealthy"` when the liveness check stopped it, `"start-timeout"` when
-   * it loaded silently too long, else `"exit"`.
-   */
+  /** Whether the launcher ended it (liveness, start timeout), else `"exit"`. */
   readonly reason: EndReason;
 }
 
@@ -74,25 +71,12 @@ export interface EngineView extends EngineDetail {
   readonly policy: RestartPolicy;
 }
 
-/**
- * The read-only snapshot an embedding program gets of one engine: name, port,
- * policy and the `?detail=1` facts, frozen.
- *
- * @param engine The engine's supervisor (anything with these facts).
- * @returns The view.
- *
- * @example
- * ```ts ignore
- * const view = engineView(supervisor);
- * console.log(view.name, view.state, view.pid);
- * ```
- */
-export function engineView(engine: {
-  readonly name: string;
-  readonly port: number;
-  readonly policy: RestartPolicy;
-  detail(): EngineDetail;
-}): EngineView {
+/** The frozen snapshot an embedding program gets of one engine (from its supervisor). */
+export function engineView(
+  engine: Pick<EngineView, "name" | "port" | "policy"> & {
+    detail(): EngineDetail;
+  },
+): EngineView {
   return Object.freeze({
     name: engine.name,
     port: engine.port,

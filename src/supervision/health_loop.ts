@@ -5,12 +5,7 @@
  *
  * @module
  */
-
-/** What the loop polls: anything with a liveness poll. */
-export interface Pollable {
-  /** One background poll; must not throw. */
-  poll(timeoutMs: number): Promise<void>;
-}
+import type { EngineSupervisor } from "./supervisor.ts";
 
 /** How often and how long the loop polls. */
 export interface HealthLoopOptions {
@@ -24,16 +19,9 @@ export interface HealthLoopOptions {
 
 /**
  * Polls every engine in the background until stopped.
- *
- * @example
- * ```ts ignore
- * import { HealthLoop } from "./health_loop.ts";
- * await using loop = new HealthLoop(supervisors, { intervalMs: 10_000, timeoutMs: 2_000 });
- * loop.start();
- * ```
  */
-export class HealthLoop implements AsyncDisposable {
-  readonly #targets: readonly Pollable[];
+export class HealthLoop {
+  readonly #targets: readonly EngineSupervisor[];
   readonly #options: HealthLoopOptions;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #round: Promise<void> | undefined;
@@ -43,7 +31,10 @@ export class HealthLoop implements AsyncDisposable {
    * @param targets The engines to poll.
    * @param options Interval, timeout and the after-round callback.
    */
-  constructor(targets: readonly Pollable[], options: HealthLoopOptions) {
+  constructor(
+    targets: readonly EngineSupervisor[],
+    options: HealthLoopOptions,
+  ) {
     this.#targets = targets;
     this.#options = options;
   }
@@ -67,7 +58,7 @@ export class HealthLoop implements AsyncDisposable {
 
   async #runRound(): Promise<void> {
     await Promise.all(
-      this.#targets.map((t) => t.poll(this.#options.timeoutMs)),
+      this.#targets.map((t) => t.healthy(this.#options.timeoutMs, true)),
     );
     if (!this.#stopped) this.#options.onRound?.();
   }
@@ -78,10 +69,5 @@ export class HealthLoop implements AsyncDisposable {
     clearTimeout(this.#timer);
     this.#timer = undefined;
     await this.#round;
-  }
-
-  /** Same as {@linkcode HealthLoop.stop}. */
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.stop();
   }
 }

@@ -10,6 +10,7 @@
 import { log } from "../common/log.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
 import type { EndReason } from "./restart_policy.ts";
+import type { SupervisorOptions } from "./supervisor_options.ts";
 
 /** What the supervisor does with one observation. */
 export type Verdict =
@@ -24,23 +25,8 @@ export type Verdict =
   /** Stop the run; the restart policy then applies as for a crash. */
   | { readonly kind: "stop"; readonly reason: EndReason; readonly why: string };
 
-/** The limits of {@linkcode Liveness}. */
-export interface LivenessLimits {
-  /** Failed polls in a row after a first 200 that stop a run; 0: never. */
-  readonly failures: number;
-  /** Silence of a loading run that stops it, in ms; 0: never. */
-  readonly startTimeoutMs: number;
-}
-
 /**
  * One supervised engine's liveness, reset at every run.
- *
- * @example
- * ```ts ignore
- * const liveness = new Liveness("qwen3-8b", { failures: 3, startTimeoutMs: 0 });
- * liveness.reset();
- * liveness.observe({ ok: true }, true); // { kind: "ready", first: true }
- * ```
  */
 export class Liveness {
   readonly #name: string;
@@ -53,11 +39,14 @@ export class Liveness {
 
   /**
    * @param name The engine's catalogue name, for log lines.
-   * @param limits The failure count and the start timeout.
+   * @param limits The failure count (0: never) and the start timeout (0: none).
    */
-  constructor(name: string, limits: LivenessLimits) {
+  constructor(
+    name: string,
+    limits: Pick<SupervisorOptions, "livenessFailures" | "startTimeoutMs">,
+  ) {
     this.#name = name;
-    this.#failuresLimit = limits.failures;
+    this.#failuresLimit = limits.livenessFailures;
     this.#startTimeoutMs = limits.startTimeoutMs;
   }
 

@@ -15,16 +15,11 @@
 import { ConfigError } from "../common/config_error.ts";
 import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
-import { signalGroup } from "../engines/process_group.ts";
-import {
-  allProcStats,
-  type ProcStat,
-  procStat,
-  procStats,
-} from "../engines/proc.ts";
+import { stopGroup } from "../engines/process_group.ts";
+import { type ProcStat, procStats } from "../engines/proc.ts";
 import { isPortFree } from "../engines/ports.ts";
 
-/** What a {@linkcode RunRecorder} records of a running engine. */
+/** What a run's record says of the run itself. */
 export interface RunRecord {
   /** The catalogue name. */
   model: string;
@@ -38,14 +33,6 @@ export interface RunRecord {
   port: number;
 }
 
-/** Keeps a record per running engine (the launcher's records under `data/` are one). */
-export interface RunRecorder {
-  /** Records a run that just started. */
-  write(record: RunRecord): void;
-  /** Forgets the model's run once it is gone. */
-  remove(model: string): void;
-}
-
 /** What is recorded about one running engine: the run, and the launcher that owns it. */
 export interface EngineRecord extends RunRecord {
   /** The engine's start time from `/proc/<pid>/stat`, so a reused pid is never taken for it. */
@@ -57,25 +44,15 @@ export interface EngineRecord extends RunRecord {
 }
 
 const SUFFIX = ".engine.json";
-const POLL_MS = 50;
-const KILL_WAIT_MS = 5_000;
 const PORT_WAIT_MS = 2_000;
 /** `/proc` stays unreadable for a process's life: said once. */
 let warnedNoProc = false;
 
 /**
  * Reads and writes the records of one root directory.
- *
- * @example
- * ```ts ignore
- * import { EngineRecords } from "./records.ts";
- * const records = new EngineRecords("/srv/mymodel");
- * for (const record of records.list()) console.log(record.model, record.pid);
- * ```
  */
-export class EngineRecords implements RunRecorder {
-  /** Where the records live: `<directory>/data`. */
-  readonly dir: string;
+export class EngineRecords {
+  readonly #dir: string;
   readonly #directory: string;
   readonly #launcherStartTime: string;
   readonly #pending = new Map<string, RunRecord>();
@@ -83,8 +60,8 @@ export class EngineRecords implements RunRecorder {
   /** @param directory The launcher's root directory. */
   constructor(directory: string) {
     this.#directory = directory;
-    this.dir = `${directory}/data`;
-    this.#launcherStartTime = procStat(Deno.pid)?.startTime ?? "";
+    this.#dir = `${directory}/data`;
+    this.#launcherStartTime = processStartTimes([Deno.pid]).get(Deno.pid) ?? "";
     if (!this.#launcherStartTime && !warnedNoProc) {
       warnedNoProc = true;
       log.warn(
@@ -94,7 +71,7 @@ export class EngineRecords implements RunRecorder {
   }
 
   #path(model: string): string {
-    return `${this.dir}/${model}${SUFFIX}`;
+    return `${this.#dir}/${model}${SUFFIX}`;
   }
 
   /**
@@ -133,7 +110,7 @@ export class EngineRecords implements RunRecorder {
         Deno.removeSync(temp);
       } catch { /* never written */ }
       log.warn(
-        `cannot write the record of engine ${record.model} in ${this.dir}: ${
+        `cannot write the record of engine ${record.model} in ${this.#dir}: ${
           (error as Error).message
         }`,
       );
@@ -143,56 +120,40 @@ export class EngineRecords implements RunRecorder {
   /** Removes a model's record if this launcher wrote it. */
   remove(model: string): void {
     this.#pending.delete(model);
-    const record = this.read(this.#path(model));
+    const record = readRecord(this.#path(model));
     if (record && record.launcherPid !== Deno.pid) return;
     try {
       Deno.removeSync(this.#path(model));
     } catch { /* already gone */ }
   }
 
-  /** Every readable record, with its path; unreadable files are skipped. */
-  list(): { path: string; record: EngineRecord }[] {
-    const out: { path: string; record: EngineRecord }[] = [];
-    let entries: Deno.DirEntry[];
+  /** Every readable record, with its path, by model name. */
+  #list(): { path: string; record: EngineRecord }[] {
+    let names: string[];
     try {
-      entries = [...Deno.readDirSync(this.dir)];
+      names = [...Deno.readDirSync(this.#dir)]
+        .filter((entry) => entry.isFile && entry.name.endsWith(SUFFIX))
+        .map((entry) => entry.name);
     } catch {
-      return out;
+      return [];
     }
-    for (const entry of entries) {
-      if (!entry.isFile || !entry.name.endsWith(SUFFIX)) continue;
-      const path = `${this.dir}/${entry.name}`;
-      const record = this.read(path);
-      if (record) out.push({ path, record });
-    }
-    return out.sort((a, b) => a.record.model.localeCompare(b.record.model));
-  }
-
-  read(path: string): EngineRecord | undefined {
-    try {
-      const value = JSON.parse(Deno.readTextFileSync(path));
-      const valid = typeof value?.model === "string" &&
-        Number.isInteger(value.pid) && typeof value.startTime === "string" &&
-        Number.isInteger(value.launcherPid) &&
-        typeof value.launcherStartTime === "string";
-      return valid ? value as EngineRecord : undefined;
-    } catch {
-      return undefined;
-    }
+    return names.flatMap((name) => {
+      const path = `${this.#dir}/${name}`;
+      const record = readRecord(path);
+      return record ? [{ path, record }] : [];
+    }).sort((a, b) => a.record.model.localeCompare(b.record.model));
   }
 
   /**
-   * What the records say, read only (a dry run's view, and the first half of
-   * {@linkcode EngineRecords.reap}): the records of live launchers (another
-   * launcher running on this directory), those of them serving one of
-   * `models`, and the stale records a start would clean up, with whether
-   * their engine group is still running.
+   * What the records say, read only (a dry run shows it, a start reaps it):
+   * the records of other live launchers, those of them serving one of
+   * `models`, and the stale records, with whether their engine group still runs.
    *
    * @param models The models this launcher is about to serve.
    * @returns The live, conflicting and stale records.
    */
   survey(models: readonly string[]): RecordSurvey {
-    const records = this.list();
+    const records = this.#list();
     // One look at every process concerned (one `sh` under narrowed permissions).
     const stats = procStats(
       records.flatMap(({ record }) => [record.launcherPid, record.pid]),
@@ -231,26 +192,21 @@ export class EngineRecords implements RunRecorder {
   }
 
   /**
-   * Start-up, once the plan is checked. A record whose launcher is alive and
-   * serves one of `models` refuses the start
-   * ({@linkcode EngineRecords.refuseServed}); a record whose launcher is dead
-   * is stale: its engine group, when still alive and still
-   * the recorded one, gets SIGTERM, the grace period, then SIGKILL, and the
-   * record is removed.
+   * Start-up, once the plan is checked (and so
+   * {@linkcode EngineRecords.refuseServed} passed): each stale record's
+   * engine group, when still the recorded one, gets SIGTERM, the grace
+   * period, then SIGKILL, and the record is removed.
    *
-   * @param survey What {@linkcode EngineRecords.survey} found for the models
-   *   this launcher is about to serve.
+   * @param survey What {@linkcode EngineRecords.survey} found.
    * @param graceMs Time between SIGTERM and SIGKILL.
-   * @throws {ConfigError} When a live launcher serves one of those models from this directory.
    */
   async reap(survey: RecordSurvey, graceMs: number): Promise<void> {
-    this.refuseServed(survey);
     await Promise.all(survey.stale.map(async ({ path, record, running }) => {
       if (running) {
         log.warn(
           `engine ${record.model} (pid ${record.pid}) outlived its launcher (pid ${record.launcherPid}, gone): stopping it`,
         );
-        await stopGroup(record.pid, graceMs);
+        await stopGroup(record.pid, graceMs, { alive: groupLiving });
         // The port is what the new launcher needs: give the kernel a moment to let go of it.
         await portReleased(record.host, record.port, PORT_WAIT_MS);
       }
@@ -262,20 +218,9 @@ export class EngineRecords implements RunRecorder {
 }
 
 /**
- * The start times (field 22 of `/proc/<pid>/stat`) of the processes named,
- * read in one go (one `sh` under narrowed permissions); a pid with no
- * process is missing. A pid alive with another start time was reused: the
- * process recorded is gone. Other files that record a process (the metrics
- * files' owners) ask this rather than `/proc` themselves.
- *
- * @param pids The process ids.
- * @returns Each live pid's start time, as text.
- *
- * @example
- * ```ts ignore
- * import { processStartTimes } from "./records.ts";
- * const mine = processStartTimes([Deno.pid]).get(Deno.pid);
- * ```
+ * The start times of the processes named, in one read; a pid with no process
+ * is missing, and one with another start time was reused. The metrics files'
+ * owners ask this rather than `/proc`.
  */
 export function processStartTimes(
   pids: readonly number[],
@@ -312,14 +257,27 @@ function groupIsRecorded(
   if (leader !== undefined) {
     return leader.startTime === record.startTime && leader.pgid === record.pid;
   }
-  return livingMembers(record.pid).length > 0;
+  return groupLiving(record.pid);
 }
 
-/** The group's processes that have not exited (zombies are dead: only a wait removes them). */
-function livingMembers(pgid: number): number[] {
-  return allProcStats()
-    .filter((p) => p.pgid === pgid && p.state !== "Z")
-    .map((p) => p.pid);
+function readRecord(path: string): EngineRecord | undefined {
+  try {
+    const value = JSON.parse(Deno.readTextFileSync(path));
+    const valid = typeof value?.model === "string" &&
+      Number.isInteger(value.pid) && typeof value.startTime === "string" &&
+      Number.isInteger(value.launcherPid) &&
+      typeof value.launcherStartTime === "string";
+    return valid ? value as EngineRecord : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** True while a process of the group has not exited (zombies are dead: only a wait removes them). */
+function groupLiving(pgid: number): boolean {
+  return [...procStats().values()].some((p) =>
+    p.pgid === pgid && p.state !== "Z"
+  );
 }
 
 /** Waits until nothing listens on the port, or `ms` have passed. */
@@ -331,22 +289,6 @@ async function portReleased(
   const deadline = Date.now() + ms;
   while (Date.now() < deadline) {
     if (isPortFree(hostname, port)) return;
-    await sleep(POLL_MS);
+    await sleep(50);
   }
-}
-
-async function stopGroup(pgid: number, graceMs: number): Promise<void> {
-  if (!signalGroup(pgid, "SIGTERM")) return;
-  if (await groupGone(pgid, graceMs)) return;
-  signalGroup(pgid, "SIGKILL");
-  await groupGone(pgid, KILL_WAIT_MS);
-}
-
-async function groupGone(pgid: number, ms: number): Promise<boolean> {
-  const deadline = Date.now() + ms;
-  while (livingMembers(pgid).length > 0) {
-    if (Date.now() >= deadline) return false;
-    await sleep(POLL_MS);
-  }
-  return true;
 }

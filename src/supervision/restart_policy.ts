@@ -6,20 +6,20 @@
  */
 import type { RestartPolicy } from "../catalogue.ts";
 
-/** Why an engine run ended. */
+/** Why an engine run ended (the `last_exit` of `GET /models?detail=1` says more). */
 export interface RunEnd {
   /** The exit code, or null when a signal ended it. */
-  code: number | null;
+  readonly code: number | null;
   /** The signal that ended it, or null. */
-  signal: string | null;
-  /**
-   * `"unhealthy"` when the liveness check killed it, `"start-timeout"` when
-   * it was stopped for loading silently too long; else `"exit"`.
-   */
-  reason: EndReason;
+  readonly signal: string | null;
+  readonly reason: EndReason;
 }
 
-/** Why the launcher ended a run itself, or `"exit"` when the engine did. */
+/**
+ * Why the launcher ended a run itself: `"unhealthy"` when the liveness check
+ * stopped it, `"start-timeout"` when it loaded silently too long; `"exit"`
+ * when the engine ended on its own.
+ */
 export type EndReason = "exit" | "unhealthy" | "start-timeout";
 
 /**

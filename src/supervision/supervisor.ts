@@ -12,12 +12,11 @@
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
-import type { RunWatcher } from "./watchdog.ts";
-import { EngineLog } from "../engines/log_sink.ts";
+import type { Watchdog } from "./watchdog.ts";
+import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuReading } from "../gpu/memory_use.ts";
 import type { Released, WaitReason } from "../gpu/start_gate.ts";
 import { GpuStart } from "./gpu_start.ts";
-import { RunBook } from "./run_book.ts";
 import { Liveness, type Verdict } from "./liveness.ts";
 import {
   describeEnd,
@@ -35,18 +34,6 @@ import { isPortFree } from "../engines/ports.ts";
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
  * when it stops answering, and keeps the facts operators read.
- *
- * @example
- * ```ts ignore
- * const supervisor = new EngineSupervisor(planEngine(card, site), {
- *   restart: "always",
- *   restartMaxDelayMs: 300_000, stableAfterMs: 600_000, livenessFailures: 6,
- *   graceMs: 10_000, startTimeoutMs: 900_000,
- * });
- * supervisor.start();
- * console.log(supervisor.detail().state); // "starting"
- * await supervisor.stop(10_000);
- * ```
  */
 export class EngineSupervisor {
   // Not readonly: a reload amends it, a restart resolves it again (see amend()).
@@ -71,7 +58,7 @@ export class EngineSupervisor {
   #interrupt = new AbortController();
   /** This engine's passage through the GPU start gate; while it waits, the state is `waiting`. */
   #gpu: GpuStart;
-  #book: RunBook;
+  #watchdog: Watchdog | undefined;
   #loop: Promise<void> | undefined;
   #lastPollMs: number | undefined;
   /** Fires when a loading run's silence reaches `--start-timeout`; armed only when it is on. */
@@ -88,11 +75,7 @@ export class EngineSupervisor {
     this.#plan = plan;
     this.#options = options;
     this.#policy = card.restart ?? options.restart;
-    this.#book = new RunBook(card.name, options.records, options.watchdog);
-    this.#liveness = new Liveness(card.name, {
-      failures: options.livenessFailures,
-      startTimeoutMs: options.startTimeoutMs,
-    });
+    this.#liveness = new Liveness(card.name, options);
     this.#gpu = new GpuStart(
       card.name,
       options.gate,
@@ -102,7 +85,7 @@ export class EngineSupervisor {
         else this.#set("waiting");
       },
     );
-    this.log = options.log ?? new EngineLog(plan.logFile);
+    this.log = options.log;
     this.#process = this.#run();
   }
 
@@ -220,7 +203,7 @@ export class EngineSupervisor {
     if (state === this.#state) return;
     this.#state = state;
     this.#since = new Date();
-    this.#options.onChange?.();
+    this.#options.onChange();
   }
 
   /**
@@ -231,9 +214,9 @@ export class EngineSupervisor {
    * @param watchdog The launcher's watchdog, told each run's process group.
    * @throws {EngineError} When an ungated first run cannot be spawned.
    */
-  start(watchdog?: RunWatcher): void {
+  start(watchdog?: Watchdog): void {
     if (this.#loop) return;
-    this.#book.watchdog = watchdog;
+    this.#watchdog = watchdog;
     if (this.#gpu.gated) {
       this.#loop = this.#begin();
       return;
@@ -280,7 +263,15 @@ export class EngineSupervisor {
     this.#liveness.reset();
     this.#endReason = "exit";
     this.#set("starting");
-    this.#book.began(run);
+    // The watchdog and the records learn the run's group while it runs.
+    this.#watchdog?.add(run.pid!);
+    this.#options.records.write({
+      model: this.name,
+      pid: run.pid!,
+      command: run.commandLine,
+      host: run.host,
+      port: run.port,
+    });
     this.#gpu.launched(run.pid);
     if (this.#gpu.loading) this.#watchLoad(run);
     this.#watchSilence(run, this.#options.startTimeoutMs);
@@ -331,30 +322,18 @@ export class EngineSupervisor {
       this.#watchSilence(run, 0);
       this.#gpu.release();
       this.#gpu.memory = null;
-      const { end, lastExit, ran } = this.#book.ended(
-        run,
-        status,
-        this.#endReason,
-      );
-      this.#lastExit = lastExit;
+      const end = this.#lastExit = this.#ended(run, status);
+      const exit = `exit: ${describeEnd(end)} after ${
+        end.ran_seconds.toFixed(1)
+      } s`;
       if (this.#stopRequested) {
-        this.#report(
-          "info",
-          `exit: ${describeEnd(end)} ${ran}${this.#stopWhy}`,
-        );
-        this.#set("exited");
-        return;
+        this.#report("info", `${exit}${this.#stopWhy}`);
+        return this.#set("exited");
       }
       if (!shouldRestart(this.#policy, end)) {
-        this.#report(
-          "warn",
-          `exit: ${
-            describeEnd(end)
-          } ${ran}; not restarted (restart: ${this.#policy})`,
-          true,
-        );
-        this.#set("exited");
-        return;
+        const why = `not restarted (restart: ${this.#policy})`;
+        this.#report("warn", `${exit}; ${why}`, true);
+        return this.#set("exited");
       }
       // A run that was healthy for long enough earns a fresh, short delay.
       const stableAfter = this.#options.stableAfterMs;
@@ -363,9 +342,8 @@ export class EngineSupervisor {
         this.#step = 0;
       }
       const released = this.#gpu.released();
-      let next: ServerProcess | undefined;
-      let what = `exit: ${describeEnd(end)} ${ran}`;
-      while (next === undefined) {
+      let what = exit;
+      while (true) {
         this.#step++;
         const delay = restartDelayMs(
           this.#step,
@@ -390,16 +368,30 @@ export class EngineSupervisor {
           continue;
         }
         try {
-          const candidate = this.#run(true);
-          this.#process = candidate;
-          this.#launch(candidate, true);
-          next = candidate;
+          this.#process = this.#run(true);
+          this.#launch(this.#process, true);
+          break;
         } catch (error) {
           this.#gpu.release();
           what = `cannot restart: ${(error as Error).message}`;
         }
       }
     }
+  }
+
+  /** A run ended: the watchdog and the records forget it; how it ended. */
+  #ended(run: ServerProcess, status: Deno.CommandStatus): LastExit {
+    const endedAt = Date.now();
+    const ranMs = endedAt - (run.startedAt ?? endedAt);
+    this.#watchdog?.remove(run.pid!);
+    this.#options.records.remove(this.name);
+    return {
+      code: status.signal ? null : status.code,
+      signal: status.signal ?? null,
+      at: new Date(endedAt).toISOString(),
+      ran_seconds: Math.round(ranMs / 100) / 10,
+      reason: this.#endReason,
+    };
   }
 
   /**
@@ -415,33 +407,22 @@ export class EngineSupervisor {
   }
 
   /**
-   * Polls the engine once for a `GET /models` answer. True only when the
-   * current run answered 200 now.
+   * Polls the current run once. A background poll (`counts`) is a liveness
+   * check: after the run's first 200, enough consecutive failures stop it and
+   * the restart policy applies as for a crash. A run that never answered 200
+   * is loading and is left alone; a poll that failed for a local reason (no
+   * socket to be had) never counts; a `GET /models` request's poll never does.
    *
    * @param timeoutMs How long the poll may take.
-   * @returns Whether the engine is healthy now.
+   * @param counts Whether a failure counts against the engine.
+   * @returns Whether the current run answered 200 now.
    */
-  async healthy(timeoutMs: number): Promise<boolean> {
+  async healthy(timeoutMs: number, counts = false): Promise<boolean> {
     const run = this.#process;
-    if (!run.running) return false;
+    if (!run.running || (counts && this.#state === "stopping")) return false;
     const result = await run.check(timeoutMs);
-    this.#observe(run, result, false);
+    this.#observe(run, result, counts);
     return result.ok;
-  }
-
-  /**
-   * One background liveness poll. After the run's first 200, enough
-   * consecutive failures stop it and the restart policy applies as for a
-   * crash. A run that never answered 200 is loading and is left alone; a poll
-   * that failed for a local reason (no socket to be had) never counts.
-   *
-   * @param timeoutMs How long the poll may take.
-   */
-  async poll(timeoutMs: number): Promise<void> {
-    const run = this.#process;
-    if (!run.running || this.#state === "stopping") return;
-    const result = await run.check(timeoutMs);
-    this.#observe(run, result, true);
   }
 
   #observe(run: ServerProcess, result: HealthCheck, counts: boolean): void {
@@ -510,25 +491,16 @@ export class EngineSupervisor {
    *
    * @param card The new expanded card, same name.
    * @param next `apiKey`: the key every later start demands.
-   *
-   * @example
-   * ```ts ignore
-   * supervisor.amend({ ...supervisor.card, restart: "always" });
-   * ```
    */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
-    this.#sameName(card);
-    this.#plan = { ...this.#plan, card, ...next };
-    this.#policy = card.restart ?? this.#options.restart;
-    this.#options.onChange?.();
-  }
-
-  #sameName(card: ModelCard): void {
     if (card.name !== this.name) {
       throw new RangeError(
         `Cannot give engine ${this.name} the card ${card.name} (expected the same name)`,
       );
     }
+    this.#plan = { ...this.#plan, card, ...next };
+    this.#policy = card.restart ?? this.#options.restart;
+    this.#options.onChange();
   }
 
   /** Sends SIGKILL to the current run's group at once (a second Ctrl-C). */

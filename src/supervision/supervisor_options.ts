@@ -7,14 +7,13 @@ import type { RestartPolicy } from "../catalogue.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
 import type { GpuStartGate, Released } from "../gpu/start_gate.ts";
-import type { RunRecorder } from "./records.ts";
-import type { RunWatcher } from "./watchdog.ts";
+import type { EngineRecords } from "./records.ts";
 
 /** How a model's engine is supervised (where and what it runs is its plan). */
 export interface SupervisorOptions {
   // The launcher's settings, resolved by serve/options.ts (no defaults here).
-  /** The log every run shares; by default the plan's log file, default rotation. */
-  log?: EngineLog;
+  /** The log every run shares. */
+  log: EngineLog;
   /** The policy when the card sets none. */
   restart: RestartPolicy;
   /** Cap of the restart delay, in milliseconds. */
@@ -29,11 +28,9 @@ export interface SupervisorOptions {
   /** Time a run gets between SIGTERM and SIGKILL (liveness stops, `stop()`). */
   graceMs: number;
   /** Where engine runs are recorded while they run. */
-  records?: RunRecorder;
-  /** The launcher's watchdog, told each run's process group. */
-  watchdog?: RunWatcher;
+  records: EngineRecords;
   /** Called after every state change (metrics). */
-  onChange?: () => void;
+  onChange: () => void;
   /** The GPU start gate every start passes; absent: starts are never held. */
   gate?: GpuStartGate;
   /** Free GPU memory the engine demands at start, where known (the gate's rule 3). */

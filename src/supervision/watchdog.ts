@@ -14,6 +14,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import { within } from "../common/sleep.ts";
 import { signalGroup } from "../engines/process_group.ts";
 
 /** A watchdog that does not exit this long after its pipe closed is stuck (stopped): kill it. */
@@ -46,27 +47,10 @@ exit 0
 
 const encoder = new TextEncoder();
 
-/** Told each run's process group while it runs (the launcher's watchdog is one). */
-export interface RunWatcher {
-  /** A run started in process group `pgid`. */
-  add(pgid: number): void;
-  /** That run and its group are gone. */
-  remove(pgid: number): void;
-}
-
 /**
  * A launcher's watchdog process.
- *
- * @example
- * ```ts ignore
- * import { Watchdog } from "./watchdog.ts";
- * await using watchdog = Watchdog.start(10_000);
- * watchdog.add(engine.pid);
- * // ... engine stopped by the launcher ...
- * watchdog.remove(engine.pid);
- * ```
  */
-export class Watchdog implements AsyncDisposable, RunWatcher {
+export class Watchdog {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
   #broken = false;
@@ -104,11 +88,6 @@ export class Watchdog implements AsyncDisposable, RunWatcher {
     }
   }
 
-  /** The watchdog's pid. */
-  get pid(): number {
-    return this.#child.pid;
-  }
-
   /** Watches a process group from now on. */
   add(pgid: number): void {
     this.#send(`add ${pgid}\n`);
@@ -136,22 +115,11 @@ export class Watchdog implements AsyncDisposable, RunWatcher {
   close(): Promise<void> {
     this.#closed ??= (async () => {
       await this.#writer.close().catch(() => {});
-      let timer: ReturnType<typeof setTimeout> | undefined;
-      const late = new Promise<"late">((resolve) => {
-        timer = setTimeout(() => resolve("late"), EXIT_WAIT_MS);
-      });
-      const outcome = await Promise.race([this.#child.status, late]);
-      clearTimeout(timer);
-      if (outcome === "late") {
+      if ((await within(this.#child.status, EXIT_WAIT_MS)) === undefined) {
         signalGroup(this.#child.pid, "SIGKILL");
         await this.#child.status;
       }
     })();
     return this.#closed;
-  }
-
-  /** Same as {@linkcode Watchdog.close}. */
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
   }
 }

@@ -40,25 +40,3 @@ export const AUTH_FAILURE_REASONS: readonly AuthFailureReason[] = Object
 
 /** Refusals counted per reason since the middleware was created. */
 export type AuthFailures = Readonly<Record<AuthFailureReason, number>>;
-
-/** A counter per reason; {@linkcode FailureCounts.snapshot} is frozen. */
-export class FailureCounts {
-  #counts: Record<AuthFailureReason, number> = {
-    missing: 0,
-    malformed: 0,
-    signature: 0,
-    expired: 0,
-    claims: 0,
-    other: 0,
-  };
-
-  /** Counts one refusal. */
-  add(reason: AuthFailureReason): void {
-    this.#counts[reason]++;
-  }
-
-  /** A frozen copy: readers cannot change the counts, nor see them move. */
-  snapshot(): AuthFailures {
-    return Object.freeze({ ...this.#counts });
-  }
-}

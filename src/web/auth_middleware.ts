@@ -1,8 +1,6 @@
 /**
  * Production authentication: an HS512 JWT on every request, checked before
- * any route runs. Public through `web.ts`; the token layer is `jwt.ts`, the
- * credentials' source `credentials.ts`, the verified-token cache
- * `token_cache.ts`, the headers `security_headers.ts`.
+ * any route runs.
  *
  * Folder `web/`: what wraps any handler: production authentication (JWT, token
  * cache, credentials, failure reasons), TLS files, security headers and the
@@ -14,21 +12,26 @@
 
 import type { JWTPayload } from "jose";
 import { log } from "../common/log.ts";
+import { urlHost } from "../common/settings.ts";
 import {
   importVerifyKey,
   MIN_SECRET_BYTES,
   TokenError,
   verifyToken,
+  type VerifyTokenOptions,
 } from "./jwt.ts";
 import {
+  AUTH_FAILURE_REASONS,
   type AuthFailureReason,
   type AuthFailures,
-  FailureCounts,
 } from "./auth_failures.ts";
 import { extractToken } from "./credentials.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
-import { setSecurityHeaders } from "./security_headers.ts";
-import type { Handler } from "./request_handler.ts";
+import {
+  type Handler,
+  loggedPath,
+  setSecurityHeaders,
+} from "./security_headers.ts";
 import { TokenCache } from "./token_cache.ts";
 
 /** Settings of {@linkcode AuthMiddleware}. */
@@ -90,7 +93,6 @@ export class AuthConfigError extends TypeError {
 
 const DEFAULT_AUDIENCE = "nexus";
 const DEFAULT_CACHE_SIZE = 1024;
-const UNAUTHORIZED_BODY = "Unauthorized";
 const encoder = new TextEncoder();
 
 /** The options object only {@linkcode AuthMiddleware.development} passes, known by identity. */
@@ -119,27 +121,16 @@ function unauthorized(req: Request): Response {
   // Used on its own, the middleware still answers like the API: scanners
   // flag a 401 without the security headers (and without HSTS over HTTPS).
   setSecurityHeaders(headers, req.url.startsWith("https:"));
-  return new Response(UNAUTHORIZED_BODY, { status: 401, headers });
+  return new Response("Unauthorized", { status: 401, headers });
 }
 
 function describePeer(info: Deno.ServeHandlerInfo | undefined): string {
   const addr = info?.remoteAddr;
   if (addr === undefined) return "";
   if (addr.transport === "tcp" || addr.transport === "udp") {
-    return addr.hostname.includes(":")
-      ? ` from [${addr.hostname}]:${addr.port}`
-      : ` from ${addr.hostname}:${addr.port}`;
+    return ` from ${urlHost(addr.hostname)}:${addr.port}`;
   }
   return ` from ${addr.transport}`;
-}
-
-function safePath(req: Request): string {
-  try {
-    // The path only: the query may hold `auth=<token>`.
-    return new URL(req.url).pathname;
-  } catch {
-    return "(unparsable URL)";
-  }
 }
 
 /** The fixed reason and the log text of a verification failure. */
@@ -186,13 +177,13 @@ function describeFailure(
  * ```
  */
 export class AuthMiddleware {
-  #enabled: boolean;
+  // All three undefined in development.
   #key: Promise<CryptoKey> | undefined;
-  #issuer: string;
-  #audience: string;
-  #leewaySeconds: number;
+  #verifyOptions: VerifyTokenOptions | undefined;
   #cache: TokenCache | undefined;
-  #failures = new FailureCounts();
+  #failures = Object.fromEntries(
+    AUTH_FAILURE_REASONS.map((reason) => [reason, 0]),
+  ) as Record<AuthFailureReason, number>;
 
   /**
    * Validates the options at once and imports the key (once, verify only).
@@ -204,15 +195,7 @@ export class AuthMiddleware {
    * an integer >= 1.
    */
   constructor(options: AuthOptions) {
-    if (options === DEVELOPMENT) {
-      this.#enabled = false;
-      this.#key = undefined;
-      this.#issuer = "";
-      this.#audience = "";
-      this.#leewaySeconds = 0;
-      this.#cache = undefined;
-      return;
-    }
+    if (options === DEVELOPMENT) return;
     // `unknown`: JavaScript callers may pass anything.
     const secret: unknown = options?.secret;
     const issuer: unknown = options?.issuer;
@@ -250,10 +233,7 @@ export class AuthMiddleware {
         "Cannot enable authentication: tokenCacheSize must be an integer >= 1",
       );
     }
-    this.#enabled = true;
-    this.#issuer = issuer;
-    this.#audience = audience;
-    this.#leewaySeconds = leewaySeconds;
+    this.#verifyOptions = { issuer, audience, leewaySeconds };
     this.#cache = new TokenCache({ capacity: cacheSize, leewaySeconds });
     this.#key = verifyKeyOf(secret);
   }
@@ -276,7 +256,7 @@ export class AuthMiddleware {
    * ```
    */
   rotateSecret(secret: string): void {
-    if (!this.#enabled) {
+    if (!this.enabled) {
       throw new AuthConfigError(
         "Cannot rotate the JWT secret: authentication is off (development mode)",
       );
@@ -327,7 +307,7 @@ export class AuthMiddleware {
    * ```
    */
   get enabled(): boolean {
-    return this.#enabled;
+    return this.#key !== undefined;
   }
 
   /**
@@ -353,7 +333,7 @@ export class AuthMiddleware {
    * ```
    */
   get failures(): AuthFailures {
-    return this.#failures.snapshot();
+    return Object.freeze({ ...this.#failures });
   }
 
   /**
@@ -385,15 +365,11 @@ export class AuthMiddleware {
    * ```
    */
   wrap(handler: Handler): Handler {
-    if (!this.#enabled || !this.#key || !this.#cache) return handler;
+    const cache = this.#cache;
+    const verifyOptions = this.#verifyOptions;
+    if (!this.#key || !cache || !verifyOptions) return handler;
     // Read per request: rotateSecret() replaces the key.
     const currentKey = () => this.#key as Promise<CryptoKey>;
-    const cache: TokenCache = this.#cache;
-    const verifyOptions = {
-      issuer: this.#issuer,
-      audience: this.#audience,
-      leewaySeconds: this.#leewaySeconds,
-    };
     const failures = this.#failures;
     const throttle = new LogThrottle({ write: log.warn });
 
@@ -403,20 +379,22 @@ export class AuthMiddleware {
       kind: AuthFailureReason,
       reason: string,
     ): Response {
-      failures.add(kind);
+      failures[kind]++;
       throttle.hit(
         `401 ${kind}`,
         () =>
-          `401 ${req.method} ${safePath(req)}${describePeer(info)}: ${reason}`,
+          `401 ${req.method} ${loggedPath(req.url)}${
+            describePeer(info)
+          }: ${reason}`,
       );
       return unauthorized(req);
     }
 
-    async function verifyThenHandle(
+    const verifyThenHandle = async (
       req: Request,
       info: Deno.ServeHandlerInfo | undefined,
       token: string,
-    ): Promise<Response> {
+    ): Promise<Response> => {
       let claims: JWTPayload;
       const key = currentKey();
       try {
@@ -432,7 +410,7 @@ export class AuthMiddleware {
         cache.add(token, { exp: claims.exp as number, nbf: claims.nbf });
       }
       return await handler(req, info);
-    }
+    };
 
     // Not async: a remembered token is answered without a promise.
     return function authenticated(

@@ -16,22 +16,6 @@ export type Credentials =
 // One or more spaces (RFC 6750: 1*SP); what follows is checked by the token
 // layer, so a stray space or tab inside is refused there with a clear reason.
 const BEARER = /^bearer +(.+)$/i;
-const NO_QUERY: readonly string[] = [];
-
-function isWebSocketUpgrade(req: Request): boolean {
-  const upgrade = req.headers.get("upgrade");
-  return upgrade !== null && upgrade.trim().toLowerCase() === "websocket";
-}
-
-/** The `auth` query parameters; parses the URL only when it has a query. */
-function queryTokens(url: string): readonly string[] | undefined {
-  if (!url.includes("?")) return NO_QUERY;
-  try {
-    return new URL(url).searchParams.getAll("auth");
-  } catch {
-    return undefined;
-  }
-}
 
 function missing(reason: string): Credentials {
   return { reason, kind: "missing" };
@@ -50,9 +34,10 @@ function malformed(reason: string): Credentials {
  */
 export function extractToken(req: Request): Credentials {
   const authorization = req.headers.get("authorization");
-  const query = queryTokens(req.url);
-  if (query === undefined) return malformed("unparsable request URL");
-  const upgrade = isWebSocketUpgrade(req);
+  // A Request's URL always parses: the Request constructor checked it.
+  const query = new URL(req.url).searchParams.getAll("auth");
+  const upgrade =
+    req.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
 
   if (query.length > 0 && !upgrade) {
     return malformed("auth query parameter on a plain HTTP request");

@@ -44,13 +44,7 @@ export class TokenError extends Error {
   /** Why the token was refused, safe to log. */
   readonly reason: string;
 
-  /**
-   * Creates the error.
-   *
-   * @param kind Which of the fixed refusal reasons this is.
-   * @param reason Why the token was refused; must not contain the token.
-   * @param options The underlying error, kept as `cause`.
-   */
+  /** `reason` must not contain the token. */
   constructor(kind: TokenFailure, reason: string, options?: ErrorOptions) {
     super(`Cannot accept the token: ${reason}`, options);
     this.name = "TokenError";
@@ -71,13 +65,7 @@ export interface VerifyTokenOptions {
   now?: number;
 }
 
-/**
- * Imports the shared secret (its UTF-8 bytes) as an HMAC SHA-512 key that can
- * only verify. Done once, when the middleware is created.
- *
- * @param secret The shared secret, non-empty.
- * @returns The verification key.
- */
+/** The shared secret (its UTF-8 bytes) as an HMAC SHA-512 key that can only verify. */
 export function importVerifyKey(secret: string): Promise<CryptoKey> {
   return crypto.subtle.importKey(
     "raw",
@@ -215,21 +203,16 @@ function checkTimes(
     throw new TokenError("claims", "exp is not a finite number");
   }
   if (!(exp > now - leeway)) throw new TokenError("expired", "expired (exp)");
-  if (nbf !== undefined) {
-    if (typeof nbf !== "number" || !Number.isFinite(nbf)) {
-      throw new TokenError("claims", "nbf is not a finite number");
+  const notInFuture = [
+    ["nbf", nbf, "not yet valid (nbf)"],
+    ["iat", iat, "issued in the future (iat)"],
+  ] as const;
+  for (const [claim, value, refusal] of notInFuture) {
+    if (value === undefined) continue;
+    if (typeof value !== "number" || !Number.isFinite(value)) {
+      throw new TokenError("claims", `${claim} is not a finite number`);
     }
-    if (nbf > now + leeway) {
-      throw new TokenError("claims", "not yet valid (nbf)");
-    }
-  }
-  if (iat !== undefined) {
-    if (typeof iat !== "number" || !Number.isFinite(iat)) {
-      throw new TokenError("claims", "iat is not a finite number");
-    }
-    if (iat > now + leeway) {
-      throw new TokenError("claims", "issued in the future (iat)");
-    }
+    if (value > now + leeway) throw new TokenError("claims", refusal);
   }
 }
 
@@ -278,12 +261,6 @@ function classifyJoseError(error: unknown): TokenFailure {
 /**
  * Verifies a compact HS512 JWT and returns its claims. Every failure, whatever
  * threw it, comes out as a {@linkcode TokenError}.
- *
- * @param token The compact JWS, as received.
- * @param key The key from {@linkcode importVerifyKey}.
- * @param options The issuer, audience and leeway to enforce.
- * @returns The verified claims.
- * @throws {TokenError} When the token is refused for any reason.
  */
 export async function verifyToken(
   token: string,

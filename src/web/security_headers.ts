@@ -7,24 +7,23 @@
  */
 
 import { log } from "../common/log.ts";
-import type { Handler } from "./request_handler.ts";
+
+/**
+ * A request handler, shaped like the one `Deno.serve` takes; `info` is
+ * optional so tests can call it with a bare `Request`.
+ */
+export type Handler = (
+  req: Request,
+  info?: Deno.ServeHandlerInfo,
+) => Response | Promise<Response>;
 
 /** Headers every answer carries, over HTTP and HTTPS. */
-const SECURITY_HEADERS: Readonly<Record<string, string>> = Object
-  .freeze({
-    "x-content-type-options": "nosniff",
-    "cache-control": "no-store",
-    "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
-    "x-frame-options": "DENY",
-  });
-
-/** Added over HTTPS only: a browser must not take HSTS from plain HTTP. */
-const HSTS: readonly [string, string] = [
-  "strict-transport-security",
-  "max-age=31536000",
-];
-
-const ENTRIES = Object.entries(SECURITY_HEADERS);
+const SECURITY_HEADERS = Object.entries({
+  "x-content-type-options": "nosniff",
+  "cache-control": "no-store",
+  "content-security-policy": "default-src 'none'; frame-ancestors 'none'",
+  "x-frame-options": "DENY",
+});
 
 /** Settings of {@linkcode withSecurityHeaders}. */
 export interface SecurityHeadersOptions {
@@ -39,18 +38,14 @@ export interface SecurityHeadersOptions {
  * @param https Add HSTS too.
  */
 export function setSecurityHeaders(headers: Headers, https: boolean): void {
-  for (const [name, value] of ENTRIES) headers.set(name, value);
-  if (https) headers.set(HSTS[0], HSTS[1]);
+  for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
+  // Over HTTPS only: a browser must not take HSTS from plain HTTP.
+  if (https) headers.set("strict-transport-security", "max-age=31536000");
 }
 
 /**
- * Returns `response` with the security headers set: in place when its headers
- * are mutable (answers our handlers build), else on a copy (`Response.error()`,
- * `Response.redirect()` and fetched responses have immutable headers).
- *
- * @param response The answer.
- * @param https Add HSTS too.
- * @returns The same answer, or a copy with the same body and status.
+ * Sets the headers in place, or on a copy where they are immutable
+ * (`Response.error()`, `Response.redirect()`, fetched responses).
  */
 function secureResponse(response: Response, https: boolean): Response {
   try {
@@ -64,13 +59,9 @@ function secureResponse(response: Response, https: boolean): Response {
   }
 }
 
-function pathOf(url: string): string {
-  try {
-    // The path only: the query may hold `auth=<token>`.
-    return new URL(url).pathname;
-  } catch {
-    return "(unparsable URL)";
-  }
+/** The path of a request URL, for a log line: the query may hold `auth=<token>`. */
+export function loggedPath(url: string): string {
+  return new URL(url).pathname;
 }
 
 function internalError(req: Request, error: unknown, https: boolean): Response {
@@ -78,7 +69,7 @@ function internalError(req: Request, error: unknown, https: boolean): Response {
     ? `${error.name}: ${error.message}`
     : String(error);
   log.error(
-    `500 ${req.method} ${pathOf(req.url)}: ${what.replace(/\s+/g, " ")}`,
+    `500 ${req.method} ${loggedPath(req.url)}: ${what.replace(/\s+/g, " ")}`,
   );
   const response = new Response("Internal Server Error", {
     status: 500,
@@ -102,9 +93,7 @@ export function withSecurityHeaders(
   options: SecurityHeadersOptions,
 ): Handler {
   const https = options.https;
-  function secure(response: Response): Response {
-    return secureResponse(response, https);
-  }
+  const secure = (response: Response) => secureResponse(response, https);
   return function securityHeaders(
     req: Request,
     info?: Deno.ServeHandlerInfo,

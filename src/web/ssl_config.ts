@@ -56,6 +56,13 @@ export class SSLConfigError extends InputError {
   }
 }
 
+/** What `error` says, as the problem with `file`. */
+function failed(file: string, problem: string, error: unknown): SSLConfigError {
+  return new SSLConfigError(file, `${problem}: ${oneLine(error)}`, {
+    cause: error,
+  });
+}
+
 async function isPresent(path: string): Promise<boolean> {
   try {
     // lstat: a dangling link is present (and then unreadable), not absent.
@@ -63,9 +70,7 @@ async function isPresent(path: string): Promise<boolean> {
     return true;
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return false;
-    throw new SSLConfigError(path, `cannot stat: ${oneLine(error)}`, {
-      cause: error,
-    });
+    throw failed(path, "cannot stat", error);
   }
 }
 
@@ -73,9 +78,7 @@ async function readPem(path: string): Promise<string> {
   try {
     return await Deno.readTextFile(path);
   } catch (error) {
-    throw new SSLConfigError(path, `cannot read: ${oneLine(error)}`, {
-      cause: error,
-    });
+    throw failed(path, "cannot read", error);
   }
 }
 
@@ -93,11 +96,7 @@ function parseCertificate(
   try {
     return new crypto.X509Certificate(pem);
   } catch (error) {
-    throw new SSLConfigError(
-      path,
-      `not a valid PEM certificate: ${oneLine(error)}`,
-      { cause: error },
-    );
+    throw failed(path, "not a valid PEM certificate", error);
   }
 }
 
@@ -121,28 +120,8 @@ function parsePrivateKey(
   try {
     return crypto.createPrivateKey(pem);
   } catch (error) {
-    throw new SSLConfigError(
-      path,
-      `not a valid PEM private key: ${oneLine(error)}`,
-      { cause: error },
-    );
+    throw failed(path, "not a valid PEM private key", error);
   }
-}
-
-function sameKey(
-  crypto: Crypto,
-  certificate: X509Certificate,
-  key: KeyObject,
-): boolean {
-  const fromCert = certificate.publicKey.export({
-    type: "spki",
-    format: "der",
-  });
-  const fromKey = crypto.createPublicKey(key).export({
-    type: "spki",
-    format: "der",
-  });
-  return fromCert.equals(fromKey);
 }
 
 function warnAboutValidity(path: string, certificate: X509Certificate): void {
@@ -168,17 +147,6 @@ function warnAboutKeyLog(): void {
   }
 }
 
-/** Fields of an {@linkcode SSLConfig}, as read from disk. */
-interface SSLConfigFields {
-  cert: string;
-  key: string;
-  certFile: string;
-  keyFile: string;
-  serial: string;
-  ca?: string;
-  caFile?: string;
-}
-
 /**
  * The PEM certificate and key to give `Deno.serve`, read from
  * `<directory>/ssl/` and checked to belong together.
@@ -201,28 +169,22 @@ export class SSLConfig {
    * The PEM chain to serve: `server.crt`, followed in development mode by
    * `ca.crt` when present, so clients can build the path.
    */
-  readonly cert: string;
+  declare readonly cert: string;
   /** The PEM private key (`server.key`). */
-  readonly key: string;
+  declare readonly key: string;
   /** Contents of `ca.crt` (development mode only, when present). */
   declare readonly ca?: string;
   /** Path of `server.crt`. */
-  readonly certFile: string;
+  declare readonly certFile: string;
   /** Path of `server.key`. */
-  readonly keyFile: string;
+  declare readonly keyFile: string;
   /** The served certificate's serial number, as hex digits (`server.crt`). */
-  readonly serial: string;
+  declare readonly serial: string;
   /** Path of `ca.crt`, when it was used. */
   declare readonly caFile?: string;
 
-  private constructor(fields: SSLConfigFields) {
-    this.cert = fields.cert;
-    this.key = fields.key;
-    this.certFile = fields.certFile;
-    this.keyFile = fields.keyFile;
-    this.serial = fields.serial;
-    if (fields.ca !== undefined) this.ca = fields.ca;
-    if (fields.caFile !== undefined) this.caFile = fields.caFile;
+  private constructor(fields: SSLConfig) {
+    Object.assign(this, fields);
   }
 
   /**
@@ -273,14 +235,17 @@ export class SSLConfig {
     const crypto = await import("node:crypto");
     const certificate = parseCertificate(crypto, certFile, cert);
     const privateKey = parsePrivateKey(crypto, keyFile, key);
+    const spki = { type: "spki", format: "der" } as const;
     let matches: boolean;
     try {
-      matches = sameKey(crypto, certificate, privateKey);
+      matches = certificate.publicKey.export(spki).equals(
+        crypto.createPublicKey(privateKey).export(spki),
+      );
     } catch (error) {
-      throw new SSLConfigError(
+      throw failed(
         `${certFile} and ${keyFile}`,
-        `cannot compare the public keys: ${oneLine(error)}`,
-        { cause: error },
+        "cannot compare the public keys",
+        error,
       );
     }
     if (!matches) {
@@ -291,29 +256,25 @@ export class SSLConfig {
     }
     warnAboutValidity(certFile, certificate);
 
-    const fields: SSLConfigFields = {
+    const served = {
       cert,
       key,
       certFile,
       keyFile,
       serial: serialHex(certificate.serialNumber),
     };
-    if (options.devMode) {
-      const caFile = join(directory, "ssl", "ca.crt");
-      if (await isPresent(caFile)) {
-        const ca = await readPem(caFile);
-        const authority = parseCertificate(crypto, caFile, ca);
-        if (!certificate.checkIssued(authority)) {
-          log.warn(`${certFile} was not issued by ${caFile}`);
-        }
-        fields.cert = `${cert.trimEnd()}\n${ca.trimStart()}`;
-        fields.ca = ca;
-        fields.caFile = caFile;
-      }
-    } else {
+    if (!options.devMode) {
       warnAboutKeyLog();
+      return new SSLConfig(served);
     }
-    return new SSLConfig(fields);
+    const caFile = join(directory, "ssl", "ca.crt");
+    if (!(await isPresent(caFile))) return new SSLConfig(served);
+    const ca = await readPem(caFile);
+    if (!certificate.checkIssued(parseCertificate(crypto, caFile, ca))) {
+      log.warn(`${certFile} was not issued by ${caFile}`);
+    }
+    const chain = `${cert.trimEnd()}\n${ca.trimStart()}`;
+    return new SSLConfig({ ...served, cert: chain, ca, caFile });
   }
 }
 

@@ -25,12 +25,8 @@ export interface CachedTimes {
 
 /** Settings of a {@linkcode TokenCache}. */
 export interface TokenCacheOptions {
-  /**
-   * Most tokens kept.
-   *
-   * @default {1024}
-   */
-  capacity?: number;
+  /** Most tokens kept. */
+  capacity: number;
   /** Clock skew tolerated on `exp` and `nbf`, in seconds (the verifier's). */
   leewaySeconds: number;
 }
@@ -43,9 +39,8 @@ export class TokenCache {
   #capacity: number;
   #leeway: number;
 
-  /** @param options Capacity and leeway. */
   constructor(options: TokenCacheOptions) {
-    const capacity = options.capacity ?? 1024;
+    const capacity = options.capacity;
     if (!Number.isInteger(capacity) || capacity < 1) {
       throw new RangeError(
         `Cannot create the token cache: capacity ${capacity}, expected an integer >= 1`,
@@ -61,13 +56,8 @@ export class TokenCache {
   }
 
   /**
-   * Looks a token up and checks its times again.
-   *
-   * @param token The exact token text.
-   * @param now Seconds since the epoch.
-   * @returns `true` for a valid cached token, `false` when not cached.
-   * @throws {TokenError} When the cached token has expired or is not yet
-   * valid; it is dropped first.
+   * `true` for a cached token whose times still hold, `false` when not cached;
+   * throws {@linkcode TokenError} (and forgets it) when they no longer hold.
    */
   check(token: string, now: number): boolean {
     const times = this.#entries.get(token);
@@ -86,12 +76,7 @@ export class TokenCache {
     return true;
   }
 
-  /**
-   * Remembers a token that passed every check.
-   *
-   * @param token The exact token text.
-   * @param times Its `exp` and `nbf`.
-   */
+  /** Remembers a token that passed every check. */
   add(token: string, times: CachedTimes): void {
     this.#entries.delete(token);
     this.#entries.set(token, times);

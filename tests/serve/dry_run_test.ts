@@ -23,7 +23,7 @@ import {
 } from "../support/fake_gpus.ts";
 import { catalogueText } from "../support/gpu_cards.ts";
 import { COLUMNS } from "../../src/status/table.ts";
-import { PLAN_COLUMNS } from "../../src/serve/plan_text.ts";
+import { PLAN_COLUMNS } from "../../src/serve/start_plan.ts";
 import type { StartPlan } from "../../src/serve.ts";
 
 const MOD = new URL("../../mod.ts", import.meta.url).pathname;

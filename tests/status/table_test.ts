@@ -2,11 +2,12 @@
 import assert from "node:assert/strict";
 import {
   lastExitText,
+  relativeTime,
   renderTable,
   rowsOf,
+  shortDuration,
   stateText,
 } from "../../src/status/table.ts";
-import { relativeTime, shortDuration } from "../../src/status/relative_time.ts";
 import type { ModelsDetail } from "../../src/status/models_detail.ts";
 
 const NOW = Date.parse("2026-11-22T20:40:00.000Z");

@@ -3,7 +3,10 @@ import assert from "node:assert/strict";
 import { Liveness } from "../../src/supervision/liveness.ts";
 
 Deno.test("a loading run is spared by failures; after its first 200, failures in a row stop it", () => {
-  const liveness = new Liveness("m", { failures: 3, startTimeoutMs: 0 });
+  const liveness = new Liveness("m", {
+    livenessFailures: 3,
+    startTimeoutMs: 0,
+  });
   for (let i = 0; i < 10; i++) {
     assert.deepEqual(liveness.observe({ ok: false }, true), {
       kind: "loading",
@@ -36,7 +39,10 @@ Deno.test("a loading run is spared by failures; after its first 200, failures in
 });
 
 Deno.test("a loading run silent past --start-timeout is stopped; output or a first 200 spares it", () => {
-  const liveness = new Liveness("m", { failures: 6, startTimeoutMs: 1_000 });
+  const liveness = new Liveness("m", {
+    livenessFailures: 6,
+    startTimeoutMs: 1_000,
+  });
   assert.equal(liveness.silentLoad(Date.now() - 999), undefined);
   const stop = liveness.silentLoad(Date.now() - 5_000);
   assert.equal(stop?.kind, "stop");
@@ -51,6 +57,6 @@ Deno.test("a loading run silent past --start-timeout is stopped; output or a fir
     undefined,
     "loaded runs are liveness's",
   );
-  const off = new Liveness("m", { failures: 6, startTimeoutMs: 0 });
+  const off = new Liveness("m", { livenessFailures: 6, startTimeoutMs: 0 });
   assert.equal(off.silentLoad(0), undefined, "0 turns it off");
 });
