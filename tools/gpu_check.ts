@@ -12,7 +12,11 @@
  * - the launcher SIGKILLed: its watchdog stops every engine, the memory
  *   comes back;
  * - llama.cpp's llama-server built with CUDA serving the tiny GGUF, all
- *   layers on the GPU (skipped without `nvcc`).
+ *   layers on the GPU (skipped without `nvcc`);
+ * - neighbours crashing on one GPU where `nvidia-smi` lists host pids (a
+ *   container), a GPU reporting `[GPU requires reset]` (stand-in only), a
+ *   pool given as UUIDs handed to vLLM as indices, and a liveness restart
+ *   waiting while a neighbour loads (stand-in only).
  *
  * ```sh
  * deno task gpu-check                       # real GPUs; writes bench/results/gpu.md
@@ -30,6 +34,12 @@ import { fileURLToPath } from "node:url";
 import { parseArgs } from "node:util";
 import { makeRoot } from "../tests/support/helpers.ts";
 import { crashDuringLoad } from "./gpu_check/crash_scenario.ts";
+import {
+  containerRelease,
+  deviceIds,
+  gpuError,
+  quietNeighbour,
+} from "./gpu_check/container_scenarios.ts";
 import { llamaCuda } from "./gpu_check/llama_scenario.ts";
 import {
   foreignHolder,
@@ -57,6 +67,10 @@ export const SCENARIOS: readonly Scenario[] = [
   foreignHolder,
   launcherKilled,
   llamaCuda,
+  containerRelease,
+  gpuError,
+  deviceIds,
+  quietNeighbour,
 ];
 
 const DEFAULT_REPORT = fileURLToPath(
@@ -201,6 +215,7 @@ async function runOne(
   const began = performance.now();
   let row: Row;
   try {
+    await world.stage?.({}); // each scenario starts on a healthy stand-in
     const outcome = await scenario.run({ world, scope, settings: options });
     if (options.broken === scenario.id) {
       throw new Unmet(

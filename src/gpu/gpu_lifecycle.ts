@@ -8,8 +8,8 @@
  */
 import { procStats } from "../engines/proc.ts";
 import type { GpuMonitor } from "./gpu_monitor.ts";
-import { runMemoryMiB } from "./memory_use.ts";
-import { GpuStartGate, type ProcessFacts } from "./start_gate.ts";
+import { type GpuReading, runMemory } from "./memory_use.ts";
+import { GpuStartGate } from "./start_gate.ts";
 
 /** One supervised run, as the memory round sees it. */
 export interface GpuRun {
@@ -19,8 +19,10 @@ export interface GpuRun {
   readonly gpus: readonly string[] | null;
   /** The running process's pid (its process group), or undefined. */
   readonly pgid: number | undefined;
-  /** Receives its memory per device, or null when unknown. */
-  observeGpuMemory(mib: Readonly<Record<string, number>> | null): void;
+  /** Each device's used MiB just before the run spawned. */
+  readonly gpuStartUsed: Readonly<Record<string, number>>;
+  /** Receives its memory, or null when unknown. */
+  observeGpuMemory(reading: GpuReading | null): void;
 }
 
 /** How the lifecycle runs. */
@@ -33,15 +35,6 @@ export interface GpuLifecycleOptions {
   readonly runs: () => readonly GpuRun[];
   /** The launcher's one monitor (its plan looked through it too). */
   readonly monitor: GpuMonitor;
-}
-
-/** Live processes among `pids`, with their group and command name. */
-function liveProcesses(pids: readonly number[]): Map<number, ProcessFacts> {
-  const out = new Map<number, ProcessFacts>();
-  for (const [pid, stat] of procStats(pids)) {
-    out.set(pid, { pgid: stat.pgid, comm: stat.comm });
-  }
-  return out;
 }
 
 /**
@@ -69,7 +62,7 @@ export class GpuLifecycle {
       facts: this.#monitor,
       intervalMs: options.intervalMs,
       releaseTimeoutMs: options.releaseTimeoutMs,
-      processes: liveProcesses,
+      processes: procStats,
       ownGroups: () => {
         const groups = new Map<number, string>();
         for (const run of options.runs()) {
@@ -99,14 +92,14 @@ export class GpuLifecycle {
     const groups = new Map<number, number>();
     if (snapshot) {
       const pids = snapshot.processes.map((p) => p.pid);
-      for (const [pid, facts] of liveProcesses(pids)) {
+      for (const [pid, facts] of procStats(pids)) {
         groups.set(pid, facts.pgid);
       }
     }
     for (const run of placed) {
       run.observeGpuMemory(
         snapshot && run.pgid !== undefined
-          ? runMemoryMiB(snapshot, run.gpus!, run.pgid, groups)
+          ? runMemory(snapshot, run.gpus!, run.pgid, groups, run.gpuStartUsed)
           : null,
       );
     }

@@ -5,11 +5,7 @@
  * through {@linkcode listGpuIndices}, and the start gate and the memory
  * rounds (what `?detail=1` reports) read the same monitor's snapshots.
  *
- * The monitor shares `nvidia-smi` between every engine that asks about the GPUs: at most
- * one query per interval and one in flight, whatever the number of callers,
- * and one warning per run of failures instead of one per call. A caller that
- * knows the facts changed (a process exited, one spawned) takes a mark, and
- * an answer asked before that mark is never given for it.
+ * One query per interval and one in flight, whatever the number of callers.
  *
  * @module
  */
@@ -38,13 +34,7 @@ export interface GpuMonitorOptions {
   readonly timeoutMs?: number;
   /** The query (tests replace it). @default {queryGpus} */
   readonly query?: (options: QueryGpusOptions) => Promise<GpuQuery>;
-  /**
-   * The longest wait before asking again after failures: the first failure
-   * waits 1 s (or the caller's `maxAgeMs`, if longer), each further one
-   * twice as long, up to this; no `nvidia-smi` on PATH waits this long at
-   * once. 0 asks again as soon as the caller's `maxAgeMs` allows.
-   * @default {60000}
-   */
+  /** The longest wait after failures (1 s, doubling; at once without nvidia-smi); 0: per `maxAgeMs`. @default {60000} */
   readonly maxBackoffMs?: number;
   /** Monotonic milliseconds (tests move it by hand). @default {performance.now} */
   readonly now?: () => number;
@@ -66,21 +56,13 @@ interface Answer {
 /**
  * The latest GPU facts, asked of `nvidia-smi` at most once per interval.
  *
- * Failures are cached too, so callers polling every half second cannot turn
- * a failing (or hanging) `nvidia-smi` into a process a call: after a failure
- * the next query waits 1 s, 2 s, 4 s… up to `maxBackoffMs`. No `nvidia-smi`
- * on PATH is a steady state (a machine without NVIDIA tools): it is found
- * without spawning anything, and re-checked every `maxBackoffMs`, in case
- * the tools get installed. The first failure of a run is one warning
- * (`Cannot query GPUs: <what failed>; rules needing GPU memory facts are
- * skipped while it fails (retrying)`), and the first success after it one
- * line (`query GPUs: working again after N failure(s)`).
- *
- * Marks ({@linkcode GpuMonitor.mark}) order answers after events: a
- * snapshot asked for `after` a mark comes from a query asked after that mark
- * was taken, however young an older answer is. A failure is the exception:
- * it keeps answering through its backoff, as an event does not mend
- * `nvidia-smi`.
+ * Failures are cached too (a failing or hanging `nvidia-smi` is not run once
+ * a call): the next query waits 1 s, 2 s, 4 s… up to `maxBackoffMs`, at once
+ * that long when none is on PATH; a run of failures is one warning, the
+ * first success after it one line. A snapshot asked `after` a
+ * {@linkcode GpuMonitor.mark} comes from a query asked after the mark,
+ * however young an older answer (a failure keeps answering through its
+ * backoff: an event does not mend `nvidia-smi`).
  *
  * @example
  * ```ts ignore
@@ -102,7 +84,6 @@ export class GpuMonitor {
     | { answer: Promise<GpuSnapshot | undefined>; mark: number }
     | undefined;
   #marks = 0;
-  #watchers: ((mark: number) => void)[] = [];
   #queries = 0;
   #failuresInRow = 0;
   #failures = new FailureRun("query GPUs", "warn");
@@ -145,17 +126,6 @@ export class GpuMonitor {
   }
 
   /**
-   * Calls `listener` with the mark of each answer (success or failure) as it
-   * comes: the mark its query was asked at. The start gate wakes the starts
-   * it holds for memory this way.
-   *
-   * @param listener Called once per answer, for the monitor's lifetime.
-   */
-  watch(listener: (mark: number) => void): void {
-    this.#watchers.push(listener);
-  }
-
-  /**
    * The latest snapshot if younger than `maxAgeMs` and asked after the mark
    * `after`, else one new query; concurrent callers share one query in
    * flight (one asked before `after` is awaited, then a new one is asked).
@@ -182,18 +152,12 @@ export class GpuMonitor {
         return Promise.resolve(latest.snapshot);
       }
     }
-    const asking = { answer: this.#ask(this.#marks), mark: this.#marks };
+    const asking = { answer: this.#answer(this.#marks), mark: this.#marks };
     this.#inFlight = asking;
     asking.answer.finally(() => {
       if (this.#inFlight === asking) this.#inFlight = undefined;
     });
     return asking.answer;
-  }
-
-  async #ask(mark: number): Promise<GpuSnapshot | undefined> {
-    const snapshot = await this.#answer(mark);
-    for (const watcher of this.#watchers) watcher(mark);
-    return snapshot;
   }
 
   async #answer(mark: number): Promise<GpuSnapshot | undefined> {

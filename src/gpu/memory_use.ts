@@ -1,40 +1,66 @@
 /**
- * One engine run's GPU memory per device, from an `nvidia-smi` snapshot: the
- * listed processes of the run's process group (vLLM's workers are children
- * of the engine), summed per device. Pure: the process groups are handed in.
+ * One engine run's GPU memory per device, from an `nvidia-smi` snapshot. By
+ * pid where the listed pids match the run's process group (vLLM's workers
+ * are children of the engine); else (a container lists the host's pids,
+ * which match nothing here) by the device's change across the run's start:
+ * rule 1 of the start gate lets one load at a time onto a device, so what the
+ * device gained since just before the spawn is the run's. Pure: the process
+ * groups are handed in.
  *
  * @module
  */
 import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 
+/** A run's memory as one reading saw it. */
+export interface GpuReading {
+  /** MiB the run holds per device entry (devices `nvidia-smi` does not list, MIG ones, left out). */
+  readonly mib: Readonly<Record<string, number>>;
+  /** `pid`: its listed pids; `device`: the device's change across its start. */
+  readonly by: "pid" | "device";
+  /** Its listed pids (empty by device). */
+  readonly pids: readonly number[];
+  /** Each device's used MiB in this reading. */
+  readonly usedMiB: Readonly<Record<string, number>>;
+}
+
 /**
- * The MiB a run's process group holds on each of its devices.
+ * The MiB a run holds on each of its devices.
  *
  * @param snapshot One `nvidia-smi` snapshot.
  * @param devices The run's devices as placed (`CUDA_VISIBLE_DEVICES` entries).
  * @param pgid The run's process group.
  * @param groups Process group of each listed pid that is alive.
- * @returns MiB per device entry (0 where it holds none); devices
- *   `nvidia-smi` does not list (MIG entries) are left out.
+ * @param startUsed Each device's used MiB just before the run spawned.
+ * @returns The reading.
  *
  * @example
  * ```ts ignore
- * runMemoryMiB(snapshot, ["0"], 4242, new Map([[4243, 4242]])); // { "0": 5000 }
+ * runMemory(snapshot, ["0"], 4242, new Map([[4243, 4242]]), { "0": 0 });
+ * // { mib: { "0": 5000 }, by: "pid", pids: [4243], usedMiB: { "0": 5000 } }
  * ```
  */
-export function runMemoryMiB(
+export function runMemory(
   snapshot: GpuSnapshot,
   devices: readonly string[],
   pgid: number,
   groups: ReadonlyMap<number, number>,
-): Record<string, number> {
-  const out: Record<string, number> = {};
+  startUsed: Readonly<Record<string, number>>,
+): GpuReading {
+  const mine = snapshot.processes.filter((p) => groups.get(p.pid) === pgid);
+  const by = mine.length > 0 ? "pid" : "device";
+  const mib: Record<string, number> = {};
+  const usedMiB: Record<string, number> = {};
   for (const entry of devices) {
     const device = deviceOf(entry, snapshot);
-    if (device === undefined) continue;
-    out[entry] = snapshot.processes
-      .filter((p) => p.gpuUuid === device.uuid && groups.get(p.pid) === pgid)
-      .reduce((sum, p) => sum + p.usedMiB, 0);
+    if (device === undefined || !device.memoryKnown) continue;
+    usedMiB[entry] = device.usedMiB;
+    const before = startUsed[entry];
+    if (by === "pid") {
+      mib[entry] = mine.filter((p) => p.gpuUuid === device.uuid)
+        .reduce((sum, p) => sum + p.usedMiB, 0);
+    } else if (before !== undefined) {
+      mib[entry] = Math.max(0, device.usedMiB - before);
+    }
   }
-  return out;
+  return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
 }

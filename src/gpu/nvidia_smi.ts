@@ -32,6 +32,13 @@ export interface GpuDevice {
    * "no fact", not towards a made-up zero.
    */
   readonly memoryKnown: boolean;
+  /**
+   * `nvidia-smi`'s words where a memory field reads as an error (`ERR!`,
+   * `[GPU requires reset]`, `[Unknown Error]`, `[GPU is lost]`: a device
+   * after an Xid error); then `memoryKnown` is false and nothing is started
+   * there until it reports memory again.
+   */
+  readonly error?: string;
 }
 
 /** One compute process as `nvidia-smi --query-compute-apps` lists it: one entry per device it uses. */
@@ -335,7 +342,14 @@ function parseDevices(text: string): GpuDevice[] | string {
       return unreadable(line, "memory in MiB or [N/A]");
     }
     const memoryKnown = totalMiB !== "unknown" && usedMiB !== "unknown";
+    if (
+      devices.some((d) => d.index === String(Number(index)) || d.uuid === uuid)
+    ) {
+      return `it listed GPU ${index} (${uuid}) twice`;
+    }
+    const error = [total!, used!].find(isError);
     devices.push({
+      ...(error === undefined ? {} : { error }),
       index: String(Number(index)),
       uuid: uuid!,
       totalMiB: memoryKnown ? totalMiB : NaN,
@@ -376,9 +390,17 @@ function isUuid(text: string): boolean {
   return /^GPU-[A-Za-z0-9-]+$/.test(text);
 }
 
+/** A memory field that reads as a device error rather than as a missing figure (`[N/A]`). */
+function isError(text: string): boolean {
+  return text === "ERR!" ||
+    /^\[(?:GPU requires reset|Unknown Error|GPU is lost)\]$/i.test(text);
+}
+
 /** MiB as a number, `"unknown"` for `[N/A]`-like words, undefined for anything else. */
 function mib(text: string): number | "unknown" | undefined {
-  if (/^\[[^\]]*\]$/.test(text) || /^n\/a$/i.test(text)) return "unknown";
+  if (/^\[[^\]]*\]$/.test(text) || /^(?:n\/a|ERR!)$/i.test(text)) {
+    return "unknown";
+  }
   if (!/^\d+(?:\.\d+)?$/.test(text)) return undefined;
   return Number(text);
 }

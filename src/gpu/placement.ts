@@ -110,7 +110,7 @@ export function placeGpus(
     names.add(card.name);
   }
   if (pool === undefined) return unplacedLayout(cards);
-  const layout = new Layout(pool);
+  const layout = new Layout(pool, options.avoid);
   for (const [name, assignment] of options.held ?? []) {
     layout.keep(name, assignment);
   }
@@ -134,6 +134,18 @@ export function placeGpus(
       : layout.takeShare(card.name, need.share);
     result.set(card.name, { devices, need });
   }
+  for (const [name, { devices, need }] of result) {
+    const mig = devices?.filter((d) => d.startsWith("MIG-")) ?? [];
+    if (mig.length > 0 && devices!.length > 1) {
+      // A CUDA process sees one MIG device, whatever CUDA_VISIBLE_DEVICES lists.
+      throw new GpuPlacementError(
+        name,
+        `needs ${devices!.length} devices (${need.from}), given ${
+          devices!.join(",")
+        }: a CUDA process sees one MIG instance (expected a tensor parallelism of 1 on MIG)`,
+      );
+    }
+  }
   return result;
 }
 
@@ -144,6 +156,11 @@ export interface PlaceOptions {
    * engines): their devices are taken first.
    */
   held?: ReadonlyMap<string, GpuAssignment>;
+  /**
+   * Pool entries automatic placement leaves out (a device reporting its
+   * memory as an error); a pin there still holds.
+   */
+  avoid?: ReadonlySet<string>;
 }
 
 /** The layout without a pool: only pinned and `gpus: 0` cards say anything. */
@@ -186,13 +203,17 @@ class Layout {
   /** Who holds what, in placement order, for refusal messages. */
   readonly #holders: { name: string; devices: string[]; units?: number }[] = [];
 
-  constructor(pool: GpuPool) {
+  /** Entries open to automatic placement, lowest first. */
+  readonly #open: readonly string[];
+
+  constructor(pool: GpuPool, avoid: ReadonlySet<string> = new Set()) {
     this.#pool = pool;
     const entries = [...new Set(pool.entries)];
     this.#numeric = entries.every(isIndex);
     this.#order = this.#numeric
       ? entries.sort((a, b) => Number(a) - Number(b))
       : entries;
+    this.#open = this.#order.filter((entry) => !avoid.has(entry));
   }
 
   /** Records a pinned card's entries; refuses clashes and pins outside an explicit pool. */
@@ -254,7 +275,7 @@ class Layout {
   /** Takes `count` whole free devices: the lowest adjacent run, else the lowest free ones. */
   takeWhole(name: string, count: number): string[] {
     if (count === 0) return [];
-    const free = this.#order.filter((device) => !this.#held.has(device));
+    const free = this.#open.filter((device) => !this.#held.has(device));
     if (free.length < count) {
       throw new GpuPlacementError(
         name,
@@ -272,11 +293,11 @@ class Layout {
   /** Takes a share of the first device holding shares with room, else of the lowest free device. */
   takeShare(name: string, share: number): string[] {
     const units = toUnits(share);
-    const device = this.#order.find((entry) => {
+    const device = this.#open.find((entry) => {
       const holding = this.#held.get(entry);
       return holding !== undefined && holding.whole === undefined &&
         holding.shares.reduce((sum, s) => sum + s.units, 0) + units <= WHOLE;
-    }) ?? this.#order.find((entry) => !this.#held.has(entry));
+    }) ?? this.#open.find((entry) => !this.#held.has(entry));
     if (device === undefined) {
       throw new GpuPlacementError(
         name,
@@ -303,7 +324,7 @@ class Layout {
   /** The first `count` free devices in a row with no gap between them. */
   #adjacentRun(count: number): string[] | undefined {
     let run: string[] = [];
-    for (const device of this.#order) {
+    for (const device of this.#open) {
       const last = run.at(-1);
       if (this.#held.has(device)) run = [];
       else if (last !== undefined && !this.#adjacent(last, device)) {

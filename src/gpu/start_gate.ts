@@ -4,28 +4,16 @@
  * (the first, every restart, a reload's) and tells it when a load is over.
  *
  * A start on D proceeds only when:
- * 1. no other engine on a device of D is loading (spawned, no first 200 yet),
- *    and no engine that asked earlier waits for one of them (request order per
- *    device): vLLM sizes its KV cache from whole-device free-memory deltas
- *    during start-up, so two loads on one device mis-size each other;
- * 2. for a restart, `nvidia-smi` no longer lists, on D, a process that is gone
- *    (the driver frees a dead process's memory seconds after it leaves the
- *    process table), except pids already listed and already invisible when
- *    the dead run started; bounded by the release timeout, then one warning;
- * 3. where the card's engine checks free memory at start, each device of D has
- *    that much free (MIG devices are not checked).
+ * 1. no other engine on D is loading, nor asked earlier (vLLM sizes its KV
+ *    cache from device-wide free memory while it loads);
+ * 2. for a restart, the dead run's pids (where they match ours) are gone from
+ *    `nvidia-smi`'s list, or two readings in a row show D's used memory fell
+ *    by what it held, within max(256 MiB, 2 %); bounded by the release timeout;
+ * 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires reset]`);
+ * 4. each device of D has the free memory the engine checks at start.
  *
- * Rules 2 and 3 decide from facts gathered after the last event on D that
- * can change them (a spawn, a load's end, an exit or stop: supervision calls
- * {@linkcode GpuStartGate.changed}), never from an older snapshot however
- * young: a run that failed during its load allocated after the last health
- * round, and its restart must see that. A held start looks again at each new
- * answer and at least once an interval, each time with facts asked after its
- * previous look, so it starts within one interval (and a query) of the
- * memory's release.
- *
- * Without GPU facts (no `nvidia-smi`, or it fails) rules 2 and 3 are skipped
- * and rule 1 holds from placement alone. Engines without devices are never held.
+ * Rules 2 to 4 read facts asked after the last event on D
+ * ({@linkcode GpuStartGate.changed}); without facts they are skipped.
  *
  * @module
  */
@@ -37,12 +25,14 @@ import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 export type WaitReason =
   | "gpu-busy-loading"
   | "gpu-memory-release"
+  | "gpu-error"
   | "gpu-memory-free";
 
-/** Every reason the gate holds a start for (rules 1, 2 and 3). */
+/** Every reason the gate holds a start for. */
 export const WAIT_REASONS: readonly WaitReason[] = [
   "gpu-busy-loading",
   "gpu-memory-release",
+  "gpu-error",
   "gpu-memory-free",
 ];
 
@@ -52,21 +42,16 @@ export interface WaitingFor {
   readonly reason: WaitReason;
   /** The devices concerned, as placed (`CUDA_VISIBLE_DEVICES` entries). */
   readonly devices: readonly string[];
-  /** One line for people: who loads there, which pids hold the memory. */
+  /** One line for people: who loads there, which memory is not back, nvidia-smi's words. */
   readonly detail: string;
 }
 
-/** Where the gate reads GPU facts (a `GpuMonitor`): one snapshot no older than asked, or none. */
+/** Where the gate reads GPU facts (a `GpuMonitor`). */
 export interface GpuFacts {
-  /**
-   * The latest snapshot no older than `maxAgeMs` and asked after the mark
-   * `after`; undefined when unknown.
-   */
+  /** The latest snapshot no older than `maxAgeMs` and asked after the mark `after`; undefined when unknown. */
   snapshot(maxAgeMs: number, after?: number): Promise<GpuSnapshot | undefined>;
   /** A new mark: answers asked from now on are at or after it. */
   mark(): number;
-  /** Calls `listener` with the mark of each answer as it comes (the mark it was asked at). */
-  watch?(listener: (mark: number) => void): void;
 }
 
 /** A live process the gate asks about. */
@@ -79,18 +64,28 @@ export interface ProcessFacts {
 
 /** How the gate decides. */
 export interface StartGateOptions {
-  /** GPU facts; absent when no pool is placed: rules 2 and 3 are skipped. */
+  /** GPU facts; absent when no pool is placed: rules 2 to 4 are skipped. */
   readonly facts?: GpuFacts | undefined;
   /** How often a held start is checked again, in ms (`--health-interval`). */
   readonly intervalMs: number;
   /** Bound of rule 2, in ms (`--gpu-release-timeout`). */
   readonly releaseTimeoutMs: number;
-  /** The live processes among `pids`; a pid missing from the answer is gone. */
+  /** The live processes among `pids` (rule 4's detail names who holds the memory). */
   readonly processes: (
     pids: readonly number[],
   ) => ReadonlyMap<number, ProcessFacts>;
   /** The launcher's running engines: process group → engine name. */
   readonly ownGroups: () => ReadonlyMap<number, string>;
+}
+
+/** What a dead run held, for its restart (rule 2). */
+export interface Released {
+  /** Per device entry, the used MiB it comes back to (its last reading less the run's; else its reading before the spawn). */
+  readonly devices: Readonly<Record<string, number>>;
+  /** The run's pids, deciding where `nvidia-smi` lists any of them. */
+  readonly pids: readonly number[];
+  /** Its pids were listed while it lived: none listed now means released. */
+  readonly byPid?: boolean;
 }
 
 /** One engine's request to start. */
@@ -99,13 +94,10 @@ export interface StartRequest {
   readonly name: string;
   /** Its devices as placed; `[]` is never held. */
   readonly devices: readonly string[];
-  /** Free memory its engine demands at start, where known (rule 3). */
+  /** Free memory its engine demands at start, where known (rule 4). */
   readonly memory?: GpuMemoryNeed | undefined;
-  /**
-   * Present for a restart (rule 2 applies): the pids listed on its devices,
-   * and already gone, when the dead run started; they do not count.
-   */
-  readonly baseline?: ReadonlySet<number> | undefined;
+  /** Present for a restart: what the dead run held (rule 2). */
+  readonly released?: Released | undefined;
   /** Aborting it ends the wait: `admit` rejects with the signal's reason. */
   readonly signal?: AbortSignal | undefined;
   /** Called whenever what holds the start changes. */
@@ -114,6 +106,8 @@ export interface StartRequest {
 
 /** A granted start: release it when the load is over (first 200, exit or stop). */
 export interface StartSlot {
+  /** Each device's used MiB just before the spawn, where read: the start of device attribution. */
+  readonly usedMiB: Readonly<Record<string, number>>;
   /** Frees the devices for the next load; later calls do nothing. */
   release(): void;
 }
@@ -121,16 +115,23 @@ export interface StartSlot {
 interface Waiter {
   readonly request: StartRequest;
   wake: () => void;
-  /** Held for memory: new facts wake it. */
-  polling?: boolean;
   /** A mark taken after its last look at the facts: the next look needs newer ones. */
   looked?: number;
+  last?: GpuSnapshot;
+  /** Consecutive readings showing the dead run's memory back. */
+  lows: number;
   releaseSince?: number;
-  releaseGaveUp?: boolean;
+  releaseDone?: boolean;
   noted: Set<string>;
 }
 
-const NO_SLOT: StartSlot = { release() {} };
+/** How far above its mark a device may read and count as released: max(256 MiB, 2 %). */
+function releaseTolerance(totalMiB: number): number {
+  return Math.max(256, Math.ceil(0.02 * totalMiB));
+}
+
+/** A release wait polls this often at most (Ollama's waitForVRAMRecovery polls at 250 ms). */
+const RELEASE_POLL_MS = 500;
 
 /**
  * Decides when engines placed on GPUs may start (see the module doc).
@@ -154,37 +155,54 @@ export class GpuStartGate {
   readonly #queue: Waiter[] = [];
   /** Device → the mark of the last event there that can change its facts. */
   readonly #changed = new Map<string, number>();
+  /** Wakes those waiting for quiet devices. */
+  #quiet: (() => void)[] = [];
 
-  /**
-   * Creates a gate with nothing loading and nobody waiting.
-   *
-   * @param options Facts and bounds.
-   */
+  /** @param options Facts and bounds. */
   constructor(options: StartGateOptions) {
     this.#options = options;
-    options.facts?.watch?.((mark) => {
-      for (const waiter of this.#queue) {
-        if (waiter.polling && (waiter.looked ?? 0) <= mark) waiter.wake();
-      }
-    });
   }
 
-  /**
-   * Notes an event that can change the GPU facts of `devices`: a run spawned
-   * there, its load ended, it exited or was stopped. Every later decision and
-   * baseline for these devices uses facts asked after it. Queries nothing.
-   *
-   * @param devices The run's devices as placed.
-   */
+  /** Notes an event that changes `devices`' facts (a spawn, a load's end, an exit): later decisions ask after it. */
   changed(devices: readonly string[]): void {
     const mark = this.#options.facts?.mark();
     if (mark === undefined) return;
     for (const device of devices) this.#changed.set(device, mark);
   }
 
-  /** Whether a start on these devices can ever be held. */
-  gates(devices: readonly string[] | null): boolean {
-    return devices !== null && devices.length > 0;
+  /** The engine other than `name` loading on one of `devices`, if any. */
+  loadingOn(devices: readonly string[], name: string): string | undefined {
+    return devices.map((d) => this.#loading.get(d))
+      .find((loading) => loading !== undefined && loading !== name);
+  }
+
+  /**
+   * Resolves once no engine but `name` loads on `devices` (or `signal`
+   * aborts), with one line when it waits: vLLM measures device-wide free
+   * memory while it loads, so a neighbour is not stopped meanwhile.
+   *
+   * @param what What waits, e.g. `the reload's restart of engine bge-m3`.
+   */
+  async quiet(
+    devices: readonly string[],
+    name: string,
+    what: string,
+    signal?: AbortSignal,
+  ): Promise<void> {
+    let loading = this.loadingOn(devices, name);
+    if (loading === undefined) return;
+    log.info(
+      `${what} waits until engine ${loading} on GPU ${
+        devices.join(",")
+      } has started (it measures the device's free memory while it loads)`,
+    );
+    while (loading !== undefined && !signal?.aborted) {
+      await new Promise<void>((resolve) => {
+        this.#quiet.push(resolve);
+        signal?.addEventListener("abort", () => resolve(), { once: true });
+      });
+      loading = this.loadingOn(devices, name);
+    }
   }
 
   /**
@@ -196,21 +214,21 @@ export class GpuStartGate {
    * @throws The signal's reason when the request's signal aborts first.
    */
   async admit(request: StartRequest): Promise<StartSlot> {
-    if (!this.gates(request.devices)) return NO_SLOT;
-    const waiter: Waiter = { request, wake: () => {}, noted: new Set() };
+    if (request.devices.length === 0) return { usedMiB: {}, release() {} };
+    const waiter: Waiter = { request, wake() {}, lows: 0, noted: new Set() };
     this.#queue.push(waiter);
     try {
       while (true) {
         request.signal?.throwIfAborted();
         let held = this.#busy(waiter);
         if (held === undefined) {
-          held = await this.#memory(waiter);
+          held = await this.#facts(waiter);
           // The world may have moved while nvidia-smi answered.
           held ??= this.#busy(waiter);
           if (held === undefined) return this.#grant(waiter);
         }
         request.onWait?.(held);
-        await this.#wait(waiter, held.reason !== "gpu-busy-loading");
+        await this.#wait(waiter, held.reason);
       }
     } finally {
       this.#queue.splice(this.#queue.indexOf(waiter), 1);
@@ -218,27 +236,17 @@ export class GpuStartGate {
     }
   }
 
-  /**
-   * The pids listed on `devices` whose process is already gone: a run's
-   * baseline for rule 2, taken when it starts.
-   *
-   * @param devices The run's devices.
-   * @returns The pids; empty without GPU facts.
-   */
-  async baseline(devices: readonly string[]): Promise<Set<number>> {
-    const snapshot = await this.#options.facts?.snapshot(
-      this.#options.intervalMs,
-      this.#after(devices),
-    );
-    if (!snapshot) return new Set();
-    return new Set(this.#gone(snapshot, devices).map((p) => p.pid));
-  }
-
   #grant(waiter: Waiter): StartSlot {
     const { name, devices } = waiter.request;
     for (const device of devices) this.#loading.set(device, name);
+    const usedMiB: Record<string, number> = {};
+    for (const entry of devices) {
+      const device = waiter.last && deviceOf(entry, waiter.last);
+      if (device?.memoryKnown) usedMiB[entry] = device.usedMiB;
+    }
     let released = false;
     return {
+      usedMiB,
       release: () => {
         if (released) return;
         released = true;
@@ -253,83 +261,120 @@ export class GpuStartGate {
   /** Rule 1: a load on one of its devices, or an earlier request for one. */
   #busy(waiter: Waiter): WaitingFor | undefined {
     const { devices } = waiter.request;
-    for (const device of devices) {
-      const loading = this.#loading.get(device);
-      if (loading !== undefined) {
-        return {
-          reason: "gpu-busy-loading",
-          devices: [device],
-          detail: `engine ${loading} is loading there`,
-        };
-      }
-    }
-    for (const earlier of this.#queue) {
-      if (earlier === waiter) break;
-      const shared = earlier.request.devices.find((d) => devices.includes(d));
-      if (shared !== undefined) {
-        return {
-          reason: "gpu-busy-loading",
-          devices: [shared],
-          detail:
-            `engine ${earlier.request.name} asked first and starts before it`,
-        };
-      }
-    }
-    return undefined;
+    const device = devices.find((d) => this.#loading.has(d));
+    const earlier = this.#queue.slice(0, this.#queue.indexOf(waiter))
+      .find((e) => e.request.devices.some((d) => devices.includes(d)));
+    if (device === undefined && earlier === undefined) return undefined;
+    return {
+      reason: "gpu-busy-loading",
+      devices: [
+        device ?? earlier!.request.devices.find((d) => devices.includes(d))!,
+      ],
+      detail: device !== undefined
+        ? `engine ${this.#loading.get(device)} is loading there`
+        : `engine ${earlier!.request.name} asked first and starts before it`,
+    };
   }
 
-  /** Rules 2 and 3, from one snapshot. */
-  async #memory(waiter: Waiter): Promise<WaitingFor | undefined> {
-    const { request } = waiter;
-    const needsRelease = request.baseline !== undefined &&
-      !waiter.releaseGaveUp;
+  /** Rules 2, 3 and 4, from one snapshot asked after the last event and look. */
+  async #facts(waiter: Waiter): Promise<WaitingFor | undefined> {
     const facts = this.#options.facts;
-    if (!facts || (!needsRelease && request.memory === undefined)) {
-      return undefined;
-    }
-    const snapshot = await facts.snapshot(
-      this.#options.intervalMs,
-      this.#after(request.devices, waiter.looked),
+    if (!facts) return undefined;
+    const after = Math.max(
+      waiter.looked ?? 0,
+      ...waiter.request.devices.map((d) => this.#changed.get(d) ?? 0),
     );
+    const snapshot = await facts.snapshot(this.#options.intervalMs, after);
     waiter.looked = facts.mark();
     if (!snapshot) return undefined;
-    if (needsRelease) {
-      const held = this.#release(waiter, snapshot);
-      if (held) return held;
-    }
-    return request.memory && this.#free(waiter, request.memory, snapshot);
+    waiter.last = snapshot;
+    const { request } = waiter;
+    return (request.released && !waiter.releaseDone
+      ? this.#release(waiter, request.released, snapshot)
+      : undefined) ??
+      this.#errored(request.devices, snapshot) ??
+      (request.memory && this.#free(waiter, request.memory, snapshot));
   }
 
-  /** Rule 2: no gone process still listed on its devices (but the baseline). */
-  #release(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
-    const { name, devices, baseline } = waiter.request;
-    const gone = this.#gone(snapshot, devices).filter((p) =>
-      !baseline?.has(p.pid)
+  /** Rule 2: the dead run's pids gone, or its memory back in two readings in a row. */
+  #release(
+    waiter: Waiter,
+    released: Released,
+    snapshot: GpuSnapshot,
+  ): WaitingFor | undefined {
+    const { name, devices } = waiter.request;
+    const listed = snapshot.processes.filter((p) =>
+      released.pids.includes(p.pid)
     );
-    if (gone.length === 0) return undefined;
-    const listed = gone.map((p) => `pid ${p.pid} (${p.usedMiB} MiB)`).join(
-      ", ",
+    const still = listed.map((p) =>
+      `pid ${p.pid} (${p.usedMiB} MiB) still listed`
     );
+    for (
+      const [entry, back] of listed.length
+        ? []
+        : Object.entries(released.devices)
+    ) {
+      const device = deviceOf(entry, snapshot);
+      if (
+        device?.memoryKnown &&
+        device.usedMiB > back + releaseTolerance(device.totalMiB)
+      ) {
+        still.push(
+          `GPU ${entry} uses ${device.usedMiB} MiB, ${back} MiB once the dead run's memory is released`,
+        );
+      }
+    }
+    waiter.lows = still.length === 0 ? waiter.lows + 1 : 0;
+    if (
+      waiter.lows >= 2 ||
+      (waiter.lows && (released.byPid || waiter.noted.has("pids")))
+    ) {
+      waiter.releaseDone = true;
+      return undefined;
+    }
     const now = Date.now();
     waiter.releaseSince ??= now;
     if (now - waiter.releaseSince >= this.#options.releaseTimeoutMs) {
-      waiter.releaseGaveUp = true;
+      waiter.releaseDone = true;
       log.warn(
-        `engine ${name}: GPU ${devices.join(",")} still lists ${listed}, gone ${
+        `engine ${name}: GPU ${devices.join(",")}: ${
+          still.join(", ") || "memory back in one reading only"
+        } ${
           Math.round((now - waiter.releaseSince) / 1000)
-        } s (--gpu-release-timeout); starting anyway`,
+        } s after the exit (--gpu-release-timeout); starting anyway`,
       );
       return undefined;
     }
+    if (listed.length > 0) waiter.noted.add("pids");
     return {
       reason: "gpu-memory-release",
       devices: [...devices],
       detail:
-        `${listed} still listed, process gone: the driver has not released its memory yet`,
+        (still.join(", ") || "memory back in one reading, waits for a second") +
+        (listed.length > 0
+          ? ", process gone: the driver has not released its memory yet"
+          : still.length > 0
+          ? " (by the device's used memory: its pids are not listed)"
+          : ""),
     };
   }
 
-  /** Rule 3: each checked device has the fraction of its total free. */
+  /** Rule 3: a device whose memory reads as an error (Xid: `ERR!`, `[GPU requires reset]`). */
+  #errored(
+    devices: readonly string[],
+    snapshot: GpuSnapshot,
+  ): WaitingFor | undefined {
+    const bad = devices.filter((e) => deviceOf(e, snapshot)?.error);
+    if (bad.length === 0) return undefined;
+    return {
+      reason: "gpu-error",
+      devices: bad,
+      detail: bad.map((e) => `GPU ${e}: ${deviceOf(e, snapshot)!.error}`)
+        .join("; "),
+    };
+  }
+
+  /** Rule 4: each checked device has the fraction of its total free. */
   #free(
     waiter: Waiter,
     need: GpuMemoryNeed,
@@ -338,22 +383,18 @@ export class GpuStartGate {
     const { name, devices } = waiter.request;
     for (const entry of devices) {
       const device = deviceOf(entry, snapshot);
-      if (device === undefined) {
-        this.#noteOnce(
-          waiter,
-          entry,
-          entry.startsWith("MIG-")
-            ? `engine ${name}: GPU ${entry} is a MIG device: its free memory is not checked before a start`
-            : `engine ${name}: GPU ${entry} is not in nvidia-smi's list: its free memory is not checked before a start`,
-        );
-        continue;
-      }
-      if (!device.memoryKnown) {
-        this.#noteOnce(
-          waiter,
-          entry,
-          `engine ${name}: nvidia-smi reports no memory figures for GPU ${entry}: its free memory is not checked before a start`,
-        );
+      if (!device?.memoryKnown) {
+        const why = device
+          ? "nvidia-smi reports no memory figures for it"
+          : entry.startsWith("MIG-")
+          ? "it is a MIG device"
+          : "it is not in nvidia-smi's list";
+        if (!waiter.noted.has(entry)) {
+          log.info(
+            `engine ${name}: GPU ${entry}: ${why}: its free memory is not checked before a start`,
+          );
+        }
+        waiter.noted.add(entry);
         continue;
       }
       const free = device.totalMiB - device.usedMiB;
@@ -393,46 +434,18 @@ export class GpuStartGate {
     return `; held by ${who.join("; ")}`;
   }
 
-  /** The mark facts about `devices` must be asked after. */
-  #after(devices: readonly string[], looked = 0): number {
-    let after = looked;
-    for (const device of devices) {
-      after = Math.max(after, this.#changed.get(device) ?? 0);
-    }
-    return after;
-  }
-
-  /** Listed processes on `devices` whose pid no longer exists. */
-  #gone(snapshot: GpuSnapshot, devices: readonly string[]) {
-    const uuids = new Set(
-      devices.map((entry) => deviceOf(entry, snapshot)?.uuid).filter(Boolean),
-    );
-    const listed = snapshot.processes.filter((p) => uuids.has(p.gpuUuid));
-    if (listed.length === 0) return [];
-    const live = this.#options.processes(listed.map((p) => p.pid));
-    return listed.filter((p) => !live.has(p.pid));
-  }
-
-  #noteOnce(waiter: Waiter, key: string, line: string): void {
-    if (waiter.noted.has(key)) return;
-    waiter.noted.add(key);
-    log.info(line);
-  }
-
-  /**
-   * Until woken (a load ended, a request left) or, when polling (held for
-   * memory), until new facts came or one interval passed.
-   */
-  #wait(waiter: Waiter, poll: boolean): Promise<void> {
+  /** Until woken (a load ended, a request left) or the next look is due: soon for a release, else an interval. */
+  #wait(waiter: Waiter, reason: WaitReason): Promise<void> {
     const signal = waiter.request.signal;
-    waiter.polling = poll;
+    const ms = reason === "gpu-busy-loading"
+      ? undefined
+      : reason === "gpu-memory-release"
+      ? Math.min(RELEASE_POLL_MS, this.#options.intervalMs)
+      : this.#options.intervalMs;
     return new Promise<void>((resolve) => {
-      const timer = poll
-        ? setTimeout(done, this.#options.intervalMs)
-        : undefined;
+      const timer = ms === undefined ? undefined : setTimeout(done, ms);
       function done(): void {
         clearTimeout(timer);
-        waiter.polling = false;
         signal?.removeEventListener("abort", done);
         resolve();
       }
@@ -443,5 +456,8 @@ export class GpuStartGate {
 
   #pump(): void {
     for (const waiter of [...this.#queue]) waiter.wake();
+    const quiet = this.#quiet;
+    this.#quiet = [];
+    for (const wake of quiet) wake();
   }
 }

@@ -8,6 +8,7 @@
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
 import type { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
+import type { Released } from "../gpu/start_gate.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import type { EngineRecords } from "../supervision/records.ts";
 import { EngineSupervisor } from "../supervision/supervisor.ts";
@@ -38,7 +39,7 @@ export interface Supervision {
 export function supervise(
   plan: EnginePlan,
   how: Supervision,
-  run: { log?: EngineLog; baseline?: Promise<Set<number> | undefined> } = {},
+  run: { log?: EngineLog; released?: Released | undefined } = {},
 ): EngineSupervisor {
   const o = how.options;
   const gpu = how.gpu;
@@ -49,7 +50,7 @@ export function supervise(
     records: how.records,
     onChange: how.onChange,
     journal: how.journal,
-    ...(run.baseline !== undefined ? { baseline: run.baseline } : {}),
+    ...(run.released !== undefined ? { released: run.released } : {}),
     ...(gpu
       ? {
         gate: gpu.gate,
@@ -83,13 +84,41 @@ export async function replaceEngine(
   watchdog: Watchdog | undefined,
 ): Promise<void> {
   const old = supervisors[index]!;
+  await quietFor(old, how, "the reload's restart");
   const fresh = supervise(plan, how, {
     log: old.log,
     // Its first start waits, as a restart would, for the replaced run's GPU memory.
-    baseline: old.gpuBaseline(),
+    released: old.gpuReleased(),
   });
   await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
   supervisors[index] = fresh;
   how.onChange();
   fresh.start(watchdog);
+}
+
+/**
+ * Waits until no neighbour is loading on `engine`'s devices before the
+ * launcher stops it of its own accord (a reload): vLLM measures device-wide
+ * free memory while it profiles, so a neighbour's release mid-load aborts or
+ * mis-sizes that load.
+ *
+ * @param engine The engine about to be stopped.
+ * @param how The launcher's supervision (its GPU gate).
+ * @param what What waits, for the log line: `the reload's removal`.
+ *
+ * @example
+ * ```ts ignore
+ * await quietFor(old, how, "the reload's removal");
+ * ```
+ */
+export async function quietFor(
+  engine: EngineSupervisor,
+  how: Supervision,
+  what: string,
+): Promise<void> {
+  await how.gpu?.gate.quiet(
+    engine.gpus ?? [],
+    engine.name,
+    `${what} of engine ${engine.name}`,
+  );
 }

@@ -329,7 +329,7 @@ export class Semioserve implements AsyncDisposable {
     // Raised before the engines start, so they inherit the higher limit too.
     const openFiles = await raiseAndReportOpenFiles();
     log.info(stance.describe());
-    placement.report();
+    placement.report(plan.engines.map((engine) => engine.card));
     for (const warning of warnings) log.warn(warning);
     signals.onShutdown(
       () => this.#shutdown.resolve(),

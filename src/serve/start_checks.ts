@@ -32,7 +32,11 @@ import { checkPortFree } from "../engines/ports.ts";
 import { portHolders } from "../engines/port_holder.ts";
 import { type LocalWeights, localWeights } from "../engines/launch.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
-import { placeEngines, type Placement } from "../gpu/place_engines.ts";
+import {
+  placeEngines,
+  type Placement,
+  readsIntegerDevices,
+} from "../gpu/place_engines.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
 import type { GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import type { GpuMonitor } from "../gpu/gpu_monitor.ts";
@@ -266,15 +270,16 @@ function mayLook(gpus: string | undefined): boolean {
 
 /**
  * Whether an `nvidia-smi` look would tell these cards anything: some card has
- * local weights and a share of GPU memory to compare them with.
+ * local weights and a share of GPU memory to compare them with, or an engine
+ * that reads `CUDA_VISIBLE_DEVICES` as integers (its indices, the devices' state).
  */
 function wantsLook(
   cards: readonly ModelCard[],
   weights: ReadonlyMap<string, LocalWeights>,
 ): boolean {
   return cards.some((card) =>
-    weights.get(card.name)?.kind === "local" &&
-    gpuMemoryNeed(card) !== undefined
+    (weights.get(card.name)?.kind === "local" &&
+      gpuMemoryNeed(card) !== undefined) || readsIntegerDevices(card)
   );
 }
 

@@ -70,6 +70,8 @@ export interface PlanGpu {
   need_mib: number | null;
   /** Processes holding memory there now; no engine of this plan runs yet. */
   holders: PlanHolder[];
+  /** Present when its memory reads as an error: nvidia-smi's words (`[GPU requires reset]`); nothing starts there until it reports memory again. */
+  error?: string;
 }
 
 /**
@@ -169,6 +171,7 @@ export function startPlan(plan: Plan): StartPlan {
           };
         })
         : [],
+      ...(device?.error ? { error: device.error } : {}),
     };
   });
   return {
@@ -272,7 +275,7 @@ function gpuCells(g: PlanGpu): string[] {
   return [
     g.device,
     mib(g.total_mib),
-    mib(g.free_mib),
+    g.error ?? mib(g.free_mib),
     g.engines.length === 0
       ? "-"
       : g.engines.map((e) => e.share < 1 ? `${e.name} ${e.share}` : e.name)

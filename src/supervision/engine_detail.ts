@@ -55,6 +55,12 @@ export interface EngineDetail {
   readonly waiting_for: WaitingFor | null;
   /** This run's GPU memory per device, in MiB, from `nvidia-smi`; null without it. */
   readonly gpu_memory_mib: Readonly<Record<string, number>> | null;
+  /**
+   * How `gpu_memory_mib` was attributed: `pid` (its pids in `nvidia-smi`'s
+   * list), `device` (the device's change across its start: in a container
+   * the listed pids are the host's); null without figures.
+   */
+  readonly gpu_memory_by?: "pid" | "device" | null;
   /** While `starting`: the load phase, null when not known (and in every other state). */
   readonly phase: LoadPhase | null;
   /** ISO time the phase began, or null. */

@@ -1,16 +1,18 @@
 /**
  * One engine's passage through the GPU start gate: what holds its start now,
  * the time spent per reason (metrics), one log line per change of what holds
- * it, the slot its load holds, the baseline of gone pids its run started
- * with (the gate's rule 2 at the next start), and the memory figures its run
- * holds. The supervisor owns one and asks it before every start.
+ * it, the slot its load holds, and the memory its run holds (what its
+ * restart waits to see released, the gate's rule 2). The supervisor owns one
+ * and asks it before every start.
  *
  * @module
  */
 import { log } from "../common/log.ts";
+import type { GpuReading } from "../gpu/memory_use.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
 import type {
   GpuStartGate,
+  Released,
   StartSlot,
   WaitingFor,
   WaitReason,
@@ -42,13 +44,17 @@ export class GpuStart {
   #since = 0;
   #ms: Partial<Record<WaitReason, number>> = {};
   #slot: StartSlot | undefined;
-  #baseline: Promise<Set<number>> | undefined;
-  #memory: Readonly<Record<string, number>> | null = null;
+  /** Each device's used MiB just before the current run spawned. */
+  #startUsed: Readonly<Record<string, number>> = {};
+  #pgid: number | undefined;
+  #memory: GpuReading | null = null;
+  /** The last reading after the load ended: what a restart waits to see released. */
+  #settled: GpuReading | null = null;
 
   /**
    * @param name The engine's catalogue name, for log lines.
    * @param gate The launcher's gate; undefined: starts are never held.
-   * @param need The engine's devices and memory need, read at each start.
+   * @param need Its devices and memory need, read at each start.
    * @param onHeld Called whenever what holds the start changes.
    */
   constructor(
@@ -65,7 +71,7 @@ export class GpuStart {
 
   /** Whether the engine's starts pass the gate at all. */
   get gated(): boolean {
-    return this.#gate?.gates(this.#need().devices) ?? false;
+    return this.#gatedDevices() !== undefined;
   }
 
   /** What holds the start now, or null. */
@@ -78,35 +84,54 @@ export class GpuStart {
     return this.#slot !== undefined;
   }
 
-  /** The current run's GPU memory per device, in MiB, or null when unknown. */
-  get memory(): Readonly<Record<string, number>> | null {
+  /** The current run's GPU memory (per device, and how it was attributed), or null when unknown. */
+  get memory(): GpuReading | null {
     return this.#memory;
   }
 
-  set memory(mib: Readonly<Record<string, number>> | null) {
-    this.#memory = mib;
+  set memory(reading: GpuReading | null) {
+    this.#memory = reading;
+    if (reading && !this.loading) this.#settled = reading;
+  }
+
+  /** Each device's used MiB just before the current run spawned (device attribution's start). */
+  get startUsed(): Readonly<Record<string, number>> {
+    return this.#startUsed;
+  }
+
+  /** What the last run held, for its restart or replacement (rule 2); undefined when not gated. */
+  released(): Released | undefined {
+    if (!this.#gatedDevices()) return undefined;
+    const settled = this.#settled;
+    const devices: Record<string, number> = {};
+    if (settled) {
+      for (const [entry, used] of Object.entries(settled.usedMiB)) {
+        devices[entry] = used - (settled.mib[entry] ?? 0);
+      }
+    } else Object.assign(devices, this.#startUsed); // died loading
+    const pids = new Set(settled?.pids ?? []);
+    if (this.#pgid !== undefined) pids.add(this.#pgid);
+    return { devices, pids: [...pids], byPid: settled?.by === "pid" };
   }
 
   /**
    * Waits at the gate. False when `signal` ended the wait.
    *
-   * @param baseline For a restart: the dead run's baseline (rule 2 applies).
+   * @param released For a restart: what the dead run held (rule 2 applies).
    * @param signal Ends the wait.
    * @returns Whether the start may proceed.
    */
   async admit(
-    baseline: Set<number> | undefined,
+    released: Released | undefined,
     signal: AbortSignal,
   ): Promise<boolean> {
-    const { devices, memory } = this.#need();
-    if (!this.#gate || devices === null || !this.#gate.gates(devices)) {
-      return true;
-    }
-    const slot = await this.#gate.admit({
+    const devices = this.#gatedDevices();
+    if (!devices) return true;
+    const slot = await this.#gate!.admit({
       name: this.#name,
       devices,
-      memory,
-      baseline,
+      memory: this.#need().memory,
+      released,
       signal,
       onWait: (waiting) => this.#held(waiting),
     }).catch(() => undefined);
@@ -125,31 +150,19 @@ export class GpuStart {
       );
     }
     this.#slot = slot;
+    if (slot) this.#startUsed = slot.usedMiB;
     return slot !== undefined;
   }
 
-  /**
-   * The run spawned: the facts of its devices change from now on, and the
-   * gone pids listed there, asked after the spawn, are its baseline (rule 2's).
-   */
-  launched(): void {
+  /** The run spawned (process group `pgid`): its devices' facts change from now on. */
+  launched(pgid: number | undefined): void {
     const devices = this.#gatedDevices();
     if (devices) this.#gate!.changed(devices);
-    this.#baseline = devices
-      ? this.#gate!.baseline(devices).catch(() => new Set<number>())
-      : undefined;
+    this.#pgid = pgid;
+    this.#memory = this.#settled = null;
   }
 
-  /** The baseline of the last run that spawned, for the next start. */
-  baseline(): Promise<Set<number> | undefined> {
-    return this.#baseline ?? Promise.resolve(undefined);
-  }
-
-  /**
-   * The load is over (first 200, exit or stop, a failed spawn): the next
-   * engine may start, and its devices' facts are to be asked anew: a load
-   * that ended has allocated, a run that ended is releasing.
-   */
+  /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start; facts are asked anew. */
   release(): void {
     const devices = this.#gatedDevices();
     if (devices) this.#gate!.changed(devices);
@@ -159,9 +172,7 @@ export class GpuStart {
 
   #gatedDevices(): readonly string[] | undefined {
     const devices = this.#need().devices;
-    return this.#gate && devices !== null && this.#gate.gates(devices)
-      ? devices
-      : undefined;
+    return this.#gate && devices?.length ? devices : undefined;
   }
 
   /** Seconds held per reason, the current wait included. */

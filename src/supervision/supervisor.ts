@@ -14,7 +14,8 @@ import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
-import type { WaitReason } from "../gpu/start_gate.ts";
+import type { GpuReading } from "../gpu/memory_use.ts";
+import type { Released, WaitReason } from "../gpu/start_gate.ts";
 import { GpuStart } from "./gpu_start.ts";
 import { Liveness, type Verdict } from "./liveness.ts";
 import {
@@ -195,7 +196,8 @@ export class EngineSupervisor {
       next_restart: this.#nextRestart?.toISOString() ?? null,
       gpus: this.#plan.gpus,
       waiting_for: this.#gpu.waitingFor,
-      gpu_memory_mib: this.#gpu.memory,
+      gpu_memory_mib: this.#gpu.memory?.mib ?? null,
+      gpu_memory_by: this.#gpu.memory?.by ?? null,
       ...this.#phase(),
     };
   }
@@ -229,8 +231,8 @@ export class EngineSupervisor {
    *
    * @param mib MiB per device entry, or null when unknown.
    */
-  observeGpuMemory(mib: Readonly<Record<string, number>> | null): void {
-    this.#gpu.memory = mib;
+  observeGpuMemory(reading: GpuReading | null): void {
+    this.#gpu.memory = reading;
   }
 
   /**
@@ -277,8 +279,9 @@ export class EngineSupervisor {
 
   /** A gated first start (after a reload, the replaced run's memory must be back). */
   async #begin(): Promise<void> {
-    const baseline = await this.#options.baseline;
-    if (!(await this.#gpu.admit(baseline, this.#interrupt.signal))) {
+    if (
+      !(await this.#gpu.admit(this.#options.released, this.#interrupt.signal))
+    ) {
       return this.#set("exited");
     }
     try {
@@ -292,12 +295,17 @@ export class EngineSupervisor {
   }
 
   /**
-   * Gone pids listed on its devices when its last run started (a replacement's rule 2).
+   * What its last run held on its GPUs: a replacement's start waits until it is released.
    *
-   * @returns The pids, or undefined when the engine is not gated.
+   * @returns The memory to see released, or undefined when the engine is not gated.
    */
-  gpuBaseline(): Promise<Set<number> | undefined> {
-    return this.#gpu.baseline();
+  gpuReleased(): Released | undefined {
+    return this.#gpu.released();
+  }
+
+  /** Each device's used MiB just before the current run spawned (device attribution). */
+  get gpuStartUsed(): Readonly<Record<string, number>> {
+    return this.#gpu.startUsed;
   }
 
   /** Spawns a run and records it; a restart counts once it runs, not when it fails to spawn. */
@@ -316,7 +324,7 @@ export class EngineSupervisor {
       host: run.host,
       port: run.port,
     });
-    this.#gpu.launched();
+    this.#gpu.launched(run.pid);
     if (this.#gpu.loading) this.#watchLoad(run);
     if (run.card.hub) this.#watchDownload(run);
     this.#watchSilence(run, this.#options.startTimeoutMs);
@@ -420,7 +428,7 @@ export class EngineSupervisor {
       if (this.#profiling > 1 && this.#profiling <= PROFILING_RETRIES) {
         this.#step = Math.max(this.#step - 1, 0);
       }
-      const baseline = await this.#gpu.baseline();
+      const released = this.#gpu.released();
       let what = exit;
       while (true) {
         this.#step++;
@@ -439,7 +447,7 @@ export class EngineSupervisor {
         this.#nextRestart = null;
         if (
           this.#stopRequested ||
-          !(await this.#gpu.admit(baseline, this.#interrupt.signal))
+          !(await this.#gpu.admit(released, this.#interrupt.signal))
         ) return this.#set("exited");
         if (!isPortFree(run.host, run.port)) {
           this.#gpu.release();
@@ -533,7 +541,15 @@ export class EngineSupervisor {
         this.#endReason = verdict.reason;
         this.#report("warn", verdict.why);
         this.#set("stopping", verdict.reason, verdict.why);
-        run.stop(this.#options.graceMs);
+        // Not while a neighbour loads on its devices (vLLM profiles device-wide free memory).
+        void Promise.resolve(
+          this.#options.gate?.quiet(
+            this.gpus ?? [],
+            this.name,
+            `the liveness restart of engine ${this.name}`,
+            this.#interrupt.signal,
+          ),
+        ).then(() => run.stop(this.#options.graceMs));
     }
   }
 

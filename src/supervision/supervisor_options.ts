@@ -6,7 +6,7 @@
 import type { RestartPolicy } from "../catalogue.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
-import type { GpuStartGate } from "../gpu/start_gate.ts";
+import type { GpuStartGate, Released } from "../gpu/start_gate.ts";
 import type { EngineRecords } from "./records.ts";
 import type { Journal } from "./journal.ts";
 
@@ -51,8 +51,8 @@ export interface SupervisorOptions {
   loadPollMs?: number;
   /**
    * For an engine that replaces another (a reload): the replaced engine's
-   * `EngineSupervisor.gpuBaseline()`, so the first start waits for
+   * `EngineSupervisor.gpuReleased()`, so the first start waits for
    * the replaced run's GPU memory as a restart would.
    */
-  baseline?: Promise<Set<number> | undefined>;
+  released?: Released | undefined;
 }

@@ -258,6 +258,70 @@ function watchReleaseWaits(s: Setup, names: string[]) {
   });
 }
 
+Deno.test("in a container (nvidia-smi lists host pids that match nothing), restarts of two neighbours on one device wait for the memory to come back, not for --gpu-release-timeout", async () => {
+  await using gpus = await fakeGpuMachine({
+    devices: fakeDevices(1),
+    releaseMs: 300,
+    hostPids: true,
+  });
+  await using s = await launchOn(gpus, ["quickcrash", "crashshare"], [
+    "--gpus",
+    "0",
+  ]);
+  await s.launcher.ready();
+  const quick = await waitForRecord(s, 1);
+  const share = await waitForRecord(s, 2);
+  const quick2 = await waitForRecord(s, 1, quick.pid);
+  const share2 = await waitForRecord(s, 2, share.pid);
+  for (
+    const [name, first, next, crashMs] of [
+      ["quickcrash", quick, quick2, 1500],
+      ["crashshare", share, share2, 2500],
+    ] as const
+  ) {
+    const after = next.startedAt - first.startedAt - crashMs;
+    assert.ok(
+      after < 15_000,
+      `${name} restarted ${after} ms after its crash (--gpu-release-timeout is 30 s)`,
+    );
+  }
+  assert.ok(
+    !s.launcher.lines.some((l) => /starting anyway/.test(l)),
+    s.launcher.lines.join("\n"),
+  );
+});
+
+Deno.test("a GPU whose memory reads as an error holds its engine (waiting, gpu-error, nvidia-smi's words) until it reports memory again", async () => {
+  await using gpus = await fakeGpuMachine({
+    devices: fakeDevices(1).map((d) => ({
+      ...d,
+      error: "[GPU requires reset]",
+    })),
+  });
+  await using s = await launchOn(gpus, ["share1"], [
+    "--gpus",
+    "0",
+  ]);
+  await s.launcher.ready();
+  await waitFor(async () => {
+    const d = (await models(s.port, true)).active.share1;
+    return d?.state === "waiting" && d.waiting_for?.reason === "gpu-error";
+  }, "share1 held for the GPU error");
+  const held = (await models(s.port, true)).active.share1!.waiting_for!;
+  assert.deepEqual(held, {
+    reason: "gpu-error",
+    devices: ["0"],
+    detail: "GPU 0: [GPU requires reset]",
+  });
+  assert.equal(
+    await readRecord(s.records, s.port + 1),
+    undefined,
+    "not spawned",
+  );
+  await gpus.setMachine({ devices: fakeDevices(1) });
+  await waitForRecord(s, 1);
+});
+
 Deno.test("past --gpu-release-timeout a restart proceeds with one warning", async () => {
   await using gpus = await fakeGpuMachine({
     devices: fakeDevices(1),
@@ -276,7 +340,7 @@ Deno.test("past --gpu-release-timeout a restart proceeds with one warning", asyn
   assert.match(
     line,
     new RegExp(
-      `engine crashgpu: GPU 0 still lists pid ${first.pid} \\(3000 MiB\\)`,
+      `engine crashgpu: GPU 0: pid ${first.pid} \\(3000 MiB\\) still listed`,
     ),
   );
   assert.ok(
@@ -375,6 +439,25 @@ Deno.test("without nvidia-smi, or with a failing one, rule 1 still holds and not
   );
   assert.equal(warnings.length, 1, failing.launcher.stderr);
   assert.equal(failing.launcher.status, undefined, "the launcher runs on");
+});
+
+Deno.test("an nvidia-smi that answers garbage or lists a device twice: one warning, GPU facts unknown, rule 1 still holds, nothing crashes or sticks", async () => {
+  for (const bad of [{ garbage: true }, { duplicate: true }]) {
+    await using gpus = await fakeGpuMachine({
+      devices: fakeDevices(1),
+      ...bad,
+    });
+    await using s = await launchOn(gpus, ["share1", "share2"], ["--gpus", "0"]);
+    await s.launcher.ready();
+    await allStarted(s, 2);
+    const [a, b] = await startTimes(s, 2);
+    assert.ok(b! >= a! + LOAD_MS, `started ${b! - a!} ms apart`);
+    const warnings = s.launcher.lines.filter((l) =>
+      /Cannot query GPUs/.test(l)
+    );
+    assert.equal(warnings.length, 1, s.launcher.lines.join("\n"));
+    assert.match(warnings[0]!, bad.garbage ? /502 Bad Gateway/ : /twice/);
+  }
 });
 
 Deno.test("a silent load is stopped after --start-timeout and restarted; a load that prints progress is left alone", async () => {

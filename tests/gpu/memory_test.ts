@@ -1,7 +1,7 @@
-/** What free memory a card's engine demands (gpuMemoryNeed) and what a run holds (runMemoryMiB). */
+/** What free memory a card's engine demands (gpuMemoryNeed) and what a run holds (runMemory). */
 import assert from "node:assert/strict";
 import { gpuMemoryNeed } from "../../src/gpu/need.ts";
-import { runMemoryMiB } from "../../src/gpu/memory_use.ts";
+import { runMemory } from "../../src/gpu/memory_use.ts";
 import { Registry } from "../../src/catalogue.ts";
 
 function card(engine: string, args: string) {
@@ -37,7 +37,7 @@ Deno.test("vLLM needs gpu-memory-utilization × total free (0.9 by default); SGL
   assert.equal(gpuMemoryNeed(card("llama.cpp", "{}")), undefined);
 });
 
-Deno.test("a run's memory is its process group's listed memory, per device", () => {
+Deno.test("a run's memory is its process group's listed memory, per device, or where no listed pid is its own (a container), the device's change across its start", () => {
   const snapshot = {
     devices: [
       {
@@ -64,11 +64,15 @@ Deno.test("a run's memory is its process group's listed memory, per device", () 
     at: 0,
   };
   const groups = new Map([[10, 10], [11, 10], [12, 10], [20, 20]]);
-  assert.deepEqual(runMemoryMiB(snapshot, ["0", "GPU-b"], 10, groups), {
-    "0": 500,
-    "GPU-b": 100,
+  assert.deepEqual(runMemory(snapshot, ["0", "GPU-b"], 10, groups, {}), {
+    mib: { "0": 500, "GPU-b": 100 },
+    by: "pid",
+    pids: [10, 11, 12],
+    usedMiB: { "0": 900, "GPU-b": 100 },
   });
-  assert.deepEqual(runMemoryMiB(snapshot, ["0", "MIG-x"], 30, groups), {
-    "0": 0,
-  });
+  // Group 30's pids are the host's: nothing listed matches it.
+  assert.deepEqual(
+    runMemory(snapshot, ["0", "MIG-x"], 30, groups, { "0": 250 }),
+    { mib: { "0": 650 }, by: "device", pids: [], usedMiB: { "0": 900 } },
+  );
 });

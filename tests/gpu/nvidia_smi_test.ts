@@ -90,6 +90,32 @@ Deno.test("[N/A] memory: a device's memory is unknown (NaN), a process's is 0", 
   ]);
 });
 
+Deno.test("a device after an Xid error (ERR!, [GPU requires reset]) is listed with nvidia-smi's words as its error; [N/A] is no error", async () => {
+  await using smi = await printing(
+    `0, ${A}, 81920, ERR!\n1, ${B}, [GPU requires reset], [GPU requires reset]\n`,
+    "",
+  );
+  const query = await queryGpus({ env: smi.env });
+  assert.ok(query.ok, JSON.stringify(query));
+  const [a, b] = query.snapshot.devices;
+  assert.equal(a!.error, "ERR!");
+  assert.equal(b!.error, "[GPU requires reset]");
+  assert.equal(a!.memoryKnown || b!.memoryKnown, false);
+});
+
+Deno.test("a device listed twice fails the whole query: GPU facts unknown", async () => {
+  await using smi = await printing(
+    `0, ${A}, 81920, 0\n0, ${A}, 81920, 0\n`,
+    "",
+  );
+  const query = await queryGpus({ env: smi.env });
+  assert.equal(query.ok, false);
+  assert.match(
+    !query.ok ? query.error : "",
+    /listed GPU 0 \(GPU-[^)]+\) twice/,
+  );
+});
+
 Deno.test("no compute process (empty, or an older driver's sentence) is an empty list", async () => {
   for (const processes of ["", "\\n", "No running processes found\\n"]) {
     await using smi = await printing(`0, ${A}, 81920, 0\\n`, processes);

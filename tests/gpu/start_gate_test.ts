@@ -174,33 +174,58 @@ Deno.test("an aborted wait leaves the line and lets the next one start", async (
   release(c);
 });
 
-Deno.test("a restart waits until the dead run's pid leaves nvidia-smi's list", async () => {
+Deno.test("a restart waits until the dead run's pids, seen while it lived, leave nvidia-smi's list", async () => {
   const w = world({ snapshot: snapshot([{ pid: 4_000_001, mib: 30000 }]) });
   const g = gate(w);
   const restart = ask(g, {
     name: "a",
     devices: ["0"],
-    baseline: new Set(),
+    released: { devices: { "0": 0 }, pids: [4_000_001], byPid: true },
   });
   await tick();
   assert.equal(restart.slot, undefined);
   assert.equal(restart.waits.at(-1)?.reason, "gpu-memory-release");
-  assert.match(restart.waits.at(-1)!.detail, /pid 4000001 \(30000 MiB\)/);
+  assert.match(
+    restart.waits.at(-1)!.detail,
+    /pid 4000001 \(30000 MiB\) still listed/,
+  );
   w.snapshot = snapshot();
+  const asked = w.queries;
   await restart.done;
   assert.ok(restart.slot);
+  assert.equal(w.queries, asked + 1, "one reading without its pids will do");
   release(restart);
 });
 
-Deno.test("gone pids already listed when the dead run started do not hold its restart", async () => {
-  // A container that cannot see the host's pids: they are listed and invisible all along.
-  const w = world({ snapshot: snapshot([{ pid: 4_000_002, mib: 1000 }]) });
-  const g = gate(w);
-  const baseline = await g.baseline(["0"]);
-  assert.deepEqual([...baseline], [4_000_002]);
-  const restart = ask(g, { name: "a", devices: ["0"], baseline });
+Deno.test("in a container (listed pids match nothing) a restart waits for the device's used memory to fall by what the dead run held, in two readings in a row, not for the release timeout", async () => {
+  // The dead run held 30000 MiB on a device at 31000: its host pid 900001
+  // matches nothing here; the neighbour (1000 MiB) restarts meanwhile with a
+  // new host pid, 900003, as invisible as the old one.
+  const w = world({
+    snapshot: snapshot([{ pid: 900_001, mib: 30000 }, {
+      pid: 900_002,
+      mib: 1000,
+    }]),
+  });
+  const g = gate(w, { releaseTimeoutMs: 60_000 });
+  const began = Date.now();
+  const restart = ask(g, {
+    name: "a",
+    devices: ["0"],
+    released: { devices: { "0": 31000 - 30000 }, pids: [4242] },
+  });
+  await tick();
+  assert.equal(restart.slot, undefined);
+  const held = restart.waits.at(-1)!;
+  assert.equal(held.reason, "gpu-memory-release");
+  assert.match(held.detail, /GPU 0 uses 31000 MiB, 1000 MiB once/);
+  assert.match(held.detail, /by the device's used memory/);
+  w.snapshot = snapshot([{ pid: 900_003, mib: 1200 }]);
+  const asked = w.queries;
   await restart.done;
   assert.ok(restart.slot);
+  assert.ok(w.queries >= asked + 2, "two readings in a row");
+  assert.ok(Date.now() - began < 5_000, "well before the release timeout");
   release(restart);
 });
 
@@ -208,7 +233,11 @@ Deno.test("past --gpu-release-timeout the restart proceeds with one warning nami
   const w = world({ snapshot: snapshot([{ pid: 4_000_003, mib: 1234 }]) });
   const g = gate(w, { releaseTimeoutMs: 100 });
   const { lines } = await captureLog(async () => {
-    const restart = ask(g, { name: "a", devices: ["0"], baseline: new Set() });
+    const restart = ask(g, {
+      name: "a",
+      devices: ["0"],
+      released: { devices: { "0": 0 }, pids: [4_000_003] },
+    });
     await restart.done;
     assert.ok(restart.slot);
     release(restart);
@@ -217,7 +246,64 @@ Deno.test("past --gpu-release-timeout the restart proceeds with one warning nami
   assert.equal(warnings.length, 1, lines.join("\n"));
   assert.match(
     warnings[0]!,
-    /engine a: GPU 0 still lists pid 4000003 \(1234 MiB\)/,
+    /engine a: GPU 0: pid 4000003 \(1234 MiB\) still listed/,
+  );
+});
+
+Deno.test("a device whose memory reads as an error holds the start (gpu-error, nvidia-smi's words) until it reports memory again", async () => {
+  const bad = snapshot();
+  const w = world({
+    snapshot: {
+      ...bad,
+      devices: bad.devices.map((d) =>
+        d.index === "1"
+          ? {
+            ...d,
+            memoryKnown: false,
+            totalMiB: NaN,
+            usedMiB: NaN,
+            error: "[GPU requires reset]",
+          }
+          : d
+      ),
+    },
+  });
+  const g = gate(w);
+  const start = ask(g, { name: "a", devices: ["1"] });
+  await tick();
+  assert.equal(start.slot, undefined);
+  assert.deepEqual(start.waits.at(-1), {
+    reason: "gpu-error",
+    devices: ["1"],
+    detail: "GPU 1: [GPU requires reset]",
+  });
+  w.snapshot = snapshot();
+  await start.done;
+  assert.ok(start.slot);
+  release(start);
+});
+
+Deno.test("a neighbour is not stopped of our own accord while an engine loads on its device: quiet() waits, with one line, until the load ends", async () => {
+  const g = gate(world());
+  const loading = ask(g, { name: "a", devices: ["0"] });
+  await loading.done;
+  assert.equal(g.loadingOn(["0"], "b"), "a");
+  assert.equal(g.loadingOn(["0"], "a"), undefined, "not its own load");
+  assert.equal(g.loadingOn(["1"], "b"), undefined);
+  let quiet = false;
+  const { lines } = await captureLog(async () => {
+    const waiting = g.quiet(["0"], "b", "the reload's restart of engine b")
+      .then(() => quiet = true);
+    await tick();
+    assert.equal(quiet, false);
+    release(loading);
+    await waiting;
+  });
+  assert.ok(quiet);
+  assert.equal(lines.length, 1, lines.join("\n"));
+  assert.match(
+    lines[0]!,
+    /the reload's restart of engine b waits until engine a on GPU 0 has started/,
   );
 });
 
@@ -270,7 +356,7 @@ Deno.test("without GPU facts, or on a MIG device, memory rules are skipped and r
     name: "a",
     devices: ["0"],
     memory: { fraction: 0.9, from: "x" },
-    baseline: new Set(),
+    released: { devices: { "0": 0 }, pids: [1] },
   });
   await a.done;
   assert.ok(a.slot, "no facts: rules 2 and 3 skipped");
@@ -314,37 +400,31 @@ function monitored(machine: { listed: { pid: number; mib: number }[] }) {
   return { monitor, gate: g, live: w.live };
 }
 
-Deno.test("a restart after a crash during load uses facts asked after the exit, not the younger-than-an-interval snapshot from before the load allocated", async () => {
+Deno.test("a restart after a crash during load uses facts asked after the exit, and waits for the device to come back to its level before the spawn", async () => {
   const machine = { listed: [] as { pid: number; mib: number }[] };
   const m = monitored(machine);
-  // The run spawns: its baseline is asked after the spawn, before it allocates.
   m.gate.changed(["0"]);
-  const run = { pid: 5_000_001, mib: 30000 };
-  m.live.set(run.pid, { pgid: run.pid, comm: "vllm" });
-  assert.deepEqual([...await m.gate.baseline(["0"])], []);
-  assert.equal(m.monitor.queries, 1);
-  // It allocates, then fails during its load: gone, still listed by the driver.
-  machine.listed = [run];
-  m.live.delete(run.pid);
+  const first = ask(m.gate, { name: "a", devices: ["0"] });
+  await first.done;
+  assert.deepEqual(first.slot?.usedMiB, { "0": 0 }, "read before the spawn");
+  release(first);
+  // It allocates, then fails during its load: gone, still listed by the
+  // driver under a pid that matches nothing here (a container).
+  machine.listed = [{ pid: 900_001, mib: 30000 }];
   m.gate.changed(["0"]);
   const restart = ask(m.gate, {
     name: "a",
     devices: ["0"],
     memory: { fraction: 0.4, from: "gpu-memory-utilization 0.4" },
-    baseline: new Set(),
+    released: { devices: first.slot!.usedMiB, pids: [5_000_001] },
   });
   await tick();
   assert.equal(restart.slot, undefined, "the restart is held");
   assert.equal(restart.waits.at(-1)?.reason, "gpu-memory-release");
-  assert.match(restart.waits.at(-1)!.detail, /pid 5000001 \(30000 MiB\)/);
   assert.equal(m.monitor.queries, 2, "one query, asked after the exit");
-  // The driver releases; the next answer (a health round's) starts it at once,
-  // long before the gate's own interval (10 s) is up.
   machine.listed = [];
-  await m.monitor.snapshot(0);
   await restart.done;
   assert.ok(restart.slot);
-  assert.equal(m.monitor.queries, 3);
   release(restart);
 });
 

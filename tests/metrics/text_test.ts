@@ -310,9 +310,9 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
   assert.deepEqual(
     waits.map((m) => [m.labels?.reason, m.value]),
     [["gpu-busy-loading", "0"], ["gpu-memory-release", "0"], [
-      "gpu-memory-free",
-      "12.5",
-    ]],
+      "gpu-error",
+      "0",
+    ], ["gpu-memory-free", "12.5"]],
   );
 });
 

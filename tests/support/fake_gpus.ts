@@ -23,6 +23,8 @@ export interface FakeDevice {
   totalMiB: number;
   /** Print `[N/A]` for its memory, as unified-memory boards do. */
   memoryNA?: boolean;
+  /** Print this in its memory fields, as a GPU after an Xid error does: `ERR!`, `[GPU requires reset]`. */
+  error?: string;
 }
 
 /** `<ledger>/devices.json`. */
@@ -34,6 +36,12 @@ export interface FakeMachine {
   fail?: boolean;
   /** Every query hangs until killed. */
   hang?: boolean;
+  /** List host pids (pid + 7000000, matching no process here), as NVML does in a container. */
+  hostPids?: boolean;
+  /** Print a line no nvidia-smi prints. */
+  garbage?: boolean;
+  /** List the first device twice. */
+  duplicate?: boolean;
 }
 
 /** `<ledger>/foreign/<name>.json`: another user's process. */

@@ -83,6 +83,11 @@ export interface GpuWorld extends AsyncDisposable {
   engineArgs(spec: EngineSpec): Record<string, number | boolean>;
   /** Command line of an engine outside the launcher (a foreign process). */
   engineCommand(spec: EngineSpec): string[];
+  /**
+   * Stand-in only: how `nvidia-smi` answers from now on (`hostPids`: pids of
+   * a container's host; `error`: the GPU's memory fields); `{}` restores it.
+   */
+  stage?(trouble: { hostPids?: boolean; error?: string }): Promise<void>;
   /** Pid → MiB listed on the checked GPU now; undefined when the query fails. */
   listed(): Promise<Map<number, number> | undefined>;
   /** The Machine section of the report. */
@@ -280,6 +285,15 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
       "--fake-gpu-mib",
       String(spec.mib),
     ],
+    stage: (trouble) =>
+      machine.setMachine({
+        devices: [{
+          ...device,
+          ...(trouble.error ? { error: trouble.error } : {}),
+        }],
+        releaseMs,
+        ...(trouble.hostPids ? { hostPids: true } : {}),
+      }),
     listed: () => listedOn(gpu.uuid, env),
     describe: () =>
       Promise.resolve([

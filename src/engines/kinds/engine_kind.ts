@@ -159,6 +159,12 @@ export interface EngineKind {
    * people read first.
    */
   readonly splitFlags?: readonly (readonly string[])[];
+  /**
+   * True when it reads `CUDA_VISIBLE_DEVICES` entries as integers (vLLM's
+   * `int()` in `device_id_to_physical_device_id`): it is handed nvidia-smi's
+   * indices (under `CUDA_DEVICE_ORDER=PCI_BUS_ID`) for `GPU-<uuid>` entries.
+   */
+  readonly integerDevices?: boolean;
   /** How its flags are listed and spelled; absent when it has no help to ask. */
   readonly flags?: EngineFlags;
   /** Its start-up and failure lines; absent (a command card): no phase, cause `exit` or `signal`. */

@@ -74,6 +74,8 @@ export const VLLM: EngineKind = {
   },
   devices,
   memoryShare: { flag: SHARE, default: DEFAULT_SHARE },
+  // vllm/platforms/interface.py: int(device_ids[physical_device_id]) (vllm #41848).
+  integerDevices: true,
   splitFlags: [TP, PP],
   // vLLM's FlexibleArgumentParser reads `_` as `-` and takes no abbreviations.
   flags: {
