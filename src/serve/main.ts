@@ -10,6 +10,7 @@ import { checkEnginePorts } from "../common/settings.ts";
 import { parseCli, USAGE, UsageError } from "./cli.ts";
 import { Semioserve } from "./launcher.ts";
 import { renderPlan } from "./start_plan.ts";
+import { VERSION } from "../common/version.ts";
 
 /**
  * The command-line program: parses `args`, runs the launcher until SIGTERM or
@@ -43,11 +44,11 @@ export async function main(
     log.error(`${error.message} (see --help)`);
     return 2;
   }
-  if (cli.help) {
-    console.log(USAGE);
+  if (cli.help || cli.version) {
+    console.log(cli.help ? USAGE : VERSION);
     return 0;
   }
-  const { help: _, dryRun, json, ...options } = cli;
+  const { help: _, version: __, dryRun, json, ...options } = cli;
   try {
     const serve = new Semioserve(options);
     if (dryRun) {
@@ -59,7 +60,10 @@ export async function main(
     return 0;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    log.error(message.replaceAll("\n", " "));
+    const line = message.replaceAll("\n", " ");
+    log.error(line);
+    // A program reading --json gets an answer on stdout too.
+    if (dryRun && json) console.log(JSON.stringify({ ok: false, error: line }));
     return 1;
   }
 }
