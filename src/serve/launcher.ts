@@ -312,6 +312,8 @@ export class Semioserve implements AsyncDisposable {
 
   async #runLauncher(signals: LauncherSignals): Promise<void> {
     await this.prepare();
+    // Stopped during the checks (or the reaping, which finished): start nothing.
+    if (this.#o.signal?.aborted) return;
     const { plan, supervisors, supervision, handler, state } = this
       .#prepared as Applied;
     const { directory, stance, tls, placement, warnings } = plan;
