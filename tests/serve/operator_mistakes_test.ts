@@ -322,6 +322,67 @@ Deno.test("SIGHUP during a start's checks does not end it: it starts and serves"
   assert.equal(status.code, 0, run.launcher.stderr);
 });
 
+Deno.test("SIGTERM while a killed launcher's engine is being reaped: the reaping finishes, exit 0, engine and record gone", async () => {
+  const root = await makeRoot();
+  const bin = await fakeBin();
+  // An engine left by a killed launcher, in its own group, ignoring SIGTERM:
+  // only the reaping's SIGKILL, after --grace, ends it.
+  const leftover = new Deno.Command("sh", {
+    args: ["-c", 'trap "" TERM; exec sleep 60'],
+    stdin: "null",
+    stdout: "null",
+    stderr: "null",
+    detached: true,
+  }).spawn();
+  const port = freePorts(1);
+  try {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const stat = await Deno.readTextFile(`/proc/${leftover.pid}/stat`);
+    const startTime = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[19]!;
+    await Deno.writeTextFile(
+      `${root}/data/alpha.engine.json`,
+      JSON.stringify({
+        model: "alpha",
+        pid: leftover.pid,
+        startTime,
+        command: "vllm serve org/alpha",
+        host: "127.0.0.1",
+        port: port + 1,
+        launcherPid: 999_999_999,
+        launcherStartTime: "1",
+      }),
+    );
+    await using launcher = new Launcher(
+      ["alpha", ...siteArgs(port, root), "--grace", "2"],
+      { PATH: pathWith(bin), NUCLEUS_MODE: "dev" },
+    );
+    await launcher.waitForLine(/outlived its launcher .*: stopping it/);
+    launcher.child.kill("SIGTERM");
+    const status = await launcher.exited();
+    assert.equal(status.code, 0, launcher.stderr);
+    assert.equal(
+      launcher.lines.filter((l) => l.trim()).at(-1),
+      "[serve] stopped during start-up (SIGTERM): nothing left running",
+    );
+    const ended = await Promise.race([
+      leftover.status.then(() => true),
+      new Promise((resolve) => setTimeout(() => resolve(false), 5_000)),
+    ]);
+    assert.ok(ended, "the leftover engine was stopped");
+    assert.deepEqual(listDir(`${root}/data`), [], "its record removed");
+    assert.deepEqual(listDir(`${root}/logs`), [], "no engine started");
+    assert.ok(!(await listening(port)), "nothing listens");
+  } finally {
+    try {
+      Deno.kill(-leftover.pid, "SIGKILL");
+    } catch { /* already gone */ }
+    await leftover.status;
+    for (const dir of [root, bin]) {
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    }
+  }
+});
+
 // Item 5: launcher-owned flags in a card's args.
 
 for (
