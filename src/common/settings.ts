@@ -127,7 +127,7 @@ export function isDevMode(mode: string): boolean {
 
 /** The launcher's settings as the environment gives them (see `common.ts`). */
 export interface Environment {
-  /** `MY_LOCAL`, checked to be a directory; undefined when unset or empty. */
+  /** `MY_LOCAL`, checked to be a directory; undefined when unset, empty or replaced by `--directory`. */
   readonly myLocal: string | undefined;
   /** `NUCLEUS_HOST`, else `localhost`. */
   readonly host: string;

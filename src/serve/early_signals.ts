@@ -88,4 +88,8 @@ export function holdEarlySignals(): EarlySignals {
   return held ??= new EarlySignals();
 }
 
-if (Deno.mainModule === PROGRAM) holdEarlySignals();
+// `deno run jsr:@mymodel/serve` may name the package rather than its file.
+if (
+  Deno.mainModule === PROGRAM ||
+  /^jsr:\/?@mymodel\/serve(@[^/]*)?\/?$/.test(Deno.mainModule)
+) holdEarlySignals();

@@ -9,6 +9,7 @@ import assert from "node:assert/strict";
 import {
   fakeBin,
   freePorts,
+  launch,
   Launcher,
   listDir,
   listening,
@@ -225,6 +226,21 @@ Deno.test({
       }
     }
   },
+});
+
+Deno.test("a reload checks the root as a start does: metrics/ become a file is refused, the launcher keeps serving", async () => {
+  await using s = await launch(["alpha"]);
+  await s.launcher.ready();
+  await Deno.rename(`${s.root}/metrics`, `${s.root}/metrics.moved`);
+  await Deno.writeTextFile(`${s.root}/metrics`, "");
+  s.launcher.child.kill("SIGHUP");
+  const line = await s.launcher.waitForLine(/reload refused: /);
+  assert.match(
+    line,
+    /reload refused: Cannot use root directory \S+: metrics is a file, not a directory \(expected a directory: move the file away, then mkdir \S+\/metrics\)$/,
+  );
+  assert.ok(await listening(s.port), "still serving");
+  assert.equal(s.launcher.status, undefined, "still running");
 });
 
 // Item 4: early signals.
