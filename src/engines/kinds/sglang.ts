@@ -8,7 +8,7 @@
  * @module
  */
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { serveFlags } from "./engine_kind.ts";
+import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
 import { sizeFlag } from "./flag_values.ts";
 
@@ -45,6 +45,12 @@ export const SGLANG: EngineKind = {
   devices,
   memoryShare: { flag: "--mem-fraction-static" },
   splitFlags: [TP, ["--pp-size", "--pipeline-parallel-size"]],
+  ownedFlags: [
+    ...SERVE_FLAGS,
+    "--served-model-name",
+    "--model-path",
+    "--model",
+  ],
   flags: {
     helpArgv: ["-m", "sglang.launch_server", "--help"],
     parseHelp: argparseFlags,
