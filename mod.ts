@@ -21,6 +21,8 @@
  *
  * @module
  */
+// First: its signal listeners are installed before any other module runs.
+import "./src/serve/early_signals.ts";
 import { main } from "./src/serve.ts";
 
 export {

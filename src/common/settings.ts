@@ -127,7 +127,7 @@ export function isDevMode(mode: string): boolean {
 
 /** The launcher's settings as the environment gives them (see `common.ts`). */
 export interface Environment {
-  /** `MY_LOCAL`, checked to be a directory; undefined when unset or empty. */
+  /** `MY_LOCAL`, checked to be a directory; undefined when unset, empty or replaced by `--directory`. */
   readonly myLocal: string | undefined;
   /** `NUCLEUS_HOST`, else `localhost`. */
   readonly host: string;
@@ -143,23 +143,43 @@ export interface Environment {
   readonly idpIssuer: string;
 }
 
+/** What the command line (or an embedder) set: those are not read from the environment. */
+export interface GivenSettings {
+  /** `--directory`: `MY_LOCAL` is then not read (nor checked). */
+  readonly directory?: string | undefined;
+  /** `--port`: `NUCLEUS_PORT` is then not read (nor checked). */
+  readonly port?: number | undefined;
+}
+
 /**
  * Reads the launcher's settings from the environment now: `MY_LOCAL`,
- * `NUCLEUS_PORT`, then the two secrets are checked, in that order.
+ * `NUCLEUS_PORT`, then the two secrets are checked, in that order. A setting
+ * in `given` wins: its variable is not read, so a stale one cannot refuse the
+ * start (the flag wins over the variable it mirrors).
  *
+ * @param env Where the variables are read.
+ * @param given What the flags set.
  * @throws {ConfigError} On a bad `MY_LOCAL` or `NUCLEUS_PORT`, or a secret
  *   given twice or in a file that cannot be read.
+ *
+ * @example
+ * ```ts ignore
+ * readEnvironment(Deno.env, { port: 5000 }).port; // 5000, whatever NUCLEUS_PORT says
+ * ```
  */
 export function readEnvironment(
   env: Pick<Deno.Env, "get"> = Deno.env,
+  given: GivenSettings = {},
 ): Environment {
   const get = (name: string) => env.get(name);
-  const myLocal = get("MY_LOCAL") || undefined;
-  const port = get("NUCLEUS_PORT");
+  const myLocal = given.directory === undefined
+    ? get("MY_LOCAL") || undefined
+    : undefined;
+  const port = given.port === undefined ? get("NUCLEUS_PORT") : undefined;
   return {
     myLocal: myLocal && checkDirectory(myLocal, "MY_LOCAL"),
     host: get("NUCLEUS_HOST") || "localhost",
-    port: port ? parsePort(port, "NUCLEUS_PORT") : 5000,
+    port: given.port ?? (port ? parsePort(port, "NUCLEUS_PORT") : 5000),
     mode: get("NUCLEUS_MODE") || "dev",
     engineKey: secretFromEnv("LOCAL_ENGINE_API_KEY", get),
     idpSecret: secretFromEnv("IDP_SECRET", get),

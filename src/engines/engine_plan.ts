@@ -70,10 +70,28 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
       `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
     );
   }
+  const owned = card.args.find((arg) =>
+    kind.ownedFlags?.includes(
+      arg.replace(/=.*$/, "").replace(/^--.*/, (long) =>
+        long.replaceAll("_", "-")),
+    )
+  );
+  if (owned !== undefined) {
+    throw new EngineError(
+      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${
+        owned.replace(/=.*$/, "")
+      }, which the launcher sets (expected none of ${
+        kind.ownedFlags!.join(", ")
+      } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
+    );
+  }
   const executable = executableOf(card, kind);
   if (!executable || !findExecutable(executable)) {
+    const what = notRunnable(executable);
     throw new EngineError(
-      `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${executable}' is not on PATH (${kind.install}, or set the card's executable)`,
+      what
+        ? `Cannot prepare ${card.name}: the ${card.engine} engine's executable ${what} (expected an executable file: set the card's executable to one, or chmod +x it)`
+        : `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${executable}' is not on PATH (${kind.install}, or set the card's executable)`,
     );
   }
   const { model, isLocal } = resolveModel(card, kind, site.directory);
@@ -102,12 +120,55 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   };
 }
 
+/**
+ * What the file an executable names is, when it exists but cannot be run (a
+ * directory, a file without execute permission); undefined when there is none.
+ */
+function notRunnable(executable: string): string | undefined {
+  const dirs = executable.includes("/")
+    ? [""]
+    : (Deno.env.get("PATH") ?? "").split(":").filter(Boolean).map((d) =>
+      `${d}/`
+    );
+  for (const dir of dirs) {
+    const path = `${dir}${executable}`;
+    try {
+      const info = Deno.statSync(path);
+      return info.isDirectory
+        ? `'${path}' is a directory`
+        : `'${path}' is not executable (mode ${
+          ((info.mode ?? 0) & 0o777).toString(8).padStart(3, "0")
+        })`;
+    } catch {
+      // Not there (or not readable): the next directory.
+    }
+  }
+  return undefined;
+}
+
 /** The engine's OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
 export function baseUrl(plan: EnginePlan): string {
   return `http://${urlHost(plan.host)}:${plan.port}/v1`;
 }
 
-/** `text` with the engine's API key replaced by `***`, for anything shown or written about it. */
+/**
+ * `text` with every API key of the engine replaced by `***`, for anything
+ * shown or written about it: the launcher's, and any `--api-key` value of
+ * its command line (a `command` card's own).
+ */
 export function masked(plan: EnginePlan, text: string): string {
-  return plan.apiKey ? text.replaceAll(plan.apiKey, "***") : text;
+  const keys = [
+    plan.apiKey,
+    ...plan.args.flatMap((arg, i) =>
+      arg === "--api-key"
+        ? [plan.args[i + 1] ?? ""]
+        : arg.startsWith("--api-key=")
+        ? [arg.slice("--api-key=".length)]
+        : []
+    ),
+  ];
+  return keys.reduce(
+    (shown, key) => key ? shown.replaceAll(key, "***") : shown,
+    text,
+  );
 }

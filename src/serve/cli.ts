@@ -18,6 +18,7 @@ import {
   helpFor,
 } from "./cli_flags.ts";
 import { NO_MODEL } from "./options.ts";
+import { VERSION } from "../common/version.ts";
 
 /** A command line that cannot be used. */
 export class UsageError extends Error {
@@ -65,6 +66,7 @@ Logs (engine output in <directory>/logs/<model>.log):
 ${helpFor("Logs")}
 
   -h, --help           print this help and exit
+  --version            print the version (${VERSION}) and exit
 
 Exit codes:
   0  stopped cleanly (SIGTERM or SIGINT); with --dry-run, a start would proceed
@@ -89,6 +91,7 @@ const FLAGS: Record<string, { type: "string" | "boolean"; short?: string }> =
         : [[flag.name, { type: "string" }]]
     ),
     ["help", { type: "boolean", short: "h" }],
+    ["version", { type: "boolean" }],
   ]);
 
 /** The long flags, as typed (`--port`), for "did you mean" suggestions. */
@@ -117,13 +120,40 @@ const NEGATABLE = CLI_FLAGS.filter((flag): flag is BooleanFlag =>
   ),
 }));
 
-/** Folds a negatable switch's spellings into `--<name>` / `--no-<name>`. */
+/**
+ * Folds a negatable switch's spellings into `--<name>` / `--no-<name>`, and
+ * words what `parseArgs` would not: a negative number after a flag is its
+ * value (`--grace -1`), `-port` is an unknown option as typed.
+ */
 function normalizeSwitches(args: readonly string[]): string[] {
   const out: string[] = [];
+  let skip = false;
   for (const [index, arg] of args.entries()) {
+    if (skip) {
+      skip = false;
+      continue;
+    }
     if (arg === "--") {
       out.push(...args.slice(index));
       break;
+    }
+    // parseArgs calls `--grace -1` ambiguous: a value that reads as a number is the flag's.
+    if (
+      FLAGS[arg.slice(2)]?.type === "string" && arg.startsWith("--") &&
+      /^-[\d.]/.test(args[index + 1] ?? "")
+    ) {
+      out.push(`${arg}=${args[index + 1]}`);
+      skip = true;
+      continue;
+    }
+    // parseArgs reads `-port` as -p -o -r -t and names only `-p`.
+    if (/^-[^-]{2,}/.test(arg) && !/^-\d/.test(arg)) {
+      const name = arg.slice(1).replace(/=.*$/, "");
+      throw new UsageError(
+        `Cannot parse the command line: Unknown option '${arg}'${
+          name in FLAGS ? `; did you mean --${name}?` : flagHint(arg)
+        }`,
+      );
     }
     const flag = NEGATABLE.find(({ pattern }) => pattern.test(arg));
     const [, negated, value] = flag?.pattern.exec(arg) ?? [];
@@ -185,9 +215,10 @@ function readFlag(flag: Exclude<CliFlag, BooleanFlag>, text: string): unknown {
  */
 export function parseCli(args: readonly string[]): CliOptions {
   let parsed;
+  const normalized = normalizeSwitches(args);
   try {
     parsed = parseArgs({
-      args: normalizeSwitches(args),
+      args: normalized,
       allowPositionals: true,
       strict: true,
       options: FLAGS,
@@ -198,6 +229,14 @@ export function parseCli(args: readonly string[]): CliOptions {
       /\. To specify a positional argument.*$/,
       "",
     );
+    const ambiguous = /^Option '(--[^' ,]+)[^']*' argument is ambiguous/
+      .exec(first ?? "")?.[1];
+    if (ambiguous) {
+      const next = normalized[normalized.indexOf(ambiguous) + 1];
+      throw new UsageError(
+        `Cannot use ${ambiguous} ${next}: expected a value after ${ambiguous} (one starting with - is written ${ambiguous}=${next})`,
+      );
+    }
     const unknown = /^Unknown option '([^']+)'/.exec(first ?? "")?.[1];
     throw new UsageError(
       `Cannot parse the command line: ${first}${
@@ -206,8 +245,12 @@ export function parseCli(args: readonly string[]): CliOptions {
     );
   }
   const { values, positionals } = parsed;
-  const options: CliOptions = { models: positionals, help: !!values.help };
-  if (options.help) return options;
+  const options: CliOptions = {
+    models: positionals,
+    help: !!values.help,
+    ...values.version ? { version: true } : {},
+  };
+  if (options.help || options.version) return options;
   if (positionals.length === 0) {
     throw new UsageError(NO_MODEL);
   }

@@ -27,6 +27,8 @@ export type CliOptions =
     /** A path or URL, as typed. */
     catalogue?: string;
     help: boolean;
+    /** `--version`: print the version and exit. */
+    version?: boolean;
     /** `--dry-run`: check everything, print the plan, start nothing. */
     dryRun?: boolean;
     /** `--json`: the plan as one JSON object (with `--dry-run`). */
@@ -76,7 +78,7 @@ export interface NumberFlag extends FlagBase {
 export interface BooleanFlag extends FlagBase {
   readonly unit: "boolean";
   /** The option it sets. */
-  readonly option: Exclude<OptionOf<boolean>, "help">;
+  readonly option: Exclude<OptionOf<boolean>, "help" | "version">;
   /** `--no-<name>` and `=BOOL` are accepted; `-`/`_` in the name are interchangeable. */
   readonly negatable?: boolean;
 }
@@ -85,7 +87,7 @@ export interface BooleanFlag extends FlagBase {
 export interface TextFlag extends FlagBase {
   readonly unit: "text";
   /** The option it sets. */
-  readonly option: Exclude<keyof CliOptions, "models" | "help">;
+  readonly option: Exclude<keyof CliOptions, "models" | "help" | "version">;
   /** The value's placeholder in `--help` (`P`, `FILE`). */
   readonly arg: string;
   /** Checks the value as typed; returns what the option holds. */

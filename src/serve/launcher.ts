@@ -118,7 +118,7 @@ export class Semioserve implements AsyncDisposable {
       return Semioserve.#instance;
     }
     this.options = { ...options };
-    this.#env = readEnvironment();
+    this.#env = readEnvironment(Deno.env, options);
     this.#o = resolveOptions(options, this.#env);
     this.host = this.#o.host;
     this.port = this.#o.port;
@@ -318,6 +318,8 @@ export class Semioserve implements AsyncDisposable {
 
   async #runLauncher(signals: LauncherSignals): Promise<void> {
     await this.prepare();
+    // Stopped during the checks (or the reaping, which finished): start nothing.
+    if (this.#o.signal?.aborted) return;
     const { plan, supervisors, supervision, handler, state } = this
       .#prepared as Applied;
     const { directory, stance, tls, placement, warnings } = plan;
@@ -356,7 +358,13 @@ export class Semioserve implements AsyncDisposable {
       plan,
       // The same planning as a start's, the environment read again (its *_FILE secrets).
       replan: (running) =>
-        planStart(o, readEnvironment(), this.#gpus, "reload", running),
+        planStart(
+          o,
+          readEnvironment(Deno.env, o),
+          this.#gpus,
+          "reload",
+          running,
+        ),
       supervisors,
       replace: (index, engine) =>
         replaceEngine(supervisors, index, engine, supervision, watchdog),

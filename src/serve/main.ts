@@ -10,6 +10,8 @@ import { checkEnginePorts } from "../common/settings.ts";
 import { parseCli, USAGE, UsageError } from "./cli.ts";
 import { Semioserve } from "./launcher.ts";
 import { renderPlan } from "./start_plan.ts";
+import { VERSION } from "../common/version.ts";
+import { holdEarlySignals } from "./early_signals.ts";
 
 /**
  * The command-line program: parses `args`, runs the launcher until SIGTERM or
@@ -30,6 +32,8 @@ import { renderPlan } from "./start_plan.ts";
 export async function main(
   args: readonly string[] = Deno.args,
 ): Promise<number> {
+  // Before anything is awaited: a SIGTERM from now on stops the start-up cleanly.
+  using early = holdEarlySignals();
   let cli;
   try {
     cli = parseCli(args);
@@ -43,23 +47,39 @@ export async function main(
     log.error(`${error.message} (see --help)`);
     return 2;
   }
-  if (cli.help) {
-    console.log(USAGE);
+  if (cli.help || cli.version) {
+    console.log(cli.help ? USAGE : VERSION);
     return 0;
   }
-  const { help: _, dryRun, json, ...options } = cli;
+  const { help: _, version: __, dryRun, json, ...options } = cli;
+  /** Exit 0 with one line, when a signal came before the API listened. */
+  const stoppedEarly = (listening: boolean) => {
+    if (!early.received || listening) return false;
+    log.info(
+      `stopped during start-up (${early.received}): nothing left running`,
+    );
+    return true;
+  };
   try {
-    const serve = new Semioserve(options);
+    if (stoppedEarly(false)) return 0;
+    const serve = new Semioserve({ ...options, signal: early.signal });
     if (dryRun) {
       const plan = await serve.plan();
+      if (stoppedEarly(false)) return 0;
       console.log(json ? JSON.stringify(plan, null, 2) : renderPlan(plan));
       return 0;
     }
-    await serve.run();
+    const running = serve.run();
+    early.handOver(() => void serve.reload());
+    await running;
+    stoppedEarly(serve.url !== undefined);
     return 0;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
-    log.error(message.replaceAll("\n", " "));
+    const line = message.replaceAll("\n", " ");
+    log.error(line);
+    // A program reading --json gets an answer on stdout too.
+    if (dryRun && json) console.log(JSON.stringify({ ok: false, error: line }));
     return 1;
   }
 }

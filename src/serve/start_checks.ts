@@ -121,6 +121,7 @@ export async function planStart(
   if (o.models.length === 0) throw new ConfigError(NO_MODEL);
   checkEnginePorts(o.port, o.models.length, "port");
   checkRoot(directory);
+  if (o.gpus === undefined) checkVisibleDevices();
   // One nvidia-smi look, shared with pool detection: for a dry run always,
   // and asked at once so that it runs while the catalogue is read; otherwise
   // only when a local checkpoint is to be compared with device memory.
@@ -169,11 +170,7 @@ export async function planStart(
       });
     });
     // A reload keeps the running mode: only its secret file is read again.
-    const stance = running?.stance ?? OpsStance.resolve({
-      dev_mode: o.dev_mode ?? isDevMode(env.mode),
-      secret: env.idpSecret,
-      issuer: env.idpIssuer,
-    });
+    const stance = running?.stance ?? resolveStance(o, env);
     const tls = await SSLConfig.fromDirectory(directory, {
       devMode: stance.devMode,
     });
@@ -213,16 +210,31 @@ export async function planStart(
   }
 }
 
-/** Checks the root directory holds `models`, `logs`, `metrics` and `data`. */
+/**
+ * Checks the root directory holds `models`, `logs`, `metrics` and `data`,
+ * and that the launcher can write `logs`, `data` and `metrics`: each is probed
+ * by creating and removing one empty file, then its times are put back (Deno
+ * has no access(2), and mode bits alone miss ACLs, read-only mounts and the
+ * user's groups), so nothing is left behind.
+ */
 function checkRoot(directory: string): void {
   checkDirectory(directory, "--directory");
-  const missing = ROOT_SUBDIRECTORIES.filter((sub) => {
+  const missing: string[] = [];
+  for (const sub of ROOT_SUBDIRECTORIES) {
+    const path = `${directory}/${sub}`;
+    let info: Deno.FileInfo;
     try {
-      return !Deno.statSync(`${directory}/${sub}`).isDirectory;
+      info = Deno.statSync(path);
     } catch {
-      return true;
+      missing.push(sub);
+      continue;
     }
-  });
+    if (!info.isDirectory) {
+      throw new ConfigError(
+        `Cannot use root directory ${directory}: ${sub} is a file, not a directory (expected a directory: move the file away, then mkdir ${path})`,
+      );
+    }
+  }
   if (missing.length > 0) {
     const paths = missing.map((sub) => `${directory}/${sub}`);
     throw new AssertionError({
@@ -230,6 +242,63 @@ function checkRoot(directory: string): void {
         missing.join(", ")
       } (create with: mkdir -p ${paths.join(" ")})`,
     });
+  }
+  for (const sub of ["logs", "data", "metrics"]) {
+    const dir = `${directory}/${sub}`;
+    const { atime, mtime } = Deno.statSync(dir);
+    try {
+      const probe = `${dir}/.write-check-${Deno.pid}`;
+      Deno.writeFileSync(probe, new Uint8Array(), { createNew: true });
+      Deno.removeSync(probe);
+      // The directory's times as they were: a dry run leaves the root as it found it.
+      if (atime && mtime) Deno.utimeSync(dir, atime, mtime);
+    } catch (cause) {
+      const reason = (cause as Error).message.replace(/:.*$/s, "");
+      throw new ConfigError(
+        `Cannot use root directory ${directory}: ${sub}/ is not writable by the launcher's user (${reason}) (expected a directory it can write: logs/, data/ and metrics/ take the engines' logs, their records and the metrics; chown or chmod ${directory}/${sub})`,
+        { cause },
+      );
+    }
+  }
+}
+
+/**
+ * The mode from `--dev_mode`, else `NUCLEUS_MODE`; a production refusal that
+ * the variable chose says its value (`DEV` is production: only a value
+ * starting with lowercase `dev` is development).
+ */
+function resolveStance(o: ResolvedOptions, env: Environment): OpsStance {
+  try {
+    return OpsStance.resolve({
+      dev_mode: o.dev_mode ?? isDevMode(env.mode),
+      secret: env.idpSecret,
+      issuer: env.idpIssuer,
+    });
+  } catch (error) {
+    if (o.dev_mode !== undefined || !(error instanceof ConfigError)) {
+      throw error;
+    }
+    throw new ConfigError(
+      `${error.message}; production mode because NUCLEUS_MODE=${env.mode} (only a value starting with lowercase "dev" means development)`,
+      { cause: error },
+    );
+  }
+}
+
+/**
+ * Checks the launcher's `CUDA_VISIBLE_DEVICES`, the pool when `--gpus` is not
+ * given: each entry must be a device index or a `GPU-`/`MIG-` UUID (CUDA
+ * itself would ignore everything from a bad entry on).
+ */
+function checkVisibleDevices(): void {
+  const visible = Deno.env.get("CUDA_VISIBLE_DEVICES");
+  const bad = parseVisibleDevices(visible ?? "").find((entry) =>
+    !/^(\d+|GPU-[\w-]+|MIG-[\w/-]+)$/.test(entry)
+  );
+  if (bad !== undefined) {
+    throw new ConfigError(
+      `Cannot use CUDA_VISIBLE_DEVICES=${visible}: entry '${bad}' is not a device (expected device indices such as 0,1 or GPU-/MIG- UUIDs; or pass --gpus)`,
+    );
   }
 }
 

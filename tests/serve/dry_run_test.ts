@@ -244,7 +244,11 @@ Deno.test("--dry-run refuses what a start refuses with the same line and exit 1,
   const start = await cli(["a", ...args], s.env);
   const dry = await cli(["a", ...args, "--dry-run", "--json"], s.env);
   assert.equal(dry.code, 1);
-  assert.equal(dry.stdout, "");
+  // --json answers on stdout too: the same line as the error.
+  assert.deepEqual(JSON.parse(dry.stdout), {
+    ok: false,
+    error: dry.stderr.trim().replace(/^\[serve\] error: /, ""),
+  });
   assert.match(
     dry.stderr,
     /Cannot use port \d+ on 127\.0\.0\.1 for engine a: already in use/,

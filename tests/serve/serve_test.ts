@@ -394,12 +394,18 @@ Deno.test("a llama.cpp card whose directory holds no .gguf file is refused", asy
   await failsToStart(["gguf"], { root }, /holds no \.gguf file/);
 });
 
-Deno.test("MY_LOCAL naming a missing directory is refused when the module loads", async () => {
-  await failsToStart(
-    ["alpha"],
-    { env: { MY_LOCAL: "/nonexistent/root" } },
-    /MY_LOCAL=\/nonexistent\/root: no such directory/,
-  );
+Deno.test("MY_LOCAL naming a missing directory, without --directory, is refused", async () => {
+  // With --directory the variable is not read (operator_mistakes_test.ts).
+  const bin = await fakeBin();
+  await using launcher = new Launcher(["alpha", "--catalogue", CATALOGUE], {
+    PATH: pathWith(bin),
+    MY_LOCAL: "/nonexistent/root",
+  });
+  assert.equal((await launcher.exited()).code, 1);
+  assert.deepEqual(launcher.lines.filter((l) => l.trim()), [
+    "[serve] error: Cannot use MY_LOCAL=/nonexistent/root: no such directory (expected an existing directory)",
+  ]);
+  await Deno.remove(bin, { recursive: true });
 });
 
 Deno.test("no root directory at all is refused", async () => {

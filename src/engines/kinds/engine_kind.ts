@@ -167,9 +167,18 @@ export interface EngineKind {
   readonly integerDevices?: boolean;
   /** How its flags are listed and spelled; absent when it has no help to ask. */
   readonly flags?: EngineFlags;
+  /**
+   * The flags its command line gets from the launcher (host, port, served
+   * name, API key, model), every spelling: a card's `args` may not set them,
+   * since the engine would take the card's, the last. Absent: none.
+   */
+  readonly ownedFlags?: readonly string[];
   /** Its start-up and failure lines; absent (a command card): no phase, cause `exit` or `signal`. */
   readonly output?: OutputRules;
 }
+
+/** The flags {@linkcode serveFlags} passes, which every kind using it owns. */
+export const SERVE_FLAGS: readonly string[] = ["--host", "--port", "--api-key"];
 
 /**
  * `--host`, `--port`, the served-name flag, `--api-key`, then the card's args.

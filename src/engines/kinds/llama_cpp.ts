@@ -9,7 +9,7 @@
  * @module
  */
 import type { EngineKind } from "./engine_kind.ts";
-import { serveFlags } from "./engine_kind.ts";
+import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 
 /**
  * Every flag a `llama-server --help` text lists, dashes included, in order.
@@ -71,6 +71,19 @@ export const LLAMA_CPP: EngineKind = {
     ];
   },
   localFile: singleGguf,
+  ownedFlags: [
+    ...SERVE_FLAGS,
+    "--api-key-file",
+    "--alias",
+    "-a",
+    "-m",
+    "--model",
+    "-hf",
+    "-hfr",
+    "--hf-repo",
+    "-mu",
+    "--model-url",
+  ],
   devices() {
     return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
   },

@@ -9,7 +9,7 @@
  */
 import { PYTHON_CAUSES } from "./python_failures.ts";
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { serveFlags } from "./engine_kind.ts";
+import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
 import { sizeFlag } from "./flag_values.ts";
 
@@ -46,6 +46,12 @@ export const SGLANG: EngineKind = {
   devices,
   memoryShare: { flag: "--mem-fraction-static" },
   splitFlags: [TP, ["--pp-size", "--pipeline-parallel-size"]],
+  ownedFlags: [
+    ...SERVE_FLAGS,
+    "--served-model-name",
+    "--model-path",
+    "--model",
+  ],
   flags: {
     helpArgv: ["-m", "sglang.launch_server", "--help"],
     parseHelp: argparseFlags,

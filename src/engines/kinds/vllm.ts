@@ -8,7 +8,7 @@
  * @module
  */
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { serveFlags } from "./engine_kind.ts";
+import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
 import { flagValue, FlagValueError, sizeFlag } from "./flag_values.ts";
 import { PYTHON_CAUSES } from "./python_failures.ts";
@@ -77,6 +77,7 @@ export const VLLM: EngineKind = {
   // vllm/platforms/interface.py: int(device_ids[physical_device_id]) (vllm #41848).
   integerDevices: true,
   splitFlags: [TP, PP],
+  ownedFlags: [...SERVE_FLAGS, "--served-model-name", "--model"],
   // vLLM's FlexibleArgumentParser reads `_` as `-` and takes no abbreviations.
   flags: {
     helpArgv: ["serve", "--help=all"],
