@@ -29,6 +29,8 @@ export interface CauseLine {
 /** Bytes of a line kept for the rules; the rest of it is skipped. */
 const MAX_LINE = 1024;
 const MAX_MESSAGE = 200;
+/** Output bytes a second read for the rules; beyond, skipped until the next second. */
+const READ_PER_SECOND = 256 * 1024;
 
 /**
  * Watches one run. Feed it output chunks (one feeder per stream) and the
@@ -53,6 +55,8 @@ export class LoadWatch {
   #progress: LoadProgress | null = null;
   #progressAt: number | undefined;
   #cause: CauseLine | undefined;
+  #windowAt = 0;
+  #windowBytes = 0;
   /** The download's bytes at the last look; undefined before the first. */
   #bytes: number | null | undefined;
 
@@ -93,27 +97,47 @@ export class LoadWatch {
   /**
    * A line splitter for one stream (stdout and stderr each need their own):
    * splits at `\n` and `\r` (progress bars redraw with `\r`), keeps at most
-   * 1 KiB of a line.
+   * 1 KiB of a line. Past 256 KiB of output in a second, the rest of that
+   * second is skipped: engines print their phases far slower, and a flood
+   * must not cost the pipe its speed.
    */
   feeder(): (chunk: Uint8Array) => void {
     if (!this.#rules) return () => {};
     const decoder = new TextDecoder();
     let line = "";
+    /** Inside a line whose start was skipped: it is dropped whole. */
+    let broken = false;
     return (chunk) => {
+      const now = Date.now();
+      if (now - this.#windowAt >= 1_000) {
+        this.#windowAt = now;
+        this.#windowBytes = 0;
+      }
+      this.#windowBytes += chunk.length;
+      if (this.#windowBytes > READ_PER_SECOND) {
+        line = "";
+        broken = true;
+        return;
+      }
       let start = 0;
-      for (let i = 0; i <= chunk.length; i++) {
-        const end = i === chunk.length;
-        if (!end && chunk[i] !== 10 && chunk[i] !== 13) continue;
+      let lf = chunk.indexOf(10);
+      let cr = chunk.indexOf(13);
+      while (start <= chunk.length) {
+        if (lf !== -1 && lf < start) lf = chunk.indexOf(10, start);
+        if (cr !== -1 && cr < start) cr = chunk.indexOf(13, start);
+        const stop = lf === -1 ? cr : cr === -1 ? lf : Math.min(lf, cr);
+        const end = stop === -1 ? chunk.length : stop;
         const room = MAX_LINE - line.length;
-        if (room > 0) {
+        if (room > 0 && end > start) {
           line += decoder.decode(
-            chunk.subarray(start, Math.min(i, start + room)),
+            chunk.subarray(start, Math.min(end, start + room)),
           );
         }
-        start = i + 1;
-        if (end) return;
-        this.line(line);
+        if (stop === -1) return;
+        if (!broken) this.line(line);
+        broken = false;
         line = "";
+        start = stop + 1;
       }
     };
   }

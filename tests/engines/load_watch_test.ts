@@ -3,7 +3,7 @@ import { LoadWatch } from "../../src/engines/load_watch.ts";
 import { VLLM } from "../../src/engines/kinds/vllm.ts";
 import { hubCache, incompleteBytes } from "../../src/engines/hf_download.ts";
 
-Deno.test("the load watch: unknown, binary and endless lines change nothing and are never held whole", () => {
+Deno.test("the load watch: unknown, binary and endless lines change nothing and are never held whole", async () => {
   const watch = new LoadWatch(VLLM.output);
   const feed = watch.feeder();
   feed(new TextEncoder().encode("some line no rule knows\n"));
@@ -12,14 +12,19 @@ Deno.test("the load watch: unknown, binary and endless lines change nothing and 
       b === 10 || b === 13 ? 0 : b
     ),
   );
-  for (let i = 0; i < 200; i++) feed(new Uint8Array(100_000).fill(65));
+  feed(new TextEncoder().encode("\n"));
+  // Within the second's budget: a 150 KB line is cut at 1 KiB, its end unread.
+  feed(new Uint8Array(150_000).fill(65));
   feed(
-    new TextEncoder().encode(
-      " CUDA out of memory at the end of an endless line\n",
-    ),
+    new TextEncoder().encode(" CUDA out of memory at the end of a long line\n"),
   );
   assert.equal(watch.phase, null);
   assert.equal(watch.cause, undefined, "the end of a cut line is not read");
+  // A flood past 256 KiB in a second: the rest of that second is skipped.
+  for (let i = 0; i < 200; i++) feed(new Uint8Array(100_000).fill(65));
+  feed(new TextEncoder().encode("\nStarting to load model x...\n"));
+  assert.equal(watch.phase, null, "skipped within the flood's second");
+  await new Promise((resolve) => setTimeout(resolve, 1_050));
   feed(
     new TextEncoder().encode(
       "Starting to load model x...\nLoading safetensors checkpoint shards:  45% Completed | 9/20 [00:01<00:01]\r",
