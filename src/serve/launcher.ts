@@ -44,6 +44,7 @@ import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
 import { Reloader } from "./reload.ts";
+import { loadInWorker } from "../catalogue/worker_load.ts";
 import { ReloadQueue } from "./reload_queue.ts";
 import { refusedReload, type ReloadResult } from "./reload_result.ts";
 
@@ -357,6 +358,8 @@ export class Semioserve implements AsyncDisposable {
           this.#gpus,
           "reload",
           running,
+          // The YAML parse off the loop that answers /health (npm:yaml is synchronous).
+          loadInWorker,
         ),
       supervisors,
       replace: (index, engine) =>
