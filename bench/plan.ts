@@ -46,6 +46,8 @@ export const PLAN = {
   pipelineRounds: 6,
   /** Rounds of the catalogue phase (5,000 cards plain, with aliases, 10,000 with aliases). */
   catalogueRounds: 5,
+  /** SIGHUPs, one after the other, in each arm of the reload phase. */
+  reloadSighups: 3,
 } as const;
 
 /** `wrk -t1 -c1` or `wrk -t2 -c8`. */
