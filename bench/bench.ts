@@ -24,20 +24,24 @@
  * - one pipeline (`phases/pipeline.ts`): the same comparison against the
  *   tree before the one-pipeline work: start times, CPU and idle RSS;
  * - catalogue (`phases/catalogue.ts`): `Registry.load` of 5,000 generated
- *   cards, with and without an alias each, and of 10,000 with aliases.
+ *   cards, with and without an alias each, and of 10,000 with aliases;
+ * - reload (`phases/reload.ts`): `/health` polled every 10 ms while a
+ *   launcher reloads 5,000 cards, with and without an alias each.
  *
  * Prints a Markdown table on stdout (progress goes to stderr) and writes the
  * same text to `bench/results/latest.md`. Every row has its absolute value and
  * its ratio to a baseline measured in the same run; a "Targets" section says
  * pass or fail. With `--strict` a failed target makes the exit code 1.
  *
- * Needs `wrk` (`apt-get install wrk`). Takes about six and a half minutes on two cores;
+ * Needs `wrk` (`apt-get install wrk`). Takes about seven minutes on two cores;
  * `--auth-only` runs the production-mode rows alone (about 30 s, written to
  * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s),
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
  * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` rows (about
  * 15 s), `--only=pipeline` the one-pipeline rows (about 90 s),
- * `--only=catalogue` the catalogue rows (about 20 s), all printed only.
+ * `--only=catalogue` the catalogue rows (about 20 s), all printed only;
+ * `--only=reload` the reload rows (about 10 s, written to
+ * `bench/results/reload.md`).
  *
  * @module
  */
@@ -56,6 +60,7 @@ import { gpuPhase } from "./phases/gpu.ts";
 import { dryRunPhase } from "./phases/dry_run.ts";
 import { pipelinePhase } from "./phases/pipeline.ts";
 import { cataloguePhase } from "./phases/catalogue.ts";
+import { reloadPhase } from "./phases/reload.ts";
 import {
   authReport,
   buildReport,
@@ -66,11 +71,13 @@ import {
   journalReport,
   logReport,
   pipelineReport,
+  reloadReport,
   type Report,
 } from "./report/report.ts";
 
 const RESULTS = new URL("./results/latest.md", import.meta.url);
 const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);
+const RELOAD_RESULTS = new URL("./results/reload.md", import.meta.url);
 
 /** A PATH directory whose `vllm` sleeps: an engine that costs no CPU and never answers. */
 async function sleepBin(): Promise<string> {
@@ -106,6 +113,11 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
     pipelineReport(await pipelinePhase(bench)),
   "--only=catalogue": async (bench) =>
     catalogueReport(await cataloguePhase(bench)),
+  "--only=reload": async (bench) => {
+    const report = reloadReport(await reloadPhase(bench));
+    await write(RELOAD_RESULTS, report);
+    return report;
+  },
 };
 
 /** Every phase, or `only` alone. */
@@ -127,6 +139,7 @@ async function measure(
   const dryRun = await dryRunPhase(bench);
   const pipeline = await pipelinePhase(bench);
   const catalogue = await cataloguePhase(bench);
+  const reload = await reloadPhase(bench);
   const report = buildReport({
     load,
     start,
@@ -138,6 +151,7 @@ async function measure(
     dryRun,
     pipeline,
     catalogue,
+    reload,
   }, {
     wrk: wrk.replace(/ Copyright.*$/, ""),
     loadBefore,
@@ -206,7 +220,8 @@ async function run(
  * `--only=dryrun` measures only `--dry-run` (about 15 s);
  * `--only=pipeline` measures only this tree against the tree before the
  * one pipeline (about 90 s); `--only=catalogue` measures only catalogue
- * loading (about 20 s).
+ * loading (about 20 s); `--only=reload` measures only `/health` during
+ * reloads of 5,000 cards (about 10 s).
  * @returns The exit code.
  */
 export async function main(

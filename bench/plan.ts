@@ -50,6 +50,8 @@ export const PLAN = {
   journalRounds: 6,
   /** Restarts per storm there. */
   journalRestarts: 200,
+  /** SIGHUPs, one after the other, in each arm of the reload phase. */
+  reloadSighups: 3,
 } as const;
 
 /** `wrk -t1 -c1` or `wrk -t2 -c8`. */

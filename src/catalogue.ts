@@ -38,9 +38,14 @@ export {
   type RestartPolicy,
   Verb,
 } from "./catalogue/model_card.ts";
-export { UnsetVariableError } from "./catalogue/card_expand.ts";
+export {
+  type CardSites,
+  UnsetVariableError,
+  type ValueSite,
+} from "./catalogue/card_expand.ts";
 export {
   DEFAULT_CATALOGUE,
   type LoadOptions,
+  type ParsedCatalogue,
   Registry,
 } from "./catalogue/registry.ts";

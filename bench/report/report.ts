@@ -2,7 +2,8 @@
  * The Markdown `deno task bench` prints and writes: the full report (every
  * phase's rows, then the Targets section) and the one-phase reports of
  * `--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`,
- * `--only=journal`, `--only=dryrun`, `--only=pipeline` and `--only=catalogue`.
+ * `--only=journal`, `--only=dryrun`, `--only=pipeline`, `--only=catalogue` and
+ * `--only=reload`.
  *
  * @module
  */
@@ -45,6 +46,8 @@ import {
   catalogueRows,
   catalogueTargets,
 } from "../rows/catalogue.ts";
+import type { ReloadResults } from "../phases/reload.ts";
+import { RELOAD_METHOD, reloadRows, reloadTargets } from "../rows/reload.ts";
 import { HOST, MANY, PLAN } from "../plan.ts";
 import { type Row, tableLines, type Verdict, verdictLines } from "./table.ts";
 
@@ -60,6 +63,7 @@ export interface AllResults {
   dryRun: DryRunResults;
   pipeline: PipelineResults;
   catalogue: CatalogueResults;
+  reload: ReloadResults;
 }
 
 /** About the run, for the first line. */
@@ -110,6 +114,7 @@ const METHOD = [
   DRY_RUN_METHOD,
   PIPELINE_METHOD,
   CATALOGUE_METHOD,
+  RELOAD_METHOD,
 ].join(" ");
 
 /** One phase's part of a report: its rows, its targets, its notes. */
@@ -167,6 +172,10 @@ function catalogueSection(r: CatalogueResults): Section {
   return { rows: catalogueRows(r), targets: catalogueTargets(r) };
 }
 
+function reloadSection(r: ReloadResults): Section {
+  return { rows: reloadRows(r), targets: reloadTargets(r) };
+}
+
 /** The full report. */
 export function buildReport(all: AllResults, meta: RunMeta): Report {
   const sections = [
@@ -181,6 +190,7 @@ export function buildReport(all: AllResults, meta: RunMeta): Report {
     dryRunSection(all.dryRun),
     pipelineSection(all.pipeline),
     catalogueSection(all.catalogue),
+    reloadSection(all.reload),
   ];
   const rows = sections.flatMap((section) => section.rows);
   const targets = sections.flatMap((section) => section.targets);
@@ -303,5 +313,14 @@ export function catalogueReport(results: CatalogueResults): Report {
     "catalogue loading (`deno task bench --only=catalogue`)",
     CATALOGUE_METHOD,
     catalogueSection(results),
+  );
+}
+
+/** The reload rows alone. */
+export function reloadReport(results: ReloadResults): Report {
+  return phaseReport(
+    "/health during reloads (`deno task bench --only=reload`)",
+    RELOAD_METHOD,
+    reloadSection(results),
   );
 }

@@ -48,6 +48,11 @@ import { NO_MODEL, type ResolvedOptions } from "./options.ts";
 /** A start applies the plan, a dry run prints it, a reload compares it with the running one. */
 export type PlanMode = "start" | "dry-run" | "reload";
 
+/** Reads and validates the catalogue: `Registry.load`, or a reload's `loadInWorker`. */
+export type CatalogueLoader = (
+  source: string | URL | undefined,
+) => Promise<Registry>;
+
 /** What a start runs, checked; nothing in it runs yet. */
 export interface Plan {
   /** The root directory. */
@@ -100,6 +105,8 @@ export interface Plan {
  * @param mode What the plan is for.
  * @param running For a reload: the running launcher's plan, its engines as
  *   they run now.
+ * @param load Reads the catalogue; a reload passes one that parses off the
+ *   event loop serving the management API.
  * @returns The plan.
  * @throws {AssertionError} When the root directory lacks a subdirectory.
  * @throws {KeyError} When a model is not in the catalogue.
@@ -111,6 +118,7 @@ export async function planStart(
   monitor: GpuMonitor,
   mode: PlanMode,
   running?: Plan,
+  load: CatalogueLoader = (source) => Registry.load(source),
 ): Promise<Plan> {
   const directory = o.directory ?? env.myLocal;
   if (!directory) {
@@ -127,7 +135,7 @@ export async function planStart(
   // only when a local checkpoint is to be compared with device memory.
   let look = mode === "dry-run" && mayLook(o.gpus) ? monitor.look() : undefined;
   try {
-    const registry = await Registry.load(o.catalogue);
+    const registry = await load(o.catalogue);
     const cards = requestedCards(
       registry,
       o.models,

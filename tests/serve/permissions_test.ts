@@ -84,3 +84,33 @@ Deno.test("under deno task start's permissions: records, watchdog, GPU detection
     }
   }
 });
+
+Deno.test("under deno task start's permissions a reload reads the catalogue in its worker", async () => {
+  const root = await makeRoot();
+  const bin = await fakeBin(["vllm"]);
+  await Deno.copyFile(STAND_IN_CATALOGUE, `${root}/catalogue.yaml`);
+  const port = freePorts(1);
+  const launcher = new Launcher(
+    [
+      "alpha",
+      ...siteArgs(port, root, `${root}/catalogue.yaml`),
+    ],
+    { PATH: pathWith(bin), NUCLEUS_MODE: "dev" },
+    await startFlags(root),
+  );
+  try {
+    await launcher.ready();
+    launcher.child.kill("SIGHUP");
+    await launcher.waitForLine(/reload: nothing changed/);
+    // The worker loads src/ under --allow-read: without it, one warning line says so.
+    assert.doesNotMatch(
+      launcher.stderr,
+      /catalogue worker unavailable|NotCapable|Requires .* access/,
+    );
+  } finally {
+    await launcher.stop();
+    for (const dir of [root, bin]) {
+      await Deno.remove(dir, { recursive: true }).catch(() => {});
+    }
+  }
+});

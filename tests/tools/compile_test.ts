@@ -10,7 +10,7 @@ import { ALLOW_RUN, compileArgs, explainFailure } from "../../tools/compile.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
-Deno.test("compile bakes in the narrowed permissions and embeds the catalogue", () => {
+Deno.test("compile bakes in the narrowed permissions and embeds the catalogue and its worker module", () => {
   const args = compileArgs({ root: "/srv/mymodel", output: "out/serve" });
   assert.deepEqual(args, [
     "compile",
@@ -22,12 +22,20 @@ Deno.test("compile bakes in the narrowed permissions and embeds the catalogue", 
     "--allow-write=/srv/mymodel",
     "--include",
     "catalogue/",
+    "--include",
+    "src/catalogue/catalogue_worker.ts",
     "--output",
     "out/serve",
     "mod.ts",
   ]);
   assert.ok(!args.includes("-A") && !args.includes("--allow-all"));
   assert.equal(ALLOW_RUN.split(",").length, 7);
+  // The worker module loadInWorker starts, which no static import reaches.
+  assert.ok(Deno.statSync(`${REPO}/src/catalogue/catalogue_worker.ts`).isFile);
+  assert.match(
+    Deno.readTextFileSync(`${REPO}/src/catalogue/worker_load.ts`),
+    /new URL\("\.\/catalogue_worker\.ts", import\.meta\.url\)/,
+  );
 });
 
 Deno.test("a runtime that cannot be downloaded is explained in one line", () => {
