@@ -4,86 +4,7 @@
  * input and what was expected; nothing is started, listened on or written.
  */
 import assert from "node:assert/strict";
-import {
-  fakeBin,
-  freePorts,
-  Launcher,
-  listDir,
-  listening,
-  makeRoot,
-  pathWith,
-  siteArgs,
-} from "../support/helpers.ts";
-
-/**
- * Runs a start and a dry run of `models` with `catalogue` (`null`: the shipped
- * one) at once, and checks both refuse with the same one line matching `says`.
- */
-async function refused(
-  models: string[],
-  catalogue: string | null,
-  says: RegExp,
-): Promise<string> {
-  const root = await makeRoot();
-  const bin = await fakeBin();
-  const records = await Deno.makeTempDir({ prefix: "serve-rec-" });
-  const port = freePorts(models.length);
-  const env = {
-    PATH: pathWith(bin),
-    FAKE_ENGINE_RECORD_DIR: records,
-    NUCLEUS_MODE: "dev",
-  };
-  const args = [...models, ...siteArgs(port, root, catalogue)];
-  const start = new Launcher(args, env);
-  const dry = new Launcher([...args, "--dry-run"], env);
-  // A launcher that hangs is stopped, and then fails on its exit code.
-  const guard = setTimeout(() => {
-    start.stop();
-    dry.stop();
-  }, 30_000);
-  try {
-    const [startStatus, dryStatus] = await Promise.all([
-      start.exited(),
-      dry.exited(),
-    ]);
-    const lines = [start, dry].map((run) => {
-      const lines = run.lines.filter((l) => l.trim() !== "");
-      assert.equal(lines.length, 1, `one line, got:\n${run.stderr}`);
-      return lines[0]!;
-    });
-    assert.equal(startStatus.code, 1, start.stderr);
-    assert.equal(dryStatus.code, 1, dry.stderr);
-    assert.equal(lines[0], lines[1]);
-    assert.match(lines[0]!, says);
-    assert.deepEqual(listDir(records), [], "no engine started");
-    for (const sub of ["logs", "data", "metrics"]) {
-      assert.deepEqual(listDir(`${root}/${sub}`), [], `nothing in ${sub}/`);
-    }
-    for (let p = port; p <= port + models.length; p++) {
-      assert.ok(!(await listening(p)), `nothing listens on ${p}`);
-    }
-    return lines[0]!;
-  } finally {
-    clearTimeout(guard);
-    await start.stop();
-    await dry.stop();
-    for (const dir of [root, bin, records]) {
-      await Deno.remove(dir, { recursive: true }).catch(() => {});
-    }
-  }
-}
-
-/** A catalogue file holding `text`, removed on dispose. */
-async function catalogueFile(text: string) {
-  const path = await Deno.makeTempFile({ suffix: ".yaml" });
-  await Deno.writeTextFile(path, text);
-  return {
-    path,
-    async [Symbol.asyncDispose]() {
-      await Deno.remove(path).catch(() => {});
-    },
-  };
-}
+import { catalogueFile, refused } from "../support/refusals.ts";
 
 Deno.test("a 300-character card name is refused naming the card, not with 'File name too long'", async () => {
   const name = `m${"x".repeat(299)}`;
@@ -92,10 +13,10 @@ Deno.test("a 300-character card name is refused naming the card, not with 'File 
   );
   const line = await refused(
     [name],
-    file.path,
     new RegExp(
       `^\\[serve\\] error: Cannot load catalogue ${file.path}: card '${name}' \\(line 2\\): card name of 300 characters \\(expected at most 128: `,
     ),
+    { catalogue: file.path },
   );
   assert.doesNotMatch(line, /File name too long/);
 });
@@ -106,10 +27,10 @@ Deno.test("a duplicate flag in args names the flag, not its first letter", async
   );
   await refused(
     ["m"],
-    file.path,
     new RegExp(
       `^\\[serve\\] error: Cannot load catalogue ${file.path}: card 'm', field 'args' \\(line 7\\): duplicate key 'max-model-len' \\(expected each flag once in args; the first is on line 6\\)$`,
     ),
+    { catalogue: file.path },
   );
 });
 
@@ -127,10 +48,10 @@ Deno.test("a --catalogue URL that never answers fails after 10 s naming the URL,
     const started = performance.now();
     await refused(
       ["m"],
-      url,
       new RegExp(
         `^\\[serve\\] error: Cannot load catalogue ${url}: no complete answer within 10 s \\(expected the server to send the catalogue within 10 s\\)$`,
       ),
+      { catalogue: url },
     );
     assert.ok(performance.now() - started < 30_000);
   } finally {
@@ -145,22 +66,22 @@ Deno.test("a --catalogue URL with nothing listening, or of another scheme, is on
   listener.close();
   await refused(
     ["m"],
-    url,
     new RegExp(
       `^\\[serve\\] error: Cannot load catalogue ${url}: cannot fetch it: tcp connect error: Connection refused \\(os error 111\\) \\(expected a reachable HTTP server serving the catalogue at that URL\\)$`,
     ),
+    { catalogue: url },
   );
   await refused(
     ["m"],
-    "ftp://example.com/catalogue.yaml",
     /^\[serve\] error: Cannot load catalogue ftp:\/\/example\.com\/catalogue\.yaml: unsupported URL scheme 'ftp:' \(expected a file path, or an http:, https: or file: URL\)$/,
+    { catalogue: "ftp://example.com/catalogue.yaml" },
   );
 });
 
 Deno.test("an unknown model with the shipped catalogue says that catalogue was read and points at --catalogue", async () => {
   await refused(
     ["my-model"],
-    null,
     /^\[serve\] error: Unknown model 'my-model': not in the shipped catalogue \S+\/catalogue\/optimizers\.yaml \(known: bge-m3, [^)]* and \d+ more; for a model of your own, write a catalogue and pass it with --catalogue\)$/,
+    { catalogue: null },
   );
 });
