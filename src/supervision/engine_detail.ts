@@ -9,6 +9,7 @@ import type { EndReason, EngineState } from "./restart_policy.ts";
 import type { WaitingFor } from "../gpu/start_gate.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { LoadProgress } from "../engines/load_watch.ts";
+import type { ServerProcess } from "../engines/server_process.ts";
 
 // The metrics (which see supervision, not engines) list causes and phases from here.
 export {
@@ -102,4 +103,26 @@ export function engineView(
     policy: engine.policy,
     ...engine.detail(),
   });
+}
+
+/**
+ * The load phase fields of `?detail=1`: the run's while it starts, else null.
+ *
+ * @param starting Whether the engine is in the `starting` state.
+ * @param run Its current run.
+ * @returns `phase`, `phase_since` and `progress`.
+ */
+export function phaseFields(
+  starting: boolean,
+  run: ServerProcess,
+): Pick<EngineDetail, "phase" | "phase_since" | "progress"> {
+  if (!starting || !run.running) {
+    return { phase: null, phase_since: null, progress: null };
+  }
+  const since = run.watch.phaseSince;
+  return {
+    phase: run.watch.phase,
+    phase_since: since === undefined ? null : new Date(since).toISOString(),
+    progress: run.watch.progress,
+  };
 }

@@ -50,6 +50,54 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "exited",
 ];
 
+/** Causes a restart cannot fix: twice in a row, the engine is `failed`. */
+const HOPELESS: ReadonlySet<string> = new Set([
+  "bad-arguments",
+  "model-not-found",
+]);
+/** `gpu-memory-profiling` exits in a row retried without a longer delay. */
+const PROFILING_RETRIES = 3;
+
+/** What an exit's cause does to the restart after it. */
+export type CauseVerdict = "failed" | "same-delay" | "grow";
+
+/**
+ * Recovery by cause: exits in a row of a cause a restart cannot fix
+ * (`bad-arguments`, `model-not-found`) end in `failed` at the second; a
+ * `gpu-memory-profiling` exit (a neighbour moved its memory while vLLM
+ * measured: the next try may well pass) keeps the delay it has a few times,
+ * then the delay grows; every other cause grows it as the policy says.
+ *
+ * @example
+ * ```ts ignore
+ * import { CauseStreak } from "./restart_policy.ts";
+ * const streak = new CauseStreak();
+ * streak.next("bad-arguments"); // "grow"
+ * streak.next("bad-arguments"); // "failed"
+ * ```
+ */
+export class CauseStreak {
+  #hopeless = 0;
+  #profiling = 0;
+
+  /**
+   * Counts one exit.
+   *
+   * @param cause The exit's cause.
+   * @returns What the restart after it does.
+   */
+  next(cause: string): CauseVerdict {
+    this.#hopeless = HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
+    if (this.#hopeless >= 2) return "failed";
+    this.#profiling = cause === "gpu-memory-profiling"
+      ? this.#profiling + 1
+      : 0;
+    return this.#profiling > 1 && this.#profiling <= PROFILING_RETRIES
+      ? "same-delay"
+      : "grow";
+  }
+}
+
 /** The first restart waits this long; each further one twice the last. */
 const FIRST_RESTART_DELAY_MS = 1_000;
 

@@ -19,13 +19,18 @@ import type { Released, WaitReason } from "../gpu/start_gate.ts";
 import { GpuStart } from "./gpu_start.ts";
 import { Liveness, type Verdict } from "./liveness.ts";
 import {
+  CauseStreak,
   describeEnd,
   type EndReason,
   type EngineState,
   restartDelayMs,
   shouldRestart,
 } from "./restart_policy.ts";
-import type { EngineDetail, LastExit } from "./engine_detail.ts";
+import {
+  type EngineDetail,
+  type LastExit,
+  phaseFields,
+} from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { SupervisorOptions } from "./supervisor_options.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
@@ -34,13 +39,6 @@ import { isPortFree } from "../engines/ports.ts";
 
 /** How often a starting run's Hugging Face cache is looked at. */
 const DOWNLOAD_POLL_MS = 1_000;
-/** A cause a restart cannot fix: twice in a row, the engine is `failed`. */
-const HOPELESS: ReadonlySet<ExitCause> = new Set([
-  "bad-arguments",
-  "model-not-found",
-]);
-/** `gpu-memory-profiling` exits in a row retried without a longer delay. */
-const PROFILING_RETRIES = 3;
 
 /**
  * Supervises one model's engine: starts it, restarts it by policy, kills it
@@ -59,10 +57,7 @@ export class EngineSupervisor {
   #restarts = 0;
   #step = 0;
   #lastExit: LastExit | null = null;
-  /** Exits in a row whose cause a restart cannot fix; at 2, `failed`. */
-  #hopeless = 0;
-  /** `gpu-memory-profiling` exits in a row, retried at the same delay up to a bound. */
-  #profiling = 0;
+  #causes = new CauseStreak();
   #exits: Partial<Record<ExitCause, number>> = {};
   #nextRestart: Date | null = null;
   #liveness: Liveness;
@@ -198,21 +193,7 @@ export class EngineSupervisor {
       waiting_for: this.#gpu.waitingFor,
       gpu_memory_mib: this.#gpu.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.memory?.by ?? null,
-      ...this.#phase(),
-    };
-  }
-
-  /** The load phase fields: the current run's while `starting`, else null. */
-  #phase(): Pick<EngineDetail, "phase" | "phase_since" | "progress"> {
-    const watch = this.#process.watch;
-    if (this.#state !== "starting" || !this.#process.running) {
-      return { phase: null, phase_since: null, progress: null };
-    }
-    const since = watch.phaseSince;
-    return {
-      phase: watch.phase,
-      phase_since: since === undefined ? null : new Date(since).toISOString(),
-      progress: watch.progress,
+      ...phaseFields(this.#state === "starting", this.#process),
     };
   }
 
@@ -407,8 +388,8 @@ export class EngineSupervisor {
         this.#report("warn", `${exit}; ${why}`, true);
         return this.#set("exited", end.cause, `${exit}; ${why}`);
       }
-      this.#hopeless = HOPELESS.has(end.cause) ? this.#hopeless + 1 : 0;
-      if (this.#hopeless >= 2) {
+      const byCause = this.#causes.next(end.cause);
+      if (byCause === "failed") {
         const why =
           `not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)`;
         this.#report("warn", `${exit}; ${why}`, true);
@@ -420,14 +401,7 @@ export class EngineSupervisor {
       if (firstOkAt !== undefined && Date.now() - firstOkAt >= stableAfter) {
         this.#step = 0;
       }
-      // A neighbour moved its memory while vLLM measured: the next try may
-      // well pass, so it keeps the delay it has (a few times, then grows).
-      this.#profiling = end.cause === "gpu-memory-profiling"
-        ? this.#profiling + 1
-        : 0;
-      if (this.#profiling > 1 && this.#profiling <= PROFILING_RETRIES) {
-        this.#step = Math.max(this.#step - 1, 0);
-      }
+      if (byCause === "same-delay") this.#step = Math.max(this.#step - 1, 0);
       const released = this.#gpu.released();
       let what = exit;
       while (true) {
