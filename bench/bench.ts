@@ -21,8 +21,8 @@
  *   ÷ the tree before the GPU start gate (exported by `git archive`) against
  *   an A/A control; `nvidia-smi` queries and launcher CPU per health round
  *   with the stand-in `nvidia-smi` and 8 (or 2) engines on fake GPUs;
- * - one pipeline (`phases/pipeline.ts`): the same comparison against the
- *   tree before the one-pipeline work: start times, CPU and idle RSS;
+ * - one engine (`phases/pipeline.ts`): the same comparison against the
+ *   tree before the one-engine work: start times, CPU, idle RSS, /models;
  * - catalogue (`phases/catalogue.ts`): `Registry.load` of 5,000 generated
  *   cards, with and without an alias each, and of 10,000 with aliases;
  * - reload (`phases/reload.ts`): `/health` polled every 10 ms while a
@@ -38,7 +38,7 @@
  * `bench/results/auth.md`), `--only=guard` the guard rows (about 45 s),
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
  * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` rows (about
- * 15 s), `--only=pipeline` the one-pipeline rows (about 90 s),
+ * 15 s), `--only=pipeline` the one-engine rows (about 90 s),
  * `--only=catalogue` the catalogue rows (about 20 s), all printed only;
  * `--only=reload` the reload rows (about 10 s, written to
  * `bench/results/reload.md`).
@@ -219,7 +219,7 @@ async function run(
  * `--only=gpu` measures only the GPU lifecycle (about 90 s);
  * `--only=dryrun` measures only `--dry-run` (about 15 s);
  * `--only=pipeline` measures only this tree against the tree before the
- * one pipeline (about 90 s); `--only=catalogue` measures only catalogue
+ * one-engine work (about 90 s); `--only=catalogue` measures only catalogue
  * loading (about 20 s); `--only=reload` measures only `/health` during
  * reloads of 5,000 cards (about 10 s).
  * @returns The exit code.

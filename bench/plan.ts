@@ -42,7 +42,7 @@ export const PLAN = {
   gpuWindowSeconds: 10,
   /** Rounds of the `--dry-run` phase (--help, one look, the dry run, the dry run without GPUs). */
   dryRunRounds: 9,
-  /** Rounds of (this tree, the tree before the one pipeline, this tree again): a multiple of 3. */
+  /** Rounds of (this tree, the tree before the one-engine work, this tree again): a multiple of 3. */
   pipelineRounds: 6,
   /** Rounds of the catalogue phase (5,000 cards plain, with aliases, 10,000 with aliases). */
   catalogueRounds: 5,

@@ -15,6 +15,7 @@ import {
   type Bench,
   engineNames,
   MANY,
+  median,
   progress,
   removeDir,
   rotated,
@@ -39,7 +40,15 @@ export interface StartSample {
    * healthy, or right after "listening on" with sleep-like engines.
    */
   rss: number;
+  /**
+   * Median time of {@linkcode MODELS_ASKS} sequential `GET /models` once every
+   * engine is healthy (each polls all engines), in ms; NaN for sleep-like engines.
+   */
+  models: number;
 }
+
+/** How many `GET /models` each stand-in start is asked, one at a time. */
+export const MODELS_ASKS = 20;
 
 /** The three arms of one kind of start; index i of each is round i. */
 export interface Arms {
@@ -91,18 +100,39 @@ async function startSample(
   const line = await child.waitForLine(/listening on /);
   const cpu = child.cpuSeconds() * 1000;
   let healthy = Number.NaN;
+  let models = Number.NaN;
   if (!sleepLike) {
     await waitHealthy(bench, child, port, names, 30_000, 100);
     healthy = performance.now() - child.spawnedAt;
   }
+  // Idle RSS before the /models asks, as before they were measured.
   const rss = child.rssKiB() / 1024;
+  if (!sleepLike) models = await modelsMs(bench, port);
   const stop = await child.stop("SIGTERM");
   if (stop.forced || !stop.status.success) {
     throw new Error(
       `${child.name} did not stop cleanly on SIGTERM (code ${stop.status.code}):\n${child.tail()}`,
     );
   }
-  return { listen: line.at - child.spawnedAt, healthy, cpu, rss };
+  return { listen: line.at - child.spawnedAt, healthy, cpu, rss, models };
+}
+
+/** The median of {@linkcode MODELS_ASKS} sequential `GET /models`, in ms. */
+async function modelsMs(bench: Bench, port: number): Promise<number> {
+  const times: number[] = [];
+  for (let i = 0; i < MODELS_ASKS; i++) {
+    const began = performance.now();
+    const response = await fetch(`http://127.0.0.1:${port}/models`, {
+      client: bench.client,
+      signal: AbortSignal.timeout(10_000),
+    });
+    await response.arrayBuffer();
+    if (!response.ok) {
+      throw new Error(`GET /models answered ${response.status}`);
+    }
+    times.push(performance.now() - began);
+  }
+  return median(times);
 }
 
 /**

@@ -289,10 +289,10 @@ export function gpuReport(gpu: GpuResults): Report {
   );
 }
 
-/** The one-pipeline rows alone. */
+/** The one-engine rows alone. */
 export function pipelineReport(results: PipelineResults): Report {
   return phaseReport(
-    "one pipeline (`deno task bench --only=pipeline`)",
+    "one engine (`deno task bench --only=pipeline`)",
     PIPELINE_METHOD,
     pipelineSection(results),
   );

@@ -118,7 +118,9 @@ export function gpuTargets(r: GpuResults): Verdict[] {
   const gate = r.gate;
   if (gate) {
     for (const kind of KINDS) {
-      for (const key of kind.keys.filter((k) => k !== "rss")) {
+      for (
+        const key of kind.keys.filter((k) => k !== "rss" && k !== "models")
+      ) {
         verdicts.push(
           noiseVerdict(
             gate[kind.arms],

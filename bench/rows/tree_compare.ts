@@ -50,6 +50,7 @@ const UNIT: Record<Key, Unit> = {
   healthy: "ms",
   cpu: "ms",
   rss: "MiB",
+  models: "ms",
 };
 
 /** A row whose ratio and difference are medians of the per-round ones. */
@@ -75,6 +76,7 @@ export const WHAT: Record<Key, string> = {
   healthy: `spawn → all ${MANY} engines healthy`,
   cpu: `launcher CPU, spawn → "listening on"`,
   rss: "launcher RSS, idle",
+  models: `GET /models at ${MANY} engines (median of 20, one at a time)`,
 };
 
 /** Which starts, and the measurements taken of them. */
@@ -82,7 +84,7 @@ export const KINDS = [
   {
     arms: "standIn",
     engines: `${MANY} stand-in engines`,
-    keys: ["listen", "healthy", "cpu", "rss"],
+    keys: ["listen", "healthy", "cpu", "rss", "models"],
   },
   {
     arms: "sleepLike",
@@ -103,7 +105,7 @@ export function comparisonRows(
   cmp: TreeComparison,
   title: string,
   before: string,
-  keys: readonly Key[] = ["listen", "healthy", "cpu", "rss"],
+  keys: readonly Key[] = ["listen", "healthy", "cpu", "rss", "models"],
 ): Row[] {
   const rows: Row[] = [];
   for (const kind of KINDS) {
