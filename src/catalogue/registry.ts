@@ -32,17 +32,15 @@ export interface LoadOptions {
 }
 
 /**
- * A loaded catalogue as plain data ({@linkcode Registry.toParsed}): it
- * survives `postMessage` (structured clone), so a catalogue read in a Worker
- * becomes a {@linkcode Registry} again on the other side
- * ({@linkcode Registry.fromParsed}) without parsing the YAML twice.
+ * Plain data of a catalogue. Nothing returns it since the catalogue Worker
+ * left (0.2.0); kept while `@mymodel/serve/catalogue` still names it.
  */
 export interface ParsedCatalogue {
   /** The file (or URL, or `<inline>`) the catalogue came from. */
   readonly file: string;
   /** Whether it is the catalogue shipped with the package. */
   readonly shipped: boolean;
-  /** The cards, in catalogue (file) order. */
+  /** The cards, in catalogue order. */
   readonly cards: readonly ModelCard[];
   /** Where each card's expandable values are written, parallel to `cards`. */
   readonly sites: readonly CardSites[];
@@ -178,61 +176,6 @@ export class Registry implements Iterable<ModelCard> {
   static parse(text: string, file = "<inline>"): Registry {
     const { cards, sites } = readCatalogue(text, file);
     return new Registry(file, cards, sites);
-  }
-
-  /**
-   * The registry as plain, structured-clonable data, for
-   * {@linkcode Registry.fromParsed} on the other side of a `postMessage`.
-   *
-   * @returns The cards and their value sites, in catalogue order.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const parsed = (await Registry.load()).toParsed();
-   * console.log(Registry.fromParsed(structuredClone(parsed)).has("llama-3")); // true
-   * ```
-   */
-  toParsed(): ParsedCatalogue {
-    const cards = [...this.#cards.values()];
-    return {
-      file: this.file,
-      shipped: this.#shipped,
-      cards,
-      sites: cards.map((card) => this.#sites.get(card.name)!),
-    };
-  }
-
-  /**
-   * A registry again from {@linkcode Registry.toParsed}'s data, as it arrives
-   * from `postMessage`: the cards frozen again as the reader froze them, and
-   * nothing validated again (the data came from a registry).
-   *
-   * @param parsed What `toParsed()` returned, possibly structured-cloned.
-   * @returns The registry, equal to the one `parsed` came from.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = Registry.parse("models:\n  e5: { verb: embed, hub: intfloat/e5-small-v2 }\n");
-   * const copy = Registry.fromParsed(structuredClone(registry.toParsed()));
-   * console.log(copy.get("e5").hub); // "intfloat/e5-small-v2"
-   * ```
-   */
-  static fromParsed(parsed: ParsedCatalogue): Registry {
-    const cards = new Map<string, ModelCard>();
-    const sites = new Map<string, CardSites>();
-    parsed.cards.forEach((card, i) => {
-      cards.set(
-        card.name,
-        refreeze(card, ["modality", "args", "env", "command"]),
-      );
-      sites.set(
-        card.name,
-        refreeze(parsed.sites[i]!, ["args", "env", "command"]),
-      );
-    });
-    return new Registry(parsed.file, cards, sites, parsed.shipped);
   }
 
   /**
@@ -459,15 +402,6 @@ async function fetchText(
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** `value` and its `fields` frozen, as the card reader leaves them (a structured clone thaws them). */
-function refreeze<T extends object>(value: T, fields: readonly string[]): T {
-  for (const field of fields) {
-    const inner = (value as Record<string, unknown>)[field];
-    if (typeof inner === "object" && inner !== null) Object.freeze(inner);
-  }
-  return Object.freeze(value);
 }
 
 function displayName(url: URL): string {
