@@ -67,6 +67,8 @@ export interface AuthOptions {
  */
 export class AuthConfigError extends TypeError {
   /**
+   * Creates the error.
+   *
    * @param message What is wrong and what is expected.
    * @param options The underlying error, kept as `cause`.
    */
