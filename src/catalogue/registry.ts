@@ -1,6 +1,6 @@
 /**
- * A loaded catalogue ({@linkcode Registry}) and the catalogue shipped with the
- * package ({@linkcode DEFAULT_CATALOGUE}).
+ * A loaded catalogue ({@linkcode Registry}) and the shipped one
+ * ({@linkcode DEFAULT_CATALOGUE}).
  *
  * @module
  */
@@ -15,7 +15,7 @@ import { readCatalogue } from "./card_reader.ts";
 import { type CardSites, expandCard } from "./card_expand.ts";
 
 const VERBS: readonly Verb[] = Object.values(Verb);
-/** Any `scheme://`: a URL, never a path (an `ftp://` one is refused, not looked up as a file). */
+/** Any `scheme://` is a URL, never a path: an `ftp://` one is refused, not looked up as a file. */
 const URL_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
 const SCHEMES = ["file:", "http:", "https:"];
 const URL_TIMEOUT_MS = 10_000;
@@ -23,7 +23,7 @@ const URL_TIMEOUT_MS = 10_000;
 /** Options of {@linkcode Registry.load}. */
 export interface LoadOptions {
   /**
-   * How long an `http:` or `https:` catalogue may take to arrive, whole body
+   * How long an `http:` or `https:` catalogue may take to arrive, body
    * included, in milliseconds.
    *
    * @default {10000}
@@ -52,8 +52,7 @@ export interface ParsedCatalogue {
  * @example
  * ```ts
  * import { DEFAULT_CATALOGUE, Registry } from "@mymodel/serve/catalogue";
- * const registry = await Registry.load(DEFAULT_CATALOGUE);
- * console.log(registry.size);
+ * console.log((await Registry.load(DEFAULT_CATALOGUE)).size);
  * ```
  */
 export const DEFAULT_CATALOGUE: URL = new URL(
@@ -62,20 +61,13 @@ export const DEFAULT_CATALOGUE: URL = new URL(
 );
 
 /**
- * A loaded catalogue: the model cards by name.
+ * A loaded catalogue: the model cards by name, in file order.
  *
  * @example
  * ```ts
  * import { Registry } from "@mymodel/serve/catalogue";
- *
- * const registry = Registry.parse(`
- * models:
- *   my-model:
- *     verb: chat
- *     hub: org/my-model
- *     args: { max-model-len: 4096 }
- * `);
- * console.log(registry.get("my-model").args); // ["--max-model-len", "4096"]
+ * const registry = Registry.parse("models:\n  m: { verb: chat, hub: org/m, args: { max-model-len: 4096 } }\n");
+ * console.log(registry.get("m").args); // ["--max-model-len", "4096"]
  * ```
  */
 export class Registry implements Iterable<ModelCard> {
@@ -99,25 +91,20 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * Reads and validates a catalogue.
+   * Reads and validates a catalogue: a file path, or a URL. A `file:` URL is
+   * read from the file system (a `deno compile` binary's embedded files
+   * cannot be fetched); `http:` and `https:` with `fetch`; other schemes are
+   * refused.
    *
-   * @param source A file path, or a URL. A `file:` URL is read from the file
-   *   system (so the shipped catalogue is found inside a `deno compile` binary,
-   *   whose embedded files `fetch` cannot read); an `http:` or `https:` URL with
-   *   `fetch` (so it loads when this module runs from a remote registry). A
-   *   string starting with `<scheme>://` is taken as a URL; other schemes are
-   *   refused.
+   * @param source A path or URL; the shipped catalogue by default.
    * @param options How long a URL catalogue may take.
    * @returns The registry.
-   * @throws {CatalogueError} When the catalogue cannot be read or is not valid:
-   *   a missing file, an unsupported scheme, a server that cannot be reached,
-   *   answers with an error status or not within the timeout.
+   * @throws {CatalogueError} When it cannot be read or is not valid.
    *
    * @example
    * ```ts
    * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = await Registry.load();
-   * console.log(registry.has("llama-3")); // true
+   * console.log((await Registry.load()).has("llama-3")); // true
    * ```
    */
   static async load(
@@ -169,7 +156,7 @@ export class Registry implements Iterable<ModelCard> {
    * @example
    * ```ts
    * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = Registry.parse("models:\n  e5:\n    verb: embed\n    hub: intfloat/e5-small-v2\n");
+   * const registry = Registry.parse("models:\n  e5: { verb: embed, hub: intfloat/e5-small-v2 }\n");
    * console.log(registry.get("e5").engine); // "vllm"
    * ```
    */
@@ -178,67 +165,22 @@ export class Registry implements Iterable<ModelCard> {
     return new Registry(file, cards, sites);
   }
 
-  /**
-   * How many cards the catalogue holds.
-   *
-   * @returns The number of cards.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).size > 0); // true
-   * ```
-   */
+  /** How many cards the catalogue holds. */
   get size(): number {
     return this.#cards.size;
   }
 
-  /**
-   * Every catalogue name.
-   *
-   * @returns The names, sorted ascending.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).names().includes("llama-3")); // true
-   * ```
-   */
+  /** Every catalogue name, sorted. */
   names(): string[] {
     return [...this.#cards.keys()].sort();
   }
 
-  /**
-   * Whether a name is in the catalogue.
-   *
-   * @param name A catalogue name (no verb prefix).
-   * @returns True when a card has that name.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).has("no-such-model")); // false
-   * ```
-   */
+  /** Whether a card has this name (no verb prefix). */
   has(name: string): boolean {
     return this.#cards.has(name);
   }
 
-  /**
-   * Looks a card up by its exact name.
-   *
-   * @param name A catalogue name (no verb prefix).
-   * @returns The card.
-   * @throws {KeyError} When no card has that name; the message names the
-   *   catalogue (the shipped one: so it says, and points at `--catalogue`) and
-   *   suggests close names, or lists the first few.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).get("llama-3").verb); // "chat"
-   * ```
-   */
+  /** The card of an exact name; a {@linkcode KeyError} suggesting close names when none has it. */
   get(name: string): ModelCard {
     const card = this.#cards.get(name);
     if (card === undefined) throw this.#unknown(name);
@@ -246,20 +188,17 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * Looks a card up by a model spec: `<name>` or `<VERB>:<name>`. Only the text
-   * after the first colon is looked up; a verb prefix that does not match the
-   * card's verb (compared case-insensitively) is logged once as a warning, and
-   * the card is returned anyway.
+   * The card of a model spec, `<name>` or `<VERB>:<name>`. A verb prefix that
+   * is not the card's verb is logged once as a warning; the card is served.
    *
-   * @param spec The model spec, e.g. `llama-3` or `CHAT:llama-3`.
+   * @param spec The model spec, e.g. `CHAT:llama-3`.
    * @returns The card.
    * @throws {KeyError} When no card has that name.
    *
    * @example
    * ```ts
    * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = await Registry.load();
-   * console.log(registry.resolve("CHAT:llama-3") === registry.get("llama-3")); // true
+   * console.log((await Registry.load()).resolve("CHAT:llama-3").name); // "llama-3"
    * ```
    */
   resolve(spec: string): ModelCard {
@@ -280,34 +219,25 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * The card with its per-node values filled in: every `${NAME}` in its
-   * `executable`, `command`, `args` values and `env` values replaced from `env`,
-   * every `$${` turned into a literal `${`. The registry keeps the card as
-   * written; the launcher expands only the cards it is asked to start, so an
-   * unused card may name variables that are not set.
+   * The card with every `${NAME}` in its `executable`, `command`, `args`
+   * values and `env` values replaced from `env`, and `$${` made a literal
+   * `${`. Only the cards a launcher starts are expanded, so an unused card
+   * may name unset variables.
    *
-   * @param card A card of this registry.
-   * @param env The environment to read, usually `Deno.env.toObject()`.
-   * @returns The expanded card (frozen), or `card` itself when it has nothing to expand.
-   * @throws {UnsetVariableError} When a variable is not set in `env`; the one-line
-   *   message names the file, card, field, line and variable.
+   * @param card A card of this registry, as `get()` returns it.
+   * @param env The environment to read.
+   * @returns The expanded card (frozen), or `card` when nothing changes.
+   * @throws {UnsetVariableError} When a variable is not set in `env`.
    * @throws {KeyError} When no card of this registry has `card`'s name.
-   * @throws {TypeError} When `card` is not the registry's own card (an expanded or hand-made one).
+   * @throws {TypeError} When `card` is not this registry's own card.
    *
    * @example
    * ```ts
    * import { Registry } from "@mymodel/serve/catalogue";
-   *
-   * const registry = Registry.parse(`
-   * models:
-   *   ds:
-   *     verb: chat
-   *     hub: org/ds
-   *     engine: sglang
-   *     args: { node-rank: "\${NODE_RANK}" }
-   * `);
-   * const card = registry.expand(registry.get("ds"), { NODE_RANK: "1" });
-   * console.log(card.args); // ["--node-rank", "1"]
+   * const registry = Registry.parse(
+   *   'models:\n  ds: { verb: chat, hub: org/ds, args: { node-rank: "${NODE_RANK}" } }\n',
+   * );
+   * console.log(registry.expand(registry.get("ds"), { NODE_RANK: "1" }).args); // ["--node-rank", "1"]
    * ```
    */
   expand(
@@ -325,17 +255,7 @@ export class Registry implements Iterable<ModelCard> {
     return expandCard(card, env, this.file, sites);
   }
 
-  /**
-   * Iterates over the cards in catalogue (file) order.
-   *
-   * @returns An iterator over the cards.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * for (const card of await Registry.load()) console.log(card.name, card.verb);
-   * ```
-   */
+  /** The cards in catalogue (file) order. */
   [Symbol.iterator](): IterableIterator<ModelCard> {
     return this.#cards.values();
   }
@@ -347,10 +267,7 @@ export class Registry implements Iterable<ModelCard> {
   }
 }
 
-/**
- * The body of a URL: a server that never answers, or stops half-way, must not
- * hang a start or a reload.
- */
+/** A server that never answers, or stops half-way, must not hang a start or a reload. */
 async function fetchText(
   url: URL,
   file: string,

@@ -189,17 +189,8 @@ export class AuthMiddleware {
 
   /**
    * Verifies every later request with a new secret (a rotated
-   * `IDP_SECRET_FILE`): tokens signed with the old one are refused.
-   *
-   * @param secret The new shared secret, non-empty.
-   * @throws {AuthConfigError} When the secret is empty, or in development.
-   *
-   * @example
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * const auth = new AuthMiddleware({ secret: "a".repeat(64), issuer: "https://idp.example" });
-   * auth.rotateSecret("b".repeat(64));
-   * ```
+   * `IDP_SECRET_FILE`); an {@linkcode AuthConfigError} when it is empty or in
+   * development.
    */
   rotateSecret(secret: string): void {
     if (!this.enabled) {
@@ -215,54 +206,17 @@ export class AuthMiddleware {
     this.#key = verifyKeyOf(secret);
   }
 
-  /**
-   * A pass-through for development: {@linkcode AuthMiddleware.wrap} returns
-   * the handler unchanged.
-   *
-   * @returns A disabled middleware.
-   *
-   * @example
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * const handler = () => new Response("ok");
-   * console.assert(AuthMiddleware.development().wrap(handler) === handler);
-   * ```
-   */
+  /** A pass-through for development: {@linkcode AuthMiddleware.wrap} returns the handler itself. */
   static development(): AuthMiddleware {
     return new AuthMiddleware(DEVELOPMENT);
   }
 
-  /**
-   * Whether requests are checked (false in development).
-   *
-   * @returns `true` in production.
-   *
-   * @example
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * console.assert(!AuthMiddleware.development().enabled);
-   * ```
-   */
+  /** Whether requests are checked (false in development). */
   get enabled(): boolean {
     return this.#key !== undefined;
   }
 
-  /**
-   * Refusals so far by reason, over every handler this middleware wrapped; a
-   * frozen snapshot (`mymodel_auth_failures_total{reason}` reads it).
-   *
-   * @returns One count per {@linkcode AuthFailureReason}.
-   *
-   * @example
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * import assert from "node:assert";
-   *
-   * const auth = new AuthMiddleware({ secret: "a".repeat(64), issuer: "https://idp.example" });
-   * await auth.wrap(() => new Response("ok"))(new Request("http://localhost/health"));
-   * assert.strictEqual(auth.failures.missing, 1);
-   * ```
-   */
+  /** Refusals so far by reason, over every wrapped handler: a frozen snapshot. */
   get failures(): AuthFailures {
     return Object.freeze({ ...this.#failures });
   }
@@ -273,16 +227,6 @@ export class AuthMiddleware {
    *
    * @param handler The protected handler.
    * @returns The checking handler, or `handler` itself when disabled.
-   *
-   * @example
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * const auth = new AuthMiddleware({ secret: "a".repeat(64), issuer: "https://idp.example" });
-   * await using server = Deno.serve(
-   *   { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-   *   auth.wrap(() => new Response("ok")),
-   * );
-   * ```
    */
   wrap(handler: Handler): Handler {
     const verifyOptions = this.#verifyOptions;
