@@ -55,27 +55,20 @@ export function importVerifyKey(secret: string): Promise<CryptoKey> {
 }
 
 function decodeSegment(segment: string, label: string): unknown {
-  let bytes: Uint8Array;
+  let step = "base64url";
   try {
-    bytes = Uint8Array.fromBase64(segment, {
+    const bytes = Uint8Array.fromBase64(segment, {
       alphabet: "base64url",
       lastChunkHandling: "loose",
     });
-  } catch (cause) {
-    throw new TokenError("malformed", `${label} is not valid base64url`, {
-      cause,
-    });
-  }
-  let text: string;
-  try {
-    text = strictDecoder.decode(bytes);
-  } catch (cause) {
-    throw new TokenError("malformed", `${label} is not valid UTF-8`, { cause });
-  }
-  try {
+    step = "UTF-8";
+    const text = strictDecoder.decode(bytes);
+    step = "JSON";
     return JSON.parse(text);
   } catch (cause) {
-    throw new TokenError("malformed", `${label} is not valid JSON`, { cause });
+    throw new TokenError("malformed", `${label} is not valid ${step}`, {
+      cause,
+    });
   }
 }
 
@@ -104,14 +97,10 @@ function checkStructure(token: string): void {
         : `${segments.length} segment(s), expected 3`,
     );
   }
-  const [header, payload, signature] = segments as [string, string, string];
-  for (
-    const [label, segment] of [
-      ["header", header],
-      ["payload", payload],
-      ["signature", signature],
-    ] as const
-  ) {
+  const [header, , signature] = segments as [string, string, string];
+  const labels = ["header", "payload", "signature"];
+  for (const [i, segment] of segments.entries()) {
+    const label = labels[i];
     if (segment.length === 0) {
       // An empty signature is refused after the header, so an `alg: none`
       // token is logged as such.
@@ -214,22 +203,20 @@ function describeJoseError(error: unknown): string {
   return "unknown failure while verifying";
 }
 
+const JOSE_FAILURES: Readonly<Record<string, TokenFailure>> = {
+  ERR_JWS_SIGNATURE_VERIFICATION_FAILED: "signature",
+  ERR_JOSE_ALG_NOT_ALLOWED: "signature",
+  ERR_JWT_EXPIRED: "expired",
+  ERR_JWT_CLAIM_VALIDATION_FAILED: "claims",
+  ERR_JWS_INVALID: "malformed",
+  ERR_JWT_INVALID: "malformed",
+};
+
 function classifyJoseError(error: unknown): TokenFailure {
-  if (!(error instanceof errors.JOSEError)) return "other";
-  switch (error.code) {
-    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
-    case "ERR_JOSE_ALG_NOT_ALLOWED":
-      return "signature";
-    case "ERR_JWT_EXPIRED":
-      return "expired";
-    case "ERR_JWT_CLAIM_VALIDATION_FAILED":
-      return "claims";
-    case "ERR_JWS_INVALID":
-    case "ERR_JWT_INVALID":
-      return "malformed";
-    default:
-      return "other";
-  }
+  return error instanceof errors.JOSEError &&
+      Object.hasOwn(JOSE_FAILURES, error.code)
+    ? JOSE_FAILURES[error.code]!
+    : "other";
 }
 
 /** Every failure, whatever threw it, comes out as a {@linkcode TokenError}. */
