@@ -268,31 +268,32 @@ export async function fetchDetail(
       );
     }
     const text = await response.text();
+    const cannot = (detail: string, options?: ErrorOptions) =>
+      new StatusError(
+        `Cannot read the launcher's state at ${target.base}: ${detail}`,
+        options,
+      );
     if (response.status === 401) {
-      throw new StatusError(
+      throw cannot(
         token === undefined
-          ? `Cannot read the launcher's state at ${target.base}: it answered 401: set NUCLEUS_TOKEN or --token-file`
-          : `Cannot read the launcher's state at ${target.base}: it answered 401 to the token given (expected a valid, unexpired token for its IDP_SECRET and IDP_ISSUER)`,
+          ? "it answered 401: set NUCLEUS_TOKEN or --token-file"
+          : "it answered 401 to the token given (expected a valid, unexpired token for its IDP_SECRET and IDP_ISSUER)",
       );
     }
     if (response.status !== 200) {
-      throw new StatusError(
-        `Cannot read the launcher's state at ${target.base}: it answered ${response.status} (expected 200 from GET /models?detail=1; is this the launcher?)`,
+      throw cannot(
+        `it answered ${response.status} (expected 200 from GET /models?detail=1; is this the launcher?)`,
       );
     }
+    const expected = "(expected the launcher's /models answer)";
     let body: unknown;
     try {
       body = JSON.parse(text);
     } catch (cause) {
-      throw new StatusError(
-        `Cannot read the launcher's state at ${target.base}: the answer is not JSON (expected the launcher's /models answer)`,
-        { cause },
-      );
+      throw cannot(`the answer is not JSON ${expected}`, { cause });
     }
     if (!isModelsDetail(body)) {
-      throw new StatusError(
-        `Cannot read the launcher's state at ${target.base}: the answer has no 'active' mapping (expected the launcher's /models answer)`,
-      );
+      throw cannot(`the answer has no 'active' mapping ${expected}`);
     }
     return body;
   } finally {

@@ -223,9 +223,9 @@ Exit codes: 0 shown (all healthy with --check), 1 cannot ask the launcher
 (or no journal), 2 usage error, 3 an engine is not healthy (--check).`;
 
 function parseStatusCli(args: readonly string[]): StatusCli {
-  let parsed;
+  let v;
   try {
-    parsed = parseArgs({
+    v = parseArgs({
       args: [...args],
       strict: true,
       allowPositionals: false,
@@ -244,84 +244,80 @@ function parseStatusCli(args: readonly string[]): StatusCli {
         since: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
-    });
+    }).values;
   } catch (error) {
     const first = (error as Error).message.split("\n")[0];
     throw new StatusUsageError(`Cannot parse the command line: ${first}`);
   }
-  const v = parsed.values;
+  const usage = (message: string) => new StatusUsageError(message);
   for (const key of ["host", "directory", "url", "token-file"] as const) {
-    if (v[key] !== undefined && v[key].trim() === "") {
-      throw new StatusUsageError(
-        `Cannot use --${key}: expected a non-empty value`,
-      );
+    if (v[key]?.trim() === "") {
+      throw usage(`Cannot use --${key}: expected a non-empty value`);
     }
   }
-  const options: StatusOptions = {};
-  if (v.host !== undefined) options.host = v.host;
-  if (v.directory !== undefined) options.directory = v.directory;
-  if (v.url !== undefined) {
-    if (v.host !== undefined || v.port !== undefined) {
-      throw new StatusUsageError(
-        "Cannot use --url with --host or --port (expected one way to say where the launcher is)",
-      );
-    }
-    options.url = v.url;
+  if (v.url !== undefined && (v.host !== undefined || v.port !== undefined)) {
+    throw usage(
+      "Cannot use --url with --host or --port (expected one way to say where the launcher is)",
+    );
   }
-  if (v.port !== undefined) {
-    const port = portIn(v.port);
-    if (port === undefined) {
-      throw new StatusUsageError(
-        `Cannot use --port ${
-          JSON.stringify(v.port)
-        }: expected an integer from 1 to 65535`,
-      );
-    }
-    options.port = port;
+  const port = v.port === undefined ? undefined : portIn(v.port);
+  if (v.port !== undefined && port === undefined) {
+    throw usage(
+      `Cannot use --port ${
+        JSON.stringify(v.port)
+      }: expected an integer from 1 to 65535`,
+    );
   }
-  const cli: StatusCli = {
-    help: v.help,
-    json: v.json,
-    check: v.check,
-    events: v.events,
-    follow: v.follow,
-    options,
-  };
   if (
     !v.events && (v.follow || v.model !== undefined || v.since !== undefined)
   ) {
-    throw new StatusUsageError(
+    throw usage(
       "Cannot use --follow, --model or --since without --events (expected --events)",
     );
   }
-  if (v.model !== undefined) cli.model = v.model;
-  if (v.since !== undefined) {
-    const ms = durationMs(v.since);
-    if (ms === undefined) {
-      throw new StatusUsageError(
-        `Cannot use --since ${
-          JSON.stringify(v.since)
-        }: expected a duration such as 45s, 30m, 2h or 1d`,
-      );
-    }
-    cli.since = ms;
+  const since = v.since === undefined ? undefined : durationMs(v.since);
+  if (v.since !== undefined && since === undefined) {
+    throw usage(
+      `Cannot use --since ${
+        JSON.stringify(v.since)
+      }: expected a duration such as 45s, 30m, 2h or 1d`,
+    );
   }
-  if (v.watch !== undefined) {
-    const seconds = Number(v.watch);
-    if (v.watch.trim() === "" || !Number.isFinite(seconds) || seconds < 0.5) {
-      throw new StatusUsageError(
-        `Cannot use --watch ${
-          JSON.stringify(v.watch)
-        }: expected seconds, 0.5 or more`,
-      );
-    }
-    if (v.check) {
-      throw new StatusUsageError(
-        "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
-      );
-    }
-    cli.watch = seconds;
+  const watch = v.watch === undefined ? undefined : Number(v.watch);
+  if (
+    v.watch !== undefined &&
+    !(v.watch.trim() !== "" && Number.isFinite(watch) && watch! >= 0.5)
+  ) {
+    throw usage(
+      `Cannot use --watch ${
+        JSON.stringify(v.watch)
+      }: expected seconds, 0.5 or more`,
+    );
   }
-  if (v["token-file"] !== undefined) cli.tokenFile = v["token-file"];
-  return cli;
+  if (watch !== undefined && v.check) {
+    throw usage(
+      "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
+    );
+  }
+  const { help, json, check, events, follow, model } = v;
+  const tokenFile = v["token-file"];
+  const options = { host: v.host, directory: v.directory, url: v.url, port };
+  return {
+    help,
+    json,
+    check,
+    events,
+    follow,
+    options: defined(options),
+    ...defined({ watch, tokenFile, model, since }),
+  };
+}
+
+/** Without its undefined fields, as `exactOptionalPropertyTypes` wants. */
+function defined<T extends object>(
+  fields: T,
+): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(
+    Object.entries(fields).filter(([, value]) => value !== undefined),
+  ) as { [K in keyof T]?: Exclude<T[K], undefined> };
 }
