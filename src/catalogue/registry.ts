@@ -100,12 +100,6 @@ export class Registry implements Iterable<ModelCard> {
    * @param options How long a URL catalogue may take.
    * @returns The registry.
    * @throws {CatalogueError} When it cannot be read or is not valid.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).has("llama-3")); // true
-   * ```
    */
   static async load(
     source: string | URL = DEFAULT_CATALOGUE,
@@ -152,13 +146,6 @@ export class Registry implements Iterable<ModelCard> {
    * @param file The name used in error messages.
    * @returns The registry.
    * @throws {CatalogueError} When the catalogue is not valid.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = Registry.parse("models:\n  e5: { verb: embed, hub: intfloat/e5-small-v2 }\n");
-   * console.log(registry.get("e5").engine); // "vllm"
-   * ```
    */
   static parse(text: string, file = "<inline>"): Registry {
     const { cards, sites } = readCatalogue(text, file);
@@ -194,12 +181,6 @@ export class Registry implements Iterable<ModelCard> {
    * @param spec The model spec, e.g. `CHAT:llama-3`.
    * @returns The card.
    * @throws {KeyError} When no card has that name.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).resolve("CHAT:llama-3").name); // "llama-3"
-   * ```
    */
   resolve(spec: string): ModelCard {
     const colon = spec.indexOf(":");

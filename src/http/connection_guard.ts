@@ -64,6 +64,11 @@ function headEnd(bytes: Uint8Array, from: number, end: number): number {
   return -1;
 }
 
+function drop(t: Tracked): void {
+  closeQuietly(t.conn);
+  closeQuietly(t.upstream);
+}
+
 function closeQuietly(conn: Deno.Conn | undefined): void {
   try {
     conn?.close();
@@ -171,10 +176,7 @@ export class GuardedServer implements AsyncDisposable {
       if (
         (t.headDeadline !== undefined && now > t.headDeadline) ||
         now - t.lastActive > this.#idleTimeoutMs
-      ) {
-        closeQuietly(t.conn);
-        closeQuietly(t.upstream);
-      }
+      ) drop(t);
     }
   }
 
@@ -268,8 +270,7 @@ export class GuardedServer implements AsyncDisposable {
       // The response may still be on its way: half-close, let it come back.
       await to.closeWrite().catch(() => closeQuietly(to));
     } else {
-      closeQuietly(t.conn);
-      closeQuietly(t.upstream);
+      drop(t);
     }
   }
 
@@ -292,10 +293,7 @@ export class GuardedServer implements AsyncDisposable {
       } catch {
         // Already closed.
       }
-      for (const t of this.#tracked) {
-        closeQuietly(t.conn);
-        closeQuietly(t.upstream);
-      }
+      for (const t of this.#tracked) drop(t);
       await this.#accepting;
       await Promise.all([...this.#handlers]);
       await this.#internal.stop();

@@ -52,7 +52,7 @@ export class StatusError extends Error {
 export interface Target {
   /** Without a path: `http://localhost:5000`. */
   base: string;
-  /** The PEM file trusted for TLS, and its text. */
+  /** The PEM file trusted for TLS. */
   trusted?: string;
   /** Its text. */
   caCert?: string;
