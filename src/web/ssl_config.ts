@@ -200,16 +200,13 @@ export class SSLConfig {
       isPresent(keyFile),
     ]);
     if (!hasCert && !hasKey) return undefined;
-    if (!hasKey) {
+    if (!hasKey || !hasCert) {
+      const [missing, found] = hasKey
+        ? [certFile, keyFile]
+        : [keyFile, certFile];
       throw new SSLConfigError(
-        keyFile,
-        `missing (found ${certFile}; both files are needed for HTTPS)`,
-      );
-    }
-    if (!hasCert) {
-      throw new SSLConfigError(
-        certFile,
-        `missing (found ${keyFile}; both files are needed for HTTPS)`,
+        missing,
+        `missing (found ${found}; both files are needed for HTTPS)`,
       );
     }
     const cert = await readPem(certFile);
