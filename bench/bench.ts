@@ -11,7 +11,7 @@
  * - start (`phases/start.ts`): spawn → "listening on", → first answer, and
  *   SIGTERM → exit, with 1 and 32 stand-in engines and with sleep-like ones;
  * - production mode (`phases/auth.ts`): production ÷ development `/health`,
- *   one reused token or a fresh one per request; the security headers' cost;
+ *   every request's token verified; the security headers' cost;
  * - connection guard (`phases/guard.ts`): guarded ÷ bare `/health`, and the
  *   launcher's `/health` with 1,000 idle connections held ÷ without;
  * - engine logs (`phases/log.ts`): an engine writing 200 MB to stdout
@@ -26,7 +26,7 @@
  * - catalogue (`phases/catalogue.ts`): `Registry.load` of 5,000 generated
  *   cards, with and without an alias each, and of 10,000 with aliases;
  * - reload (`phases/reload.ts`): `/health` polled every 10 ms while a
- *   launcher reloads 5,000 cards, with and without an alias each.
+ *   launcher reloads the shipped catalogue and 1,000 cards.
  *
  * Prints a Markdown table on stdout (progress goes to stderr) and writes the
  * same text to `bench/results/latest.md`. Every row has its absolute value and

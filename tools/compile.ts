@@ -1,9 +1,7 @@
 /**
  * `deno task compile`: builds the launcher as one executable with `deno
  * compile`, the narrowed permission flags baked in, the shipped catalogue
- * embedded (`--include catalogue/`) and the catalogue Worker's module too
- * (`--include src/catalogue/catalogue_worker.ts`: no static import reaches
- * it, so without it a reload would read the catalogue on the API's loop).
+ * embedded (`--include catalogue/`).
  *
  * ```sh
  * MY_LOCAL=/srv/mymodel deno task compile            # -> dist/mymodel-serve
@@ -60,8 +58,6 @@ export function compileArgs(options: CompileOptions): string[] {
     `--allow-write=${options.root}`,
     "--include",
     "catalogue/",
-    "--include",
-    "src/catalogue/catalogue_worker.ts",
     ...(options.target ? ["--target", options.target] : []),
     "--output",
     options.output,

@@ -1,7 +1,7 @@
 /**
- * What the production-mode rows of `deno task bench` send: wrk scripts that
- * carry one reused token or a fresh one on every request, and an in-process
- * measure of what the security headers cost `/health`.
+ * What the production-mode rows of `deno task bench` send: a wrk script that
+ * carries a token on every request, and an in-process measure of what the
+ * security headers cost `/health`.
  *
  * @module
  */
@@ -17,12 +17,6 @@ export const AUTH_ENV = {
     "bench-secret-that-is-at-least-sixty-four-bytes-long-0123456789ab",
   IDP_ISSUER: "https://idp.bench.example",
 } as const;
-
-/**
- * More distinct tokens than the cache holds (1,024), sent in a cycle: with
- * least-recently-used eviction every request misses, as a fresh token would.
- */
-export const FRESH_TOKENS = 20_000;
 
 /**
  * Mints one valid token, valid for an hour; `jti` makes each one distinct.
@@ -42,55 +36,28 @@ export function mintToken(jti: string): Promise<string> {
     .sign(new TextEncoder().encode(AUTH_ENV.IDP_SECRET));
 }
 
-/** wrk scripts for production mode, and a token to poll with. */
+/** The wrk script for production mode, and the token it sends. */
 export interface AuthScripts {
-  /** Sends one token on every request. */
+  /** Sends the token on every request. */
   oneToken: string;
-  /** Sends the next of {@linkcode FRESH_TOKENS} tokens on every request. */
-  freshToken: string;
   /** The token `oneToken` sends. */
   token: string;
 }
 
 /**
- * Mints the tokens and writes both scripts into `dir`.
+ * Mints the token and writes the script into `dir`.
  *
  * @param dir The bench's work directory.
- * @returns The scripts' paths and the reused token.
+ * @returns The script's path and the token.
  */
 export async function writeAuthScripts(dir: string): Promise<AuthScripts> {
   const token = await mintToken("reused");
-  const tokens: string[] = [];
-  for (let i = 0; i < FRESH_TOKENS; i++) tokens.push(await mintToken(`t${i}`));
-  const list = `${dir}/tokens.txt`;
-  await Deno.writeTextFile(list, `${tokens.join("\n")}\n`);
   const oneToken = await writeWrkScript(
     dir,
     "one_token.lua",
     `wrk.headers["Authorization"] = "Bearer ${token}"`,
   );
-  // Each wrk thread has its own Lua state: thread n starts n/threads of the
-  // way along, so two threads never send the same token close together.
-  const freshToken = await writeWrkScript(
-    dir,
-    "fresh_token.lua",
-    `local threads = 0
-setup = function(thread)
-  thread:set("index", threads)
-  threads = threads + 1
-end
-local tokens = {}
-local i = 0
-init = function(args)
-  for line in io.lines("${list}") do tokens[#tokens + 1] = line end
-  i = (index or 0) * math.floor(#tokens / 2)
-end
-request = function()
-  i = i % #tokens + 1
-  return wrk.format(nil, nil, { Authorization = "Bearer " .. tokens[i] })
-end`,
-  );
-  return { oneToken, freshToken, token };
+  return { oneToken, token };
 }
 
 /** Nanoseconds per `/health` call of the management handler, in process. */

@@ -1,7 +1,7 @@
 /**
  * The production-mode phase: `/health` at c=8 on a development launcher and
- * a production one (one reused token, or a fresh token per request), and the
- * security headers' in-process cost.
+ * a production one (every request's token verified), and the security
+ * headers' in-process cost.
  *
  * @module
  */
@@ -9,7 +9,6 @@ import { freePorts } from "../../tests/support/helpers.ts";
 import type { Child } from "../servers/process.ts";
 import {
   AUTH_ENV,
-  FRESH_TOKENS,
   type HeaderCost,
   measureHeaderCost,
   writeAuthScripts,
@@ -29,7 +28,7 @@ import {
 
 /** Production ÷ development `/health` at c=8, and the headers' own cost. */
 export interface AuthResults {
-  /** Keys `dev`, `prodOne`, `prodFresh`. */
+  /** Keys `dev`, `prod`. */
   runs: Runs;
   headers: HeaderCost;
 }
@@ -64,7 +63,6 @@ async function waitAuthorized(
 /** Development vs production launchers, rotating rounds at c=8. */
 export async function authPhase(bench: Bench): Promise<AuthResults> {
   await using stack = new AsyncDisposableStack();
-  progress(`minting ${FRESH_TOKENS} tokens for the production rows`);
   const scripts = await writeAuthScripts(bench.work);
   const base = freePorts(3);
   const one = engineNames(1);
@@ -75,21 +73,16 @@ export async function authPhase(bench: Bench): Promise<AuthResults> {
   await waitHealthy(bench, dev, base, one);
   await waitAuthorized(bench, prod, base + 2, scripts.token);
   progress(
-    `GET /health c=8: development, production with one token, with a fresh token; ${PLAN.authRounds} rotating ${PLAN.authSeconds} s rounds`,
+    `GET /health c=8: development, production; ${PLAN.authRounds} rotating ${PLAN.authSeconds} s rounds`,
   );
   const runs = await compare(
     bench,
     {
       dev: { url: url(base, "/health"), child: dev },
-      prodOne: {
+      prod: {
         url: url(base + 2, "/health"),
         child: prod,
         script: scripts.oneToken,
-      },
-      prodFresh: {
-        url: url(base + 2, "/health"),
-        child: prod,
-        script: scripts.freshToken,
       },
     },
     C8,

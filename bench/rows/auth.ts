@@ -1,18 +1,14 @@
 /**
- * The production-mode phase's rows, targets and notes: production ÷
- * development `/health`, one reused token or a fresh one per request, and the
- * security headers' cost.
+ * The production-mode phase's rows and notes: production ÷ development
+ * `/health` (every request's token verified in full) and the security
+ * headers' cost.
  *
  * @module
  */
 
-import { FRESH_TOKENS } from "../load/auth_load.ts";
-
-import { median, pick } from "../plan.ts";
+import { pick } from "../plan.ts";
 import {
   errorNotesOf,
-  range,
-  roundRatios,
   type Row,
   times,
   type Verdict,
@@ -20,7 +16,7 @@ import {
 } from "../report/table.ts";
 import type { AuthResults } from "../phases/auth.ts";
 
-/** Development, production with one token and with fresh tokens; the headers' cost. */
+/** Development and production; the headers' cost. */
 export function authRows(auth: AuthResults): Row[] {
   const { runs, headers } = auth;
   const dev = {
@@ -31,13 +27,8 @@ export function authRows(auth: AuthResults): Row[] {
   return [
     ...wrkRows("launcher /health, development, c=8", pick(runs, "dev")),
     ...wrkRows(
-      "launcher /health, production, one token reused, c=8",
-      pick(runs, "prodOne"),
-      dev,
-    ),
-    ...wrkRows(
-      `launcher /health, production, a fresh token per request (${FRESH_TOKENS} in a cycle, no cache hit), c=8`,
-      pick(runs, "prodFresh"),
+      "launcher /health, production, every token verified, c=8",
+      pick(runs, "prod"),
       dev,
     ),
     {
@@ -50,28 +41,12 @@ export function authRows(auth: AuthResults): Row[] {
   ];
 }
 
-/** Production ÷ development with one token ≥ 0.70. */
-export function authTargets(auth: AuthResults): Verdict[] {
-  const ratios = roundRatios(
-    pick(auth.runs, "prodOne"),
-    pick(auth.runs, "dev"),
-    "rps",
-  );
-  const fresh = roundRatios(
-    pick(auth.runs, "prodFresh"),
-    pick(auth.runs, "dev"),
-    "rps",
-  );
-  const ratio = median(ratios);
-  return [{
-    name:
-      "production ÷ development /health throughput, one token, c=8 (ratio ≥ 0.70)",
-    pass: ratio >= 0.7,
-    detail: `ratio ${ratio.toFixed(2)} (rounds ${range(ratios)}); ` +
-      `a fresh token per request: ${median(fresh).toFixed(2)} (rounds ${
-        range(fresh)
-      }, reported, no target)`,
-  }];
+/**
+ * No target: a saturated c=8 ratio is not what an operator feels; the
+ * verification's cost at a realistic rate is in docs/security.md.
+ */
+export function authTargets(_auth: AuthResults): Verdict[] {
+  return [];
 }
 
 /** Notes on wrk errors during the production rows. */

@@ -1,6 +1,6 @@
 /**
  * The reload phase's rows and targets: `/health`'s longest wait and p99
- * while a launcher reloads 5,000 cards, plain and with an alias each, and the
+ * while a launcher reloads the shipped catalogue and 1,000 cards, and the
  * reload's own time.
  *
  * @module
@@ -8,19 +8,20 @@
 import { median, PLAN } from "../plan.ts";
 import { type Row, row, type Verdict } from "../report/table.ts";
 import {
+  RELOAD_CARDS,
   RELOAD_POLL_MS,
   type ReloadArm,
   type ReloadResults,
 } from "../phases/reload.ts";
-import { CATALOGUE_CARDS } from "../phases/catalogue.ts";
 
-/** The longest `/health` wait a reload may cause: the catalogue's parse runs off the API's loop. */
+/** The longest `/health` wait a reload of the shipped catalogue may cause. */
 const LONGEST_WAIT_MS = 100;
+const GENERATED = `${RELOAD_CARDS.toLocaleString("en")} cards`;
 
 /** The method, for the report's Method paragraph. */
 export const RELOAD_METHOD = [
-  `Reload: one launcher with one stand-in engine over ${CATALOGUE_CARDS} generated cards (plain, or an`,
-  `alias each, as in the catalogue rows) takes ${PLAN.reloadSighups} SIGHUPs one after the other; \`/health\` is`,
+  `Reload: one launcher with one stand-in engine over the shipped catalogue (plus the stand-in's card) or`,
+  `${RELOAD_CARDS} generated cards takes ${PLAN.reloadSighups} SIGHUPs one after the other; \`/health\` is`,
   `asked every ${RELOAD_POLL_MS} ms, one request at a time, from each SIGHUP to its \`reload:\` line; rows`,
   `show the longest wait and the p99 over all of them, and the median reload (SIGHUP to line).`,
 ].join(" ");
@@ -34,7 +35,7 @@ function quantile(values: readonly number[], p: number): number {
 
 function armRows(label: string, arm: ReloadArm, base?: ReloadArm): Row[] {
   const than = (value: (a: ReloadArm) => number) =>
-    base ? { label: "plain", value: value(base) } : undefined;
+    base ? { label: "shipped", value: value(base) } : undefined;
   const longest = (a: ReloadArm) => Math.max(...a.waits);
   const p99 = (a: ReloadArm) => quantile(a.waits, 0.99);
   const reload = (a: ReloadArm) => median(a.reloads);
@@ -55,25 +56,23 @@ function armRows(label: string, arm: ReloadArm, base?: ReloadArm): Row[] {
   ];
 }
 
-/** The waits and reload times, plain and with aliases (against plain). */
+/** The waits and reload times, shipped catalogue and 1,000 cards. */
 export function reloadRows(r: ReloadResults): Row[] {
-  const n = CATALOGUE_CARDS.toLocaleString("en");
   return [
-    ...armRows(`${n} cards`, r.plain),
-    ...armRows(`${n} cards with an alias each`, r.aliases, r.plain),
+    ...armRows("the shipped catalogue", r.shipped),
+    ...armRows(GENERATED, r.generated, r.shipped),
   ];
 }
 
-/** No reload holds `/health` longer than `LONGEST_WAIT_MS`. */
+/** A reload of the shipped catalogue holds `/health` at most `LONGEST_WAIT_MS`. */
 export function reloadTargets(r: ReloadResults): Verdict[] {
-  return (["plain", "aliases"] as const).map((key) => {
-    const longest = Math.max(...r[key].waits);
-    return {
-      name: `a reload of ${CATALOGUE_CARDS.toLocaleString("en")} cards${
-        key === "aliases" ? " with an alias each" : ""
-      } never holds /health longer than ${LONGEST_WAIT_MS} ms`,
-      pass: longest <= LONGEST_WAIT_MS,
-      detail: `${longest.toFixed(1)} ms`,
-    };
-  });
+  const longest = Math.max(...r.shipped.waits);
+  return [{
+    name:
+      `a reload of the shipped catalogue never holds /health longer than ${LONGEST_WAIT_MS} ms`,
+    pass: longest <= LONGEST_WAIT_MS,
+    detail: `${longest.toFixed(1)} ms; ${GENERATED}: ${
+      Math.max(...r.generated.waits).toFixed(1)
+    } ms (reported, no target)`,
+  }];
 }

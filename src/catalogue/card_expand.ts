@@ -1,36 +1,35 @@
 /**
- * Per-node values in cards: `${NAME}` in a card's `executable`, `command`,
- * `args` values and `env` values is replaced from the launcher's environment at
- * start-up; `$${` stays a literal `${`. Pure: the environment is handed in.
+ * `${NAME}` in a card's `executable`, `command`, `args` values and `env`
+ * values, replaced from the launcher's environment at start-up; `$${` is a
+ * literal `${`.
  *
  * @module
  */
 import type { ModelCard } from "./model_card.ts";
 
-/** Where one expandable value of a card is written, for the error naming it. */
+/** Where one expandable value of a card is written. */
 export interface ValueSite {
-  /** The field as messages name it: `executable`, `command[0]`, `args.node-rank`, `env.RAY_ADDRESS`. */
+  /** The field as messages name it: `command[0]`, `args.node-rank`, `env.RAY_ADDRESS`. */
   readonly field: string;
-  /** The 1-based line of the value in the catalogue file. */
+  /** The 1-based line. */
   readonly line: number;
 }
 
-/** The sites of a card's expandable values, parallel to the card's own fields. */
+/** The sites of a card's expandable values, parallel to its fields. */
 export interface CardSites {
-  /** The site of `executable`, when the card has one. */
+  /** The site of `executable`. */
   readonly executable?: ValueSite;
-  /** One site per `command` item. */
+  /** One per `command` item. */
   readonly command: readonly ValueSite[];
-  /** One entry per `args` item: a site for a value, `undefined` for a flag name (never expanded). */
+  /** One per `args` item; `undefined` for a flag name (never expanded). */
   readonly args: readonly (ValueSite | undefined)[];
-  /** One site per `env` variable (the value is expanded, never the name). */
+  /** One per `env` variable. */
   readonly env: Readonly<Record<string, ValueSite>>;
 }
 
 /**
- * Thrown when a card of a requested model refers to a variable the launcher's
- * environment does not set. The message is one line naming the file, card,
- * field, line and variable.
+ * A requested card refers to a variable the launcher's environment does not
+ * set; the one-line message names file, card, field, line and variable.
  *
  * @example
  * ```ts ignore
@@ -42,17 +41,17 @@ export interface CardSites {
 export class UnsetVariableError extends Error {
   /** The catalogue file. */
   readonly file: string;
-  /** The card's catalogue name. */
+  /** The card. */
   readonly card: string;
   /** The field holding the reference. */
   readonly field: string;
-  /** The 1-based line of that field's value. */
+  /** The 1-based line. */
   readonly line: number;
   /** The variable that is not set. */
   readonly variable: string;
 
   /**
-   * Builds the one-line message from its parts.
+   * Creates the error.
    *
    * @param file The catalogue file.
    * @param card The card's catalogue name.
@@ -75,13 +74,7 @@ export class UnsetVariableError extends Error {
 const OPENER = /\$\$?\{/g;
 const REFERENCE = /[A-Za-z_][A-Za-z0-9_]*\}/y;
 
-/**
- * Replaces every `${NAME}` in `text` with `lookup(NAME)` and every `$${` with
- * `${`. A lone `$`, or `$$` not followed by `{`, stays as it is.
- *
- * @returns The expanded text, or the offending reference when `${` is not
- *   followed by a name and `}`.
- */
+/** A lone `$`, or `$$` not before `{`, stays; `bad` is a `${` not followed by a name and `}`. */
 function scan(
   text: string,
   lookup: (name: string) => string,
@@ -107,13 +100,7 @@ function scan(
   return { text: out + text.slice(from) };
 }
 
-/**
- * What is wrong with the references in a card value, for the catalogue reader
- * to report at load time; `undefined` when every `${` opens `${NAME}`.
- *
- * @param text A card value as written.
- * @returns The problem, phrased as "bad reference ... (expected ...)".
- */
+/** Checked at load time, so a typo fails even in a card nobody requests. */
 export function referenceProblem(text: string): string | undefined {
   if (!text.includes("${")) return undefined;
   const result = scan(text, () => "");
@@ -122,18 +109,7 @@ export function referenceProblem(text: string): string | undefined {
     : undefined;
 }
 
-/**
- * The card with every `${NAME}` in its `executable`, `command`, `args` values
- * and `env` values replaced from `env`, and `$${` turned into `${`. A card with
- * nothing to expand is returned as it is.
- *
- * @param card A card as the catalogue holds it.
- * @param env The launcher's environment.
- * @param file The catalogue file, named in the error.
- * @param sites Where the card's values are written.
- * @returns The expanded card, frozen.
- * @throws {UnsetVariableError} At the first reference to a variable `env` lacks.
- */
+/** A card with nothing to expand is returned as it is. */
 export function expandCard(
   card: ModelCard,
   env: Readonly<Record<string, string | undefined>>,

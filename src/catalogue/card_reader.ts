@@ -1,15 +1,15 @@
 /**
- * The YAML card reader: validates a catalogue's text into frozen model cards,
- * and notes where each expandable value is written so a `${NAME}` that is not
- * set can be reported with its file, card, field and line.
+ * The card reader: a catalogue's YAML validated into frozen model cards, each
+ * field by its reader, with the line of each expandable value so that an
+ * unset `${NAME}` is reported with its file, card, field and line.
  *
- * Folder `catalogue/`: the catalogue's YAML, its cards and their fields,
- * `${NAME}` expansion and the catalogue's errors; public through
- * `catalogue.ts`. It knows nothing of processes, HTTP or GPUs.
+ * Folder `catalogue/`: the catalogue's YAML, its cards, `${NAME}` expansion
+ * and its errors; public through `catalogue.ts`. It knows nothing of
+ * processes, HTTP or GPUs.
  *
  * @module
  */
-import { isMap, type Pair } from "yaml";
+import { isMap, isSeq, type Pair } from "yaml";
 import { ENGINE_NAMES } from "./engine_names.ts";
 import { hint } from "./catalogue_error.ts";
 import {
@@ -18,32 +18,25 @@ import {
   RESTART_POLICIES,
   Verb,
 } from "./model_card.ts";
-import type { CardSites } from "./card_expand.ts";
 import {
+  type CardSites,
+  referenceProblem,
+  type ValueSite,
+} from "./card_expand.ts";
+import {
+  clip,
   type Context,
   deref,
   describe,
   fail,
   type FieldValue,
   keyText,
+  lineOf,
+  plainValue,
   readYamlDocument,
+  scalarValue,
   type Where,
 } from "./yaml_nodes.ts";
-
-import {
-  oneOf,
-  readArgs,
-  readCommand,
-  readEnv,
-  readGpus,
-  readLocal,
-  readModality,
-  siteOf,
-  text,
-} from "./card_fields.ts";
-
-// ---------------------------------------------------------------------------
-// Parsing and validation.
 
 const VERBS: readonly Verb[] = Object.values(Verb);
 const CARD_FIELDS = [
@@ -62,31 +55,19 @@ const CARD_FIELDS = [
 ] as const;
 type CardField = typeof CARD_FIELDS[number];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-/**
- * The longest card name. Names become file names, the longest
- * `data/<name>.engine.json.<pid>.tmp` (24 bytes more; `logs/<name>.log.<n>`
- * fewer): 128 leaves room under the 255-byte limit of Linux file systems.
- */
+// Names become file names, the longest `data/<name>.engine.json.<pid>.tmp`
+// (24 bytes more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
 const DEFAULT_ENGINE = "vllm";
 const COMMAND_ENGINE = "command";
 
-/** A validated catalogue: the cards by name, and where each card's expandable values are written. */
+/** The cards in file order, and where each card's expandable values are written. */
 export interface ReadCatalogue {
-  /** The cards, in file order. */
   cards: Map<string, ModelCard>;
-  /** Per card, the file lines of its `executable`, `command`, `args` and `env` values. */
   sites: Map<string, CardSites>;
 }
 
-/**
- * Reads and validates a catalogue's YAML text.
- *
- * @param text The YAML text.
- * @param file The name used in error messages.
- * @returns The frozen cards and their value sites.
- * @throws {CatalogueError} At the first problem, naming file, card, field and line.
- */
+/** A {@linkcode CatalogueError} at the first problem. */
 export function readCatalogue(text: string, file: string): ReadCatalogue {
   const ctx = readYamlDocument(text, file);
   const top = deref(ctx, {}, ctx.doc.contents);
@@ -208,7 +189,6 @@ function readCard(
       value: deref(ctx, where, item.value),
     });
   }
-  /** A field's value as `read` makes it; undefined when the card does not give the field. */
   function given<T>(
     field: CardField,
     read: (value: FieldValue) => T,
@@ -298,4 +278,302 @@ function readCard(
     card.gpus = readGpus(ctx, f);
   });
   return { card: Object.freeze(card), sites: Object.freeze(sites) };
+}
+
+const MODALITIES: readonly Modality[] = Object.values(Modality);
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/** References are checked at load time: a typo fails even in a card nobody requests. */
+function siteOf(ctx: Context, where: Where, value: string): ValueSite {
+  const problem = referenceProblem(value);
+  if (problem !== undefined) fail(ctx, where, problem);
+  return {
+    field: where.field ?? "",
+    line: lineOf(ctx, where.node) ?? 0,
+  };
+}
+
+function readGpus(ctx: Context, field: FieldValue): number {
+  const value = scalarValue(field.value);
+  const ok = typeof value === "number" && Number.isFinite(value) &&
+    (Number.isInteger(value) ? value >= 0 : value > 0 && value < 1);
+  if (!ok) {
+    fail(
+      ctx,
+      field.where,
+      `expected 0 (no GPU), a whole number of GPUs (1, 2, ...) or a share of one GPU between 0 and 1 (such as 0.3), got ${
+        describe(field.value)
+      }`,
+    );
+  }
+  return value as number;
+}
+
+function text(
+  ctx: Context,
+  field: FieldValue,
+  expected: string,
+  allowEmpty = false,
+): string {
+  const value = scalarValue(field.value);
+  if (typeof value !== "string" || (!allowEmpty && value.trim() === "")) {
+    fail(
+      ctx,
+      field.where,
+      `expected ${expected}, got ${describe(field.value)}`,
+    );
+  }
+  return value;
+}
+
+function oneOf<T extends string>(
+  ctx: Context,
+  field: FieldValue,
+  allowed: readonly T[],
+): T {
+  const value = scalarValue(field.value);
+  if (
+    typeof value !== "string" || !(allowed as readonly string[]).includes(value)
+  ) {
+    const guess = typeof value === "string" ? hint(value, allowed) : "";
+    fail(
+      ctx,
+      field.where,
+      `expected one of ${allowed.join(", ")}, got ${
+        describe(field.value)
+      }${guess}`,
+    );
+  }
+  return value as T;
+}
+
+function readModality(
+  ctx: Context,
+  field: FieldValue,
+): Modality[] {
+  if (!isSeq(field.value)) return [oneOf(ctx, field, MODALITIES)];
+  if (field.value.items.length === 0) {
+    fail(
+      ctx,
+      field.where,
+      `expected one or more of ${MODALITIES.join(", ")}, got an empty list`,
+    );
+  }
+  const out: Modality[] = [];
+  field.value.items.forEach((item, index) => {
+    const where = {
+      ...field.where,
+      field: `${field.where.field}[${index}]`,
+      node: item,
+    };
+    const modality = oneOf(
+      ctx,
+      { value: deref(ctx, where, item), where },
+      MODALITIES,
+    );
+    if (!out.includes(modality)) out.push(modality);
+  });
+  return out;
+}
+
+function readLocal(
+  ctx: Context,
+  field: FieldValue,
+): string {
+  const local = text(ctx, field, "a path relative to <directory>/models");
+  if (/^(?:[\\/]|[A-Za-z]:)/.test(local)) {
+    fail(
+      ctx,
+      field.where,
+      `expected a path relative to <directory>/models, got the absolute path '${
+        clip(local)
+      }'`,
+    );
+  }
+  if (local.split(/[\\/]/).includes("..")) {
+    fail(
+      ctx,
+      field.where,
+      `expected a path inside <directory>/models, got '${
+        clip(local)
+      }' (no '..' segments)`,
+    );
+  }
+  return local;
+}
+
+/** Numbers in decimal, booleans as `true`/`false`. */
+function argText(
+  ctx: Context,
+  where: Where,
+  item: unknown,
+  expected = "a string, number or boolean",
+): string {
+  const node = deref(ctx, where, item);
+  const value = scalarValue(node);
+  if (typeof value === "string") return value;
+  if (typeof value === "boolean") return String(value);
+  if (typeof value === "number" && Number.isFinite(value)) return String(value);
+  fail(ctx, where, `expected ${expected}, got ${describe(node)}`);
+}
+
+function readArgs(
+  ctx: Context,
+  field: FieldValue,
+): { argv: string[]; sites: (ValueSite | undefined)[] } {
+  const node = field.value;
+  const base = field.where.field ?? "args";
+  const argv: string[] = [];
+  const sites: (ValueSite | undefined)[] = [];
+  function flagItem(flag: string): void {
+    argv.push(flag);
+    sites.push(undefined);
+  }
+  function valueItem(where: Where, value: string): void {
+    sites.push(siteOf(ctx, where, value));
+    argv.push(value);
+  }
+  if (isSeq(node)) {
+    // A list is literal argv.
+    node.items.forEach((item, index) => {
+      const where = { ...field.where, field: `${base}[${index}]`, node: item };
+      valueItem(where, argText(ctx, where, item));
+    });
+    return { argv, sites };
+  }
+  if (!isMap(node)) {
+    fail(
+      ctx,
+      field.where,
+      `expected a mapping of flags to values or a list of arguments, got ${
+        describe(node)
+      }`,
+    );
+  }
+  for (const pair of node.items) {
+    const key = keyText(ctx, field.where, pair.key);
+    const where = {
+      ...field.where,
+      field: `${base}.${key}`,
+      node: pair.value ?? pair.key,
+    };
+    if (key === "" || key === "-" || key === "--") {
+      fail(
+        ctx,
+        { ...where, node: pair.key },
+        `expected a flag name, got '${key}'`,
+      );
+    }
+    const flag = key.startsWith("-") ? key : `--${key}`;
+    const value = deref(ctx, where, pair.value);
+    const scalar = scalarValue(value);
+    if (scalar === true) flagItem(flag);
+    else if (scalar === false) continue;
+    else if (isMap(value)) {
+      flagItem(flag);
+      valueItem(where, JSON.stringify(plainValue(ctx, where, value)));
+    } else if (isSeq(value)) {
+      value.items.forEach((item, index) => {
+        const itemWhere = {
+          ...where,
+          field: `${where.field}[${index}]`,
+          node: item,
+        };
+        const resolved = deref(ctx, itemWhere, item);
+        flagItem(flag);
+        valueItem(
+          itemWhere,
+          isMap(resolved) || isSeq(resolved)
+            ? JSON.stringify(plainValue(ctx, itemWhere, resolved))
+            : argText(
+              ctx,
+              itemWhere,
+              resolved,
+              "a string, number, boolean or mapping",
+            ),
+        );
+      });
+    } else {
+      flagItem(flag);
+      valueItem(
+        where,
+        argText(
+          ctx,
+          where,
+          value,
+          "true, false, a string, number, list or mapping",
+        ),
+      );
+    }
+  }
+  return { argv, sites };
+}
+
+function readEnv(
+  ctx: Context,
+  field: FieldValue,
+): { env: Record<string, string>; sites: Record<string, ValueSite> } {
+  const node = field.value;
+  if (!isMap(node)) {
+    fail(
+      ctx,
+      field.where,
+      `expected a mapping of variable names to values, got ${describe(node)}`,
+    );
+  }
+  const env: Record<string, string> = {};
+  const sites: Record<string, ValueSite> = {};
+  for (const pair of node.items) {
+    const key = keyText(ctx, field.where, pair.key);
+    const where = {
+      ...field.where,
+      field: `env.${key}`,
+      node: pair.value ?? pair.key,
+    };
+    if (!ENV_NAME.test(key)) {
+      fail(
+        ctx,
+        { ...where, node: pair.key },
+        `expected a variable name ([A-Za-z_][A-Za-z0-9_]*), got '${clip(key)}'`,
+      );
+    }
+    env[key] = argText(ctx, where, pair.value);
+    sites[key] = siteOf(ctx, where, env[key]);
+  }
+  return { env, sites };
+}
+
+function readCommand(
+  ctx: Context,
+  field: FieldValue,
+): { argv: string[]; sites: ValueSite[] } {
+  const node = field.value;
+  if (!isSeq(node) || node.items.length === 0) {
+    fail(
+      ctx,
+      field.where,
+      `expected a non-empty argv list such as [my-engine, --port, "{port}"], got ${
+        isSeq(node) ? "an empty list" : describe(node)
+      }`,
+    );
+  }
+  const wheres = node.items.map((item, index) => ({
+    ...field.where,
+    field: `command[${index}]`,
+    node: item,
+  }));
+  const argv = node.items.map((item, index) =>
+    argText(ctx, wheres[index]!, item)
+  );
+  if (argv[0]?.trim() === "") {
+    fail(
+      ctx,
+      { ...field.where, field: "command[0]" },
+      "expected a program name, got ''",
+    );
+  }
+  return {
+    argv,
+    sites: argv.map((item, index) => siteOf(ctx, wheres[index]!, item)),
+  };
 }

@@ -1,6 +1,5 @@
 /**
  * The catalogue's errors, and the close-name suggestions their messages make.
- * Public through `@mymodel/serve/catalogue`.
  *
  * @module
  */
@@ -8,23 +7,17 @@ import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
 import { InputError } from "../common/config_error.ts";
 
-/** Options of {@linkcode KeyError}: the catalogue looked in, and the error's cause. */
+/** Options of {@linkcode KeyError}. */
 export interface KeyErrorOptions extends ErrorOptions {
-  /** The catalogue looked in (a file, a URL or `<inline>`), named in the message. */
+  /** The catalogue looked in, named in the message. */
   catalogue?: string;
-  /**
-   * Whether that is the catalogue shipped with the package: the message then
-   * says so and points at `--catalogue`, for a model of the operator's own.
-   *
-   * @default {false}
-   */
+  /** The shipped catalogue: the message says so and points at `--catalogue`. @default {false} */
   shipped?: boolean;
 }
 
 /**
- * Thrown when a model name is not in the catalogue. The message names the
- * catalogue and suggests close names, or lists the first few known ones when
- * nothing is close.
+ * A model name is not in the catalogue; the message suggests close names, or
+ * lists the first few.
  *
  * @example
  * ```ts
@@ -38,17 +31,17 @@ export interface KeyErrorOptions extends ErrorOptions {
 export class KeyError extends InputError {
   /** The name that was looked up. */
   readonly model: string;
-  /** Up to three catalogue names close to {@linkcode KeyError.model}, closest first. */
+  /** Up to three close catalogue names, closest first. */
   readonly suggestions: string[];
   /** The catalogue looked in, when the thrower said. */
   readonly catalogue?: string;
 
   /**
-   * Builds the error and its suggestions.
+   * Creates the error.
    *
    * @param model The name that was looked up.
    * @param known Every name in the catalogue.
-   * @param options The catalogue looked in, and standard error options (`cause`).
+   * @param options The catalogue, and the `cause`.
    */
   constructor(
     model: string,
@@ -80,20 +73,20 @@ export class KeyError extends InputError {
   }
 }
 
-/** Where in a catalogue a {@linkcode CatalogueError} happened, and what caused it. */
+/** Where a {@linkcode CatalogueError} happened, and its cause. */
 export interface CatalogueErrorOptions {
-  /** The catalogue name of the card at fault. */
+  /** The card at fault. */
   card?: string | undefined;
   /** The field at fault (`verb`, `args.max-model-len`, `command[0]`, ...). */
   field?: string | undefined;
-  /** The 1-based line at fault. */
+  /** The 1-based line. */
   line?: number | undefined;
-  /** The underlying error, kept as `cause`. */
+  /** The underlying error. */
   cause?: unknown;
 }
 
 /**
- * Thrown when a catalogue cannot be read or is not valid. The message is one line:
+ * A catalogue cannot be read or is not valid, in one line:
  * `Cannot load catalogue <file>: card '<card>', field '<field>' (line <n>): <what was expected>`.
  *
  * @example
@@ -110,19 +103,19 @@ export interface CatalogueErrorOptions {
 export class CatalogueError extends InputError {
   /** The catalogue file (or URL, or `<inline>`). */
   readonly file: string;
-  /** The catalogue name of the card at fault, if one is. */
+  /** The card at fault, if one is. */
   readonly card?: string;
   /** The field at fault, if one is. */
   readonly field?: string;
-  /** The 1-based line at fault, if known. */
+  /** The 1-based line, if known. */
   readonly line?: number;
 
   /**
-   * Builds the one-line message from its parts.
+   * Creates the error.
    *
    * @param file The catalogue file.
    * @param detail What was wrong and what was expected.
-   * @param options Where it happened, and the underlying error.
+   * @param options Where it happened, and the cause.
    */
   constructor(
     file: string,
@@ -156,9 +149,6 @@ export class CatalogueError extends InputError {
   }
 }
 
-// ---------------------------------------------------------------------------
-// Message helpers, shared with the card reader.
-
 /** How many names a KeyError lists: a catalogue of thousands made a line of 70 KB. */
 const KNOWN_SHOWN = 10;
 
@@ -170,7 +160,6 @@ function knownList(names: readonly string[]): string {
   } more`;
 }
 
-/** ` (did you mean x?)` when a close match exists, else the empty string. */
 export function hint(value: string, allowed: readonly string[]): string {
   const [best] = closeMatches(value, allowed);
   return best === undefined ? "" : `; did you mean ${best}?`;

@@ -1,6 +1,5 @@
 /**
- * The shape of a model card and the vocabularies of its fields: verbs,
- * modalities and restart policies. Public through `@mymodel/serve/catalogue`.
+ * A model card and the vocabularies of its fields.
  *
  * @module
  */
@@ -22,7 +21,7 @@ export const Verb = {
   CLASSIFY: "classify",
   TRANSCRIBE: "transcribe",
 } as const;
-/** One of the {@linkcode Verb} values: `chat`, `complete`, `embed`, `rerank`, `classify`, `transcribe`. */
+/** One of the {@linkcode Verb} values. */
 export type Verb = typeof Verb[keyof typeof Verb];
 
 /**
@@ -40,7 +39,7 @@ export const Modality = {
   AUDIO: "audio",
   VIDEO: "video",
 } as const;
-/** One of the {@linkcode Modality} values: `text`, `image`, `audio`, `video`. */
+/** One of the {@linkcode Modality} values. */
 export type Modality = typeof Modality[keyof typeof Modality];
 
 /** One model of the catalogue, validated and normalized. Cards are frozen. */
@@ -61,22 +60,15 @@ export interface ModelCard {
   readonly executable?: string;
   /** The argv template of an `engine: command` card (placeholders like `{model}`, `{port}`). */
   readonly command?: readonly string[];
-  /** Extra engine arguments, rendered to argv. */
+  /** Extra engine arguments, as argv. */
   readonly args: readonly string[];
   /** Extra environment variables for the engine. */
   readonly env: Readonly<Record<string, string>>;
   /** Free text for people. */
   readonly description?: string;
-  /**
-   * When the engine is started again after it ends; unset means the launcher's
-   * `--restart` default.
-   */
+  /** When the engine is started again; unset: the launcher's `--restart`. */
   readonly restart?: RestartPolicy;
-  /**
-   * GPUs the engine needs: an integer n ≥ 1 is n whole devices, a value
-   * between 0 and 1 a share of one device, `0` no GPU. Unset means the need
-   * follows from the engine's own settings.
-   */
+  /** n ≥ 1 whole GPUs, a share of one (0 < x < 1), or 0; unset: from the engine's settings. */
   readonly gpus?: number;
 }
 
@@ -93,7 +85,7 @@ export interface ModelCard {
 export type RestartPolicy = "on-failure" | "always" | "never";
 
 /**
- * Every {@linkcode RestartPolicy}, in the order the help text lists them.
+ * Every {@linkcode RestartPolicy}, in the help text's order.
  *
  * @example
  * ```ts

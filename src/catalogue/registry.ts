@@ -1,6 +1,6 @@
 /**
- * A loaded catalogue ({@linkcode Registry}) and the catalogue shipped with the
- * package ({@linkcode DEFAULT_CATALOGUE}).
+ * A loaded catalogue ({@linkcode Registry}) and the shipped one
+ * ({@linkcode DEFAULT_CATALOGUE}).
  *
  * @module
  */
@@ -15,7 +15,7 @@ import { readCatalogue } from "./card_reader.ts";
 import { type CardSites, expandCard } from "./card_expand.ts";
 
 const VERBS: readonly Verb[] = Object.values(Verb);
-/** Any `scheme://`: a URL, never a path (an `ftp://` one is refused, not looked up as a file). */
+/** Any `scheme://` is a URL, never a path: an `ftp://` one is refused, not looked up as a file. */
 const URL_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
 const SCHEMES = ["file:", "http:", "https:"];
 const URL_TIMEOUT_MS = 10_000;
@@ -23,7 +23,7 @@ const URL_TIMEOUT_MS = 10_000;
 /** Options of {@linkcode Registry.load}. */
 export interface LoadOptions {
   /**
-   * How long an `http:` or `https:` catalogue may take to arrive, whole body
+   * How long an `http:` or `https:` catalogue may take to arrive, body
    * included, in milliseconds.
    *
    * @default {10000}
@@ -32,17 +32,15 @@ export interface LoadOptions {
 }
 
 /**
- * A loaded catalogue as plain data ({@linkcode Registry.toParsed}): it
- * survives `postMessage` (structured clone), so a catalogue read in a Worker
- * becomes a {@linkcode Registry} again on the other side
- * ({@linkcode Registry.fromParsed}) without parsing the YAML twice.
+ * Plain data of a catalogue. Nothing returns it since the catalogue Worker
+ * left (0.2.0); kept while `@mymodel/serve/catalogue` still names it.
  */
 export interface ParsedCatalogue {
   /** The file (or URL, or `<inline>`) the catalogue came from. */
   readonly file: string;
   /** Whether it is the catalogue shipped with the package. */
   readonly shipped: boolean;
-  /** The cards, in catalogue (file) order. */
+  /** The cards, in catalogue order. */
   readonly cards: readonly ModelCard[];
   /** Where each card's expandable values are written, parallel to `cards`. */
   readonly sites: readonly CardSites[];
@@ -54,8 +52,7 @@ export interface ParsedCatalogue {
  * @example
  * ```ts
  * import { DEFAULT_CATALOGUE, Registry } from "@mymodel/serve/catalogue";
- * const registry = await Registry.load(DEFAULT_CATALOGUE);
- * console.log(registry.size);
+ * console.log((await Registry.load(DEFAULT_CATALOGUE)).size);
  * ```
  */
 export const DEFAULT_CATALOGUE: URL = new URL(
@@ -64,20 +61,13 @@ export const DEFAULT_CATALOGUE: URL = new URL(
 );
 
 /**
- * A loaded catalogue: the model cards by name.
+ * A loaded catalogue: the model cards by name, in file order.
  *
  * @example
  * ```ts
  * import { Registry } from "@mymodel/serve/catalogue";
- *
- * const registry = Registry.parse(`
- * models:
- *   my-model:
- *     verb: chat
- *     hub: org/my-model
- *     args: { max-model-len: 4096 }
- * `);
- * console.log(registry.get("my-model").args); // ["--max-model-len", "4096"]
+ * const registry = Registry.parse("models:\n  m: { verb: chat, hub: org/m, args: { max-model-len: 4096 } }\n");
+ * console.log(registry.get("m").args); // ["--max-model-len", "4096"]
  * ```
  */
 export class Registry implements Iterable<ModelCard> {
@@ -101,26 +91,15 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * Reads and validates a catalogue.
+   * Reads and validates a catalogue: a file path, or a URL. A `file:` URL is
+   * read from the file system (a `deno compile` binary's embedded files
+   * cannot be fetched); `http:` and `https:` with `fetch`; other schemes are
+   * refused.
    *
-   * @param source A file path, or a URL. A `file:` URL is read from the file
-   *   system (so the shipped catalogue is found inside a `deno compile` binary,
-   *   whose embedded files `fetch` cannot read); an `http:` or `https:` URL with
-   *   `fetch` (so it loads when this module runs from a remote registry). A
-   *   string starting with `<scheme>://` is taken as a URL; other schemes are
-   *   refused.
+   * @param source A path or URL; the shipped catalogue by default.
    * @param options How long a URL catalogue may take.
    * @returns The registry.
-   * @throws {CatalogueError} When the catalogue cannot be read or is not valid:
-   *   a missing file, an unsupported scheme, a server that cannot be reached,
-   *   answers with an error status or not within the timeout.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = await Registry.load();
-   * console.log(registry.has("llama-3")); // true
-   * ```
+   * @throws {CatalogueError} When it cannot be read or is not valid.
    */
   static async load(
     source: string | URL = DEFAULT_CATALOGUE,
@@ -167,135 +146,28 @@ export class Registry implements Iterable<ModelCard> {
    * @param file The name used in error messages.
    * @returns The registry.
    * @throws {CatalogueError} When the catalogue is not valid.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = Registry.parse("models:\n  e5:\n    verb: embed\n    hub: intfloat/e5-small-v2\n");
-   * console.log(registry.get("e5").engine); // "vllm"
-   * ```
    */
   static parse(text: string, file = "<inline>"): Registry {
     const { cards, sites } = readCatalogue(text, file);
     return new Registry(file, cards, sites);
   }
 
-  /**
-   * The registry as plain, structured-clonable data, for
-   * {@linkcode Registry.fromParsed} on the other side of a `postMessage`.
-   *
-   * @returns The cards and their value sites, in catalogue order.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const parsed = (await Registry.load()).toParsed();
-   * console.log(Registry.fromParsed(structuredClone(parsed)).has("llama-3")); // true
-   * ```
-   */
-  toParsed(): ParsedCatalogue {
-    const cards = [...this.#cards.values()];
-    return {
-      file: this.file,
-      shipped: this.#shipped,
-      cards,
-      sites: cards.map((card) => this.#sites.get(card.name)!),
-    };
-  }
-
-  /**
-   * A registry again from {@linkcode Registry.toParsed}'s data, as it arrives
-   * from `postMessage`: the cards frozen again as the reader froze them, and
-   * nothing validated again (the data came from a registry).
-   *
-   * @param parsed What `toParsed()` returned, possibly structured-cloned.
-   * @returns The registry, equal to the one `parsed` came from.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = Registry.parse("models:\n  e5: { verb: embed, hub: intfloat/e5-small-v2 }\n");
-   * const copy = Registry.fromParsed(structuredClone(registry.toParsed()));
-   * console.log(copy.get("e5").hub); // "intfloat/e5-small-v2"
-   * ```
-   */
-  static fromParsed(parsed: ParsedCatalogue): Registry {
-    const cards = new Map<string, ModelCard>();
-    const sites = new Map<string, CardSites>();
-    parsed.cards.forEach((card, i) => {
-      cards.set(
-        card.name,
-        refreeze(card, ["modality", "args", "env", "command"]),
-      );
-      sites.set(
-        card.name,
-        refreeze(parsed.sites[i]!, ["args", "env", "command"]),
-      );
-    });
-    return new Registry(parsed.file, cards, sites, parsed.shipped);
-  }
-
-  /**
-   * How many cards the catalogue holds.
-   *
-   * @returns The number of cards.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).size > 0); // true
-   * ```
-   */
+  /** How many cards the catalogue holds. */
   get size(): number {
     return this.#cards.size;
   }
 
-  /**
-   * Every catalogue name.
-   *
-   * @returns The names, sorted ascending.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).names().includes("llama-3")); // true
-   * ```
-   */
+  /** Every catalogue name, sorted. */
   names(): string[] {
     return [...this.#cards.keys()].sort();
   }
 
-  /**
-   * Whether a name is in the catalogue.
-   *
-   * @param name A catalogue name (no verb prefix).
-   * @returns True when a card has that name.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).has("no-such-model")); // false
-   * ```
-   */
+  /** Whether a card has this name (no verb prefix). */
   has(name: string): boolean {
     return this.#cards.has(name);
   }
 
-  /**
-   * Looks a card up by its exact name.
-   *
-   * @param name A catalogue name (no verb prefix).
-   * @returns The card.
-   * @throws {KeyError} When no card has that name; the message names the
-   *   catalogue (the shipped one: so it says, and points at `--catalogue`) and
-   *   suggests close names, or lists the first few.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * console.log((await Registry.load()).get("llama-3").verb); // "chat"
-   * ```
-   */
+  /** The card of an exact name; a {@linkcode KeyError} suggesting close names when none has it. */
   get(name: string): ModelCard {
     const card = this.#cards.get(name);
     if (card === undefined) throw this.#unknown(name);
@@ -303,21 +175,12 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * Looks a card up by a model spec: `<name>` or `<VERB>:<name>`. Only the text
-   * after the first colon is looked up; a verb prefix that does not match the
-   * card's verb (compared case-insensitively) is logged once as a warning, and
-   * the card is returned anyway.
+   * The card of a model spec, `<name>` or `<VERB>:<name>`. A verb prefix that
+   * is not the card's verb is logged once as a warning; the card is served.
    *
-   * @param spec The model spec, e.g. `llama-3` or `CHAT:llama-3`.
+   * @param spec The model spec, e.g. `CHAT:llama-3`.
    * @returns The card.
    * @throws {KeyError} When no card has that name.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = await Registry.load();
-   * console.log(registry.resolve("CHAT:llama-3") === registry.get("llama-3")); // true
-   * ```
    */
   resolve(spec: string): ModelCard {
     const colon = spec.indexOf(":");
@@ -337,34 +200,25 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * The card with its per-node values filled in: every `${NAME}` in its
-   * `executable`, `command`, `args` values and `env` values replaced from `env`,
-   * every `$${` turned into a literal `${`. The registry keeps the card as
-   * written; the launcher expands only the cards it is asked to start, so an
-   * unused card may name variables that are not set.
+   * The card with every `${NAME}` in its `executable`, `command`, `args`
+   * values and `env` values replaced from `env`, and `$${` made a literal
+   * `${`. Only the cards a launcher starts are expanded, so an unused card
+   * may name unset variables.
    *
-   * @param card A card of this registry.
-   * @param env The environment to read, usually `Deno.env.toObject()`.
-   * @returns The expanded card (frozen), or `card` itself when it has nothing to expand.
-   * @throws {UnsetVariableError} When a variable is not set in `env`; the one-line
-   *   message names the file, card, field, line and variable.
+   * @param card A card of this registry, as `get()` returns it.
+   * @param env The environment to read.
+   * @returns The expanded card (frozen), or `card` when nothing changes.
+   * @throws {UnsetVariableError} When a variable is not set in `env`.
    * @throws {KeyError} When no card of this registry has `card`'s name.
-   * @throws {TypeError} When `card` is not the registry's own card (an expanded or hand-made one).
+   * @throws {TypeError} When `card` is not this registry's own card.
    *
    * @example
    * ```ts
    * import { Registry } from "@mymodel/serve/catalogue";
-   *
-   * const registry = Registry.parse(`
-   * models:
-   *   ds:
-   *     verb: chat
-   *     hub: org/ds
-   *     engine: sglang
-   *     args: { node-rank: "\${NODE_RANK}" }
-   * `);
-   * const card = registry.expand(registry.get("ds"), { NODE_RANK: "1" });
-   * console.log(card.args); // ["--node-rank", "1"]
+   * const registry = Registry.parse(
+   *   'models:\n  ds: { verb: chat, hub: org/ds, args: { node-rank: "${NODE_RANK}" } }\n',
+   * );
+   * console.log(registry.expand(registry.get("ds"), { NODE_RANK: "1" }).args); // ["--node-rank", "1"]
    * ```
    */
   expand(
@@ -382,17 +236,7 @@ export class Registry implements Iterable<ModelCard> {
     return expandCard(card, env, this.file, sites);
   }
 
-  /**
-   * Iterates over the cards in catalogue (file) order.
-   *
-   * @returns An iterator over the cards.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * for (const card of await Registry.load()) console.log(card.name, card.verb);
-   * ```
-   */
+  /** The cards in catalogue (file) order. */
   [Symbol.iterator](): IterableIterator<ModelCard> {
     return this.#cards.values();
   }
@@ -404,10 +248,7 @@ export class Registry implements Iterable<ModelCard> {
   }
 }
 
-/**
- * The body of a URL: a server that never answers, or stops half-way, must not
- * hang a start or a reload.
- */
+/** A server that never answers, or stops half-way, must not hang a start or a reload. */
 async function fetchText(
   url: URL,
   file: string,
@@ -459,15 +300,6 @@ async function fetchText(
   } finally {
     clearTimeout(timer);
   }
-}
-
-/** `value` and its `fields` frozen, as the card reader leaves them (a structured clone thaws them). */
-function refreeze<T extends object>(value: T, fields: readonly string[]): T {
-  for (const field of fields) {
-    const inner = (value as Record<string, unknown>)[field];
-    if (typeof inner === "object" && inner !== null) Object.freeze(inner);
-  }
-  return Object.freeze(value);
 }
 
 function displayName(url: URL): string {

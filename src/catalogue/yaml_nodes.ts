@@ -1,8 +1,7 @@
 /**
  * A catalogue's text as npm:yaml's document, and its nodes as the card reader
- * reads them: aliases followed, values described for "got ..." in messages,
- * and every problem (syntax errors and warnings, keys written twice, a bad
- * value) a {@linkcode CatalogueError} naming the card, field and line.
+ * reads them; every problem a {@linkcode CatalogueError} naming the card,
+ * field and line.
  *
  * @module
  */
@@ -23,29 +22,27 @@ import {
 } from "yaml";
 import { CatalogueError } from "./catalogue_error.ts";
 
-/** What validation needs to read nodes and report where they are. */
 export interface Context {
   readonly file: string;
   readonly doc: Document.Parsed;
   readonly lines: LineCounter;
-  /** The node each alias names, found in one walk (npm:yaml's `resolve` walks the document per alias). */
+  /** Found in one walk: npm:yaml's `resolve` walks the document per alias. */
   readonly aliases: Map<Alias, Node>;
 }
 
-/** A field's value node (aliases followed) and where to report problems with it. */
+/** A value node, aliases followed. */
 export interface FieldValue {
   value: unknown;
   where: Where;
 }
 
-/** Where a problem is: the card, the field, and the node whose line is reported. */
+/** `node` gives the line. */
 export interface Where {
   card?: string | undefined;
   field?: string | undefined;
   node?: unknown;
 }
 
-/** Throws the CatalogueError for a problem at `where`. */
 export function fail(ctx: Context, where: Where, detail: string): never {
   throw new CatalogueError(ctx.file, detail, {
     card: where.card,
@@ -54,13 +51,11 @@ export function fail(ctx: Context, where: Where, detail: string): never {
   });
 }
 
-/** The 1-based line a node starts on; `undefined` for no node. */
 export function lineOf(ctx: Context, node: unknown): number | undefined {
   const range = (node as Node | null | undefined)?.range;
   return range ? ctx.lines.linePos(range[0]).line : undefined;
 }
 
-/** Follows an alias to the node it names; every other node is returned as is. */
 export function deref(ctx: Context, where: Where, node: unknown): unknown {
   if (!isAlias(node)) return node;
   const target = ctx.aliases.get(node);
@@ -74,13 +69,10 @@ export function deref(ctx: Context, where: Where, node: unknown): unknown {
   return target;
 }
 
-/** How many nodes {@linkcode plainValue} reads for one value at most: aliases can repeat a subtree exponentially. */
+/** Aliases can repeat a subtree exponentially. */
 const MAX_PLAIN_NODES = 10_000;
 
-/**
- * A mapping or list as plain data for JSON text, aliases followed through
- * `ctx.aliases` (npm:yaml's `toJS` walks the whole document for each alias).
- */
+/** For JSON text; npm:yaml's `toJS` would walk the whole document for each alias. */
 export function plainValue(ctx: Context, where: Where, node: unknown): unknown {
   let budget = MAX_PLAIN_NODES;
   function plain(node: unknown): unknown {
@@ -109,7 +101,7 @@ export function plainValue(ctx: Context, where: Where, node: unknown): unknown {
   return plain(node);
 }
 
-/** A short description of a node for "got ..." in messages. */
+/** For "got ..." in messages. */
 export function describe(node: unknown): string {
   if (node === null || node === undefined) return "nothing";
   if (isMap(node)) return "a mapping";
@@ -132,7 +124,6 @@ export function scalarValue(node: unknown): unknown {
   return isScalar(node) ? node.value : undefined;
 }
 
-/** A mapping key as text; keys must be strings. */
 export function keyText(ctx: Context, where: Where, key: unknown): string {
   const value = scalarValue(deref(ctx, where, key));
   if (typeof value !== "string") {
@@ -146,22 +137,9 @@ export function keyText(ctx: Context, where: Where, key: unknown): string {
 }
 
 /**
- * Parses a catalogue with npm:yaml, keeping what turns node offsets into lines
- * and the node each alias names.
- *
  * npm:yaml's own duplicate-key check compares each key with every earlier one
  * of its mapping, and its `Alias.resolve` walks the whole document once per
  * alias: both are quadratic in the number of cards. One walk here does both.
- *
- * @param text The YAML text.
- * @param file The name used in error messages.
- * @returns The document, its line counter, its aliases and the file name.
- * @throws {CatalogueError} At the first YAML error or warning, or repeated key.
- *
- * @example
- * ```ts ignore
- * const { doc } = readYamlDocument("models: &m {}\n", "cat.yaml");
- * ```
  */
 export function readYamlDocument(text: string, file: string): Context {
   const lines = new LineCounter();
@@ -178,11 +156,7 @@ export function readYamlDocument(text: string, file: string): Context {
   return ctx;
 }
 
-/**
- * Visits every node in document order (as npm:yaml resolves aliases: the last
- * anchor of that name before the alias), noting each alias's node, and throws
- * at the first key repeated in a mapping.
- */
+/** In document order, as npm:yaml resolves aliases: the last anchor of that name before the alias. */
 function walk(
   ctx: Context,
   node: unknown,
@@ -216,7 +190,6 @@ function walk(
   }
 }
 
-/** The error for a key written twice in one mapping, named by where it is. */
 function duplicate(
   ctx: Context,
   path: readonly string[],
@@ -250,14 +223,13 @@ function duplicate(
   );
 }
 
-/** `args`, `args.limit-mm-per-prompt`, `command[0]`: path parts as messages name a field. */
+/** `args.limit-mm-per-prompt`, `command[0]`. */
 function fieldPath(parts: readonly string[]): string {
   return parts.map((p, i) => i === 0 || p.startsWith("[") ? p : `.${p}`).join(
     "",
   );
 }
 
-/** A YAML syntax error or warning as a CatalogueError naming the card and field it falls in when it can. */
 function yamlProblem(
   ctx: Context,
   text: string,
@@ -277,10 +249,7 @@ function yamlProblem(
   });
 }
 
-/**
- * Whether a problem at `offset` lies in a pair: in its key or value text. A
- * problem found where a key starts belongs to what came before.
- */
+/** A problem found where a key starts belongs to what came before. */
 function spans(pair: Pair<unknown, unknown>, offset: number): boolean {
   const start = (pair.key as Node | null)?.range?.[0];
   const end = (pair.value as Node | null)?.range?.[2] ??
@@ -289,14 +258,12 @@ function spans(pair: Pair<unknown, unknown>, offset: number): boolean {
   return start < offset && offset < end;
 }
 
-/** A pair's key as text (strings and numbers). */
 function pairName(pair: Pair<unknown, unknown>): string | undefined {
   const value = isScalar(pair.key) ? pair.key.value : undefined;
   if (typeof value !== "string" && typeof value !== "number") return undefined;
   return String(value);
 }
 
-/** Finds the card and field a YAML problem at an offset lies in. */
 function locate(doc: Document.Parsed, offset: number): Where {
   const path: (string | undefined)[] = [];
   let node: unknown = doc.contents;

@@ -1,25 +1,10 @@
 /**
- * Close-name suggestions for "did you mean …?" messages: an unknown model
- * (`KeyError`), an unknown card field, an unknown command-line flag.
+ * Close-name suggestions for "did you mean …?" messages.
  *
  * @module
  */
 
-/**
- * Up to `max` names close to `query` (edit distance, or one containing the
- * other), closest first; case is ignored.
- *
- * @param query What was typed.
- * @param names The names it may have meant.
- * @param max How many to return at most.
- * @returns The close names, closest first (ties in name order).
- *
- * @example
- * ```ts ignore
- * import { closeMatches } from "./close_matches.ts";
- * closeMatches("prot", ["port", "host", "grace"]); // ["port"]
- * ```
- */
+/** Edit distance, or one containing the other; case ignored, ties in name order. */
 export function closeMatches(
   query: string,
   names: readonly string[],
@@ -46,18 +31,7 @@ export function closeMatches(
   return scored.slice(0, max).map(([, name]) => name);
 }
 
-/**
- * `a`, `a or b`, `a, b or c`.
- *
- * @param items The words to join.
- * @returns The words joined for a sentence.
- *
- * @example
- * ```ts ignore
- * import { orList } from "./close_matches.ts";
- * orList(["--port", "--host"]); // "--port or --host"
- * ```
- */
+/** `a`, `a or b`, `a, b or c`. */
 export function orList(items: readonly string[]): string {
   return items.length <= 1
     ? items.join("")

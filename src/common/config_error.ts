@@ -1,17 +1,14 @@
 /**
- * The input errors: {@linkcode InputError}, the one base class of every
- * error in what the operator gave, which the command line maps to one line
- * and exit code 1, and {@linkcode ConfigError}, a setting that cannot be
- * used. Their own module, so that the helpers `common.ts` uses at import can
- * throw them without an import cycle.
+ * The input errors, in their own module so that what `common.ts` runs at
+ * import can throw them without an import cycle.
  *
  * @module
  */
 
 /**
- * An input that cannot be used. `ConfigError`, `CatalogueError`, `KeyError`,
- * `EngineError`, `SSLConfigError` and `GpuPlacementError` extend it; each
- * keeps its own `name`.
+ * An input that cannot be used: the command line prints its one line and
+ * exits 1. `ConfigError`, `CatalogueError`, `KeyError`, `EngineError`,
+ * `SSLConfigError` and `GpuPlacementError` extend it.
  *
  * @example
  * ```ts
@@ -23,7 +20,7 @@ export class InputError extends Error {
   /**
    * Creates the error.
    *
-   * @param message One line saying what was wrong and what was expected.
+   * @param message One line: what was wrong and what was expected.
    * @param options The underlying error, if any.
    */
   constructor(message: string, options?: ErrorOptions) {
@@ -33,20 +30,19 @@ export class InputError extends Error {
 }
 
 /**
- * A setting that cannot be used: a bad environment variable, flag or file layout.
+ * A bad environment variable, flag or file layout.
  *
  * @example
  * ```ts
  * import { ConfigError } from "@mymodel/serve/common";
- * const error = new ConfigError("Cannot use NUCLEUS_PORT=x: expected an integer");
- * console.assert(error.name === "ConfigError");
+ * console.assert(new ConfigError("Cannot use X=y: expected z").name === "ConfigError");
  * ```
  */
 export class ConfigError extends InputError {
   /**
    * Creates the error.
    *
-   * @param message One line saying what was wrong and what was expected.
+   * @param message One line: what was wrong and what was expected.
    * @param options The underlying error, if any.
    */
   constructor(message: string, options?: ErrorOptions) {

@@ -1,14 +1,13 @@
 /**
- * The one small logger library code writes through. The CLI leaves the default
- * sink (one line a message on stderr); embedding programs may replace it.
+ * The one logger library code writes through: a line a message on stderr,
+ * unless an embedding program replaces the sink.
  *
- * Folder `common/`: what every room shares: the logger, the log throttle,
- * `ConfigError`, secrets from files, the package version. It knows nothing of
- * processes, HTTP, the catalogue or engines.
+ * Folder `common/`: what every room shares (the logger, `ConfigError`,
+ * secrets from files, the version). It knows nothing of processes, HTTP, the
+ * catalogue or engines.
  *
  * @module
  */
-
 /** How much a log line matters. */
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -39,9 +38,9 @@ export interface LogSettings {
  * Replaces where log lines go and which level is kept.
  *
  * @param options The level and/or sink to use from now on.
- * @returns The settings before the call, to restore later.
+ * @returns The settings before, to restore later.
  *
- * @example Silence the launcher in an embedding program
+ * @example
  * ```ts
  * import { configureLogging } from "@mymodel/serve/common";
  * const previous = configureLogging({ level: "error" });
@@ -59,7 +58,6 @@ function emit(level: LogLevel, message: string): void {
   if (RANK[level] >= RANK[threshold]) sink(level, message);
 }
 
-/** The logger library code uses. */
 export const log = {
   debug(message: string): void {
     emit("debug", message);

@@ -1,24 +1,11 @@
 /**
- * Waiting that a caller can cut short: `@std/async`'s `delay` with a signal,
- * in a few lines (JSR is not reachable where this is built).
+ * `@std/async`'s `delay` with a signal (JSR is not reachable where this is
+ * built).
  *
  * @module
  */
 
-/**
- * Resolves after `ms`, or at once when `signal` aborts (never rejects). The
- * timer is cleared either way, so nothing is left pending after an abort.
- *
- * @param ms How long to wait.
- * @param signal Ends the wait early.
- * @returns When the wait is over.
- *
- * @example
- * ```ts ignore
- * const stopping = new AbortController();
- * await sleep(1_000, stopping.signal); // 1 s, or less once stopping.abort() is called
- * ```
- */
+/** Resolves after `ms`, or at once when `signal` aborts; never rejects, leaves no timer. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise<void>((resolve) => {
     if (signal?.aborted) return resolve();
@@ -32,7 +19,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   });
 }
 
-/** `promise`'s value, or undefined after `ms`; the timer never outlives it. */
+/** `promise`'s value, or undefined after `ms`. */
 export async function within<T>(
   promise: Promise<T>,
   ms: number,

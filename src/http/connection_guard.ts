@@ -1,27 +1,14 @@
 /**
  * A connection guard in front of `Deno.serve`, which (Deno 2.9) has no
  * header-read, idle or connection-count limits and whose accept loop ends for
- * good on "Too many open files".
- *
- * The guard owns the public listener and accepts in a loop of its own that
- * survives every accept error. It counts connections, closes one over the
- * limit at once, closes a connection that has not sent a complete first
- * request head in time, and closes one that stays idle too long. Only once a
- * first head has arrived does it connect to an internal `Deno.serve` on a
- * loopback port and copy bytes both ways: slow or idle clients cost one
+ * good on "Too many open files". The guard accepts in a loop that survives
+ * every accept error, and only once a first request head has arrived connects
+ * to an internal `Deno.serve` on loopback: slow or idle clients cost one
  * descriptor, not three.
  *
  * Under TLS the internal server terminates TLS (Deno cannot close a TLS
- * connection whose handshake never began) and the guard copies encrypted
- * bytes: it connects on the first byte, and the first request the internal
- * server hands to the handler ends the header deadline, so the handshake
- * counts as part of the head.
- *
- * A new TLS pair ({@linkcode GuardedServer.replaceTls}) serves every new
- * connection; open connections keep the pair they began with.
- *
- * It knows sockets, not routes: no HTTP parsing beyond finding the end of
- * the first request head (CRLF CRLF).
+ * connection whose handshake never began); the guard copies encrypted bytes,
+ * and the first request the internal server sees ends the header deadline.
  *
  * @module
  */
@@ -35,56 +22,30 @@ import {
   type Tracked,
 } from "./guard_upstream.ts";
 
-/** What {@linkcode serveGuarded} needs. */
 export interface GuardedServeOptions {
-  /** Host to listen on. */
   hostname: string;
-  /** Port to listen on (0: any free port). */
   port: number;
-  /** PEM certificate and key: serve HTTPS. */
   tls?: { cert: string; key: string };
-  /** Answers every request; `info.remoteAddr` is the real client's address. */
+  /** `info.remoteAddr` is the real client's address. */
   handler: Deno.ServeHandler<Deno.NetAddr>;
-  // The limits are the launcher's settings (serve/options.ts): no defaults here.
-  /**
-   * Milliseconds a connection gets to send its first complete request head
-   * (TLS handshake included) before it is closed.
-   */
+  /** For the first complete request head, TLS handshake included. */
   headerTimeoutMs: number;
-  /**
-   * Milliseconds a connection may pass without a byte either way before it
-   * is closed.
-   */
+  /** Without a byte either way. */
   idleTimeoutMs: number;
-  /**
-   * Connections open at once; one more is accepted and closed at once.
-   * Lowered to what `openFilesLimit` leaves room for.
-   */
+  /** One more is accepted and closed at once; capped by `openFilesLimit`. */
   maxConnections: number;
-  /** The soft open-files limit, when known: caps `maxConnections`. */
   openFilesLimit?: number;
-  /** Called once the public listener listens. */
   onListen?: (addr: Deno.NetAddr) => void;
 }
 
-/**
- * Descriptors one guarded connection may hold at once: the client's socket,
- * the guard's socket to the internal server and that server's end of it.
- */
+/** The client's socket, the guard's socket to the internal server, and its end of it. */
 const FDS_PER_CONNECTION = 3;
-/** Descriptors kept for everything else (engine pipes, logs, health polls). */
+/** For everything else: engine pipes, logs, health polls. */
 export const RESERVED_FDS = 128;
-/** A first request head larger than this is not a request we serve. */
 const MAX_HEAD_BYTES = 64 * 1024;
 const HEAD_CHUNK = 4 * 1024;
 const PUMP_CHUNK = 16 * 1024;
 
-/**
- * The most connections a soft open-files limit leaves room for.
- *
- * @param openFiles The soft RLIMIT_NOFILE.
- * @returns At least 1.
- */
 export function connectionRoom(openFiles: number): number {
   return Math.max(
     1,
@@ -92,7 +53,7 @@ export function connectionRoom(openFiles: number): number {
   );
 }
 
-/** Index just past the first CRLF CRLF in `bytes[0, end)`, searching from `from`; -1 if none. */
+/** Just past the first CRLF CRLF in `bytes[from, end)`; -1 if none. */
 function headEnd(bytes: Uint8Array, from: number, end: number): number {
   for (let i = Math.max(0, from); i + 3 < end; i++) {
     if (
@@ -101,6 +62,11 @@ function headEnd(bytes: Uint8Array, from: number, end: number): number {
     ) return i + 4;
   }
   return -1;
+}
+
+function drop(t: Tracked): void {
+  closeQuietly(t.conn);
+  closeQuietly(t.upstream);
 }
 
 function closeQuietly(conn: Deno.Conn | undefined): void {
@@ -116,38 +82,14 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));
 }
 
-/**
- * Serves `handler` behind a connection guard: header and idle timeouts, a
- * connection limit, and an accept loop that outlives "Too many open files".
- *
- * @param options Where to listen, the handler, and the limits.
- * @returns The running server.
- * @throws {Deno.errors.AddrInUse | Error} When the public listener cannot be opened.
- *
- * @example
- * ```ts ignore
- * await using server = serveGuarded({
- *   hostname: "127.0.0.1",
- *   port: 0,
- *   handler: () => new Response("ok"),
- *   headerTimeoutMs: 10_000,
- *   idleTimeoutMs: 120_000,
- *   maxConnections: 1024,
- * });
- * console.log(server.addr.port);
- * ```
- */
 export function serveGuarded(options: GuardedServeOptions): GuardedServer {
   return new GuardedServer(options);
 }
 
-/** A running guarded server. */
 export class GuardedServer implements AsyncDisposable {
-  /** The public listener's address. */
   readonly addr: Deno.NetAddr;
-  /** The connection limit in force (after capping to the open-files limit). */
+  /** After capping to the open-files limit. */
   readonly maxConnections: number;
-  /** Resolves once {@linkcode GuardedServer.shutdown} has finished. */
   readonly finished: Promise<void>;
   #listener: Deno.Listener<Deno.Conn, Deno.NetAddr>;
   #internal: Internal;
@@ -234,10 +176,7 @@ export class GuardedServer implements AsyncDisposable {
       if (
         (t.headDeadline !== undefined && now > t.headDeadline) ||
         now - t.lastActive > this.#idleTimeoutMs
-      ) {
-        closeQuietly(t.conn);
-        closeQuietly(t.upstream);
-      }
+      ) drop(t);
     }
   }
 
@@ -286,10 +225,7 @@ export class GuardedServer implements AsyncDisposable {
     }
   }
 
-  /**
-   * Reads until the end of the first request head (under TLS, the first bytes
-   * of the handshake); undefined when the client goes first.
-   */
+  /** Under TLS, the first bytes of the handshake; undefined when the client goes first. */
   async #readHead(t: Tracked): Promise<Uint8Array | undefined> {
     let buffer = new Uint8Array(HEAD_CHUNK);
     let length = 0;
@@ -312,7 +248,7 @@ export class GuardedServer implements AsyncDisposable {
     }
   }
 
-  /** Copies `from` → `to` until `from` ends; the client's end half-closes the upstream. */
+  /** The client's end half-closes the upstream. */
   async #pump(
     t: Tracked,
     from: Deno.Conn,
@@ -334,18 +270,11 @@ export class GuardedServer implements AsyncDisposable {
       // The response may still be on its way: half-close, let it come back.
       await to.closeWrite().catch(() => closeQuietly(to));
     } else {
-      closeQuietly(t.conn);
-      closeQuietly(t.upstream);
+      drop(t);
     }
   }
 
-  /**
-   * Serves every new connection with this PEM certificate (chain) and key;
-   * open connections keep the pair they began with.
-   *
-   * @throws {TypeError} When the guard serves plain HTTP.
-   * @throws {Error} When the pair is refused (the old one stays in force).
-   */
+  /** For new connections; open ones keep their pair. A refused pair leaves the old one in force. */
   replaceTls(tls: { cert: string; key: string }): void {
     if (!this.#tls) {
       throw new TypeError(
@@ -355,7 +284,6 @@ export class GuardedServer implements AsyncDisposable {
     this.#internal.replaceTls(tls);
   }
 
-  /** Stops accepting, closes every connection and the internal server. */
   async shutdown(): Promise<void> {
     if (!this.#closing) {
       this.#closing = true;
@@ -365,10 +293,7 @@ export class GuardedServer implements AsyncDisposable {
       } catch {
         // Already closed.
       }
-      for (const t of this.#tracked) {
-        closeQuietly(t.conn);
-        closeQuietly(t.upstream);
-      }
+      for (const t of this.#tracked) drop(t);
       await this.#accepting;
       await Promise.all([...this.#handlers]);
       await this.#internal.stop();

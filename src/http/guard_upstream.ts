@@ -11,26 +11,22 @@ import { FailureRun } from "../common/log_throttle.ts";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
 
-/** First wait before retrying a failed accept or a failed server; it doubles. */
 export const FIRST_BACKOFF_MS = 10;
-/** The longest such wait. */
 export const MAX_BACKOFF_MS = 1_000;
 
-/** One client connection's state, for the guard's sweep and for the internal server. */
 export interface Tracked {
   conn: Deno.Conn;
   upstream: Deno.Conn | undefined;
-  /** Before the head arrives: when it must have. After: undefined. */
+  /** Undefined once the head arrived. */
   headDeadline: number | undefined;
   lastActive: number;
-  /** The internal server's port it was connected to (a TLS pair each). */
+  /** The internal server it went to (a TLS pair each). */
   internalPort?: number;
 }
 
 /**
- * The internal `Deno.serve` on loopback, restarted when it fails. Under TLS it
- * terminates TLS; a new pair starts a new server for new connections, and the
- * old one serves its open connections until the last one ends.
+ * Restarted when it fails. A new TLS pair starts a new server for new
+ * connections; the old one serves its open connections until the last ends.
  */
 export class Internal {
   #handler: Deno.ServeHandler<Deno.NetAddr>;
@@ -57,7 +53,7 @@ export class Internal {
     this.#loop = this.#run();
   }
 
-  /** The port to connect to (waits while the server restarts). */
+  /** Waits while the server restarts. */
   port(): Promise<number> {
     return this.#ready.promise;
   }
@@ -103,12 +99,6 @@ export class Internal {
     }, (req, info) => this.#serve(req, info));
   }
 
-  /**
-   * Serves new connections with this TLS pair: a new server listens with it
-   * at once; the current one is retired once its last connection ends.
-   *
-   * @throws {Error} When `Deno.serve` refuses the pair (nothing changes).
-   */
   replaceTls(tls: { cert: string; key: string }): void {
     const current = this.#server;
     if (current === undefined) {
@@ -126,13 +116,11 @@ export class Internal {
     this.#closeIfUnused(current.addr.port);
   }
 
-  /** Notes which internal server a guard connection goes to. */
   attach(key: number, client: Tracked, port: number): void {
     client.internalPort = port;
     this.clients.set(key, client);
   }
 
-  /** Forgets a guard connection; the last one of a retired server closes it. */
   detach(key: number): void {
     const port = this.clients.get(key)?.internalPort;
     this.clients.delete(key);
@@ -177,7 +165,6 @@ export class Internal {
   }
 }
 
-/** A request whose handler threw: logged, answered with a plain 500. */
 function answerError(error: unknown): Response {
   log.error(`Cannot answer a request: ${oneLine(error)}`);
   return new Response("Internal Server Error", { status: 500 });

@@ -1,10 +1,9 @@
 /**
- * The management API as a plain function of a `Request`: tests call it without
- * a socket, `Deno.serve` calls it with one.
+ * The management API as a plain function of a `Request`.
  *
- * Folder `http/`: the management API's front: the handler, the connection
- * guard and its internal server, the open-files limit. The guard knows
- * sockets, not routes; the handler knows nothing of how engines are started.
+ * Folder `http/`: the handler, the connection guard, the open-files limit.
+ * The guard knows nothing of routes; the handler knows nothing of how engines
+ * are started.
  *
  * @module
  */
@@ -13,17 +12,14 @@ import type { EngineDetail } from "../supervision/engine_detail.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import type { Handler } from "../web.ts";
 
-/** What the management API reports on. */
 export interface ManagementState {
-  /** The configured engines, in request order. */
   engines: readonly EngineSupervisor[];
-  /** Every catalogue name; read per request, so a reload may replace it. */
+  /** Read per request: a reload may replace it. */
   catalogue: readonly string[];
-  /** How long one engine's health poll may take, in milliseconds. */
   pollTimeoutMs: number;
 }
 
-/** One engine's entry in `GET /models` (with `?detail=1`, its supervision facts too). */
+/** With `?detail=1`, the supervision facts too. */
 export interface ActiveModel extends Partial<EngineDetail> {
   verb: string;
   url: string;
@@ -47,12 +43,6 @@ function engineUrl(engine: EngineSupervisor, url: URL): string {
   return `http://${urlHost(url.hostname)}:${engine.port}/v1`;
 }
 
-/**
- * Builds the management API handler: `GET /health` and `GET /models`.
- *
- * @param state The engines and catalogue to report.
- * @returns A handler for `Deno.serve`.
- */
 export function createManagementHandler(state: ManagementState): Handler {
   const health = JSON.stringify({
     status: "ok",

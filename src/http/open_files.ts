@@ -1,18 +1,14 @@
 /**
- * The open-files limit (RLIMIT_NOFILE): read it, and raise the soft limit to
- * the hard one, as Go and Node.js do for every server.
- *
- * Deno has no getrlimit or setrlimit API. Deno itself raises the soft limit to
- * the hard one when it starts (2.x), so this mostly confirms what it got; when
- * it did not, util-linux's `prlimit` on our own pid does it. `prlimit` needs
- * only `--allow-run=prlimit`, where FFI would need `--allow-ffi` (which is all
- * permissions).
+ * The open-files limit: the soft one raised to the hard one, as Go and
+ * Node.js do. Deno has no getrlimit/setrlimit (it raises the limit itself at
+ * start in 2.x); util-linux's `prlimit` needs only `--allow-run=prlimit`,
+ * where FFI would need `--allow-ffi`, which is all permissions.
  *
  * @module
  */
 import { log } from "../common/log.ts";
 
-/** An open-files limit; `Infinity` when unlimited. */
+/** `Infinity` when unlimited. */
 interface OpenFilesLimit {
   soft: number;
   hard: number;
@@ -50,7 +46,6 @@ async function prlimit(args: string[], what: string): Promise<string> {
   return decoder.decode(output.stdout).trim();
 }
 
-/** This process's open-files limit; throws when `prlimit` is missing, not allowed or fails. */
 async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
   const out = await prlimit(
     ["--nofile", "--raw", "--noheadings", "--output=SOFT,HARD"],
@@ -71,18 +66,7 @@ async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
   return { soft, hard };
 }
 
-/**
- * Raises the soft limit to the hard one and logs the outcome in one line
- * (`open files: limit 65536 (raised from 1024), hard limit 65536`), or warns
- * that it could not be read.
- *
- * @returns The soft limit in force, or undefined when it is unknown.
- *
- * @example
- * ```ts ignore
- * const openFiles = await raiseAndReportOpenFiles(); // before engines start: they inherit it
- * ```
- */
+/** Before engines start, which inherit it; the soft limit in force, or undefined when unknown. */
 export async function raiseAndReportOpenFiles(): Promise<number | undefined> {
   try {
     const before = await readOpenFilesLimit();

@@ -45,7 +45,6 @@ import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
 import { Reloader } from "./reload.ts";
 import { Journal, journalPath } from "../supervision/journal.ts";
-import { loadInWorker } from "../catalogue/worker_load.ts";
 import { ReloadQueue } from "./reload_queue.ts";
 import { refusedReload, type ReloadResult } from "./reload_result.ts";
 
@@ -365,8 +364,6 @@ export class Semioserve implements AsyncDisposable {
           this.#gpus,
           "reload",
           running,
-          // The YAML parse off the loop that answers /health (npm:yaml is synchronous).
-          loadInWorker,
         ),
       supervisors,
       replace: (index, engine) =>

@@ -1,8 +1,6 @@
 /**
- * The status view's client: where the launcher is (flags, then the
- * launcher's own environment variables and defaults), whether it serves TLS
- * (its certificate pair under `<directory>/ssl/`), and one
- * `GET /models?detail=1`, every failure turned into one line.
+ * The status view's client: where the launcher is, whether it serves TLS,
+ * and one `GET /models?detail=1`, every failure one line.
  *
  * @module
  */
@@ -11,23 +9,15 @@ import { isWildcardHost, portIn, urlHost } from "../common/settings.ts";
 import { isModelsDetail, type ModelsDetail } from "./models_detail.ts";
 import { oneLine } from "../common/one_line.ts";
 
-/** Where and how to ask the launcher. Unset fields follow the launcher's own defaults. */
+/** Where and how to ask the launcher; unset fields follow the launcher's own defaults. */
 export interface StatusOptions {
-  /**
-   * The launcher's base URL (`https://gpu-7:5000`), instead of host, port and
-   * the TLS guess.
-   */
+  /** The base URL (`https://gpu-7:5000`), instead of host, port and the TLS guess. */
   url?: string;
-  /** The launcher's host; a wildcard (`0.0.0.0`, `::`) means this machine. @default {NUCLEUS_HOST, else "localhost"} */
+  /** A wildcard (`0.0.0.0`, `::`) means this machine. @default {NUCLEUS_HOST, else "localhost"} */
   host?: string;
-  /** The launcher's management port. @default {NUCLEUS_PORT, else 5000} */
+  /** The management port. @default {NUCLEUS_PORT, else 5000} */
   port?: number;
-  /**
-   * The launcher's root directory: HTTPS when `ssl/server.crt` and
-   * `ssl/server.key` are there, trusting `ssl/ca.crt` if present, else
-   * `ssl/server.crt`.
-   * @default {MY_LOCAL}
-   */
+  /** The root: HTTPS when `ssl/server.crt` and `.key` are there, trusting `ssl/ca.crt`, else the certificate. @default {MY_LOCAL} */
   directory?: string;
   /** A production token. @default {NUCLEUS_TOKEN} */
   token?: string;
@@ -36,8 +26,7 @@ export interface StatusOptions {
 }
 
 /**
- * The launcher could not be asked, or its answer was not the state:
- * nothing listening, a TLS failure, a 401, a wrong answer.
+ * The launcher could not be asked, or its answer was not the state.
  *
  * @example
  * ```ts
@@ -50,7 +39,7 @@ export class StatusError extends Error {
   /**
    * Creates the error.
    *
-   * @param message One line saying what failed and what to do.
+   * @param message One line: what failed and what to do.
    * @param options The underlying error, if any.
    */
   constructor(message: string, options?: ErrorOptions) {
@@ -61,9 +50,9 @@ export class StatusError extends Error {
 
 /** Where the launcher is and what the client trusts. */
 export interface Target {
-  /** The base URL, without a path: `http://localhost:5000`. */
+  /** Without a path: `http://localhost:5000`. */
   base: string;
-  /** The PEM file trusted for TLS, when one is. */
+  /** The PEM file trusted for TLS. */
   trusted?: string;
   /** Its text. */
   caCert?: string;
@@ -89,9 +78,17 @@ function readIfFile(path: string): string | undefined {
 }
 
 /**
- * Works out the launcher's base URL and the certificate to trust.
+ * The launcher's base URL and the certificate to trust.
  *
- * @throws {ConfigError} On a bad `NUCLEUS_PORT`, a bad URL, or a certificate that cannot be read.
+ * @param options Where the launcher is.
+ * @returns The target.
+ * @throws {ConfigError} On a bad `NUCLEUS_PORT` or URL, or an unreadable certificate.
+ *
+ * @example
+ * ```ts
+ * import { resolveTarget } from "@mymodel/serve/status";
+ * console.log(resolveTarget({ url: "http://gpu-7:5000" }).base); // http://gpu-7:5000
+ * ```
  */
 export function resolveTarget(options: StatusOptions = {}): Target {
   const directory = options.directory ?? env("MY_LOCAL");
@@ -144,21 +141,19 @@ export function resolveTarget(options: StatusOptions = {}): Target {
   return { base, ...trust };
 }
 
-/** Deno's error text for a failed fetch, with its cause's. */
 function errorText(error: unknown): string {
   return `${(error as Error)?.message ?? error} ${
     ((error as Error)?.cause as Error | undefined)?.message ?? ""
   }`;
 }
 
-/** A certificate the client does not trust: a TLS server, not a plain one. */
+/** A TLS server, not a plain one. */
 function isCertificateProblem(error: unknown): boolean {
   return /certificate|UnknownIssuer|NotValidForName|peer/i.test(
     errorText(error),
   );
 }
 
-/** Why a fetch failed, in a few words, from Deno's error text. */
 function networkProblem(error: unknown, target: Target): string {
   const text = errorText(error);
   if (/connection refused|ECONNREFUSED|os error 111/i.test(text)) {
@@ -183,14 +178,9 @@ function networkProblem(error: unknown, target: Target): string {
   return oneLine(text);
 }
 
-/** How long the plain-HTTP look at an https:// launcher waits, in milliseconds. */
 const PLAIN_LOOK_MS = 2_000;
 
-/**
- * Whether the launcher at an `https://` base answers plain HTTP at the same
- * host and port: a TLS handshake with a plain server fails, or hangs until
- * the timeout, and says nothing of why.
- */
+/** A TLS handshake with a plain server fails, or hangs until the timeout, saying nothing of why. */
 async function answersPlainHttp(base: string): Promise<boolean> {
   const url = new URL(base);
   url.protocol = "http:";
@@ -205,17 +195,25 @@ async function answersPlainHttp(base: string): Promise<boolean> {
   }
 }
 
-/** The line for an https:// launcher that answers plain HTTP. */
 function plainHttpProblem(base: string): string {
   const http = base.replace(/^https:/, "http:");
   return `TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url ${http}, or give the launcher its certificate pair in <directory>/ssl/)`;
 }
 
 /**
- * Asks the launcher for `GET /models?detail=1` and returns the answer as received.
+ * `GET /models?detail=1`, the answer as received.
  *
- * @throws {StatusError} When it cannot be reached, refuses, or answers something else.
+ * @param options Where the launcher is.
+ * @returns The answer.
+ * @throws {StatusError} When it cannot be asked or answers something else.
  * @throws {ConfigError} When the options or the environment cannot be used.
+ *
+ * @example
+ * ```ts
+ * import { fetchDetail } from "@mymodel/serve/status";
+ * const detail = await fetchDetail({ port: 5000 }).catch(() => undefined);
+ * console.log(Object.keys(detail?.active ?? {}));
+ * ```
  */
 export async function fetchDetail(
   options: StatusOptions = {},
@@ -270,31 +268,32 @@ export async function fetchDetail(
       );
     }
     const text = await response.text();
+    const cannot = (detail: string, options?: ErrorOptions) =>
+      new StatusError(
+        `Cannot read the launcher's state at ${target.base}: ${detail}`,
+        options,
+      );
     if (response.status === 401) {
-      throw new StatusError(
+      throw cannot(
         token === undefined
-          ? `Cannot read the launcher's state at ${target.base}: it answered 401: set NUCLEUS_TOKEN or --token-file`
-          : `Cannot read the launcher's state at ${target.base}: it answered 401 to the token given (expected a valid, unexpired token for its IDP_SECRET and IDP_ISSUER)`,
+          ? "it answered 401: set NUCLEUS_TOKEN or --token-file"
+          : "it answered 401 to the token given (expected a valid, unexpired token for its IDP_SECRET and IDP_ISSUER)",
       );
     }
     if (response.status !== 200) {
-      throw new StatusError(
-        `Cannot read the launcher's state at ${target.base}: it answered ${response.status} (expected 200 from GET /models?detail=1; is this the launcher?)`,
+      throw cannot(
+        `it answered ${response.status} (expected 200 from GET /models?detail=1; is this the launcher?)`,
       );
     }
+    const expected = "(expected the launcher's /models answer)";
     let body: unknown;
     try {
       body = JSON.parse(text);
     } catch (cause) {
-      throw new StatusError(
-        `Cannot read the launcher's state at ${target.base}: the answer is not JSON (expected the launcher's /models answer)`,
-        { cause },
-      );
+      throw cannot(`the answer is not JSON ${expected}`, { cause });
     }
     if (!isModelsDetail(body)) {
-      throw new StatusError(
-        `Cannot read the launcher's state at ${target.base}: the answer has no 'active' mapping (expected the launcher's /models answer)`,
-      );
+      throw cannot(`the answer has no 'active' mapping ${expected}`);
     }
     return body;
   } finally {

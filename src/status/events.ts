@@ -7,34 +7,22 @@
  */
 import { sleep } from "../common/sleep.ts";
 
-/** What `status --events` prints. */
 export interface EventsOptions {
-  /** The launcher's root directory. */
   directory: string;
-  /** Only this model's events (the launcher's own are kept). */
+  /** This model's events and the launcher's own. */
   model?: string;
-  /** Only events at or after this time (`Date.now()` time). */
+  /** Epoch milliseconds. */
   since?: number;
-  /** Print the lines as written. */
   json?: boolean;
-  /** Keep printing appended events until `signal` aborts. */
+  /** Until `signal` aborts. */
   follow?: boolean;
   signal?: AbortSignal;
-  /** Where lines go. @default {console.log} */
   print?: (line: string) => void;
 }
 
 const FOLLOW_POLL_MS = 500;
 
-/**
- * `30m`, `2h`, `45s`, `1d` as milliseconds; undefined when not such a text.
- *
- * @example
- * ```ts
- * import { durationMs } from "./events.ts";
- * console.assert(durationMs("30m") === 1_800_000);
- * ```
- */
+/** `30m`, `2h`, `45s`, `1d` as milliseconds. */
 export function durationMs(text: string): number | undefined {
   const m = /^(\d+(?:\.\d+)?)([smhd])$/.exec(text.trim());
   if (!m) return undefined;
@@ -42,10 +30,7 @@ export function durationMs(text: string): number | undefined {
   return Number(m[1]) * unit;
 }
 
-/**
- * One journal line for people: `08:40:01.123  tiny  backoff → failed
- * (bad-arguments)  exit: code 1 …`; undefined for a line that is not an event.
- */
+/** `08:40:01.123  tiny  backoff → failed  (bad-arguments)  exit: code 1 …` */
 export function eventText(line: string): string | undefined {
   let e;
   try {
@@ -66,11 +51,7 @@ export function eventText(line: string): string | undefined {
   ].filter((part) => part !== "").join("  ");
 }
 
-/**
- * Prints the journal.
- *
- * @returns 0, or 1 when the directory has no journal (one line on stderr).
- */
+/** 1 when the directory has no journal. */
 export async function showEvents(options: EventsOptions): Promise<number> {
   const path = `${options.directory}/logs/events.jsonl`;
   const print = options.print ?? console.log;

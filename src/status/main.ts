@@ -1,7 +1,6 @@
 /**
- * The status view's program: {@linkcode statusRows} for embedders, and
- * `main` (one table, `--json`, `--watch`, `--check`) for the command line:
- * its flags become options, a usage error one line (exit 2).
+ * The status view's program: {@linkcode statusRows} for embedders, `main`
+ * for the command line.
  *
  * @module
  */
@@ -14,25 +13,18 @@ import { renderTable, rowsOf, type StatusRow } from "./table.ts";
 import { durationMs, showEvents } from "./events.ts";
 
 /**
- * Asks a running launcher for its engines and returns one row per engine, in
- * request order.
+ * One row per engine of a running launcher, in request order.
  *
- * @param options Where the launcher is; unset fields follow its own defaults
- *   (`NUCLEUS_HOST`, `NUCLEUS_PORT`, `MY_LOCAL`, `NUCLEUS_TOKEN`).
+ * @param options Where the launcher is; unset fields follow its own defaults.
  * @returns The rows.
- * @throws {StatusError} When the launcher cannot be reached, refuses, or answers something else.
+ * @throws {StatusError} When the launcher cannot be asked or answers something else.
  * @throws {ConfigError} When an option or environment variable cannot be used.
  *
  * @example
  * ```ts
  * import { statusRows } from "@mymodel/serve/status";
- * try {
- *   const rows = await statusRows({ host: "localhost", port: 5000 });
- *   const down = rows.filter((row) => !row.healthy).map((row) => row.model);
- *   console.log(down.length === 0 ? "all healthy" : `not healthy: ${down}`);
- * } catch (error) {
- *   console.log((error as Error).message);
- * }
+ * const rows = await statusRows({ port: 5000 }).catch(() => []);
+ * console.log(rows.filter((row) => !row.healthy).map((row) => row.model));
  * ```
  */
 export async function statusRows(
@@ -41,7 +33,7 @@ export async function statusRows(
   return rowsOf(await fetchDetail(options));
 }
 
-/** Colour on a terminal only, and never with `NO_COLOR` set (no-color.org). */
+/** Never with `NO_COLOR` set (no-color.org). */
 function wantsColour(): boolean {
   const noColor = Deno.env.get("NO_COLOR");
   return (noColor === undefined || noColor === "") &&
@@ -69,7 +61,7 @@ function readToken(path: string): string {
   return token;
 }
 
-/** One answer, printed; returns whether every engine is healthy. */
+/** Whether every engine is healthy. */
 async function showOnce(
   options: StatusOptions,
   json: boolean,
@@ -87,7 +79,7 @@ async function showOnce(
  * Runs the status command line.
  *
  * @param args The command-line arguments.
- * @returns The exit code: 0 shown, 1 cannot ask, 2 usage error, 3 an engine not healthy (`--check`).
+ * @returns 0 shown, 1 cannot ask, 2 usage error, 3 an engine not healthy (`--check`).
  *
  * @example
  * ```ts
@@ -127,8 +119,23 @@ export async function main(
   }
 }
 
-/** `--events`: the journal of `--directory` (else `MY_LOCAL`), followed until SIGINT or SIGTERM. */
-async function events(cli: StatusCli): Promise<number> {
+/** `body`'s signal aborts on SIGINT or SIGTERM (when `listen`). */
+async function untilStopped<T>(
+  listen: boolean,
+  body: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  const signals: Deno.Signal[] = listen ? ["SIGINT", "SIGTERM"] : [];
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+  try {
+    return await body(stop.signal);
+  } finally {
+    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+  }
+}
+
+function events(cli: StatusCli): Promise<number> | number {
   const directory = cli.options.directory ?? Deno.env.get("MY_LOCAL");
   if (!directory) {
     console.error(
@@ -136,45 +143,28 @@ async function events(cli: StatusCli): Promise<number> {
     );
     return 1;
   }
-  const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
-  if (cli.follow) {
-    for (const signal of signals) Deno.addSignalListener(signal, onSignal);
-  }
-  try {
-    return await showEvents({
+  return untilStopped(cli.follow, (signal) =>
+    showEvents({
       directory,
       json: cli.json,
       follow: cli.follow,
-      signal: stop.signal,
+      signal,
       ...(cli.model === undefined ? {} : { model: cli.model }),
       ...(cli.since === undefined ? {} : { since: Date.now() - cli.since }),
-    });
-  } finally {
-    if (cli.follow) {
-      for (const signal of signals) {
-        Deno.removeSignalListener(signal, onSignal);
-      }
-    }
-  }
+    }));
 }
 
-/** Redraws every `seconds` until SIGINT or SIGTERM; a failed round shows its line and goes on. */
-async function watch(
+/** A failed round shows its line and goes on. */
+function watch(
   options: StatusOptions,
   seconds: number,
   json: boolean,
   colour: boolean,
 ): Promise<number> {
-  const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  const signals: Deno.Signal[] = ["SIGINT", "SIGTERM"];
-  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
   const terminal = Deno.stdout.isTerminal();
-  try {
-    while (!stop.signal.aborted) {
-      // Home and clear on a terminal; elsewhere (a pipe, a log) rounds follow each other.
+  return untilStopped(true, async (signal) => {
+    while (!signal.aborted) {
+      // Home and clear on a terminal; in a pipe or a log, rounds follow each other.
       if (terminal) console.log("\x1b[H\x1b[2J");
       console.log(`every ${seconds} s, ${new Date().toISOString()}`);
       try {
@@ -183,43 +173,29 @@ async function watch(
         if (error instanceof ConfigError) throw error;
         console.error((error as Error).message);
       }
-      await sleep(seconds * 1000, stop.signal);
+      await sleep(seconds * 1000, signal);
     }
     return 0;
-  } finally {
-    for (const signal of signals) {
-      Deno.removeSignalListener(signal, onSignal);
-    }
-  }
+  });
 }
 
-/** A command line that cannot be used (exit 2). */
-class StatusUsageError extends Error {
-  /** @param message One line naming the flag and what was expected. */
-  constructor(message: string) {
-    super(message);
-    this.name = "StatusUsageError";
-  }
-}
+/** Exit 2. */
+class StatusUsageError extends Error {}
 
-/** What the command line asks for. */
 interface StatusCli {
   help: boolean;
   json: boolean;
   check: boolean;
-  /** Seconds between redraws, when watching. */
   watch?: number;
-  /** A file holding the token, read when the command runs. */
   tokenFile?: string;
-  /** `--events`: print the journal instead; `--follow`, `--model`, `--since` (ms) shape it. */
   events: boolean;
   follow: boolean;
   model?: string;
+  /** Milliseconds. */
   since?: number;
   options: StatusOptions;
 }
 
-/** The usage text. */
 const STATUS_USAGE =
   `Usage: deno task status [--host H] [--port P] [--directory D] [--url URL]
     [--token-file FILE] [--json] [--watch SECONDS] [--check]
@@ -246,15 +222,10 @@ with --events, the journal of D/logs/events.jsonl instead (newest last).
 Exit codes: 0 shown (all healthy with --check), 1 cannot ask the launcher
 (or no journal), 2 usage error, 3 an engine is not healthy (--check).`;
 
-/**
- * Parses the status command line.
- *
- * @throws {StatusUsageError} On an unknown flag, a missing or bad value.
- */
 function parseStatusCli(args: readonly string[]): StatusCli {
-  let parsed;
+  let v;
   try {
-    parsed = parseArgs({
+    v = parseArgs({
       args: [...args],
       strict: true,
       allowPositionals: false,
@@ -273,84 +244,80 @@ function parseStatusCli(args: readonly string[]): StatusCli {
         since: { type: "string" },
         help: { type: "boolean", short: "h", default: false },
       },
-    });
+    }).values;
   } catch (error) {
     const first = (error as Error).message.split("\n")[0];
     throw new StatusUsageError(`Cannot parse the command line: ${first}`);
   }
-  const v = parsed.values;
+  const usage = (message: string) => new StatusUsageError(message);
   for (const key of ["host", "directory", "url", "token-file"] as const) {
-    if (v[key] !== undefined && v[key].trim() === "") {
-      throw new StatusUsageError(
-        `Cannot use --${key}: expected a non-empty value`,
-      );
+    if (v[key]?.trim() === "") {
+      throw usage(`Cannot use --${key}: expected a non-empty value`);
     }
   }
-  const options: StatusOptions = {};
-  if (v.host !== undefined) options.host = v.host;
-  if (v.directory !== undefined) options.directory = v.directory;
-  if (v.url !== undefined) {
-    if (v.host !== undefined || v.port !== undefined) {
-      throw new StatusUsageError(
-        "Cannot use --url with --host or --port (expected one way to say where the launcher is)",
-      );
-    }
-    options.url = v.url;
+  if (v.url !== undefined && (v.host !== undefined || v.port !== undefined)) {
+    throw usage(
+      "Cannot use --url with --host or --port (expected one way to say where the launcher is)",
+    );
   }
-  if (v.port !== undefined) {
-    const port = portIn(v.port);
-    if (port === undefined) {
-      throw new StatusUsageError(
-        `Cannot use --port ${
-          JSON.stringify(v.port)
-        }: expected an integer from 1 to 65535`,
-      );
-    }
-    options.port = port;
+  const port = v.port === undefined ? undefined : portIn(v.port);
+  if (v.port !== undefined && port === undefined) {
+    throw usage(
+      `Cannot use --port ${
+        JSON.stringify(v.port)
+      }: expected an integer from 1 to 65535`,
+    );
   }
-  const cli: StatusCli = {
-    help: v.help,
-    json: v.json,
-    check: v.check,
-    events: v.events,
-    follow: v.follow,
-    options,
-  };
   if (
     !v.events && (v.follow || v.model !== undefined || v.since !== undefined)
   ) {
-    throw new StatusUsageError(
+    throw usage(
       "Cannot use --follow, --model or --since without --events (expected --events)",
     );
   }
-  if (v.model !== undefined) cli.model = v.model;
-  if (v.since !== undefined) {
-    const ms = durationMs(v.since);
-    if (ms === undefined) {
-      throw new StatusUsageError(
-        `Cannot use --since ${
-          JSON.stringify(v.since)
-        }: expected a duration such as 45s, 30m, 2h or 1d`,
-      );
-    }
-    cli.since = ms;
+  const since = v.since === undefined ? undefined : durationMs(v.since);
+  if (v.since !== undefined && since === undefined) {
+    throw usage(
+      `Cannot use --since ${
+        JSON.stringify(v.since)
+      }: expected a duration such as 45s, 30m, 2h or 1d`,
+    );
   }
-  if (v.watch !== undefined) {
-    const seconds = Number(v.watch);
-    if (v.watch.trim() === "" || !Number.isFinite(seconds) || seconds < 0.5) {
-      throw new StatusUsageError(
-        `Cannot use --watch ${
-          JSON.stringify(v.watch)
-        }: expected seconds, 0.5 or more`,
-      );
-    }
-    if (v.check) {
-      throw new StatusUsageError(
-        "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
-      );
-    }
-    cli.watch = seconds;
+  const watch = v.watch === undefined ? undefined : Number(v.watch);
+  if (
+    v.watch !== undefined &&
+    !(v.watch.trim() !== "" && Number.isFinite(watch) && watch! >= 0.5)
+  ) {
+    throw usage(
+      `Cannot use --watch ${
+        JSON.stringify(v.watch)
+      }: expected seconds, 0.5 or more`,
+    );
   }
-  if (v["token-file"] !== undefined) cli.tokenFile = v["token-file"];
-  return cli;
+  if (watch !== undefined && v.check) {
+    throw usage(
+      "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
+    );
+  }
+  const { help, json, check, events, follow, model } = v;
+  const tokenFile = v["token-file"];
+  const options = { host: v.host, directory: v.directory, url: v.url, port };
+  return {
+    help,
+    json,
+    check,
+    events,
+    follow,
+    options: defined(options),
+    ...defined({ watch, tokenFile, model, since }),
+  };
+}
+
+/** Without its undefined fields, as `exactOptionalPropertyTypes` wants. */
+function defined<T extends object>(
+  fields: T,
+): { [K in keyof T]?: Exclude<T[K], undefined> } {
+  return Object.fromEntries(
+    Object.entries(fields).filter(([, value]) => value !== undefined),
+  ) as { [K in keyof T]?: Exclude<T[K], undefined> };
 }

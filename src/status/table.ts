@@ -1,11 +1,6 @@
 /**
- * The status table: one row per engine from a `/models?detail=1` answer, and
- * its text, aligned like `docker ps`, times as people read them ("4m ago",
+ * The status table: one row per engine, times as people read them ("4m ago",
  * "in 3s"), coloured only when asked.
- *
- * Folder `status/`: the status view, a client of the management API. It
- * knows nothing of how engines are started or supervised: only the JSON the
- * launcher answers (`models_detail.ts`).
  *
  * @module
  */
@@ -17,31 +12,31 @@ import type {
 } from "./models_detail.ts";
 import { alignColumns } from "../common/columns.ts";
 
-/** One engine as the status view shows it; values as the launcher reported them. */
+/** One engine as the launcher reported it (`-`, `unknown` or null where it did not). */
 export interface StatusRow {
   /** The catalogue name. */
   model: string;
-  /** What the model does, `-` when not reported. */
+  /** What the model does. */
   verb: string;
-  /** The lifecycle state (`starting`, `ready`, `waiting`, ...), `unknown` when not reported. */
+  /** The lifecycle state. */
   state: string;
-  /** Why a `waiting` engine waits (`gpu-memory-free`), else null. */
+  /** Why a `waiting` engine waits (`gpu-memory-free`). */
   waitingFor: string | null;
-  /** True when the engine's `/health` answered 200 during the request. */
+  /** The engine answered `/health` during the request. */
   healthy: boolean;
-  /** The engine process's pid, or null while none runs. */
+  /** The engine's pid. */
   pid: number | null;
-  /** Devices handed to the engine, `[]` for none, null when not placed or not reported. */
+  /** `[]` for none, null when not placed. */
   gpus: readonly string[] | null;
-  /** Restarts since the launcher started, or null when not reported. */
+  /** Since the launcher started. */
   restarts: number | null;
-  /** ISO time of the last state change, or null. */
+  /** The last state change. */
   since: string | null;
-  /** How the last run ended, or null. */
+  /** How the last run ended. */
   lastExit: WireLastExit | null;
-  /** ISO time of the next start while in backoff, or null. */
+  /** The next start, in backoff. */
   nextRestart: string | null;
-  /** While starting, when the launcher reports one: the load phase, its start and progress. */
+  /** While starting: the load phase, its start and progress. */
   load?: {
     phase: string;
     since: string | null;
@@ -60,10 +55,7 @@ export function shortDuration(ms: number): string {
   return `${Math.floor(s / 86400)}d`;
 }
 
-/**
- * An ISO time relative to `now`: `4m ago`, `in 3s`, `just now` within a
- * second either way; `-` for no time and the text itself when it is not a time.
- */
+/** `4m ago`, `in 3s`, `just now` within a second; `-` for none, the text itself when not a time. */
 export function relativeTime(
   iso: string | null | undefined,
   now: number,
@@ -78,7 +70,6 @@ export function relativeTime(
     : `in ${shortDuration(delta)}`;
 }
 
-/** The column titles, in order. */
 export const COLUMNS = [
   "MODEL",
   "VERB",
@@ -129,7 +120,7 @@ function rowOf(model: string, engine: WireEngine): StatusRow {
   };
 }
 
-/** The rows of an answer, in the launcher's order (request order). */
+/** In request order. */
 export function rowsOf(detail: ModelsDetail): StatusRow[] {
   return Object.entries(detail.active).map(([model, engine]) =>
     rowOf(model, engine ?? {})
@@ -189,7 +180,6 @@ export function stateText(row: StatusRow, now: number): string {
   return row.state;
 }
 
-/** The cells of one row, as plain text. */
 function cells(row: StatusRow, now: number): string[] {
   return [
     row.model,
@@ -224,15 +214,24 @@ function stateColour(state: string): string {
 
 /** How to render the table. */
 export interface RenderOptions {
-  /** Now, in epoch milliseconds, for the relative times. */
+  /** Epoch milliseconds, for the relative times. */
   now: number;
   /** ANSI colours for the title, STATE and HEALTHY. @default {false} */
   color?: boolean;
 }
 
 /**
- * The table as text, one line per engine under a title line, columns padded
- * to their widest cell and separated by three spaces; no trailing spaces.
+ * The table as text, aligned like `docker ps`.
+ *
+ * @param rows The rows.
+ * @param options The time and colours.
+ * @returns One title line and one line per engine.
+ *
+ * @example
+ * ```ts
+ * import { renderTable } from "@mymodel/serve/status";
+ * console.log(renderTable([], { now: Date.now() })); // the title line alone
+ * ```
  */
 export function renderTable(
   rows: readonly StatusRow[],

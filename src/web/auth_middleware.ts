@@ -2,15 +2,12 @@
  * Production authentication: an HS512 JWT on every request, checked before
  * any route runs.
  *
- * Folder `web/`: what wraps any handler: production authentication (JWT, token
- * cache, credentials, failure reasons), TLS files, security headers and the
- * mode (`OpsStance`); public through `web.ts`. It knows nothing of `serve`,
- * the catalogue, engines or routes.
+ * Folder `web/`: what wraps any handler (JWT, credentials, TLS files,
+ * security headers, the mode); public through `web.ts`. It knows nothing of
+ * `serve`, the catalogue, engines or routes.
  *
  * @module
  */
-
-import type { JWTPayload } from "jose";
 import { log } from "../common/log.ts";
 import { urlHost } from "../common/settings.ts";
 import {
@@ -32,7 +29,6 @@ import {
   loggedPath,
   setSecurityHeaders,
 } from "./security_headers.ts";
-import { TokenCache } from "./token_cache.ts";
 
 /** Settings of {@linkcode AuthMiddleware}. */
 export interface AuthOptions {
@@ -52,30 +48,21 @@ export interface AuthOptions {
    * @default {0}
    */
   leewaySeconds?: number;
-  /**
-   * Most verified tokens remembered (least recently used out). A remembered
-   * token skips the signature check; its `exp` and `nbf` are checked again on
-   * every use.
-   *
-   * @default {1024}
-   */
-  tokenCacheSize?: number;
 }
 
 /**
- * The options given to {@linkcode AuthMiddleware} cannot work: the message
- * names the setting (`IDP_SECRET`, `IDP_ISSUER`, ...) and what is expected.
+ * The options given to {@linkcode AuthMiddleware} cannot work; the message
+ * names the setting (`IDP_SECRET`, `IDP_ISSUER`, ...).
  *
  * @example
  * ```ts
  * import { AuthConfigError, AuthMiddleware } from "@mymodel/serve/web";
  * import assert from "node:assert";
  *
- * try {
- *   new AuthMiddleware({ secret: "", issuer: "https://idp.example" });
- * } catch (error) {
- *   assert(error instanceof AuthConfigError);
- * }
+ * assert.throws(
+ *   () => new AuthMiddleware({ secret: "", issuer: "https://idp.example" }),
+ *   AuthConfigError,
+ * );
  * ```
  */
 export class AuthConfigError extends TypeError {
@@ -92,13 +79,10 @@ export class AuthConfigError extends TypeError {
 }
 
 const DEFAULT_AUDIENCE = "nexus";
-const DEFAULT_CACHE_SIZE = 1024;
 const encoder = new TextEncoder();
-
-/** The options object only {@linkcode AuthMiddleware.development} passes, known by identity. */
+/** Passed only by {@linkcode AuthMiddleware.development}, known by identity. */
 const DEVELOPMENT: AuthOptions = Object.freeze({ secret: "", issuer: "" });
 
-/** The verify-only key of a secret, warning when HS512 would want it longer. */
 function verifyKeyOf(secret: string): Promise<CryptoKey> {
   const secretBytes = encoder.encode(secret).length;
   if (secretBytes < MIN_SECRET_BYTES) {
@@ -107,8 +91,7 @@ function verifyKeyOf(secret: string): Promise<CryptoKey> {
     );
   }
   const key = importVerifyKey(secret);
-  // Awaited per request; this only keeps a failed import from going
-  // unhandled before the first request arrives.
+  // Awaited per request; this keeps a failed import from going unhandled before then.
   key.catch(() => {});
   return key;
 }
@@ -119,7 +102,7 @@ function unauthorized(req: Request): Response {
     "www-authenticate": "Bearer",
   });
   // Used on its own, the middleware still answers like the API: scanners
-  // flag a 401 without the security headers (and without HSTS over HTTPS).
+  // flag a 401 without the security headers.
   setSecurityHeaders(headers, req.url.startsWith("https:"));
   return new Response("Unauthorized", { status: 401, headers });
 }
@@ -133,66 +116,42 @@ function describePeer(info: Deno.ServeHandlerInfo | undefined): string {
   return ` from ${addr.transport}`;
 }
 
-/** The fixed reason and the log text of a verification failure. */
-function describeFailure(
-  error: unknown,
-): { kind: AuthFailureReason; reason: string } {
-  return error instanceof TokenError
-    ? { kind: error.kind, reason: error.reason }
-    : { kind: "other", reason: "verification failed" };
-}
-
 /**
  * Refuses every request that does not carry a valid HS512 JWT, before the
- * wrapped handler (and so before any route) runs.
+ * wrapped handler runs: `Authorization: Bearer <token>`, or `?auth=<token>`
+ * on a websocket upgrade. `iss` must equal the issuer, `aud` equal (or
+ * contain) the audience, `exp` be finite and in the future, `nbf`/`iat` not
+ * in the future. A refusal answers `401 Unauthorized` with
+ * `WWW-Authenticate: Bearer` and the security headers, is counted by reason
+ * ({@linkcode AuthMiddleware.failures}) and logged at most once per reason
+ * in 10 s, then as a count (never the token).
  *
- * Plain HTTP requests carry `Authorization: Bearer <token>`; websocket upgrade
- * requests carry `?auth=<token>` instead. The token must be a compact JWS
- * signed with HS512 and the shared secret, with `iss` equal to the issuer,
- * `aud` equal to (or containing) the audience, a finite `exp` in the future,
- * and `nbf`/`iat`, when present, not in the future. Any failure answers
- * `401` with the body `Unauthorized`, `WWW-Authenticate: Bearer` and the
- * security headers. Every refusal is counted by reason
- * ({@linkcode AuthMiddleware.failures}); the log gets the first refusal of
- * each reason in a 10 s window, then one line counting the rest (never the
- * token).
- *
- * A token that passed every check is remembered (by its exact text, at most
- * `tokenCacheSize` of them): its next uses skip the signature check and are
- * answered without a promise, but `exp` and `nbf` are checked every time.
- *
- * @example Protect a handler
+ * @example
  * ```ts
  * import { AuthMiddleware } from "@mymodel/serve/web";
  * import assert from "node:assert";
  *
- * const auth = new AuthMiddleware({
- *   secret: "a".repeat(64),
- *   issuer: "https://idp.example",
- * });
- * const handler = auth.wrap(() => new Response("models"));
- * const response = await handler(new Request("http://localhost/models"));
+ * const auth = new AuthMiddleware({ secret: "a".repeat(64), issuer: "https://idp.example" });
+ * const response = await auth.wrap(() => new Response("models"))(
+ *   new Request("http://localhost/models"),
+ * );
  * assert.strictEqual(response.status, 401);
- * assert.strictEqual(await response.text(), "Unauthorized");
  * ```
  */
 export class AuthMiddleware {
-  // All three undefined in development.
+  // Both undefined in development.
   #key: Promise<CryptoKey> | undefined;
   #verifyOptions: VerifyTokenOptions | undefined;
-  #cache: TokenCache | undefined;
   #failures = Object.fromEntries(
     AUTH_FAILURE_REASONS.map((reason) => [reason, 0]),
   ) as Record<AuthFailureReason, number>;
 
   /**
-   * Validates the options at once and imports the key (once, verify only).
+   * Validates the options at once and imports the key (verify only).
    *
    * @param options The secret, issuer, audience and leeway.
-   * @throws {AuthConfigError} When the secret (`IDP_SECRET`) or the issuer
-   * (`IDP_ISSUER`) is missing or empty, the audience is empty, or the leeway
-   * is not a finite number of seconds >= 0, or the token cache size is not
-   * an integer >= 1.
+   * @throws {AuthConfigError} When the secret or the issuer is missing or
+   *   empty, the audience is empty, or the leeway is not a finite number >= 0.
    */
   constructor(options: AuthOptions) {
     if (options === DEVELOPMENT) return;
@@ -201,7 +160,6 @@ export class AuthMiddleware {
     const issuer: unknown = options?.issuer;
     const audience: unknown = options?.audience ?? DEFAULT_AUDIENCE;
     const leewaySeconds: unknown = options?.leewaySeconds ?? 0;
-    const cacheSize: unknown = options?.tokenCacheSize ?? DEFAULT_CACHE_SIZE;
     if (typeof secret !== "string" || secret === "") {
       throw new AuthConfigError(
         "Cannot enable authentication: the JWT secret (IDP_SECRET) is missing or empty",
@@ -225,35 +183,14 @@ export class AuthMiddleware {
         "Cannot enable authentication: leewaySeconds must be a finite number >= 0",
       );
     }
-    if (
-      typeof cacheSize !== "number" || !Number.isInteger(cacheSize) ||
-      cacheSize < 1
-    ) {
-      throw new AuthConfigError(
-        "Cannot enable authentication: tokenCacheSize must be an integer >= 1",
-      );
-    }
     this.#verifyOptions = { issuer, audience, leewaySeconds };
-    this.#cache = new TokenCache({ capacity: cacheSize, leewaySeconds });
     this.#key = verifyKeyOf(secret);
   }
 
   /**
    * Verifies every later request with a new secret (a rotated
-   * `IDP_SECRET_FILE`): tokens signed with the old one are refused from now
-   * on, and the verified-token cache is emptied.
-   *
-   * @param secret The new shared secret, non-empty.
-   * @throws {AuthConfigError} When the secret is empty, or the middleware is
-   *   the development pass-through.
-   *
-   * @example
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   *
-   * const auth = new AuthMiddleware({ secret: "a".repeat(64), issuer: "https://idp.example" });
-   * auth.rotateSecret("b".repeat(64));
-   * ```
+   * `IDP_SECRET_FILE`); an {@linkcode AuthConfigError} when it is empty or in
+   * development.
    */
   rotateSecret(secret: string): void {
     if (!this.enabled) {
@@ -267,111 +204,37 @@ export class AuthMiddleware {
       );
     }
     this.#key = verifyKeyOf(secret);
-    this.#cache?.clear();
   }
 
-  /**
-   * A pass-through for development: {@linkcode AuthMiddleware.wrap} returns
-   * the handler unchanged and no request is checked.
-   *
-   * @returns A disabled middleware.
-   *
-   * @example
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * import assert from "node:assert";
-   *
-   * const auth = AuthMiddleware.development();
-   * function handler(): Response {
-   *   return new Response("ok");
-   * }
-   * assert(auth.wrap(handler) === handler);
-   * ```
-   */
+  /** A pass-through for development: {@linkcode AuthMiddleware.wrap} returns the handler itself. */
   static development(): AuthMiddleware {
     return new AuthMiddleware(DEVELOPMENT);
   }
 
-  /**
-   * Whether requests are checked (false for
-   * {@linkcode AuthMiddleware.development}).
-   *
-   * @returns `true` in production.
-   *
-   * @example
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * import assert from "node:assert";
-   *
-   * assert.strictEqual(AuthMiddleware.development().enabled, false);
-   * ```
-   */
+  /** Whether requests are checked (false in development). */
   get enabled(): boolean {
     return this.#key !== undefined;
   }
 
-  /**
-   * Refusals so far, counted by reason over every handler this middleware
-   * wrapped (all zero in development). A frozen snapshot: read it again for
-   * newer counts. The metrics (`mymodel_auth_failures_total{reason}`) read it.
-   *
-   * @returns One count per {@linkcode AuthFailureReason}.
-   *
-   * @example Count refusals by reason
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * import assert from "node:assert";
-   *
-   * const auth = new AuthMiddleware({
-   *   secret: "a".repeat(64),
-   *   issuer: "https://idp.example",
-   * });
-   * const handler = auth.wrap(() => new Response("ok"));
-   * await handler(new Request("http://localhost/health"));
-   * assert.strictEqual(auth.failures.missing, 1);
-   * assert(Object.isFrozen(auth.failures));
-   * ```
-   */
+  /** Refusals so far by reason, over every wrapped handler: a frozen snapshot. */
   get failures(): AuthFailures {
     return Object.freeze({ ...this.#failures });
   }
 
   /**
-   * Wraps a handler so it only runs for requests with a valid token.
-   *
-   * Each wrapped handler keeps its own log window per reason; the counts in
-   * {@linkcode AuthMiddleware.failures} are shared.
+   * Wraps a handler so it only runs for requests with a valid token. Each
+   * wrapped handler has its own log window; the counts are shared.
    *
    * @param handler The protected handler.
    * @returns The checking handler, or `handler` itself when disabled.
-   *
-   * @example Serve a protected handler
-   * ```ts
-   * import { AuthMiddleware } from "@mymodel/serve/web";
-   * import assert from "node:assert";
-   *
-   * const auth = new AuthMiddleware({
-   *   secret: "a shared secret of at least 64 bytes, as HS512 wants, ...........",
-   *   issuer: "https://idp.example",
-   * });
-   * await using server = Deno.serve(
-   *   { hostname: "127.0.0.1", port: 0, onListen: () => {} },
-   *   auth.wrap(() => new Response("ok")),
-   * );
-   * const response = await fetch(`http://127.0.0.1:${server.addr.port}/health`);
-   * assert.strictEqual(response.status, 401);
-   * assert.strictEqual(response.headers.get("www-authenticate"), "Bearer");
-   * await response.body?.cancel();
-   * ```
    */
   wrap(handler: Handler): Handler {
-    const cache = this.#cache;
     const verifyOptions = this.#verifyOptions;
-    if (!this.#key || !cache || !verifyOptions) return handler;
-    // Read per request: rotateSecret() replaces the key.
-    const currentKey = () => this.#key as Promise<CryptoKey>;
+    if (!this.#key || !verifyOptions) return handler;
     const failures = this.#failures;
     const throttle = new LogThrottle({ write: log.warn });
+    // Read per request: rotateSecret() replaces the key.
+    const currentKey = () => this.#key!;
 
     function refuse(
       req: Request,
@@ -390,45 +253,21 @@ export class AuthMiddleware {
       return unauthorized(req);
     }
 
-    const verifyThenHandle = async (
-      req: Request,
-      info: Deno.ServeHandlerInfo | undefined,
-      token: string,
-    ): Promise<Response> => {
-      let claims: JWTPayload;
-      const key = currentKey();
-      try {
-        claims = await verifyToken(token, await key, verifyOptions);
-      } catch (error) {
-        const { kind, reason } = describeFailure(error);
-        return refuse(req, info, kind, reason);
-      }
-      // Only now, every check passed. verifyToken made sure exp (and nbf,
-      // when present) are finite numbers. A token verified with a key
-      // rotated away meanwhile is served once, not remembered.
-      if (currentKey() === key) {
-        cache.add(token, { exp: claims.exp as number, nbf: claims.nbf });
-      }
-      return await handler(req, info);
-    };
-
-    // Not async: a remembered token is answered without a promise.
-    return function authenticated(
+    return async function authenticated(
       req: Request,
       info?: Deno.ServeHandlerInfo,
-    ): Response | Promise<Response> {
+    ): Promise<Response> {
       const found = extractToken(req);
       if ("reason" in found) return refuse(req, info, found.kind, found.reason);
-      let known: boolean;
       try {
-        known = cache.check(found.token, Date.now() / 1000);
+        await verifyToken(found.token, await currentKey(), verifyOptions);
       } catch (error) {
-        const { kind, reason } = describeFailure(error);
+        const { kind, reason } = error instanceof TokenError
+          ? error
+          : { kind: "other" as const, reason: "verification failed" };
         return refuse(req, info, kind, reason);
       }
-      return known
-        ? handler(req, info)
-        : verifyThenHandle(req, info, found.token);
+      return await handler(req, info);
     };
   }
 }

@@ -1,14 +1,12 @@
 /**
- * Finds the one token a request carries: `Authorization: Bearer <token>` on
- * plain HTTP requests, `?auth=<token>` on websocket upgrades, never both.
- * What is wrong with the credentials is said without quoting them.
+ * The one token a request carries: `Authorization: Bearer <token>`, or
+ * `?auth=<token>` on a websocket upgrade, never both. A reason never quotes
+ * the credentials.
  *
  * @module
  */
-
 import type { AuthFailureReason } from "./auth_failures.ts";
 
-/** The token a request carries, or why it carries none (or too many). */
 export type Credentials =
   | { token: string }
   | { reason: string; kind: AuthFailureReason };
@@ -25,16 +23,8 @@ function malformed(reason: string): Credentials {
   return { reason, kind: "malformed" };
 }
 
-/**
- * Picks the one token a request carries, or explains (for the log) why it
- * carries none or too many. Never returns a part of the token in a reason.
- *
- * @param req The request.
- * @returns The token, or the reason and its kind.
- */
 export function extractToken(req: Request): Credentials {
   const authorization = req.headers.get("authorization");
-  // A Request's URL always parses: the Request constructor checked it.
   const query = new URL(req.url).searchParams.getAll("auth");
   const upgrade =
     req.headers.get("upgrade")?.trim().toLowerCase() === "websocket";

@@ -1,23 +1,14 @@
 /**
- * The token layer: strict verification of compact HS512 JWTs. No HTTP here;
- * `auth_middleware.ts` takes the token from a request (through
- * `credentials.ts`) and turns every failure into one plain 401.
- *
- * jose's `jwtVerify` does the signature and the standard claim checks. The
- * checks around it close the gaps jose leaves open on its own (see
- * docs/security.md, "Token checks, case by case"): a size cap before any
- * parsing, the segment count, the base64url alphabet, an exact `alg`, no
- * `crit`/`b64`, a finite `exp` strictly in the future, `nbf`/`iat` not in the
- * future, and every error type caught.
+ * Strict verification of compact HS512 JWTs; no HTTP here. jose's
+ * `jwtVerify` checks the signature and standard claims; the checks around it
+ * close the gaps it leaves (docs/security.md, "Token checks, case by case").
  *
  * @module
  */
-
 import { errors, jwtVerify } from "jose";
 import type { JWTPayload } from "jose";
 import type { AuthFailureReason } from "./auth_failures.ts";
 
-/** The only accepted signature algorithm. */
 const ALGORITHM = "HS512";
 
 /** Longest accepted token, in bytes (checked before anything is decoded). */
@@ -30,21 +21,13 @@ const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const strictDecoder = new TextDecoder("utf-8", { fatal: true });
 const encoder = new TextEncoder();
 
-/** The refusal reasons a token (as opposed to a request) can earn. */
 export type TokenFailure = Exclude<AuthFailureReason, "missing">;
 
-/**
- * A token was refused. `reason` is a short, fixed description for the log; it
- * never holds the token nor any part of it. `kind` sorts it into the fixed
- * set the metrics count.
- */
+/** `reason` is safe to log: it never holds any part of the token. */
 export class TokenError extends Error {
-  /** Which of the fixed refusal reasons this is. */
   readonly kind: TokenFailure;
-  /** Why the token was refused, safe to log. */
   readonly reason: string;
 
-  /** `reason` must not contain the token. */
   constructor(kind: TokenFailure, reason: string, options?: ErrorOptions) {
     super(`Cannot accept the token: ${reason}`, options);
     this.name = "TokenError";
@@ -53,19 +36,14 @@ export class TokenError extends Error {
   }
 }
 
-/** What a token must carry to be accepted. */
 export interface VerifyTokenOptions {
-  /** Exact value of the `iss` claim. */
   issuer: string;
-  /** Value `aud` must equal (or, for an array, contain). */
   audience: string;
-  /** Clock skew allowed on `exp`, `nbf` and `iat`, in seconds. */
   leewaySeconds: number;
-  /** Current time in seconds since the epoch (tests); defaults to the clock. */
+  /** Seconds since the epoch (tests); the clock by default. */
   now?: number;
 }
 
-/** The shared secret (its UTF-8 bytes) as an HMAC SHA-512 key that can only verify. */
 export function importVerifyKey(secret: string): Promise<CryptoKey> {
   return crypto.subtle.importKey(
     "raw",
@@ -77,27 +55,20 @@ export function importVerifyKey(secret: string): Promise<CryptoKey> {
 }
 
 function decodeSegment(segment: string, label: string): unknown {
-  let bytes: Uint8Array;
+  let step = "base64url";
   try {
-    bytes = Uint8Array.fromBase64(segment, {
+    const bytes = Uint8Array.fromBase64(segment, {
       alphabet: "base64url",
       lastChunkHandling: "loose",
     });
-  } catch (cause) {
-    throw new TokenError("malformed", `${label} is not valid base64url`, {
-      cause,
-    });
-  }
-  let text: string;
-  try {
-    text = strictDecoder.decode(bytes);
-  } catch (cause) {
-    throw new TokenError("malformed", `${label} is not valid UTF-8`, { cause });
-  }
-  try {
+    step = "UTF-8";
+    const text = strictDecoder.decode(bytes);
+    step = "JSON";
     return JSON.parse(text);
   } catch (cause) {
-    throw new TokenError("malformed", `${label} is not valid JSON`, { cause });
+    throw new TokenError("malformed", `${label} is not valid ${step}`, {
+      cause,
+    });
   }
 }
 
@@ -105,10 +76,7 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-/**
- * Checks the shape of a compact JWS before jose sees it, and its header.
- * Returns nothing: jose parses the token again, this only refuses early.
- */
+/** Refuses early: jose parses the token again. */
 function checkStructure(token: string): void {
   if (token.length === 0) throw new TokenError("malformed", "empty token");
   // Any character outside base64url and "." is refused below, so the length
@@ -129,14 +97,10 @@ function checkStructure(token: string): void {
         : `${segments.length} segment(s), expected 3`,
     );
   }
-  const [header, payload, signature] = segments as [string, string, string];
-  for (
-    const [label, segment] of [
-      ["header", header],
-      ["payload", payload],
-      ["signature", signature],
-    ] as const
-  ) {
+  const [header, , signature] = segments as [string, string, string];
+  const labels = ["header", "payload", "signature"];
+  for (const [i, segment] of segments.entries()) {
+    const label = labels[i];
     if (segment.length === 0) {
       // An empty signature is refused after the header, so an `alg: none`
       // token is logged as such.
@@ -239,29 +203,23 @@ function describeJoseError(error: unknown): string {
   return "unknown failure while verifying";
 }
 
-/** Sorts what jose threw into the fixed set of refusal reasons. */
+const JOSE_FAILURES: Readonly<Record<string, TokenFailure>> = {
+  ERR_JWS_SIGNATURE_VERIFICATION_FAILED: "signature",
+  ERR_JOSE_ALG_NOT_ALLOWED: "signature",
+  ERR_JWT_EXPIRED: "expired",
+  ERR_JWT_CLAIM_VALIDATION_FAILED: "claims",
+  ERR_JWS_INVALID: "malformed",
+  ERR_JWT_INVALID: "malformed",
+};
+
 function classifyJoseError(error: unknown): TokenFailure {
-  if (!(error instanceof errors.JOSEError)) return "other";
-  switch (error.code) {
-    case "ERR_JWS_SIGNATURE_VERIFICATION_FAILED":
-    case "ERR_JOSE_ALG_NOT_ALLOWED":
-      return "signature";
-    case "ERR_JWT_EXPIRED":
-      return "expired";
-    case "ERR_JWT_CLAIM_VALIDATION_FAILED":
-      return "claims";
-    case "ERR_JWS_INVALID":
-    case "ERR_JWT_INVALID":
-      return "malformed";
-    default:
-      return "other";
-  }
+  return error instanceof errors.JOSEError &&
+      Object.hasOwn(JOSE_FAILURES, error.code)
+    ? JOSE_FAILURES[error.code]!
+    : "other";
 }
 
-/**
- * Verifies a compact HS512 JWT and returns its claims. Every failure, whatever
- * threw it, comes out as a {@linkcode TokenError}.
- */
+/** Every failure, whatever threw it, comes out as a {@linkcode TokenError}. */
 export async function verifyToken(
   token: string,
   key: CryptoKey,

@@ -1,23 +1,17 @@
 /**
- * The one place that sets the security headers of every management API
- * answer (the OWASP REST guidance for JSON APIs): no sniffing, no caching, no
- * framing, no active content, and HSTS over HTTPS.
+ * The security headers of every management API answer (OWASP's REST
+ * guidance): no sniffing, caching, framing or active content; HSTS over HTTPS.
  *
  * @module
  */
-
 import { log } from "../common/log.ts";
 
-/**
- * A request handler, shaped like the one `Deno.serve` takes; `info` is
- * optional so tests can call it with a bare `Request`.
- */
+/** A `Deno.serve` handler; `info` is optional so tests can pass a bare `Request`. */
 export type Handler = (
   req: Request,
   info?: Deno.ServeHandlerInfo,
 ) => Response | Promise<Response>;
 
-/** Headers every answer carries, over HTTP and HTTPS. */
 const SECURITY_HEADERS = Object.entries({
   "x-content-type-options": "nosniff",
   "cache-control": "no-store",
@@ -31,22 +25,13 @@ export interface SecurityHeadersOptions {
   https: boolean;
 }
 
-/**
- * Sets the security headers on `headers`, replacing values already there.
- *
- * @param headers Mutable headers of an answer being built.
- * @param https Add HSTS too.
- */
 export function setSecurityHeaders(headers: Headers, https: boolean): void {
   for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
   // Over HTTPS only: a browser must not take HSTS from plain HTTP.
   if (https) headers.set("strict-transport-security", "max-age=31536000");
 }
 
-/**
- * Sets the headers in place, or on a copy where they are immutable
- * (`Response.error()`, `Response.redirect()`, fetched responses).
- */
+/** On a copy where the headers are immutable (`Response.error()`, `redirect()`, fetched responses). */
 function secureResponse(response: Response, https: boolean): Response {
   try {
     setSecurityHeaders(response.headers, https);
@@ -81,12 +66,18 @@ function internalError(req: Request, error: unknown, https: boolean): Response {
 
 /**
  * Wraps a handler so every answer carries the security headers, a `500` for
- * an exception included (logged in one line, without the query). A handler
- * that answers synchronously stays synchronous: no promise per request.
+ * an exception included (logged in one line, without the query). A
+ * synchronous handler stays synchronous.
  *
  * @param handler The handler to wrap.
  * @param options Whether the server answers over HTTPS.
  * @returns The wrapping handler.
+ *
+ * @example
+ * ```ts
+ * import { withSecurityHeaders } from "@mymodel/serve/web";
+ * const handler = withSecurityHeaders(() => new Response("ok"), { https: false });
+ * ```
  */
 export function withSecurityHeaders(
   handler: Handler,

@@ -1,11 +1,9 @@
 /**
- * TLS for the management API: the PEM certificate and key `Deno.serve` takes,
- * read from `<directory>/ssl/` and checked to belong together. Public through
- * `web.ts`.
+ * TLS for the management API: the PEM pair `Deno.serve` takes, read from
+ * `<directory>/ssl/` and checked to belong together.
  *
  * @module
  */
-
 import { join } from "node:path";
 // node:crypto is loaded only when TLS files exist: it costs a launcher that
 // serves plain HTTP several MiB of resident memory for nothing.
@@ -18,19 +16,13 @@ import { InputError } from "../common/config_error.ts";
 
 /** Settings of {@linkcode SSLConfig.fromDirectory}. */
 export interface SSLConfigOptions {
-  /**
-   * Development mode: `ssl/ca.crt`, when present, is appended to the served
-   * certificate and exposed as {@linkcode SSLConfig.ca}.
-   *
-   * @default {false}
-   */
+  /** Development mode: a present `ssl/ca.crt` is appended to the served chain. @default {false} */
   devMode?: boolean;
 }
 
 /**
- * TLS cannot be configured from the files found. The message is one line,
- * `Cannot configure TLS: <file>: <what is wrong>`; the underlying error is
- * kept as `cause`.
+ * TLS cannot be configured from the files found:
+ * `Cannot configure TLS: <file>: <what is wrong>`.
  *
  * @example
  * ```ts
@@ -43,11 +35,10 @@ export interface SSLConfigOptions {
  */
 export class SSLConfigError extends InputError {
   /**
-   * Creates the error; the message becomes
-   * `Cannot configure TLS: <file>: <problem>`.
+   * Creates the error.
    *
    * @param file The file (or files) at fault.
-   * @param problem What is wrong with it, and what is expected.
+   * @param problem What is wrong, and what is expected.
    * @param options The underlying error, kept as `cause`.
    */
   constructor(file: string, problem: string, options?: ErrorOptions) {
@@ -56,7 +47,6 @@ export class SSLConfigError extends InputError {
   }
 }
 
-/** What `error` says, as the problem with `file`. */
 function failed(file: string, problem: string, error: unknown): SSLConfigError {
   return new SSLConfigError(file, `${problem}: ${oneLine(error)}`, {
     cause: error,
@@ -165,22 +155,19 @@ function warnAboutKeyLog(): void {
  * ```
  */
 export class SSLConfig {
-  /**
-   * The PEM chain to serve: `server.crt`, followed in development mode by
-   * `ca.crt` when present, so clients can build the path.
-   */
+  /** The PEM chain to serve: `server.crt`, then (development) `ca.crt`. */
   declare readonly cert: string;
-  /** The PEM private key (`server.key`). */
+  /** The PEM private key. */
   declare readonly key: string;
-  /** Contents of `ca.crt` (development mode only, when present). */
+  /** `ca.crt` (development mode, when present). */
   declare readonly ca?: string;
   /** Path of `server.crt`. */
   declare readonly certFile: string;
   /** Path of `server.key`. */
   declare readonly keyFile: string;
-  /** The served certificate's serial number, as hex digits (`server.crt`). */
+  /** The certificate's serial number, as hex digits. */
   declare readonly serial: string;
-  /** Path of `ca.crt`, when it was used. */
+  /** Path of `ca.crt`, when used. */
   declare readonly caFile?: string;
 
   private constructor(fields: SSLConfig) {
@@ -192,19 +179,14 @@ export class SSLConfig {
    *
    * @param directory The directory holding the `ssl` folder.
    * @param options `devMode` to serve `ssl/ca.crt` along.
-   * @returns The configuration, or `undefined` when neither file exists
-   * (serve plain HTTP).
-   * @throws {SSLConfigError} When only one of the two files exists, a file
-   * cannot be read or is not PEM, or the certificate and key do not match.
+   * @returns The configuration, or `undefined` when neither file exists.
+   * @throws {SSLConfigError} When one file is missing, unreadable or not
+   *   PEM, or the key does not belong to the certificate.
    *
-   * @example No ssl folder means plain HTTP
+   * @example
    * ```ts
    * import { SSLConfig } from "@mymodel/serve/web";
-   * import assert from "node:assert";
-   *
-   * const directory = await Deno.makeTempDir();
-   * assert.strictEqual(await SSLConfig.fromDirectory(directory), undefined);
-   * await Deno.remove(directory);
+   * console.log(await SSLConfig.fromDirectory("/nonexistent")); // undefined
    * ```
    */
   static async fromDirectory(
@@ -218,16 +200,13 @@ export class SSLConfig {
       isPresent(keyFile),
     ]);
     if (!hasCert && !hasKey) return undefined;
-    if (!hasKey) {
+    if (!hasKey || !hasCert) {
+      const [missing, found] = hasKey
+        ? [certFile, keyFile]
+        : [keyFile, certFile];
       throw new SSLConfigError(
-        keyFile,
-        `missing (found ${certFile}; both files are needed for HTTPS)`,
-      );
-    }
-    if (!hasCert) {
-      throw new SSLConfigError(
-        certFile,
-        `missing (found ${keyFile}; both files are needed for HTTPS)`,
+        missing,
+        `missing (found ${found}; both files are needed for HTTPS)`,
       );
     }
     const cert = await readPem(certFile);
@@ -278,11 +257,7 @@ export class SSLConfig {
   }
 }
 
-/**
- * A serial number as certificate tools print it: whole bytes of lowercase
- * hex (`0c3c…`, as `openssl x509 -serial`), where `serialNumber` drops a
- * leading zero nibble (`c3c…`).
- */
+/** Whole bytes, as `openssl x509 -serial` prints it: `serialNumber` drops a leading zero nibble. */
 function serialHex(serialNumber: string): string {
   const hex = serialNumber.toLowerCase();
   return hex.length % 2 === 1 ? `0${hex}` : hex;

@@ -79,10 +79,10 @@ Deno.test("systemd hands the secrets over as credentials, read through the _FILE
   assert.ok(env.includes("LOCAL_ENGINE_API_KEY_FILE=%d/engine-api-key"));
   assert.ok(!env.some((e) => /^IDP_SECRET=|^LOCAL_ENGINE_API_KEY=/.test(e)));
   // The launcher may read the credential directory, nothing else outside its
-  // root, catalogue and own modules (src/: a reload's catalogue Worker loads them).
+  // root and catalogue.
   assert.equal(
     flag(execStart, "--allow-read"),
-    "/srv/mymodel,/opt/mymodel-serve/catalogue,/opt/mymodel-serve/src,%d",
+    "/srv/mymodel,/opt/mymodel-serve/catalogue,%d",
   );
 });
 

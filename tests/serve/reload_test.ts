@@ -433,7 +433,7 @@ Deno.test("reload: a rotated secret accepts new tokens and refuses old ones; a n
     await s.launcher.ready();
     const old = await token(first);
     assert.equal(await status(s.port, old), 200);
-    assert.equal(await status(s.port, old), 200, "now remembered");
+    assert.equal(await status(s.port, old), 200, "used again");
     const beta = await pidOf(s, 2);
     await Deno.writeTextFile(`${secrets}/idp`, second);
     await Deno.writeTextFile(`${secrets}/key`, "key-two");

@@ -10,7 +10,7 @@ import { ALLOW_RUN, compileArgs, explainFailure } from "../../tools/compile.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));
 
-Deno.test("compile bakes in the narrowed permissions and embeds the catalogue and its worker module", () => {
+Deno.test("compile bakes in the narrowed permissions and embeds the catalogue", () => {
   const args = compileArgs({ root: "/srv/mymodel", output: "out/serve" });
   assert.deepEqual(args, [
     "compile",
@@ -22,20 +22,12 @@ Deno.test("compile bakes in the narrowed permissions and embeds the catalogue an
     "--allow-write=/srv/mymodel",
     "--include",
     "catalogue/",
-    "--include",
-    "src/catalogue/catalogue_worker.ts",
     "--output",
     "out/serve",
     "mod.ts",
   ]);
   assert.ok(!args.includes("-A") && !args.includes("--allow-all"));
   assert.equal(ALLOW_RUN.split(",").length, 7);
-  // The worker module loadInWorker starts, which no static import reaches.
-  assert.ok(Deno.statSync(`${REPO}/src/catalogue/catalogue_worker.ts`).isFile);
-  assert.match(
-    Deno.readTextFileSync(`${REPO}/src/catalogue/worker_load.ts`),
-    /new URL\("\.\/catalogue_worker\.ts", import\.meta\.url\)/,
-  );
 });
 
 Deno.test("a runtime that cannot be downloaded is explained in one line", () => {
