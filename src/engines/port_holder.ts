@@ -1,28 +1,19 @@
-/**
- * Which process listens on a TCP port, for the port-in-use error: the
- * listening socket's inode from `/proc/net/tcp*`, the process holding a
- * descriptor to `socket:[<inode>]`, its name from `/proc/<pid>/comm`; only
- * this user's processes can be found. Under narrowed permissions the same
- * files are read through `sh` (as `proc.ts` does).
- *
- * @module
- */
+// Which process listens on a TCP port: the socket's inode from
+// `/proc/net/tcp*`, the process holding `socket:[<inode>]`, its name from
+// `/proc/<pid>/comm`; only this user's processes can be found. Under narrowed
+// permissions the same files are read through `sh`.
 import { canReadDirectly } from "./proc.ts";
 
-/** A process listening on a port. */
-export interface PortHolder {
+interface PortHolder {
   pid: number;
-  /** Its name (`/proc/<pid>/comm`), empty when it could not be read. */
+  /** Empty when it could not be read. */
   command: string;
 }
 
-/** `st` of a socket in LISTEN state, in `/proc/net/tcp*`. */
+// `st` of a socket in LISTEN state.
 const LISTEN = "0A";
 
-/**
- * The inodes of the sockets listening on `port` (any local address), from
- * the text of `/proc/net/tcp` or `/proc/net/tcp6`, header line included.
- */
+/** From the text of `/proc/net/tcp` or `/proc/net/tcp6`, header included. */
 export function listeningInodes(table: string, port: number): string[] {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
   const out: string[] = [];
@@ -76,10 +67,8 @@ function direct(port: number): PortHolder[] {
   return out;
 }
 
-/**
- * POSIX sh: the LISTEN inodes of port $1 (4 hex digits), then for each the
- * processes whose descriptors point at it, as `<pid> <comm>` lines.
- */
+// POSIX sh: the LISTEN inodes of port $1 (4 hex digits), then the processes
+// whose descriptors point at each, as `<pid> <comm>` lines.
 const SCRIPT = `for t in /proc/net/tcp /proc/net/tcp6; do
   [ -r "$t" ] || continue
   while read -r _ local _ st _ _ _ _ _ inode _; do
@@ -113,7 +102,7 @@ function throughShell(port: number): PortHolder[] {
   return out;
 }
 
-/** The processes listening on a TCP port, lowest pid first; empty when nothing can be known. */
+/** Lowest pid first; empty when nothing can be known. */
 export function portHolders(port: number): PortHolder[] {
   const found = canReadDirectly() ? direct(port) : throughShell(port);
   const unique = new Map<number, PortHolder>();

@@ -1,26 +1,19 @@
-/**
- * Reads process facts from `/proc/<pid>/stat`: state, process group and start
- * time. Deno asks for `--allow-all` to read anything under `/proc`, so under
- * narrowed permissions the same lines are read through `sh` (which the
- * launcher's watchdog needs anyway) with the shell's own `read`.
- *
- * @module
- */
+// `/proc/<pid>/stat`: state, process group, start time. Deno asks for
+// `--allow-all` to read anything under `/proc`, so under narrowed permissions
+// the same lines are read through `sh` with the shell's own `read`.
 
-/** What `/proc/<pid>/stat` says of one process. */
 export interface ProcStat {
   pid: number;
-  /** One letter: R, S, D, Z (zombie), T (stopped) … */
+  /** R, S, D, Z (zombie), T (stopped) … */
   state: string;
-  /** Process group id. */
   pgid: number;
-  /** The command name (`comm`, at most 15 characters), e.g. `python3`. */
+  /** At most 15 characters, e.g. `python3`. */
   comm: string;
-  /** Start time in clock ticks since boot (field 22), as text. */
+  /** Clock ticks since boot (field 22), as text. */
   startTime: string;
 }
 
-/** Parses one stat line; the name (field 2) may hold spaces and parentheses. */
+// The name (field 2) may hold spaces and parentheses.
 function parse(line: string): ProcStat | undefined {
   const close = line.lastIndexOf(")");
   if (close < 0) return undefined;
@@ -38,7 +31,6 @@ function parse(line: string): ProcStat | undefined {
 
 let direct: boolean | undefined;
 
-/** Whether `/proc` can be read without a shell (only with `--allow-all`); asked once. */
 export function canReadDirectly(): boolean {
   if (direct === undefined) {
     try {
@@ -51,7 +43,6 @@ export function canReadDirectly(): boolean {
   return direct;
 }
 
-/** The stat lines of these files, or of every process's; by `sh` under narrowed permissions. */
 function statLines(paths: string[] | undefined): string[] {
   if (canReadDirectly()) {
     paths ??= [...Deno.readDirSync("/proc")]
@@ -83,10 +74,7 @@ function statLines(paths: string[] | undefined): string[] {
   }
 }
 
-/**
- * The stats of the processes named, or of every process when none are named
- * (one shell run under narrowed permissions); a pid with no process is missing.
- */
+/** Every process's when none are named; a pid with no process is missing. */
 export function procStats(pids?: readonly number[]): Map<number, ProcStat> {
   const paths = pids?.filter((pid) => pid > 0).map((p) => `/proc/${p}/stat`);
   const out = new Map<number, ProcStat>();

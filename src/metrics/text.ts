@@ -1,10 +1,5 @@
-/**
- * The launcher's metrics as Prometheus text exposition format (version 0.0.4),
- * rendered from a plain snapshot. Pure: no clock, no files, no processes.
- *
- * @module
- */
-
+// The metrics as Prometheus text exposition format 0.0.4, from a plain
+// snapshot. Pure.
 import {
   ENGINE_STATES,
   type EngineState,
@@ -22,91 +17,53 @@ import {
 
 export { AUTH_FAILURE_REASONS, type AuthFailureReason };
 
-/** Facts about the launcher itself. */
 export interface LauncherMetrics {
-  /** The package version, e.g. `0.1.0`. */
   version: string;
-  /** The mode the management API runs in. */
   mode: "development" | "production";
-  /** Whether the management API serves HTTPS. */
   tls: boolean;
-  /**
-   * The management API's port. It labels the launcher's own families so that
-   * several launchers sharing one `metrics/` directory never write the same
-   * series twice (node_exporter's textfile collector rejects duplicates).
-   */
+  // Labels the launcher's own families, so that launchers sharing one
+  // metrics/ directory never write the same series twice (node_exporter's
+  // textfile collector rejects duplicates).
   port: number;
-  /** When the launcher started, in Unix seconds. */
   startTimeSeconds: number;
-  /**
-   * Warnings the start-up checks gave: weights that may not fit the GPU
-   * memory their engine may use, unknown engine flags, unreadable weights.
-   * Absent: no sample.
-   */
   startWarnings?: number | undefined;
 }
 
-/** Facts about one engine (one catalogue model being served). */
+// An absent field gives no sample.
 export interface EngineMetrics {
-  /** The model's name in the catalogue. */
   model: string;
-  /** The card's verb, e.g. `chat` or `embed`. */
   verb: string;
-  /** The engine kind, e.g. `vllm`. */
   engine: string;
-  /** The engine's port. */
   port: number;
-  /** The devices handed to the engine; `[]` for none, `null` when not placed. */
+  /** `[]` for none, `null` when not placed. */
   gpus: readonly string[] | null;
-  /** Whether the last health poll answered 200. */
   up: boolean;
-  /** Restarts since the launcher started. */
   restarts: number;
-  /** How long the last health poll took, in seconds; absent before the first poll. */
   healthPollSeconds?: number | undefined;
-  /** When the current engine process started, in Unix seconds; absent while none runs. */
   startTimeSeconds?: number | undefined;
-  /** The lifecycle state (`waiting`, `starting`, `ready` …); absent: no state family sample. */
   state?: EngineState | undefined;
-  /** The current run's GPU memory per device, in MiB; absent or null when unknown. */
   gpuMemoryMiB?: Readonly<Record<string, number>> | null | undefined;
-  /** Seconds held by the GPU start gate per reason; absent for engines not on GPUs. */
   startWaitSeconds?: Readonly<Partial<Record<WaitReason, number>>> | undefined;
-  /** Runs ended so far, by cause; absent: no samples. */
   exits?: Readonly<Partial<Record<ExitCause, number>>> | undefined;
-  /** While starting: the load phase, when known. */
   phase?: LoadPhase | null | undefined;
 }
 
-/** Reloads (SIGHUP or `Semioserve.reload()`) since the launcher started. */
 export interface ReloadMetrics {
-  /** Reloads that took effect. */
   ok: number;
-  /** Reloads refused (nothing changed). */
   refused: number;
-  /** When the last reload took effect, in Unix seconds; absent before one did. */
   lastOkSeconds?: number | undefined;
 }
 
-/** Everything one metrics file says, at one moment. */
 export interface MetricsSnapshot {
-  /** The launcher's own facts. */
   launcher: LauncherMetrics;
-  /** One entry per engine, in any order (rendering sorts them). */
+  /** In any order: rendering sorts them. */
   engines: readonly EngineMetrics[];
-  /**
-   * Refused production requests by reason (missing reasons count 0). Rendered
-   * only in production mode.
-   */
+  /** Rendered only in production mode; missing reasons count 0. */
   authFailures?:
     | Readonly<Partial<Record<AuthFailureReason, number>>>
     | undefined;
-  /** Reload counts; their families are rendered only when present. */
   reloads?: ReloadMetrics | undefined;
-  /**
-   * When the file was written, in Unix seconds: a gauge an alert can age (a
-   * launcher killed outright leaves its file behind). Absent: no family.
-   */
+  /** A gauge an alert can age: a launcher killed outright leaves its file behind. */
   updatedSeconds?: number | undefined;
 }
 
@@ -117,7 +74,6 @@ interface Sample {
   value: number;
 }
 
-/** Escapes a label value: backslash, double quote and line feed, as the format requires. */
 function escapeLabelValue(value: string): string {
   return value.replaceAll("\\", "\\\\").replaceAll('"', '\\"').replaceAll(
     "\n",
@@ -125,7 +81,7 @@ function escapeLabelValue(value: string): string {
   );
 }
 
-/** Formats a sample value the way Prometheus' Go parser reads floats. */
+// As Prometheus' Go parser reads floats.
 function formatValue(value: number): string {
   if (Number.isNaN(value)) return "NaN";
   if (value === Infinity) return "+Inf";
@@ -148,7 +104,6 @@ function family(
   return text;
 }
 
-/** One sample per engine that has a value, labelled with its model. */
 function perModel(
   engines: readonly EngineMetrics[],
   value: (engine: EngineMetrics) => number | undefined,
@@ -164,25 +119,13 @@ function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
   return a.port - b.port;
 }
 
-/**
- * Renders a snapshot as Prometheus text exposition format: `# HELP` and
- * `# TYPE` for every family, families in a fixed order, engines sorted by
- * model, labels in a fixed order, no timestamps (node_exporter's textfile
- * collector refuses them). The same snapshot always gives the same text; a
- * family whose facts are absent has no samples, or is left out. docs/ lists
- * the families.
- *
- * The `gpus` label of `mymodel_engine_up` is empty both for `gpus: 0` and
- * when placement is off: Prometheus reads an empty label value as no label.
- *
- * @param snapshot The facts to render.
- * @returns The file's text, ending with a line feed.
- */
+// No timestamps: node_exporter's textfile collector refuses them. The `gpus`
+// label is empty both for `gpus: 0` and unplaced engines: Prometheus reads an
+// empty label value as no label.
 export function renderMetrics(snapshot: MetricsSnapshot): string {
   const engines = [...snapshot.engines].sort(byModelThenPort);
   const { launcher } = snapshot;
   const launcherPort = ["port", String(launcher.port)] as const;
-  /** The one sample of a launcher family, none when the value is absent. */
   function ofLauncher(value: number | undefined): Sample[] {
     return value === undefined ? [] : [{ labels: [launcherPort], value }];
   }

@@ -1,26 +1,8 @@
-/**
- * The flags a Python `argparse` help lists (vLLM's `vllm serve --help=all`,
- * SGLang's `launch_server --help`). Its option lines are indented by two
- * spaces and hold the flags, comma-separated, each with its metavar:
- * `  --max-model-len MAX_MODEL_LEN, -ml MAX_MODEL_LEN` or
- * `  --enable-prefix-caching, --no-enable-prefix-caching`; the help text
- * follows after two spaces or on the next lines, indented further (CPython's
- * `Lib/argparse.py`, `HelpFormatter._format_action_invocation`). Pure.
- *
- * @module
- */
+// The flags a Python argparse help lists (vLLM, SGLang): option lines
+// indented by two spaces, flags comma-separated each with its metavar, help
+// after two spaces or on later lines indented further (CPython's
+// `Lib/argparse.py`, `HelpFormatter._format_action_invocation`).
 
-/**
- * Every flag an argparse help text lists, dashes included, in order.
- *
- * @param text The help text.
- * @returns The flags; `[]` when none is found.
- *
- * @example
- * ```ts ignore
- * argparseFlags("options:\n  -tp TP, --tensor-parallel-size TP  How many GPUs.\n"); // ["-tp", "--tensor-parallel-size"]
- * ```
- */
 export function argparseFlags(text: string): string[] {
   const flags: string[] = [];
   for (const line of text.split("\n")) {

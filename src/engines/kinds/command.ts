@@ -1,15 +1,9 @@
-/**
- * The `command` kind: the card's own argv template, its `{model}`, `{host}`,
- * `{port}`, `{name}` and `{api_key}` filled in. The launcher knows nothing of
- * the program: it is not placed on GPUs and its flags are not checked.
- *
- * @module
- */
+// The `command` kind: the card's own argv template, filled in. Not placed on
+// GPUs, flags not checked.
 import type { EngineContext, EngineKind } from "./engine_kind.ts";
 
 const PLACEHOLDER = /\{(model|host|port|name|api_key)\}/g;
 
-/** The card's command after its executable, filled in, then its args. */
 function templateArgv(ctx: EngineContext): string[] {
   const values: Record<string, string> = {
     model: ctx.model,
@@ -36,7 +30,6 @@ function templateArgv(ctx: EngineContext): string[] {
   return [...out, ...ctx.card.args];
 }
 
-/** The `command` kind. */
 export const COMMAND: EngineKind = {
   name: "command",
   title: "command",

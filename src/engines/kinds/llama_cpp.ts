@@ -1,27 +1,11 @@
-/**
- * llama.cpp's `llama-server -m FILE.gguf …` (or `-hf USER/REPO:QUANT`): one
- * GGUF file, one GPU. Its help (`common/arg.cpp`, `common_arg::to_string`)
- * prints each option from the first column, aliases comma-separated, the
- * value hint after them, the help text from column 40:
- * `-c,    --ctx-size N                     size of the prompt context`;
- * negations are listed as flags of their own (`--mmap, --no-mmap`).
- *
- * @module
- */
+// llama.cpp's `llama-server -m FILE.gguf …` (or `-hf USER/REPO:QUANT`): one
+// GGUF file, one GPU.
 import type { EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 
-/**
- * Every flag a `llama-server --help` text lists, dashes included, in order.
- *
- * @param text The help text.
- * @returns The flags; `[]` when none is found.
- *
- * @example
- * ```ts ignore
- * llamaServerFlags("-c,    --ctx-size N                     size of the prompt context\n"); // ["-c", "--ctx-size"]
- * ```
- */
+// Its help (`common/arg.cpp`, `common_arg::to_string`) prints each option
+// from the first column, aliases comma-separated, the value hint after them,
+// the help text from column 40; negations are flags of their own.
 export function llamaServerFlags(text: string): string[] {
   const flags: string[] = [];
   for (const line of text.split("\n")) {
@@ -36,7 +20,7 @@ export function llamaServerFlags(text: string): string[] {
   return flags;
 }
 
-/** Picks the GGUF file among a directory's files: the only one, or the first shard of a split model. */
+// The only GGUF file, or the first shard of a split model.
 function singleGguf(dir: string, names: readonly string[]): string {
   const files = names.filter((name) => name.endsWith(".gguf"));
   files.sort();
@@ -56,7 +40,6 @@ function singleGguf(dir: string, names: readonly string[]): string {
   );
 }
 
-/** The llama.cpp kind. */
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
   title: "llama.cpp",

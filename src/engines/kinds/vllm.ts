@@ -1,12 +1,5 @@
-/**
- * vLLM: `vllm serve MODEL …`. It takes `gpu-memory-utilization` (default 0.9)
- * of each device's total memory, on `tensor-parallel-size` ×
- * `pipeline-parallel-size` × data-parallel devices; with
- * `distributed-executor-backend ray`, Ray places its workers. Flags from
- * `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
- *
- * @module
- */
+// vLLM: `vllm serve MODEL …`. Flags from `vllm/engine/arg_utils.py`
+// (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
@@ -18,11 +11,8 @@ const PP = ["--pipeline-parallel-size", "-pp"];
 const SHARE = "--gpu-memory-utilization";
 const DEFAULT_SHARE = 0.9;
 
-/**
- * Ray's backend leaves placement to Ray; else TP × PP × data-parallel whole
- * devices when above 1 (`data-parallel-size-local` replaces
- * `data-parallel-size`: only those replicas run here); else a share of one.
- */
+// Ray's backend leaves placement to Ray; `data-parallel-size-local` replaces
+// `data-parallel-size`: only those replicas run here.
 function devices(args: readonly string[]): EngineDevices {
   if (flagValue(args, ["--distributed-executor-backend"])?.value === "ray") {
     return {
@@ -63,7 +53,6 @@ function devices(args: readonly string[]): EngineDevices {
   return { kind: "share", share, from: `gpu-memory-utilization ${share}` };
 }
 
-/** The vLLM kind. */
 export const VLLM: EngineKind = {
   name: "vllm",
   title: "vLLM",
