@@ -123,18 +123,19 @@ export class EngineLog implements AsyncDisposable {
   async #writeOut(bytes: Uint8Array): Promise<void> {
     try {
       const file = await this.#open();
-      if (this.#lost > 0) {
-        const note = encoder.encode(
+      const out = this.#lost === 0 ? bytes : concat([
+        encoder.encode(
           `--- ${
             new Date().toISOString()
           } log: ${this.#lost} bytes of engine output were lost (the log could not be written)\n`,
-        );
-        this.#lost = 0;
-        await writeAll(file, note);
-        this.#size += note.length;
+        ),
+        bytes,
+      ]);
+      this.#lost = 0;
+      for (let done = 0; done < out.length;) {
+        done += await file.write(out.subarray(done));
       }
-      await writeAll(file, bytes);
-      this.#size += bytes.length;
+      this.#size += out.length;
       if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
         await this.#rotate();
       }
@@ -149,14 +150,9 @@ export class EngineLog implements AsyncDisposable {
 
   async #open(): Promise<Deno.FsFile> {
     if (this.#file) return this.#file;
-    const file = await Deno.open(this.path, {
-      append: true,
-      create: true,
-      write: true,
-    });
+    const file = await Deno.open(this.path, { append: true, create: true });
     this.#size = (await file.stat()).size;
-    this.#file = file;
-    return file;
+    return this.#file = file;
   }
 
   async #rotate(): Promise<void> {
@@ -191,19 +187,11 @@ export class EngineLog implements AsyncDisposable {
 
 function concat(chunks: Uint8Array[]): Uint8Array {
   if (chunks.length === 1) return chunks[0]!;
-  let length = 0;
-  for (const chunk of chunks) length += chunk.length;
-  const out = new Uint8Array(length);
+  const out = new Uint8Array(chunks.reduce((sum, c) => sum + c.length, 0));
   let at = 0;
   for (const chunk of chunks) {
     out.set(chunk, at);
     at += chunk.length;
   }
   return out;
-}
-
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  for (let done = 0; done < bytes.length;) {
-    done += await file.write(bytes.subarray(done));
-  }
 }

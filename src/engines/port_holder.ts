@@ -2,7 +2,7 @@
 // `/proc/net/tcp*`, the process holding `socket:[<inode>]`, its name from
 // `/proc/<pid>/comm`; only this user's processes can be found. Under narrowed
 // permissions the same files are read through `sh`.
-import { canReadDirectly } from "./proc.ts";
+import { canReadDirectly, shLines } from "./proc.ts";
 
 interface PortHolder {
   pid: number;
@@ -83,23 +83,10 @@ done 2>/dev/null
 
 function throughShell(port: number): PortHolder[] {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
-  let stdout: Uint8Array;
-  try {
-    ({ stdout } = new Deno.Command("sh", {
-      args: ["-c", SCRIPT, "port-holder", hex],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "null",
-    }).outputSync());
-  } catch {
-    return []; // no sh, or not allowed: nothing can be known
-  }
-  const out: PortHolder[] = [];
-  for (const line of new TextDecoder().decode(stdout).split("\n")) {
+  return shLines(SCRIPT, ["port-holder", hex]).flatMap((line) => {
     const match = /^(\d+) ?(.*)$/.exec(line);
-    if (match) out.push({ pid: Number(match[1]), command: match[2]! });
-  }
-  return out;
+    return match ? [{ pid: Number(match[1]), command: match[2]! }] : [];
+  });
 }
 
 /** Lowest pid first; empty when nothing can be known. */

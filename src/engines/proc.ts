@@ -56,21 +56,24 @@ function statLines(paths: string[] | undefined): string[] {
       }
     });
   }
+  return shLines(
+    'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
+    ["proc", ...paths ?? ["/proc/[0-9]*/stat"]],
+  );
+}
+
+/** What a POSIX `sh` script prints, by line; none without sh or leave to run it. */
+export function shLines(script: string, args: readonly string[]): string[] {
   try {
     const { stdout } = new Deno.Command("sh", {
-      args: [
-        "-c",
-        'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
-        "proc",
-        ...paths ?? ["/proc/[0-9]*/stat"],
-      ],
+      args: ["-c", script, ...args],
       stdin: "null",
       stdout: "piped",
       stderr: "null",
     }).outputSync();
     return new TextDecoder().decode(stdout).split("\n").filter(Boolean);
   } catch {
-    return []; // no sh, or not allowed: nothing can be known
+    return [];
   }
 }
 

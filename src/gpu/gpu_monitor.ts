@@ -50,15 +50,11 @@ export class GpuMonitor {
       readonly now?: () => number;
     } = {},
   ) {
-    this.#options = {
-      ...(options.env === undefined ? {} : { env: options.env }),
-      ...(options.timeoutMs === undefined
-        ? {}
-        : { timeoutMs: options.timeoutMs }),
-    };
-    this.#query = options.query ?? queryGpus;
-    this.#maxBackoffMs = options.maxBackoffMs ?? 60_000;
-    this.#now = options.now ?? (() => performance.now());
+    const { query, maxBackoffMs, now, ...queryOptions } = options;
+    this.#options = queryOptions;
+    this.#query = query ?? queryGpus;
+    this.#maxBackoffMs = maxBackoffMs ?? 60_000;
+    this.#now = now ?? (() => performance.now());
   }
 
   /** One whole look for the launcher's plan: neither counted nor kept, logging nothing. */
@@ -115,13 +111,9 @@ export class GpuMonitor {
     if (answer.ok) {
       this.#failures.ok();
       this.#failuresInRow = 0;
-      this.#latest = {
-        snapshot: answer.snapshot,
-        came: this.#now(),
-        backoffMs: 0,
-        mark,
-      };
-      return answer.snapshot;
+      const { snapshot } = answer;
+      this.#latest = { snapshot, came: this.#now(), backoffMs: 0, mark };
+      return snapshot;
     }
     this.#failures.fail(
       `${answer.error}; rules needing GPU memory facts are skipped while it fails`,
@@ -131,12 +123,7 @@ export class GpuMonitor {
       FIRST_BACKOFF_MS * 2 ** Math.min(this.#failuresInRow, 30),
     );
     this.#failuresInRow++;
-    this.#latest = {
-      snapshot: undefined,
-      came: this.#now(),
-      backoffMs,
-      mark,
-    };
+    this.#latest = { snapshot: undefined, came: this.#now(), backoffMs, mark };
     return undefined;
   }
 }

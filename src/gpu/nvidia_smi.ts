@@ -143,31 +143,17 @@ function failed(detail: string): NvidiaSmiRun {
 export async function queryGpus(
   options: QueryGpusOptions = {},
 ): Promise<GpuQuery> {
-  const [devices, processes] = await Promise.all([
+  const [deviceRun, processRun] = await Promise.all([
     runNvidiaSmi(DEVICE_ARGS, options),
     runNvidiaSmi(PROCESS_ARGS, options),
   ]);
-  if (!devices.ok) return failure(devices, DEVICE_ARGS);
-  if (!processes.ok) return failure(processes, PROCESS_ARGS);
-  const parsedDevices = parseDevices(devices.stdout);
-  if (typeof parsedDevices === "string") {
-    return { ok: false, error: `${queryName(DEVICE_ARGS)}: ${parsedDevices}` };
-  }
-  const parsedProcesses = parseProcesses(processes.stdout);
-  if (typeof parsedProcesses === "string") {
-    return {
-      ok: false,
-      error: `${queryName(PROCESS_ARGS)}: ${parsedProcesses}`,
-    };
-  }
-  return {
-    ok: true,
-    snapshot: {
-      devices: parsedDevices,
-      processes: parsedProcesses,
-      at: Date.now(),
-    },
-  };
+  if (!deviceRun.ok) return failure(deviceRun, DEVICE_ARGS);
+  if (!processRun.ok) return failure(processRun, PROCESS_ARGS);
+  const devices = parseDevices(deviceRun.stdout);
+  if (typeof devices === "string") return unread(DEVICE_ARGS, devices);
+  const processes = parseProcesses(processRun.stdout);
+  if (typeof processes === "string") return unread(PROCESS_ARGS, processes);
+  return { ok: true, snapshot: { devices, processes, at: Date.now() } };
 }
 
 /**
@@ -202,11 +188,15 @@ function failure(
 ): GpuQuery {
   return run.reason === "absent"
     ? { ok: false, error: `${NVIDIA_SMI}: ${run.detail}`, absent: true }
-    : { ok: false, error: `${queryName(args)}: ${run.detail}` };
+    : unread(args, run.detail);
 }
 
 function queryName(args: readonly string[]): string {
   return `${NVIDIA_SMI} ${args[0]!.replace(/=.*$/, "")}`;
+}
+
+function unread(args: readonly string[], detail: string): GpuQuery {
+  return { ok: false, error: `${queryName(args)}: ${detail}` };
 }
 
 function parseDevices(text: string): GpuDevice[] | string {

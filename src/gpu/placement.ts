@@ -43,49 +43,45 @@ export function placeGpus(
   pool: GpuPool | undefined,
   options: PlaceOptions = {},
 ): Map<string, GpuAssignment> {
-  const names = new Set<string>();
-  for (const card of cards) {
-    if (names.has(card.name)) {
-      throw new GpuPlacementError(
-        card.name,
-        "it is requested twice (expected each model once)",
-      );
-    }
-    names.add(card.name);
+  const twice = cards.find((card, i) =>
+    cards.findIndex((other) => other.name === card.name) < i
+  );
+  if (twice) {
+    throw new GpuPlacementError(
+      twice.name,
+      "it is requested twice (expected each model once)",
+    );
   }
   if (pool === undefined) return unplacedLayout(cards);
   const layout = new Layout(pool, options.avoid);
   for (const [name, assignment] of options.held ?? []) {
     layout.keep(name, assignment);
   }
-  const needs = new Map(cards.map((card) => [card.name, gpuNeed(card)]));
-  const result = new Map<string, GpuAssignment>();
   // Keys in request order; pinned cards are placed before the rest.
-  for (const card of cards) {
-    result.set(card.name, { devices: null, need: needs.get(card.name)! });
-  }
-  for (const card of cards) {
-    const need = needs.get(card.name)!;
+  const result = new Map<string, GpuAssignment>(
+    cards.map((card) => [card.name, { devices: null, need: gpuNeed(card) }]),
+  );
+  for (const [name, { need }] of result) {
     if (need.kind !== "unplaced" && need.pinned !== undefined) {
-      result.set(card.name, { devices: layout.pin(card.name, need), need });
+      result.set(name, { devices: layout.pin(name, need), need });
     }
   }
-  for (const card of cards) {
-    const need = needs.get(card.name)!;
+  for (const [name, { need }] of result) {
     if (need.kind === "unplaced" || need.pinned !== undefined) continue;
     const devices = need.kind === "whole"
-      ? layout.takeWhole(card.name, need.count)
-      : layout.takeShare(card.name, need.share);
-    result.set(card.name, { devices, need });
+      ? layout.takeWhole(name, need.count)
+      : layout.takeShare(name, need.share);
+    result.set(name, { devices, need });
   }
   for (const [name, { devices, need }] of result) {
-    const mig = devices?.filter((d) => d.startsWith("MIG-")) ?? [];
-    if (mig.length > 0 && devices!.length > 1) {
+    if (
+      devices && devices.length > 1 && devices.some((d) => d.startsWith("MIG-"))
+    ) {
       // A CUDA process sees one MIG device, whatever CUDA_VISIBLE_DEVICES lists.
       throw new GpuPlacementError(
         name,
-        `needs ${devices!.length} devices (${need.from}), given ${
-          devices!.join(",")
+        `needs ${devices.length} devices (${need.from}), given ${
+          devices.join(",")
         }: a CUDA process sees one MIG instance (expected a tensor parallelism of 1 on MIG)`,
       );
     }
@@ -102,20 +98,19 @@ export interface PlaceOptions {
 function unplacedLayout(
   cards: readonly ModelCard[],
 ): Map<string, GpuAssignment> {
-  const result = new Map<string, GpuAssignment>();
-  for (const card of cards) {
-    if (card.env["CUDA_VISIBLE_DEVICES"] !== undefined || card.gpus === 0) {
-      const need = gpuNeed(card);
-      const devices = need.kind === "unplaced" ? null : need.pinned ?? [];
-      result.set(card.name, { devices, need });
-    } else {
-      result.set(card.name, {
+  return new Map(cards.map((card): [string, GpuAssignment] => {
+    if (card.env["CUDA_VISIBLE_DEVICES"] === undefined && card.gpus !== 0) {
+      return [card.name, {
         devices: null,
         need: { kind: "unplaced", from: "no GPU pool" },
-      });
+      }];
     }
-  }
-  return result;
+    const need = gpuNeed(card);
+    return [card.name, {
+      devices: need.kind === "unplaced" ? null : need.pinned ?? [],
+      need,
+    }];
+  }));
 }
 
 // Shares in millionths of a device, so that 0.3 + 0.3 + 0.4 fills one exactly.
