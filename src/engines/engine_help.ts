@@ -7,11 +7,7 @@ import type { EngineFlags } from "./kinds/engine_kind.ts";
 import { runHelper } from "./helper_run.ts";
 import { unknownFlagWarnings } from "./unknown_flags.ts";
 
-/**
- * The unknown-flag warnings of these cards, by executable in the order cards
- * first name it; for help that cannot be read, one line naming its cards and
- * why: `qwen3-8b: flags not checked (vllm not found on PATH)`.
- */
+/** Help that cannot be read is one line: `qwen3-8b: flags not checked (vllm not found on PATH)`. */
 export async function flagWarnings(
   cards: readonly ModelCard[],
   options: { readonly timeoutMs?: number } = {},

@@ -1,6 +1,7 @@
 // One short run of a helper program (`nvidia-smi`, an engine's `--help`): in
 // its own process group, so that a timeout kills whatever it started too.
 import { signalGroup } from "./process_group.ts";
+import { attempt } from "./proc.ts";
 import { within } from "../common/sleep.ts";
 
 /** What the helper printed and how it ended; `"timeout"` when it was killed. */
@@ -39,11 +40,7 @@ export async function runHelper(
   const all = Promise.all([child.status, stdout.text, stderr.text]);
   const done = await within(all, options.timeoutMs);
   if (done === undefined) {
-    try {
-      signalGroup(child.pid, "SIGKILL");
-    } catch {
-      // Already gone.
-    }
+    attempt(() => signalGroup(child.pid, "SIGKILL"), false); // gone already
     if (await within(all, REAP_MS) === undefined) {
       // Stuck in the kernel (a hung driver): stop reading and move on.
       stdout.cancel();

@@ -2,7 +2,7 @@
 // `/proc/net/tcp*`, the process holding `socket:[<inode>]`, its name from
 // `/proc/<pid>/comm`; only this user's processes can be found. Under narrowed
 // permissions the same files are read through `sh`.
-import { canReadDirectly, shLines } from "./proc.ts";
+import { attempt, canReadDirectly, shLines } from "./proc.ts";
 
 interface PortHolder {
   pid: number;
@@ -30,39 +30,26 @@ export function listeningInodes(table: string, port: number): string[] {
 }
 
 function direct(port: number): PortHolder[] {
-  const inodes = new Set<string>();
-  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-    try {
-      const text = Deno.readTextFileSync(table);
-      for (const inode of listeningInodes(text, port)) inodes.add(inode);
-    } catch { /* no IPv6, say */ }
-  }
-  if (inodes.size === 0) return [];
-  const targets = new Set([...inodes].map((inode) => `socket:[${inode}]`));
+  const targets = new Set(
+    ["/proc/net/tcp", "/proc/net/tcp6"].flatMap((table) =>
+      attempt(() => listeningInodes(Deno.readTextFileSync(table), port), [])
+    ).map((inode) => `socket:[${inode}]`),
+  );
+  if (targets.size === 0) return [];
   const out: PortHolder[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    let fds: Deno.DirEntry[];
-    try {
-      fds = [...Deno.readDirSync(`/proc/${entry.name}/fd`)];
-    } catch {
-      continue; // another user's, or gone
-    }
-    const holds = fds.some((fd) => {
-      try {
-        return targets.has(
-          Deno.readLinkSync(`/proc/${entry.name}/fd/${fd.name}`),
-        );
-      } catch {
-        return false;
-      }
-    });
+  for (const { name } of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    // Another user's, or gone: nothing to read.
+    const fds = attempt(() => [...Deno.readDirSync(`/proc/${name}/fd`)], []);
+    const holds = fds.some((fd) =>
+      attempt(
+        () => targets.has(Deno.readLinkSync(`/proc/${name}/fd/${fd.name}`)),
+        false,
+      )
+    );
     if (!holds) continue;
-    let command = "";
-    try {
-      command = Deno.readTextFileSync(`/proc/${entry.name}/comm`).trim();
-    } catch { /* gone */ }
-    out.push({ pid: Number(entry.name), command });
+    const comm = attempt(() => Deno.readTextFileSync(`/proc/${name}/comm`), "");
+    out.push({ pid: Number(name), command: comm.trim() });
   }
   return out;
 }

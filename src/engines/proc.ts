@@ -32,14 +32,10 @@ function parse(line: string): ProcStat | undefined {
 let direct: boolean | undefined;
 
 export function canReadDirectly(): boolean {
-  if (direct === undefined) {
-    try {
-      Deno.readTextFileSync(`/proc/${Deno.pid}/stat`);
-      direct = true;
-    } catch {
-      direct = false;
-    }
-  }
+  direct ??= attempt(() => {
+    Deno.readTextFileSync(`/proc/${Deno.pid}/stat`);
+    return true;
+  }, false);
   return direct;
 }
 
@@ -48,13 +44,9 @@ function statLines(paths: string[] | undefined): string[] {
     paths ??= [...Deno.readDirSync("/proc")]
       .filter((entry) => /^\d+$/.test(entry.name))
       .map((entry) => `/proc/${entry.name}/stat`);
-    return paths.flatMap((path) => {
-      try {
-        return [Deno.readTextFileSync(path)];
-      } catch {
-        return []; // gone
-      }
-    });
+    return paths.flatMap((path) =>
+      attempt(() => [Deno.readTextFileSync(path)], [])
+    );
   }
   return shLines(
     'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
@@ -62,19 +54,26 @@ function statLines(paths: string[] | undefined): string[] {
   );
 }
 
+/** `read()`, or `otherwise` when it throws. */
+export function attempt<T>(read: () => T, otherwise: T): T {
+  try {
+    return read();
+  } catch {
+    return otherwise;
+  }
+}
+
 /** What a POSIX `sh` script prints, by line; none without sh or leave to run it. */
 export function shLines(script: string, args: readonly string[]): string[] {
-  try {
-    const { stdout } = new Deno.Command("sh", {
+  const run = () =>
+    new Deno.Command("sh", {
       args: ["-c", script, ...args],
       stdin: "null",
       stdout: "piped",
       stderr: "null",
-    }).outputSync();
-    return new TextDecoder().decode(stdout).split("\n").filter(Boolean);
-  } catch {
-    return [];
-  }
+    }).outputSync().stdout;
+  return new TextDecoder().decode(attempt(run, new Uint8Array())).split("\n")
+    .filter(Boolean);
 }
 
 /** Every process's when none are named; a pid with no process is missing. */

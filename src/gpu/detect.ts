@@ -26,10 +26,7 @@ const MAX_DEVICES = 1024;
 const EXPECTED =
   "expected device indices or ranges such as 0-7 or 0,2,4-5, GPU-<uuid> entries, or none; leave --gpus out to detect the devices";
 
-/**
- * `0,2,4-5` → `["0", "2", "4", "5"]`; `GPU-…`/`MIG-…` entries as written;
- * `none`. Throws a `ConfigError` naming `what` (`--gpus`).
- */
+/** `0,2,4-5` → `["0", "2", "4", "5"]`; `GPU-…`/`MIG-…` as written; `none`. */
 export function parseGpuList(text: string, what: string): string[] | "none" {
   const trimmed = text.trim();
   function bad(detail: string): ConfigError {
@@ -82,12 +79,8 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
   return entries;
 }
 
-/**
- * An empty (or `-1`) `CUDA_VISIBLE_DEVICES` hides every GPU from the
- * launcher: no pool, and `nvidia-smi` is not asked (it would list devices the
- * launcher was not given). `query`, a look already under way, spares a
- * second `nvidia-smi` round when it answered.
- */
+// An empty `CUDA_VISIBLE_DEVICES` hides every GPU: no pool, and `nvidia-smi`
+// is not asked (it would list devices the launcher was not given).
 export async function detectGpuPool(
   options: QueryGpusOptions & {
     readonly gpus?: string | undefined;
@@ -96,32 +89,24 @@ export async function detectGpuPool(
 ): Promise<GpuDetection> {
   if (options.gpus !== undefined) {
     const list = parseGpuList(options.gpus, "--gpus");
-    return list === "none"
-      ? { pool: undefined, source: "--gpus none" }
-      : { pool: { entries: list, explicit: true }, source: "--gpus" };
+    return list === "none" ? none("--gpus none") : pooled(list, "--gpus", true);
   }
   const env = options.env ?? Deno.env.toObject();
   const visible = env["CUDA_VISIBLE_DEVICES"];
   if (visible !== undefined) {
     const entries = parseVisibleDevices(visible);
-    return entries.length === 0
-      ? {
-        pool: undefined,
-        source: `the launcher's CUDA_VISIBLE_DEVICES=${
-          JSON.stringify(visible)
-        } hides every GPU`,
-      }
-      : {
-        pool: { entries, explicit: false },
-        source: "CUDA_VISIBLE_DEVICES",
-      };
+    return entries.length > 0 ? pooled(entries, "CUDA_VISIBLE_DEVICES") : none(
+      `the launcher's CUDA_VISIBLE_DEVICES=${
+        JSON.stringify(visible)
+      } hides every GPU`,
+    );
   }
   const look = await options.query;
   if (look?.ok) {
     const entries = [...new Set(look.snapshot.devices.map((d) => d.index))];
-    return { pool: { entries, explicit: false }, source: "nvidia-smi" };
+    return pooled(entries, "nvidia-smi");
   }
-  if (look?.absent) return { pool: undefined, source: NO_NVIDIA_SMI };
+  if (look?.absent) return none(NO_NVIDIA_SMI);
   return await askNvidiaSmi(env, options.timeoutMs ?? 5000);
 }
 
@@ -146,20 +131,13 @@ async function askNvidiaSmi(
     { env, timeoutMs },
   );
   if (!run.ok) {
-    if (run.reason === "absent") {
-      return { pool: undefined, source: NO_NVIDIA_SMI };
-    }
+    if (run.reason === "absent") return none(NO_NVIDIA_SMI);
     if (run.reason === "unsure") {
-      return {
-        pool: undefined,
-        source: `${NO_NVIDIA_SMI}, or not allowed by --allow-run`,
-      };
+      return none(`${NO_NVIDIA_SMI}, or not allowed by --allow-run`);
     }
     return failed(run.detail);
   }
-  const lines = run.stdout.split(/\r?\n/).map((line) => line.trim()).filter(
-    Boolean,
-  );
+  const lines = run.stdout.split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
   if (lines.length === 0) return failed("it printed no device index");
   const entries: string[] = [];
   for (const line of lines) {
@@ -174,7 +152,19 @@ async function askNvidiaSmi(
     }
     entries.push(entry);
   }
-  return { pool: { entries, explicit: false }, source: "nvidia-smi" };
+  return pooled(entries, "nvidia-smi");
+}
+
+function pooled(
+  entries: string[],
+  source: string,
+  explicit = false,
+): GpuDetection {
+  return { pool: { entries, explicit }, source };
+}
+
+function none(source: string): GpuDetection {
+  return { pool: undefined, source };
 }
 
 function failed(detail: string): GpuDetection {

@@ -19,13 +19,9 @@ interface Answer {
   readonly mark: number;
 }
 
-/**
- * Failures are cached too (a failing or hanging `nvidia-smi` is not run once
- * a call): the next query waits 1 s, 2 s, 4 s… up to `maxBackoffMs`, at once
- * that long when none is on PATH; a run of failures is one warning. A failure
- * keeps answering through its backoff even past a mark: an event does not
- * mend `nvidia-smi`.
- */
+// Failures are cached too, so that a failing or hanging `nvidia-smi` is not
+// run once a call: 1 s, 2 s, 4 s… up to `maxBackoffMs` (at once without one on
+// PATH), even past a mark, since an event does not mend `nvidia-smi`.
 export class GpuMonitor {
   #options: QueryGpusOptions;
   #query: (options: QueryGpusOptions) => Promise<GpuQuery>;
@@ -71,11 +67,7 @@ export class GpuMonitor {
     return ++this.#marks;
   }
 
-  /**
-   * The latest snapshot if younger than `maxAgeMs` and asked after the mark
-   * `after`, else one new query shared by concurrent callers; undefined while
-   * `nvidia-smi` fails. Never rejects.
-   */
+  /** Undefined while `nvidia-smi` fails; never rejects. */
   snapshot(maxAgeMs: number, after = 0): Promise<GpuSnapshot | undefined> {
     const inFlight = this.#inFlight;
     if (inFlight) {

@@ -14,10 +14,6 @@ import { InputError } from "../common/config_error.ts";
 /** A share is `0 < share ≤ 1` of one device; `pinned`: the card's own `env` names its devices. */
 export type GpuNeed = EngineDevices & { readonly pinned?: readonly string[] };
 
-/**
- * A card that does not fit, two pinned cards claiming one device, a pin
- * outside an explicit `--gpus`, or parallel settings that are no device count.
- */
 export class GpuPlacementError extends InputError {
   readonly card: string;
 
@@ -41,10 +37,6 @@ export function parseVisibleDevices(value: string): string[] {
   return entries;
 }
 
-/**
- * First match wins: the card's `env.CUDA_VISIBLE_DEVICES` (pinned), its
- * `gpus`, its engine kind's rule.
- */
 export function gpuNeed(card: ModelCard): GpuNeed {
   const visible = card.env["CUDA_VISIBLE_DEVICES"];
   if (visible !== undefined) {
@@ -72,10 +64,8 @@ export interface GpuMemoryNeed {
   readonly from: string;
 }
 
-/**
- * The fraction of each device's total memory the engine demands free before
- * it starts (vLLM refuses below `gpu-memory-utilization` × total), where known.
- */
+// The fraction of each device's memory the engine demands free at start
+// (vLLM refuses below `gpu-memory-utilization` × total), where known.
 export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
   const kind = ENGINE_KINDS[card.engine];
   const share = kind?.memoryShare;

@@ -29,15 +29,9 @@ export interface GpuAssignment {
   readonly need: GpuNeed;
 }
 
-/**
- * Pinned cards first, then the others in request order, so the same request
- * always gives the same layout. A whole-device need takes the lowest run of
- * adjacent free devices, else the lowest free ones; a share goes to the first
- * device holding shares with room left, else the lowest free one. Without a
- * pool nothing is placed, but a pinned card reports its entries and
- * `gpus: 0` still gets `[]`. `held` (a reload's unchanged engines) is taken
- * first.
- */
+// The same request always gives the same layout. Whole devices: the lowest
+// run of adjacent free ones, else the lowest free ones. A share: the first
+// device with shares and room left, else the lowest free one.
 export function placeGpus(
   cards: readonly ModelCard[],
   pool: GpuPool | undefined,

@@ -55,13 +55,8 @@ interface MetricsWriterOptions {
   owner?: MetricsOwner | undefined;
 }
 
-/**
- * Keeps the metrics file up to date, coalescing bursts: one write at a time,
- * and only the latest snapshot waiting. Before the first write, the files of
- * launchers that no longer run are removed. A failed write is logged once,
- * never thrown, and retried on the next update. Snapshots are rendered when
- * written: do not change one after handing it over.
- */
+// One write at a time and only the latest snapshot waiting; a snapshot is
+// rendered when written, so it must not change after `update`.
 export class MetricsWriter implements AsyncDisposable {
   #directory: string;
   #port: number;

@@ -1,16 +1,13 @@
-// An engine kind is one object that knows everything engine-specific (its
-// command line, the GPUs and memory it takes, how its flags are listed and
-// spelled, its start-up and failure lines); other folders ask it instead of
-// comparing engine names. Kinds are pure.
+// An engine kind knows everything engine-specific; other folders ask it
+// instead of comparing engine names. Kinds are pure.
 import type { ModelCard } from "../../catalogue.ts";
 
 export interface EngineContext {
-  /** Absolute local path of the weights, or the hub id. */
+  /** A local path or the hub id. */
   readonly model: string;
   readonly isLocal: boolean;
   readonly host: string;
   readonly port: number;
-  /** The catalogue name, served as the model name. */
   readonly name: string;
   /** Empty for none. */
   readonly apiKey: string;
@@ -27,9 +24,9 @@ export interface EngineFlags {
   /** The arguments after the executable that print its help (`["serve", "--help=all"]`). */
   readonly helpArgv: readonly string[];
   parseHelp(text: string): string[];
-  /** The engine reads `_` as `-` in long flags (vLLM does). */
+  /** `_` read as `-` in long flags (vLLM). */
   readonly underscores?: boolean;
-  /** The engine takes an unambiguous start of a long flag (argparse's default). */
+  /** An unambiguous start of a long flag is taken (argparse's default). */
   readonly prefixes?: boolean;
 }
 
@@ -89,17 +86,16 @@ export interface OutputRules {
 
 /** Adding a kind is one such object in `engines/kinds.ts` (or one `registerEngineKind` call). */
 export interface EngineKind {
-  /** The catalogue's name for it (`vllm`). */
+  /** `vllm` in the catalogue, `vLLM` for people. */
   readonly name: string;
-  /** Its name for people (`vLLM`). */
   readonly title: string;
   /** Looked up on PATH unless the card names one (`""`: the card's command names it). */
   readonly executable: string;
-  /** How to install the executable, for the error when it is missing. */
+  /** For the error when the executable is missing. */
   readonly install: string;
-  /** The arguments after the executable, the card's `args` last. */
+  /** After the executable, the card's `args` last. */
   argv(ctx: EngineContext): string[];
-  /** The file to serve from a local directory (llama.cpp wants one GGUF file). */
+  /** llama.cpp wants one GGUF file of a local directory. */
   localFile?(dir: string, files: readonly string[]): string;
   /** @throws {FlagValueError} When a size or share in the args is not usable. */
   devices(args: readonly string[]): EngineDevices;
@@ -107,13 +103,8 @@ export interface EngineKind {
   readonly memoryShare?: { readonly flag: string; readonly default?: number };
   /** The flags whose product is the number of devices its weights are split over, each with its aliases. */
   readonly splitFlags?: readonly (readonly string[])[];
-  /**
-   * It reads `CUDA_VISIBLE_DEVICES` entries as integers: it is handed
-   * nvidia-smi's indices (under `CUDA_DEVICE_ORDER=PCI_BUS_ID`) for
-   * `GPU-<uuid>` entries.
-   */
+  /** It reads `CUDA_VISIBLE_DEVICES` as integers: it is handed nvidia-smi's indices for `GPU-<uuid>` entries. */
   readonly integerDevices?: boolean;
-  /** Absent when it has no help to ask. */
   readonly flags?: EngineFlags;
   /** Every spelling of the flags the launcher sets (host, port, name, key, model): a card may not set them, since the engine would take the card's, the last. */
   readonly ownedFlags?: readonly string[];

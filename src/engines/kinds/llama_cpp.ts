@@ -56,16 +56,8 @@ export const LLAMA_CPP: EngineKind = {
   localFile: singleGguf,
   ownedFlags: [
     ...SERVE_FLAGS,
-    "--api-key-file",
-    "--alias",
-    "-a",
-    "-m",
-    "--model",
-    "-hf",
-    "-hfr",
-    "--hf-repo",
-    "-mu",
-    "--model-url",
+    ..."--api-key-file --alias -a -m --model -hf -hfr --hf-repo -mu --model-url"
+      .split(" "),
   ],
   devices() {
     return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
