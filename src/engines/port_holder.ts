@@ -1,7 +1,5 @@
-// Which process listens on a TCP port: the socket's inode from
-// `/proc/net/tcp*`, the process holding `socket:[<inode>]`, its name from
-// `/proc/<pid>/comm`; only this user's processes can be found. Under narrowed
-// permissions the same files are read through `sh`.
+// Which process listens on a TCP port, from /proc: only this user's can be
+// found. Under narrowed permissions the same files are read through `sh`.
 import { attempt, canReadDirectly, shLines } from "./proc.ts";
 
 interface PortHolder {
@@ -13,7 +11,7 @@ interface PortHolder {
 // `st` of a socket in LISTEN state.
 const LISTEN = "0A";
 
-/** From the text of `/proc/net/tcp` or `/proc/net/tcp6`, header included. */
+/** From the text of `/proc/net/tcp` or `/proc/net/tcp6`. */
 export function listeningInodes(table: string, port: number): string[] {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
   const out: string[] = [];

@@ -1,13 +1,11 @@
-// `/proc/<pid>/stat`: state, process group, start time. Deno asks for
-// `--allow-all` to read anything under `/proc`, so under narrowed permissions
-// the same lines are read through `sh` with the shell's own `read`.
+// Deno asks for `--allow-all` to read anything under `/proc`: under narrowed
+// permissions the same lines are read through `sh` with the shell's own `read`.
 
 export interface ProcStat {
   pid: number;
   /** R, S, D, Z (zombie), T (stopped) … */
   state: string;
   pgid: number;
-  /** At most 15 characters, e.g. `python3`. */
   comm: string;
   /** Clock ticks since boot (field 22), as text. */
   startTime: string;

@@ -1,7 +1,6 @@
-// Engines start in their own session, so their pgid is their pid and one
-// signal reaches every descendant that stayed in the group (vLLM's EngineCore
-// and workers do). `Deno.kill` needs unscoped `--allow-run`; under a narrowed
-// list the system `kill` program is used instead.
+// One signal to an engine's group reaches every descendant that stayed in it
+// (vLLM's EngineCore and workers do). `Deno.kill` needs unscoped
+// `--allow-run`; under a narrowed list the `kill` program is used.
 import { sleep } from "../common/sleep.ts";
 
 type GroupSignal = "SIGTERM" | "SIGKILL" | "SIGCONT";

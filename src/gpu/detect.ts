@@ -10,6 +10,7 @@ import {
 } from "./placement.ts";
 import {
   type GpuQuery,
+  lines,
   type QueryGpusOptions,
   runNvidiaSmi,
 } from "./nvidia_smi.ts";
@@ -137,10 +138,10 @@ async function askNvidiaSmi(
     }
     return failed(run.detail);
   }
-  const lines = run.stdout.split(/\r?\n/).map((l) => l.trim()).filter(Boolean);
-  if (lines.length === 0) return failed("it printed no device index");
+  const indices = lines(run.stdout);
+  if (indices.length === 0) return failed("it printed no device index");
   const entries: string[] = [];
-  for (const line of lines) {
+  for (const line of indices) {
     if (!/^\d+$/.test(line)) {
       return failed(
         `it printed '${clip(line)}' where a device index was expected`,

@@ -13,7 +13,6 @@ const FIRST_BACKOFF_MS = 1000;
 interface Answer {
   readonly snapshot: GpuSnapshot | undefined;
   readonly came: number;
-  /** How long a failure keeps answering for (0 for a snapshot). */
   readonly backoffMs: number;
   /** The last mark taken before its query was asked. */
   readonly mark: number;
@@ -38,11 +37,9 @@ export class GpuMonitor {
 
   constructor(
     options: QueryGpusOptions & {
-      /** Tests replace it. */
       readonly query?: (options: QueryGpusOptions) => Promise<GpuQuery>;
       /** 0: per `maxAgeMs`. */
       readonly maxBackoffMs?: number;
-      /** Monotonic ms; tests move it by hand. */
       readonly now?: () => number;
     } = {},
   ) {

@@ -8,6 +8,7 @@ import {
   flagValue,
   FlagValueError,
   sizeFlag,
+  sizeProduct,
 } from "../engines/kinds/flag_values.ts";
 import { InputError } from "../common/config_error.ts";
 
@@ -88,17 +89,11 @@ export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
 // Data-parallel replicas each hold the whole model: they do not divide it.
 export function weightSplit(card: ModelCard): { ways: number; from: string } {
   const names = ENGINE_KINDS[card.engine]?.splitFlags ?? [];
-  const factors = asPlacement(
-    card,
-    () => names.map((flags) => sizeFlag(card.args, flags)),
-  ).filter((f) => f !== undefined && f.size > 1) as {
-    name: string;
-    size: number;
-  }[];
-  return {
-    ways: factors.reduce((product, f) => product * f.size, 1),
-    from: factors.map((f) => `${f.name} ${f.size}`).join(" × "),
-  };
+  const { count, from } = sizeProduct(
+    asPlacement(card, () => names.map((flags) => sizeFlag(card.args, flags)))
+      .filter((f) => f !== undefined && f.size > 1),
+  );
+  return { ways: count, from };
 }
 
 function isShare(gpus: number | undefined): gpus is number {

@@ -5,7 +5,6 @@ import { runHelper } from "../engines/helper_run.ts";
 import { clip } from "../common/one_line.ts";
 
 export interface GpuDevice {
-  /** PCI bus order, e.g. `"3"`. */
   readonly index: string;
   readonly uuid: string;
   // NaN when memory is unknown (`[N/A]`, `[Not Supported]` on some
@@ -21,14 +20,12 @@ export interface GpuDevice {
 interface GpuProcess {
   /** As the driver sees it: in a container, maybe no process here. */
   readonly pid: number;
-  /** 0 when `[N/A]`. */
   readonly usedMiB: number;
   readonly gpuUuid: string;
 }
 
 export interface GpuSnapshot {
   readonly devices: readonly GpuDevice[];
-  /** One entry per process and device. */
   readonly processes: readonly GpuProcess[];
   readonly at: number;
 }
@@ -43,7 +40,6 @@ export type GpuQuery =
   };
 
 export interface QueryGpusOptions {
-  /** Merged over this process's environment; its `PATH` finds `nvidia-smi`. */
   readonly env?: Readonly<Record<string, string | undefined>>;
   readonly timeoutMs?: number;
 }
@@ -68,7 +64,7 @@ const PROCESS_ARGS = [
   "--format=csv,noheader,nounits",
 ];
 // More output is a failure: a cut line would read as a fact.
-const OUTPUT_CAP = 64 * 1024;
+const CAP = 64 * 1024;
 
 /** Runs `nvidia-smi` once, killed with what it started after the timeout (5 s); never throws. */
 export async function runNvidiaSmi(
@@ -81,28 +77,19 @@ export async function runNvidiaSmi(
     NVIDIA_SMI,
     env === undefined ? Deno.env.get("PATH") : env["PATH"],
   );
-  const absent: NvidiaSmiRun = {
-    ok: false,
-    reason: "absent",
-    detail: "not found on PATH",
-  };
+  const absent = failed("not found on PATH", "absent");
   if (found === false) return absent;
   let run;
   try {
-    run = await runHelper(NVIDIA_SMI, args, {
-      env,
-      timeoutMs,
-      cap: OUTPUT_CAP,
-    });
+    run = await runHelper(NVIDIA_SMI, args, { env, timeoutMs, cap: CAP });
   } catch (error) {
     // Under a narrowed --allow-run, a program missing from PATH at start-up is "not capable".
     if (error instanceof Deno.errors.NotFound) return absent;
     if (found === undefined && error instanceof Deno.errors.NotCapable) {
-      return {
-        ok: false,
-        reason: "unsure",
-        detail: "not found on PATH, or not allowed by --allow-run",
-      };
+      return failed(
+        "not found on PATH, or not allowed by --allow-run",
+        "unsure",
+      );
     }
     return failed(
       error instanceof Deno.errors.NotCapable
@@ -115,8 +102,9 @@ export async function runNvidiaSmi(
   }
   const { status, stdout, stderr } = run;
   if (!status.success) {
-    const firstLine = stderr.trim().split(/\r?\n/)[0]?.trim() ||
-      stdout.trim().split(/\r?\n/)[0]?.trim();
+    const firstLine = [stderr, stdout].map((text) => lines(text)[0]).find(
+      Boolean,
+    );
     return failed(
       `it ${
         status.signal
@@ -125,21 +113,18 @@ export async function runNvidiaSmi(
       }${firstLine ? ` (${clip(firstLine)})` : ""}`,
     );
   }
-  if (run.truncated) {
-    return failed(`it printed more than ${OUTPUT_CAP / 1024} KiB`);
-  }
+  if (run.truncated) return failed(`it printed more than ${CAP / 1024} KiB`);
   return { ok: true, stdout };
 }
 
-function failed(detail: string): NvidiaSmiRun {
-  return { ok: false, reason: "failed", detail };
+function failed(
+  detail: string,
+  reason: "absent" | "unsure" | "failed" = "failed",
+): NvidiaSmiRun {
+  return { ok: false, reason, detail };
 }
 
-/**
- * Reading: a device's bracketed memory word (`[N/A]`) makes it
- * `memoryKnown: false`, a process's is 0; any other line that does not read
- * fails the whole query, since half-read facts are worse than none.
- */
+// A line that does not read fails the whole query: half-read facts are worse than none.
 export async function queryGpus(
   options: QueryGpusOptions = {},
 ): Promise<GpuQuery> {
@@ -156,11 +141,8 @@ export async function queryGpus(
   return { ok: true, snapshot: { devices, processes, at: Date.now() } };
 }
 
-/**
- * The device a pool entry names, as `CUDA_VISIBLE_DEVICES` reads it: an index,
- * or `GPU-<uuid>` whole or a unique prefix (CUDA accepts those),
- * case-insensitive; undefined for `MIG-…` (its memory is not a device's).
- */
+// As CUDA_VISIBLE_DEVICES reads an entry: an index, or a `GPU-<uuid>` or its
+// unique prefix. `MIG-…` is no device: its memory is not a device's.
 export function deviceOf(
   entry: string,
   snapshot: GpuSnapshot,
@@ -256,7 +238,7 @@ function parseProcesses(text: string): GpuProcess[] | string {
   return processes;
 }
 
-function lines(text: string): string[] {
+export function lines(text: string): string[] {
   return text.split(/\r?\n/).map((line) => line.trim()).filter(Boolean);
 }
 

@@ -17,8 +17,7 @@ export function metricsFilePath(directory: string, port: number): string {
   return `${directory}/metrics/mymodel_serve_${port}.prom`;
 }
 
-// The temporary file is a dot file ending in `.tmp`: the collector reads
-// only `*.prom`.
+// The collector reads only `*.prom`: it skips the temporary file.
 export async function writeMetricsFile(
   directory: string,
   port: number,
@@ -48,7 +47,6 @@ export async function removeMetricsFile(
 }
 
 interface MetricsWriterOptions {
-  /** Tests replace it to watch or fail writes. */
   write?: typeof writeMetricsFile;
   // Tests pose as another launcher. Undefined (`/proc` unreadable): no owner
   // line, and no file of another launcher is removed: none can be told dead.
@@ -65,8 +63,9 @@ export class MetricsWriter implements AsyncDisposable {
   #running: Promise<void> | undefined;
   #failing = false;
   #closed = false;
-  #owner: MetricsOwner | undefined | null = null;
-  #swept = false;
+  // Read at the first write (the launcher's start time needs /proc), when
+  // the files of dead launchers are removed too.
+  #owner: MetricsOwner | undefined | (() => MetricsOwner | undefined);
 
   constructor(
     directory: string,
@@ -76,7 +75,7 @@ export class MetricsWriter implements AsyncDisposable {
     this.#directory = directory;
     this.#port = port;
     this.#write = options.write ?? writeMetricsFile;
-    if ("owner" in options) this.#owner = options.owner;
+    this.#owner = "owner" in options ? () => options.owner : thisOwner;
   }
 
   get path(): string {
@@ -123,15 +122,13 @@ export class MetricsWriter implements AsyncDisposable {
   }
 
   async #writeOnce(snapshot: MetricsSnapshot): Promise<void> {
-    // Read once, at the first write: the launcher's start time needs /proc.
-    if (this.#owner === null) this.#owner = thisOwner();
-    const owner = this.#owner;
-    if (!this.#swept) {
-      this.#swept = true;
-      if (owner) {
-        await removeDeadOwnersFiles(this.#directory, this.#port, owner);
+    if (typeof this.#owner === "function") {
+      this.#owner = this.#owner();
+      if (this.#owner) {
+        await removeDeadOwnersFiles(this.#directory, this.#port, this.#owner);
       }
     }
+    const owner = this.#owner;
     const text = (owner ? ownerComment(owner) : "") +
       renderMetrics({ ...snapshot, updatedSeconds: Date.now() / 1000 });
     try {

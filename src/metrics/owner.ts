@@ -1,7 +1,6 @@
-// Every metrics file opens with a comment naming its launcher's pid and start
-// time: a launcher killed outright cannot remove its file, so the next one on
-// the same directory removes the files of launchers that no longer run. The
-// start time keeps a reused pid from passing for the launcher.
+// A launcher killed outright cannot remove its metrics file, so the next one
+// removes the files whose owner (pid and start time, so that a reused pid does
+// not pass for it) no longer runs.
 import { log } from "../common/log.ts";
 import { processStartTimes } from "../supervision/records.ts";
 

@@ -85,8 +85,7 @@ function formatValue(value: number): string {
     : String(value);
 }
 
-// One family a line, `name type help`, in the order they are written. The
-// help texts hold no backslash or line feed: nothing to escape.
+// `name type help`, in the order written; no help holds a backslash or line feed.
 const FAMILIES = `
 mymodel_engine_up gauge 1 when the engine's last health poll answered 200, else 0.
 mymodel_engine_restarts_total counter Engine restarts since the launcher started.
@@ -121,9 +120,8 @@ function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
   return a.port - b.port;
 }
 
-// No timestamps: node_exporter's textfile collector refuses them. The `gpus`
-// label is empty both for `gpus: 0` and unplaced engines: Prometheus reads an
-// empty label value as no label. A family without samples (undefined) is left out.
+// No timestamps: node_exporter's textfile collector refuses them. A family
+// whose samples are undefined is left out.
 export function renderMetrics(snapshot: MetricsSnapshot): string {
   const engines = [...snapshot.engines].sort(byModelThenPort);
   const { launcher, reloads } = snapshot;

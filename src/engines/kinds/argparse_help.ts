@@ -4,15 +4,22 @@
 // `Lib/argparse.py`, `HelpFormatter._format_action_invocation`).
 
 export function argparseFlags(text: string): string[] {
-  const flags: string[] = [];
-  for (const line of text.split("\n")) {
-    // Help text wrapped onto later lines is indented by 24 or more.
-    const invocation = line.match(/^ {2,8}(-\S.*?)(?: {2,}|$)/)?.[1];
-    if (invocation === undefined) continue;
-    for (const part of invocation.split(", ")) {
-      const flag = part.split(" ")[0]!;
-      if (/^--?[A-Za-z0-9][\w.-]*$/.test(flag)) flags.push(flag);
-    }
-  }
-  return flags;
+  // Help text wrapped onto later lines is indented by 24 or more.
+  return helpFlags(
+    text,
+    (line) => line.match(/^ {2,8}(-\S.*?)(?: {2,}|$)/)?.[1],
+    ", ",
+  );
+}
+
+/** The flags of each line's invocation (`-c, --ctx-size N`), value hints left out. */
+export function helpFlags(
+  text: string,
+  invocation: (line: string) => string | undefined,
+  comma: string | RegExp,
+): string[] {
+  return text.split("\n").flatMap((line) =>
+    (invocation(line)?.split(comma) ?? []).map((part) => part.split(" ")[0]!)
+      .filter((flag) => /^--?[A-Za-z0-9][\w.-]*$/.test(flag))
+  );
 }

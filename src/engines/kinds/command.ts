@@ -1,5 +1,3 @@
-// The `command` kind: the card's own argv template, filled in. Not placed on
-// GPUs, flags not checked.
 import type { EngineContext, EngineKind } from "./engine_kind.ts";
 
 const PLACEHOLDER = /\{(model|host|port|name|api_key)\}/g;

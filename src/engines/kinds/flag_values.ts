@@ -49,3 +49,14 @@ export function sizeFlag(
   }
   return { name: flag.name, size };
 }
+
+/** `tensor-parallel-size 2 × pipeline-parallel-size 2`: the product of the sizes given. */
+export function sizeProduct(
+  sizes: readonly ({ name: string; size: number } | undefined)[],
+): { count: number; from: string } {
+  const given = sizes.filter((size) => size !== undefined);
+  return {
+    count: given.reduce((product, f) => product * f.size, 1),
+    from: given.map((f) => `${f.name} ${f.size}`).join(" × "),
+  };
+}

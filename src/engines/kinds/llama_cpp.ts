@@ -1,23 +1,18 @@
-// llama.cpp's `llama-server -m FILE.gguf …` (or `-hf USER/REPO:QUANT`): one
-// GGUF file, one GPU.
 import type { EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
+import { helpFlags } from "./argparse_help.ts";
 
 // Its help (`common/arg.cpp`, `common_arg::to_string`) prints each option
 // from the first column, aliases comma-separated, the value hint after them,
 // the help text from column 40; negations are flags of their own.
 export function llamaServerFlags(text: string): string[] {
-  const flags: string[] = [];
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("-")) continue;
-    // The aliases end where two spaces lead to the help text.
-    const head = line.split(/ {2,}(?=[^-\s])/)[0]!;
-    for (const part of head.split(/,\s*/)) {
-      const flag = part.split(" ")[0]!;
-      if (/^--?[A-Za-z0-9][\w.-]*$/.test(flag)) flags.push(flag);
-    }
-  }
-  return flags;
+  // The aliases end where two spaces lead to the help text.
+  return helpFlags(
+    text,
+    (line) =>
+      line.startsWith("-") ? line.split(/ {2,}(?=[^-\s])/)[0] : undefined,
+    /,\s*/,
+  );
 }
 
 // The only GGUF file, or the first shard of a split model.

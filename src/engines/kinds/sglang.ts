@@ -1,6 +1,5 @@
-// SGLang: `python3 -m sglang.launch_server --model-path MODEL …`. Flags from
-// `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`), read by a
-// plain argparse parser (abbreviations allowed, `_` not read as `-`).
+// SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
+// a plain argparse parser (abbreviations allowed, `_` not read as `-`).
 import { PYTHON_CAUSES } from "./python_failures.ts";
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
@@ -9,7 +8,6 @@ import { sizeFlag } from "./flag_values.ts";
 
 const TP = ["--tp-size", "--tensor-parallel-size"];
 
-// `tp-size` ÷ `nnodes` whole devices, rounded up, at least 1.
 function devices(args: readonly string[]): EngineDevices {
   const tp = sizeFlag(args, TP);
   const nodes = sizeFlag(args, ["--nnodes"]);

@@ -1,9 +1,13 @@
-// vLLM: `vllm serve MODEL …`. Flags from `vllm/engine/arg_utils.py`
-// (`EngineArgs.add_cli_args`).
+// vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
-import { flagValue, FlagValueError, sizeFlag } from "./flag_values.ts";
+import {
+  flagValue,
+  FlagValueError,
+  sizeFlag,
+  sizeProduct,
+} from "./flag_values.ts";
 import { PYTHON_CAUSES } from "./python_failures.ts";
 
 const TP = ["--tensor-parallel-size", "-tp"];
@@ -20,20 +24,13 @@ function devices(args: readonly string[]): EngineDevices {
       from: "distributed-executor-backend ray (Ray places the workers)",
     };
   }
-  const factors = [
+  const whole = sizeProduct([
     sizeFlag(args, TP),
     sizeFlag(args, PP),
     sizeFlag(args, ["--data-parallel-size-local", "-dpl"]) ??
       sizeFlag(args, ["--data-parallel-size", "-dp"]),
-  ].filter((factor) => factor !== undefined);
-  const count = factors.reduce((product, f) => product * f.size, 1);
-  if (count > 1) {
-    return {
-      kind: "whole",
-      count,
-      from: factors.map((f) => `${f.name} ${f.size}`).join(" × "),
-    };
-  }
+  ]);
+  if (whole.count > 1) return { kind: "whole", ...whole };
   const flag = flagValue(args, [SHARE]);
   if (flag === undefined) {
     return {
