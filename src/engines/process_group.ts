@@ -7,16 +7,12 @@ type GroupSignal = "SIGTERM" | "SIGKILL" | "SIGCONT";
 
 let canKillDirectly: boolean | undefined;
 
-function directKillAllowed(): boolean {
-  canKillDirectly ??= Deno.permissions.querySync({ name: "run" }).state ===
-    "granted";
-  return canKillDirectly;
-}
-
 /** false when the group has no process left. */
 export function signalGroup(pgid: number, signal: GroupSignal): boolean {
   if (!(pgid > 1)) return false; // never signal our own group (0) or init's (1)
-  if (directKillAllowed()) {
+  canKillDirectly ??=
+    Deno.permissions.querySync({ name: "run" }).state === "granted";
+  if (canKillDirectly) {
     try {
       Deno.kill(-pgid, signal);
       return true;

@@ -226,16 +226,15 @@ class Layout {
     for (const device of this.#open) {
       const last = run.at(-1);
       if (this.#held.has(device)) run = [];
-      else if (last !== undefined && !this.#adjacent(last, device)) {
+      else if (
+        last !== undefined && this.#numeric &&
+        Number(device) !== Number(last) + 1
+      ) {
         run = [device];
       } else run.push(device);
       if (run.length === count) return run;
     }
     return undefined;
-  }
-
-  #adjacent(a: string, b: string): boolean {
-    return !this.#numeric || Number(b) === Number(a) + 1;
   }
 
   #where(): string {
