@@ -84,10 +84,5 @@ function drain(
     }
     return { text: text + decoder.decode(), truncated };
   }
-  return {
-    text: read(),
-    cancel() {
-      reader.cancel().catch(() => {});
-    },
-  };
+  return { text: read(), cancel: () => void reader.cancel().catch(() => {}) };
 }

@@ -149,17 +149,14 @@ export function deviceOf(
 ): GpuDevice | undefined {
   const name = entry.trim();
   if (/^\d+$/.test(name)) {
-    const index = String(Number(name));
-    return snapshot.devices.find((device) => device.index === index);
+    return snapshot.devices.find((d) => d.index === String(Number(name)));
   }
   if (!/^GPU-./i.test(name)) return undefined;
   const wanted = name.toLowerCase();
-  const exact = snapshot.devices.find((device) =>
-    device.uuid.toLowerCase() === wanted
-  );
+  const exact = snapshot.devices.find((d) => d.uuid.toLowerCase() === wanted);
   if (exact) return exact;
-  const prefixed = snapshot.devices.filter((device) =>
-    device.uuid.toLowerCase().startsWith(wanted)
+  const prefixed = snapshot.devices.filter((d) =>
+    d.uuid.toLowerCase().startsWith(wanted)
   );
   return prefixed.length === 1 ? prefixed[0] : undefined;
 }

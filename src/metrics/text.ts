@@ -17,6 +17,8 @@ import {
 
 export { AUTH_FAILURE_REASONS, type AuthFailureReason };
 
+type Counts<K extends string> = Readonly<Partial<Record<K, number>>>;
+
 export interface LauncherMetrics {
   version: string;
   mode: "development" | "production";
@@ -43,8 +45,8 @@ export interface EngineMetrics {
   startTimeSeconds?: number | undefined;
   state?: EngineState | undefined;
   gpuMemoryMiB?: Readonly<Record<string, number>> | null | undefined;
-  startWaitSeconds?: Readonly<Partial<Record<WaitReason, number>>> | undefined;
-  exits?: Readonly<Partial<Record<ExitCause, number>>> | undefined;
+  startWaitSeconds?: Counts<WaitReason> | undefined;
+  exits?: Counts<ExitCause> | undefined;
   phase?: LoadPhase | null | undefined;
 }
 
@@ -59,9 +61,7 @@ export interface MetricsSnapshot {
   /** In any order: rendering sorts them. */
   engines: readonly EngineMetrics[];
   /** Rendered only in production mode; missing reasons count 0. */
-  authFailures?:
-    | Readonly<Partial<Record<AuthFailureReason, number>>>
-    | undefined;
+  authFailures?: Counts<AuthFailureReason> | undefined;
   reloads?: ReloadMetrics | undefined;
   /** A gauge an alert can age: a launcher killed outright leaves its file behind. */
   updatedSeconds?: number | undefined;

@@ -18,12 +18,7 @@ function templateArgv(ctx: EngineContext): string[] {
       if (part === "{api_key}" && out.at(-1)?.startsWith("-")) out.pop();
       continue;
     }
-    out.push(
-      part.replace(
-        PLACEHOLDER,
-        (_match: string, key: string) => values[key] ?? "",
-      ),
-    );
+    out.push(part.replace(PLACEHOLDER, (_, key: string) => values[key] ?? ""));
   }
   return [...out, ...ctx.card.args];
 }
