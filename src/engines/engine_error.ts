@@ -1,8 +1,3 @@
-/**
- * The error of an engine that cannot be prepared or started.
- *
- * @module
- */
 import { InputError } from "../common/config_error.ts";
 
 /**
@@ -17,12 +12,7 @@ import { InputError } from "../common/config_error.ts";
  * ```
  */
 export class EngineError extends InputError {
-  /**
-   * Creates the error.
-   *
-   * @param message One line saying what was wrong and what was expected.
-   * @param options The underlying error, if any.
-   */
+  /** `message`: one line saying what was wrong and what was expected. */
   constructor(message: string, options?: ErrorOptions) {
     super(message, options);
     this.name = "EngineError";

@@ -1,30 +1,13 @@
-/**
- * Engine flags checked against the installed engine's own help: once per
- * distinct executable, the help its kind names is run (`vllm serve
- * --help=all`, `python3 -m sglang.launch_server --help`, `llama-server
- * --help`) with a time limit, parsed by the kind, and each card's `args`
- * checked against it. Only a dry run asks: a start leaves unknown flags to the
- * engine's own parser.
- *
- * @module
- */
+// Card flags checked against the installed engine's own help, once per
+// distinct executable. Only a dry run asks: a start leaves unknown flags to
+// the engine's own parser.
 import type { ModelCard } from "../catalogue.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
 import type { EngineFlags } from "./kinds/engine_kind.ts";
-import { signalGroup } from "./process_group.ts";
+import { runHelper } from "./helper_run.ts";
 import { unknownFlagWarnings } from "./unknown_flags.ts";
 
-/**
- * The unknown-flag warnings of these cards, from their engines' help; for an
- * engine whose help cannot be read, one line naming its cards and why:
- * `qwen3-8b: flags not checked (vllm not found on PATH)`. Kinds without help
- * (`command`) are not checked.
- *
- * @param cards The expanded cards, in request order.
- * @param options `timeoutMs`: how long one engine's help may take before it
- *   is killed (10 s).
- * @returns The warnings, by executable in the order cards first name it.
- */
+/** Help that cannot be read is one line: `qwen3-8b: flags not checked (vllm not found on PATH)`. */
 export async function flagWarnings(
   cards: readonly ModelCard[],
   options: { readonly timeoutMs?: number } = {},
@@ -62,27 +45,16 @@ export async function flagWarnings(
   return warnings;
 }
 
-/**
- * Runs an engine's help in its own process group, killed with its children
- * after `timeoutMs`.
- *
- * @returns The flags it lists, or why none could be read.
- */
+/** The flags an engine's help lists, or why none could be read. */
 async function readHelp(
   executable: string,
   flags: EngineFlags,
   timeoutMs = 10_000,
 ): Promise<string[] | string> {
   const command = [executable, ...flags.helpArgv].join(" ");
-  let child: Deno.ChildProcess;
+  let run;
   try {
-    child = new Deno.Command(executable, {
-      args: [...flags.helpArgv],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      detached: true,
-    }).spawn();
+    run = await runHelper(executable, flags.helpArgv, { timeoutMs });
   } catch (error) {
     if (!(error instanceof Deno.errors.NotFound)) {
       return `${command} cannot run: ${(error as Error).message}`;
@@ -91,21 +63,15 @@ async function readHelp(
       ? `${executable} not found`
       : `${executable} not found on PATH`;
   }
-  let timedOut = false;
-  const timer = setTimeout(() => {
-    timedOut = true;
-    signalGroup(child.pid, "SIGKILL");
-  }, timeoutMs);
-  const out = await child.output().finally(() => clearTimeout(timer));
-  if (timedOut) {
+  if (run === "timeout") {
     return `${command} gave no answer within ${timeoutMs / 1000} s`;
   }
-  if (!out.success) {
-    const last = new TextDecoder().decode(out.stderr).trim().split("\n").at(-1);
-    return `${command} exited with code ${out.code}${
+  if (!run.status.success) {
+    const last = run.stderr.trim().split("\n").at(-1);
+    return `${command} exited with code ${run.status.code}${
       last ? `: ${last.slice(0, 200)}` : ""
     }`;
   }
-  const listed = flags.parseHelp(new TextDecoder().decode(out.stdout));
+  const listed = flags.parseHelp(run.stdout);
   return listed.length > 0 ? listed : `${command} listed no flags`;
 }

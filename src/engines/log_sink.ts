@@ -1,44 +1,26 @@
-/**
- * An engine's log file: bounded in size by rotation, and never a brake on the
- * engine. Output is queued and written in the background; when the queue is
- * full or writing fails (disk full, directory removed) bytes are dropped and
- * counted, and one line saying how many were lost is written once writing
- * works again.
- *
- * @module
- */
-
 /** How an engine log rotates. */
 export interface EngineLogOptions {
-  /**
-   * Rotate once the current file passes this many bytes; 0 never rotates.
-   * @default {104857600}
-   */
+  /** Rotate once the current file passes this many bytes; 0 never rotates. @default {104857600} */
   maxBytes?: number;
-  /**
-   * Older files kept as `<file>.1` (newest) … `<file>.N`.
-   * @default {5}
-   */
+  /** Older files kept as `<file>.1` (newest) … `<file>.N`. @default {5} */
   keep?: number;
-  /**
-   * Bytes that may wait for the disk before new output is dropped.
-   * @default {16777216}
-   */
+  /** Bytes that may wait for the disk before new output is dropped. @default {16777216} */
   maxQueuedBytes?: number;
   /** Told of each write that failed (the bytes are dropped and counted). */
   onWriteError?: (error: unknown) => void;
 }
 
-/** Default size at which an engine log rotates (100 MiB). */
 export const DEFAULT_LOG_MAX_BYTES = 104_857_600;
-/** Default number of rotated files kept. */
 export const DEFAULT_LOG_KEEP = 5;
 const DEFAULT_MAX_QUEUED = 16 * 1024 * 1024;
 const MAX_BATCH = 1024 * 1024;
 const encoder = new TextEncoder();
 
 /**
- * One engine's log: append-only, rotating, lossy rather than blocking.
+ * One engine's log: append-only, bounded by rotation, lossy rather than
+ * blocking. Output is written in the background; when the queue is full or
+ * writing fails (disk full, directory removed) bytes are dropped and counted,
+ * and one line saying how many were lost is written once writing works again.
  *
  * @example
  * ```ts
@@ -66,12 +48,7 @@ export class EngineLog implements AsyncDisposable {
   #writing: Promise<void> | undefined;
   #closed = false;
 
-  /**
-   * Opens nothing yet: the file is opened (and created) on the first write.
-   *
-   * @param path The log file.
-   * @param options Rotation and queue bounds.
-   */
+  /** The file is opened (and created) on the first write. */
   constructor(path: string, options: EngineLogOptions = {}) {
     this.path = path;
     this.#maxBytes = options.maxBytes ?? DEFAULT_LOG_MAX_BYTES;
@@ -82,15 +59,12 @@ export class EngineLog implements AsyncDisposable {
 
   #lastOutputAt: number | undefined;
 
-  /** Bytes dropped so far and not yet reported in the file. */
+  /** Dropped so far and not yet reported in the file. */
   get lostBytes(): number {
     return this.#lost;
   }
 
-  /**
-   * Queues engine output. Never waits: past the queue bound the bytes are
-   * dropped and counted. The chunk is kept as it is: do not reuse its buffer.
-   */
+  /** Never waits. The chunk is kept as it is: do not reuse its buffer. */
   write(chunk: Uint8Array): void {
     if (chunk.length === 0) return;
     // Output dropped past the bound is still a sign of life (`--start-timeout`).
@@ -98,10 +72,7 @@ export class EngineLog implements AsyncDisposable {
     this.#enqueue(chunk);
   }
 
-  /**
-   * When the engine last wrote output (`Date.now()` time), or undefined before
-   * any: the launcher's own lines do not count.
-   */
+  /** `Date.now()` of the engine's last output; the launcher's own lines do not count. */
   get lastOutputAt(): number | undefined {
     return this.#lastOutputAt;
   }
@@ -117,12 +88,12 @@ export class EngineLog implements AsyncDisposable {
     this.#writing ??= this.#drain();
   }
 
-  /** Queues one line of the launcher's own (a header, an exit line). */
+  /** A line of the launcher's own (a header, an exit line). */
   line(text: string): void {
     this.#enqueue(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
   }
 
-  /** Resolves once everything queued so far has been written or dropped. */
+  /** Resolves once everything queued so far is written or dropped. */
   async flush(): Promise<void> {
     while (this.#writing) await this.#writing;
   }
@@ -152,18 +123,19 @@ export class EngineLog implements AsyncDisposable {
   async #writeOut(bytes: Uint8Array): Promise<void> {
     try {
       const file = await this.#open();
-      if (this.#lost > 0) {
-        const note = encoder.encode(
+      const out = this.#lost === 0 ? bytes : concat([
+        encoder.encode(
           `--- ${
             new Date().toISOString()
           } log: ${this.#lost} bytes of engine output were lost (the log could not be written)\n`,
-        );
-        this.#lost = 0;
-        await writeAll(file, note);
-        this.#size += note.length;
+        ),
+        bytes,
+      ]);
+      this.#lost = 0;
+      for (let done = 0; done < out.length;) {
+        done += await file.write(out.subarray(done));
       }
-      await writeAll(file, bytes);
-      this.#size += bytes.length;
+      this.#size += out.length;
       if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
         await this.#rotate();
       }
@@ -178,17 +150,11 @@ export class EngineLog implements AsyncDisposable {
 
   async #open(): Promise<Deno.FsFile> {
     if (this.#file) return this.#file;
-    const file = await Deno.open(this.path, {
-      append: true,
-      create: true,
-      write: true,
-    });
+    const file = await Deno.open(this.path, { append: true, create: true });
     this.#size = (await file.stat()).size;
-    this.#file = file;
-    return file;
+    return this.#file = file;
   }
 
-  /** `<path>` becomes `<path>.1`, `.1` becomes `.2` … the oldest beyond `keep` is removed. */
   async #rotate(): Promise<void> {
     this.#file?.close();
     this.#file = undefined;
@@ -205,7 +171,7 @@ export class EngineLog implements AsyncDisposable {
     this.#size = 0;
   }
 
-  /** Writes what is queued, then closes the file. Later writes are ignored. */
+  /** Writes what is queued, then closes; later writes are ignored. */
   async close(): Promise<void> {
     await this.flush();
     this.#closed = true;
@@ -221,19 +187,11 @@ export class EngineLog implements AsyncDisposable {
 
 function concat(chunks: Uint8Array[]): Uint8Array {
   if (chunks.length === 1) return chunks[0]!;
-  let length = 0;
-  for (const chunk of chunks) length += chunk.length;
-  const out = new Uint8Array(length);
+  const out = new Uint8Array(chunks.reduce((sum, c) => sum + c.length, 0));
   let at = 0;
   for (const chunk of chunks) {
     out.set(chunk, at);
     at += chunk.length;
   }
   return out;
-}
-
-async function writeAll(file: Deno.FsFile, bytes: Uint8Array): Promise<void> {
-  for (let done = 0; done < bytes.length;) {
-    done += await file.write(bytes.subarray(done));
-  }
 }

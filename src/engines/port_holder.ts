@@ -1,28 +1,17 @@
-/**
- * Which process listens on a TCP port, for the port-in-use error: the
- * listening socket's inode from `/proc/net/tcp*`, the process holding a
- * descriptor to `socket:[<inode>]`, its name from `/proc/<pid>/comm`; only
- * this user's processes can be found. Under narrowed permissions the same
- * files are read through `sh` (as `proc.ts` does).
- *
- * @module
- */
-import { canReadDirectly } from "./proc.ts";
+// Which process listens on a TCP port, from /proc: only this user's can be
+// found. Under narrowed permissions the same files are read through `sh`.
+import { attempt, canReadDirectly, shLines } from "./proc.ts";
 
-/** A process listening on a port. */
-export interface PortHolder {
+interface PortHolder {
   pid: number;
-  /** Its name (`/proc/<pid>/comm`), empty when it could not be read. */
+  /** Empty when it could not be read. */
   command: string;
 }
 
-/** `st` of a socket in LISTEN state, in `/proc/net/tcp*`. */
+// `st` of a socket in LISTEN state.
 const LISTEN = "0A";
 
-/**
- * The inodes of the sockets listening on `port` (any local address), from
- * the text of `/proc/net/tcp` or `/proc/net/tcp6`, header line included.
- */
+/** From the text of `/proc/net/tcp` or `/proc/net/tcp6`. */
 export function listeningInodes(table: string, port: number): string[] {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
   const out: string[] = [];
@@ -39,47 +28,32 @@ export function listeningInodes(table: string, port: number): string[] {
 }
 
 function direct(port: number): PortHolder[] {
-  const inodes = new Set<string>();
-  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
-    try {
-      const text = Deno.readTextFileSync(table);
-      for (const inode of listeningInodes(text, port)) inodes.add(inode);
-    } catch { /* no IPv6, say */ }
-  }
-  if (inodes.size === 0) return [];
-  const targets = new Set([...inodes].map((inode) => `socket:[${inode}]`));
+  const targets = new Set(
+    ["/proc/net/tcp", "/proc/net/tcp6"].flatMap((table) =>
+      attempt(() => listeningInodes(Deno.readTextFileSync(table), port), [])
+    ).map((inode) => `socket:[${inode}]`),
+  );
+  if (targets.size === 0) return [];
   const out: PortHolder[] = [];
-  for (const entry of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(entry.name)) continue;
-    let fds: Deno.DirEntry[];
-    try {
-      fds = [...Deno.readDirSync(`/proc/${entry.name}/fd`)];
-    } catch {
-      continue; // another user's, or gone
-    }
-    const holds = fds.some((fd) => {
-      try {
-        return targets.has(
-          Deno.readLinkSync(`/proc/${entry.name}/fd/${fd.name}`),
-        );
-      } catch {
-        return false;
-      }
-    });
+  for (const { name } of Deno.readDirSync("/proc")) {
+    if (!/^\d+$/.test(name)) continue;
+    // Another user's, or gone: nothing to read.
+    const fds = attempt(() => [...Deno.readDirSync(`/proc/${name}/fd`)], []);
+    const holds = fds.some((fd) =>
+      attempt(
+        () => targets.has(Deno.readLinkSync(`/proc/${name}/fd/${fd.name}`)),
+        false,
+      )
+    );
     if (!holds) continue;
-    let command = "";
-    try {
-      command = Deno.readTextFileSync(`/proc/${entry.name}/comm`).trim();
-    } catch { /* gone */ }
-    out.push({ pid: Number(entry.name), command });
+    const comm = attempt(() => Deno.readTextFileSync(`/proc/${name}/comm`), "");
+    out.push({ pid: Number(name), command: comm.trim() });
   }
   return out;
 }
 
-/**
- * POSIX sh: the LISTEN inodes of port $1 (4 hex digits), then for each the
- * processes whose descriptors point at it, as `<pid> <comm>` lines.
- */
+// POSIX sh: the LISTEN inodes of port $1 (4 hex digits), then the processes
+// whose descriptors point at each, as `<pid> <comm>` lines.
 const SCRIPT = `for t in /proc/net/tcp /proc/net/tcp6; do
   [ -r "$t" ] || continue
   while read -r _ local _ st _ _ _ _ _ inode _; do
@@ -94,26 +68,13 @@ done 2>/dev/null
 
 function throughShell(port: number): PortHolder[] {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
-  let stdout: Uint8Array;
-  try {
-    ({ stdout } = new Deno.Command("sh", {
-      args: ["-c", SCRIPT, "port-holder", hex],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "null",
-    }).outputSync());
-  } catch {
-    return []; // no sh, or not allowed: nothing can be known
-  }
-  const out: PortHolder[] = [];
-  for (const line of new TextDecoder().decode(stdout).split("\n")) {
+  return shLines(SCRIPT, ["port-holder", hex]).flatMap((line) => {
     const match = /^(\d+) ?(.*)$/.exec(line);
-    if (match) out.push({ pid: Number(match[1]), command: match[2]! });
-  }
-  return out;
+    return match ? [{ pid: Number(match[1]), command: match[2]! }] : [];
+  });
 }
 
-/** The processes listening on a TCP port, lowest pid first; empty when nothing can be known. */
+/** Lowest pid first; empty when nothing can be known. */
 export function portHolders(port: number): PortHolder[] {
   const found = canReadDirectly() ? direct(port) : throughShell(port);
   const unique = new Map<number, PortHolder>();

@@ -1,13 +1,6 @@
-/**
- * Ports: whether one is free, and the start-up error when it is not. Used at
- * start (the management port and every engine port) and before each restart.
- *
- * @module
- */
 import { ConfigError } from "../common/config_error.ts";
 import { portHolders } from "./port_holder.ts";
 
-/** True when nothing listens on the port (a restart checks before it starts). */
 export function isPortFree(hostname: string, port: number): boolean {
   try {
     Deno.listen({ hostname, port }).close();
@@ -17,15 +10,7 @@ export function isPortFree(hostname: string, port: number): boolean {
   }
 }
 
-/**
- * Fails when something already listens on a port we are about to use. The
- * message says who holds it, when `/proc` tells, and how to move.
- *
- * @param hostname The host the port is for.
- * @param port The port.
- * @param what What the port is for (`the management API`, `engine llama-3`).
- * @throws {ConfigError} `Cannot use port 5000 on localhost for the management API: already in use by pid 4711 (python3) (expected a free port: stop that process, or choose another with --port)`.
- */
+/** @throws {ConfigError} `Cannot use port 5000 on localhost for the management API: already in use by pid 4711 (python3) (expected a free port: stop that process, or choose another with --port)` */
 export function checkPortFree(
   hostname: string,
   port: number,
@@ -47,7 +32,6 @@ export function checkPortFree(
   listener.close();
 }
 
-/** `already in use [by pid N (name)] (expected …)`: who holds it and what to do. */
 function inUse(port: number, what: string): string {
   const holders = portHolders(port);
   const by = holders.length === 0

@@ -1,26 +1,17 @@
-/**
- * Reads process facts from `/proc/<pid>/stat`: state, process group and start
- * time. Deno asks for `--allow-all` to read anything under `/proc`, so under
- * narrowed permissions the same lines are read through `sh` (which the
- * launcher's watchdog needs anyway) with the shell's own `read`.
- *
- * @module
- */
+// Deno asks for `--allow-all` to read anything under `/proc`: under narrowed
+// permissions the same lines are read through `sh` with the shell's own `read`.
 
-/** What `/proc/<pid>/stat` says of one process. */
 export interface ProcStat {
   pid: number;
-  /** One letter: R, S, D, Z (zombie), T (stopped) … */
+  /** R, S, D, Z (zombie), T (stopped) … */
   state: string;
-  /** Process group id. */
   pgid: number;
-  /** The command name (`comm`, at most 15 characters), e.g. `python3`. */
   comm: string;
-  /** Start time in clock ticks since boot (field 22), as text. */
+  /** Clock ticks since boot (field 22), as text. */
   startTime: string;
 }
 
-/** Parses one stat line; the name (field 2) may hold spaces and parentheses. */
+// The name (field 2) may hold spaces and parentheses.
 function parse(line: string): ProcStat | undefined {
   const close = line.lastIndexOf(")");
   if (close < 0) return undefined;
@@ -38,55 +29,52 @@ function parse(line: string): ProcStat | undefined {
 
 let direct: boolean | undefined;
 
-/** Whether `/proc` can be read without a shell (only with `--allow-all`); asked once. */
 export function canReadDirectly(): boolean {
-  if (direct === undefined) {
-    try {
-      Deno.readTextFileSync(`/proc/${Deno.pid}/stat`);
-      direct = true;
-    } catch {
-      direct = false;
-    }
-  }
+  direct ??= attempt(() => {
+    Deno.readTextFileSync(`/proc/${Deno.pid}/stat`);
+    return true;
+  }, false);
   return direct;
 }
 
-/** The stat lines of these files, or of every process's; by `sh` under narrowed permissions. */
 function statLines(paths: string[] | undefined): string[] {
   if (canReadDirectly()) {
     paths ??= [...Deno.readDirSync("/proc")]
       .filter((entry) => /^\d+$/.test(entry.name))
       .map((entry) => `/proc/${entry.name}/stat`);
-    return paths.flatMap((path) => {
-      try {
-        return [Deno.readTextFileSync(path)];
-      } catch {
-        return []; // gone
-      }
-    });
+    return paths.flatMap((path) =>
+      attempt(() => [Deno.readTextFileSync(path)], [])
+    );
   }
+  return shLines(
+    'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
+    ["proc", ...paths ?? ["/proc/[0-9]*/stat"]],
+  );
+}
+
+/** `read()`, or `otherwise` when it throws. */
+export function attempt<T>(read: () => T, otherwise: T): T {
   try {
-    const { stdout } = new Deno.Command("sh", {
-      args: [
-        "-c",
-        'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
-        "proc",
-        ...paths ?? ["/proc/[0-9]*/stat"],
-      ],
-      stdin: "null",
-      stdout: "piped",
-      stderr: "null",
-    }).outputSync();
-    return new TextDecoder().decode(stdout).split("\n").filter(Boolean);
+    return read();
   } catch {
-    return []; // no sh, or not allowed: nothing can be known
+    return otherwise;
   }
 }
 
-/**
- * The stats of the processes named, or of every process when none are named
- * (one shell run under narrowed permissions); a pid with no process is missing.
- */
+/** What a POSIX `sh` script prints, by line; none without sh or leave to run it. */
+export function shLines(script: string, args: readonly string[]): string[] {
+  const run = () =>
+    new Deno.Command("sh", {
+      args: ["-c", script, ...args],
+      stdin: "null",
+      stdout: "piped",
+      stderr: "null",
+    }).outputSync().stdout;
+  return new TextDecoder().decode(attempt(run, new Uint8Array())).split("\n")
+    .filter(Boolean);
+}
+
+/** Every process's when none are named; a pid with no process is missing. */
 export function procStats(pids?: readonly number[]): Map<number, ProcStat> {
   const paths = pids?.filter((pid) => pid > 0).map((p) => `/proc/${p}/stat`);
   const out = new Map<number, ProcStat>();

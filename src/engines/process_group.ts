@@ -1,33 +1,18 @@
-/**
- * Signals whole process groups. Engines start in their own session, so their
- * pgid is their pid and one signal reaches every descendant that stayed in the
- * group (vLLM's EngineCore and workers do).
- *
- * `Deno.kill` needs unscoped `--allow-run`; under a narrowed `--allow-run=...`
- * list the system `kill` program is used instead (it must then be in the list).
- *
- * @module
- */
+// One signal to an engine's group reaches every descendant that stayed in it
+// (vLLM's EngineCore and workers do). `Deno.kill` needs unscoped
+// `--allow-run`; under a narrowed list the `kill` program is used.
 import { sleep } from "../common/sleep.ts";
 
 type GroupSignal = "SIGTERM" | "SIGKILL" | "SIGCONT";
 
 let canKillDirectly: boolean | undefined;
 
-function directKillAllowed(): boolean {
-  canKillDirectly ??= Deno.permissions.querySync({ name: "run" }).state ===
-    "granted";
-  return canKillDirectly;
-}
-
-/**
- * Sends a signal to every process in a group.
- *
- * @returns false when the group has no process left.
- */
+/** false when the group has no process left. */
 export function signalGroup(pgid: number, signal: GroupSignal): boolean {
   if (!(pgid > 1)) return false; // never signal our own group (0) or init's (1)
-  if (directKillAllowed()) {
+  canKillDirectly ??=
+    Deno.permissions.querySync({ name: "run" }).state === "granted";
+  if (canKillDirectly) {
     try {
       Deno.kill(-pgid, signal);
       return true;
@@ -44,18 +29,12 @@ export function signalGroup(pgid: number, signal: GroupSignal): boolean {
   return code === 0;
 }
 
-/** True while any process of the group exists (SIGCONT is harmless to a running process). */
-export function groupAlive(pgid: number): boolean {
+// SIGCONT is harmless to a running process.
+function groupAlive(pgid: number): boolean {
   return signalGroup(pgid, "SIGCONT");
 }
 
-/**
- * Stops a group: SIGTERM, then SIGKILL to what is left after `graceMs`.
- * Resolves once nothing of it is left, or 5 s after SIGKILL.
- *
- * @param how `alive`: whether some of the group is left (by default any
- *   process of it); `onKill`: called before the SIGKILL.
- */
+/** SIGTERM, then SIGKILL after `graceMs`; resolves once nothing is left, or 5 s after SIGKILL. */
 export async function stopGroup(
   pgid: number,
   graceMs: number,
@@ -76,11 +55,10 @@ export async function stopGroup(
   await gone(5_000);
 }
 
-/** Groups that must not outlive this process, even when it exits abruptly. */
+// Groups that must not outlive this process, even when it exits abruptly.
 const live = new Set<number>();
 let unloadHooked = false;
 
-/** Records a group as live until {@linkcode forget} is called. */
 export function track(pgid: number): void {
   live.add(pgid);
   if (!unloadHooked) {
@@ -94,7 +72,6 @@ export function track(pgid: number): void {
   }
 }
 
-/** Stops tracking a group whose processes are all gone. */
 export function forget(pgid: number): void {
   live.delete(pgid);
 }

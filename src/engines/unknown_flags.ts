@@ -1,27 +1,10 @@
-/**
- * Unknown engine flags: a card's `args` checked against the flags its
- * engine's own help lists (read by `engine_help.ts`), the closest listed flag
- * suggested. A warning, never a refusal. Pure.
- *
- * @module
- */
+// A card's `args` checked against the flags its engine's help lists, read as
+// the engine reads them; a warning, never a refusal. Pure.
 import type { ModelCard } from "../catalogue.ts";
 import { closeMatches } from "../common/close_matches.ts";
 import type { EngineKind } from "./kinds/engine_kind.ts";
 
-/**
- * One warning per card `args` flag its engine's help does not list, with the
- * closest listed flag when one is close:
- * `qwen3-8b: --max-model-length is not a known vLLM flag (did you mean --max-model-len?)`.
- * Read as the engine reads it (its kind's `flags`): `_` as `-` where the
- * engine does so (vLLM), an unambiguous start of a listed flag where it takes
- * one (SGLang's argparse).
- *
- * @param card The expanded card.
- * @param kind Its engine kind.
- * @param listed The flags the engine's help lists, dashes included.
- * @returns The warnings, in the order the flags appear; `[]` when all are listed.
- */
+/** `qwen3-8b: --max-model-length is not a known vLLM flag (did you mean --max-model-len?)` */
 export function unknownFlagWarnings(
   card: ModelCard,
   kind: EngineKind,

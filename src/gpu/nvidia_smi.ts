@@ -1,103 +1,56 @@
-/**
- * `nvidia-smi`, the one door to the machine's GPU facts: the runner every
- * query goes through (own process group, killed with what it started after a
- * timeout, output capped), and {@linkcode queryGpus}, one look at the devices'
- * memory and the compute processes holding it. Pool detection (`detect.ts`)
- * runs its own query through the same runner.
- *
- * Nothing here throws for the machine's state: a missing binary, a refusal, a
- * failing driver, a hang or output it cannot read is a one-line reason.
- *
- * @module
- */
-import { signalGroup } from "../engines/process_group.ts";
+// `nvidia-smi`, the one door to the machine's GPU facts. Nothing here throws
+// for the machine's state: a missing binary, a refusal, a failing driver, a
+// hang or output it cannot read is a one-line reason.
+import { runHelper } from "../engines/helper_run.ts";
 import { clip } from "../common/one_line.ts";
-import { within } from "../common/sleep.ts";
 
-/** One GPU as `nvidia-smi --query-gpu` lists it. */
 export interface GpuDevice {
-  /** The index `nvidia-smi` gives it (PCI bus order), e.g. `"3"`. */
   readonly index: string;
-  /** `GPU-<uuid>`. */
   readonly uuid: string;
-  /** Memory in MiB; `NaN` when {@linkcode GpuDevice.memoryKnown} is false. */
+  // NaN when memory is unknown (`[N/A]`, `[Not Supported]` on some
+  // unified-memory boards): every comparison with NaN is false, so a
+  // forgotten `memoryKnown` check errs towards "no fact", not a made-up zero.
   readonly totalMiB: number;
-  /** Memory used, by anyone, in MiB; `NaN` when {@linkcode GpuDevice.memoryKnown} is false. */
   readonly usedMiB: number;
-  /**
-   * False when `nvidia-smi` reports the memory as `[N/A]` or
-   * `[Not Supported]` (some unified-memory boards do): the device is listed,
-   * but rules needing its memory facts must skip it. `NaN` in the two fields
-   * makes every comparison with them false, so a forgotten check errs towards
-   * "no fact", not towards a made-up zero.
-   */
   readonly memoryKnown: boolean;
-  /**
-   * `nvidia-smi`'s words where a memory field reads as an error (`ERR!`,
-   * `[GPU requires reset]`, `[Unknown Error]`, `[GPU is lost]`: a device
-   * after an Xid error); then `memoryKnown` is false and nothing is started
-   * there until it reports memory again.
-   */
+  /** `ERR!`, `[GPU requires reset]` … (after an Xid error): nothing starts there until it reports memory again. */
   readonly error?: string;
 }
 
-/** One compute process as `nvidia-smi --query-compute-apps` lists it: one entry per device it uses. */
-export interface GpuProcess {
-  /**
-   * Its pid as the driver sees it: in a container that cannot see the host's
-   * pids, a number that may match no process here.
-   */
+interface GpuProcess {
+  /** As the driver sees it: in a container, maybe no process here. */
   readonly pid: number;
-  /** MiB it holds on this device; 0 when `nvidia-smi` reports `[N/A]` (not known). */
   readonly usedMiB: number;
-  /** The device's `GPU-<uuid>`. */
   readonly gpuUuid: string;
 }
 
-/** What one {@linkcode queryGpus} saw. */
 export interface GpuSnapshot {
-  /** The devices, in `nvidia-smi`'s order. */
   readonly devices: readonly GpuDevice[];
-  /** The compute processes, one entry per process and device. */
   readonly processes: readonly GpuProcess[];
-  /** `Date.now()` when both answers were in. */
   readonly at: number;
 }
 
-/** The outcome of {@linkcode queryGpus}. */
 export type GpuQuery =
   | { readonly ok: true; readonly snapshot: GpuSnapshot }
   | {
     readonly ok: false;
-    /** One line naming what failed, e.g. `nvidia-smi --query-gpu: it exited with code 9 (…)`. */
     readonly error: string;
-    /** True when no `nvidia-smi` is on PATH: a steady state, worth re-checking only rarely. */
+    /** No `nvidia-smi` on PATH: a steady state, worth re-checking only rarely. */
     readonly absent?: boolean;
   };
 
-/** How `nvidia-smi` is found and how long it may take. */
 export interface QueryGpusOptions {
-  /**
-   * The environment `nvidia-smi` runs with (its `PATH` finds it), merged
-   * over this process's own. @default {this process's environment}
-   */
   readonly env?: Readonly<Record<string, string | undefined>>;
-  /** How long each run may take before it is killed. @default {5000} */
   readonly timeoutMs?: number;
 }
 
-/** What one run of `nvidia-smi` gave. */
 export type NvidiaSmiRun =
   | { readonly ok: true; readonly stdout: string }
   | {
     readonly ok: false;
-    /**
-     * `absent`: not on PATH. `unsure`: not found, and PATH could not be read
-     * (under a narrowed `--allow-read`), or not in `--allow-run`: Deno cannot
-     * tell these apart. `failed`: it ran (or could not be run) and did not answer.
-     */
+    // `unsure`: not found, and PATH could not be read (narrowed --allow-read),
+    // or not in --allow-run: Deno cannot tell these apart.
     readonly reason: "absent" | "unsure" | "failed";
-    /** One line, e.g. `it exited with code 9 (Failed to initialize NVML)`. */
     readonly detail: string;
   };
 
@@ -110,26 +63,10 @@ const PROCESS_ARGS = [
   "--query-compute-apps=pid,used_memory,gpu_uuid",
   "--format=csv,noheader,nounits",
 ];
-/** `nvidia-smi` output kept; more is a failure (a cut line would read as a fact). */
-const OUTPUT_CAP = 64 * 1024;
-/** After a kill, how long to wait for the process and its pipes before giving up on them. */
-const REAP_MS = 1000;
+// More output is a failure: a cut line would read as a fact.
+const CAP = 64 * 1024;
 
-/**
- * Runs `nvidia-smi` once with `args`, in its own process group; after
- * `timeoutMs` the group (the program and whatever it started) is killed.
- * Output is kept up to 64 KiB; more is a failure. Never throws.
- *
- * @param args The arguments, e.g. `["--query-gpu=index", "--format=csv,noheader"]`.
- * @param options The environment (its `PATH` finds the program) and the timeout.
- * @returns Its standard output when it exited with 0, else why not.
- *
- * @example
- * ```ts ignore
- * const run = await runNvidiaSmi(["--query-gpu=index", "--format=csv,noheader"]);
- * if (run.ok) console.log(run.stdout);
- * ```
- */
+/** Runs `nvidia-smi` once, killed with what it started after the timeout (5 s); never throws. */
 export async function runNvidiaSmi(
   args: readonly string[],
   options: QueryGpusOptions = {},
@@ -140,174 +77,86 @@ export async function runNvidiaSmi(
     NVIDIA_SMI,
     env === undefined ? Deno.env.get("PATH") : env["PATH"],
   );
-  if (found === false) {
-    return { ok: false, reason: "absent", detail: "not found on PATH" };
-  }
-  let child: Deno.ChildProcess;
+  const absent = failed("not found on PATH", "absent");
+  if (found === false) return absent;
+  let run;
   try {
-    child = new Deno.Command(NVIDIA_SMI, {
-      args: [...args],
-      ...(env === undefined ? {} : { env }),
-      stdin: "null",
-      stdout: "piped",
-      stderr: "piped",
-      // Its own group, so a timeout kills whatever it started too.
-      detached: true,
-    }).spawn();
+    run = await runHelper(NVIDIA_SMI, args, { env, timeoutMs, cap: CAP });
   } catch (error) {
     // Under a narrowed --allow-run, a program missing from PATH at start-up is "not capable".
-    // (Deno cannot tell that apart from a program left out of the list.)
-    if (error instanceof Deno.errors.NotFound) {
-      return { ok: false, reason: "absent", detail: "not found on PATH" };
-    }
+    if (error instanceof Deno.errors.NotFound) return absent;
     if (found === undefined && error instanceof Deno.errors.NotCapable) {
-      return {
-        ok: false,
-        reason: "unsure",
-        detail: "not found on PATH, or not allowed by --allow-run",
-      };
+      return failed(
+        "not found on PATH, or not allowed by --allow-run",
+        "unsure",
+      );
     }
-    return {
-      ok: false,
-      reason: "failed",
-      detail: error instanceof Deno.errors.NotCapable
+    return failed(
+      error instanceof Deno.errors.NotCapable
         ? "not allowed to run it (add nvidia-smi to --allow-run)"
         : `cannot run it (${clip((error as Error).message)})`,
-    };
+    );
   }
-  const stdout = drain(child.stdout);
-  const stderr = drain(child.stderr);
-  const all = Promise.all([child.status, stdout.text, stderr.text]);
-  const done = await within(all, timeoutMs);
-  if (done === undefined) {
-    try {
-      signalGroup(child.pid, "SIGKILL");
-    } catch {
-      // Already gone.
-    }
-    if (await within(all, REAP_MS) === undefined) {
-      // Stuck in the kernel (a hung driver): stop reading and move on.
-      stdout.cancel();
-      stderr.cancel();
-      child.unref();
-    }
-    return {
-      ok: false,
-      reason: "failed",
-      detail: `no answer within ${timeoutMs / 1000} s (killed)`,
-    };
+  if (run === "timeout") {
+    return failed(`no answer within ${timeoutMs / 1000} s (killed)`);
   }
-  const [status, out, err] = done;
+  const { status, stdout, stderr } = run;
   if (!status.success) {
-    const firstLine = err.text.trim().split(/\r?\n/)[0]?.trim() ||
-      out.text.trim().split(/\r?\n/)[0]?.trim();
-    return {
-      ok: false,
-      reason: "failed",
-      detail: `it ${
+    const firstLine = [stderr, stdout].map((text) => lines(text)[0]).find(
+      Boolean,
+    );
+    return failed(
+      `it ${
         status.signal
           ? `died of ${status.signal}`
           : `exited with code ${status.code}`
       }${firstLine ? ` (${clip(firstLine)})` : ""}`,
-    };
+    );
   }
-  if (out.truncated) {
-    return {
-      ok: false,
-      reason: "failed",
-      detail: `it printed more than ${OUTPUT_CAP / 1024} KiB`,
-    };
-  }
-  return { ok: true, stdout: out.text };
+  if (run.truncated) return failed(`it printed more than ${CAP / 1024} KiB`);
+  return { ok: true, stdout };
 }
 
-/**
- * One look at the machine's GPUs: `nvidia-smi --query-gpu=index,uuid,memory.total,memory.used`
- * and `--query-compute-apps=pid,used_memory,gpu_uuid` (both `--format=csv,noheader,nounits`),
- * run at the same time through {@linkcode runNvidiaSmi}.
- *
- * Reading: fields are trimmed and blank lines skipped. A device's memory
- * given as `[N/A]`, `[Not Supported]` or any other bracketed word makes it
- * `memoryKnown: false` (with `NaN` values); a process's memory given so is 0.
- * Any other line that does not read (a wrong field count, an index or pid
- * that is not a number, a uuid that is not `GPU-…`) fails the whole query:
- * half-read facts are worse than none. A compute-apps answer of
- * `No running processes found` (older drivers) is no process.
- *
- * @param options The environment (its `PATH` finds `nvidia-smi`) and the timeout of each run.
- * @returns The snapshot, or `ok: false` with one line naming the query and
- *   what failed (`absent: true` when no `nvidia-smi` is on PATH). Never throws.
- *
- * @example
- * ```ts ignore
- * const query = await queryGpus({ timeoutMs: 2000 });
- * if (query.ok) for (const d of query.snapshot.devices) console.log(d.index, d.usedMiB);
- * else log.warn(query.error);
- * ```
- */
+function failed(
+  detail: string,
+  reason: "absent" | "unsure" | "failed" = "failed",
+): NvidiaSmiRun {
+  return { ok: false, reason, detail };
+}
+
+// A line that does not read fails the whole query: half-read facts are worse than none.
 export async function queryGpus(
   options: QueryGpusOptions = {},
 ): Promise<GpuQuery> {
-  const [devices, processes] = await Promise.all([
+  const [deviceRun, processRun] = await Promise.all([
     runNvidiaSmi(DEVICE_ARGS, options),
     runNvidiaSmi(PROCESS_ARGS, options),
   ]);
-  if (!devices.ok) return failure(devices, DEVICE_ARGS);
-  if (!processes.ok) return failure(processes, PROCESS_ARGS);
-  const parsedDevices = parseDevices(devices.stdout);
-  if (typeof parsedDevices === "string") {
-    return { ok: false, error: `${queryName(DEVICE_ARGS)}: ${parsedDevices}` };
-  }
-  const parsedProcesses = parseProcesses(processes.stdout);
-  if (typeof parsedProcesses === "string") {
-    return {
-      ok: false,
-      error: `${queryName(PROCESS_ARGS)}: ${parsedProcesses}`,
-    };
-  }
-  return {
-    ok: true,
-    snapshot: {
-      devices: parsedDevices,
-      processes: parsedProcesses,
-      at: Date.now(),
-    },
-  };
+  if (!deviceRun.ok) return failure(deviceRun, DEVICE_ARGS);
+  if (!processRun.ok) return failure(processRun, PROCESS_ARGS);
+  const devices = parseDevices(deviceRun.stdout);
+  if (typeof devices === "string") return unread(DEVICE_ARGS, devices);
+  const processes = parseProcesses(processRun.stdout);
+  if (typeof processes === "string") return unread(PROCESS_ARGS, processes);
+  return { ok: true, snapshot: { devices, processes, at: Date.now() } };
 }
 
-/**
- * The device a pool entry names, as `CUDA_VISIBLE_DEVICES` would read it: an
- * index (`"3"`, `"03"`), or `GPU-<uuid>`, whole or a prefix naming exactly
- * one device (CUDA accepts unique prefixes), case-insensitive.
- *
- * @param entry A pool entry, e.g. `"3"` or `"GPU-8e1c0a2b"`.
- * @param snapshot What {@linkcode queryGpus} saw.
- * @returns The device; `undefined` for a `MIG-…` entry (its memory is not a
- *   device's), an ambiguous prefix, or an entry naming no listed device.
- *
- * @example
- * ```ts ignore
- * const device = deviceOf("GPU-8e1c0a2b", snapshot);
- * if (device?.memoryKnown) console.log(device.totalMiB - device.usedMiB, "MiB free");
- * ```
- */
+// As CUDA_VISIBLE_DEVICES reads an entry: an index, or a `GPU-<uuid>` or its
+// unique prefix. `MIG-…` is no device: its memory is not a device's.
 export function deviceOf(
   entry: string,
   snapshot: GpuSnapshot,
 ): GpuDevice | undefined {
   const name = entry.trim();
   if (/^\d+$/.test(name)) {
-    const index = String(Number(name));
-    return snapshot.devices.find((device) => device.index === index);
+    return snapshot.devices.find((d) => d.index === String(Number(name)));
   }
   if (!/^GPU-./i.test(name)) return undefined;
   const wanted = name.toLowerCase();
-  const exact = snapshot.devices.find((device) =>
-    device.uuid.toLowerCase() === wanted
-  );
+  const exact = snapshot.devices.find((d) => d.uuid.toLowerCase() === wanted);
   if (exact) return exact;
-  const prefixed = snapshot.devices.filter((device) =>
-    device.uuid.toLowerCase().startsWith(wanted)
+  const prefixed = snapshot.devices.filter((d) =>
+    d.uuid.toLowerCase().startsWith(wanted)
   );
   return prefixed.length === 1 ? prefixed[0] : undefined;
 }
@@ -318,12 +167,15 @@ function failure(
 ): GpuQuery {
   return run.reason === "absent"
     ? { ok: false, error: `${NVIDIA_SMI}: ${run.detail}`, absent: true }
-    : { ok: false, error: `${queryName(args)}: ${run.detail}` };
+    : unread(args, run.detail);
 }
 
-/** `nvidia-smi --query-gpu` from `--query-gpu=index,…`, to name a query in one line. */
 function queryName(args: readonly string[]): string {
   return `${NVIDIA_SMI} ${args[0]!.replace(/=.*$/, "")}`;
+}
+
+function unread(args: readonly string[], detail: string): GpuQuery {
+  return { ok: false, error: `${queryName(args)}: ${detail}` };
 }
 
 function parseDevices(text: string): GpuDevice[] | string {
@@ -363,6 +215,7 @@ function parseDevices(text: string): GpuDevice[] | string {
 function parseProcesses(text: string): GpuProcess[] | string {
   const processes: GpuProcess[] = [];
   for (const line of lines(text)) {
+    // Older drivers say so instead of printing nothing.
     if (/^no running processes found$/i.test(line)) continue;
     const fields = line.split(",").map((field) => field.trim());
     const [pid, used, uuid] = fields;
@@ -382,7 +235,7 @@ function parseProcesses(text: string): GpuProcess[] | string {
   return processes;
 }
 
-function lines(text: string): string[] {
+export function lines(text: string): string[] {
   return text.split(/\r?\n/).map((line) => line.trim()).filter(Boolean);
 }
 
@@ -390,13 +243,12 @@ function isUuid(text: string): boolean {
   return /^GPU-[A-Za-z0-9-]+$/.test(text);
 }
 
-/** A memory field that reads as a device error rather than as a missing figure (`[N/A]`). */
+// A memory field that reads as a device error rather than as a missing figure (`[N/A]`).
 function isError(text: string): boolean {
   return text === "ERR!" ||
     /^\[(?:GPU requires reset|Unknown Error|GPU is lost)\]$/i.test(text);
 }
 
-/** MiB as a number, `"unknown"` for `[N/A]`-like words, undefined for anything else. */
 function mib(text: string): number | "unknown" | undefined {
   if (/^\[[^\]]*\]$/.test(text) || /^(?:n\/a|ERR!)$/i.test(text)) {
     return "unknown";
@@ -412,17 +264,12 @@ function unreadable(line: string, expected: string): string {
 function definedOnly(
   env: Readonly<Record<string, string | undefined>>,
 ): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [key, value] of Object.entries(env)) {
-    if (value !== undefined) out[key] = value;
-  }
-  return out;
+  return Object.fromEntries(
+    Object.entries(env).filter(([, value]) => value !== undefined),
+  ) as Record<string, string>;
 }
 
-/**
- * Whether an executable `name` is on `path`: true, false, or undefined when
- * it cannot be told (no read access to PATH; the spawn then decides).
- */
+/** Undefined when PATH cannot be read (narrowed permissions): the spawn then decides. */
 function findOnPath(
   name: string,
   path: string | undefined,
@@ -437,45 +284,4 @@ function findOnPath(
     }
   }
   return unsure ? undefined : false;
-}
-
-/** Reads a stream to its end, keeping at most {@linkcode OUTPUT_CAP} bytes as text. */
-function drain(
-  stream: ReadableStream<Uint8Array>,
-): { text: Promise<{ text: string; truncated: boolean }>; cancel(): void } {
-  const reader = stream.getReader();
-  async function read(): Promise<{ text: string; truncated: boolean }> {
-    const chunks: Uint8Array[] = [];
-    let kept = 0;
-    let truncated = false;
-    try {
-      while (true) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        if (kept + value.length > OUTPUT_CAP) truncated = true;
-        if (kept < OUTPUT_CAP) {
-          const part = value.subarray(0, OUTPUT_CAP - kept);
-          chunks.push(part);
-          kept += part.length;
-        }
-      }
-    } catch {
-      // Cancelled or broken: what was read is all there is.
-    } finally {
-      reader.releaseLock();
-    }
-    const bytes = new Uint8Array(kept);
-    let at = 0;
-    for (const chunk of chunks) {
-      bytes.set(chunk, at);
-      at += chunk.length;
-    }
-    return { text: new TextDecoder().decode(bytes), truncated };
-  }
-  return {
-    text: read(),
-    cancel() {
-      reader.cancel().catch(() => {});
-    },
-  };
 }

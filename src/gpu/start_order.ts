@@ -1,35 +1,12 @@
-/**
- * The start gate's rule 1 known in advance: engines start in request order,
- * and a start on a device waits while an engine that asked earlier loads
- * there (see `start_gate.ts`). Pure: which engines each one waits for, from
- * the placement alone; `--dry-run` shows it before anything loads.
- *
- * @module
- */
+// The start gate's rule 1 known in advance, for `--dry-run`: a start on a
+// device waits while an engine that asked earlier loads there. Pure.
 
-/** One engine as the gate sees it. */
-export interface GatedEngine {
-  /** The catalogue name. */
-  readonly name: string;
-  /** Its devices as placed; null or `[]` are never held. */
-  readonly devices: readonly string[] | null;
-}
-
-/**
- * For each engine, the engines before it in request order that share one of
- * its devices: it starts only once their loads are over (rule 1).
- *
- * @param engines The engines in request order.
- * @returns Engine name → the names it waits for, in request order.
- *
- * @example
- * ```ts ignore
- * startWaits([{ name: "a", devices: ["0"] }, { name: "b", devices: ["0"] }]);
- * // Map { "a" => [], "b" => ["a"] }
- * ```
- */
+/** Engine name → the earlier engines (request order) sharing one of its devices. */
 export function startWaits(
-  engines: readonly GatedEngine[],
+  engines: readonly {
+    readonly name: string;
+    readonly devices: readonly string[] | null;
+  }[],
 ): Map<string, string[]> {
   const waits = new Map<string, string[]>();
   engines.forEach((engine, i) => {

@@ -1,64 +1,35 @@
-/**
- * Who wrote a metrics file, and the removal of files whose writer is gone.
- * Every file opens with a comment naming its launcher's pid and start time
- * (field 22 of `/proc/<pid>/stat`); a launcher killed outright cannot remove
- * its file, so the next launcher on the same directory removes the files of
- * launchers that no longer run, and leaves those of live ones alone. The
- * start time keeps a reused pid from passing for the launcher.
- *
- * @module
- */
+// A launcher killed outright cannot remove its metrics file, so the next one
+// removes the files whose owner (pid and start time, so that a reused pid does
+// not pass for it) no longer runs.
 import { log } from "../common/log.ts";
 import { processStartTimes } from "../supervision/records.ts";
 
-/** The launcher process that writes a metrics file. */
 export interface MetricsOwner {
-  /** Its pid. */
   pid: number;
-  /** Its start time from `/proc/<pid>/stat` (clock ticks since boot, as text). */
+  /** Field 22 of `/proc/<pid>/stat`, as text. */
   startTime: string;
 }
 
 const OWNER = /^# mymodel_serve owner pid=(\d+) start_time=(\d+)$/m;
 const FILE = /^mymodel_serve_(\d+)\.prom$/;
 
-/** This process as a metrics file's owner; undefined when `/proc` cannot tell its start time. */
 export function thisOwner(): MetricsOwner | undefined {
   const startTime = processStartTimes([Deno.pid]).get(Deno.pid);
   return startTime ? { pid: Deno.pid, startTime } : undefined;
 }
 
-/**
- * The comment line naming a file's owner. Prometheus' text format skips
- * comments other than `# HELP` and `# TYPE`, so it adds no series.
- *
- * @param owner The launcher writing the file.
- * @returns One line, with its line feed.
- *
- * @example
- * ```ts
- * import { ownerComment } from "./owner.ts";
- * const line = ownerComment({ pid: 42, startTime: "1234" });
- * if (line !== "# mymodel_serve owner pid=42 start_time=1234\n") throw new Error(line);
- * ```
- */
+// Prometheus' text format skips comments other than HELP and TYPE.
 export function ownerComment(owner: MetricsOwner): string {
   return `# mymodel_serve owner pid=${owner.pid} start_time=${owner.startTime}\n`;
 }
 
-/** The owner a metrics file's text names, or undefined when it names none. */
 export function ownerOf(text: string): MetricsOwner | undefined {
   const match = OWNER.exec(text);
   return match ? { pid: Number(match[1]), startTime: match[2]! } : undefined;
 }
 
-/**
- * Removes the metrics files in `<directory>/metrics/` whose owner no longer
- * runs (no such pid, or the pid now has another start time), logging one line
- * for each. Left alone: the file of `port` (this launcher's), files of live
- * launchers, files of this process, and files naming no owner.
- * `port` is this launcher's, `self` this launcher.
- */
+// Left alone: this launcher's own file (`port`), files of live launchers, of
+// this process, and files naming no owner.
 export async function removeDeadOwnersFiles(
   directory: string,
   port: number,

@@ -1,9 +1,6 @@
 /**
- * What the launcher's metrics file says, gathered from the supervisors and the
- * production stance at one moment.
- *
- * Folder `metrics/`: the metrics file: a snapshot of the supervisors, its text
- * rendering (pure) and the atomic file writer. It knows nothing of HTTP
+ * Folder `metrics/`: the metrics file, a snapshot of the supervisors, its
+ * text rendering (pure) and the atomic file writer. It knows nothing of HTTP
  * routes or of how engines are started.
  *
  * @module
@@ -17,28 +14,14 @@ import type {
 } from "./text.ts";
 import { VERSION } from "../common/version.ts";
 
-/** The launcher facts that do not change while it runs. */
-export interface LauncherFacts
+interface LauncherFacts
   extends Pick<LauncherMetrics, "tls" | "port" | "startWarnings"> {
   stance: OpsStance;
-  /** When the launcher started, in milliseconds since the epoch. */
+  /** Epoch ms. */
   startedAt: number;
-  /** Reload counts so far (read at each snapshot). */
   reloads?: ReloadMetrics;
 }
 
-/**
- * A fresh snapshot for the metrics writer.
- *
- * @param launcher The launcher's fixed facts.
- * @param supervisors Every engine's supervisor, in request order.
- * @returns The snapshot to render.
- *
- * @example
- * ```ts ignore
- * writer.update(metricsSnapshot(facts, supervisors));
- * ```
- */
 export function metricsSnapshot(
   launcher: LauncherFacts,
   supervisors: readonly EngineSupervisor[],

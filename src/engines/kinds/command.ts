@@ -1,15 +1,7 @@
-/**
- * The `command` kind: the card's own argv template, its `{model}`, `{host}`,
- * `{port}`, `{name}` and `{api_key}` filled in. The launcher knows nothing of
- * the program: it is not placed on GPUs and its flags are not checked.
- *
- * @module
- */
 import type { EngineContext, EngineKind } from "./engine_kind.ts";
 
 const PLACEHOLDER = /\{(model|host|port|name|api_key)\}/g;
 
-/** The card's command after its executable, filled in, then its args. */
 function templateArgv(ctx: EngineContext): string[] {
   const values: Record<string, string> = {
     model: ctx.model,
@@ -26,17 +18,11 @@ function templateArgv(ctx: EngineContext): string[] {
       if (part === "{api_key}" && out.at(-1)?.startsWith("-")) out.pop();
       continue;
     }
-    out.push(
-      part.replace(
-        PLACEHOLDER,
-        (_match: string, key: string) => values[key] ?? "",
-      ),
-    );
+    out.push(part.replace(PLACEHOLDER, (_, key: string) => values[key] ?? ""));
   }
   return [...out, ...ctx.card.args];
 }
 
-/** The `command` kind. */
 export const COMMAND: EngineKind = {
   name: "command",
   title: "command",

@@ -1,40 +1,15 @@
-/**
- * Reads values from a card's `args` as an engine reads its argv: `--flag
- * value` or `--flag=value`, `_` read as `-` in long names, the last occurrence
- * winning. Pure.
- *
- * @module
- */
+// Values from a card's `args` as an engine reads its argv: `--flag value` or
+// `--flag=value`, `_` read as `-` in long names, the last occurrence winning.
 
-/**
- * Thrown when a size or share in a card's args is not a usable number; the
- * message is the detail, which GPU placement prefixes with the card's name.
- *
- * @example
- * ```ts ignore
- * throw new FlagValueError('its tensor-parallel-size is "two" (expected a whole number, 1 or more; or set the card\'s gpus)');
- * ```
- */
+/** The detail of an unusable size or share; GPU placement prefixes the card's name. */
 export class FlagValueError extends Error {
-  /** @param detail What the value is and what was expected. */
   constructor(detail: string) {
     super(detail);
     this.name = "FlagValueError";
   }
 }
 
-/**
- * The value of the last occurrence of any of `names` in an argv.
- *
- * @param argv The card's args.
- * @param names The flag and its aliases, dashes included.
- * @returns The first of `names` without its dashes, and the value; undefined when absent.
- *
- * @example
- * ```ts ignore
- * flagValue(["--tensor_parallel_size=2"], ["--tensor-parallel-size", "-tp"]); // { name: "tensor-parallel-size", value: "2" }
- * ```
- */
+/** The first of `names` without its dashes, and the last value given. */
 export function flagValue(
   argv: readonly string[],
   names: readonly string[],
@@ -58,17 +33,6 @@ export function flagValue(
     : { name: names[0]!.replace(/^-+/, ""), value: found };
 }
 
-/**
- * A positive whole-number flag such as a parallel size.
- *
- * @returns The name people read and the size; undefined when absent.
- * @throws {FlagValueError} When the value is not a whole number, 1 or more.
- *
- * @example
- * ```ts ignore
- * sizeFlag(["-tp", "4"], ["--tensor-parallel-size", "-tp"]); // { name: "tensor-parallel-size", size: 4 }
- * ```
- */
 export function sizeFlag(
   argv: readonly string[],
   names: readonly string[],
@@ -84,4 +48,15 @@ export function sizeFlag(
     );
   }
   return { name: flag.name, size };
+}
+
+/** `tensor-parallel-size 2 × pipeline-parallel-size 2`: the product of the sizes given. */
+export function sizeProduct(
+  sizes: readonly ({ name: string; size: number } | undefined)[],
+): { count: number; from: string } {
+  const given = sizes.filter((size) => size !== undefined);
+  return {
+    count: given.reduce((product, f) => product * f.size, 1),
+    from: given.map((f) => `${f.name} ${f.size}`).join(" × "),
+  };
 }

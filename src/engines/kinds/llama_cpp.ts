@@ -1,42 +1,21 @@
-/**
- * llama.cpp's `llama-server -m FILE.gguf …` (or `-hf USER/REPO:QUANT`): one
- * GGUF file, one GPU. Its help (`common/arg.cpp`, `common_arg::to_string`)
- * prints each option from the first column, aliases comma-separated, the
- * value hint after them, the help text from column 40:
- * `-c,    --ctx-size N                     size of the prompt context`;
- * negations are listed as flags of their own (`--mmap, --no-mmap`).
- *
- * @module
- */
 import type { EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
+import { helpFlags } from "./argparse_help.ts";
 
-/**
- * Every flag a `llama-server --help` text lists, dashes included, in order.
- *
- * @param text The help text.
- * @returns The flags; `[]` when none is found.
- *
- * @example
- * ```ts ignore
- * llamaServerFlags("-c,    --ctx-size N                     size of the prompt context\n"); // ["-c", "--ctx-size"]
- * ```
- */
+// Its help (`common/arg.cpp`, `common_arg::to_string`) prints each option
+// from the first column, aliases comma-separated, the value hint after them,
+// the help text from column 40; negations are flags of their own.
 export function llamaServerFlags(text: string): string[] {
-  const flags: string[] = [];
-  for (const line of text.split("\n")) {
-    if (!line.startsWith("-")) continue;
-    // The aliases end where two spaces lead to the help text.
-    const head = line.split(/ {2,}(?=[^-\s])/)[0]!;
-    for (const part of head.split(/,\s*/)) {
-      const flag = part.split(" ")[0]!;
-      if (/^--?[A-Za-z0-9][\w.-]*$/.test(flag)) flags.push(flag);
-    }
-  }
-  return flags;
+  // The aliases end where two spaces lead to the help text.
+  return helpFlags(
+    text,
+    (line) =>
+      line.startsWith("-") ? line.split(/ {2,}(?=[^-\s])/)[0] : undefined,
+    /,\s*/,
+  );
 }
 
-/** Picks the GGUF file among a directory's files: the only one, or the first shard of a split model. */
+// The only GGUF file, or the first shard of a split model.
 function singleGguf(dir: string, names: readonly string[]): string {
   const files = names.filter((name) => name.endsWith(".gguf"));
   files.sort();
@@ -56,7 +35,6 @@ function singleGguf(dir: string, names: readonly string[]): string {
   );
 }
 
-/** The llama.cpp kind. */
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
   title: "llama.cpp",
@@ -73,16 +51,8 @@ export const LLAMA_CPP: EngineKind = {
   localFile: singleGguf,
   ownedFlags: [
     ...SERVE_FLAGS,
-    "--api-key-file",
-    "--alias",
-    "-a",
-    "-m",
-    "--model",
-    "-hf",
-    "-hfr",
-    "--hf-repo",
-    "-mu",
-    "--model-url",
+    ..."--api-key-file --alias -a -m --model -hf -hfr --hf-repo -mu --model-url"
+      .split(" "),
   ],
   devices() {
     return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };

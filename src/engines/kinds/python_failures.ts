@@ -1,17 +1,8 @@
-/**
- * Failure lines the Python engines (vLLM, SGLang) share, because they come
- * from the libraries both use: PyTorch's allocator (`torch.OutOfMemoryError:
- * CUDA out of memory`, c10/cuda/CUDACachingAllocator.cpp), argparse
- * (`error: unrecognized arguments`, `error: argument --x: invalid … value`),
- * `huggingface_hub` (`RepositoryNotFoundError`, `GatedRepoError`, `401 Client
- * Error`, `404 Client Error`, src/huggingface_hub/utils/_http.py), uvicorn's
- * and Python's bind error (`[Errno 98] … address already in use`).
- *
- * @module
- */
+// Failure lines vLLM and SGLang share, from the libraries both use: PyTorch's
+// allocator (c10/cuda/CUDACachingAllocator.cpp), argparse, huggingface_hub
+// (src/huggingface_hub/utils/_http.py), uvicorn's and Python's bind error.
 import type { OutputRules } from "./engine_kind.ts";
 
-/** The cause rules both Python engines start with. */
 export const PYTHON_CAUSES: OutputRules["causes"] = [
   { match: /CUDA out of memory|OutOfMemoryError/, cause: "gpu-out-of-memory" },
   {

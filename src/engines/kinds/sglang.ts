@@ -1,12 +1,5 @@
-/**
- * SGLang: `python3 -m sglang.launch_server --model-path MODEL …`. It takes
- * `tp-size` GPUs split over `nnodes` nodes, and `mem-fraction-static` of each
- * device's memory when the card sets it. Flags from
- * `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`), read by a
- * plain argparse parser (abbreviations allowed, `_` not read as `-`).
- *
- * @module
- */
+// SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
+// a plain argparse parser (abbreviations allowed, `_` not read as `-`).
 import { PYTHON_CAUSES } from "./python_failures.ts";
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
@@ -15,7 +8,6 @@ import { sizeFlag } from "./flag_values.ts";
 
 const TP = ["--tp-size", "--tensor-parallel-size"];
 
-/** `tp-size` ÷ `nnodes` whole devices, rounded up, at least 1. */
 function devices(args: readonly string[]): EngineDevices {
   const tp = sizeFlag(args, TP);
   const nodes = sizeFlag(args, ["--nnodes"]);
@@ -28,7 +20,6 @@ function devices(args: readonly string[]): EngineDevices {
   return { kind: "whole", count, from };
 }
 
-/** The SGLang kind. */
 export const SGLANG: EngineKind = {
   name: "sglang",
   title: "SGLang",

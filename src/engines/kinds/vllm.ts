@@ -1,16 +1,13 @@
-/**
- * vLLM: `vllm serve MODEL …`. It takes `gpu-memory-utilization` (default 0.9)
- * of each device's total memory, on `tensor-parallel-size` ×
- * `pipeline-parallel-size` × data-parallel devices; with
- * `distributed-executor-backend ray`, Ray places its workers. Flags from
- * `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
- *
- * @module
- */
+// vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
-import { flagValue, FlagValueError, sizeFlag } from "./flag_values.ts";
+import {
+  flagValue,
+  FlagValueError,
+  sizeFlag,
+  sizeProduct,
+} from "./flag_values.ts";
 import { PYTHON_CAUSES } from "./python_failures.ts";
 
 const TP = ["--tensor-parallel-size", "-tp"];
@@ -18,11 +15,8 @@ const PP = ["--pipeline-parallel-size", "-pp"];
 const SHARE = "--gpu-memory-utilization";
 const DEFAULT_SHARE = 0.9;
 
-/**
- * Ray's backend leaves placement to Ray; else TP × PP × data-parallel whole
- * devices when above 1 (`data-parallel-size-local` replaces
- * `data-parallel-size`: only those replicas run here); else a share of one.
- */
+// Ray's backend leaves placement to Ray; `data-parallel-size-local` replaces
+// `data-parallel-size`: only those replicas run here.
 function devices(args: readonly string[]): EngineDevices {
   if (flagValue(args, ["--distributed-executor-backend"])?.value === "ray") {
     return {
@@ -30,20 +24,13 @@ function devices(args: readonly string[]): EngineDevices {
       from: "distributed-executor-backend ray (Ray places the workers)",
     };
   }
-  const factors = [
+  const whole = sizeProduct([
     sizeFlag(args, TP),
     sizeFlag(args, PP),
     sizeFlag(args, ["--data-parallel-size-local", "-dpl"]) ??
       sizeFlag(args, ["--data-parallel-size", "-dp"]),
-  ].filter((factor) => factor !== undefined);
-  const count = factors.reduce((product, f) => product * f.size, 1);
-  if (count > 1) {
-    return {
-      kind: "whole",
-      count,
-      from: factors.map((f) => `${f.name} ${f.size}`).join(" × "),
-    };
-  }
+  ]);
+  if (whole.count > 1) return { kind: "whole", ...whole };
   const flag = flagValue(args, [SHARE]);
   if (flag === undefined) {
     return {
@@ -63,7 +50,6 @@ function devices(args: readonly string[]): EngineDevices {
   return { kind: "share", share, from: `gpu-memory-utilization ${share}` };
 }
 
-/** The vLLM kind. */
 export const VLLM: EngineKind = {
   name: "vllm",
   title: "vLLM",

@@ -1,0 +1,88 @@
+// One short run of a helper program (`nvidia-smi`, an engine's `--help`): in
+// its own process group, so that a timeout kills whatever it started too.
+import { signalGroup } from "./process_group.ts";
+import { attempt } from "./proc.ts";
+import { within } from "../common/sleep.ts";
+
+/** What the helper printed and how it ended; `"timeout"` when it was killed. */
+export type HelperRun = {
+  readonly status: Deno.CommandStatus;
+  readonly stdout: string;
+  readonly stderr: string;
+  /** Standard output passed `cap` bytes; only the first `cap` are kept. */
+  readonly truncated: boolean;
+} | "timeout";
+
+// After a kill, how long to wait for the process and its pipes.
+const REAP_MS = 1000;
+
+/** @throws The spawn's error (`Deno.errors.NotFound`, `NotCapable` …); nothing after the spawn. */
+export async function runHelper(
+  program: string,
+  args: readonly string[],
+  options: {
+    readonly env?: Record<string, string> | undefined;
+    readonly timeoutMs: number;
+    readonly cap?: number;
+  },
+): Promise<HelperRun> {
+  const child = new Deno.Command(program, {
+    args: [...args],
+    ...(options.env === undefined ? {} : { env: options.env }),
+    stdin: "null",
+    stdout: "piped",
+    stderr: "piped",
+    detached: true,
+  }).spawn();
+  const cap = options.cap ?? Infinity;
+  const stdout = drain(child.stdout, cap);
+  const stderr = drain(child.stderr, cap);
+  const all = Promise.all([child.status, stdout.text, stderr.text]);
+  const done = await within(all, options.timeoutMs);
+  if (done === undefined) {
+    attempt(() => signalGroup(child.pid, "SIGKILL"), false); // gone already
+    if (await within(all, REAP_MS) === undefined) {
+      // Stuck in the kernel (a hung driver): stop reading and move on.
+      stdout.cancel();
+      stderr.cancel();
+      child.unref();
+    }
+    return "timeout";
+  }
+  const [status, out, err] = done;
+  return {
+    status,
+    stdout: out.text,
+    stderr: err.text,
+    truncated: out.truncated,
+  };
+}
+
+function drain(
+  stream: ReadableStream<Uint8Array>,
+  cap: number,
+): { text: Promise<{ text: string; truncated: boolean }>; cancel(): void } {
+  const reader = stream.getReader();
+  async function read(): Promise<{ text: string; truncated: boolean }> {
+    const decoder = new TextDecoder();
+    let text = "";
+    let kept = 0;
+    let truncated = false;
+    try {
+      while (true) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        if (kept + value.length > cap) truncated = true;
+        const part = value.subarray(0, Math.max(0, cap - kept));
+        text += decoder.decode(part, { stream: true });
+        kept += part.length;
+      }
+    } catch {
+      // Cancelled or broken: what was read is all there is.
+    } finally {
+      reader.releaseLock();
+    }
+    return { text: text + decoder.decode(), truncated };
+  }
+  return { text: read(), cancel: () => void reader.cancel().catch(() => {}) };
+}
