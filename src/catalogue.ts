@@ -25,27 +25,11 @@
  *
  * @module
  */
-export {
-  CatalogueError,
-  type CatalogueErrorOptions,
-  KeyError,
-  type KeyErrorOptions,
-} from "./catalogue/catalogue_error.ts";
+export { CatalogueError, KeyError } from "./catalogue/catalogue_error.ts";
 export {
   Modality,
   type ModelCard,
-  RESTART_POLICIES,
   type RestartPolicy,
   Verb,
 } from "./catalogue/model_card.ts";
-export {
-  type CardSites,
-  UnsetVariableError,
-  type ValueSite,
-} from "./catalogue/card_expand.ts";
-export {
-  DEFAULT_CATALOGUE,
-  type LoadOptions,
-  type ParsedCatalogue,
-  Registry,
-} from "./catalogue/registry.ts";
+export { type LoadOptions, Registry } from "./catalogue/registry.ts";

@@ -30,14 +30,8 @@
  *
  * @module
  */
-export {
-  configureLogging,
-  type LogLevel,
-  type LogSettings,
-  type LogSink,
-} from "./common/log.ts";
-export { ConfigError } from "./common/config_error.ts";
-export { InputError } from "./common/config_error.ts";
+export { configureLogging } from "./common/log.ts";
+export { ConfigError, InputError } from "./common/config_error.ts";
 export {
   DEV_MODE_DEFAULT,
   IDP_ISSUER,
@@ -47,8 +41,3 @@ export {
   NUCLEUS_MODE,
   NUCLEUS_PORT,
 } from "./common/environment.ts";
-export {
-  checkDirectory,
-  parsePort,
-  ROOT_SUBDIRECTORIES,
-} from "./common/settings.ts";

@@ -31,26 +31,7 @@
  */
 import { main } from "./status/main.ts";
 
-export {
-  fetchDetail,
-  resolveTarget,
-  StatusError,
-  type StatusOptions,
-  type Target,
-} from "./status/client.ts";
-export type {
-  ModelsDetail,
-  WireEngine,
-  WireLastExit,
-  WireProgress,
-  WireWaitingFor,
-} from "./status/models_detail.ts";
-export {
-  type RenderOptions,
-  renderTable,
-  type StatusRow,
-} from "./status/table.ts";
-export { main, statusRows } from "./status/main.ts";
+export { main };
 
 if (import.meta.main) {
   Deno.exit(await main(Deno.args));

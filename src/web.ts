@@ -38,22 +38,6 @@
  */
 
 export type { Handler } from "./web/security_headers.ts";
-export {
-  AuthConfigError,
-  AuthMiddleware,
-  type AuthOptions,
-} from "./web/auth_middleware.ts";
-export {
-  AUTH_FAILURE_REASONS,
-  type AuthFailureReason,
-  type AuthFailures,
-} from "./web/auth_failures.ts";
-export {
-  type SecurityHeadersOptions,
-  withSecurityHeaders,
-} from "./web/security_headers.ts";
-export {
-  SSLConfig,
-  SSLConfigError,
-  type SSLConfigOptions,
-} from "./web/ssl_config.ts";
+export { AuthMiddleware, type AuthOptions } from "./web/auth_middleware.ts";
+export type { AuthFailureReason, AuthFailures } from "./web/auth_failures.ts";
+export { SSLConfig, type SSLConfigOptions } from "./web/ssl_config.ts";

@@ -7,7 +7,7 @@
  */
 import { SignJWT } from "jose";
 import { writeWrkScript } from "./wrk.ts";
-import { withSecurityHeaders } from "../../src/web.ts";
+import { withSecurityHeaders } from "../../src/web/security_headers.ts";
 import { createManagementHandler } from "../../src/http/handler.ts";
 
 /** The production launcher's settings, known to the token minter. */

@@ -7,14 +7,6 @@ import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
 import { InputError } from "../common/config_error.ts";
 
-/** Options of {@linkcode KeyError}. */
-export interface KeyErrorOptions extends ErrorOptions {
-  /** The catalogue looked in, named in the message. */
-  catalogue?: string;
-  /** The shipped catalogue: the message says so and points at `--catalogue`. @default {false} */
-  shipped?: boolean;
-}
-
 /**
  * A model name is not in the catalogue; the message suggests close names, or
  * lists the first few.
@@ -46,7 +38,12 @@ export class KeyError extends InputError {
   constructor(
     model: string,
     known: Iterable<string>,
-    options: KeyErrorOptions = {},
+    options: ErrorOptions & {
+      /** The catalogue looked in, named in the message. */
+      catalogue?: string;
+      /** The shipped catalogue: the message says so and points at `--catalogue`. */
+      shipped?: boolean;
+    } = {},
   ) {
     const { catalogue, shipped = false, ...errorOptions } = options;
     const names = [...known].sort();
@@ -71,18 +68,6 @@ export class KeyError extends InputError {
     this.suggestions = suggestions;
     if (catalogue !== undefined) this.catalogue = catalogue;
   }
-}
-
-/** Where a {@linkcode CatalogueError} happened, and its cause. */
-export interface CatalogueErrorOptions {
-  /** The card at fault. */
-  card?: string | undefined;
-  /** The field at fault (`verb`, `args.max-model-len`, `command[0]`, ...). */
-  field?: string | undefined;
-  /** The 1-based line. */
-  line?: number | undefined;
-  /** The underlying error. */
-  cause?: unknown;
 }
 
 /**
@@ -120,7 +105,16 @@ export class CatalogueError extends InputError {
   constructor(
     file: string,
     detail: string,
-    options: CatalogueErrorOptions = {},
+    options: {
+      /** The card at fault. */
+      card?: string | undefined;
+      /** The field at fault (`verb`, `args.max-model-len`, `command[0]`, ...). */
+      field?: string | undefined;
+      /** The 1-based line. */
+      line?: number | undefined;
+      /** The underlying error. */
+      cause?: unknown;
+    } = {},
   ) {
     const { card, field, line, cause } = options;
     const where = [

@@ -5,11 +5,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
-import {
-  CatalogueError,
-  KeyError,
-  type KeyErrorOptions,
-} from "./catalogue_error.ts";
+import { CatalogueError, KeyError } from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";
 import { readCatalogue } from "./card_reader.ts";
 import { type CardSites, expandCard } from "./card_expand.ts";
@@ -29,21 +25,6 @@ export interface LoadOptions {
    * @default {10000}
    */
   timeout?: number;
-}
-
-/**
- * Plain data of a catalogue. Nothing returns it since the catalogue Worker
- * left (0.2.0); kept while `@mymodel/serve/catalogue` still names it.
- */
-export interface ParsedCatalogue {
-  /** The file (or URL, or `<inline>`) the catalogue came from. */
-  readonly file: string;
-  /** Whether it is the catalogue shipped with the package. */
-  readonly shipped: boolean;
-  /** The cards, in catalogue order. */
-  readonly cards: readonly ModelCard[];
-  /** Where each card's expandable values are written, parallel to `cards`. */
-  readonly sites: readonly CardSites[];
 }
 
 /**
@@ -242,7 +223,9 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   #unknown(name: string): KeyError {
-    const options: KeyErrorOptions = { catalogue: this.file };
+    const options: { catalogue: string; shipped?: boolean } = {
+      catalogue: this.file,
+    };
     if (this.#shipped) options.shipped = true;
     return new KeyError(name, this.#cards.keys(), options);
   }

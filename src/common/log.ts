@@ -26,18 +26,12 @@ function stderrSink(level: LogLevel, message: string): void {
 let sink: LogSink = stderrSink;
 let threshold: LogLevel = "info";
 
-/** Where log lines go and which level is kept. */
-export interface LogSettings {
-  /** Lines below this level are dropped. */
-  level: LogLevel;
-  /** Receives the lines kept. */
-  sink: LogSink;
-}
-
 /**
  * Replaces where log lines go and which level is kept.
  *
- * @param options The level and/or sink to use from now on.
+ * @param options The level below which lines are dropped
+ *   (`"debug" | "info" | "warn" | "error"`) and/or the sink that receives the
+ *   lines kept, from now on.
  * @returns The settings before, to restore later.
  *
  * @example
@@ -47,7 +41,13 @@ export interface LogSettings {
  * configureLogging(previous);
  * ```
  */
-export function configureLogging(options: Partial<LogSettings>): LogSettings {
+export function configureLogging(options: {
+  level?: "debug" | "info" | "warn" | "error";
+  sink?: (level: "debug" | "info" | "warn" | "error", message: string) => void;
+}): {
+  level: "debug" | "info" | "warn" | "error";
+  sink: (level: "debug" | "info" | "warn" | "error", message: string) => void;
+} {
   const previous = { level: threshold, sink };
   if (options.level) threshold = options.level;
   if (options.sink) sink = options.sink;

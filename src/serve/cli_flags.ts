@@ -6,7 +6,7 @@
  * @module
  */
 import { parsePort } from "../common/settings.ts";
-import { RESTART_POLICIES } from "../catalogue.ts";
+import { RESTART_POLICIES } from "../catalogue/model_card.ts";
 import { parseGpuList } from "../gpu/detect.ts";
 import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./options.ts";
 

@@ -6,7 +6,7 @@
  *
  * @module
  */
-import { type Handler, withSecurityHeaders } from "../web.ts";
+import { type Handler, withSecurityHeaders } from "../web/security_headers.ts";
 import {
   createManagementHandler,
   type ManagementState,

@@ -3,11 +3,8 @@
  * error naming file, card, field, line and variable when a variable is unset.
  */
 import assert from "node:assert/strict";
-import {
-  CatalogueError,
-  Registry,
-  UnsetVariableError,
-} from "../../src/catalogue.ts";
+import { CatalogueError, Registry } from "../../src/catalogue.ts";
+import { UnsetVariableError } from "../../src/catalogue/card_expand.ts";
 import {
   GOOD,
   MALFORMED_REFERENCES,

@@ -2,13 +2,13 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import {
   CatalogueError,
-  DEFAULT_CATALOGUE,
   KeyError,
   Modality,
   type ModelCard,
   Registry,
   Verb,
 } from "../../src/catalogue.ts";
+import { DEFAULT_CATALOGUE } from "../../src/catalogue/registry.ts";
 import { configureLogging } from "../../src/common/log.ts";
 import { BAD, GOOD, yaml } from "../fixtures/catalogue_texts.ts";
 

@@ -9,12 +9,12 @@ import { Ajv2020 } from "ajv/dist/2020.js";
 import { parse } from "yaml";
 import {
   CatalogueError,
-  DEFAULT_CATALOGUE,
   Modality,
   Registry,
-  RESTART_POLICIES,
   Verb,
 } from "../../src/catalogue.ts";
+import { DEFAULT_CATALOGUE } from "../../src/catalogue/registry.ts";
+import { RESTART_POLICIES } from "../../src/catalogue/model_card.ts";
 import { ENGINE_NAMES } from "../../src/catalogue/engine_names.ts";
 import {
   BAD,

@@ -6,7 +6,8 @@
 import assert from "node:assert/strict";
 import { captureLog } from "../support/helpers.ts";
 import { type Clock, LogThrottle } from "../../src/common/log_throttle.ts";
-import { AUTH_FAILURE_REASONS, AuthMiddleware } from "../../src/web.ts";
+import { AuthMiddleware } from "../../src/web.ts";
+import { AUTH_FAILURE_REASONS } from "../../src/web/auth_failures.ts";
 
 /** A clock whose time only moves when the test says so. */
 class ManualClock implements Clock {

@@ -4,7 +4,8 @@
  */
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { DEFAULT_CATALOGUE, Registry } from "../../src/catalogue.ts";
+import { Registry } from "../../src/catalogue.ts";
+import { DEFAULT_CATALOGUE } from "../../src/catalogue/registry.ts";
 import { ServerProcess } from "../../src/serve.ts";
 import {
   fakeBin,

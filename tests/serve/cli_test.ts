@@ -11,7 +11,7 @@ import {
   UsageError,
 } from "../../src/serve/cli.ts";
 import { CLI_FLAGS, shownDefault } from "../../src/serve/cli_flags.ts";
-import { ROOT_SUBDIRECTORIES } from "../../src/common.ts";
+import { ROOT_SUBDIRECTORIES } from "../../src/common/settings.ts";
 import { Registry } from "../../src/catalogue.ts";
 
 const DENO_JSON = new URL("../../deno.json", import.meta.url);

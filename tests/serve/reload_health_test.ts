@@ -4,7 +4,7 @@
  * stays short (the bench's reload phase measures it, and 1,000 cards).
  */
 import assert from "node:assert/strict";
-import { DEFAULT_CATALOGUE } from "../../src/catalogue.ts";
+import { DEFAULT_CATALOGUE } from "../../src/catalogue/registry.ts";
 import { launch, waitFor } from "../support/helpers.ts";
 
 /** Loose for CI's two shared cores: the bench measured about 30 ms. */

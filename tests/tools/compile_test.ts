@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
-import { DEFAULT_CATALOGUE, Registry } from "../../src/catalogue.ts";
+import { Registry } from "../../src/catalogue.ts";
+import { DEFAULT_CATALOGUE } from "../../src/catalogue/registry.ts";
 import { ALLOW_RUN, compileArgs, explainFailure } from "../../tools/compile.ts";
 
 const REPO = fileURLToPath(new URL("../../", import.meta.url));

@@ -8,7 +8,8 @@
  */
 import assert from "node:assert/strict";
 import { captureLog } from "../support/helpers.ts";
-import { AuthConfigError, AuthMiddleware } from "../../src/web.ts";
+import { AuthMiddleware } from "../../src/web.ts";
+import { AuthConfigError } from "../../src/web/auth_middleware.ts";
 import {
   assertAccepted,
   assertUnauthorized,

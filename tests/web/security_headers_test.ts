@@ -14,7 +14,8 @@ import {
   pathWith,
   siteArgs,
 } from "../support/helpers.ts";
-import { AuthMiddleware, withSecurityHeaders } from "../../src/web.ts";
+import { AuthMiddleware } from "../../src/web.ts";
+import { withSecurityHeaders } from "../../src/web/security_headers.ts";
 
 const EXPECTED: Record<string, string> = {
   "x-content-type-options": "nosniff",

@@ -8,7 +8,8 @@ import assert from "node:assert/strict";
 import { join } from "node:path";
 import { captureLog } from "../support/helpers.ts";
 import { makeMaterial } from "../support/certs.ts";
-import { AuthMiddleware, SSLConfig, SSLConfigError } from "../../src/web.ts";
+import { AuthMiddleware, SSLConfig } from "../../src/web.ts";
+import { SSLConfigError } from "../../src/web/ssl_config.ts";
 
 async function rejects(
   promise: Promise<unknown>,
