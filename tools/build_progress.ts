@@ -134,9 +134,9 @@ const PACKAGE_OF: Readonly<Record<string, BuildTool>> = {
 };
 
 /**
- * The tool whose absence made a build fail, read from the end of its log.
+ * The tool whose absence made a build step fail.
  *
- * @param lines the log's last lines
+ * @param lines the failed step's output
  * @returns the tool, which is also the Debian package to install; undefined when the cause is something else
  * @example
  * ```ts
@@ -152,6 +152,28 @@ export function missingTool(lines: readonly string[]): BuildTool | undefined {
     if (name !== undefined) return PACKAGE_OF[name];
   }
   return undefined;
+}
+
+/**
+ * The line that opens a step's output in the log: where it ran and what.
+ *
+ * @param cwd the step's directory
+ * @param command its command line
+ */
+export function stepHeader(cwd: string, command: string): string {
+  return `$ cd ${cwd} && ${command}`;
+}
+
+/**
+ * The last step's lines: the log from the last {@linkcode stepHeader} on, or
+ * all of it when it has none.
+ *
+ * @param lines the log's lines
+ */
+export function lastStep(lines: readonly string[]): string[] {
+  return lines.slice(
+    Math.max(0, lines.findLastIndex((line) => line.startsWith("$ cd "))),
+  );
 }
 
 /** A build step that exited non-zero, and where its output went. */
@@ -177,7 +199,9 @@ export interface FailureSummary {
 }
 
 /**
- * Summarises a failed build step from its log.
+ * Summarises a failed build step from its log. The cause is looked for in the
+ * whole step's output, not only the tail: cmake names a missing compiler first,
+ * then explains for dozens of lines.
  *
  * @param failure the step, its exit code and its log
  * @example
@@ -194,7 +218,7 @@ export interface FailureSummary {
  */
 export function summariseFailure(failure: StepFailure): FailureSummary {
   const tail = lastLines(failure.log);
-  const tool = missingTool(tail);
+  const tool = missingTool(lastStep(failure.log.split("\n")));
   const cause = tool === undefined
     ? ""
     : `: ${tool} is missing (Debian: apt-get install ${tool})`;

@@ -25,6 +25,7 @@ import {
   entersNewTenth,
   formatElapsed,
   progressLine,
+  stepHeader,
   summariseFailure,
 } from "./build_progress.ts";
 
@@ -138,7 +139,7 @@ async function run(
   signal?: AbortSignal,
 ): Promise<void> {
   const command = `${cmd} ${args.join(" ")}`;
-  writeAll(output.log, `$ cd ${cwd} && ${command}\n`);
+  writeAll(output.log, `${stepHeader(cwd, command)}\n`);
   let child;
   try {
     child = new Deno.Command(cmd, {

@@ -9,13 +9,18 @@ import {
   entersNewTenth,
   formatElapsed,
   lastLines,
+  lastStep,
   missingTool,
   percentOf,
   progressLine,
+  stepHeader,
   summariseFailure,
   TAIL_LINES,
 } from "../../tools/build_progress.ts";
-import { MAKE_OUTPUT } from "../fixtures/llama_build_output.ts";
+import {
+  CONFIGURE_WITHOUT_C_COMPILER,
+  MAKE_OUTPUT,
+} from "../fixtures/llama_build_output.ts";
 
 Deno.test("make's counter is read from its own lines, and from no gcc warning", () => {
   assert.equal(
@@ -185,4 +190,34 @@ Deno.test("a failure summary without a missing tool names the step and the log o
     summary.message,
     "Cannot build llama-server: 'cmake --build build --target llama-server -j 2' exited with 2; the whole log is /cache/build.log",
   );
+});
+
+Deno.test("a missing compiler named above the tail is still found: the whole failed step is read", () => {
+  const log = [
+    "$ cd /cache/llama.cpp-3.22.1 && git clone -q package/llama/gitRelease.bundle src",
+    // An earlier step that went on: not the cause of this failure.
+    "/bin/sh: 1: make: not found",
+    "$ cd /cache/llama.cpp-3.22.1/src && cmake -S . -B build",
+    CONFIGURE_WITHOUT_C_COMPILER,
+  ].join("\n");
+  const summary = summariseFailure({
+    command: "cmake -S . -B build",
+    code: 1,
+    logPath: "/cache/build.log",
+    log,
+  });
+  assert.ok(
+    !summary.tail.some((line) => line.includes("No CMAKE_C_COMPILER")),
+    "the cause is above the last 40 lines",
+  );
+  assert.equal(summary.tool, "g++");
+  assert.deepEqual(
+    lastStep(["a", "$ cd /x && one", "b", "$ cd /y && two", "c"]),
+    [
+      "$ cd /y && two",
+      "c",
+    ],
+  );
+  assert.deepEqual(lastStep(["a", "b"]), ["a", "b"]);
+  assert.equal(stepHeader("/y", "two"), "$ cd /y && two");
 });
