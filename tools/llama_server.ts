@@ -20,6 +20,14 @@
  */
 import { parseArgs } from "node:util";
 import { findExecutable } from "../src/engines/launch.ts";
+import {
+  advance,
+  entersNewTenth,
+  formatElapsed,
+  progressLine,
+  stepHeader,
+  summariseFailure,
+} from "./build_progress.ts";
 
 /** The one place the llama.cpp source is pinned: node-llama-cpp 3.22.1 ships llama.cpp de3ff81. */
 export const NODE_LLAMA_CPP_VERSION = "3.22.1";
@@ -71,29 +79,143 @@ const TOOLS: Record<string, string> = {
   make: "apt-get install make",
 };
 
+/** A step's output: the log always, and this terminal too when verbose. */
+interface StepOutput {
+  readonly log: Deno.FsFile;
+  readonly verbose: boolean;
+  /** Each line of output, when not verbose (the compile reads make's counter). */
+  readonly onLine?: (line: string) => void;
+}
+
+/** A build step that exited non-zero: its output is in the log. */
+class StepFailed extends Error {
+  override name = "StepFailed";
+  readonly command: string;
+  readonly code: number;
+  constructor(command: string, code: number) {
+    super(`Cannot build llama-server: '${command}' exited with ${code}`);
+    this.command = command;
+    this.code = code;
+  }
+}
+
+function writeAll(
+  to: { writeSync(p: Uint8Array): number },
+  text: string,
+): void {
+  let bytes = new TextEncoder().encode(text);
+  while (bytes.length > 0) bytes = bytes.subarray(to.writeSync(bytes));
+}
+
+/** Sends whole lines of a step's output where they go. */
+function emit(text: string, output: StepOutput): void {
+  writeAll(output.log, text);
+  if (output.verbose) writeAll(Deno.stderr, text);
+  else if (output.onLine) {
+    for (const line of text.split("\n").slice(0, -1)) output.onLine(line);
+  }
+}
+
+/** Copies a child's stream to the step's output by whole lines, so that its stdout and stderr interleave by line in the log. */
+async function copyLines(
+  stream: ReadableStream<Uint8Array>,
+  output: StepOutput,
+): Promise<void> {
+  let partial = "";
+  for await (const text of stream.pipeThrough(new TextDecoderStream())) {
+    const pending = partial + text;
+    const end = pending.lastIndexOf("\n") + 1;
+    partial = pending.slice(end);
+    if (end > 0) emit(pending.slice(0, end), output);
+  }
+  if (partial) emit(`${partial}\n`, output);
+}
+
 async function run(
   cmd: string,
   args: string[],
   cwd: string,
-  quiet = false,
+  output: StepOutput,
   signal?: AbortSignal,
 ): Promise<void> {
-  const stdio = quiet ? "null" : "inherit";
-  const { code } = await new Deno.Command(cmd, {
-    args,
-    cwd,
-    stdin: "null",
-    stdout: stdio,
-    stderr: "inherit",
-    ...(signal ? { signal } : {}),
-  }).output();
-  signal?.throwIfAborted();
-  if (code !== 0) {
+  const command = `${cmd} ${args.join(" ")}`;
+  writeAll(output.log, `${stepHeader(cwd, command)}\n`);
+  let child;
+  try {
+    child = new Deno.Command(cmd, {
+      args,
+      cwd,
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+      ...(signal ? { signal } : {}),
+    }).spawn();
+  } catch (error) {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
     throw new Error(
-      `Cannot build llama-server: '${cmd} ${
-        args.join(" ")
-      }' exited with ${code}`,
+      `Cannot build llama-server: '${cmd}' is not on PATH (${
+        TOOLS[cmd] ?? `install ${cmd}`
+      })`,
+      { cause: error },
     );
+  }
+  await Promise.all([
+    copyLines(child.stdout, output),
+    copyLines(child.stderr, output),
+  ]);
+  const { code } = await child.status;
+  signal?.throwIfAborted();
+  if (code !== 0) throw new StepFailed(command, code);
+}
+
+/**
+ * Shows the compile's progress: one line rewritten in place on a terminal
+ * (with a clock, since one file can take a minute), else a line each tenth.
+ */
+class CompileProgress implements Disposable {
+  readonly #began = performance.now();
+  readonly #terminal: boolean;
+  readonly #timer: ReturnType<typeof setInterval> | undefined;
+  #percent = 0;
+  #printed = 0;
+
+  constructor(terminal: boolean) {
+    this.#terminal = terminal;
+    if (terminal) {
+      this.#timer = setInterval(() => this.#draw(), 1000);
+      this.#draw();
+    }
+  }
+
+  line(text: string): void {
+    const before = this.#percent;
+    this.#percent = advance(before, text);
+    if (this.#terminal) {
+      if (this.#percent !== before) this.#draw();
+    } else if (entersNewTenth(this.#printed, this.#percent)) {
+      this.#printed = this.#percent;
+      say(progressLine(this.#percent, this.#elapsedMs()));
+    }
+  }
+
+  #elapsedMs(): number {
+    return performance.now() - this.#began;
+  }
+
+  #draw(): void {
+    // \r back to the line's start, \x1b[K erases what a longer line left.
+    writeAll(
+      Deno.stderr,
+      `\r[engine:llama] ${
+        progressLine(this.#percent, this.#elapsedMs())
+      }\x1b[K`,
+    );
+  }
+
+  [Symbol.dispose](): void {
+    if (!this.#terminal) return;
+    clearInterval(this.#timer);
+    writeAll(Deno.stderr, "\n");
   }
 }
 
@@ -105,25 +227,43 @@ function say(line: string): void {
   console.error(`[engine:llama] ${line}`);
 }
 
-/** Which `llama-server` to build. */
+/** Which `llama-server` to build, and how much of the build to show. */
 export interface BuildOptions {
   /** Build with CUDA (`-DGGML_CUDA=ON`; needs `nvcc`), cached apart from the CPU build. */
   readonly cuda?: boolean;
   /** Aborting it kills the build step under way and rejects. */
   readonly signal?: AbortSignal;
+  /**
+   * Stream every line of cmake, make and the compilers to stderr instead of a
+   * progress line (the log file is written either way).
+   * @default {true when MYMODEL_BUILD_VERBOSE is 1}
+   */
+  readonly verbose?: boolean;
+}
+
+/** The environment variable that makes every build verbose (`--verbose` for one run). */
+export const VERBOSE_ENV = "MYMODEL_BUILD_VERBOSE";
+
+/** Path of the log that holds a build's whole output, beside the cached build; `cuda`: the CUDA build's. */
+export function buildLogPath(cuda = false): string {
+  return `${buildRoot(cuda)}/build.log`;
 }
 
 /**
  * Builds `llama-server` unless a finished build is cached; returns its path.
  *
- * @param options CUDA or not; a signal bounding the build.
- * @throws {Error} naming the missing tool when npm, tar, git, cmake, g++ or make is absent.
+ * Prints a few lines to stderr (what it fetches, the log's path, the compile's
+ * progress, the result); the whole output of cmake, make and the compilers goes
+ * to {@linkcode buildLogPath}. When a step fails it prints the log's last 40 lines.
+ *
+ * @param options CUDA or not; a signal bounding the build; verbose or not.
+ * @throws {Error} naming the missing tool when npm, tar, git, cmake, g++ or make is absent;
+ *   naming the failed step, the Debian package to install when a tool is missing, and the log.
  */
 export async function buildLlamaServer(
   options: BuildOptions = {},
 ): Promise<string> {
   const cuda = options.cuda ?? false;
-  const signal = options.signal;
   const bin = llamaServerPath(cuda);
   if (isLlamaServerBuilt(cuda)) {
     say(`using the cached build at ${bin}`);
@@ -139,9 +279,54 @@ export async function buildLlamaServer(
       );
     }
   }
+  const verbose = options.verbose ??
+    /^(1|true)$/.test(Deno.env.get(VERBOSE_ENV) ?? "");
   const root = buildRoot(cuda);
-  const src = `${root}/src`;
   await Deno.mkdir(root, { recursive: true });
+  const logPath = buildLogPath(cuda);
+  const began = performance.now();
+  say(
+    verbose
+      ? `building llama-server; its output follows and goes to ${logPath} too`
+      : `building llama-server; its whole output goes to ${logPath} (--verbose or ${VERBOSE_ENV}=1 shows it here)`,
+  );
+  const log = await Deno.open(logPath, {
+    write: true,
+    create: true,
+    truncate: true,
+  });
+  try {
+    await buildSteps(root, cuda, { log, verbose }, options.signal);
+  } catch (error) {
+    if (!(error instanceof StepFailed)) throw error;
+    const summary = summariseFailure({
+      command: error.command,
+      code: error.code,
+      logPath,
+      log: await Deno.readTextFile(logPath),
+    });
+    // A verbose run has just shown these lines.
+    if (!verbose) {
+      say(`the last ${summary.tail.length} lines of ${logPath}:`);
+      console.error(summary.tail.join("\n"));
+    }
+    throw new Error(summary.message, { cause: error });
+  } finally {
+    log.close();
+  }
+  await Deno.writeTextFile(`${root}/BUILT`, `${new Date().toISOString()}\n`);
+  say(`built ${bin} in ${formatElapsed(performance.now() - began)}`);
+  return bin;
+}
+
+/** Fetches the source unless it is there, configures and compiles; every step's output goes to `output`. */
+async function buildSteps(
+  root: string,
+  cuda: boolean,
+  output: StepOutput,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  const src = `${root}/src`;
   const local = Deno.env.get("LLAMA_CPP_SOURCE") ??
     (cuda && exists(`${buildRoot()}/src/CMakeLists.txt`)
       ? `${buildRoot()}/src`
@@ -149,7 +334,7 @@ export async function buildLlamaServer(
   if (!exists(`${src}/CMakeLists.txt`) && local !== undefined) {
     say(`cloning the llama.cpp source from ${local}`);
     await Deno.remove(src, { recursive: true }).catch(() => {});
-    await run("git", ["clone", "-q", local, "src"], root, true, signal);
+    await run("git", ["clone", "-q", local, "src"], root, output, signal);
   }
   if (!exists(`${src}/CMakeLists.txt`)) {
     say(
@@ -159,30 +344,42 @@ export async function buildLlamaServer(
     if (!exists(tgz)) {
       await run(
         "npm",
-        [
-          "pack",
-          "--silent",
-          `node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`,
-        ],
+        ["pack", "--silent", `node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`],
         root,
-        true,
+        output,
+        signal,
       );
     }
-    await run("tar", ["xzf", tgz, "package/llama/gitRelease.bundle"], root);
+    await run(
+      "tar",
+      ["xzf", tgz, "package/llama/gitRelease.bundle"],
+      root,
+      output,
+      signal,
+    );
     await Deno.remove(src, { recursive: true }).catch(() => {});
     say("cloning the llama.cpp source out of the bundle");
-    await run("git", [
-      "-c",
-      "advice.detachedHead=false",
-      "clone",
-      "-q",
-      "package/llama/gitRelease.bundle",
-      "src",
-    ], root);
+    await run(
+      "git",
+      [
+        "-c",
+        "advice.detachedHead=false",
+        "clone",
+        "-q",
+        "package/llama/gitRelease.bundle",
+        "src",
+      ],
+      root,
+      output,
+      signal,
+    );
     await Deno.remove(`${root}/package`, { recursive: true });
     await Deno.remove(tgz);
   }
   say("configuring with cmake");
+  // Only a verbose run shows cmake's warnings; the log carries the note either way.
+  if (output.verbose) say(UI_NOTE);
+  writeAll(output.log, `# ${UI_NOTE}\n`);
   await run(
     "cmake",
     [
@@ -204,7 +401,7 @@ export async function buildLlamaServer(
       ...(cuda ? ["-DGGML_CUDA=ON"] : []),
     ],
     src,
-    true,
+    output,
     signal,
   );
   const jobs = String(navigator.hardwareConcurrency || 2);
@@ -215,26 +412,28 @@ export async function buildLlamaServer(
       cuda ? ", more for the CUDA kernels" : ""
     })`,
   );
-  say(UI_NOTE);
+  using progress = output.verbose
+    ? undefined
+    : new CompileProgress(Deno.stderr.isTerminal());
   await run(
     "cmake",
     ["--build", "build", "--target", "llama-server", "-j", jobs],
     src,
-    false,
+    progress ? { ...output, onLine: (line) => progress.line(line) } : output,
     signal,
   );
-  await Deno.writeTextFile(`${root}/BUILT`, `${new Date().toISOString()}\n`);
-  say(`built ${bin}`);
-  return bin;
 }
 
-const USAGE = `Usage: deno task engine:llama [--print-path]
+const USAGE = `Usage: deno task engine:llama [--print-path] [--verbose]
 
 Builds llama.cpp's llama-server once into ${"$"}MYMODEL_CACHE (else
 ${"$"}XDG_CACHE_HOME/mymodel-serve, else ~/.cache/mymodel-serve) and prints its path.
+A build shows one progress line; cmake's, make's and the compilers' output goes
+to build.log beside the build, and a failed build prints the log's last lines.
 
   --print-path   print the path of the cached llama-server and build nothing;
                  exit 1 when it is not built yet
+  --verbose      show the build's whole output here too (or ${VERBOSE_ENV}=1)
   -h, --help     print this help
 `;
 
@@ -247,6 +446,7 @@ async function main(args: string[]): Promise<number> {
       strict: true,
       options: {
         "print-path": { type: "boolean", default: false },
+        verbose: { type: "boolean", default: false },
         help: { type: "boolean", short: "h", default: false },
       },
     }));
@@ -271,7 +471,9 @@ async function main(args: string[]): Promise<number> {
     console.log(bin);
     return 0;
   }
-  console.log(await buildLlamaServer());
+  console.log(
+    await buildLlamaServer(values.verbose ? { verbose: true } : {}),
+  );
   return 0;
 }
 
