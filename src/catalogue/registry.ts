@@ -344,7 +344,7 @@ export class Registry implements Iterable<ModelCard> {
    * unused card may name variables that are not set.
    *
    * @param card A card of this registry.
-   * @param env The environment to read, usually `Deno.env.toObject()`.
+   * @param env The environment to read: the launcher's, as its config captured it.
    * @returns The expanded card (frozen), or `card` itself when it has nothing to expand.
    * @throws {UnsetVariableError} When a variable is not set in `env`; the one-line
    *   message names the file, card, field, line and variable.

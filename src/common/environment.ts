@@ -7,7 +7,7 @@
  */
 import { type Environment, isDevMode, readEnvironment } from "./settings.ts";
 
-const read: Environment = readEnvironment();
+const read: Environment = readEnvironment(Deno.env.toObject());
 
 /** Root directory from `MY_LOCAL`, checked to exist at import; `undefined` when unset. */
 export const MY_LOCAL: string | undefined = read.myLocal;

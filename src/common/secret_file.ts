@@ -69,7 +69,7 @@ function readSecretFile(variable: string, path: string): string {
  */
 export function secretFromEnv(
   name: string,
-  env: (variable: string) => string | undefined = Deno.env.get,
+  env: (variable: string) => string | undefined,
 ): string {
   const fileVariable = `${name}_FILE`;
   const direct = env(name) ?? "";

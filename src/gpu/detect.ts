@@ -34,9 +34,9 @@ export interface DetectGpuOptions {
   readonly gpus?: string | undefined;
   /**
    * The launcher's environment: `CUDA_VISIBLE_DEVICES`, and `PATH` to find
-   * `nvidia-smi`, which runs with it. @default {Deno.env.toObject()}
+   * `nvidia-smi`, which runs with it.
    */
-  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly env: Readonly<Record<string, string | undefined>>;
   /** How long `nvidia-smi` may take before it is killed. @default {5000} */
   readonly timeoutMs?: number;
   /**
@@ -153,7 +153,7 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
  * ```
  */
 export async function detectGpuPool(
-  options: DetectGpuOptions = {},
+  options: DetectGpuOptions,
 ): Promise<GpuDetection> {
   if (options.gpus !== undefined) {
     const list = parseGpuList(options.gpus, "--gpus");
@@ -161,7 +161,7 @@ export async function detectGpuPool(
       ? { pool: undefined, source: "--gpus none" }
       : { pool: { entries: list, explicit: true }, source: "--gpus" };
   }
-  const env = options.env ?? Deno.env.toObject();
+  const env = options.env;
   const visible = env["CUDA_VISIBLE_DEVICES"];
   if (visible !== undefined) {
     const entries = parseVisibleDevices(visible);

@@ -91,7 +91,7 @@ export class GpuMonitor {
   /** @param options The environment, the timeout, the backoff; a query for tests. */
   constructor(options: GpuMonitorOptions = {}) {
     this.#options = {
-      ...(options.env === undefined ? {} : { env: options.env }),
+      env: options.env ?? {},
       ...(options.timeoutMs === undefined
         ? {}
         : { timeoutMs: options.timeoutMs }),

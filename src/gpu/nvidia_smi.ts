@@ -79,9 +79,9 @@ export type GpuQuery =
 export interface QueryGpusOptions {
   /**
    * The environment `nvidia-smi` runs with (its `PATH` finds it), merged
-   * over this process's own. @default {this process's environment}
+   * over this process's own.
    */
-  readonly env?: Readonly<Record<string, string | undefined>>;
+  readonly env: Readonly<Record<string, string | undefined>>;
   /** How long each run may take before it is killed. @default {5000} */
   readonly timeoutMs?: number;
 }
@@ -132,13 +132,13 @@ const REAP_MS = 1000;
  */
 export async function runNvidiaSmi(
   args: readonly string[],
-  options: QueryGpusOptions = {},
+  options: QueryGpusOptions,
 ): Promise<NvidiaSmiRun> {
-  const env = options.env === undefined ? undefined : definedOnly(options.env);
+  const env = definedOnly(options.env);
   const timeoutMs = options.timeoutMs ?? 5000;
   const found = findOnPath(
     NVIDIA_SMI,
-    env === undefined ? Deno.env.get("PATH") : env["PATH"],
+    env["PATH"],
   );
   if (found === false) {
     return { ok: false, reason: "absent", detail: "not found on PATH" };
@@ -147,7 +147,7 @@ export async function runNvidiaSmi(
   try {
     child = new Deno.Command(NVIDIA_SMI, {
       args: [...args],
-      ...(env === undefined ? {} : { env }),
+      env,
       stdin: "null",
       stdout: "piped",
       stderr: "piped",
@@ -246,7 +246,7 @@ export async function runNvidiaSmi(
  * ```
  */
 export async function queryGpus(
-  options: QueryGpusOptions = {},
+  options: QueryGpusOptions,
 ): Promise<GpuQuery> {
   const [devices, processes] = await Promise.all([
     runNvidiaSmi(DEVICE_ARGS, options),

@@ -17,17 +17,10 @@ import {
   type CliOptions,
   helpFor,
 } from "./cli_flags.ts";
-import { NO_MODEL } from "./options.ts";
+import { UsageError } from "./config.ts";
 import { VERSION } from "../common/version.ts";
 
-/** A command line that cannot be used. */
-export class UsageError extends Error {
-  /** @param message One line naming the input and what was expected. */
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
-  }
-}
+export { UsageError };
 
 /** The text `--help` prints. */
 export const USAGE = `Usage:
@@ -251,9 +244,6 @@ export function parseCli(args: readonly string[]): CliOptions {
     ...values.version ? { version: true } : {},
   };
   if (options.help || options.version) return options;
-  if (positionals.length === 0) {
-    throw new UsageError(NO_MODEL);
-  }
   for (const spec of positionals) {
     if (!spec.slice(spec.indexOf(":") + 1)) {
       throw new UsageError(

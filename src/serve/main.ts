@@ -6,7 +6,6 @@
  */
 import { log } from "../common/log.ts";
 import { ConfigError } from "../common/config_error.ts";
-import { checkEnginePorts } from "../common/settings.ts";
 import { parseCli, USAGE, UsageError } from "./cli.ts";
 import { Semioserve } from "./launcher.ts";
 import { renderPlan } from "./start_plan.ts";
@@ -37,9 +36,6 @@ export async function main(
   let cli;
   try {
     cli = parseCli(args);
-    if (cli.port !== undefined) {
-      checkEnginePorts(cli.port, cli.models.length, "--port");
-    }
   } catch (error) {
     if (!(error instanceof UsageError || error instanceof ConfigError)) {
       throw error;
@@ -75,6 +71,10 @@ export async function main(
     stoppedEarly(serve.url !== undefined);
     return 0;
   } catch (error) {
+    if (error instanceof UsageError) {
+      log.error(`${error.message} (see --help)`);
+      return 2;
+    }
     const message = error instanceof Error ? error.message : String(error);
     const line = message.replaceAll("\n", " ");
     log.error(line);

@@ -16,7 +16,7 @@ import { startWaits } from "../gpu/start_order.ts";
 import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
 import { urlHost } from "../common/settings.ts";
-import type { Plan } from "./start_checks.ts";
+import type { Plan } from "./plan.ts";
 
 /** One engine a start would run. */
 export interface PlanEngine {
@@ -115,7 +115,7 @@ export function startPlan(plan: Plan): StartPlan {
     plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
   const engines = plan.engines.map((e): PlanEngine => {
-    const weights = plan.weights.get(e.name);
+    const weights = plan.weights[e.name];
     return {
       name: e.name,
       verb: e.card.verb,

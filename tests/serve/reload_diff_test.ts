@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { stringify } from "yaml";
 import { type ModelCard, Registry } from "../../src/catalogue.ts";
-import { cardChange, diffCards } from "../../src/serve/reload_diff.ts";
+import { cardChange, diffCards } from "../../src/serve/card_change.ts";
 
 function cardOf(fields: Record<string, unknown>, name = "m"): ModelCard {
   return Registry.parse(
