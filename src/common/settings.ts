@@ -129,7 +129,7 @@ export interface GivenSettings {
   readonly port?: number | undefined;
 }
 
-/** An environment as captured (`Deno.env.toObject()`). */
+/** An environment as captured: variable to value. */
 export type EnvRecord = Readonly<Record<string, string | undefined>>;
 
 /**
