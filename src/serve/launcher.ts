@@ -103,14 +103,11 @@ export class Semioserve implements AsyncDisposable {
   );
 
   /**
-   * Creates the launcher, or returns the one that exists. The environment
-   * (`MY_LOCAL`, `NUCLEUS_*`, the secrets and their `*_FILE` files) is read
-   * here, once.
+   * Creates the launcher, or returns the one that exists; reads the
+   * environment (`MY_LOCAL`, `NUCLEUS_*`, the secrets) here, once.
    *
-   * @param options Models and settings.
    * @throws {UsageError} Without a model, or a port leaving no room for the engines.
-   * @throws {ConfigError} On a bad `MY_LOCAL` or `NUCLEUS_PORT`, or a secret
-   *   that cannot be read.
+   * @throws {ConfigError} On a bad variable or secret file.
    */
   constructor(options: SemioserveOptions) {
     if (Semioserve.#instance) {
@@ -139,16 +136,13 @@ export class Semioserve implements AsyncDisposable {
     return this.#url;
   }
 
-  /** Each model's current engine run, in request order (empty before {@linkcode Semioserve.prepare}). */
+  /** Each model's current engine run, in request order. */
   get engines(): readonly ServerProcess[] {
     return this.#supervisors().map((s) => s.process);
   }
 
   /**
-   * Each model's engine as `GET /models?detail=1` shows it, a frozen
-   * snapshot taken now; empty before {@linkcode Semioserve.prepare}.
-   *
-   * @returns One view per requested model.
+   * Each model's engine as `GET /models?detail=1` shows it, a snapshot.
    *
    * @example
    * ```ts ignore
@@ -173,14 +167,10 @@ export class Semioserve implements AsyncDisposable {
   }
 
   /**
-   * Plans the start, validating everything (root directory, catalogue, model
-   * specs, GPU placement, engine command lines, mode and TLS files, free
-   * ports), stops what a killed launcher left running and builds the
-   * engines' supervisors. Starts nothing.
+   * Plans the start (every check), stops what a killed launcher left running
+   * and builds the engines' supervisors. Starts nothing.
    *
-   * @throws {AssertionError} When the root directory lacks a subdirectory.
-   * @throws {KeyError} When a model is not in the catalogue.
-   * @throws {ConfigError | CatalogueError | EngineError | SSLConfigError} On any other bad input.
+   * @throws {AssertionError | KeyError | ConfigError | CatalogueError | EngineError | SSLConfigError} The first refusal.
    */
   async prepare(): Promise<void> {
     if (this.#live) return;
@@ -232,16 +222,12 @@ export class Semioserve implements AsyncDisposable {
   }
 
   /**
-   * What a start would do, without doing it: every check
-   * {@linkcode Semioserve.prepare} makes, then each engine's port, URL,
-   * devices, command line and environment (the engine API key as `***`), the
-   * start gate's waits, each GPU's memory and holders, and the warnings.
-   * Starts nothing, writes nothing, leaves the records alone (a killed
-   * launcher's leftovers and a running launcher's ports are reported in
-   * `warnings`).
+   * What a start would do, without doing it (the same checks): each engine's
+   * command line (the API key as `***`), devices and waits, each GPU, the
+   * warnings; a running launcher's ports and leftovers are warnings here.
    *
-   * @returns The plan; the same object `--dry-run --json` prints.
-   * @throws The errors of {@linkcode Semioserve.prepare}, with the same messages.
+   * @returns The plan `--dry-run --json` prints.
+   * @throws The errors of {@linkcode Semioserve.prepare}.
    *
    * @example
    * ```ts ignore
@@ -262,11 +248,7 @@ export class Semioserve implements AsyncDisposable {
     });
   }
 
-  /**
-   * The management API handler (authentication included in production mode).
-   *
-   * @throws {Error} Before {@linkcode Semioserve.prepare} has resolved.
-   */
+  /** The management API handler (with authentication in production); after {@linkcode Semioserve.prepare}. */
   handler(): Handler {
     if (!this.#live) {
       throw new Error("Cannot build the handler: call prepare() first");
@@ -274,12 +256,7 @@ export class Semioserve implements AsyncDisposable {
     return this.#live.handler;
   }
 
-  /**
-   * Prepares, starts every engine, serves the management API, and resolves
-   * after shutdown.
-   *
-   * @throws The errors of {@linkcode Semioserve.prepare}, before anything starts.
-   */
+  /** Prepares, starts every engine, serves the API; resolves after shutdown. */
   run(): Promise<void> {
     this.#running ??= this.#run();
     return this.#running;
@@ -287,10 +264,9 @@ export class Semioserve implements AsyncDisposable {
 
   /**
    * Reloads as SIGHUP does: the catalogue, the TLS pair and the `*_FILE`
-   * secrets are read again and planned as at start; then only the engines
-   * whose change reaches the engine restart, and one summary line is logged.
-   * On any failure nothing changes (`ok: false`). Reloads never overlap;
-   * before the API listens, a reload waits until it does.
+   * secrets are read and planned again; only engines whose change reaches
+   * them restart. A refusal changes nothing (`ok: false`). Reloads never
+   * overlap, and wait for the API to listen.
    *
    * @returns What the reload did, or why it was refused.
    *
@@ -336,11 +312,7 @@ export class Semioserve implements AsyncDisposable {
     return done;
   }
 
-  /**
-   * Applies a difference to what runs: engines started, restarted (a failed
-   * one too, whatever its card: the fix may be a file under models/) or
-   * amended, the TLS pair, the secret, the catalogue.
-   */
+  /** Applies a difference: a failed engine restarts whatever its card (the fix may be under models/). */
   async #apply(
     changes: Changes,
     next: Plan,
