@@ -1,7 +1,7 @@
 /**
  * The launcher's settings read from the environment when this module is first
  * imported (the table is in the door, `common.ts`), for library users: the
- * launcher itself reads them when it is called ({@linkcode readEnvironment}).
+ * launcher reads them when it is made (`serve/config.ts`).
  *
  * @module
  */

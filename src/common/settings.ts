@@ -14,9 +14,6 @@ export const MAX_PORT = 65535;
 /**
  * Parses a TCP port, 1 to 65535.
  *
- * @param text The text to parse.
- * @param what Names the input in the error, e.g. `--port` or `NUCLEUS_PORT`.
- * @returns The port number.
  * @throws {ConfigError} When the text is not an integer in range.
  *
  * @example
@@ -53,9 +50,6 @@ export function portIn(text: string): number | undefined {
 /**
  * Checks that a path names an existing directory.
  *
- * @param path The directory.
- * @param what Names the input in the error, e.g. `MY_LOCAL` or `--directory`.
- * @returns The path, unchanged.
  * @throws {ConfigError} When it does not exist, is not a directory, or is
  *   outside this run's `--allow-read`.
  *

@@ -153,10 +153,6 @@ const WEIGHTS = /\.(safetensors|bin|pt|gguf)$/;
  * `.safetensors` files only those count: many hub repositories ship the same
  * weights twice (`model.safetensors` and `pytorch_model.bin`), and vLLM and
  * SGLang load the safetensors copy, from that directory alone.
- *
- * @param card The card.
- * @param directory The launcher's root directory.
- * @returns What is there; never throws for the file system's state.
  */
 export function localWeights(card: ModelCard, directory: string): LocalWeights {
   const path = `${directory}/models/${card.local}`;

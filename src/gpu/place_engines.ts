@@ -40,7 +40,6 @@ export interface ReportLine {
 /**
  * Places every card on the detected pool.
  *
- * @param cudaDeviceOrder The launcher's `CUDA_DEVICE_ORDER`.
  * @throws {GpuPlacementError} When a card does not fit.
  */
 export function placeEngines(

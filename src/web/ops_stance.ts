@@ -67,8 +67,6 @@ export class OpsStance {
   /**
    * Resolves the stance.
    *
-   * @param options The mode and, for production, the secret and issuer.
-   * @returns The stance.
    * @throws {ConfigError} In production when the secret or issuer is missing or empty.
    */
   static resolve(options: OpsStanceOptions): OpsStance {

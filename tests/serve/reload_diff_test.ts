@@ -1,4 +1,4 @@
-/** What a reload does to each engine (src/serve/reload_diff.ts): a pure function of cards. */
+/** What a reload does to each engine (src/serve/card_change.ts): a pure function of cards. */
 import assert from "node:assert/strict";
 import { stringify } from "yaml";
 import { type ModelCard, Registry } from "../../src/catalogue.ts";
