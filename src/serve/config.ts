@@ -19,6 +19,7 @@ import {
   SEMIOSERVE_DEFAULTS,
   type SemioserveOptions,
 } from "./options.ts";
+import { inheritedEnv } from "../engines/launch.ts";
 
 /** A command line (or options) that cannot be used: exit code 2. */
 export class UsageError extends Error {
@@ -28,14 +29,6 @@ export class UsageError extends Error {
     this.name = "UsageError";
   }
 }
-
-/** The launcher's own variables that no engine sees. */
-const PRIVATE_ENV = [
-  "IDP_SECRET",
-  "IDP_ISSUER",
-  "IDP_SECRET_FILE",
-  "LOCAL_ENGINE_API_KEY_FILE",
-];
 
 /** Everything the launcher takes from its options and its environment, frozen. */
 export interface Config extends ResolvedOptions {
@@ -84,8 +77,6 @@ export function readConfig(
       e[1] !== undefined
     ),
   );
-  const engineEnv = { ...env };
-  for (const name of PRIVATE_ENV) delete engineEnv[name];
   return Object.freeze({
     ...SEMIOSERVE_DEFAULTS,
     host: read.host,
@@ -98,7 +89,7 @@ export function readConfig(
     modeVariable: given.dev_mode === undefined ? read.mode : undefined,
     visibleDevices: env.CUDA_VISIBLE_DEVICES,
     env,
-    engineEnv,
+    engineEnv: inheritedEnv(env),
     engineKey: read.engineKey,
     idpSecret: read.idpSecret,
     idpIssuer: read.idpIssuer,

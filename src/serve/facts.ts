@@ -72,16 +72,6 @@ export interface GatherOptions {
   readonly look?: boolean;
 }
 
-/** The root directory, or the refusal of a start without one. */
-export function rootOf(config: Config): string {
-  if (!config.directory) {
-    throw new ConfigError(
-      "Cannot start: no root directory (set MY_LOCAL or pass --directory)",
-    );
-  }
-  return config.directory;
-}
-
 /**
  * Reads the world for a plan.
  *
@@ -94,7 +84,12 @@ export async function gather(
   monitor: GpuMonitor,
   options: GatherOptions = {},
 ): Promise<Facts> {
-  const directory = rootOf(config);
+  const directory = config.directory;
+  if (!directory) {
+    throw new ConfigError(
+      "Cannot start: no root directory (set MY_LOCAL or pass --directory)",
+    );
+  }
   checkRoot(directory);
   if (config.gpus === undefined) checkVisibleDevices(config.visibleDevices);
   const { running } = options;
