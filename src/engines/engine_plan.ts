@@ -12,15 +12,11 @@ import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 
-/** A share of each device's memory an engine takes before it serves (vLLM's utilization). */
-export interface MemoryNeed {
-  readonly fraction: number;
-  readonly from: string;
-}
-
 /** Where an engine runs: what its plan is made from besides its card. */
 export interface EngineSite {
+  /** Host the engine binds; also used to reach it. */
   host: string;
+  /** Port the engine listens on. */
   port: number;
   /** Root directory: weights under `models/`, the log under `logs/`. */
   directory: string;
@@ -34,20 +30,28 @@ export interface EngineSite {
   share?: number | null;
   /** What the engine inherits (the launcher's environment less its secrets); PATH finds the executable. @default {{}} */
   baseEnv?: Readonly<Record<string, string>>;
-  /** @default {null} */
-  memoryNeed?: MemoryNeed | null;
-  /** @default {the card's restart, else "on-failure"} */
+  /** GPU memory it takes before it serves, null when unknown. @default {null} */
+  memoryNeed?: {
+    /** Of each device's total memory. */
+    readonly fraction: number;
+    /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
+    readonly from: string;
+  } | null;
+  /** When it starts again after it ended. @default {the card's restart, else "on-failure"} */
   restart?: RestartPolicy;
 }
 
 /** One engine as it will run: checked, printable, comparable. */
 export interface EnginePlan extends Readonly<Required<EngineSite>> {
+  /** The catalogue name. */
   readonly name: string;
   /** The expanded card. */
   readonly card: ModelCard;
   /** `<directory>/logs/<name>.log`. */
   readonly logFile: string;
+  /** The executable run. */
   readonly executable: string;
+  /** Its arguments. */
   readonly args: readonly string[];
   /** What the launcher adds to {@linkcode EnginePlan.baseEnv}: the card's `env`, then the site's. */
   readonly env: Readonly<Record<string, string>>;
