@@ -47,7 +47,7 @@ export type {
 } from "./engines/load_watch.ts";
 export type { EndReason, EngineState } from "./supervision/restart_policy.ts";
 export type { WaitingFor, WaitReason } from "./gpu/start_gate.ts";
-export type { ReloadResult } from "./serve/reload_result.ts";
+export type { ReloadResult } from "./serve/diff.ts";
 export { Semioserve } from "./serve/launcher.ts";
 export type {
   PlanEngine,

@@ -273,7 +273,7 @@ export async function buildLlamaServer(
     ? { ...TOOLS, nvcc: "install the CUDA toolkit (nvcc)" }
     : TOOLS;
   for (const [tool, how] of Object.entries(tools)) {
-    if (!findExecutable(tool)) {
+    if (!findExecutable(tool, Deno.env.get("PATH"))) {
       throw new Error(
         `Cannot build llama-server: '${tool}' is not on PATH (${how})`,
       );

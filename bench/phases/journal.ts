@@ -47,6 +47,7 @@ async function storm(
     port: 1,
     directory: root,
     apiKey: "",
+    baseEnv: Deno.env.toObject(),
   });
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => done = resolve);

@@ -1,13 +1,13 @@
 /**
  * The launcher's settings read from the environment when this module is first
  * imported (the table is in the door, `common.ts`), for library users: the
- * launcher itself reads them when it is called ({@linkcode readEnvironment}).
+ * launcher reads them when it is made (`serve/config.ts`).
  *
  * @module
  */
 import { type Environment, isDevMode, readEnvironment } from "./settings.ts";
 
-const read: Environment = readEnvironment();
+const read: Environment = readEnvironment(Deno.env.toObject());
 
 /** Root directory from `MY_LOCAL`, checked to exist at import; `undefined` when unset. */
 export const MY_LOCAL: string | undefined = read.myLocal;

@@ -61,15 +61,12 @@ function readSecretFile(variable: string, path: string): string {
  * The value of the secret `name`: from the variable itself, or from the file
  * `<name>_FILE` names. An empty variable counts as unset.
  *
- * @param name The variable, e.g. `IDP_SECRET`.
- * @param env Reads a variable (tests).
- * @returns The secret, or `""` when neither form is set.
  * @throws {ConfigError} When both forms are set, or the file is missing,
  * unreadable, not UTF-8 or empty.
  */
 export function secretFromEnv(
   name: string,
-  env: (variable: string) => string | undefined = Deno.env.get,
+  env: (variable: string) => string | undefined,
 ): string {
   const fileVariable = `${name}_FILE`;
   const direct = env(name) ?? "";

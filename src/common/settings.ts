@@ -1,10 +1,7 @@
 /**
- * The launcher's settings from the environment, read when
- * {@linkcode readEnvironment} is called (the table is in the door,
- * `common.ts`), the checks they share with the command line
- * ({@linkcode parsePort}, {@linkcode checkDirectory},
- * {@linkcode checkEnginePorts}), and hosts as URLs write them. Nothing here
- * reads anything while it loads.
+ * The launcher's settings from a captured environment
+ * ({@linkcode readEnvironment}; the table is in the door, `common.ts`), the
+ * checks they share with the command line, and hosts as URLs write them.
  *
  * @module
  */
@@ -12,14 +9,11 @@ import { ConfigError } from "./config_error.ts";
 import { secretFromEnv } from "./secret_file.ts";
 
 /** The highest TCP port. */
-const MAX_PORT = 65535;
+export const MAX_PORT = 65535;
 
 /**
  * Parses a TCP port, 1 to 65535.
  *
- * @param text The text to parse.
- * @param what Names the input in the error, e.g. `--port` or `NUCLEUS_PORT`.
- * @returns The port number.
  * @throws {ConfigError} When the text is not an integer in range.
  *
  * @example
@@ -53,25 +47,9 @@ export function portIn(text: string): number | undefined {
   return port >= 1 && port <= MAX_PORT ? port : undefined;
 }
 
-/** Throws a {@linkcode ConfigError} when engine ports `port + 1` … `port + count` would pass 65535. */
-export function checkEnginePorts(
-  port: number,
-  count: number,
-  what: string,
-): void {
-  if (port + count > MAX_PORT) {
-    throw new ConfigError(
-      `Cannot use ${what} ${port} for ${count} models: engine ports would pass ${MAX_PORT}`,
-    );
-  }
-}
-
 /**
  * Checks that a path names an existing directory.
  *
- * @param path The directory.
- * @param what Names the input in the error, e.g. `MY_LOCAL` or `--directory`.
- * @returns The path, unchanged.
  * @throws {ConfigError} When it does not exist, is not a directory, or is
  *   outside this run's `--allow-read`.
  *
@@ -127,51 +105,41 @@ export function isDevMode(mode: string): boolean {
 
 /** The launcher's settings as the environment gives them (see `common.ts`). */
 export interface Environment {
-  /** `MY_LOCAL`, checked to be a directory; undefined when unset, empty or replaced by `--directory`. */
+  /** `MY_LOCAL`, checked; undefined when unset, empty or replaced by `--directory`. */
   readonly myLocal: string | undefined;
-  /** `NUCLEUS_HOST`, else `localhost`. */
   readonly host: string;
-  /** `NUCLEUS_PORT`, checked, else 5000. */
   readonly port: number;
-  /** `NUCLEUS_MODE`, else `dev`. */
   readonly mode: string;
   /** The engine API key (`LOCAL_ENGINE_API_KEY` or its `_FILE`); empty for none. */
   readonly engineKey: string;
   /** The HS512 secret (`IDP_SECRET` or its `_FILE`); empty when unset. */
   readonly idpSecret: string;
-  /** `IDP_ISSUER`; empty when unset. */
   readonly idpIssuer: string;
 }
 
-/** What the command line (or an embedder) set: those are not read from the environment. */
+/** What the command line (or an embedder) set: their variables are then not read, nor checked. */
 export interface GivenSettings {
-  /** `--directory`: `MY_LOCAL` is then not read (nor checked). */
   readonly directory?: string | undefined;
-  /** `--port`: `NUCLEUS_PORT` is then not read (nor checked). */
   readonly port?: number | undefined;
 }
 
+/** An environment as captured: variable to value. */
+export type EnvRecord = Readonly<Record<string, string | undefined>>;
+
 /**
- * Reads the launcher's settings from the environment now: `MY_LOCAL`,
+ * Reads the launcher's settings from a captured environment: `MY_LOCAL`,
  * `NUCLEUS_PORT`, then the two secrets are checked, in that order. A setting
  * in `given` wins: its variable is not read, so a stale one cannot refuse the
- * start (the flag wins over the variable it mirrors).
+ * start.
  *
- * @param env Where the variables are read.
- * @param given What the flags set.
  * @throws {ConfigError} On a bad `MY_LOCAL` or `NUCLEUS_PORT`, or a secret
  *   given twice or in a file that cannot be read.
- *
- * @example
- * ```ts ignore
- * readEnvironment(Deno.env, { port: 5000 }).port; // 5000, whatever NUCLEUS_PORT says
- * ```
  */
 export function readEnvironment(
-  env: Pick<Deno.Env, "get"> = Deno.env,
+  env: EnvRecord,
   given: GivenSettings = {},
 ): Environment {
-  const get = (name: string) => env.get(name);
+  const get = (name: string) => env[name];
   const myLocal = given.directory === undefined
     ? get("MY_LOCAL") || undefined
     : undefined;

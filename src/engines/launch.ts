@@ -21,40 +21,75 @@ function exists(path: string): Deno.FileInfo | undefined {
 }
 
 /**
- * Finds an executable: a name with a slash is checked as a path, a bare name is
- * looked up on PATH. Returns false only when it is certainly missing.
+ * Looks for an executable in one walk: a name with a slash is checked as a
+ * path, a bare name on `path` (PATH). `why` says what the first file found
+ * is when none can run (a directory, a file without execute permission).
  */
-export function findExecutable(name: string): boolean {
-  const executable = (info: Deno.FileInfo | undefined) =>
-    info !== undefined && info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0;
-  if (name.includes("/")) return executable(exists(name));
-  const dirs = (Deno.env.get("PATH") ?? "").split(":").filter(Boolean);
+export function locateExecutable(
+  name: string,
+  path: string | undefined,
+): { found: boolean; why?: string } {
+  const dirs = name.includes("/")
+    ? [""]
+    : (path ?? "").split(":").filter(Boolean).map((d) => `${d}/`);
+  let why: string | undefined;
   for (const dir of dirs) {
+    const file = `${dir}${name}`;
+    let info: Deno.FileInfo;
     try {
-      if (executable(Deno.statSync(`${dir}/${name}`))) return true;
+      info = Deno.statSync(file);
     } catch (error) {
       // Without read access to PATH the check cannot decide; the spawn will.
-      if (error instanceof Deno.errors.NotCapable) return true;
+      if (error instanceof Deno.errors.NotCapable && dir) {
+        return { found: true };
+      }
+      continue;
     }
+    if (info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0) {
+      return { found: true };
+    }
+    why ??= info.isDirectory
+      ? `'${file}' is a directory`
+      : `'${file}' is not executable (mode ${
+        ((info.mode ?? 0) & 0o777).toString(8).padStart(3, "0")
+      })`;
   }
-  return false;
+  return why === undefined ? { found: false } : { found: false, why };
 }
 
-/** Secrets of the launcher itself that no engine needs to see. */
-const PRIVATE_ENV = [
+/** True unless the executable is certainly missing (see {@linkcode locateExecutable}). */
+export function findExecutable(
+  name: string,
+  path: string | undefined,
+): boolean {
+  return locateExecutable(name, path).found;
+}
+
+/** The launcher's own variables that no engine sees. */
+export const PRIVATE_ENV: readonly string[] = [
   "IDP_SECRET",
   "IDP_ISSUER",
   "IDP_SECRET_FILE",
   "LOCAL_ENGINE_API_KEY_FILE",
 ];
 
-/** The launcher's environment minus its secrets, plus the card's `env`. */
-export function engineEnv(
-  cardEnv: Readonly<Record<string, string>>,
+/** What an engine inherits from `env`: all but {@linkcode PRIVATE_ENV}. */
+export function inheritedEnv(
+  env: Readonly<Record<string, string | undefined>>,
 ): Record<string, string> {
-  const env = Deno.env.toObject();
-  for (const name of PRIVATE_ENV) delete env[name];
-  return { ...env, ...cardEnv };
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(env)) {
+    if (value !== undefined && !PRIVATE_ENV.includes(name)) out[name] = value;
+  }
+  return out;
+}
+
+/** The engine's whole environment: its base, then what the launcher adds. */
+export function engineEnv(plan: {
+  readonly baseEnv: Readonly<Record<string, string>>;
+  readonly env: Readonly<Record<string, string>>;
+}): Record<string, string> {
+  return { ...plan.baseEnv, ...plan.env };
 }
 
 /** Local weights when `<directory>/models/<local>` exists, else the hub id. */
@@ -118,10 +153,6 @@ const WEIGHTS = /\.(safetensors|bin|pt|gguf)$/;
  * `.safetensors` files only those count: many hub repositories ship the same
  * weights twice (`model.safetensors` and `pytorch_model.bin`), and vLLM and
  * SGLang load the safetensors copy, from that directory alone.
- *
- * @param card The card.
- * @param directory The launcher's root directory.
- * @returns What is there; never throws for the file system's state.
  */
 export function localWeights(card: ModelCard, directory: string): LocalWeights {
   const path = `${directory}/models/${card.local}`;

@@ -11,7 +11,7 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
-import { engineEnv } from "./launch.ts";
+import { engineEnv, inheritedEnv } from "./launch.ts";
 import {
   baseUrl,
   type EnginePlan,
@@ -125,9 +125,10 @@ export class ServerProcess implements AsyncDisposable {
       | ServerProcessOptions
       | Pick<ServerProcessOptions, "log" | "announceExit"> = {},
   ) {
-    this.plan = "card" in from
-      ? from
-      : planEngine(from, options as ServerProcessOptions);
+    this.plan = "card" in from ? from : planEngine(from, {
+      baseEnv: inheritedEnv(Deno.env.toObject()),
+      ...options as ServerProcessOptions,
+    });
     this.#ownLog = options.log === undefined;
     this.#log = options.log ?? new EngineLog(this.plan.logFile);
     this.#announceExit = options.announceExit ?? true;
@@ -144,7 +145,7 @@ export class ServerProcess implements AsyncDisposable {
     const hub = this.card.hub;
     if (!hub || !this.args.includes(hub)) return;
     this.watch.downloaded(
-      incompleteBytes(hubCache(engineEnv(this.plan.env)), hub),
+      incompleteBytes(hubCache(engineEnv(this.plan)), hub),
     );
   }
 
@@ -251,7 +252,7 @@ export class ServerProcess implements AsyncDisposable {
     try {
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: engineEnv(this.plan.env),
+        env: engineEnv(this.plan),
         clearEnv: true,
         stdin: "null",
         stdout: "piped",

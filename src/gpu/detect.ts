@@ -86,13 +86,13 @@ export async function detectGpuPool(
   options: QueryGpusOptions & {
     readonly gpus?: string | undefined;
     readonly query?: Promise<GpuQuery> | undefined;
-  } = {},
+  },
 ): Promise<GpuDetection> {
   if (options.gpus !== undefined) {
     const list = parseGpuList(options.gpus, "--gpus");
     return list === "none" ? none("--gpus none") : pooled(list, "--gpus", true);
   }
-  const env = options.env ?? Deno.env.toObject();
+  const env = options.env;
   const visible = env["CUDA_VISIBLE_DEVICES"];
   if (visible !== undefined) {
     const entries = parseVisibleDevices(visible);

@@ -36,7 +36,7 @@ export class GpuMonitor {
   #failures = new FailureRun("query GPUs", "warn");
 
   constructor(
-    options: QueryGpusOptions & {
+    options: Partial<QueryGpusOptions> & {
       readonly query?: (options: QueryGpusOptions) => Promise<GpuQuery>;
       /** 0: per `maxAgeMs`. */
       readonly maxBackoffMs?: number;
@@ -44,7 +44,7 @@ export class GpuMonitor {
     } = {},
   ) {
     const { query, maxBackoffMs, now, ...queryOptions } = options;
-    this.#options = queryOptions;
+    this.#options = { ...queryOptions, env: queryOptions.env ?? {} };
     this.#query = query ?? queryGpus;
     this.#maxBackoffMs = maxBackoffMs ?? 60_000;
     this.#now = now ?? (() => performance.now());

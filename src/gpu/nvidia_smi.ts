@@ -40,7 +40,8 @@ export type GpuQuery =
   };
 
 export interface QueryGpusOptions {
-  readonly env?: Readonly<Record<string, string | undefined>>;
+  /** The launcher's captured environment: its `PATH` finds `nvidia-smi`. */
+  readonly env: Readonly<Record<string, string | undefined>>;
   readonly timeoutMs?: number;
 }
 
@@ -69,13 +70,13 @@ const CAP = 64 * 1024;
 /** Runs `nvidia-smi` once, killed with what it started after the timeout (5 s); never throws. */
 export async function runNvidiaSmi(
   args: readonly string[],
-  options: QueryGpusOptions = {},
+  options: QueryGpusOptions,
 ): Promise<NvidiaSmiRun> {
-  const env = options.env === undefined ? undefined : definedOnly(options.env);
+  const env = definedOnly(options.env);
   const timeoutMs = options.timeoutMs ?? 5000;
   const found = findOnPath(
     NVIDIA_SMI,
-    env === undefined ? Deno.env.get("PATH") : env["PATH"],
+    env["PATH"],
   );
   const absent = failed("not found on PATH", "absent");
   if (found === false) return absent;
@@ -126,7 +127,7 @@ function failed(
 
 // A line that does not read fails the whole query: half-read facts are worse than none.
 export async function queryGpus(
-  options: QueryGpusOptions = {},
+  options: QueryGpusOptions,
 ): Promise<GpuQuery> {
   const [deviceRun, processRun] = await Promise.all([
     runNvidiaSmi(DEVICE_ARGS, options),

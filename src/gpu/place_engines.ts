@@ -1,11 +1,12 @@
 /**
- * GPU placement as the launcher composes it: find the pool, place every card,
- * and hand each engine its devices through its environment.
+ * GPU placement as data: every card placed on the pool, each engine's devices
+ * and the environment that hands them over, the report lines, and a reload's
+ * placement; pure functions of the pool, the cards and one `nvidia-smi` look.
  *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
-import { detectGpuPool, type GpuDetection, gpuPoolLine } from "./detect.ts";
+import { type GpuDetection, gpuPoolLine } from "./detect.ts";
 import {
   type GpuAssignment,
   gpuEnv,
@@ -13,59 +14,58 @@ import {
   placeGpus,
   type PlaceOptions,
 } from "./placement.ts";
-import { deviceOf, type GpuQuery, type GpuSnapshot } from "./nvidia_smi.ts";
+import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
-import { log } from "../common/log.ts";
 
-/** Each engine's devices and the environment that hands them over. */
+/** Where every engine runs: plain data (`JSON.stringify` round-trips it). */
 export interface Placement {
-  env(card: ModelCard): Record<string, string>;
-  devices(card: ModelCard): readonly string[] | null;
-  /** What the card was given (devices and need), by catalogue name. */
-  assignment(card: ModelCard): GpuAssignment | undefined;
   /** Where the pool came from (the pool itself, its source, a warning). */
   readonly detection: GpuDetection;
-  /**
-   * The pool and each engine's devices, logged once start-up checks have
-   * passed: one warning per device left out for an error, and one per card of
-   * an engine reading integers whose `GPU-<uuid>` entries could not be mapped.
-   */
-  report(cards?: readonly ModelCard[]): void;
-  /**
-   * The placement after a reload, on the same pool: engines not in `changed`
-   * keep their devices, the changed ones are placed in what is free plus
-   * their own old devices. Pure: nothing is detected again, nothing logged.
-   * Throws `GpuPlacementError` (one line) when a changed card does not fit.
-   */
-  replan(cards: readonly ModelCard[], changed: ReadonlySet<string>): Placement;
+  /** What each card was given (devices and need), by catalogue name, in placement order. */
+  readonly assigned: Readonly<Record<string, GpuAssignment>>;
+  /** Pool entries left out of automatic placement: their memory reads as an error. */
+  readonly avoid: readonly string[];
+  /** The look the placement read (integer indices, errors). */
+  readonly snapshot: GpuSnapshot | undefined;
+  /** Whether engines get `CUDA_DEVICE_ORDER=PCI_BUS_ID` (see {@linkcode placeEngines}). */
+  readonly pciOrder: boolean;
+}
+
+/** One line to log, as the start-up reports placement. */
+export interface ReportLine {
+  readonly level: "info" | "warn";
+  readonly text: string;
 }
 
 /**
- * Finds the GPU pool and places every card on it, logging the pool and each
- * engine's devices. Throws `GpuPlacementError` (one line) when a card does not fit.
+ * Places every card on the detected pool.
+ *
+ * @throws {GpuPlacementError} When a card does not fit.
  */
-export async function placeEngines(
+export function placeEngines(
   cards: readonly ModelCard[],
-  gpus: string | undefined,
-  query?: Promise<GpuQuery>,
-): Promise<Placement> {
-  const detection = await detectGpuPool({
-    ...(gpus === undefined ? {} : { gpus }),
-    ...(query === undefined ? {} : { query }),
-  });
-  const look = await query;
-  const snapshot = look?.ok ? look.snapshot : undefined;
-  const avoid = new Set(
+  detection: GpuDetection,
+  snapshot: GpuSnapshot | undefined,
+  cudaDeviceOrder: string | undefined,
+): Placement {
+  const avoid =
     detection.pool?.entries.filter((e) =>
       snapshot && deviceOf(e, snapshot)?.error
-    ),
-  );
-  return composePlacement(
+    ) ?? [];
+  const placed = placeAvoiding(cards, detection.pool, {
+    avoid: new Set(avoid),
+  });
+  return {
     detection,
-    placeAvoiding(cards, detection.pool, { avoid }),
-    snapshot,
+    assigned: Object.fromEntries(placed),
     avoid,
-  );
+    snapshot,
+    // nvidia-smi numbers devices in PCI bus order, CUDA by default fastest
+    // first: make the indices mean the same devices to the engine.
+    pciOrder: detection.pool !== undefined &&
+      !detection.source.includes("CUDA_VISIBLE_DEVICES") &&
+      cudaDeviceOrder === undefined,
+  };
 }
 
 /** Placement leaving out devices in trouble where the rest has room, else on the whole pool (their engines then wait). */
@@ -82,26 +82,14 @@ function placeAvoiding(
   }
 }
 
-/**
- * Whether the card's engine reads `CUDA_VISIBLE_DEVICES` entries as integers
- * (vLLM): it needs nvidia-smi's indices for `GPU-<uuid>` entries.
- *
- * @param card The card.
- * @returns True for such an engine.
- *
- * @example
- * ```ts ignore
- * readsIntegerDevices(vllmCard); // true
- * ```
- */
+/** Whether the card's engine reads `CUDA_VISIBLE_DEVICES` entries as integers (vLLM). */
 export function readsIntegerDevices(card: ModelCard): boolean {
   return ENGINE_KINDS[card.engine]?.integerDevices === true;
 }
 
 /**
- * Entries as an engine that reads `CUDA_VISIBLE_DEVICES` as integers needs
- * them: `GPU-<uuid>` entries become nvidia-smi's index (PCI bus order) where
- * it lists them; MIG entries and entries it cannot map stay as given.
+ * `GPU-<uuid>` entries as nvidia-smi's index (PCI bus order) where it lists
+ * them, for an engine reading integers; MIG and unmapped entries stay.
  */
 function integerEntries(
   entries: readonly string[],
@@ -119,82 +107,99 @@ function integerEntries(
   return { entries: out, mapped, unmapped };
 }
 
-function composePlacement(
-  detection: GpuDetection,
-  placed: ReadonlyMap<string, GpuAssignment>,
-  snapshot: GpuSnapshot | undefined,
-  avoid: ReadonlySet<string>,
-): Placement {
-  // nvidia-smi numbers devices in PCI bus order, CUDA by default fastest first:
-  // make the indices mean the same devices to the engine.
-  const pciOrder = detection.pool !== undefined &&
-    !detection.source.includes("CUDA_VISIBLE_DEVICES") &&
-    Deno.env.get("CUDA_DEVICE_ORDER") === undefined;
-  function assignment(card: ModelCard): GpuAssignment | undefined {
-    return placed.get(card.name);
+/** A card's devices: `[]` for none, null when not placed. */
+export function devicesOf(
+  placement: Placement,
+  card: ModelCard,
+): readonly string[] | null {
+  return placement.assigned[card.name]?.devices ?? null;
+}
+
+/** The environment that hands a card its devices. */
+export function placementEnv(
+  placement: Placement,
+  card: ModelCard,
+): Record<string, string> {
+  const env = gpuEnv(placement.assigned[card.name]);
+  const visible = env.CUDA_VISIBLE_DEVICES;
+  const integers = visible !== undefined && readsIntegerDevices(card)
+    ? integerEntries(visible.split(","), placement.snapshot)
+    : undefined;
+  if (integers) env.CUDA_VISIBLE_DEVICES = integers.entries.join(",");
+  if (
+    (placement.pciOrder || integers?.mapped) && visible &&
+    card.env.CUDA_DEVICE_ORDER === undefined
+  ) {
+    env.CUDA_DEVICE_ORDER = "PCI_BUS_ID";
   }
-  return {
-    detection,
-    assignment,
-    env(card) {
-      const env = gpuEnv(assignment(card));
-      const visible = env.CUDA_VISIBLE_DEVICES;
-      const integers = visible !== undefined &&
-          readsIntegerDevices(card)
-        ? integerEntries(visible.split(","), snapshot)
-        : undefined;
-      if (integers) env.CUDA_VISIBLE_DEVICES = integers.entries.join(",");
-      if (
-        (pciOrder || integers?.mapped) && visible &&
-        card.env.CUDA_DEVICE_ORDER === undefined
-      ) {
-        env.CUDA_DEVICE_ORDER = "PCI_BUS_ID";
-      }
-      return env;
-    },
-    devices(card) {
-      return assignment(card)?.devices ?? null;
-    },
-    report(cards = []) {
-      if (detection.warning) log.warn(detection.warning);
-      log.info(gpuPoolLine(detection));
-      for (const entry of avoid) {
-        log.warn(
-          `GPU ${entry} reports its memory as an error (${
-            deviceOf(entry, snapshot!)?.error
-          }): left out of automatic placement; engines pinned there wait until it reports memory again`,
-        );
-      }
-      for (const [name, a] of placed) log.info(gpuLine(name, a));
-      for (const card of cards) {
-        const visible = gpuEnv(assignment(card)).CUDA_VISIBLE_DEVICES;
-        if (!visible || !readsIntegerDevices(card)) continue;
-        const { unmapped } = integerEntries(visible.split(","), snapshot);
-        if (unmapped.length === 0) continue;
-        log.warn(
-          `engine ${card.name}: GPU ${
-            unmapped.join(",")
-          } passed as given, and its engine reads CUDA_VISIBLE_DEVICES as integers: nvidia-smi could not map them to indices`,
-        );
-      }
-    },
-    replan(cards, changed) {
-      const held = new Map<string, GpuAssignment>();
-      for (const card of cards) {
-        const kept = placed.get(card.name);
-        if (!changed.has(card.name) && kept) held.set(card.name, kept);
-      }
-      const fresh = placeAvoiding(
-        cards.filter((card) => changed.has(card.name)),
-        detection.pool,
-        { held, avoid },
-      );
-      const next = new Map<string, GpuAssignment>();
-      for (const card of cards) {
-        const a = fresh.get(card.name) ?? held.get(card.name);
-        if (a) next.set(card.name, a);
-      }
-      return composePlacement(detection, next, snapshot, avoid);
-    },
-  };
+  return env;
+}
+
+/**
+ * The pool and each engine's devices, as the start logs them: one warning per
+ * device left out for an error, one per card of an engine reading integers
+ * whose `GPU-<uuid>` entries could not be mapped.
+ */
+export function placementReport(
+  placement: Placement,
+  cards: readonly ModelCard[],
+): ReportLine[] {
+  const { detection, snapshot } = placement;
+  const lines: ReportLine[] = [];
+  if (detection.warning) lines.push({ level: "warn", text: detection.warning });
+  lines.push({ level: "info", text: gpuPoolLine(detection) });
+  for (const entry of placement.avoid) {
+    lines.push({
+      level: "warn",
+      text: `GPU ${entry} reports its memory as an error (${
+        deviceOf(entry, snapshot!)?.error
+      }): left out of automatic placement; engines pinned there wait until it reports memory again`,
+    });
+  }
+  for (const [name, a] of Object.entries(placement.assigned)) {
+    lines.push({ level: "info", text: gpuLine(name, a) });
+  }
+  for (const card of cards) {
+    const visible = gpuEnv(placement.assigned[card.name]).CUDA_VISIBLE_DEVICES;
+    if (!visible || !readsIntegerDevices(card)) continue;
+    const { unmapped } = integerEntries(visible.split(","), snapshot);
+    if (unmapped.length === 0) continue;
+    lines.push({
+      level: "warn",
+      text: `engine ${card.name}: GPU ${
+        unmapped.join(",")
+      } passed as given, and its engine reads CUDA_VISIBLE_DEVICES as integers: nvidia-smi could not map them to indices`,
+    });
+  }
+  return lines;
+}
+
+/**
+ * The placement after a reload, on the same pool: engines not in `changed`
+ * keep their devices, the changed ones are placed in what is free plus their
+ * own old devices.
+ *
+ * @throws {GpuPlacementError} When a changed card does not fit.
+ */
+export function replacePlacement(
+  placement: Placement,
+  cards: readonly ModelCard[],
+  changed: ReadonlySet<string>,
+): Placement {
+  const held = new Map<string, GpuAssignment>();
+  for (const card of cards) {
+    const kept = placement.assigned[card.name];
+    if (!changed.has(card.name) && kept) held.set(card.name, kept);
+  }
+  const fresh = placeAvoiding(
+    cards.filter((card) => changed.has(card.name)),
+    placement.detection.pool,
+    { held, avoid: new Set(placement.avoid) },
+  );
+  const assigned: Record<string, GpuAssignment> = {};
+  for (const card of cards) {
+    const a = fresh.get(card.name) ?? held.get(card.name);
+    if (a) assigned[card.name] = a;
+  }
+  return { ...placement, assigned };
 }

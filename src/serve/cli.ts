@@ -1,10 +1,8 @@
 /**
- * The command line: flags in, launcher options out. Usage errors are one line
- * and exit code 2.
+ * The command line: flags in, options out; a usage error is one line, exit 2.
  *
- * Folder `serve/`: the launcher's own parts that `launcher.ts` composes: the
- * command line, its options, the start-up checks, reload. `serve` is the only
- * room that knows every other; every other room knows nothing of it.
+ * Folder `serve/`: config → facts → plan → diff → apply (`launcher.ts`).
+ * `serve` knows every other room; every other room knows nothing of it.
  *
  * @module
  */
@@ -17,17 +15,10 @@ import {
   type CliOptions,
   helpFor,
 } from "./cli_flags.ts";
-import { NO_MODEL } from "./options.ts";
+import { UsageError } from "./config.ts";
 import { VERSION } from "../common/version.ts";
 
-/** A command line that cannot be used. */
-export class UsageError extends Error {
-  /** @param message One line naming the input and what was expected. */
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
-  }
-}
+export { UsageError };
 
 /** The text `--help` prints. */
 export const USAGE = `Usage:
@@ -94,7 +85,7 @@ const FLAGS: Record<string, { type: "string" | "boolean"; short?: string }> =
     ["version", { type: "boolean" }],
   ]);
 
-/** The long flags, as typed (`--port`), for "did you mean" suggestions. */
+/** The long flags, as typed (`--port`). */
 export const FLAG_NAMES: readonly string[] = Object.keys(FLAGS).map((name) =>
   `--${name}`
 );
@@ -207,11 +198,10 @@ function readFlag(flag: Exclude<CliFlag, BooleanFlag>, text: string): unknown {
 }
 
 /**
- * Parses the launcher's command line.
+ * Parses the launcher's command line (the models and ports are checked by
+ * `readConfig`).
  *
- * @param args The arguments after the program name.
- * @returns The parsed options; `help` set when usage was asked for.
- * @throws {UsageError} On an unknown flag, a missing value or model, or a bad port.
+ * @throws {UsageError} On an unknown flag, a missing or bad value.
  */
 export function parseCli(args: readonly string[]): CliOptions {
   let parsed;
@@ -251,9 +241,6 @@ export function parseCli(args: readonly string[]): CliOptions {
     ...values.version ? { version: true } : {},
   };
   if (options.help || options.version) return options;
-  if (positionals.length === 0) {
-    throw new UsageError(NO_MODEL);
-  }
   for (const spec of positionals) {
     if (!spec.slice(spec.indexOf(":") + 1)) {
       throw new UsageError(
@@ -261,7 +248,6 @@ export function parseCli(args: readonly string[]): CliOptions {
       );
     }
   }
-  // One options object, written field by field as the table names them.
   const set = options as Record<string, unknown>;
   for (const flag of CLI_FLAGS) {
     const value = values[flag.name];

@@ -1,7 +1,6 @@
 /**
- * The launcher's flags as one table: name, unit, bounds, default and help
- * text. `parseCli` reads values through it, `--help` prints it, and the tests
- * check the docs against it, so a flag is added in one place.
+ * The launcher's flags as one table: `parseCli` reads through it, `--help`
+ * prints it, the tests check the docs against it.
  *
  * @module
  */
@@ -10,7 +9,7 @@ import { RESTART_POLICIES } from "../catalogue/model_card.ts";
 import { parseGpuList } from "../gpu/detect.ts";
 import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./options.ts";
 
-/** What the command line asks for; unset fields fall back to the environment. */
+/** What the command line asks for. */
 export type CliOptions =
   & Omit<
     SemioserveOptions,
@@ -24,24 +23,18 @@ export type CliOptions =
   >
   & {
     models: string[];
-    /** A path or URL, as typed. */
     catalogue?: string;
     help: boolean;
-    /** `--version`: print the version and exit. */
     version?: boolean;
-    /** `--dry-run`: check everything, print the plan, start nothing. */
     dryRun?: boolean;
-    /** `--json`: the plan as one JSON object (with `--dry-run`). */
     json?: boolean;
   };
 
-/** The options of {@linkcode CliOptions} whose values are `T`. */
 type OptionOf<T> = {
   [K in keyof CliOptions]-?: NonNullable<CliOptions[K]> extends T ? K
     : never;
 }[keyof CliOptions];
 
-/** A `--help` section; each flag is listed under one. */
 export type FlagGroup =
   | "Required"
   | "Models"
@@ -51,57 +44,49 @@ export type FlagGroup =
   | "Supervision"
   | "Logs";
 
-/** What every flag has. */
 interface FlagBase {
-  /** The long name, without `--`. */
+  /** Without `--`. */
   readonly name: string;
-  /** The `--help` section it is listed under. */
   readonly group: FlagGroup;
   /** One sentence for `--help`, the default left out. */
   readonly help: string;
 }
 
-/** A number: seconds on the command line (milliseconds in the options) or a count. */
+/** Seconds on the command line (milliseconds in the options), or a count. */
 export interface NumberFlag extends FlagBase {
   readonly unit: "seconds" | "count";
-  /** The option it sets. */
   readonly option: OptionOf<number>;
-  /** The smallest value accepted, in the command line's unit. */
+  /** In the command line's unit. */
   readonly min: number;
-  /** The option's default, in the options' unit (milliseconds for seconds). */
+  /** In the options' unit. */
   readonly default: number;
-  /** Said after the default in `--help` (`, lowered to …`). */
+  /** Said after the default in `--help`. */
   readonly defaultNote?: string;
 }
 
-/** A switch; a negatable one also takes `--no-<name>` and `--<name>=true|false`. */
+/** A negatable switch also takes `--no-<name>` and `=BOOL`; `-`/`_` are interchangeable. */
 export interface BooleanFlag extends FlagBase {
   readonly unit: "boolean";
-  /** The option it sets. */
   readonly option: Exclude<OptionOf<boolean>, "help" | "version">;
-  /** `--no-<name>` and `=BOOL` are accepted; `-`/`_` in the name are interchangeable. */
   readonly negatable?: boolean;
 }
 
-/** A value checked (and maybe converted) by `parse`, which throws one line when it is bad. */
+/** A value `parse` checks (one line when bad) and converts. */
 export interface TextFlag extends FlagBase {
   readonly unit: "text";
-  /** The option it sets. */
   readonly option: Exclude<keyof CliOptions, "models" | "help" | "version">;
-  /** The value's placeholder in `--help` (`P`, `FILE`). */
+  /** The placeholder in `--help`. */
   readonly arg: string;
-  /** Checks the value as typed; returns what the option holds. */
   readonly parse?: (text: string) => unknown;
-  /** Said as `(default …)` in `--help`, when the help text does not say it. */
+  /** Said as `(default …)` in `--help`. */
   readonly default?: string;
 }
 
-/** One row of the table. */
 export type CliFlag = NumberFlag | BooleanFlag | TextFlag;
 
 const D = SEMIOSERVE_DEFAULTS;
 
-/** Every flag but `--help`, in `--help`'s order. */
+/** Every flag but `--help` and `--version`, in `--help`'s order. */
 export const CLI_FLAGS: readonly CliFlag[] = [
   {
     name: "directory",
@@ -301,7 +286,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
   },
 ];
 
-/** The placeholder `--help` shows after the flag's name. */
 function argOf(flag: CliFlag): string {
   switch (flag.unit) {
     case "seconds":
@@ -315,7 +299,7 @@ function argOf(flag: CliFlag): string {
   }
 }
 
-/** A default as the command line spells it (seconds for seconds flags). */
+/** A default as the command line spells it. */
 export function shownDefault(flag: CliFlag): string | undefined {
   if (flag.unit === "seconds") return String(flag.default / 1000);
   if (flag.unit === "count") return String(flag.default);
@@ -323,12 +307,10 @@ export function shownDefault(flag: CliFlag): string | undefined {
   return undefined;
 }
 
-/** Column of the help text; a longer `--flag ARG` puts it on the next line. */
+/** A longer `--flag ARG` puts its help on the next line. */
 const HELP_COLUMN = 23;
-/** `--help` lines stay within this many characters. */
 const WIDTH = 90;
 
-/** `text` split into lines of at most `width` characters, at spaces. */
 function wrap(text: string, width: number): string[] {
   const lines: string[] = [];
   let line = "";
@@ -341,12 +323,7 @@ function wrap(text: string, width: number): string[] {
   return [...lines, line];
 }
 
-/**
- * The `--help` entries of one section, one flag after another.
- *
- * @param group The section.
- * @returns Its lines, joined with newlines.
- */
+/** The `--help` entries of one section. */
 export function helpFor(group: FlagGroup): string {
   const indent = " ".repeat(HELP_COLUMN);
   return CLI_FLAGS.filter((flag) => flag.group === group).map((flag) => {

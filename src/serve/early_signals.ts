@@ -1,12 +1,8 @@
 /**
- * The program's signals from its first instruction, before the launcher
- * exists: `mod.ts` imports this module first, so its listeners are installed
- * as soon as the module graph has loaded (a dependency evaluates before the
- * module importing it), and `main` takes them over. Without them a SIGHUP or
- * SIGTERM while the modules load or the start-up checks run would end the
- * process by the signal's default action (exit 129 or 143, no line), in the
- * middle of reaping a killed launcher's engine. No imports: nothing to
- * evaluate before it.
+ * The program's signals from its first instruction (`mod.ts` imports this
+ * module first), until `main` takes them over: otherwise a SIGHUP or SIGTERM
+ * during start-up would end the process by its default action (exit 129 or
+ * 143, no line), maybe mid-reaping. No imports: nothing evaluates before it.
  *
  * @module
  */
@@ -16,23 +12,13 @@ const PROGRAM = new URL("../../mod.ts", import.meta.url).href;
 
 /**
  * SIGTERM and SIGINT abort {@linkcode EarlySignals.signal}; a SIGHUP is kept
- * until {@linkcode EarlySignals.handOver} replays it once (the launcher's own
- * listener answers the later ones).
- *
- * @example
- * ```ts ignore
- * using early = holdEarlySignals();
- * const serve = new Semioserve({ models, signal: early.signal });
- * const running = serve.run();
- * early.handOver(() => void serve.reload());
- * ```
+ * until {@linkcode EarlySignals.handOver} replays it once.
  */
 export class EarlySignals implements Disposable {
   readonly #controller = new AbortController();
   readonly #listeners: [Deno.Signal, () => void][] = [];
   #hangups = 0;
   #handedOver = false;
-  /** The first SIGTERM or SIGINT, once one arrived. */
   received: "SIGTERM" | "SIGINT" | undefined;
 
   constructor() {
@@ -47,17 +33,11 @@ export class EarlySignals implements Disposable {
     });
   }
 
-  /** Aborted by the first SIGTERM or SIGINT. */
   get signal(): AbortSignal {
     return this.#controller.signal;
   }
 
-  /**
-   * The launcher answers SIGHUP from now on: one that arrived before is
-   * replayed once, through `reload`.
-   *
-   * @param reload Asks the launcher for a reload.
-   */
+  /** The launcher answers SIGHUP from now on; one that came before is replayed once. */
   handOver(reload: () => void): void {
     this.#handedOver = true;
     if (this.#hangups > 0) reload();
@@ -68,7 +48,6 @@ export class EarlySignals implements Disposable {
     this.#listeners.push([name, listener]);
   }
 
-  /** Removes every listener; the next {@linkcode holdEarlySignals} installs new ones. */
   [Symbol.dispose](): void {
     for (const [name, listener] of this.#listeners.splice(0)) {
       Deno.removeSignalListener(name, listener);
@@ -79,11 +58,7 @@ export class EarlySignals implements Disposable {
 
 let held: EarlySignals | undefined;
 
-/**
- * The program's early signal listeners, installed at the first call.
- *
- * @returns The one holder until it is disposed.
- */
+/** The program's early signal listeners, installed at the first call. */
 export function holdEarlySignals(): EarlySignals {
   return held ??= new EarlySignals();
 }

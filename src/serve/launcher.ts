@@ -1,8 +1,8 @@
 /**
- * The launcher itself: {@linkcode Semioserve} plans (every check start-up
- * makes, `start_checks.ts`), applies the plan: one supervised engine per
- * requested model and the management API over them; reloads on request (a
- * new plan's difference) and stops everything it started.
+ * The launcher: {@linkcode Semioserve} reads its config once, gathers the
+ * facts, plans a value and applies the difference from what runs (nothing, at
+ * start; the running plan, at a reload) in one place, then serves the
+ * management API over the engines until it stops them.
  *
  * @module
  */
@@ -12,58 +12,62 @@ import {
   type ManagementState,
 } from "../http/handler.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
+import { flagWarnings } from "../engines/engine_help.ts";
+import { planEngine } from "../engines/engine_plan.ts";
 import type { EngineSupervisor } from "../supervision/supervisor.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
+import { Journal, journalPath } from "../supervision/journal.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { GpuMonitor } from "../gpu/gpu_monitor.ts";
+import { placementReport } from "../gpu/place_engines.ts";
+import { OpsStance } from "../web/ops_stance.ts";
 import {
   replaceEngine,
   supervise,
   type Supervision,
 } from "./engine_supervisors.ts";
-import { type Plan, planStart } from "./start_checks.ts";
-import { type StartPlan, startPlan } from "./start_plan.ts";
+import { type Config, readConfig, withSecretsReread } from "./config.ts";
+import { type Facts, gather, type GatherOptions } from "./facts.ts";
+import { dryRunNotes, type Plan, plan, refuseStart } from "./plan.ts";
 import {
-  type ResolvedOptions,
-  resolveOptions,
-  type SemioserveOptions,
-} from "./options.ts";
+  type Changes,
+  diff,
+  refusedReload,
+  type ReloadResult,
+  reloadResult,
+} from "./diff.ts";
+import { type StartPlan, startPlan } from "./start_plan.ts";
+import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
+import { ReloadQueue } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
-import {
-  type Environment,
-  readEnvironment,
-  urlHost,
-} from "../common/settings.ts";
+import { oneLine } from "../common/one_line.ts";
+import { urlHost } from "../common/settings.ts";
 import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
-import { Reloader } from "./reload.ts";
-import { Journal, journalPath } from "../supervision/journal.ts";
-import { ReloadQueue } from "./reload_queue.ts";
-import { refusedReload, type ReloadResult } from "./reload_result.ts";
 
-/** A plan applied: what it built, nothing started yet. */
-interface Applied {
+/** What runs: the plan in force and the objects that apply it. */
+interface Live {
   plan: Plan;
   supervisors: EngineSupervisor[];
-  /** How engines are supervised: records, the GPU gate, the options. */
-  supervision: Supervision;
-  handler: Handler;
+  supervision: Supervision & { journal: Journal };
+  stance: OpsStance;
   state: ManagementState;
+  handler: Handler;
+  watchdog?: Watchdog | undefined;
 }
 
 /**
  * The launcher: starts one engine per model and serves the management API
- * until SIGTERM, SIGINT, {@linkcode Semioserve.stop} or an abort.
- *
- * It is a singleton: constructing it again returns the existing instance (tests
- * call {@linkcode Semioserve.reset} between cases).
+ * until SIGTERM, SIGINT, {@linkcode Semioserve.stop} or an abort. A
+ * singleton: constructing it again returns the existing instance (tests call
+ * {@linkcode Semioserve.reset} between cases).
  *
  * @example
  * ```ts ignore
@@ -83,32 +87,27 @@ export class Semioserve implements AsyncDisposable {
   readonly host!: string;
   /** The resolved management port. */
   readonly port!: number;
-  /** The options with every default applied. */
-  #o!: ResolvedOptions;
-  /** The environment, read once when the launcher was made. */
-  #env!: Environment;
+  #config!: Config;
   /** The one road to GPU facts: the plan's look, the gate, the memory rounds. */
-  #gpus = new GpuMonitor();
-  #prepared: Applied | undefined;
+  #gpus!: GpuMonitor;
+  #live: Live | undefined;
   #server: GuardedServer | undefined;
   #url: URL | undefined;
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
   #onEngineChange: () => void = () => {};
-  #reloader: Reloader | undefined;
+  #onReloaded: (result: ReloadResult) => void = () => {};
   #reloads = new ReloadQueue<ReloadResult>(
-    () => this.#reloader?.reload() ?? Promise.resolve(refusedReload()),
+    () => this.#reload(),
     () => refusedReload(),
   );
 
   /**
-   * Creates the launcher, or returns the one that exists. The environment
-   * (`MY_LOCAL`, `NUCLEUS_*`, the secrets and their `*_FILE` files) is read
-   * here, once.
+   * Creates the launcher, or returns the one that exists; reads the
+   * environment (`MY_LOCAL`, `NUCLEUS_*`, the secrets) here, once.
    *
-   * @param options Models and settings.
-   * @throws {ConfigError} On a bad `MY_LOCAL` or `NUCLEUS_PORT`, or a secret
-   *   that cannot be read.
+   * @throws {UsageError} Without a model, or a port leaving no room for the engines.
+   * @throws {ConfigError} On a bad variable or secret file.
    */
   constructor(options: SemioserveOptions) {
     if (Semioserve.#instance) {
@@ -118,17 +117,14 @@ export class Semioserve implements AsyncDisposable {
       return Semioserve.#instance;
     }
     this.options = { ...options };
-    this.#env = readEnvironment(Deno.env, options);
-    this.#o = resolveOptions(options, this.#env);
-    this.host = this.#o.host;
-    this.port = this.#o.port;
+    this.#config = readConfig(options);
+    this.#gpus = new GpuMonitor({ env: this.#config.env });
+    this.host = this.#config.host;
+    this.port = this.#config.port;
     Semioserve.#instance = this;
   }
 
-  /**
-   * Stops the current instance, if any, and forgets it, so the next
-   * `new Semioserve(...)` makes a fresh one.
-   */
+  /** Stops the current instance, if any, and forgets it. */
   static async reset(): Promise<void> {
     const instance = Semioserve.#instance;
     Semioserve.#instance = undefined;
@@ -140,20 +136,13 @@ export class Semioserve implements AsyncDisposable {
     return this.#url;
   }
 
-  /**
-   * Each model's current engine run, in request order (empty before
-   * {@linkcode Semioserve.prepare}). A restart replaces a model's run.
-   */
+  /** Each model's current engine run, in request order. */
   get engines(): readonly ServerProcess[] {
     return this.#supervisors().map((s) => s.process);
   }
 
   /**
-   * Each model's engine, in request order, as `GET /models?detail=1` shows
-   * it (name, state, pid, port, GPUs, restarts, last exit): a read-only
-   * snapshot taken now; empty before {@linkcode Semioserve.prepare}.
-   *
-   * @returns One frozen view per requested model.
+   * Each model's engine as `GET /models?detail=1` shows it, a snapshot.
    *
    * @example
    * ```ts ignore
@@ -166,46 +155,44 @@ export class Semioserve implements AsyncDisposable {
   }
 
   #supervisors(): readonly EngineSupervisor[] {
-    return this.#prepared?.supervisors ?? [];
+    return this.#live?.supervisors ?? [];
+  }
+
+  async #plan(
+    options: GatherOptions,
+    config = this.#config,
+  ): Promise<{ facts: Facts; plan: Plan }> {
+    const facts = await gather(config, this.#gpus, options);
+    return { facts, plan: plan(config, facts, options.running as Plan) };
   }
 
   /**
-   * Plans the start, validating everything (root directory, catalogue, model
-   * specs, GPU placement, engine command lines, mode and TLS files, free
-   * ports), then applies the plan up to the start itself: stops what a killed
-   * launcher left running and builds the engines' supervisors. Starts nothing.
+   * Plans the start (every check), stops what a killed launcher left running
+   * and builds the engines' supervisors. Starts nothing.
    *
-   * @throws {AssertionError} When the root directory lacks a subdirectory.
-   * @throws {KeyError} When a model is not in the catalogue.
-   * @throws {ConfigError | CatalogueError | EngineError | SSLConfigError} On any other bad input.
+   * @throws {AssertionError | KeyError | ConfigError | CatalogueError | EngineError | SSLConfigError} The first refusal.
    */
   async prepare(): Promise<void> {
-    if (this.#prepared) return;
-    this.#prepared = await this.#apply(
-      await planStart(this.#o, this.#env, this.#gpus, "start"),
-    );
-  }
-
-  /** {@linkcode Semioserve.prepare}'s application of the plan. */
-  async #apply(plan: Plan): Promise<Applied> {
-    const o = this.#o;
+    if (this.#live) return;
+    const { facts, plan } = await this.#plan({});
+    refuseStart(facts);
+    const config = this.#config;
     const records = new EngineRecords(plan.directory);
-    // What a launcher killed outright left behind goes first, so its ports are free again.
-    await records.reap(plan.survey!, o.graceMs);
+    // A killed launcher's engines go first, so their ports are free again.
+    await records.reap(plan.survey!, config.graceMs);
     const supervisors: EngineSupervisor[] = [];
     const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
-    const journal = new Journal(journalPath(plan.directory), {
-      maxBytes: o.logMaxBytes,
-      keep: o.logKeep,
-    });
-    const supervision: Supervision = {
-      options: o,
+    const supervision = {
+      options: config,
       records,
-      journal,
+      journal: new Journal(journalPath(plan.directory), {
+        maxBytes: config.logMaxBytes,
+        keep: config.logKeep,
+      }),
       gpu: placed
         ? new GpuLifecycle({
-          intervalMs: o.healthIntervalMs,
-          releaseTimeoutMs: o.gpuReleaseTimeoutMs,
+          intervalMs: config.healthIntervalMs,
+          releaseTimeoutMs: config.gpuReleaseTimeoutMs,
           runs: () => supervisors,
           monitor: this.#gpus,
         })
@@ -213,84 +200,73 @@ export class Semioserve implements AsyncDisposable {
       onChange: () => this.#onEngineChange(),
     };
     supervisors.push(...plan.engines.map((e) => supervise(e, supervision)));
+    const stance = OpsStance.resolve({
+      dev_mode: plan.devMode,
+      secret: plan.idpSecret,
+      issuer: plan.idpIssuer,
+    });
     const state: ManagementState = {
       engines: supervisors,
       catalogue: plan.catalogue,
-      pollTimeoutMs: o.pollTimeoutMs,
+      pollTimeoutMs: config.pollTimeoutMs,
     };
-    const app = plan.stance.auth.wrap(createManagementHandler(state));
-    return {
+    const app = stance.auth.wrap(createManagementHandler(state));
+    this.#live = {
       plan,
       supervisors,
       supervision,
+      stance,
       state,
       handler: withSecurityHeaders(app, { https: plan.tls !== undefined }),
     };
   }
 
   /**
-   * What a start would do, without doing it: every check
-   * {@linkcode Semioserve.prepare} makes (the same code), then each engine's
-   * port, URL, devices, command line and environment (the engine API key as
-   * `***`), the engines each waits for at the GPU start gate, each GPU's
-   * memory and who holds it, and the warnings. Starts no engine, writes
-   * nothing under the directory, leaves the records alone (a killed
-   * launcher's leftovers are reported, not stopped) and probes each port
-   * only by binding and closing it at once. Beside a launcher running on the
-   * same directory, that launcher's models and ports are reported in
-   * `warnings` instead of refused.
+   * What a start would do, without doing it (the same checks): each engine's
+   * command line (the API key as `***`), devices and waits, each GPU, the
+   * warnings; a running launcher's ports and leftovers are warnings here.
    *
-   * @returns The plan; the same object `--dry-run --json` prints.
-   * @throws The errors of {@linkcode Semioserve.prepare}, with the same messages.
+   * @returns The plan `--dry-run --json` prints.
+   * @throws The errors of {@linkcode Semioserve.prepare}.
    *
    * @example
    * ```ts ignore
-   * import { Semioserve } from "@mymodel/serve";
-   *
    * const plan = await new Semioserve({ models: ["bge-m3"], directory: "/srv/mymodel" }).plan();
-   * console.log(plan.engines[0]?.command.join(" ")); // vllm serve BAAI/bge-m3 --host localhost --port 5001 ...
-   * for (const warning of plan.warnings) console.warn(warning);
+   * console.log(plan.engines[0]?.command.join(" "));
    * ```
    */
   async plan(): Promise<StartPlan> {
-    return startPlan(
-      await planStart(this.#o, this.#env, this.#gpus, "dry-run"),
-    );
+    const { facts, plan } = await this.#plan({ look: true });
+    const notes = dryRunNotes(facts, plan.host);
+    return startPlan({
+      ...plan,
+      warnings: [
+        ...notes,
+        ...plan.warnings,
+        ...await flagWarnings(facts.cards),
+      ],
+    });
   }
 
-  /**
-   * The management API handler (authentication included in production mode),
-   * for tests or to mount in another server.
-   *
-   * @throws {Error} Before {@linkcode Semioserve.prepare} has resolved.
-   */
+  /** The management API handler (with authentication in production); after {@linkcode Semioserve.prepare}. */
   handler(): Handler {
-    if (!this.#prepared) {
+    if (!this.#live) {
       throw new Error("Cannot build the handler: call prepare() first");
     }
-    return this.#prepared.handler;
+    return this.#live.handler;
   }
 
-  /**
-   * Prepares, starts every engine, serves the management API, and resolves
-   * after shutdown.
-   *
-   * @throws The errors of {@linkcode Semioserve.prepare}, before anything starts.
-   */
+  /** Prepares, starts every engine, serves the API; resolves after shutdown. */
   run(): Promise<void> {
     this.#running ??= this.#run();
     return this.#running;
   }
 
   /**
-   * Reloads the configuration, as SIGHUP does: the catalogue, the TLS pair
-   * under `<directory>/ssl/` and the `IDP_SECRET_FILE` and
-   * `LOCAL_ENGINE_API_KEY_FILE` files are read again and validated as at
-   * start; only then are the engines whose change reaches the engine
-   * restarted, the other changes applied, and one summary line logged. On any
-   * failure nothing changes (`ok: false`, `error`). Reloads never overlap: a
-   * call during a reload runs one more after it, and calls while that one
-   * waits share it. Before the API listens, the reload waits until it does.
+   * Reloads as SIGHUP does: the catalogue, the TLS pair and the `*_FILE`
+   * secrets are read and planned again; only engines whose change reaches
+   * them restart. A refusal changes nothing (`ok: false`). Reloads never
+   * overlap, and wait for the API to listen.
    *
    * @returns What the reload did, or why it was refused.
    *
@@ -304,35 +280,118 @@ export class Semioserve implements AsyncDisposable {
     return this.#reloads.request();
   }
 
+  async #reload(): Promise<ReloadResult> {
+    const began = performance.now();
+    const live = this.#live!;
+    let done: ReloadResult;
+    try {
+      const config = withSecretsReread(this.#config);
+      const running = {
+        ...live.plan,
+        engines: live.supervisors.map((s) => s.plan),
+      };
+      const { facts, plan } = await this.#plan({ running }, config);
+      const fresh = facts.cards.filter((card) => card.name in facts.engines);
+      const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
+      for (const warning of warnings) log.warn(warning);
+      const changes = diff(running, plan);
+      const { retried, failed } = await this.#apply(changes, plan);
+      this.#config = config;
+      done = reloadResult(
+        changes,
+        retried,
+        failed,
+        warnings,
+        performance.now() - began,
+      );
+    } catch (error) {
+      done = refusedReload(oneLine(error), performance.now() - began);
+    }
+    (done.ok ? log.info : log.warn)(done.summary);
+    this.#onReloaded(done);
+    return done;
+  }
+
+  /** Applies a difference: a failed engine restarts whatever its card (the fix may be under models/). */
+  async #apply(
+    changes: Changes,
+    next: Plan,
+  ): Promise<{ retried: string[]; failed: { name: string; error: string }[] }> {
+    const live = this.#live!;
+    // First: the one step that can still be refused, before anything changed.
+    if (changes.tls) {
+      this.#server?.replaceTls({
+        cert: changes.tls.cert,
+        key: changes.tls.key,
+      });
+    }
+    if (changes.secret) live.stance.auth.rotateSecret(next.idpSecret);
+    live.state.catalogue = next.catalogue;
+    live.plan = next;
+    const { supervisors, supervision, watchdog } = live;
+    const starting = new Set(changes.start);
+    const retried = supervisors.filter((s) =>
+      !starting.has(s.name) && s.state === "failed" &&
+      !changes.restart.includes(s.name)
+    ).map((s) => s.name);
+    const restart = new Set([...changes.restart, ...retried]);
+    const amend = new Set(changes.amend);
+    const key = changes.engineKey ? { apiKey: next.engineKey } : {};
+    const failed: { name: string; error: string }[] = [];
+    await Promise.all(supervisors.map(async (s, i) => {
+      const engine = next.engines[i]!;
+      if (starting.has(engine.name)) return s.start(watchdog);
+      if (!restart.has(engine.name)) {
+        if (amend.has(engine.name) || changes.engineKey) {
+          s.amend(engine.card, key);
+        }
+        return;
+      }
+      try {
+        await replaceEngine(
+          supervisors,
+          i,
+          retried.includes(engine.name)
+            ? planEngine(engine.card, { ...engine, ...key })
+            : engine,
+          supervision,
+          watchdog,
+        );
+      } catch (error) {
+        failed.push({ name: engine.name, error: oneLine(error) });
+      }
+    }));
+    return { retried, failed };
+  }
+
   async #run(): Promise<void> {
-    using signals = new LauncherSignals(this.#o.handleSignals);
+    using signals = new LauncherSignals(this.#config.handleSignals);
     // A SIGHUP before the API listens waits for it (see ReloadQueue).
     signals.onHangup(() => void this.reload());
     try {
-      await this.#runLauncher(signals);
+      await this.prepare();
+      // Stopped during the checks (or the reaping): start nothing.
+      if (!this.#config.signal?.aborted) await this.#serve(signals);
     } finally {
       this.#reloads.close();
       await this.#reloads.settled();
     }
   }
 
-  async #runLauncher(signals: LauncherSignals): Promise<void> {
-    await this.prepare();
-    // Stopped during the checks (or the reaping, which finished): start nothing.
-    if (this.#o.signal?.aborted) return;
-    const { plan, supervisors, supervision, handler, state } = this
-      .#prepared as Applied;
-    const { directory, stance, tls, placement, warnings } = plan;
-    const gpu = supervision.gpu;
-    const journal = supervision.journal!;
-    const o = this.#o;
-    const graceMs = o.graceMs;
+  async #serve(signals: LauncherSignals): Promise<void> {
+    const live = this.#live!;
+    const { plan, supervisors, stance } = live;
+    const { journal, gpu } = live.supervision;
+    const o = this.#config;
     const startedAt = Date.now();
     // Raised before the engines start, so they inherit the higher limit too.
     const openFiles = await raiseAndReportOpenFiles();
     log.info(stance.describe());
-    placement.report(plan.engines.map((engine) => engine.card));
-    for (const warning of warnings) log.warn(warning);
+    const cards = plan.engines.map((engine) => engine.card);
+    for (const line of placementReport(plan.placement, cards)) {
+      log[line.level](line.text);
+    }
+    for (const warning of plan.warnings) log.warn(warning);
     signals.onShutdown(
       () => this.#shutdown.resolve(),
       () => supervisors.forEach((s) => s.kill()),
@@ -340,50 +399,33 @@ export class Semioserve implements AsyncDisposable {
     const onAbort = () => this.#shutdown.resolve();
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#shutdown.resolve();
-    const watchdog = Watchdog.start(graceMs);
-    const metrics = new MetricsWriter(directory, this.port);
+    live.watchdog = Watchdog.start(o.graceMs);
+    const metrics = new MetricsWriter(plan.directory, this.port);
     const reloads: ReloadMetrics = { ok: 0, refused: 0 };
     const facts = {
       stance,
-      tls: tls !== undefined,
+      tls: plan.tls !== undefined,
       port: this.port,
       startedAt,
       reloads,
-      startWarnings: warnings.length,
+      startWarnings: plan.warnings.length,
     };
     const writeMetrics = () =>
       metrics.update(metricsSnapshot(facts, supervisors));
     this.#onEngineChange = writeMetrics;
-    this.#reloader = new Reloader({
-      plan,
-      // The same planning as a start's, the environment read again (its *_FILE secrets).
-      replan: (running) =>
-        planStart(
-          o,
-          readEnvironment(Deno.env, o),
-          this.#gpus,
-          "reload",
-          running,
-        ),
-      supervisors,
-      replace: (index, engine) =>
-        replaceEngine(supervisors, index, engine, supervision, watchdog),
-      server: () => this.#server,
-      state,
-      onReloaded(result) {
-        journal.record({
-          model: null,
-          event: "reload",
-          reason: result.ok ? "applied" : "refused",
-          detail: result.summary,
-        });
-        if (result.ok) {
-          reloads.ok++;
-          reloads.lastOkSeconds = Date.now() / 1000;
-        } else reloads.refused++;
-        writeMetrics();
-      },
-    });
+    this.#onReloaded = (result) => {
+      journal.record({
+        model: null,
+        event: "reload",
+        reason: result.ok ? "applied" : "refused",
+        detail: result.summary,
+      });
+      if (result.ok) {
+        reloads.ok++;
+        reloads.lastOkSeconds = Date.now() / 1000;
+      } else reloads.refused++;
+      writeMetrics();
+    };
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs,
       timeoutMs: o.pollTimeoutMs,
@@ -392,6 +434,7 @@ export class Semioserve implements AsyncDisposable {
         ? () => void gpu.round().then(writeMetrics)
         : writeMetrics,
     });
+    const { tls } = plan;
     try {
       journal.record({
         model: null,
@@ -400,7 +443,7 @@ export class Semioserve implements AsyncDisposable {
           supervisors.map((s) => s.name).join(", ")
         }`,
       });
-      for (const s of supervisors) s.start(watchdog);
+      await this.#apply(diff(undefined, plan), plan);
       healthLoop.start();
       writeMetrics();
       const scheme = tls ? "https" : "http";
@@ -408,7 +451,7 @@ export class Semioserve implements AsyncDisposable {
         hostname: this.host,
         port: this.port,
         ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),
-        handler,
+        handler: live.handler,
         headerTimeoutMs: o.headerTimeoutMs,
         idleTimeoutMs: o.idleTimeoutMs,
         maxConnections: o.maxConnections,
@@ -432,12 +475,12 @@ export class Semioserve implements AsyncDisposable {
       this.#reloads.close();
       await this.#reloads.settled();
       await healthLoop.stop();
-      await Promise.all(supervisors.map((s) => s.stop(graceMs)));
+      await Promise.all(supervisors.map((s) => s.stop(o.graceMs)));
       journal.record({ model: null, event: "stopped" });
       await journal.close();
       this.#onEngineChange = () => {};
       await metrics.close();
-      await watchdog?.close();
+      await live.watchdog?.close();
       await this.#server?.shutdown();
       o.signal?.removeEventListener("abort", onAbort);
       log.info("stopped");

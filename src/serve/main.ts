@@ -5,9 +5,8 @@
  * @module
  */
 import { log } from "../common/log.ts";
-import { ConfigError } from "../common/config_error.ts";
-import { checkEnginePorts } from "../common/settings.ts";
 import { parseCli, USAGE, UsageError } from "./cli.ts";
+import type { CliOptions } from "./cli_flags.ts";
 import { Semioserve } from "./launcher.ts";
 import { renderPlan } from "./start_plan.ts";
 import { VERSION } from "../common/version.ts";
@@ -34,24 +33,6 @@ export async function main(
 ): Promise<number> {
   // Before anything is awaited: a SIGTERM from now on stops the start-up cleanly.
   using early = holdEarlySignals();
-  let cli;
-  try {
-    cli = parseCli(args);
-    if (cli.port !== undefined) {
-      checkEnginePorts(cli.port, cli.models.length, "--port");
-    }
-  } catch (error) {
-    if (!(error instanceof UsageError || error instanceof ConfigError)) {
-      throw error;
-    }
-    log.error(`${error.message} (see --help)`);
-    return 2;
-  }
-  if (cli.help || cli.version) {
-    console.log(cli.help ? USAGE : VERSION);
-    return 0;
-  }
-  const { help: _, version: __, dryRun, json, ...options } = cli;
   /** Exit 0 with one line, when a signal came before the API listened. */
   const stoppedEarly = (listening: boolean) => {
     if (!early.received || listening) return false;
@@ -60,7 +41,14 @@ export async function main(
     );
     return true;
   };
+  let cli: CliOptions | undefined;
   try {
+    cli = parseCli(args);
+    const { help, version, dryRun, json, ...options } = cli;
+    if (help || version) {
+      console.log(help ? USAGE : VERSION);
+      return 0;
+    }
     if (stoppedEarly(false)) return 0;
     const serve = new Semioserve({ ...options, signal: early.signal });
     if (dryRun) {
@@ -75,11 +63,17 @@ export async function main(
     stoppedEarly(serve.url !== undefined);
     return 0;
   } catch (error) {
+    if (error instanceof UsageError) {
+      log.error(`${error.message} (see --help)`);
+      return 2;
+    }
     const message = error instanceof Error ? error.message : String(error);
     const line = message.replaceAll("\n", " ");
     log.error(line);
     // A program reading --json gets an answer on stdout too.
-    if (dryRun && json) console.log(JSON.stringify({ ok: false, error: line }));
+    if (cli?.dryRun && cli.json) {
+      console.log(JSON.stringify({ ok: false, error: line }));
+    }
     return 1;
   }
 }

@@ -6,16 +6,7 @@
  * @module
  */
 
-/**
- * Serializes and coalesces reload requests.
- *
- * @example
- * ```ts ignore
- * const queue = new ReloadQueue(() => reloader.reload(), () => refused("stopping"));
- * Deno.addSignalListener("SIGHUP", () => void queue.request());
- * queue.open(); // once the API listens
- * ```
- */
+/** Serializes and coalesces reload requests. */
 export class ReloadQueue<R> {
   readonly #run: () => Promise<R>;
   readonly #skip: () => R;
@@ -26,21 +17,13 @@ export class ReloadQueue<R> {
   #waiting: Promise<R> | undefined;
   #closed = false;
 
-  /**
-   * @param run Performs one reload.
-   * @param skip The result of a request that never runs (closed first).
-   */
+  /** `skip`: the result of a request that never runs (closed first). */
   constructor(run: () => Promise<R>, skip: () => R) {
     this.#run = run;
     this.#skip = skip;
   }
 
-  /**
-   * Asks for a reload: joins the one waiting to begin, else queues one after
-   * the reload under way (or after {@linkcode ReloadQueue.open}).
-   *
-   * @returns The result of the reload that serves this request.
-   */
+  /** Joins the reload waiting to begin, else queues one after the one under way. */
   request(): Promise<R> {
     if (this.#waiting) return this.#waiting;
     const waiting = this.#tail.then(() => {
@@ -52,12 +35,11 @@ export class ReloadQueue<R> {
     return waiting;
   }
 
-  /** Lets requests run (the API listens). */
   open(): void {
     this.#gate.resolve();
   }
 
-  /** Runs nothing more: waiting requests get the skip result. */
+  /** Waiting requests get the skip result. */
   close(): void {
     this.#closed = true;
     this.#gate.resolve();

@@ -1,8 +1,7 @@
 /**
  * The signals a running launcher answers: SIGTERM and SIGINT shut it down (a
- * second one more than half a second later SIGKILLs every engine), SIGHUP
- * reloads and never ends the process. An embedding program that handles its
- * own signals (`handleSignals: false`) gets none of them.
+ * second one SIGKILLs every engine), SIGHUP reloads. None with
+ * `handleSignals: false`.
  *
  * @module
  */
@@ -11,43 +10,24 @@ import { log } from "../common/log.ts";
 /** Signals closer together than this are one signal delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;
 
-/**
- * The launcher's signal listeners, removed on dispose.
- *
- * @example
- * ```ts ignore
- * using signals = new LauncherSignals(true);
- * signals.onHangup(() => void serve.reload());
- * signals.onShutdown(() => stop(), () => killEngines());
- * ```
- */
+/** The launcher's signal listeners, removed on dispose. */
 export class LauncherSignals implements Disposable {
   readonly #enabled: boolean;
   readonly #listeners: [Deno.Signal, () => void][] = [];
 
-  /** @param enabled False: listen to nothing (the embedding program does). */
   constructor(enabled: boolean) {
     this.#enabled = enabled;
   }
 
-  /**
-   * SIGHUP reloads: installed from the first moment, so that a hangup never
-   * ends the process (its default action would).
-   *
-   * @param reload Starts a reload.
-   */
+  /** SIGHUP reloads, from the first moment: its default action would end the process. */
   onHangup(reload: () => void): void {
     this.#on("SIGHUP", reload);
   }
 
   /**
-   * SIGTERM and SIGINT shut down; a second signal (an impatient Ctrl-C) skips
-   * the grace period. One that arrives at once is the same signal relayed
-   * twice (a wrapper such as `deno task` or `timeout` forwarding to the whole
-   * group): not a second ask.
-   *
-   * @param shutdown Starts the shutdown.
-   * @param kill SIGKILLs every engine.
+   * SIGTERM and SIGINT shut down; a second one skips the grace period, unless
+   * it comes at once: a wrapper (`deno task`, `timeout`) relaying to the
+   * whole group.
    */
   onShutdown(shutdown: () => void, kill: () => void): void {
     let firstAt = 0;
@@ -69,7 +49,6 @@ export class LauncherSignals implements Disposable {
     this.#listeners.push([signal, listener]);
   }
 
-  /** Removes every listener. */
   [Symbol.dispose](): void {
     for (const [signal, listener] of this.#listeners.splice(0)) {
       Deno.removeSignalListener(signal, listener);

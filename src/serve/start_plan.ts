@@ -1,10 +1,8 @@
 /**
- * The plan `--dry-run` prints and {@linkcode Semioserve.plan} returns: what a
- * start would run, as {@linkcode planStart} resolved it (the engine API key as
- * `***`), as JSON for scripts ({@linkcode startPlan}) and as text for people
- * ({@linkcode renderPlan}). The JSON is a stable contract for scripts and CI:
- * keys in `snake_case`, like `?detail=1`; new keys may be added, none renamed
- * or removed.
+ * A plan rendered: `--dry-run --json` and {@linkcode Semioserve.plan}
+ * ({@linkcode startPlan}), and the text for people ({@linkcode renderPlan}).
+ * The JSON is a contract for scripts: `snake_case` keys, none renamed or
+ * removed.
  *
  * @module
  */
@@ -16,7 +14,7 @@ import { startWaits } from "../gpu/start_order.ts";
 import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
 import { urlHost } from "../common/settings.ts";
-import type { Plan } from "./start_checks.ts";
+import type { Plan } from "./plan.ts";
 
 /** One engine a start would run. */
 export interface PlanEngine {
@@ -103,19 +101,14 @@ export interface StartPlan {
   warnings: string[];
 }
 
-/**
- * Writes the plan for people and scripts.
- *
- * @param plan What {@linkcode planStart} resolved in `dry-run` mode.
- * @returns The plan as `--dry-run --json` prints it.
- */
+/** The plan as `--dry-run --json` prints it (the engine API key as `***`). */
 export function startPlan(plan: Plan): StartPlan {
   const { placement, snapshot } = plan;
   const waits = startWaits(
     plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
   const engines = plan.engines.map((e): PlanEngine => {
-    const weights = plan.weights.get(e.name);
+    const weights = plan.weights[e.name];
     return {
       name: e.name,
       verb: e.card.verb,
@@ -190,11 +183,7 @@ export function startPlan(plan: Plan): StartPlan {
   };
 }
 
-/**
- * The engine table's columns. Those the status view also shows (MODEL, VERB,
- * GPUS, URL) come in its order (`status/table.ts`'s `COLUMNS`), so the two
- * read alike.
- */
+/** The engine table's columns; those the status view shows too come in its order. */
 export const PLAN_COLUMNS = [
   "MODEL",
   "VERB",
@@ -206,7 +195,6 @@ export const PLAN_COLUMNS = [
   "LOG",
 ] as const;
 
-/** The GPU table's columns. */
 const GPU_COLUMNS = [
   "GPU",
   "TOTAL",
@@ -216,12 +204,7 @@ const GPU_COLUMNS = [
   "HELD BY OTHERS",
 ] as const;
 
-/**
- * Renders the plan for people.
- *
- * @param plan What {@linkcode startPlan} built.
- * @returns The text, ending without a newline.
- */
+/** The plan for people, ending without a newline. */
 export function renderPlan(plan: StartPlan): string {
   const out = [
     `Plan (dry run: nothing started): ${plan.engines.length} engine(s), management API ${plan.management_url}, root ${plan.directory}`,

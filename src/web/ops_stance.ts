@@ -5,36 +5,46 @@
  * @module
  */
 import { ConfigError } from "../common/config_error.ts";
-import { secretFromEnv } from "../common/secret_file.ts";
-import { isDevMode } from "../common/settings.ts";
 import { AuthMiddleware } from "../web.ts";
 
 /** The two operating modes. */
 export type Mode = "development" | "production";
 
-/** Where production mode's settings come from; defaults are read from the environment when it resolves. */
+/** The mode and, for production, its settings (the launcher reads them from its config). */
 export interface OpsStanceOptions {
-  /**
-   * Development mode. Unset: true when `NUCLEUS_MODE` starts with `dev`.
-   * @default {true while NUCLEUS_MODE starts with "dev"}
-   */
-  dev_mode?: boolean;
-  /**
-   * HS512 secret (raw text).
-   * @default {IDP_SECRET or the file IDP_SECRET_FILE names}
-   */
+  /** Development mode. */
+  dev_mode: boolean;
+  /** HS512 secret (raw text). @default {""} */
   secret?: string;
-  /**
-   * Issuer every token must carry.
-   * @default {IDP_ISSUER}
-   */
+  /** Issuer every token must carry. @default {""} */
   issuer?: string;
 }
 
 /**
+ * Why production mode cannot start with this secret and issuer, or undefined.
+ *
+ * @example
+ * ```ts ignore
+ * productionRefusal("", "idp"); // "Cannot start in production mode: IDP_SECRET must be set …"
+ * ```
+ */
+export function productionRefusal(
+  secret: string,
+  issuer: string,
+): string | undefined {
+  const missing = [secret ? "" : "IDP_SECRET", issuer ? "" : "IDP_ISSUER"]
+    .filter(Boolean);
+  return missing.length === 0
+    ? undefined
+    : `Cannot start in production mode: ${
+      missing.join(" and ")
+    } must be set and non-empty (or run with --dev_mode)`;
+}
+
+/**
  * The launcher's mode and the authentication that goes with it. Resolving a
- * production stance checks `IDP_SECRET` and `IDP_ISSUER` at once, so a launcher
- * that cannot authenticate refuses to start.
+ * production stance checks the secret and issuer at once, so a launcher that
+ * cannot authenticate refuses to start.
  *
  * @example
  * ```ts
@@ -55,29 +65,17 @@ export class OpsStance {
   }
 
   /**
-   * Resolves the mode from the flag (which wins) or `NUCLEUS_MODE`.
+   * Resolves the stance.
    *
-   * @param options The flag and, for production, the secret and issuer.
-   * @returns The stance.
    * @throws {ConfigError} In production when the secret or issuer is missing or empty.
    */
-  static resolve(options: OpsStanceOptions = {}): OpsStance {
-    const dev = options.dev_mode ??
-      isDevMode(Deno.env.get("NUCLEUS_MODE") || "dev");
-    if (dev) return new OpsStance("development", AuthMiddleware.development());
-    const secret = options.secret ?? secretFromEnv("IDP_SECRET");
-    const issuer = options.issuer ?? Deno.env.get("IDP_ISSUER") ?? "";
-    const missing = [
-      secret ? "" : "IDP_SECRET",
-      issuer ? "" : "IDP_ISSUER",
-    ].filter(Boolean);
-    if (missing.length > 0) {
-      throw new ConfigError(
-        `Cannot start in production mode: ${
-          missing.join(" and ")
-        } must be set and non-empty (or run with --dev_mode)`,
-      );
+  static resolve(options: OpsStanceOptions): OpsStance {
+    if (options.dev_mode) {
+      return new OpsStance("development", AuthMiddleware.development());
     }
+    const { secret = "", issuer = "" } = options;
+    const refusal = productionRefusal(secret, issuer);
+    if (refusal) throw new ConfigError(refusal);
     return new OpsStance("production", new AuthMiddleware({ secret, issuer }));
   }
 

@@ -18,6 +18,8 @@ import { InputError } from "../common/config_error.ts";
 export interface SSLConfigOptions {
   /** Development mode: a present `ssl/ca.crt` is appended to the served chain. @default {false} */
   devMode?: boolean;
+  /** The launcher's `SSLKEYLOGFILE`: production warns when it is set. */
+  keyLogFile?: string | undefined;
 }
 
 /**
@@ -123,13 +125,7 @@ function warnAboutValidity(path: string, certificate: X509Certificate): void {
   }
 }
 
-function warnAboutKeyLog(): void {
-  let keyLog: string | undefined;
-  try {
-    keyLog = Deno.env.get("SSLKEYLOGFILE");
-  } catch {
-    return; // No env permission: nothing to warn about that we can see.
-  }
+function warnAboutKeyLog(keyLog: string | undefined): void {
   if (keyLog !== undefined && keyLog !== "") {
     log.warn(
       "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
@@ -243,7 +239,7 @@ export class SSLConfig {
       serial: serialHex(certificate.serialNumber),
     };
     if (!options.devMode) {
-      warnAboutKeyLog();
+      warnAboutKeyLog(options.keyLogFile);
       return new SSLConfig(served);
     }
     const caFile = join(directory, "ssl", "ca.crt");

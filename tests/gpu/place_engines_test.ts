@@ -1,29 +1,65 @@
 /** The launcher's placement composition (src/gpu/place_engines.ts) on an explicit pool. */
 import assert from "node:assert/strict";
-import { placeEngines } from "../../src/gpu/place_engines.ts";
+import type { ModelCard } from "../../src/catalogue.ts";
+import {
+  devicesOf,
+  placeEngines,
+  type Placement,
+  placementEnv,
+  placementReport,
+  replacePlacement,
+} from "../../src/gpu/place_engines.ts";
+import { detectGpuPool } from "../../src/gpu/detect.ts";
 import { catalogue } from "../support/gpu_cards.ts";
 import type { GpuQuery } from "../../src/gpu/nvidia_smi.ts";
-import { captureLog } from "../support/helpers.ts";
+
+/** The pool `gpus` detected and the cards placed on it, as the launcher's facts and plan do. */
+async function placeOn(
+  cards: readonly ModelCard[],
+  gpus: string,
+  query?: Promise<GpuQuery>,
+): Promise<Placement> {
+  const detection = await detectGpuPool({ gpus, env: {}, query });
+  const look = await query;
+  return placeEngines(
+    cards,
+    detection,
+    look?.ok ? look.snapshot : undefined,
+    undefined,
+  );
+}
+
+/** The report's lines as the log writes them. */
+function report(placement: Placement, cards: readonly ModelCard[]) {
+  return {
+    lines: placementReport(placement, cards).map((l) =>
+      `${l.level}: ${l.text}`
+    ),
+  };
+}
 
 Deno.test("replan keeps unchanged engines' devices and places the changed ones in what is free", async () => {
   const before = catalogue({ a: { gpus: 1 }, b: { gpus: 1 }, c: { gpus: 1 } });
-  const placement = await placeEngines([...before], "0-3");
-  assert.deepEqual(placement.devices(before.get("b")), ["1"]);
+  const placement = await placeOn([...before], "0-3");
+  assert.deepEqual(devicesOf(placement, before.get("b")), ["1"]);
   const after = catalogue({ a: { gpus: 1 }, b: { gpus: 2 }, c: { gpus: 1 } });
-  const next = placement.replan([...after], new Set(["b"]));
-  assert.deepEqual(next.devices(after.get("a")), ["0"]);
-  assert.deepEqual(next.devices(after.get("c")), ["2"]);
+  const next = replacePlacement(placement, [...after], new Set(["b"]));
+  assert.deepEqual(devicesOf(next, after.get("a")), ["0"]);
+  assert.deepEqual(devicesOf(next, after.get("c")), ["2"]);
   // Free: 1 (its own) and 3; no adjacent run of two, so the lowest free ones.
-  assert.deepEqual(next.devices(after.get("b")), ["1", "3"]);
-  assert.deepEqual(next.env(after.get("b")).CUDA_VISIBLE_DEVICES, "1,3");
+  assert.deepEqual(devicesOf(next, after.get("b")), ["1", "3"]);
   assert.deepEqual(
-    placement.devices(before.get("b")),
+    placementEnv(next, after.get("b")).CUDA_VISIBLE_DEVICES,
+    "1,3",
+  );
+  assert.deepEqual(
+    devicesOf(placement, before.get("b")),
     ["1"],
     "the old one stays",
   );
   const tooBig = catalogue({ a: { gpus: 1 }, b: { gpus: 3 }, c: { gpus: 1 } });
   assert.throws(
-    () => placement.replan([...tooBig], new Set(["b"])),
+    () => replacePlacement(placement, [...tooBig], new Set(["b"])),
     /Cannot place b: needs 3 GPUs, 2 free in pool 0-3/,
   );
 });
@@ -56,17 +92,20 @@ Deno.test("vLLM gets nvidia-smi's integer indices under CUDA_DEVICE_ORDER=PCI_BU
     v: { gpus: 1 },
     l: { engine: "llama.cpp", gpus: 1 },
   });
-  const placement = await placeEngines(
+  const placement = await placeOn(
     [...cards],
     "GPU-bbbb,GPU-aaaa",
     look(),
   );
-  assert.deepEqual(placement.env(cards.get("v")), {
+  assert.deepEqual(placementEnv(placement, cards.get("v")), {
     CUDA_VISIBLE_DEVICES: "1",
     CUDA_DEVICE_ORDER: "PCI_BUS_ID",
   });
-  assert.equal(placement.env(cards.get("l")).CUDA_VISIBLE_DEVICES, "GPU-aaaa");
-  assert.deepEqual(placement.devices(cards.get("v")), ["GPU-bbbb"]);
+  assert.equal(
+    placementEnv(placement, cards.get("l")).CUDA_VISIBLE_DEVICES,
+    "GPU-aaaa",
+  );
+  assert.deepEqual(devicesOf(placement, cards.get("v")), ["GPU-bbbb"]);
 });
 
 Deno.test("without nvidia-smi, UUIDs pass through with one warning per vLLM card", async () => {
@@ -75,13 +114,16 @@ Deno.test("without nvidia-smi, UUIDs pass through with one warning per vLLM card
     w: { gpus: 1 },
     l: { engine: "llama.cpp", gpus: 1 },
   });
-  const placement = await placeEngines(
+  const placement = await placeOn(
     [...cards],
     "GPU-aaaa,GPU-bbbb,GPU-cccc",
     Promise.resolve({ ok: false, error: "no nvidia-smi", absent: true }),
   );
-  assert.equal(placement.env(cards.get("v")).CUDA_VISIBLE_DEVICES, "GPU-aaaa");
-  const { lines } = await captureLog(() => placement.report([...cards]));
+  assert.equal(
+    placementEnv(placement, cards.get("v")).CUDA_VISIBLE_DEVICES,
+    "GPU-aaaa",
+  );
+  const { lines } = report(placement, [...cards]);
   const warned = lines.filter((l) =>
     /reads CUDA_VISIBLE_DEVICES as integers/.test(l)
   );
@@ -92,17 +134,17 @@ Deno.test("without nvidia-smi, UUIDs pass through with one warning per vLLM card
 Deno.test("MIG instances with tensor parallelism above 1 are refused before start", async () => {
   const cards = catalogue({ v: { gpus: 2 } });
   await assert.rejects(
-    () => placeEngines([...cards], "MIG-1111,MIG-2222"),
+    () => placeOn([...cards], "MIG-1111,MIG-2222"),
     /Cannot place v: needs 2 devices .*a CUDA process sees one MIG instance/,
   );
 });
 
 Deno.test("a device whose memory reads as an error is left out of automatic placement, with one warning naming it", async () => {
   const cards = catalogue({ a: { gpus: 1 }, b: { gpus: 1 } });
-  const placement = await placeEngines([...cards], "0-2", look(true));
-  assert.deepEqual(placement.devices(cards.get("a")), ["0"]);
-  assert.deepEqual(placement.devices(cards.get("b")), ["2"]);
-  const { lines } = await captureLog(() => placement.report([...cards]));
+  const placement = await placeOn([...cards], "0-2", look(true));
+  assert.deepEqual(devicesOf(placement, cards.get("a")), ["0"]);
+  assert.deepEqual(devicesOf(placement, cards.get("b")), ["2"]);
+  const { lines } = report(placement, [...cards]);
   const warned = lines.filter((l) => /reports its memory as an error/.test(l));
   assert.equal(warned.length, 1, lines.join("\n"));
   assert.match(

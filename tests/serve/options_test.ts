@@ -1,14 +1,15 @@
 /**
- * The launcher's options resolved once: every default has one source
+ * The launcher's config read once: every default has one source
  * (`SEMIOSERVE_DEFAULTS`), and the `@default` tags an embedder reads in
  * `SemioserveOptions` say the same values.
  */
 import assert from "node:assert/strict";
-import {
-  resolveOptions,
-  SEMIOSERVE_DEFAULTS,
-} from "../../src/serve/options.ts";
+import { SEMIOSERVE_DEFAULTS } from "../../src/serve/options.ts";
+import { readConfig, UsageError } from "../../src/serve/config.ts";
 import { NUCLEUS_HOST, NUCLEUS_PORT } from "../../src/common.ts";
+
+/** The environment without a root directory: what is resolved from options alone. */
+const ENV = { ...Deno.env.toObject(), MY_LOCAL: undefined };
 
 const SOURCE = await Deno.readTextFile(
   new URL("../../src/serve/options.ts", import.meta.url),
@@ -30,10 +31,12 @@ function defaultTags(): Map<string, string> {
   return tags;
 }
 
-Deno.test("every @default tag of SemioserveOptions says the value resolveOptions gives", () => {
+Deno.test("every @default tag of SemioserveOptions says the value readConfig gives", () => {
   const tags = defaultTags();
   assert.ok(tags.size >= 18, `only ${tags.size} @default tags found`);
-  const resolved: Record<string, unknown> = resolveOptions({ models: [] });
+  const resolved: Record<string, unknown> = {
+    ...readConfig({ models: ["a"] }, ENV),
+  };
   const fromEnvironment: Record<string, unknown> = {
     NUCLEUS_HOST,
     NUCLEUS_PORT,
@@ -59,19 +62,57 @@ Deno.test("every @default tag of SemioserveOptions says the value resolveOptions
   }
 });
 
-Deno.test("resolveOptions: what is given wins, an undefined field takes the default", () => {
-  const resolved = resolveOptions({
+Deno.test("readConfig: what is given wins, an undefined field takes the default", () => {
+  const resolved = readConfig({
     models: ["alpha"],
     graceMs: 0,
     port: 6000,
     handleSignals: false,
     // A JavaScript caller may pass undefined explicitly.
     healthIntervalMs: undefined as unknown as number,
-  });
+  }, ENV);
   assert.equal(resolved.graceMs, 0);
   assert.equal(resolved.port, 6000);
   assert.equal(resolved.handleSignals, false);
   assert.equal(resolved.healthIntervalMs, SEMIOSERVE_DEFAULTS.healthIntervalMs);
   assert.equal(resolved.host, NUCLEUS_HOST);
   assert.deepEqual(resolved.models, ["alpha"]);
+});
+
+Deno.test("readConfig: a flag wins over the variable it mirrors, which is then not read", () => {
+  const env = { NUCLEUS_PORT: "not a port", MY_LOCAL: "/nonexistent" };
+  const config = readConfig(
+    { models: ["a"], port: 6000, directory: "/d" },
+    env,
+  );
+  assert.equal(config.port, 6000);
+  assert.equal(config.directory, "/d");
+  assert.throws(
+    () => readConfig({ models: ["a"] }, { NUCLEUS_PORT: "x" }),
+    /Cannot use NUCLEUS_PORT="x"/,
+  );
+});
+
+Deno.test("readConfig: no model, or engine ports past 65535, is a usage error checked once", () => {
+  assert.throws(() => readConfig({ models: [] }, {}), UsageError);
+  assert.throws(
+    () => readConfig({ models: ["a", "b"], port: 65534 }, {}),
+    /^UsageError: Cannot use --port 65534 for 2 models: engine ports would pass 65535$/,
+  );
+  assert.throws(
+    () => readConfig({ models: ["a", "b"] }, { NUCLEUS_PORT: "65534" }),
+    /Cannot use port 65534 for 2 models/,
+  );
+});
+
+Deno.test("readConfig: the engines' base environment is the launcher's less its private variables", () => {
+  const config = readConfig({ models: ["a"] }, {
+    PATH: "/bin",
+    IDP_SECRET: "s",
+    IDP_ISSUER: "i",
+    HF_HOME: "/hf",
+  });
+  assert.deepEqual(config.engineEnv, { PATH: "/bin", HF_HOME: "/hf" });
+  assert.equal(config.idpSecret, "s");
+  assert.ok(Object.isFrozen(config));
 });

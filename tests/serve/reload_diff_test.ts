@@ -1,8 +1,8 @@
-/** What a reload does to each engine (src/serve/reload_diff.ts): a pure function of cards. */
+/** What a reload does to each engine (src/serve/card_change.ts): a pure function of cards. */
 import assert from "node:assert/strict";
 import { stringify } from "yaml";
 import { type ModelCard, Registry } from "../../src/catalogue.ts";
-import { cardChange, diffCards } from "../../src/serve/reload_diff.ts";
+import { cardChange, diffCards } from "../../src/serve/card_change.ts";
 
 function cardOf(fields: Record<string, unknown>, name = "m"): ModelCard {
   return Registry.parse(

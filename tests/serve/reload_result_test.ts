@@ -1,6 +1,6 @@
-/** The reload summary line (src/serve/reload_result.ts). */
+/** The reload summary line (src/serve/diff.ts). */
 import assert from "node:assert/strict";
-import { refusedReload, reloadSummary } from "../../src/serve/reload_result.ts";
+import { refusedReload, reloadSummary } from "../../src/serve/diff.ts";
 
 const NONE = {
   ok: true,

@@ -282,16 +282,11 @@ Deno.test("SSLConfig.fromDirectory", async (t) => {
         "server.crt": material.serverCrt,
         "server.key": material.serverKey,
       });
-      const previous = Deno.env.get("SSLKEYLOGFILE");
-      Deno.env.set("SSLKEYLOGFILE", join(root, "keys.log"));
-      try {
-        const { lines } = await captureLog(() => SSLConfig.fromDirectory(dir));
-        assert.equal(lines.length, 1);
-        assert.match(lines[0] ?? "", /^warn: SSLKEYLOGFILE is set/);
-      } finally {
-        if (previous === undefined) Deno.env.delete("SSLKEYLOGFILE");
-        else Deno.env.set("SSLKEYLOGFILE", previous);
-      }
+      const { lines } = await captureLog(() =>
+        SSLConfig.fromDirectory(dir, { keyLogFile: join(root, "keys.log") })
+      );
+      assert.equal(lines.length, 1);
+      assert.match(lines[0] ?? "", /^warn: SSLKEYLOGFILE is set/);
       const quiet = await captureLog(() => SSLConfig.fromDirectory(dir));
       assert.deepEqual(quiet.lines, []);
     });

@@ -36,7 +36,7 @@ export const llamaCuda: Scenario = {
     let binary: string;
     let built = "";
     if (real) {
-      if (!findExecutable("nvcc")) {
+      if (!findExecutable("nvcc", Deno.env.get("PATH"))) {
         return {
           skipped:
             "nvcc is not on PATH: llama.cpp's CUDA build needs the CUDA toolkit",

@@ -96,7 +96,10 @@ export interface GpuWorld extends AsyncDisposable {
 
 /** Why there is no GPU to check, or undefined when there is one. */
 export async function noGpu(): Promise<string | undefined> {
-  const run = await runNvidiaSmi(["-L"], { timeoutMs: 10_000 });
+  const run = await runNvidiaSmi(["-L"], {
+    env: Deno.env.toObject(),
+    timeoutMs: 10_000,
+  });
   if (!run.ok) {
     return run.reason === "absent"
       ? "nvidia-smi is not on PATH"
@@ -150,7 +153,10 @@ async function listedOn(
  * @throws {Error} when `nvidia-smi` cannot be queried or has no such GPU.
  */
 export async function realWorld(index?: string): Promise<GpuWorld> {
-  const query = await queryGpus({ timeoutMs: 10_000 });
+  const query = await queryGpus({
+    env: Deno.env.toObject(),
+    timeoutMs: 10_000,
+  });
   if (!query.ok) throw new Error(query.error);
   const gpu = index === undefined
     ? query.snapshot.devices[0]

@@ -1,9 +1,6 @@
 /**
- * What a reload changes for each requested engine: a pure function of its old
- * and new expanded cards. A field that reaches the engine (command line,
- * environment, executable, weights location, GPU need) means a restart; the
- * others (`restart:` policy, `description`, and what only the management API
- * reports: `verb`, `modality`) apply without one.
+ * What a reload does to each engine, a pure function of its old and new
+ * expanded cards: a field that reaches the engine means a restart.
  *
  * @module
  */
@@ -14,18 +11,15 @@ export type CardChange = "restart" | "amend" | "same";
 
 /** The engines of a reload, by what happens to them, each in request order. */
 export interface ReloadDiff {
-  /** Restarted with the new card. */
   restart: string[];
-  /** Given the new card without a restart. */
   amend: string[];
-  /** Not touched. */
   same: string[];
 }
 
 /**
- * Fields that never reach the engine process. Every other field does: a field
- * added to cards later counts as reaching the engine until it is listed here,
- * so a reload restarts rather than silently keeping an old setting.
+ * Fields that never reach the engine process. Any other field does, one added
+ * later included, so a reload restarts rather than silently keeping an old
+ * setting.
  */
 const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "name",
@@ -35,7 +29,6 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "restart",
 ]);
 
-/** A value as canonical text: object keys sorted, arrays in order. */
 function canonical(value: unknown): string {
   if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
   if (value !== null && typeof value === "object") {
@@ -49,7 +42,6 @@ function canonical(value: unknown): string {
   return JSON.stringify(value) ?? "undefined";
 }
 
-/** The card's fields as canonical text, split by whether they reach the engine. */
 function sides(card: ModelCard): { engine: string; other: string } {
   const engine: Record<string, unknown> = {};
   const other: Record<string, unknown> = {};
@@ -61,17 +53,12 @@ function sides(card: ModelCard): { engine: string; other: string } {
 }
 
 /**
- * What a reload does to one engine, from its old and new expanded cards.
- *
- * @param before The card the engine runs with.
- * @param after The card the reload read (same name).
- * @returns `restart` when a field reaching the engine differs, else `amend`
- *   when any other field differs, else `same`.
+ * What a reload does to one engine: `restart` when a field reaching the
+ * engine differs, else `amend` when another differs, else `same`.
  *
  * @example
  * ```ts ignore
  * cardChange(card, { ...card, description: "new words" }); // "amend"
- * cardChange(card, { ...card, args: ["--max-model-len", "8192"] }); // "restart"
  * ```
  */
 export function cardChange(before: ModelCard, after: ModelCard): CardChange {
@@ -84,11 +71,7 @@ export function cardChange(before: ModelCard, after: ModelCard): CardChange {
 /**
  * Sorts the requested engines by what a reload does to them.
  *
- * @param before The running engines' cards, in request order.
- * @param after The reloaded cards for the same requests, in the same order.
- * @returns The names by change.
- * @throws {RangeError} When the two lists do not name the same engines in the
- *   same order (a caller's bug: a reload never changes what is requested).
+ * @throws {RangeError} When the lists do not name the same engines in order.
  */
 export function diffCards(
   before: readonly ModelCard[],

@@ -1,8 +1,51 @@
 /**
- * What one reload did, and its one summary line. Pure.
+ * The difference of two plans, a value: which engines start, restart, are
+ * amended or kept; a new TLS pair; a new secret; catalogue names. A start
+ * applies `diff(undefined, plan)`, a reload `diff(running, next)`. Also what
+ * a reload reports, and its one summary line.
  *
  * @module
  */
+import { diffCards, type ReloadDiff } from "./card_change.ts";
+import type { Plan } from "./plan.ts";
+import type { TlsPair } from "./facts.ts";
+
+/** The difference of two plans. */
+export interface Changes extends ReloadDiff {
+  /** Engines that do not run yet (a start: every one). */
+  start: string[];
+  /** The new TLS pair, when its files changed. */
+  tls?: TlsPair;
+  /** The production secret changed. */
+  secret: boolean;
+  /** The engine API key changed. */
+  engineKey: boolean;
+  catalogue: { added: string[]; removed: string[] };
+}
+
+/** What changes from the running plan `a` (none: a start) to `b`. */
+export function diff(a: Plan | undefined, b: Plan): Changes {
+  const cards = a
+    ? diffCards(a.engines.map((e) => e.card), b.engines.map((e) => e.card))
+    : { restart: [], amend: [], same: [] };
+  const before = new Set(a?.catalogue ?? []);
+  const after = new Set(b.catalogue);
+  const tls = a?.tls && b.tls &&
+      (a.tls.cert !== b.tls.cert || a.tls.key !== b.tls.key)
+    ? b.tls
+    : undefined;
+  return {
+    start: a ? [] : b.engines.map((e) => e.name),
+    ...cards,
+    ...tls ? { tls } : {},
+    secret: a !== undefined && !a.devMode && a.idpSecret !== b.idpSecret,
+    engineKey: a !== undefined && a.engineKey !== b.engineKey,
+    catalogue: {
+      added: b.catalogue.filter((name) => !before.has(name)),
+      removed: [...before].filter((name) => !after.has(name)).sort(),
+    },
+  };
+}
 
 /**
  * What one reload did (SIGHUP or {@linkcode Semioserve.reload}).
@@ -33,10 +76,7 @@ export interface ReloadResult {
   tlsSerial?: string;
   /** Secrets read again whose value changed: `IDP_SECRET`, `LOCAL_ENGINE_API_KEY`. */
   secrets: string[];
-  /**
-   * The start-up checks' warnings for the engines it restarted (weights that
-   * may not fit, unknown engine flags), each also logged.
-   */
+  /** The start-up checks' warnings for the engines it restarted, each also logged. */
   warnings: string[];
   /** The summary line, as logged. */
   summary: string;
@@ -48,19 +88,7 @@ function count(n: number, one: string, many: string): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-/**
- * The summary line of a reload, e.g. `reload: 1 engine restarted (qwen3-8b),
- * 1 changed without a restart (bge-m3), TLS pair reloaded (serial 0x1f),
- * secret reloaded`, or `reload refused: <error>`.
- *
- * @param result The reload's result (`summary` and `ms` are not read).
- * @returns The line.
- *
- * @example
- * ```ts ignore
- * reloadSummary({ ...result, ok: false, error: "Cannot read catalogue …" }); // "reload refused: Cannot read catalogue …"
- * ```
- */
+/** The summary line of a reload, as logged (`summary` and `ms` are not read). */
 export function reloadSummary(
   result: Omit<ReloadResult, "summary" | "ms">,
 ): string {
@@ -104,14 +132,32 @@ export function reloadSummary(
   return `reload: ${parts.join(", ")}`;
 }
 
-/**
- * The result of a refused reload: its planning failed, it was asked for once
- * the launcher was stopping, or of a launcher that never ran.
- *
- * @param error The reason, one line.
- * @param ms How long the refused reload took.
- * @returns A refused result, its lists empty.
- */
+/** What a reload applying `changes` did; `retried`: failed engines restarted whatever their card. */
+export function reloadResult(
+  changes: Changes,
+  retried: readonly string[],
+  failed: { name: string; error: string }[],
+  warnings: readonly string[],
+  ms: number,
+): ReloadResult {
+  const result = {
+    ok: true,
+    restarted: [...changes.restart, ...retried],
+    changed: changes.amend.filter((name) => !retried.includes(name)),
+    unchanged: changes.same.filter((name) => !retried.includes(name)),
+    failed,
+    catalogue: changes.catalogue,
+    ...changes.tls ? { tlsSerial: changes.tls.serial } : {},
+    secrets: [
+      ...changes.secret ? ["IDP_SECRET"] : [],
+      ...changes.engineKey ? ["LOCAL_ENGINE_API_KEY"] : [],
+    ],
+    warnings: [...warnings],
+  };
+  return { ...result, summary: reloadSummary(result), ms };
+}
+
+/** A refused reload: planning failed, the launcher is stopping, or never ran. */
 export function refusedReload(
   error = "Cannot reload: the launcher is not running",
   ms = 0,

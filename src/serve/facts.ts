@@ -1,0 +1,329 @@
+/**
+ * What the machine says, read once for a plan: the root's directories and
+ * their writability, the catalogue, each engine's executable and weights, the
+ * GPU pool and one `nvidia-smi` look, the TLS pair, the engine records and the
+ * ports. A refusal that start-up gives later (an engine, TLS, a port) is kept
+ * as a value, so the plan throws the first one in start-up's order.
+ *
+ * @module
+ */
+import { AssertionError } from "node:assert";
+import { type ModelCard, Registry } from "../catalogue.ts";
+import { ConfigError } from "../common/config_error.ts";
+import { checkDirectory, ROOT_SUBDIRECTORIES } from "../common/settings.ts";
+import { SSLConfig } from "../web.ts";
+import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
+import { type LocalWeights, localWeights } from "../engines/launch.ts";
+import { checkPortFree } from "../engines/ports.ts";
+import { portHolders } from "../engines/port_holder.ts";
+import { detectGpuPool, type GpuDetection } from "../gpu/detect.ts";
+import type { GpuMonitor } from "../gpu/gpu_monitor.ts";
+import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
+import type { GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
+import { readsIntegerDevices } from "../gpu/place_engines.ts";
+import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
+import type { Config } from "./config.ts";
+import { cardChange } from "./card_change.ts";
+
+/** The TLS pair under `<directory>/ssl/`, as plain data. */
+export interface TlsPair {
+  readonly cert: string;
+  readonly key: string;
+  readonly certFile: string;
+  readonly serial: string;
+}
+
+/** A port a start needs, and whether it is free. */
+export interface PortFact {
+  readonly port: number;
+  readonly what: string;
+  /** Why it cannot be used; absent when free. */
+  readonly error?: Error;
+  /** Who of this directory's launchers holds it, as a dry run words it. */
+  readonly owner?: string;
+}
+
+/** The world as a plan reads it. */
+export interface Facts {
+  readonly directory: string;
+  readonly catalogue: Registry;
+  /** The requested cards, expanded, in request order. */
+  readonly cards: readonly ModelCard[];
+  /** Each resolved engine without its placement, or why it cannot run. */
+  readonly engines: Readonly<Record<string, EnginePlan | Error>>;
+  readonly weights: Readonly<Record<string, LocalWeights>>;
+  /** The GPU pool; undefined for a reload (it keeps its own). */
+  readonly detection: GpuDetection | undefined;
+  readonly snapshot: GpuSnapshot | undefined;
+  readonly tls: TlsPair | Error | undefined;
+  /** The engine records; undefined for a reload (it keeps its own). */
+  readonly survey: RecordSurvey | undefined;
+  readonly ports: readonly PortFact[];
+}
+
+/** How to gather. */
+export interface GatherOptions {
+  /** A reload's running plan: only the engines whose card changed are resolved. */
+  readonly running?: {
+    readonly engines: readonly EnginePlan[];
+    readonly devMode: boolean;
+  };
+  /** Ask `nvidia-smi` whatever the cards (a dry run), at once. */
+  readonly look?: boolean;
+}
+
+/**
+ * Reads the world for a plan.
+ *
+ * @throws {AssertionError} When the root directory lacks a subdirectory.
+ * @throws {KeyError} When a model is not in the catalogue.
+ * @throws {ConfigError | CatalogueError} On a bad root, pool or catalogue.
+ */
+export async function gather(
+  config: Config,
+  monitor: GpuMonitor,
+  options: GatherOptions = {},
+): Promise<Facts> {
+  const directory = config.directory;
+  if (!directory) {
+    throw new ConfigError(
+      "Cannot start: no root directory (set MY_LOCAL or pass --directory)",
+    );
+  }
+  checkRoot(directory);
+  if (config.gpus === undefined) checkVisibleDevices(config.visibleDevices);
+  const { running } = options;
+  const mayLook = config.gpus === undefined
+    ? config.visibleDevices === undefined ||
+      parseVisibleDevices(config.visibleDevices).length > 0
+    : config.gpus.trim().toLowerCase() !== "none";
+  // Asked at once, so that it runs while the catalogue is read.
+  let look: Promise<GpuQuery> | undefined = options.look && mayLook
+    ? monitor.look()
+    : undefined;
+  try {
+    const catalogue = await Registry.load(config.catalogue);
+    const cards = requestedCards(
+      catalogue,
+      config,
+      running ? "reload" : "start",
+    );
+    const fresh = cards.filter((card, i) => {
+      const was = running?.engines[i]?.card;
+      return !was || cardChange(was, card) === "restart";
+    });
+    // By `stat` alone: a weight file is never opened.
+    const weights = Object.fromEntries(
+      fresh.map((card) => [card.name, localWeights(card, directory)]),
+    );
+    look ??= mayLook && wantsLook(fresh, weights) ? monitor.look() : undefined;
+    const detection = running ? undefined : await detectGpuPool({
+      gpus: config.gpus,
+      env: config.env,
+      query: look,
+    });
+    const answered = await look;
+    const engines: Record<string, EnginePlan | Error> = {};
+    for (const card of fresh) {
+      try {
+        engines[card.name] = planEngine(card, {
+          host: config.host,
+          port: config.port + cards.indexOf(card) + 1,
+          directory,
+          apiKey: config.engineKey,
+          baseEnv: config.engineEnv,
+          memoryNeed: gpuMemoryNeed(card) ?? null,
+          restart: card.restart ?? config.restart,
+        });
+      } catch (error) {
+        engines[card.name] = error as Error;
+      }
+    }
+    const tls = await readTls(
+      directory,
+      running?.devMode ?? config.devMode,
+      config.env.SSLKEYLOGFILE,
+    );
+    const survey = running ? undefined : new EngineRecords(directory).survey(
+      cards.map((card) => card.name),
+    );
+    return {
+      directory,
+      catalogue,
+      cards,
+      engines,
+      weights,
+      detection,
+      snapshot: answered?.ok ? answered.snapshot : undefined,
+      tls,
+      survey,
+      ports: survey ? probePorts(config, cards, survey) : [],
+    };
+  } finally {
+    // A refusal before placement leaves no nvidia-smi run behind.
+    await look;
+  }
+}
+
+async function readTls(
+  directory: string,
+  devMode: boolean,
+  keyLogFile: string | undefined,
+): Promise<TlsPair | Error | undefined> {
+  try {
+    const tls = await SSLConfig.fromDirectory(directory, {
+      devMode,
+      keyLogFile,
+    });
+    return tls && {
+      cert: tls.cert,
+      key: tls.key,
+      certFile: tls.certFile,
+      serial: tls.serial,
+    };
+  } catch (error) {
+    return error as Error;
+  }
+}
+
+/**
+ * Checks the root holds `models`, `logs`, `metrics` and `data`, and that the
+ * launcher can write `logs`, `data` and `metrics`: each is probed by creating
+ * and removing one empty file, its times then put back (Deno has no
+ * access(2); mode bits alone miss ACLs, read-only mounts and groups).
+ */
+function checkRoot(directory: string): void {
+  checkDirectory(directory, "--directory");
+  const missing: string[] = [];
+  for (const sub of ROOT_SUBDIRECTORIES) {
+    const path = `${directory}/${sub}`;
+    let info: Deno.FileInfo;
+    try {
+      info = Deno.statSync(path);
+    } catch {
+      missing.push(sub);
+      continue;
+    }
+    if (!info.isDirectory) {
+      throw new ConfigError(
+        `Cannot use root directory ${directory}: ${sub} is a file, not a directory (expected a directory: move the file away, then mkdir ${path})`,
+      );
+    }
+  }
+  if (missing.length > 0) {
+    const paths = missing.map((sub) => `${directory}/${sub}`);
+    throw new AssertionError({
+      message: `Cannot use root directory ${directory}: missing ${
+        missing.join(", ")
+      } (create with: mkdir -p ${paths.join(" ")})`,
+    });
+  }
+  for (const sub of ["logs", "data", "metrics"]) {
+    const dir = `${directory}/${sub}`;
+    const { atime, mtime } = Deno.statSync(dir);
+    try {
+      const probe = `${dir}/.write-check-${Deno.pid}`;
+      Deno.writeFileSync(probe, new Uint8Array(), { createNew: true });
+      Deno.removeSync(probe);
+      if (atime && mtime) Deno.utimeSync(dir, atime, mtime);
+    } catch (cause) {
+      const reason = (cause as Error).message.replace(/:.*$/s, "");
+      throw new ConfigError(
+        `Cannot use root directory ${directory}: ${sub}/ is not writable by the launcher's user (${reason}) (expected a directory it can write: logs/, data/ and metrics/ take the engines' logs, their records and the metrics; chown or chmod ${directory}/${sub})`,
+        { cause },
+      );
+    }
+  }
+}
+
+/** CUDA ignores everything from a bad entry on: each must be an index or a `GPU-`/`MIG-` UUID. */
+function checkVisibleDevices(visible: string | undefined): void {
+  const bad = parseVisibleDevices(visible ?? "").find((entry) =>
+    !/^(\d+|GPU-[\w-]+|MIG-[\w/-]+)$/.test(entry)
+  );
+  if (bad !== undefined) {
+    throw new ConfigError(
+      `Cannot use CUDA_VISIBLE_DEVICES=${visible}: entry '${bad}' is not a device (expected device indices such as 0,1 or GPU-/MIG- UUIDs; or pass --gpus)`,
+    );
+  }
+}
+
+/** The requested cards, `${NAME}` filled in from the launcher's environment, each model once. */
+function requestedCards(
+  registry: Registry,
+  config: Config,
+  doing: "start" | "reload",
+): ModelCard[] {
+  const cards: ModelCard[] = [];
+  for (const spec of config.models) {
+    const card = registry.expand(registry.resolve(spec), config.env);
+    if (cards.some((c) => c.name === card.name)) {
+      throw new ConfigError(
+        `Cannot ${doing}: model '${card.name}' is requested twice (expected each model once)`,
+      );
+    }
+    cards.push(card);
+  }
+  return cards;
+}
+
+/** Whether a look tells these cards anything: local weights to compare, or an engine reading integer devices. */
+function wantsLook(
+  cards: readonly ModelCard[],
+  weights: Readonly<Record<string, LocalWeights>>,
+): boolean {
+  return cards.some((card) =>
+    (weights[card.name]?.kind === "local" &&
+      gpuMemoryNeed(card) !== undefined) || readsIntegerDevices(card)
+  );
+}
+
+/** The management port and every engine port, each probed by binding and closing it. */
+function probePorts(
+  config: Config,
+  cards: readonly ModelCard[],
+  survey: RecordSurvey,
+): PortFact[] {
+  const wanted = [
+    { port: config.port, what: "the management API" },
+    ...cards.map((card, i) => ({
+      port: config.port + i + 1,
+      what: `engine ${card.name}`,
+    })),
+  ];
+  return wanted.map(({ port, what }) => {
+    try {
+      checkPortFree(config.host, port, what);
+      return { port, what };
+    } catch (error) {
+      const owner = ownerOf(port, survey);
+      return { port, what, error: error as Error, ...owner ? { owner } : {} };
+    }
+  });
+}
+
+/** The running engine a killed launcher left on a port, if any. */
+export function leftoverOn(
+  port: number,
+  survey: RecordSurvey,
+): RecordSurvey["stale"][number] | undefined {
+  return survey.stale.find(({ record, running }) =>
+    running && record.port === port
+  );
+}
+
+function ownerOf(port: number, survey: RecordSurvey): string | undefined {
+  const engine = survey.live.find((record) => record.port === port);
+  if (engine) {
+    return `engine ${engine.model} of launcher pid ${engine.launcherPid}, running on this directory (its own port: a reload keeps it; a start refuses it until that launcher stops)`;
+  }
+  const leftover = leftoverOn(port, survey);
+  if (leftover) {
+    return `engine ${leftover.record.model} (pid ${leftover.record.pid}) left by a killed launcher: a start stops it first`;
+  }
+  const launchers = new Set(survey.live.map((record) => record.launcherPid));
+  const holder = portHolders(port).find((h) => launchers.has(h.pid));
+  return holder
+    ? `launcher pid ${holder.pid}, running on this directory (its management API: a reload keeps it; a start refuses it until that launcher stops)`
+    : undefined;
+}

@@ -1,0 +1,204 @@
+/**
+ * A plan is a value: `plan(config, facts, running?)` computes, without I/O,
+ * what runs (one {@linkcode EnginePlan} per model, their placement, the mode,
+ * the TLS pair and the secrets) and throws the first refusal in start-up's
+ * order. `--dry-run` renders it, a start applies it, a reload applies its
+ * difference from the running one (`diff.ts`).
+ *
+ * @module
+ */
+import type { ModelCard } from "../catalogue.ts";
+import { ConfigError } from "../common/config_error.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
+import type { LocalWeights } from "../engines/launch.ts";
+import {
+  devicesOf,
+  placeEngines,
+  type Placement,
+  placementEnv,
+  replacePlacement,
+} from "../gpu/place_engines.ts";
+import type { GpuSnapshot } from "../gpu/nvidia_smi.ts";
+import { weightFitWarning } from "../gpu/weights_fit.ts";
+import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
+import { productionRefusal } from "../web/ops_stance.ts";
+import type { Config } from "./config.ts";
+import { type Facts, leftoverOn, type TlsPair } from "./facts.ts";
+
+/** What runs, checked: plain data (`JSON.stringify` round-trips it). */
+export interface Plan {
+  readonly directory: string;
+  readonly host: string;
+  readonly port: number;
+  /** Every name in the catalogue. */
+  readonly catalogue: readonly string[];
+  /** One per requested model, in request order. */
+  readonly engines: readonly EnginePlan[];
+  readonly placement: Placement;
+  readonly devMode: boolean;
+  readonly tls: TlsPair | undefined;
+  readonly idpSecret: string;
+  readonly idpIssuer: string;
+  readonly engineKey: string;
+  /** The one `nvidia-smi` look taken, when one was needed and answered. */
+  readonly snapshot: GpuSnapshot | undefined;
+  /** The local weights of each engine this plan resolved, by name. */
+  readonly weights: Readonly<Record<string, LocalWeights>>;
+  /** The engine records as found; undefined for a reload. */
+  readonly survey: RecordSurvey | undefined;
+  /** Weights that may not fit or cannot be read, for the engines this plan resolved. */
+  readonly warnings: readonly string[];
+}
+
+/**
+ * Plans from the facts; for a reload, against the running plan (its engines
+ * as they run now): unchanged engines, the pool and the mode are kept.
+ *
+ * @throws {GpuPlacementError | EngineError | ConfigError | SSLConfigError} The first refusal.
+ */
+export function plan(config: Config, facts: Facts, running?: Plan): Plan {
+  const { cards } = facts;
+  const fresh = cards.filter((card) => card.name in facts.engines);
+  const placement = running
+    ? replacePlacement(
+      running.placement,
+      cards,
+      new Set(fresh.map((c) => c.name)),
+    )
+    : placeEngines(
+      cards,
+      facts.detection!,
+      facts.snapshot,
+      config.env.CUDA_DEVICE_ORDER,
+    );
+  const engines = cards.map((card, i): EnginePlan => {
+    const resolved = facts.engines[card.name];
+    if (resolved === undefined) return { ...running!.engines[i]!, card };
+    if (resolved instanceof Error) throw resolved;
+    const gpus = devicesOf(placement, card);
+    const need = placement.assigned[card.name]?.need;
+    return {
+      ...resolved,
+      env: { ...card.env, ...placementEnv(placement, card) },
+      gpus,
+      share: gpus === null || gpus.length === 0
+        ? null
+        : need?.kind === "share"
+        ? need.share
+        : 1,
+    };
+  });
+  const devMode = running?.devMode ?? config.devMode;
+  const refusal = devMode
+    ? undefined
+    : productionRefusal(config.idpSecret, config.idpIssuer);
+  if (refusal && !running) {
+    throw new ConfigError(
+      config.modeVariable === undefined
+        ? refusal
+        : `${refusal}; production mode because NUCLEUS_MODE=${config.modeVariable} (only a value starting with lowercase "dev" means development)`,
+    );
+  }
+  if (facts.tls instanceof Error) throw facts.tls;
+  if (running && (facts.tls === undefined) !== (running.tls === undefined)) {
+    const ssl = `${facts.directory}/ssl/server.crt and server.key`;
+    throw new ConfigError(
+      running.tls
+        ? `Cannot reload TLS: ${ssl} are gone (expected the pair; serving plain HTTP instead takes a restart)`
+        : `Cannot reload TLS: ${ssl} appeared (serving HTTPS instead of plain HTTP takes a restart)`,
+    );
+  }
+  return {
+    directory: facts.directory,
+    host: config.host,
+    port: config.port,
+    catalogue: facts.catalogue.names(),
+    engines,
+    placement,
+    devMode,
+    tls: facts.tls,
+    idpSecret: config.idpSecret,
+    idpIssuer: config.idpIssuer,
+    engineKey: config.engineKey,
+    snapshot: facts.snapshot,
+    weights: facts.weights,
+    survey: facts.survey,
+    warnings: cardWarnings(fresh, facts.weights, placement, facts.snapshot),
+  };
+}
+
+/** Weights that cannot be read, or may not fit the memory the card may use, in card order. */
+function cardWarnings(
+  cards: readonly ModelCard[],
+  weights: Readonly<Record<string, LocalWeights>>,
+  placement: Placement,
+  snapshot: GpuSnapshot | undefined,
+): string[] {
+  const warnings: string[] = [];
+  for (const card of cards) {
+    const found = weights[card.name];
+    if (found?.kind === "unreadable") {
+      warnings.push(
+        `${card.name}: cannot read its weights at ${found.path} (${found.reason}): their size is not compared with GPU memory`,
+      );
+    } else if (found?.kind === "local") {
+      const fit = weightFitWarning({
+        card,
+        devices: devicesOf(placement, card),
+        weightBytes: found.bytes,
+        snapshot,
+      });
+      if (fit) warnings.push(fit);
+    }
+  }
+  return warnings;
+}
+
+/**
+ * A start's refusals from the records and ports: a launcher serving the same
+ * models from this directory, a port in use (but one a killed launcher's
+ * engine holds: the start stops it first).
+ */
+export function refuseStart(facts: Facts): void {
+  const survey = facts.survey!;
+  new EngineRecords(facts.directory).refuseServed(survey);
+  for (const { port, error } of facts.ports) {
+    if (error && !leftoverOn(port, survey)) throw error;
+  }
+}
+
+/**
+ * What a dry run says instead of refusing: a launcher serving on this
+ * directory, a killed launcher's leftovers, the ports they hold. A port
+ * held by anyone else is refused as a start would.
+ */
+export function dryRunNotes(facts: Facts, host: string): string[] {
+  const survey = facts.survey!;
+  const notes: string[] = [];
+  const serving = new Map<number, string[]>();
+  for (const record of survey.serving) {
+    serving.set(record.launcherPid, [
+      ...serving.get(record.launcherPid) ?? [],
+      record.model,
+    ]);
+  }
+  for (const [pid, models] of serving) {
+    notes.push(
+      `launcher pid ${pid} already serves ${
+        models.join(", ")
+      } from ${facts.directory}: a start beside it would refuse (stop it first); this plan is what a reload of it reads`,
+    );
+  }
+  for (const { record, running } of survey.stale) {
+    if (!running) continue;
+    notes.push(
+      `engine ${record.model} (pid ${record.pid}) outlived its launcher (pid ${record.launcherPid}, gone): a start stops it first`,
+    );
+  }
+  for (const { port, what, error, owner } of facts.ports) {
+    if (!error) continue;
+    if (!owner) throw error;
+    notes.push(`port ${port} on ${host} for ${what}: in use by ${owner}`);
+  }
+  return notes;
+}
