@@ -92,7 +92,7 @@ export interface ModelCard {
  * ```
  */
 export interface CardMetrics {
-  /** @default {"/metrics"} */
+  /** The endpoint's path. @default {"/metrics"} */
   readonly path: string;
   /** A gauge of requests being computed. */
   readonly running: string;
