@@ -201,3 +201,33 @@ Deno.test("the canary sends the cheapest request of its verb; none for a verb wi
     assert.equal(canaryRequest(card("chat", "llama.cpp", args), llama), null);
   }
 });
+
+Deno.test("the launcher adds each kind's metrics flag before the card's args, once: not when the card gives it", () => {
+  const argv = (engine: string, args: string[]) =>
+    ENGINE_KINDS[engine]!.argv({
+      model: "/m",
+      isLocal: true,
+      host: "127.0.0.1",
+      port: 5001,
+      name: "m",
+      apiKey: "",
+      card: card("chat", engine, args),
+    });
+  assert.deepEqual(argv("llama.cpp", ["-ngl", "99"]).slice(-3), [
+    "--metrics",
+    "-ngl",
+    "99",
+  ]);
+  assert.equal(
+    argv("llama.cpp", ["--metrics"]).filter((a) => a === "--metrics").length,
+    1,
+  );
+  assert.deepEqual(argv("sglang", ["--enable-metrics"]).slice(-1), [
+    "--enable-metrics",
+  ]);
+  assert.equal(
+    argv("sglang", []).filter((a) => a === "--enable-metrics").length,
+    1,
+  );
+  assert.ok(!argv("vllm", []).some((a) => a.includes("metrics")));
+});
