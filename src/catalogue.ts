@@ -27,6 +27,7 @@
  */
 export { CatalogueError, KeyError } from "./catalogue/catalogue_error.ts";
 export {
+  type CardMetrics,
   Modality,
   type ModelCard,
   type RestartPolicy,

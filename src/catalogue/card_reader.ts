@@ -13,6 +13,7 @@ import { isMap, isSeq, type Pair } from "yaml";
 import { ENGINE_NAMES } from "./engine_names.ts";
 import { hint } from "./catalogue_error.ts";
 import {
+  type CardMetrics,
   Modality,
   type ModelCard,
   RESTART_POLICIES,
@@ -52,6 +53,7 @@ const CARD_FIELDS = [
   "description",
   "restart",
   "gpus",
+  "metrics",
 ] as const;
 type CardField = typeof CARD_FIELDS[number];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -232,12 +234,17 @@ function readCard(
       'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
     );
   }
-  if (engine !== COMMAND_ENGINE && command !== undefined) {
-    fail(
-      ctx,
-      { card: name, field: "command", node: command.key },
-      `not allowed with engine ${engine} (expected only with engine: command)`,
-    );
+  for (const only of ["command", "metrics"] as const) {
+    const entry = fields.get(only);
+    if (engine !== COMMAND_ENGINE && entry !== undefined) {
+      fail(
+        ctx,
+        { card: name, field: only, node: entry.key },
+        `not allowed with engine ${engine} (expected only with engine: command${
+          only === "metrics" ? "; the other engines name their own" : ""
+        })`,
+      );
+    }
   }
   const args = given("args", (f) => readArgs(ctx, f)) ??
     { argv: [], sites: [] };
@@ -277,10 +284,68 @@ function readCard(
   given("gpus", (f) => {
     card.gpus = readGpus(ctx, f);
   });
+  given("metrics", (f) => {
+    card.metrics = readMetrics(ctx, f);
+  });
   return { card: Object.freeze(card), sites: Object.freeze(sites) };
 }
 
 const MODALITIES: readonly Modality[] = Object.values(Modality);
+const SAMPLE_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const METRICS_KEYS = {
+  running: "running",
+  waiting: "waiting",
+  prompt_tokens: "promptTokens",
+  generated_tokens: "generatedTokens",
+} as const;
+
+function readMetrics(ctx: Context, field: FieldValue): CardMetrics {
+  const node = field.value;
+  const expected =
+    "a mapping of path (default /metrics), running, waiting, prompt_tokens and generated_tokens to Prometheus sample names";
+  if (!isMap(node)) {
+    fail(ctx, field.where, `expected ${expected}, got ${describe(node)}`);
+  }
+  const read: Record<string, string> = { path: "/metrics" };
+  for (const pair of node.items) {
+    const key = keyText(ctx, field.where, pair.key);
+    const where = {
+      ...field.where,
+      field: `metrics.${key}`,
+      node: pair.value ?? pair.key,
+    };
+    if (key !== "path" && !(key in METRICS_KEYS)) {
+      fail(
+        ctx,
+        { ...where, node: pair.key },
+        `unknown key (expected ${expected})`,
+      );
+    }
+    const value = scalarValue(pair.value);
+    const ok = typeof value === "string" &&
+      (key === "path" ? /^\/\S*$/.test(value) : SAMPLE_NAME.test(value));
+    if (!ok) {
+      fail(
+        ctx,
+        where,
+        `expected ${
+          key === "path"
+            ? "a path such as /metrics"
+            : "a Prometheus sample name such as my_engine:requests_running"
+        }, got ${describe(pair.value)}`,
+      );
+    }
+    read[
+      key === "path" ? key : METRICS_KEYS[key as keyof typeof METRICS_KEYS]
+    ] = value as string;
+  }
+  for (const [key, name] of Object.entries(METRICS_KEYS)) {
+    if (read[name] === undefined) {
+      fail(ctx, field.where, `${key} is missing (expected ${expected})`);
+    }
+  }
+  return Object.freeze(read) as unknown as CardMetrics;
+}
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /** References are checked at load time: a typo fails even in a card nobody requests. */

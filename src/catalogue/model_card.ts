@@ -70,6 +70,38 @@ export interface ModelCard {
   readonly restart?: RestartPolicy;
   /** n ≥ 1 whole GPUs, a share of one (0 < x < 1), or 0; unset: from the engine's settings. */
   readonly gpus?: number;
+  /** Only `engine: command`: where its traffic is counted (the other kinds name their own). */
+  readonly metrics?: CardMetrics;
+}
+
+/**
+ * An `engine: command` card's Prometheus endpoint and the sample names the
+ * launcher reads there (each summed over its label sets).
+ *
+ * @example
+ * ```ts
+ * import type { CardMetrics } from "@mymodel/serve/catalogue";
+ * const metrics: CardMetrics = {
+ *   path: "/metrics",
+ *   running: "my:running",
+ *   waiting: "my:waiting",
+ *   promptTokens: "my:prompt_tokens_total",
+ *   generatedTokens: "my:generated_tokens_total",
+ * };
+ * console.log(metrics.path);
+ * ```
+ */
+export interface CardMetrics {
+  /** The endpoint's path. @default {"/metrics"} */
+  readonly path: string;
+  /** A gauge of requests being computed. */
+  readonly running: string;
+  /** A gauge of queued requests. */
+  readonly waiting: string;
+  /** A counter of prompt tokens. */
+  readonly promptTokens: string;
+  /** A counter of generated tokens. */
+  readonly generatedTokens: string;
 }
 
 /**

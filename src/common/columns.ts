@@ -12,6 +12,7 @@ export function alignColumns(
   titles: readonly string[],
   rows: readonly (readonly string[])[],
   paint: (row: number, column: number) => string = () => "",
+  gap = 3,
 ): string {
   const widths = titles.map((title, i) =>
     Math.max(title.length, ...rows.map((cells) => cells[i]?.length ?? 0))
@@ -23,7 +24,7 @@ export function alignColumns(
       return code === ""
         ? padded
         : `${code}${text}${RESET}${padded.slice(text.length)}`;
-    }).join("   ").trimEnd();
+    }).join(" ".repeat(gap)).trimEnd();
   }
   return [line(titles, -1), ...rows.map((cells, r) => line(cells, r))].join(
     "\n",

@@ -61,17 +61,40 @@ function readToken(path: string): string {
   return token;
 }
 
+/** A terminal's width, for rows that fit it; none in a pipe or with `--wide`. */
+function terminalWidth(wide: boolean): number | undefined {
+  if (wide || !Deno.stdout.isTerminal()) return undefined;
+  try {
+    return Deno.consoleSize().columns;
+  } catch {
+    return undefined;
+  }
+}
+
+/** How a table is shown. */
+interface Show {
+  json: boolean;
+  colour: boolean;
+  wide: boolean;
+}
+
 /** Whether every engine is healthy. */
 async function showOnce(
   options: StatusOptions,
-  json: boolean,
-  colour: boolean,
+  show: Show,
 ): Promise<boolean> {
   const detail = await fetchDetail(options);
   const rows = rowsOf(detail);
-  if (json) console.log(JSON.stringify(detail, null, 2));
+  const width = terminalWidth(show.wide);
+  if (show.json) console.log(JSON.stringify(detail, null, 2));
   else if (rows.length === 0) console.log("no engines");
-  else console.log(renderTable(rows, { now: Date.now(), color: colour }));
+  else {
+    console.log(renderTable(rows, {
+      now: Date.now(),
+      color: show.colour,
+      ...(width === undefined ? {} : { width }),
+    }));
+  }
   return rows.every((row) => row.healthy);
 }
 
@@ -103,15 +126,19 @@ export async function main(
     return 0;
   }
   if (cli.events) return await events(cli);
-  const colour = !cli.json && wantsColour();
+  const show = {
+    json: cli.json,
+    colour: !cli.json && wantsColour(),
+    wide: cli.wide,
+  };
   try {
     const options = { ...cli.options };
     if (cli.tokenFile !== undefined) options.token = readToken(cli.tokenFile);
     if (cli.watch === undefined) {
-      const healthy = await showOnce(options, cli.json, colour);
+      const healthy = await showOnce(options, show);
       return cli.check && !healthy ? 3 : 0;
     }
-    return await watch(options, cli.watch, cli.json, colour);
+    return await watch(options, cli.watch, show);
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     console.error(message.replaceAll("\n", " "));
@@ -158,8 +185,7 @@ function events(cli: StatusCli): Promise<number> | number {
 function watch(
   options: StatusOptions,
   seconds: number,
-  json: boolean,
-  colour: boolean,
+  show: Show,
 ): Promise<number> {
   const terminal = Deno.stdout.isTerminal();
   return untilStopped(true, async (signal) => {
@@ -168,7 +194,7 @@ function watch(
       if (terminal) console.log("\x1b[H\x1b[2J");
       console.log(`every ${seconds} s, ${new Date().toISOString()}`);
       try {
-        await showOnce(options, json, colour);
+        await showOnce(options, show);
       } catch (error) {
         if (error instanceof ConfigError) throw error;
         console.error((error as Error).message);
@@ -185,6 +211,7 @@ class StatusUsageError extends Error {}
 interface StatusCli {
   help: boolean;
   json: boolean;
+  wide: boolean;
   check: boolean;
   watch?: number;
   tokenFile?: string;
@@ -198,11 +225,13 @@ interface StatusCli {
 
 const STATUS_USAGE =
   `Usage: deno task status [--host H] [--port P] [--directory D] [--url URL]
-    [--token-file FILE] [--json] [--watch SECONDS] [--check]
+    [--token-file FILE] [--json] [--wide] [--watch SECONDS] [--check]
        deno task status --events [--directory D] [--follow] [--model M] [--since 30m] [--json]
 
-Shows every engine of a running launcher (GET /models?detail=1), one row each;
-with --events, the journal of D/logs/events.jsonl instead (newest last).
+Shows every engine of a running launcher (GET /models?detail=1), one row each
+(REQ: requests running, +N waiting; TOK/S: generated tokens per second; both
+read from the engine's own metrics); on a terminal each row fits its width, the
+free text cut with …; with --events, the journal of D/logs/events.jsonl instead (newest last).
 
   --host H            the launcher's host (env NUCLEUS_HOST, else localhost)
   --port P            its management port (env NUCLEUS_PORT, else 5000)
@@ -211,6 +240,7 @@ with --events, the journal of D/logs/events.jsonl instead (newest last).
   --url URL           the launcher's URL outright (https://gpu-7:5000)
   --token-file FILE   a file holding the production token (else env NUCLEUS_TOKEN)
   --json              print the answer as received
+  --wide              whole rows on a terminal too (as in a pipe)
   --watch SECONDS     redraw every SECONDS until Ctrl-C
   --check             exit 3 when any engine is not healthy, else 0
   --events            print the journal: every state change and launcher event
@@ -236,6 +266,7 @@ function parseStatusCli(args: readonly string[]): StatusCli {
         url: { type: "string" },
         "token-file": { type: "string" },
         json: { type: "boolean", default: false },
+        wide: { type: "boolean", default: false },
         watch: { type: "string" },
         check: { type: "boolean", default: false },
         events: { type: "boolean", default: false },
@@ -299,12 +330,13 @@ function parseStatusCli(args: readonly string[]): StatusCli {
       "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
     );
   }
-  const { help, json, check, events, follow, model } = v;
+  const { help, json, wide, check, events, follow, model } = v;
   const tokenFile = v["token-file"];
   const options = { host: v.host, directory: v.directory, url: v.url, port };
   return {
     help,
     json,
+    wide,
     check,
     events,
     follow,

@@ -48,6 +48,20 @@ export interface WireProgress {
   unit?: string;
 }
 
+/** Traffic read from the engine's own metrics (`traffic`). */
+export interface WireTraffic {
+  /** Requests being computed. */
+  running?: number;
+  /** Requests queued. */
+  waiting?: number;
+  /** Generated tokens per second over the last health interval; null while unknown. */
+  tokens_per_s?: number | null;
+  /** When it was read. */
+  at?: string;
+  /** Fields this view does not know, kept. */
+  [extra: string]: unknown;
+}
+
 /** One engine's entry; times are ISO. */
 export interface WireEngine {
   /** What the model does. */
@@ -78,6 +92,8 @@ export interface WireEngine {
   phase_since?: string | null;
   /** How far the phase has come. */
   progress?: WireProgress | null;
+  /** Null while unknown or not read. */
+  traffic?: WireTraffic | null;
   /** Fields this view does not know, kept. */
   [extra: string]: unknown;
 }

@@ -9,6 +9,7 @@ import type {
   WireEngine,
   WireLastExit,
   WireProgress,
+  WireTraffic,
 } from "./models_detail.ts";
 import { alignColumns } from "../common/columns.ts";
 
@@ -44,6 +45,13 @@ export interface StatusRow {
   };
   /** The engine's base URL. */
   url: string;
+  /** Read from the engine's own metrics, when the launcher reports it. */
+  traffic?: {
+    running: number;
+    waiting: number;
+    /** Null while unknown. */
+    tokensPerS: number | null;
+  };
 }
 
 /** A duration in its largest whole unit: `45s`, `4m`, `3h`, `2d`. */
@@ -75,6 +83,8 @@ export const COLUMNS = [
   "VERB",
   "STATE",
   "HEALTHY",
+  "REQ",
+  "TOK/S",
   "PID",
   "GPUS",
   "RESTARTS",
@@ -117,6 +127,20 @@ function rowOf(model: string, engine: WireEngine): StatusRow {
       }
       : {}),
     url: stringOr(engine.url, "-"),
+    ...trafficOf(engine.traffic),
+  };
+}
+
+function trafficOf(traffic: unknown): Pick<StatusRow, "traffic"> {
+  if (typeof traffic !== "object" || traffic === null) return {};
+  const { running, waiting, tokens_per_s: rate } = traffic as WireTraffic;
+  if (typeof running !== "number") return {};
+  return {
+    traffic: {
+      running,
+      waiting: typeof waiting === "number" ? waiting : 0,
+      tokensPerS: typeof rate === "number" ? rate : null,
+    },
   };
 }
 
@@ -186,6 +210,7 @@ function cells(row: StatusRow, now: number): string[] {
     row.verb,
     stateText(row, now),
     row.healthy ? "yes" : "no",
+    ...trafficCells(row),
     row.pid === null ? "-" : String(row.pid),
     row.gpus === null
       ? "-"
@@ -197,6 +222,68 @@ function cells(row: StatusRow, now: number): string[] {
     lastExitText(row.lastExit, now),
     row.url,
   ];
+}
+
+/** REQ: running, `+N` waiting; TOK/S: whole from 100, else one decimal; `-` unknown. */
+function trafficCells(row: StatusRow): [string, string] {
+  const t = row.traffic;
+  if (t === undefined) return ["-", "-"];
+  const rate = t.tokensPerS;
+  return [
+    t.waiting > 0 ? `${t.running}+${t.waiting}` : String(t.running),
+    rate === null
+      ? "-"
+      : rate >= 100
+      ? String(Math.round(rate))
+      : rate.toFixed(1),
+  ];
+}
+
+// The free-text columns, cut in this order down to these widths; then the
+// gaps narrow to 2; then the cuts go further. A 100-column terminal holds a
+// row this way; `--wide` shows it whole.
+const CUTS: readonly (readonly [typeof COLUMNS[number], number])[] = [
+  ["LAST EXIT", 9],
+  ["URL", 12],
+  ["STATE", 12],
+  ["MODEL", 12],
+];
+const LAST_CUTS: readonly (readonly [typeof COLUMNS[number], number])[] = [
+  ["MODEL", 9],
+  ["STATE", 9],
+  ["URL", 3],
+  ["STATE", 5],
+  ["MODEL", 5],
+];
+
+/** The cells cut with `…`, and the gap, so that each line fits `width` as far as the cuts allow. */
+function fitCells(
+  rows: string[][],
+  width: number,
+): { rows: string[][]; gap: number } {
+  const widths = COLUMNS.map((title, i) =>
+    Math.max(title.length, ...rows.map((cells) => cells[i]!.length))
+  );
+  let gap = 3;
+  const over = () =>
+    widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1) - width;
+  const cut = (cuts: typeof CUTS) => {
+    for (const [title, floor] of cuts) {
+      const i = COLUMNS.indexOf(title);
+      widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
+    }
+  };
+  cut(CUTS);
+  if (over() > 0) gap = 2;
+  if (over() > 0) cut(LAST_CUTS);
+  return {
+    gap,
+    rows: rows.map((cells) =>
+      cells.map((text, i) =>
+        text.length > widths[i]! ? `${text.slice(0, widths[i]! - 1)}…` : text
+      )
+    ),
+  };
 }
 
 const GREEN = "\x1b[32m";
@@ -218,6 +305,8 @@ export interface RenderOptions {
   now: number;
   /** ANSI colours for the title, STATE and HEALTHY. @default {false} */
   color?: boolean;
+  /** Cut the free-text columns with `…` so each line fits this many columns (a terminal's); unset: whole rows. */
+  width?: number;
 }
 
 /**
@@ -238,9 +327,13 @@ export function renderTable(
   options: RenderOptions,
 ): string {
   const color = options.color === true;
+  const all = rows.map((row) => cells(row, options.now));
+  const fit = options.width === undefined
+    ? { rows: all, gap: 3 }
+    : fitCells(all, options.width);
   return alignColumns(
     COLUMNS,
-    rows.map((row) => cells(row, options.now)),
+    fit.rows,
     (r, i) => {
       if (!color) return "";
       if (r < 0) return BOLD;
@@ -249,5 +342,6 @@ export function renderTable(
       if (i === 3) return row.healthy ? GREEN : RED;
       return "";
     },
+    fit.gap,
   );
 }

@@ -661,6 +661,44 @@ Deno.test("a command on a card of another engine is reported", () => {
   );
 });
 
+Deno.test("an engine: command card may name its metrics endpoint and sample names", () => {
+  assert.deepEqual(
+    card(Registry.parse(GOOD.commandMetrics), "custom").metrics,
+    {
+      path: "/metrics",
+      running: "my:running",
+      waiting: "my:waiting",
+      promptTokens: "my:prompt_tokens_total",
+      generatedTokens: "my:generated_tokens_total",
+    },
+  );
+});
+
+Deno.test("metrics are refused on another engine's card, with a bad or a missing sample name", () => {
+  assertProblem(catalogueError(BAD.metricsWithVllm), {
+    card: "m",
+    field: "metrics",
+    line: 5,
+    says:
+      /not allowed with engine vllm \(expected only with engine: command; the other engines name their own\)/,
+  });
+  assertProblem(catalogueError(BAD.metricsBadName), {
+    card: "m",
+    field: "metrics.prompt_tokens",
+    line: 7,
+    says: /expected a Prometheus sample name/,
+  });
+  assertProblem(catalogueError(BAD.metricsMissingName), {
+    card: "m",
+    field: "metrics",
+    line: 7,
+    says: /generated_tokens is missing/,
+  });
+  for (const text of [BAD.metricsWithVllm, BAD.metricsBadName]) {
+    assert.equal(catalogueError(text).message.split("\n").length, 1);
+  }
+});
+
 Deno.test("a card name that is not safe as a file name is reported", () => {
   assertProblem(
     catalogueError(BAD.unsafeName),

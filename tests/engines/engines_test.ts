@@ -98,6 +98,7 @@ Deno.test("llama.cpp: a hub id becomes -hf, --alias names the model", async () =
     "5001",
     "--alias",
     "l",
+    "--metrics", // issue 36: the launcher reads its /metrics
     "--ctx-size",
     "4096",
   ]);
@@ -111,7 +112,13 @@ Deno.test("llama.cpp: a local directory with one .gguf file resolves to that fil
   const p = engine("ll", e.root, "key");
   const dir = await Deno.realPath(`${e.root}/models/tiny`);
   assert.deepEqual(p.args.slice(0, 2), ["-m", `${dir}/model.gguf`]);
-  assert.deepEqual(p.args.slice(-4), ["--api-key", "key", "-ngl", "99"]);
+  assert.deepEqual(p.args.slice(-5), [
+    "--api-key",
+    "key",
+    "--metrics", // issue 36: the launcher reads its /metrics
+    "-ngl",
+    "99",
+  ]);
 });
 
 Deno.test("llama.cpp: a split model resolves to its first shard; two unrelated files are refused", async () => {
@@ -146,6 +153,7 @@ Deno.test("sglang: python3 -m sglang.launch_server --model-path ... --served-mod
     "5001",
     "--served-model-name",
     "s",
+    "--enable-metrics", // issue 36: the launcher reads its /metrics
     "--tp",
     "2",
   ]);

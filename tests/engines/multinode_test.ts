@@ -97,6 +97,7 @@ Deno.test("deepseek-v3-2node runs SGLang on two nodes: tp 16, this node's rank a
       "5001",
       "--served-model-name",
       "deepseek-v3-2node",
+      "--enable-metrics", // issue 36: the launcher reads its /metrics
       "--tp-size",
       "16",
       "--nnodes",

@@ -59,17 +59,17 @@ Deno.test("status shows one aligned row per engine; --json is the answer; --chec
   assert.equal(lines.length, 3, table.stdout);
   assert.match(
     lines[0]!,
-    /^MODEL +VERB +STATE +HEALTHY +PID +GPUS +RESTARTS +SINCE +LAST EXIT +URL$/,
+    /^MODEL +VERB +STATE +HEALTHY +REQ +TOK\/S +PID +GPUS +RESTARTS +SINCE +LAST EXIT +URL$/,
   );
   assert.match(
     lines[1]!,
     new RegExp(
-      `^alpha +chat +ready +yes +\\d+ +- +0 +(just now|\\d+s ago) +- +http://127\\.0\\.0\\.1:${
+      `^alpha +chat +ready +yes +- +- +\\d+ +- +0 +(just now|\\d+s ago) +- +http://127\\.0\\.0\\.1:${
         site.port + 1
       }/v1$`,
     ),
   );
-  assert.match(lines[2]!, /^loading +chat +starting +no +\d+ /);
+  assert.match(lines[2]!, /^loading +chat +starting +no +- +- +\d+ /);
   assert.equal(lines[1]!.indexOf("chat"), lines[2]!.indexOf("chat"));
   assert.ok(!table.stdout.includes("\x1b["), "no colour with NO_COLOR");
 

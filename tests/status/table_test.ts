@@ -29,6 +29,12 @@ const DETAIL: ModelsDetail = {
       next_restart: null,
       gpus: ["0", "1"],
       gpu_memory_mib: { "0": 70000 },
+      traffic: {
+        running: 3,
+        waiting: 1,
+        tokens_per_s: 42.5,
+        at: before(1),
+      },
       a_field_from_the_future: [1, 2, 3],
     },
     "bge-m3": {
@@ -134,7 +140,9 @@ Deno.test("the table aligns its columns, one line per engine, no trailing spaces
   assert.ok(!text.includes("\x1b["), "no colour unless asked");
   for (const line of lines) assert.equal(line, line.trimEnd());
   // Every column starts at the same offset on every line.
-  for (const title of ["VERB", "STATE", "HEALTHY", "PID", "GPUS", "URL"]) {
+  for (
+    const title of ["VERB", "STATE", "HEALTHY", "REQ", "TOK/S", "PID", "URL"]
+  ) {
     const at = lines[0]!.indexOf(title);
     assert.ok(at > 0, title);
     for (const line of lines.slice(1)) {
@@ -145,13 +153,16 @@ Deno.test("the table aligns its columns, one line per engine, no trailing spaces
   }
   assert.match(
     lines[1]!,
-    /^llama-3 +chat +ready +yes +81234 +0,1 +0 +4m ago +- +http:\/\/localhost:5001\/v1$/,
+    /^llama-3 +chat +ready +yes +3\+1 +42\.5 +81234 +0,1 +0 +4m ago +- +http:\/\/localhost:5001\/v1$/,
   );
   assert.match(
     lines[2]!,
-    /^bge-m3 +embed +backoff \(restart in 4s\) +no +- +none +2 +3s ago +code 3, 3s ago +http/,
+    /^bge-m3 +embed +backoff \(restart in 4s\) +no +- +- +- +none +2 +3s ago +code 3, 3s ago +http/,
   );
-  assert.match(lines[3]!, /waiting \(gpu-memory-free\) +no +- +- +0 +2h ago/);
+  assert.match(
+    lines[3]!,
+    /waiting \(gpu-memory-free\) +no +- +- +- +- +0 +2h ago/,
+  );
 });
 
 Deno.test("colour paints the cells only, so columns stay aligned", () => {
@@ -162,4 +173,83 @@ Deno.test("colour paints the cells only, so columns stay aligned", () => {
   assert.ok(coloured.includes("\x1b[31mno\x1b[0m"));
   // deno-lint-ignore no-control-regex
   assert.equal(coloured.replace(/\x1b\[[0-9;]*m/g, ""), plain);
+});
+
+Deno.test("traffic: REQ shows running (+waiting), TOK/S the rate; - when null or absent", () => {
+  const rows = rowsOf({
+    active: {
+      a: { traffic: { running: 0, waiting: 0, tokens_per_s: null } },
+      b: { traffic: { running: 12, waiting: 0, tokens_per_s: 1234.56 } },
+      c: { traffic: null },
+      d: { traffic: { running: 1, waiting: 0, tokens_per_s: 0 } },
+    },
+  });
+  assert.deepEqual(rows[0]!.traffic, {
+    running: 0,
+    waiting: 0,
+    tokensPerS: null,
+  });
+  assert.equal(rows[2]!.traffic, undefined);
+  const lines = renderTable(rows, { now: NOW }).split("\n");
+  const cell = (line: string, title: string) =>
+    line.slice(lines[0]!.indexOf(title)).split(/ +/)[0];
+  assert.deepEqual(lines.slice(1).map((l) => cell(l, "REQ")), [
+    "0",
+    "12",
+    "-",
+    "1",
+  ]);
+  assert.deepEqual(lines.slice(1).map((l) => cell(l, "TOK/S")), [
+    "-",
+    "1235",
+    "-",
+    "0.0",
+  ]);
+});
+
+/** An answer whose free text alone takes 130 columns: a long last exit and URL. */
+const WIDE: ModelsDetail = {
+  active: {
+    "qwen3-coder-30b-a3b": {
+      ...DETAIL.active["bge-m3"]!,
+      url: "https://gpu-node-17.cluster.example.internal:5003/v1",
+      last_exit: {
+        code: 1,
+        at: before(120),
+        cause: "gpu-out-of-memory",
+        message:
+          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+      },
+    },
+    "llama-3": DETAIL.active["llama-3"]!,
+    "qwen3-8b": DETAIL.active["qwen3-8b"]!,
+  },
+};
+
+Deno.test("given a terminal's width, each engine stays on one line: the free text cut with …", () => {
+  const rows = rowsOf(WIDE);
+  const whole = renderTable(rows, { now: NOW });
+  assert.ok(whole.split("\n").some((line) => line.length > 130));
+  for (const width of [100, 120, 160]) {
+    const text = renderTable(rows, { now: NOW, width });
+    const lines = text.split("\n");
+    assert.equal(lines.length, 4);
+    for (const line of lines) {
+      assert.ok(line.length <= width, `${line.length} > ${width}: ${line}`);
+    }
+    assert.ok(text.includes("…"));
+    // Titles stay whole; columns stay aligned.
+    assert.match(
+      lines[0]!,
+      /REQ +TOK\/S +PID +GPUS +RESTARTS +SINCE +LAST EXIT +URL$/,
+    );
+    const pid = lines[0]!.indexOf("PID");
+    assert.equal(lines[2]!.slice(pid, pid + 5), "81234");
+    // Colour keeps the cut text aligned too.
+    const coloured = renderTable(rows, { now: NOW, width, color: true });
+    // deno-lint-ignore no-control-regex
+    assert.equal(coloured.replace(/\x1b\[[0-9;]*m/g, ""), text);
+  }
+  // Wide enough: nothing is cut.
+  assert.equal(renderTable(rows, { now: NOW, width: 400 }), whole);
 });

@@ -84,6 +84,27 @@ export interface OutputRules {
   }[];
 }
 
+/**
+ * Where an engine counts its traffic: a path answering the Prometheus text
+ * format and the sample names to read there, summed over their label sets.
+ */
+export interface TrafficRule {
+  /** `/metrics`. */
+  readonly path: string;
+  /** A gauge: requests being computed. */
+  readonly running: string;
+  /** A gauge: requests queued. */
+  readonly waiting: string;
+  /** A counter of prompt tokens. */
+  readonly promptTokens: string;
+  /** A counter of generated tokens. */
+  readonly generatedTokens: string;
+  /** The flag the launcher adds to turn the endpoint on, unless the card's args give it. */
+  readonly enableFlag?: string;
+  /** A flag that makes the engine sleep when idle: no canary then (it would keep it awake). */
+  readonly sleepFlag?: string;
+}
+
 /** Adding a kind is one such object in `engines/kinds.ts` (or one `registerEngineKind` call). */
 export interface EngineKind {
   /** `vllm` in the catalogue, `vLLM` for people. */
@@ -110,13 +131,19 @@ export interface EngineKind {
   readonly ownedFlags?: readonly string[];
   /** Absent (a command card): no phase, cause `exit` or `signal`. */
   readonly output?: OutputRules;
+  /** Absent: the launcher reads no traffic (a command card may name its own, `metrics`). */
+  readonly traffic?: TrafficRule;
 }
 
 /** The flags {@linkcode serveFlags} passes, which every kind using it owns. */
 export const SERVE_FLAGS: readonly string[] = ["--host", "--port", "--api-key"];
 
-/** `--host`, `--port`, the served-name flag, `--api-key`, then the card's args. */
-export function serveFlags(ctx: EngineContext, nameFlag: string): string[] {
+/** `--host`, `--port`, the served-name flag, `--api-key`, `enable` (the metrics flag) unless the card's args give it, then the card's args. */
+export function serveFlags(
+  ctx: EngineContext,
+  nameFlag: string,
+  enable?: string,
+): string[] {
   return [
     "--host",
     ctx.host,
@@ -125,6 +152,10 @@ export function serveFlags(ctx: EngineContext, nameFlag: string): string[] {
     nameFlag,
     ctx.name,
     ...ctx.apiKey ? ["--api-key", ctx.apiKey] : [],
+    ...enable === undefined ||
+        ctx.card.args.some((a) => a === enable || a.startsWith(`${enable}=`))
+      ? []
+      : [enable],
     ...ctx.card.args,
   ];
 }

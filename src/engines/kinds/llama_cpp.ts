@@ -1,4 +1,4 @@
-import type { EngineKind } from "./engine_kind.ts";
+import type { EngineKind, TrafficRule } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 import { helpFlags } from "./argparse_help.ts";
 
@@ -35,6 +35,18 @@ function singleGguf(dir: string, names: readonly string[]): string {
   );
 }
 
+// tools/server/server.cpp (handle_metrics), read on the build here; `/metrics`
+// and `/props` do not wake a sleeping server, `/slots` does (../shared/ENGINES.md).
+const LLAMA_TRAFFIC: TrafficRule = {
+  path: "/metrics",
+  running: "llamacpp:requests_processing",
+  waiting: "llamacpp:requests_deferred",
+  promptTokens: "llamacpp:prompt_tokens_total",
+  generatedTokens: "llamacpp:tokens_predicted_total",
+  enableFlag: "--metrics",
+  sleepFlag: "--sleep-idle-seconds",
+};
+
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
   title: "llama.cpp",
@@ -45,7 +57,7 @@ export const LLAMA_CPP: EngineKind = {
     return [
       ctx.isLocal ? "-m" : "-hf",
       ctx.model,
-      ...serveFlags(ctx, "--alias"),
+      ...serveFlags(ctx, "--alias", LLAMA_TRAFFIC.enableFlag),
     ];
   },
   localFile: singleGguf,
@@ -58,6 +70,7 @@ export const LLAMA_CPP: EngineKind = {
     return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
   },
   flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
+  traffic: LLAMA_TRAFFIC,
   // Lines from tools/server/server.cpp (load_model, `model loaded`, the
   // bind error), common/arg.cpp (`error: invalid argument: --x`),
   // ggml/src/gguf.cpp (`failed to open GGUF file`) and

@@ -1,7 +1,7 @@
 // SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
 // a plain argparse parser (abbreviations allowed, `_` not read as `-`).
 import { PYTHON_CAUSES } from "./python_failures.ts";
-import type { EngineDevices, EngineKind } from "./engine_kind.ts";
+import type { EngineDevices, EngineKind, TrafficRule } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 import { argparseFlags } from "./argparse_help.ts";
 import { sizeFlag } from "./flag_values.ts";
@@ -20,6 +20,16 @@ function devices(args: readonly string[]): EngineDevices {
   return { kind: "whole", count, from };
 }
 
+// python/sglang/srt/metrics/collector.py; off unless --enable-metrics.
+const SGLANG_TRAFFIC: TrafficRule = {
+  path: "/metrics",
+  running: "sglang:num_running_reqs",
+  waiting: "sglang:num_queue_reqs",
+  promptTokens: "sglang:prompt_tokens_total",
+  generatedTokens: "sglang:generation_tokens_total",
+  enableFlag: "--enable-metrics",
+};
+
 export const SGLANG: EngineKind = {
   name: "sglang",
   title: "SGLang",
@@ -31,7 +41,7 @@ export const SGLANG: EngineKind = {
       "sglang.launch_server",
       "--model-path",
       ctx.model,
-      ...serveFlags(ctx, "--served-model-name"),
+      ...serveFlags(ctx, "--served-model-name", SGLANG_TRAFFIC.enableFlag),
     ];
   },
   devices,
@@ -48,6 +58,7 @@ export const SGLANG: EngineKind = {
     parseHelp: argparseFlags,
     prefixes: true,
   },
+  traffic: SGLANG_TRAFFIC,
   // Lines from python/sglang/srt/model_executor/model_runner.py (load_model,
   // init_memory_pool, init_device_graphs) and
   // python/sglang/srt/model_loader/weight_utils.py (the shards' tqdm).

@@ -70,6 +70,15 @@ export const VLLM: EngineKind = {
     parseHelp: argparseFlags,
     underscores: true,
   },
+  // vllm/v1/metrics/loggers.py (PrometheusStatLogger), always on; labels
+  // {engine, model_name}, one set per engine core.
+  traffic: {
+    path: "/metrics",
+    running: "vllm:num_requests_running",
+    waiting: "vllm:num_requests_waiting",
+    promptTokens: "vllm:prompt_tokens_total",
+    generatedTokens: "vllm:generation_tokens_total",
+  },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
   // vllm/model_executor/model_loader/weight_utils.py (the shards' tqdm),
   // vllm/compilation/monitor.py, vllm/v1/worker/gpu_worker.py (memory

@@ -1,0 +1,233 @@
+/** The pure traffic rules: tokens/s, stalled under load, the idle canary. */
+import assert from "node:assert/strict";
+import { Registry } from "../../src/catalogue.ts";
+import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
+import {
+  canaryDue,
+  canaryRequest,
+  quietMark,
+  readTraffic,
+  stalled,
+  stallMark,
+  trafficOf,
+  type TrafficReading,
+  trafficRule,
+} from "../../src/engines/traffic.ts";
+import { GOOD } from "../fixtures/catalogue_texts.ts";
+import { metricsText } from "../fixtures/engine_metrics.ts";
+
+function at(
+  s: number,
+  running: number,
+  prompt: number,
+  generated: number,
+  waiting = 0,
+): TrafficReading {
+  return { running, waiting, prompt, generated, at: s * 1000 };
+}
+
+/** Folds readings through the stall mark; the verdict of the last. */
+function stallOf(readings: TrafficReading[], timeoutMs: number) {
+  let mark: TrafficReading | null = null;
+  let verdict: string | null = null;
+  for (const r of readings) {
+    mark = stallMark(mark, r);
+    verdict = stalled(mark, r, timeoutMs);
+  }
+  return verdict;
+}
+
+Deno.test("a reading from each engine's real text, by its kind's rule; garbage gives none", () => {
+  for (const kind of ["vllm", "sglang", "llama.cpp"]) {
+    const rule = ENGINE_KINDS[kind]!.traffic!;
+    assert.equal(rule.path, "/metrics");
+    const text = metricsText(kind, {
+      running: 2,
+      waiting: 1,
+      prompt: 30,
+      generated: 7,
+      model: "m",
+      engines: 2,
+    });
+    assert.deepEqual(readTraffic(text, rule, 5), {
+      running: 2,
+      waiting: 1,
+      prompt: 30,
+      generated: 7,
+      at: 5,
+    }, kind);
+    assert.equal(readTraffic("<html>502</html>", rule, 5), null);
+  }
+  assert.equal(ENGINE_KINDS["vllm"]!.traffic!.enableFlag, undefined);
+  assert.equal(ENGINE_KINDS["sglang"]!.traffic!.enableFlag, "--enable-metrics");
+  assert.equal(ENGINE_KINDS["llama.cpp"]!.traffic!.enableFlag, "--metrics");
+});
+
+Deno.test("a command card's traffic is its metrics field, else none", () => {
+  const command = ENGINE_KINDS["command"]!;
+  const card = Registry.parse(GOOD.commandMetrics).get("custom");
+  assert.equal(trafficRule(card, command)?.running, "my:running");
+  const plain = Registry.parse(GOOD.commandEngine).get("custom");
+  assert.equal(trafficRule(plain, command), undefined);
+});
+
+Deno.test("tokens/s from the generated counter over the interval; null at first and across a restart", () => {
+  const first = trafficOf(null, at(10, 1, 10, 100));
+  assert.deepEqual(first, {
+    running: 1,
+    waiting: 0,
+    tokens_per_s: null,
+    at: "1970-01-01T00:00:10.000Z",
+  });
+  assert.equal(
+    trafficOf(at(10, 1, 10, 100), at(12, 1, 10, 145)).tokens_per_s,
+    22.5,
+  );
+  assert.equal(
+    trafficOf(at(10, 1, 10, 100), at(12, 1, 10, 3)).tokens_per_s,
+    null,
+  );
+  assert.equal(
+    trafficOf(at(10, 1, 10, 100), at(10, 1, 10, 100)).tokens_per_s,
+    null,
+  );
+});
+
+Deno.test("stalled: requests running and neither counter moving for the timeout, with what was seen", () => {
+  const wedge = [
+    at(0, 0, 50, 50),
+    at(100, 3, 60, 60),
+    at(200, 3, 60, 60),
+    at(400, 3, 60, 60),
+  ];
+  assert.equal(stallOf(wedge.slice(0, 3), 300_000), null);
+  assert.equal(
+    stallOf(wedge, 300_000),
+    "3 requests running, no token for 300 s",
+  );
+  // The wedge with the gauge reading 0 is the canary's to find, not the stall rule's.
+  assert.equal(stallOf([at(0, 0, 5, 5), at(400, 0, 5, 5)], 300_000), null);
+  // 0 turns it off.
+  assert.equal(stallOf(wedge, 0), null);
+  // A busy spell is counted from the last idle reading, not from old counters.
+  assert.equal(
+    stallOf([at(0, 0, 5, 5), at(1000, 0, 5, 5), at(1010, 1, 5, 5)], 300_000),
+    null,
+  );
+  assert.equal(
+    stallOf([at(0, 1, 5, 5), at(301, 1, 5, 5)], 300_000),
+    "1 request running, no token for 301 s",
+  );
+});
+
+Deno.test("slow progress is progress: a token every few seconds, or only the prompt counter moving", () => {
+  const slow = Array.from({ length: 200 }, (_, i) => at(i * 5, 2, 10, 10 + i));
+  assert.equal(stallOf(slow, 30_000), null);
+  const prefill = Array.from(
+    { length: 200 },
+    (_, i) => at(i * 5, 1, 10 + i * 1000, 0),
+  );
+  assert.equal(stallOf(prefill, 30_000), null);
+  // A restart (counters reset) is a move too.
+  assert.equal(stallOf([at(0, 1, 500, 500), at(400, 1, 3, 0)], 300_000), null);
+});
+
+Deno.test("the canary is due when nothing ran and no counter moved for the interval", () => {
+  const fold = (readings: TrafficReading[], intervalMs: number) => {
+    let mark: TrafficReading | null = null;
+    let due = false;
+    for (const r of readings) {
+      mark = quietMark(mark, r);
+      due = canaryDue(mark, r, intervalMs);
+    }
+    return due;
+  };
+  assert.equal(fold([at(0, 0, 5, 5), at(299, 0, 5, 5)], 300_000), false);
+  assert.equal(fold([at(0, 0, 5, 5), at(300, 0, 5, 5)], 300_000), true);
+  assert.equal(fold([at(0, 0, 5, 5), at(300, 0, 5, 5)], 0), false);
+  // Real traffic in the interval: no canary.
+  assert.equal(
+    fold([at(0, 0, 5, 5), at(100, 0, 9, 6), at(300, 0, 9, 6)], 300_000),
+    false,
+  );
+  assert.equal(
+    fold([at(0, 0, 5, 5), at(100, 1, 5, 5), at(300, 0, 5, 5)], 300_000),
+    false,
+  );
+  assert.equal(
+    fold([at(0, 0, 5, 5), at(100, 0, 5, 5, 2), at(300, 0, 5, 5)], 300_000),
+    false,
+  );
+  // Requests running (even stuck): the stall rule's case, not the canary's.
+  assert.equal(fold([at(0, 2, 5, 5), at(400, 2, 5, 5)], 300_000), false);
+});
+
+function card(verb: string, engine = "vllm", args: string[] = []) {
+  const flags = args.length ? `, args: ${JSON.stringify(args)}` : "";
+  return Registry.parse(
+    `models:\n  m: { verb: ${verb}, hub: org/m, engine: ${engine}${flags} }\n`,
+  ).get("m");
+}
+
+Deno.test("the canary sends the cheapest request of its verb; none for a verb without one, or an engine set to sleep", () => {
+  const vllm = ENGINE_KINDS["vllm"]!;
+  const llama = ENGINE_KINDS["llama.cpp"]!;
+  assert.deepEqual(canaryRequest(card("chat"), vllm), {
+    path: "/v1/chat/completions",
+    body: {
+      model: "m",
+      messages: [{ role: "user", content: "hi" }],
+      max_tokens: 1,
+    },
+  });
+  assert.deepEqual(canaryRequest(card("complete"), vllm), {
+    path: "/v1/completions",
+    body: { model: "m", prompt: "hi", max_tokens: 1 },
+  });
+  assert.deepEqual(canaryRequest(card("embed"), vllm), {
+    path: "/v1/embeddings",
+    body: { model: "m", input: "hi" },
+  });
+  for (const verb of ["rerank", "classify", "transcribe"]) {
+    assert.equal(canaryRequest(card(verb), vllm), null, verb);
+  }
+  assert.notEqual(canaryRequest(card("chat", "llama.cpp"), llama), null);
+  for (
+    const args of [
+      ["--sleep-idle-seconds", "2"],
+      ["--sleep-idle-seconds=300"],
+    ]
+  ) {
+    assert.equal(canaryRequest(card("chat", "llama.cpp", args), llama), null);
+  }
+});
+
+Deno.test("the launcher adds each kind's metrics flag before the card's args, once: not when the card gives it", () => {
+  const argv = (engine: string, args: string[]) =>
+    ENGINE_KINDS[engine]!.argv({
+      model: "/m",
+      isLocal: true,
+      host: "127.0.0.1",
+      port: 5001,
+      name: "m",
+      apiKey: "",
+      card: card("chat", engine, args),
+    });
+  assert.deepEqual(argv("llama.cpp", ["-ngl", "99"]).slice(-3), [
+    "--metrics",
+    "-ngl",
+    "99",
+  ]);
+  assert.equal(
+    argv("llama.cpp", ["--metrics"]).filter((a) => a === "--metrics").length,
+    1,
+  );
+  assert.deepEqual(argv("sglang", ["--enable-metrics"]).slice(-1), [
+    "--enable-metrics",
+  ]);
+  assert.equal(
+    argv("sglang", []).filter((a) => a === "--enable-metrics").length,
+    1,
+  );
+  assert.ok(!argv("vllm", []).some((a) => a.includes("metrics")));
+});
