@@ -43,7 +43,7 @@ export interface GpuLifecycleOptions {
  * @example
  * ```ts ignore
  * const gpu = new GpuLifecycle({ intervalMs: 10_000, releaseTimeoutMs: 30_000, runs: () => supervisors, monitor });
- * new EngineSupervisor(card, { ...options, gate: gpu.gate });
+ * new EngineRun(plan, { ...options, gate: gpu.gate });
  * await gpu.round(); // once per health round
  * ```
  */

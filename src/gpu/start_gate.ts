@@ -98,10 +98,8 @@ export interface StartRequest {
   readonly memory?: GpuMemoryNeed | undefined;
   /** Present for a restart: what the dead run held (rule 2). */
   readonly released?: Released | undefined;
-  /** Aborting it ends the wait: `admit` rejects with the signal's reason. */
+  /** Aborting it ends the wait: `admit` throws the signal's reason. */
   readonly signal?: AbortSignal | undefined;
-  /** Called whenever what holds the start changes. */
-  readonly onWait?: ((waiting: WaitingFor) => void) | undefined;
 }
 
 /** A granted start: release it when the load is over (first 200, exit or stop). */
@@ -142,9 +140,11 @@ const RELEASE_POLL_MS = 500;
  *   intervalMs: 10_000, releaseTimeoutMs: 30_000,
  *   processes: liveProcesses, ownGroups: () => new Map(),
  * });
- * const slot = await gate.admit({ name: "bge-m3", devices: ["0"] });
+ * const ticket = gate.admit({ name: "bge-m3", devices: ["0"] });
+ * let step = await ticket.next();
+ * while (!step.done) step = await ticket.next(); // step.value: what holds it
  * // spawn; once it answered 200 (or ended):
- * slot.release();
+ * step.value.release();
  * ```
  */
 export class GpuStartGate {
@@ -206,14 +206,13 @@ export class GpuStartGate {
   }
 
   /**
-   * Resolves when the start may proceed, with the slot to release once the
-   * load is over. Engines without devices get a slot at once.
+   * Asks to start: yields what holds the start at each look while it is
+   * held, and returns the slot to release once the load is over (at once for
+   * no devices). The request joins the queue at the first `next()`.
    *
-   * @param request The engine, its devices and needs.
-   * @returns The granted slot.
    * @throws The signal's reason when the request's signal aborts first.
    */
-  async admit(request: StartRequest): Promise<StartSlot> {
+  async *admit(request: StartRequest): AsyncGenerator<WaitingFor, StartSlot> {
     if (request.devices.length === 0) return { usedMiB: {}, release() {} };
     const waiter: Waiter = { request, wake() {}, lows: 0, noted: new Set() };
     this.#queue.push(waiter);
@@ -227,8 +226,10 @@ export class GpuStartGate {
           held ??= this.#busy(waiter);
           if (held === undefined) return this.#grant(waiter);
         }
-        request.onWait?.(held);
-        await this.#wait(waiter, held.reason);
+        // Armed before the yield: a wake while the asker reads it is not lost.
+        const woken = this.#wait(waiter, held.reason);
+        yield held;
+        await woken;
       }
     } finally {
       this.#queue.splice(this.#queue.indexOf(waiter), 1);

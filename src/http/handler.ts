@@ -10,13 +10,13 @@
  */
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { EngineDetail } from "../supervision/engine_detail.ts";
-import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineRun } from "../supervision/engine_run.ts";
 import type { Handler } from "../web.ts";
 
 /** What the management API reports on. */
 export interface ManagementState {
   /** The configured engines, in request order. */
-  engines: readonly EngineSupervisor[];
+  engines: readonly EngineRun[];
   /** Every catalogue name; read per request, so a reload may replace it. */
   catalogue: readonly string[];
   /** How long one engine's health poll may take, in milliseconds. */
@@ -42,7 +42,7 @@ function json(
 }
 
 /** Engines bound to every interface are reported under the name the client used. */
-function engineUrl(engine: EngineSupervisor, url: URL): string {
+function engineUrl(engine: EngineRun, url: URL): string {
   if (!isWildcardHost(engine.host)) return engine.url;
   return `http://${urlHost(url.hostname)}:${engine.port}/v1`;
 }

@@ -8,7 +8,7 @@
  *
  * @module
  */
-import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineRun } from "../supervision/engine_run.ts";
 import type { OpsStance } from "../web/ops_stance.ts";
 import type {
   LauncherMetrics,
@@ -41,7 +41,7 @@ export interface LauncherFacts
  */
 export function metricsSnapshot(
   launcher: LauncherFacts,
-  supervisors: readonly EngineSupervisor[],
+  supervisors: readonly EngineRun[],
 ): MetricsSnapshot {
   const production = !launcher.stance.devMode;
   return {

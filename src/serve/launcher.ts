@@ -12,7 +12,7 @@ import {
   type ManagementState,
 } from "../http/handler.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
-import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
@@ -52,7 +52,7 @@ import { refusedReload, type ReloadResult } from "./reload_result.ts";
 /** A plan applied: what it built, nothing started yet. */
 interface Applied {
   plan: Plan;
-  supervisors: EngineSupervisor[];
+  supervisors: EngineRun[];
   /** How engines are supervised: records, the GPU gate, the options. */
   supervision: Supervision;
   handler: Handler;
@@ -166,7 +166,7 @@ export class Semioserve implements AsyncDisposable {
     return this.#supervisors().map(engineView);
   }
 
-  #supervisors(): readonly EngineSupervisor[] {
+  #supervisors(): readonly EngineRun[] {
     return this.#prepared?.supervisors ?? [];
   }
 
@@ -193,7 +193,7 @@ export class Semioserve implements AsyncDisposable {
     const records = new EngineRecords(plan.directory);
     // What a launcher killed outright left behind goes first, so its ports are free again.
     await records.reap(plan.survey!, o.graceMs);
-    const supervisors: EngineSupervisor[] = [];
+    const supervisors: EngineRun[] = [];
     const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
     const journal = new Journal(journalPath(plan.directory), {
       maxBytes: o.logMaxBytes,

@@ -12,7 +12,7 @@
 import { ConfigError } from "../common/config_error.ts";
 import { log } from "../common/log.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
-import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineRun } from "../supervision/engine_run.ts";
 import type { GuardedServer } from "../http/connection_guard.ts";
 import type { ManagementState } from "../http/handler.ts";
 import {
@@ -30,7 +30,7 @@ export interface ReloadTarget {
   /** A new plan against the running one (`planStart` in `reload` mode). */
   replan: (running: Plan) => Promise<Plan>;
   /** Each model's supervisor, in request order (a replacement takes its place). */
-  supervisors: readonly EngineSupervisor[];
+  supervisors: readonly EngineRun[];
   /** Replaces engine `index` with one for its new plan (`replaceEngine`). */
   replace: (index: number, plan: EnginePlan) => Promise<void>;
   /** The management API's server, once it listens. */

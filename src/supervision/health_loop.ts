@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { EngineSupervisor } from "./supervisor.ts";
+import type { EngineRun } from "./engine_run.ts";
 
 /** How often and how long the loop polls. */
 export interface HealthLoopOptions {
@@ -21,7 +21,7 @@ export interface HealthLoopOptions {
  * Polls every engine in the background until stopped.
  */
 export class HealthLoop {
-  readonly #targets: readonly EngineSupervisor[];
+  readonly #targets: readonly EngineRun[];
   readonly #options: HealthLoopOptions;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #round: Promise<void> | undefined;
@@ -32,7 +32,7 @@ export class HealthLoop {
    * @param options Interval, timeout and the after-round callback.
    */
   constructor(
-    targets: readonly EngineSupervisor[],
+    targets: readonly EngineRun[],
     options: HealthLoopOptions,
   ) {
     this.#targets = targets;

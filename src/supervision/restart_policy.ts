@@ -1,6 +1,7 @@
 /**
- * The restart policy as pure functions: whether an ended engine run is started
- * again, and after how long. No processes, no timers: the supervisor asks.
+ * The restart policy and liveness as pure rules: when the launcher ends a run
+ * itself, whether an ended run is started again, and after how long. No
+ * processes, no timers: the engine run asks.
  *
  * @module
  */
@@ -159,4 +160,93 @@ export function restartDelayMs(n: number, maxMs: number): number {
 export function describeEnd(end: RunEnd): string {
   const how = end.signal ? `signal ${end.signal}` : `code ${end.code}`;
   return end.reason === "exit" ? how : `${end.reason}, then ${how}`;
+}
+
+/** What the engine run does with one health poll or silence check. */
+export type Verdict =
+  /** Answered 200; `first` when it is the run's first (its load is over). */
+  | { readonly kind: "ready"; readonly first: boolean }
+  /** Not answered yet and never did: still loading. */
+  | { readonly kind: "loading" }
+  /** Failed after a first 200, not (yet) enough to stop it. */
+  | { readonly kind: "unhealthy" }
+  /** Stop the run; the restart policy then applies as for a crash. */
+  | { readonly kind: "stop"; readonly reason: EndReason; readonly why: string };
+
+/** A run's liveness facts: when it first answered 200, and failed polls in a row since. */
+export interface RunHealth {
+  readonly firstOkAt: number | undefined;
+  readonly failures: number;
+}
+
+/**
+ * One poll's verdict. A run that never answered 200 is loading and is spared
+ * (big models load for tens of minutes); after its first 200, `limit` failed
+ * background polls in a row stop it (0: never). A `GET /models` request's
+ * poll (`counts` false) never counts.
+ *
+ * @example
+ * ```ts
+ * import { pollVerdict } from "./restart_policy.ts";
+ * const [verdict] = pollVerdict({ firstOkAt: undefined, failures: 0 }, false, true, 3);
+ * console.assert(verdict.kind === "loading");
+ * ```
+ */
+export function pollVerdict(
+  health: RunHealth,
+  ok: boolean,
+  counts: boolean,
+  limit: number,
+  now: number = Date.now(),
+): [Verdict, RunHealth] {
+  if (ok) {
+    const first = health.firstOkAt === undefined;
+    return [{ kind: "ready", first }, {
+      firstOkAt: health.firstOkAt ?? now,
+      failures: 0,
+    }];
+  }
+  if (health.firstOkAt === undefined) return [{ kind: "loading" }, health];
+  if (!counts) return [{ kind: "unhealthy" }, health];
+  const failures = health.failures + 1;
+  const next = { ...health, failures };
+  if (limit <= 0 || failures < limit) return [{ kind: "unhealthy" }, next];
+  return [{
+    kind: "stop",
+    reason: "unhealthy",
+    why:
+      `failed ${failures} health polls in a row after answering 200: stopping it (SIGTERM, then SIGKILL)`,
+  }, next];
+}
+
+/**
+ * The `--start-timeout` rule: a run that never answered 200 and gave no sign
+ * of life (output, a phase line, a growing download) for `timeoutMs` is
+ * stopped (0: never).
+ *
+ * @example
+ * ```ts
+ * import { silenceVerdict } from "./restart_policy.ts";
+ * console.assert(silenceVerdict(undefined, 0, 1_000, null, 5_000)?.kind === "stop");
+ * ```
+ */
+export function silenceVerdict(
+  firstOkAt: number | undefined,
+  lastSignOfLife: number,
+  timeoutMs: number,
+  phase: string | null,
+  now: number = Date.now(),
+): Verdict | undefined {
+  if (timeoutMs <= 0 || firstOkAt !== undefined) return undefined;
+  const silent = now - lastSignOfLife;
+  if (silent < timeoutMs) return undefined;
+  return {
+    kind: "stop",
+    reason: "start-timeout",
+    why: `has not answered 200 and wrote nothing for ${
+      Math.round(silent / 1000)
+    } s (--start-timeout${
+      phase ? `, stalled while ${phase}` : ""
+    }): stopping it (SIGTERM, then SIGKILL)`,
+  };
 }

@@ -6,6 +6,7 @@ import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { DEFAULT_CATALOGUE, Registry } from "../../src/catalogue.ts";
 import { ServerProcess } from "../../src/serve.ts";
+import { planEngine } from "../../src/engines/engine_plan.ts";
 import {
   fakeBin,
   freePorts,
@@ -38,11 +39,9 @@ async function commandFor(
   Deno.env.set("PATH", pathWith(bin));
   try {
     const card = registry.expand(registry.get(name), env);
-    const engine = new ServerProcess(card, {
-      host: "10.0.0.1",
-      port: 5001,
-      directory: root,
-    });
+    const engine = new ServerProcess(
+      planEngine(card, { host: "10.0.0.1", port: 5001, directory: root }),
+    );
     return { executable: engine.executable, args: engine.args, env: card.env };
   } finally {
     Deno.env.set("PATH", path);
