@@ -18,12 +18,16 @@ import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuReading } from "../gpu/memory_use.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
-import type {
-  GpuStartGate,
-  Released,
-  StartSlot,
-  WaitingFor,
-  WaitReason,
+import {
+  type GateFacts,
+  type GpuStartGate,
+  noteWait,
+  type Released,
+  releasedBy,
+  type StartSlot,
+  type WaitingFor,
+  type WaitReason,
+  waitSeconds,
 } from "../gpu/start_gate.ts";
 import {
   CauseStreak,
@@ -49,11 +53,8 @@ import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
 
-const DOWNLOAD_POLL_MS = 1_000;
-
 /** How a model's engine is run (where and what it runs is its plan). */
 export interface EngineRunOptions {
-  /** The log every run shares. */
   log: EngineLog;
   /** The policy when the card sets none. */
   restart: RestartPolicy;
@@ -65,10 +66,8 @@ export interface EngineRunOptions {
   /** Between SIGTERM and SIGKILL. */
   graceMs: number;
   records: EngineRecords;
-  /** Called after every state change (metrics). */
   onChange: () => void;
   journal?: Journal | undefined;
-  /** Absent: starts are never held. */
   gate?: GpuStartGate;
   /** Free GPU memory the engine demands at start, where known (the gate's rule 4). */
   memoryNeed?: GpuMemoryNeed | undefined;
@@ -104,27 +103,16 @@ export type EngineEvent =
     readonly status: Deno.CommandStatus;
   }
   | { readonly kind: "backoff-over" }
-  /** `why`: said on the exit line, e.g. ` (reload)`. */
   | { readonly kind: "stop"; readonly why: string };
-
-/** One engine's GPU start: what holds it, time per reason, its slot and its memory. */
-interface GpuFacts {
-  waiting: WaitingFor | null;
-  since: number;
-  ms: Partial<Record<WaitReason, number>>;
-  /** Held while the run loads: released on the first 200, on exit, on stop, on a failed spawn. */
-  slot: StartSlot | undefined;
-  startUsed: Readonly<Record<string, number>>;
-  pgid: number | undefined;
-  memory: GpuReading | null;
-  /** The last reading after the load ended: what a restart waits to see released. */
-  settled: GpuReading | null;
-}
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
 export class EngineRun {
-  /** The engine's log, shared by every run. */
   readonly log: EngineLog;
+  // A reload that moves an engine replaces its run: these never change.
+  readonly name: string;
+  readonly host: string;
+  readonly port: number;
+  readonly url: string;
   #plan: EnginePlan;
   #o: EngineRunOptions;
   #policy: RestartPolicy;
@@ -143,16 +131,7 @@ export class EngineRun {
   #stopWhy: string | undefined;
   /** Ends a backoff, a wait at the gate, the load and download watches. */
   #interrupt = new AbortController();
-  #gpu: GpuFacts = {
-    waiting: null,
-    since: 0,
-    ms: {},
-    slot: undefined,
-    startUsed: {},
-    pgid: undefined,
-    memory: null,
-    settled: null,
-  };
+  #gpu: GateFacts = { since: 0, ms: {}, startUsed: {} };
   /** What the next start waits to see released (rule 2 of the gate). */
   #released: Released | undefined;
   #watchdog: Watchdog | undefined;
@@ -163,7 +142,6 @@ export class EngineRun {
   /** Polls that failed on our side: one line per 10 s, then a count. */
   #local = new LogThrottle({ write: log.warn });
 
-  /** Prepares the first run of an engine's plan (nothing started). */
   constructor(plan: EnginePlan, options: EngineRunOptions) {
     this.#plan = plan;
     this.#o = options;
@@ -171,6 +149,10 @@ export class EngineRun {
     this.#released = options.released;
     this.log = options.log;
     this.#process = new ServerProcess(plan, this.log);
+    this.name = plan.name;
+    this.host = plan.host;
+    this.port = plan.port;
+    this.url = this.#process.url;
   }
 
   /** The plan in force (a reload may amend it, a restart resolve it again). */
@@ -182,11 +164,6 @@ export class EngineRun {
     return this.#plan.card;
   }
 
-  get name(): string {
-    return this.#plan.name;
-  }
-
-  /** The current (or last) run. */
   get process(): ServerProcess {
     return this.#process;
   }
@@ -196,19 +173,6 @@ export class EngineRun {
     return this.#process.running ? this.#process.pid : undefined;
   }
 
-  get host(): string {
-    return this.#process.host;
-  }
-
-  get port(): number {
-    return this.#process.port;
-  }
-
-  get url(): string {
-    return this.#process.url;
-  }
-
-  /** The card's policy, else the launcher's. */
   get policy(): RestartPolicy {
     return this.#policy;
   }
@@ -235,7 +199,6 @@ export class EngineRun {
     return this.#lastPollMs === undefined ? undefined : this.#lastPollMs / 1000;
   }
 
-  /** The `GET /models?detail=1` fields. */
   detail(): EngineDetail {
     return {
       state: this.#state,
@@ -245,7 +208,7 @@ export class EngineRun {
       last_exit: this.#lastExit,
       next_restart: this.#nextRestart?.toISOString() ?? null,
       gpus: this.#plan.gpus,
-      waiting_for: this.#gpu.waiting,
+      waiting_for: this.#gpu.waiting ?? null,
       gpu_memory_mib: this.#gpu.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.memory?.by ?? null,
       ...phaseFields(this.#state === "starting", this.#process),
@@ -256,20 +219,10 @@ export class EngineRun {
     return { ...this.#exits };
   }
 
-  /** Seconds held by the gate per reason, the current wait included. */
   startWaitSeconds(): Partial<Record<WaitReason, number>> {
-    const out: Partial<Record<WaitReason, number>> = {};
-    for (const [reason, ms] of Object.entries(this.#gpu.ms)) {
-      out[reason as WaitReason] = ms / 1000;
-    }
-    const now = this.#gpu.waiting?.reason;
-    if (now !== undefined) {
-      out[now] = (out[now] ?? 0) + (Date.now() - this.#gpu.since) / 1000;
-    }
-    return out;
+    return waitSeconds(this.#gpu);
   }
 
-  /** The current run's GPU memory from the last `nvidia-smi` round. */
   observeGpuMemory(reading: GpuReading | null): void {
     this.#gpu.memory = reading;
     if (reading && !this.#gpu.slot) this.#gpu.settled = reading;
@@ -282,24 +235,10 @@ export class EngineRun {
 
   /** What the last run held on its GPUs, for its replacement; undefined when not gated. */
   gpuReleased(): Released | undefined {
-    if (!this.#gated()) return undefined;
-    const { settled, startUsed, pgid } = this.#gpu;
-    const devices: Record<string, number> = {};
-    if (settled) {
-      for (const [entry, used] of Object.entries(settled.usedMiB)) {
-        devices[entry] = used - (settled.mib[entry] ?? 0);
-      }
-    } else Object.assign(devices, startUsed); // died loading
-    const pids = new Set(settled?.pids ?? []);
-    if (pgid !== undefined) pids.add(pgid);
-    return { devices, pids: [...pids], byPid: settled?.by === "pid" };
+    return this.#gated() ? releasedBy(this.#gpu) : undefined;
   }
 
-  /**
-   * Starts the first run (a gated one may wait at the gate, state `waiting`).
-   *
-   * @throws {EngineError} When an ungated first run cannot be spawned.
-   */
+  /** Starts the first run; throws an `EngineError` when an ungated one cannot be spawned. */
   start(watchdog?: Watchdog): void {
     if (this.#done) return;
     this.#watchdog = watchdog;
@@ -313,12 +252,7 @@ export class EngineRun {
     }
   }
 
-  /**
-   * Polls the current run once. A background poll (`counts`) is a liveness
-   * check; a `GET /models` request's is not.
-   *
-   * @returns Whether the current run answered 200 now.
-   */
+  /** Polls the current run once; a background poll (`counts`) is a liveness check, a `GET /models` request's is not. */
   async healthy(timeoutMs: number, counts = false): Promise<boolean> {
     const run = this.#process;
     if (!run.running || (counts && this.#state === "stopping")) return false;
@@ -327,13 +261,7 @@ export class EngineRun {
     return result.ok;
   }
 
-  /**
-   * Stops the engine for good: ends a backoff or a gate wait at once, stops
-   * the current run (SIGTERM, grace, SIGKILL) and resolves when it is gone.
-   *
-   * @param options `keepLog`: leave the log open for a replacement; `why`:
-   *   said on the exit line.
-   */
+  /** Stops for good: a backoff or a gate wait ends at once, the run gets SIGTERM, grace, SIGKILL; `keepLog` for a replacement. */
   async stop(
     graceMs: number = this.#o.graceMs,
     options: { keepLog?: boolean; why?: string } = {},
@@ -362,7 +290,6 @@ export class EngineRun {
     this.#o.onChange();
   }
 
-  /** SIGKILL to the current run's group at once (a second Ctrl-C). */
   kill(): void {
     this.#process.kill();
   }
@@ -377,7 +304,14 @@ export class EngineRun {
     }
     switch (event.kind) {
       case "held": {
-        this.#held(event.waiting);
+        const { waiting } = event;
+        if (noteWait(this.#gpu, waiting)) {
+          log.info(
+            `engine ${this.name} waits for GPU ${
+              waiting.devices.join(",")
+            }: ${waiting.detail}`,
+          );
+        }
         if (state === "waiting") return this.#o.onChange();
         return this.#enter(
           "waiting",
@@ -387,7 +321,7 @@ export class EngineRun {
       }
       case "admitted": {
         const waited = this.#gpu.waiting;
-        this.#held(null);
+        noteWait(this.#gpu, null);
         const slot = event.slot;
         if (slot === null || this.#stopWhy !== undefined) {
           slot?.release();
@@ -453,10 +387,15 @@ export class EngineRun {
             this.#endReason = verdict.reason;
             this.#report("warn", verdict.why);
             this.#enter("stopping", verdict.reason, verdict.why);
-            return void this.#quiet(
-              `the liveness restart of engine ${this.name}`,
-            )
-              .then(() => run.stop(this.#o.graceMs));
+            // Not while a neighbour loads on its devices (vLLM profiles device-wide free memory).
+            return void Promise.resolve(
+              this.#o.gate?.quiet(
+                this.gpus ?? [],
+                this.name,
+                `the liveness restart of engine ${this.name}`,
+                this.#interrupt.signal,
+              ),
+            ).then(() => run.stop(this.#o.graceMs));
         }
         return;
       }
@@ -572,8 +511,7 @@ export class EngineRun {
     if (devices) this.#o.gate!.changed(devices);
     this.#gpu.pgid = run.pid;
     this.#gpu.memory = this.#gpu.settled = null;
-    if (this.#gpu.slot) void this.#pollLoad(run);
-    if (run.card.hub) void this.#watchDownload(run);
+    if (this.#gpu.slot || run.card.hub) void this.#watchLoad(run);
     this.#armSilence(run, this.#o.startTimeoutMs);
     void run.ended.then((status) => this.#on({ kind: "exited", run, status }));
   }
@@ -643,39 +581,24 @@ export class EngineRun {
     this.#silence = setTimeout(() => this.#on({ kind: "silence", run }), ms);
   }
 
-  /** While its load holds the gate, polls every second: neighbours start at its first 200. */
-  async #pollLoad(run: ServerProcess): Promise<void> {
+  /**
+   * While it loads: each second, a look at its hub download (growing bytes
+   * are the `downloading` phase, a sign of life) and, while its load holds
+   * the gate, a poll (neighbours start at its first 200, not a round later).
+   */
+  async #watchLoad(run: ServerProcess): Promise<void> {
     const every = this.#o.loadPollMs ?? 1_000;
-    const current = () =>
-      this.#gpu.slot !== undefined && run === this.#process && run.running;
-    while (current()) {
-      await sleep(every, this.#interrupt.signal);
-      if (!current()) return;
-      const result = await run.check(every);
-      this.#on({ kind: "probe", run, result, counts: false });
-    }
-  }
-
-  /** Growing `*.incomplete` bytes are the `downloading` phase and count as signs of life. */
-  async #watchDownload(run: ServerProcess): Promise<void> {
     const signal = this.#interrupt.signal;
     while (
       this.#state === "starting" && run === this.#process && run.running &&
       !signal.aborted
     ) {
-      run.lookForDownload();
-      await sleep(DOWNLOAD_POLL_MS, signal);
+      if (run.card.hub) run.lookForDownload();
+      await sleep(every, signal);
+      if (!this.#gpu.slot || run !== this.#process || !run.running) continue;
+      const result = await run.check(every);
+      this.#on({ kind: "probe", run, result, counts: false });
     }
-  }
-
-  /** Not while a neighbour loads on its devices (vLLM profiles device-wide free memory). */
-  async #quiet(what: string): Promise<void> {
-    await this.#o.gate?.quiet(
-      this.gpus ?? [],
-      this.name,
-      what,
-      this.#interrupt.signal,
-    );
   }
 
   /** A run ended: the watchdog and the records forget it; how it ended. */
@@ -697,28 +620,6 @@ export class EngineRun {
       cause,
       message: line?.message ?? null,
     };
-  }
-
-  /** The gate's bookkeeping of what holds the start: time per reason, a line per change. */
-  #held(waiting: WaitingFor | null): void {
-    const now = Date.now();
-    const gpu = this.#gpu;
-    const before = gpu.waiting;
-    if (before) {
-      gpu.ms[before.reason] = (gpu.ms[before.reason] ?? 0) + now - gpu.since;
-    }
-    gpu.since = now;
-    gpu.waiting = waiting;
-    if (
-      waiting && (before?.reason !== waiting.reason ||
-        before.devices.join() !== waiting.devices.join())
-    ) {
-      log.info(
-        `engine ${this.name} waits for GPU ${
-          waiting.devices.join(",")
-        }: ${waiting.detail}`,
-      );
-    }
   }
 
   /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start. */

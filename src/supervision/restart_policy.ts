@@ -63,30 +63,15 @@ const PROFILING_RETRIES = 3;
 export type CauseVerdict = "failed" | "same-delay" | "grow";
 
 /**
- * Recovery by cause: exits in a row of a cause a restart cannot fix
- * (`bad-arguments`, `model-not-found`) end in `failed` at the second; a
- * `gpu-memory-profiling` exit (a neighbour moved its memory while vLLM
- * measured: the next try may well pass) keeps the delay it has a few times,
- * then the delay grows; every other cause grows it as the policy says.
- *
- * @example
- * ```ts ignore
- * import { CauseStreak } from "./restart_policy.ts";
- * const streak = new CauseStreak();
- * streak.next("bad-arguments"); // "grow"
- * streak.next("bad-arguments"); // "failed"
- * ```
+ * Recovery by cause: a cause a restart cannot fix ends in `failed` at its
+ * second exit in a row; a `gpu-memory-profiling` exit (a neighbour moved its
+ * memory while vLLM measured: the next try may well pass) keeps its delay a
+ * few times.
  */
 export class CauseStreak {
   #hopeless = 0;
   #profiling = 0;
 
-  /**
-   * Counts one exit.
-   *
-   * @param cause The exit's cause.
-   * @returns What the restart after it does.
-   */
   next(cause: string): CauseVerdict {
     this.#hopeless = HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
     if (this.#hopeless >= 2) return "failed";
@@ -103,12 +88,8 @@ export class CauseStreak {
 const FIRST_RESTART_DELAY_MS = 1_000;
 
 /**
- * Whether a run that ended this way is started again. The launcher's own
- * shutdown never asks.
- *
- * @param policy The card's (or the launcher's default) policy.
- * @param end How the run ended.
- * @returns True when the engine should be started again.
+ * Whether a run that ended this way is started again (the launcher's own
+ * shutdown never asks).
  *
  * @example
  * ```ts
@@ -124,13 +105,9 @@ export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
 }
 
 /**
- * The delay before restart number `n` (1-based): 1 s, 2 s, 4 s … capped at
- * `maxMs`. No jitter: the same crash gives the same schedule, and engines on
- * one server rarely share a failure that a spread would help.
- *
- * @param n The restart number since the delay last reset, 1 or more.
- * @param maxMs The cap.
- * @returns Milliseconds to wait.
+ * The delay before restart `n` (1-based, since the last reset): 1 s, 2 s, 4 s
+ * … capped at `maxMs`. No jitter: engines on one server rarely share a
+ * failure that a spread would help.
  *
  * @example
  * ```ts
@@ -145,11 +122,7 @@ export function restartDelayMs(n: number, maxMs: number): number {
 }
 
 /**
- * Describes a run's end for a log line: `code 3` or `signal SIGKILL`, with
- * `unhealthy` when the liveness check ended it.
- *
- * @param end How the run ended.
- * @returns A few words.
+ * A run's end for a log line: `code 3`, `signal SIGKILL`, `unhealthy, then …`.
  *
  * @example
  * ```ts
@@ -173,24 +146,16 @@ export type Verdict =
   /** Stop the run; the restart policy then applies as for a crash. */
   | { readonly kind: "stop"; readonly reason: EndReason; readonly why: string };
 
-/** A run's liveness facts: when it first answered 200, and failed polls in a row since. */
 export interface RunHealth {
   readonly firstOkAt: number | undefined;
   readonly failures: number;
 }
 
 /**
- * One poll's verdict. A run that never answered 200 is loading and is spared
- * (big models load for tens of minutes); after its first 200, `limit` failed
- * background polls in a row stop it (0: never). A `GET /models` request's
- * poll (`counts` false) never counts.
- *
- * @example
- * ```ts
- * import { pollVerdict } from "./restart_policy.ts";
- * const [verdict] = pollVerdict({ firstOkAt: undefined, failures: 0 }, false, true, 3);
- * console.assert(verdict.kind === "loading");
- * ```
+ * One poll's verdict and the run's facts after it. A run that never answered
+ * 200 is loading and spared (big models load for tens of minutes); after its
+ * first 200, `limit` failed background polls in a row stop it (0: never); a
+ * `GET /models` request's poll (`counts` false) never counts.
  */
 export function pollVerdict(
   health: RunHealth,
@@ -219,17 +184,7 @@ export function pollVerdict(
   }, next];
 }
 
-/**
- * The `--start-timeout` rule: a run that never answered 200 and gave no sign
- * of life (output, a phase line, a growing download) for `timeoutMs` is
- * stopped (0: never).
- *
- * @example
- * ```ts
- * import { silenceVerdict } from "./restart_policy.ts";
- * console.assert(silenceVerdict(undefined, 0, 1_000, null, 5_000)?.kind === "stop");
- * ```
- */
+/** `--start-timeout`: a run that never answered 200 and gave no sign of life for `timeoutMs` is stopped (0: never). */
 export function silenceVerdict(
   firstOkAt: number | undefined,
   lastSignOfLife: number,
