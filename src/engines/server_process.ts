@@ -61,6 +61,20 @@ export class ServerProcess implements AsyncDisposable {
   readonly plan: EnginePlan;
   /** This run's phase and exit cause, read from its output by its kind's rules. */
   readonly watch: LoadWatch;
+  /** The catalogue card this engine serves. */
+  readonly card: ModelCard;
+  /** Host the engine binds. */
+  readonly host: string;
+  /** Port the engine listens on. */
+  readonly port: number;
+  /** The executable that is run. */
+  readonly executable: string;
+  /** Its arguments. */
+  readonly args: readonly string[];
+  /** The catalogue name. */
+  readonly name: string;
+  /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
+  readonly url: string;
   #log: EngineLog;
   #ownLog: boolean;
   #startedAt: number | undefined;
@@ -84,6 +98,13 @@ export class ServerProcess implements AsyncDisposable {
     this.#ownLog = log === undefined;
     this.#log = log ?? new EngineLog(plan.logFile);
     this.watch = new LoadWatch(ENGINE_KINDS[plan.card.engine]?.output);
+    this.card = plan.card;
+    this.host = plan.host;
+    this.port = plan.port;
+    this.executable = plan.executable;
+    this.args = plan.args;
+    this.name = plan.card.name;
+    this.url = baseUrl(plan);
   }
 
   /** Tells {@linkcode ServerProcess.watch} the bytes of a hub download under way (only a run given the hub id downloads). */
@@ -95,44 +116,9 @@ export class ServerProcess implements AsyncDisposable {
     );
   }
 
-  /** The catalogue card this engine serves. */
-  get card(): ModelCard {
-    return this.plan.card;
-  }
-
-  /** Host the engine binds. */
-  get host(): string {
-    return this.plan.host;
-  }
-
-  /** Port the engine listens on. */
-  get port(): number {
-    return this.plan.port;
-  }
-
-  /** The executable that is run. */
-  get executable(): string {
-    return this.plan.executable;
-  }
-
-  /** Its arguments. */
-  get args(): readonly string[] {
-    return this.plan.args;
-  }
-
   /** The log file for the engine's stdout and stderr. */
   get logFile(): string {
     return this.#log.path;
-  }
-
-  /** The catalogue name. */
-  get name(): string {
-    return this.card.name;
-  }
-
-  /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
-  get url(): string {
-    return baseUrl(this.plan);
   }
 
   /** The engine's pid (and process group id) once started. */

@@ -39,7 +39,6 @@ export type EngineState =
   | "failed"
   | "exited";
 
-/** Every lifecycle state, in lifecycle order (the metrics' state family lists them all). */
 export const ENGINE_STATES: readonly EngineState[] = [
   "waiting",
   "starting",
