@@ -20,19 +20,13 @@ import type { ResolvedOptions } from "./options.ts";
 export interface Supervision {
   readonly options: ResolvedOptions;
   readonly records: EngineRecords;
-  /** The GPU start gate and memory rounds, when some engine is placed. */
   readonly gpu: GpuLifecycle | undefined;
   /** Called after every state change of any engine (metrics). */
   readonly onChange: () => void;
   readonly journal?: Journal;
 }
 
-/**
- * One engine run for an engine's plan (nothing started).
- *
- * @param run For a replacement: the log it keeps and the replaced run's GPU
- *   memory, which its first start waits for.
- */
+/** One engine run for a plan (nothing started); a replacement keeps the log and waits for the replaced run's GPU memory. */
 export function supervise(
   plan: EnginePlan,
   how: Supervision,
@@ -63,14 +57,7 @@ export function supervise(
   });
 }
 
-/**
- * Replaces engine `index` with one for its new plan (a reload changed what
- * reaches it): the new run is made first, then the old one is stopped, then
- * the new one takes its place and starts, keeping the log and the port.
- *
- * @param supervisors The launcher's list, changed in place.
- * @throws {EngineError} When the new engine cannot be spawned.
- */
+/** A reload changed what reaches engine `index`: the old run stops, the new one takes its place (in `supervisors`) and starts. */
 export async function replaceEngine(
   supervisors: EngineRun[],
   index: number,
@@ -90,13 +77,7 @@ export async function replaceEngine(
   fresh.start(watchdog);
 }
 
-/**
- * Waits until no neighbour loads on `engine`'s devices before the launcher
- * stops it of its own accord: vLLM measures device-wide free memory while it
- * profiles, so a neighbour's release mid-load aborts or mis-sizes that load.
- *
- * @param what What waits, for the log line: `the reload's removal`.
- */
+/** Before the launcher stops an engine itself: a neighbour's release mid-load aborts or mis-sizes vLLM's profiling. */
 export async function quietFor(
   engine: EngineRun,
   how: Supervision,

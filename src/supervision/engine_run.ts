@@ -2,7 +2,9 @@
  * One model's engine, its whole life in one place: successive
  * {@linkcode ServerProcess} runs, the GPU start gate, liveness, restarts. One
  * state field and one transition function, {@linkcode EngineRun} `#on`, fed by
- * events; the rules it applies are pure (`restart_policy.ts`, the gate).
+ * events; the rules it applies are pure (`restart_policy.ts`, the gate). A
+ * new state is a member of `EngineState`; a new event, a member of
+ * {@linkcode EngineEvent} and a case of `#on`.
  *
  * Folder `supervision/`: what sits above one engine run: the engine run, the
  * restart policy, the health loop, the watchdog and the engine records. It

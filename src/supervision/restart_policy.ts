@@ -9,9 +9,7 @@ import type { RestartPolicy } from "../catalogue.ts";
 
 /** Why an engine run ended (the `last_exit` of `GET /models?detail=1` says more). */
 export interface RunEnd {
-  /** The exit code, or null when a signal ended it. */
   readonly code: number | null;
-  /** The signal that ended it, or null. */
   readonly signal: string | null;
   readonly reason: EndReason;
 }
@@ -58,7 +56,6 @@ const HOPELESS: ReadonlySet<string> = new Set([
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
 
-/** What an exit's cause does to the restart after it. */
 export type CauseVerdict = "failed" | "same-delay" | "grow";
 
 /**
@@ -83,7 +80,6 @@ export class CauseStreak {
   }
 }
 
-/** The first restart waits this long; each further one twice the last. */
 const FIRST_RESTART_DELAY_MS = 1_000;
 
 /**
