@@ -85,6 +85,7 @@ export class ServerProcess implements AsyncDisposable {
   #drained: Promise<unknown> | undefined;
   #stopping: Promise<void> | undefined;
   #poll: Promise<HealthCheck> | undefined;
+  #env: Record<string, string> | undefined;
 
   /**
    * Prepares a run of an engine's plan (nothing is spawned).
@@ -110,10 +111,8 @@ export class ServerProcess implements AsyncDisposable {
   /** Tells {@linkcode ServerProcess.watch} the bytes of a hub download under way (only a run given the hub id downloads). */
   lookForDownload(): void {
     const hub = this.card.hub;
-    if (!hub || !this.args.includes(hub)) return;
-    this.watch.downloaded(
-      incompleteBytes(hubCache(engineEnv(this.plan.env)), hub),
-    );
+    if (!hub || !this.args.includes(hub) || !this.#env) return;
+    this.watch.downloaded(incompleteBytes(hubCache(this.#env), hub));
   }
 
   /** The log file for the engine's stdout and stderr. */
@@ -168,9 +167,11 @@ export class ServerProcess implements AsyncDisposable {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
     try {
+      // The one read of the launcher's environment for this run (its hub cache too).
+      this.#env = engineEnv(this.plan.env);
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: engineEnv(this.plan.env),
+        env: this.#env,
         clearEnv: true,
         stdin: "null",
         stdout: "piped",
