@@ -33,7 +33,6 @@ export {
   Semioserve,
   type SemioserveOptions,
   ServerProcess,
-  type ServerProcessOptions,
 } from "./src/serve.ts";
 
 if (import.meta.main) {

@@ -22,7 +22,6 @@ export {
   EngineError,
   type HealthCheck,
   ServerProcess,
-  type ServerProcessOptions,
 } from "./engines/server_process.ts";
 export type { EnginePlan, EngineSite } from "./engines/engine_plan.ts";
 export {

@@ -42,7 +42,7 @@ const MAIN_FILE: Record<string, string> = {
   web: "web/auth_middleware.ts",
   engines: "engines/server_process.ts",
   gpu: "gpu/placement.ts",
-  supervision: "supervision/supervisor.ts",
+  supervision: "supervision/engine_run.ts",
   http: "http/handler.ts",
   metrics: "metrics/snapshot.ts",
   serve: "serve/cli.ts",

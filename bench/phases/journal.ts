@@ -13,7 +13,7 @@ import { planEngine } from "../../src/engines/engine_plan.ts";
 import { EngineLog } from "../../src/engines/log_sink.ts";
 import { Journal } from "../../src/supervision/journal.ts";
 import { EngineRecords } from "../../src/supervision/records.ts";
-import { EngineSupervisor } from "../../src/supervision/supervisor.ts";
+import { EngineRun } from "../../src/supervision/engine_run.ts";
 import { configureLogging } from "../../src/common/log.ts";
 import { type Bench, PLAN, progress, removeDir, rotated } from "../plan.ts";
 import { makeRootIn } from "../servers/spawn.ts";
@@ -52,7 +52,7 @@ async function storm(
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => done = resolve);
   const log = new EngineLog(plan.logFile);
-  const supervisor: EngineSupervisor = new EngineSupervisor(plan, {
+  const supervisor: EngineRun = new EngineRun(plan, {
     log,
     restart: "always",
     restartMaxDelayMs: 1,

@@ -7,19 +7,7 @@
  * @module
  */
 
-/**
- * The hub cache an engine with this environment uses: `HF_HUB_CACHE`, else
- * `HF_HOME/hub`, else `~/.cache/huggingface/hub` (huggingface_hub/constants.py).
- *
- * @param env The engine's environment.
- * @returns The directory.
- *
- * @example
- * ```ts
- * import { hubCache } from "./hf_download.ts";
- * console.assert(hubCache({ HF_HOME: "/hf" }) === "/hf/hub");
- * ```
- */
+/** `HF_HUB_CACHE`, else `HF_HOME/hub`, else `~/.cache/huggingface/hub` (huggingface_hub/constants.py). */
 export function hubCache(env: Readonly<Record<string, string>>): string {
   if (env.HF_HUB_CACHE) return env.HF_HUB_CACHE;
   if (env.HF_HOME) return `${env.HF_HOME}/hub`;
@@ -27,20 +15,7 @@ export function hubCache(env: Readonly<Record<string, string>>): string {
   return `${cache}/huggingface/hub`;
 }
 
-/**
- * Bytes in the `*.incomplete` blobs of one repository, or null when none is
- * there (no download under way, or no cache at all).
- *
- * @param cache The hub cache directory ({@linkcode hubCache}).
- * @param hubId The repository, `org/name`.
- * @returns The bytes written so far, or null.
- *
- * @example
- * ```ts
- * import { incompleteBytes } from "./hf_download.ts";
- * console.assert(incompleteBytes("/nowhere", "org/name") === null);
- * ```
- */
+/** Bytes in one repository's `*.incomplete` blobs, or null when there are none. */
 export function incompleteBytes(cache: string, hubId: string): number | null {
   const blobs = `${cache}/models--${hubId.replaceAll("/", "--")}/blobs`;
   let total: number | null = null;

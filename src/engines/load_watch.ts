@@ -26,27 +26,14 @@ export interface CauseLine {
   readonly message: string;
 }
 
-/** Bytes of a line kept for the rules; the rest of it is skipped. */
 const MAX_LINE = 1024;
 const MAX_MESSAGE = 200;
 /** Output bytes a second read for the rules; beyond, skipped until the next second. */
 const READ_PER_SECOND = 256 * 1024;
 
 /**
- * Watches one run. Feed it output chunks (one feeder per stream) and the
- * bytes a download has on disk; read the phase, its progress and the cause.
- *
- * @example
- * ```ts
- * import { LoadWatch } from "./load_watch.ts";
- * const watch = new LoadWatch({
- *   phases: [{ match: /shards: .*?(\d+)\/(\d+)/, phase: "loading" }],
- *   causes: [{ match: /invalid argument/, cause: "bad-arguments" }],
- * });
- * const feed = watch.feeder();
- * feed(new TextEncoder().encode("shards: 9/20\rshards: 10/20\n"));
- * console.assert(watch.phase === "loading" && watch.progress?.done === 10);
- * ```
+ * Watches one run: fed output chunks (one feeder per stream) and the bytes a
+ * download has on disk, it says the phase, its progress and the exit cause.
  */
 export class LoadWatch {
   readonly #rules: OutputRules | undefined;
@@ -57,14 +44,9 @@ export class LoadWatch {
   #cause: CauseLine | undefined;
   #windowAt = 0;
   #windowBytes = 0;
-  /** The download's bytes at the last look; undefined before the first. */
   #bytes: number | null | undefined;
 
-  /**
-   * A watch for one run.
-   *
-   * @param rules The kind's rules; none: nothing is ever read.
-   */
+  /** A watch by a kind's rules; none: nothing is ever read. */
   constructor(rules: OutputRules | undefined) {
     this.#rules = rules;
   }
@@ -95,11 +77,10 @@ export class LoadWatch {
   }
 
   /**
-   * A line splitter for one stream (stdout and stderr each need their own):
-   * splits at `\n` and `\r` (progress bars redraw with `\r`), keeps at most
-   * 1 KiB of a line. Past 256 KiB of output in a second, the rest of that
-   * second is skipped: engines print their phases far slower, and a flood
-   * must not cost the pipe its speed.
+   * A line splitter for one stream: splits at `\n` and `\r` (progress bars
+   * redraw with `\r`). Past 256 KiB in a second, the rest of that second is
+   * skipped: engines print their phases far slower, and a flood must not cost
+   * the pipe its speed.
    */
   feeder(): (chunk: Uint8Array) => void {
     if (!this.#rules) return () => {};
@@ -142,11 +123,7 @@ export class LoadWatch {
     };
   }
 
-  /**
-   * Reads one line (already cut to a bound).
-   *
-   * @param text The line without its end.
-   */
+  /** Reads one line, already cut to a bound, without its end. */
   line(text: string): void {
     const rules = this.#rules;
     if (!rules || text.length === 0) return;
@@ -172,12 +149,7 @@ export class LoadWatch {
     }
   }
 
-  /**
-   * The bytes a download has written so far (a growing `*.incomplete` blob):
-   * growth is progress in the `downloading` phase.
-   *
-   * @param bytes Bytes on disk; null when no download is under way.
-   */
+  /** The bytes of a download under way (null: none); growth is the `downloading` phase. */
   downloaded(bytes: number | null): void {
     // Only growth counts: a blob a killed run left behind is no download.
     const before = this.#bytes;

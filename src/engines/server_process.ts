@@ -1,6 +1,6 @@
 /**
- * One engine subprocess: its command line, its log file, its health and its
- * shutdown.
+ * One engine subprocess: spawn a plan in its own process group, pump its
+ * output to the log and the load watch, probe its `/health`, stop the group.
  *
  * Folder `engines/`: one engine run and what it needs: engine kinds and their
  * command lines (pure), launch facts, process groups, `/proc`, ports and the
@@ -11,14 +11,8 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
-import { engineEnv, inheritedEnv } from "./launch.ts";
-import {
-  baseUrl,
-  type EnginePlan,
-  type EngineSite,
-  masked,
-  planEngine,
-} from "./engine_plan.ts";
+import { engineEnv } from "./launch.ts";
+import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
 
 export { EngineError } from "./engine_error.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
@@ -30,64 +24,34 @@ import { LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
 import { hubCache, incompleteBytes } from "./hf_download.ts";
 
-/** Where and how an engine runs. */
-export interface ServerProcessOptions extends EngineSite {
-  /**
-   * Where output goes. A supervisor passes one log shared by successive runs;
-   * by default each run opens `<directory>/logs/<name>.log` with the default
-   * rotation.
-   */
-  log?: EngineLog;
-  /**
-   * Log a warning and an exit line when the engine exits on its own. A
-   * supervisor turns this off and writes its own line, restart plan included.
-   * @default {true}
-   */
-  announceExit?: boolean;
-}
-
 /** The outcome of one health poll. */
 export interface HealthCheck {
   /** True only for a 200 answer within the timeout. */
   ok: boolean;
-  /**
-   * Set when the poll failed for a reason of this process, not of the engine
-   * (no socket could be opened: too many open files, no buffer space).
-   */
+  /** Set when the poll failed for a reason of this process (no socket to be had), not of the engine. */
   local?: string;
   /** How long the poll took, in milliseconds. */
   ms: number;
 }
 
-/** How long logs may drain after the engine is gone. */
 const DRAIN_WAIT_MS = 1_000;
 /** Grace given to what an engine that exited on its own left in its group. */
 const ORPHAN_GRACE_MS = 5_000;
-/** Errors that say this process could not open a socket: not the engine's fault. */
 const LOCAL_FAILURE =
   /too many open files|os error 24\b|no buffer space|os error 105\b|cannot allocate memory|os error 12\b/i;
 
 /**
- * One engine subprocess serving one catalogue model.
+ * One engine subprocess serving one catalogue model, run from its plan.
+ * {@linkcode ServerProcess.start} spawns the engine in its own process group
+ * without waiting for it to load; {@linkcode ServerProcess.stop} sends SIGTERM
+ * to the group, waits up to a grace period, then SIGKILLs what is left.
  *
- * It runs an engine's plan (`planEngine`); given a card and options instead,
- * the constructor resolves the command line (executable, weights) itself and
- * throws {@linkcode EngineError} if it cannot; {@linkcode ServerProcess.start} spawns the
- * engine in its own process group without waiting for it to load;
- * {@linkcode ServerProcess.stop} sends SIGTERM to the group, waits up to a
- * grace period, then SIGKILLs what is left.
- *
- * @example Start and stop one engine
+ * @example Start and stop one engine of a plan
  * ```ts ignore
- * import { Registry } from "@mymodel/serve/catalogue";
- * import { ServerProcess } from "@mymodel/serve";
+ * import { type EnginePlan, ServerProcess } from "@mymodel/serve/serve";
  *
- * const card = (await Registry.load()).get("llama-3");
- * await using engine = new ServerProcess(card, {
- *   host: "localhost",
- *   port: 5001,
- *   directory: "/srv/mymodel",
- * });
+ * declare const plan: EnginePlan; // one engine of the launcher's plan
+ * await using engine = new ServerProcess(plan);
  * engine.start();
  * console.log(engine.url, await engine.healthy());
  * ```
@@ -95,9 +59,24 @@ const LOCAL_FAILURE =
 export class ServerProcess implements AsyncDisposable {
   /** What this run runs: its card, where, and its command line. */
   readonly plan: EnginePlan;
+  /** This run's phase and exit cause, read from its output by its kind's rules. */
+  readonly watch: LoadWatch;
+  /** The catalogue card this engine serves. */
+  readonly card: ModelCard;
+  /** Host the engine binds. */
+  readonly host: string;
+  /** Port the engine listens on. */
+  readonly port: number;
+  /** The executable that is run. */
+  readonly executable: string;
+  /** Its arguments. */
+  readonly args: readonly string[];
+  /** The catalogue name. */
+  readonly name: string;
+  /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
+  readonly url: string;
   #log: EngineLog;
   #ownLog: boolean;
-  #announceExit: boolean;
   #startedAt: number | undefined;
   #ended: Promise<Deno.CommandStatus> | undefined;
   #child: Deno.ChildProcess | undefined;
@@ -106,87 +85,39 @@ export class ServerProcess implements AsyncDisposable {
   #drained: Promise<unknown> | undefined;
   #stopping: Promise<void> | undefined;
   #poll: Promise<HealthCheck> | undefined;
-  /** This run's phase and exit cause, read from its output by its kind's rules. */
-  readonly watch: LoadWatch;
+  #env: Record<string, string> | undefined;
 
   /**
-   * Prepares a run of an engine's plan, or resolves the command line for a
-   * card first.
+   * Prepares a run of an engine's plan (nothing is spawned).
    *
-   * @param from The engine's plan, or a catalogue card.
-   * @param options For a card: host, port, root directory and API key; for
-   *   either: the log and whether the run announces its own exit.
-   * @throws {EngineError} Given a card, when the executable is missing, or
-   *   neither local weights nor a hub id exist.
+   * @param plan The engine: its card, where it runs, its command line.
+   * @param log A log shared by successive runs, whose owner writes their exit
+   *   lines; by default the run opens `plan.logFile` and announces its own exit.
    */
-  constructor(
-    from: EnginePlan | ModelCard,
-    options:
-      | ServerProcessOptions
-      | Pick<ServerProcessOptions, "log" | "announceExit"> = {},
-  ) {
-    this.plan = "card" in from ? from : planEngine(from, {
-      baseEnv: inheritedEnv(Deno.env.toObject()),
-      ...options as ServerProcessOptions,
-    });
-    this.#ownLog = options.log === undefined;
-    this.#log = options.log ?? new EngineLog(this.plan.logFile);
-    this.#announceExit = options.announceExit ?? true;
-    this.watch = new LoadWatch(ENGINE_KINDS[this.plan.card.engine]?.output);
+  constructor(plan: EnginePlan, log?: EngineLog) {
+    this.plan = plan;
+    this.#ownLog = log === undefined;
+    this.#log = log ?? new EngineLog(plan.logFile);
+    this.watch = new LoadWatch(ENGINE_KINDS[plan.card.engine]?.output);
+    this.card = plan.card;
+    this.host = plan.host;
+    this.port = plan.port;
+    this.executable = plan.executable;
+    this.args = plan.args;
+    this.name = plan.card.name;
+    this.url = baseUrl(plan);
   }
 
-  /**
-   * Looks once at the Hugging Face cache this run uses for a download of its
-   * card's hub id under way (growing `*.incomplete` blobs) and tells
-   * {@linkcode ServerProcess.watch}. Only a run given the hub id (no local
-   * weights) downloads.
-   */
+  /** Tells {@linkcode ServerProcess.watch} the bytes of a hub download under way (only a run given the hub id downloads). */
   lookForDownload(): void {
     const hub = this.card.hub;
-    if (!hub || !this.args.includes(hub)) return;
-    this.watch.downloaded(
-      incompleteBytes(hubCache(engineEnv(this.plan)), hub),
-    );
-  }
-
-  /** The catalogue card this engine serves. */
-  get card(): ModelCard {
-    return this.plan.card;
-  }
-
-  /** Host the engine binds. */
-  get host(): string {
-    return this.plan.host;
-  }
-
-  /** Port the engine listens on. */
-  get port(): number {
-    return this.plan.port;
-  }
-
-  /** The executable that is run. */
-  get executable(): string {
-    return this.plan.executable;
-  }
-
-  /** Its arguments. */
-  get args(): readonly string[] {
-    return this.plan.args;
+    if (!hub || !this.args.includes(hub) || !this.#env) return;
+    this.watch.downloaded(incompleteBytes(hubCache(this.#env), hub));
   }
 
   /** The log file for the engine's stdout and stderr. */
   get logFile(): string {
     return this.#log.path;
-  }
-
-  /** The catalogue name. */
-  get name(): string {
-    return this.card.name;
-  }
-
-  /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
-  get url(): string {
-    return baseUrl(this.plan);
   }
 
   /** The engine's pid (and process group id) once started. */
@@ -209,10 +140,7 @@ export class ServerProcess implements AsyncDisposable {
     return this.#startedAt;
   }
 
-  /**
-   * Resolves once the engine has exited and whatever it left in its group is
-   * gone, with how it exited. Rejects if the engine was never started.
-   */
+  /** How the engine exited, once it and what it left in its group are gone; rejects if never started. */
   get ended(): Promise<Deno.CommandStatus> {
     return this.#ended ??
       Promise.reject(new EngineError(`${this.name} was never started`));
@@ -223,25 +151,14 @@ export class ServerProcess implements AsyncDisposable {
     return this.mask([this.executable, ...this.args].join(" "));
   }
 
-  /**
-   * A text with this engine's API key replaced by `***`, for anything shown
-   * or written about the engine.
-   *
-   * @param text A command line, an argument, an environment value.
-   * @returns The text, the key masked.
-   *
-   * @example
-   * ```ts ignore
-   * console.log(engine.args.map((arg) => engine.mask(arg)).join(" "));
-   * ```
-   */
+  /** `text` with this engine's API keys replaced by `***`. */
   mask(text: string): string {
     return masked(this.plan, text);
   }
 
   /**
-   * Spawns the engine in its own process group, its output appended to
-   * {@linkcode ServerProcess.logFile}. Does not wait for the model to load.
+   * Spawns the engine in its own process group, its output appended to its
+   * log; does not wait for the model to load.
    *
    * @throws {EngineError} When already started or the spawn fails.
    */
@@ -250,9 +167,11 @@ export class ServerProcess implements AsyncDisposable {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
     try {
+      // The one read of the launcher's environment for this run (its hub cache too).
+      this.#env = engineEnv(this.plan);
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: engineEnv(this.plan),
+        env: this.#env,
         clearEnv: true,
         stdin: "null",
         stdout: "piped",
@@ -285,7 +204,7 @@ export class ServerProcess implements AsyncDisposable {
     this.#exited = child.status.then((status) => {
       this.#status = status;
       if (!this.#stopping) {
-        if (this.#announceExit) {
+        if (this.#ownLog) {
           log.warn(
             `engine ${this.name} (pid ${child.pid}) exited on its own with ${
               describe(status)
@@ -306,27 +225,13 @@ export class ServerProcess implements AsyncDisposable {
     );
   }
 
-  /**
-   * Polls the engine's `GET /health` once. True only for a 200 answer within
-   * the timeout. Concurrent callers share one poll; an exited engine is false
-   * without a poll.
-   *
-   * @param timeoutMs How long to wait for an answer.
-   * @returns Whether the engine is healthy now.
-   */
+  /** Whether the engine's `GET /health` answers 200 within `timeoutMs` now. */
   async healthy(timeoutMs = 2_000): Promise<boolean> {
     if (!this.running) return false;
     return (await this.check(timeoutMs)).ok;
   }
 
-  /**
-   * Polls the engine's `GET /health` once and says how it went, telling a
-   * failure of this process (no socket to be had) from one of the engine.
-   * Concurrent callers share one poll.
-   *
-   * @param timeoutMs How long to wait for an answer.
-   * @returns The outcome.
-   */
+  /** Polls `GET /health` once (concurrent callers share the poll) and says how it went. */
   check(timeoutMs = 2_000): Promise<HealthCheck> {
     if (!this.running) return Promise.resolve({ ok: false, ms: 0 });
     this.#poll ??= this.#probe(timeoutMs).finally(() => {
@@ -362,11 +267,9 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   /**
-   * Stops the engine and every process in its group: SIGTERM, then SIGKILL
-   * after the grace period. Resolves once they are gone and the log is flushed.
-   * Safe to call more than once and on an engine that already exited.
-   *
-   * @param graceMs How long to wait after SIGTERM.
+   * Stops the engine and its whole group: SIGTERM, then SIGKILL after
+   * `graceMs`; resolves once they are gone and the log is flushed. Safe to
+   * call more than once and after the engine exited.
    */
   async stop(graceMs = 10_000): Promise<void> {
     const child = this.#child;
@@ -391,7 +294,7 @@ export class ServerProcess implements AsyncDisposable {
     const status = await this.#exited;
     forget(pgid);
     await within(this.#drained ?? Promise.resolve(), DRAIN_WAIT_MS);
-    if (status && this.#announceExit) {
+    if (status && this.#ownLog) {
       const ran = ((Date.now() - (this.#startedAt ?? Date.now())) / 1000)
         .toFixed(1);
       this.#log.line(
@@ -410,10 +313,7 @@ export class ServerProcess implements AsyncDisposable {
   }
 }
 
-/**
- * Hands an engine's output to its log as it arrives. The log never makes the
- * pump wait, so the engine never blocks on a full pipe.
- */
+/** The log never makes the pump wait, so the engine never blocks on a full pipe. */
 async function pump(
   stream: ReadableStream<Uint8Array>,
   sink: EngineLog,
@@ -425,7 +325,6 @@ async function pump(
   }
 }
 
-/** The local cause of a failed poll, if the failure was ours rather than the engine's. */
 function localFailure(error: unknown): string | undefined {
   for (let e = error; e instanceof Error; e = e.cause) {
     const match = LOCAL_FAILURE.exec(e.message);

@@ -13,48 +13,30 @@ import { GpuStartGate } from "./start_gate.ts";
 
 /** One supervised run, as the memory round sees it. */
 export interface GpuRun {
-  /** The engine's catalogue name. */
   readonly name: string;
-  /** Its devices as placed, or null when not placed. */
   readonly gpus: readonly string[] | null;
-  /** The running process's pid (its process group), or undefined. */
   readonly pgid: number | undefined;
   /** Each device's used MiB just before the run spawned. */
   readonly gpuStartUsed: Readonly<Record<string, number>>;
-  /** Receives its memory, or null when unknown. */
   observeGpuMemory(reading: GpuReading | null): void;
 }
 
-/** How the lifecycle runs. */
 export interface GpuLifecycleOptions {
   /** `--health-interval`, in ms: the pace of re-checks and queries. */
   readonly intervalMs: number;
   /** `--gpu-release-timeout`, in ms. */
   readonly releaseTimeoutMs: number;
-  /** The launcher's supervised runs. */
   readonly runs: () => readonly GpuRun[];
   /** The launcher's one monitor (its plan looked through it too). */
   readonly monitor: GpuMonitor;
 }
 
-/**
- * The monitor, the gate and the memory round, for a launcher with engines on GPUs.
- *
- * @example
- * ```ts ignore
- * const gpu = new GpuLifecycle({ intervalMs: 10_000, releaseTimeoutMs: 30_000, runs: () => supervisors, monitor });
- * new EngineSupervisor(card, { ...options, gate: gpu.gate });
- * await gpu.round(); // once per health round
- * ```
- */
 export class GpuLifecycle {
-  /** The start gate every start passes. */
   readonly gate: GpuStartGate;
   readonly #monitor: GpuMonitor;
   readonly #intervalMs: number;
   readonly #runs: () => readonly GpuRun[];
 
-  /** @param options Pace, bounds and the launcher's engines. */
   constructor(options: GpuLifecycleOptions) {
     this.#intervalMs = options.intervalMs;
     this.#monitor = options.monitor;
@@ -74,15 +56,11 @@ export class GpuLifecycle {
     this.#runs = options.runs;
   }
 
-  /** `nvidia-smi` query rounds so far. */
   get queries(): number {
     return this.#monitor.queries;
   }
 
-  /**
-   * One memory round: at most one `nvidia-smi` query (shared with the gate's
-   * re-checks of the same interval), then each placed run's memory.
-   */
+  /** At most one `nvidia-smi` query (shared with the gate's re-checks), then each placed run's memory. */
   async round(): Promise<void> {
     const placed = this.#runs().filter((run) => (run.gpus?.length ?? 0) > 0);
     if (placed.length === 0) return;

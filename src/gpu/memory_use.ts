@@ -17,28 +17,11 @@ export interface GpuReading {
   readonly mib: Readonly<Record<string, number>>;
   /** `pid`: its listed pids; `device`: the device's change across its start. */
   readonly by: "pid" | "device";
-  /** Its listed pids (empty by device). */
   readonly pids: readonly number[];
-  /** Each device's used MiB in this reading. */
   readonly usedMiB: Readonly<Record<string, number>>;
 }
 
-/**
- * The MiB a run holds on each of its devices.
- *
- * @param snapshot One `nvidia-smi` snapshot.
- * @param devices The run's devices as placed (`CUDA_VISIBLE_DEVICES` entries).
- * @param pgid The run's process group.
- * @param groups Process group of each listed pid that is alive.
- * @param startUsed Each device's used MiB just before the run spawned.
- * @returns The reading.
- *
- * @example
- * ```ts ignore
- * runMemory(snapshot, ["0"], 4242, new Map([[4243, 4242]]), { "0": 0 });
- * // { mib: { "0": 5000 }, by: "pid", pids: [4243], usedMiB: { "0": 5000 } }
- * ```
- */
+/** The MiB a run holds on each of its devices; `groups`: the process group of each listed live pid. */
 export function runMemory(
   snapshot: GpuSnapshot,
   devices: readonly string[],

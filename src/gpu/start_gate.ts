@@ -18,6 +18,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import type { GpuReading } from "./memory_use.ts";
 import type { GpuMemoryNeed } from "./need.ts";
 import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 
@@ -28,7 +29,6 @@ export type WaitReason =
   | "gpu-error"
   | "gpu-memory-free";
 
-/** Every reason the gate holds a start for. */
 export const WAIT_REASONS: readonly WaitReason[] = [
   "gpu-busy-loading",
   "gpu-memory-release",
@@ -54,15 +54,11 @@ export interface GpuFacts {
   mark(): number;
 }
 
-/** A live process the gate asks about. */
 export interface ProcessFacts {
-  /** Its process group. */
   readonly pgid: number;
-  /** Its command name, e.g. `python3`. */
   readonly comm: string;
 }
 
-/** How the gate decides. */
 export interface StartGateOptions {
   /** GPU facts; absent when no pool is placed: rules 2 to 4 are skipped. */
   readonly facts?: GpuFacts | undefined;
@@ -88,27 +84,20 @@ export interface Released {
   readonly byPid?: boolean;
 }
 
-/** One engine's request to start. */
 export interface StartRequest {
-  /** The engine's catalogue name. */
   readonly name: string;
   /** Its devices as placed; `[]` is never held. */
   readonly devices: readonly string[];
-  /** Free memory its engine demands at start, where known (rule 4). */
   readonly memory?: GpuMemoryNeed | undefined;
-  /** Present for a restart: what the dead run held (rule 2). */
   readonly released?: Released | undefined;
-  /** Aborting it ends the wait: `admit` rejects with the signal's reason. */
+  /** Aborting it ends the wait: `admit` throws the signal's reason. */
   readonly signal?: AbortSignal | undefined;
-  /** Called whenever what holds the start changes. */
-  readonly onWait?: ((waiting: WaitingFor) => void) | undefined;
 }
 
 /** A granted start: release it when the load is over (first 200, exit or stop). */
 export interface StartSlot {
   /** Each device's used MiB just before the spawn, where read: the start of device attribution. */
   readonly usedMiB: Readonly<Record<string, number>>;
-  /** Frees the devices for the next load; later calls do nothing. */
   release(): void;
 }
 
@@ -118,7 +107,6 @@ interface Waiter {
   /** A mark taken after its last look at the facts: the next look needs newer ones. */
   looked?: number;
   last?: GpuSnapshot;
-  /** Consecutive readings showing the dead run's memory back. */
   lows: number;
   releaseSince?: number;
   releaseDone?: boolean;
@@ -133,32 +121,17 @@ function releaseTolerance(totalMiB: number): number {
 /** A release wait polls this often at most (Ollama's waitForVRAMRecovery polls at 250 ms). */
 const RELEASE_POLL_MS = 500;
 
-/**
- * Decides when engines placed on GPUs may start (see the module doc).
- *
- * @example
- * ```ts ignore
- * const gate = new GpuStartGate({
- *   intervalMs: 10_000, releaseTimeoutMs: 30_000,
- *   processes: liveProcesses, ownGroups: () => new Map(),
- * });
- * const slot = await gate.admit({ name: "bge-m3", devices: ["0"] });
- * // spawn; once it answered 200 (or ended):
- * slot.release();
- * ```
- */
+/** Decides when engines placed on GPUs may start (see the module doc). */
 export class GpuStartGate {
   readonly #options: StartGateOptions;
   /** Device → the engine loading there. */
   readonly #loading = new Map<string, string>();
-  /** Held requests, in request order. */
   readonly #queue: Waiter[] = [];
   /** Device → the mark of the last event there that can change its facts. */
   readonly #changed = new Map<string, number>();
   /** Wakes those waiting for quiet devices. */
   #quiet: (() => void)[] = [];
 
-  /** @param options Facts and bounds. */
   constructor(options: StartGateOptions) {
     this.#options = options;
   }
@@ -170,19 +143,12 @@ export class GpuStartGate {
     for (const device of devices) this.#changed.set(device, mark);
   }
 
-  /** The engine other than `name` loading on one of `devices`, if any. */
   loadingOn(devices: readonly string[], name: string): string | undefined {
     return devices.map((d) => this.#loading.get(d))
       .find((loading) => loading !== undefined && loading !== name);
   }
 
-  /**
-   * Resolves once no engine but `name` loads on `devices` (or `signal`
-   * aborts), with one line when it waits: vLLM measures device-wide free
-   * memory while it loads, so a neighbour is not stopped meanwhile.
-   *
-   * @param what What waits, e.g. `the reload's restart of engine bge-m3`.
-   */
+  /** Until no engine but `name` loads on `devices`: vLLM measures device-wide free memory while it loads. */
   async quiet(
     devices: readonly string[],
     name: string,
@@ -206,14 +172,11 @@ export class GpuStartGate {
   }
 
   /**
-   * Resolves when the start may proceed, with the slot to release once the
-   * load is over. Engines without devices get a slot at once.
-   *
-   * @param request The engine, its devices and needs.
-   * @returns The granted slot.
-   * @throws The signal's reason when the request's signal aborts first.
+   * Yields what holds the start at each look, then returns the slot to
+   * release once the load is over; the request queues at the first `next()`
+   * and the signal's abort is thrown.
    */
-  async admit(request: StartRequest): Promise<StartSlot> {
+  async *admit(request: StartRequest): AsyncGenerator<WaitingFor, StartSlot> {
     if (request.devices.length === 0) return { usedMiB: {}, release() {} };
     const waiter: Waiter = { request, wake() {}, lows: 0, noted: new Set() };
     this.#queue.push(waiter);
@@ -227,8 +190,10 @@ export class GpuStartGate {
           held ??= this.#busy(waiter);
           if (held === undefined) return this.#grant(waiter);
         }
-        request.onWait?.(held);
-        await this.#wait(waiter, held.reason);
+        // Armed before the yield: a wake while the asker reads it is not lost.
+        const woken = this.#wait(waiter, held.reason);
+        yield held;
+        await woken;
       }
     } finally {
       this.#queue.splice(this.#queue.indexOf(waiter), 1);
@@ -460,4 +425,64 @@ export class GpuStartGate {
     this.#quiet = [];
     for (const wake of quiet) wake();
   }
+}
+
+/** One engine's passage through the gate, as plain data its engine run keeps. */
+export interface GateFacts {
+  waiting?: WaitingFor | null;
+  since: number;
+  ms: Partial<Record<WaitReason, number>>;
+  /** Held while its run loads: released on the first 200, on exit, on stop, on a failed spawn. */
+  slot?: StartSlot | undefined;
+  startUsed: Readonly<Record<string, number>>;
+  pgid?: number | undefined;
+  memory?: GpuReading | null;
+  /** The last reading after the load ended: what a restart waits to see released. */
+  settled?: GpuReading | null;
+}
+
+/** Notes what holds the start now (null: nothing); true when the reason or the devices changed. */
+export function noteWait(
+  facts: GateFacts,
+  waiting: WaitingFor | null,
+  now: number = Date.now(),
+): boolean {
+  const before = facts.waiting;
+  if (before) {
+    facts.ms[before.reason] = (facts.ms[before.reason] ?? 0) + now -
+      facts.since;
+  }
+  facts.since = now;
+  facts.waiting = waiting;
+  return before?.reason !== waiting?.reason ||
+    before?.devices.join() !== waiting?.devices.join();
+}
+
+export function waitSeconds(
+  facts: GateFacts,
+  now: number = Date.now(),
+): Partial<Record<WaitReason, number>> {
+  const out: Partial<Record<WaitReason, number>> = {};
+  for (const [reason, ms] of Object.entries(facts.ms)) {
+    out[reason as WaitReason] = ms / 1000;
+  }
+  const current = facts.waiting?.reason;
+  if (current !== undefined) {
+    out[current] = (out[current] ?? 0) + (now - facts.since) / 1000;
+  }
+  return out;
+}
+
+/** What a run held, for its restart or replacement (rule 2). */
+export function releasedBy(facts: GateFacts): Released {
+  const { settled, startUsed, pgid } = facts;
+  const devices: Record<string, number> = {};
+  if (settled) {
+    for (const [entry, used] of Object.entries(settled.usedMiB)) {
+      devices[entry] = used - (settled.mib[entry] ?? 0);
+    }
+  } else Object.assign(devices, startUsed); // died loading
+  const pids = new Set(settled?.pids ?? []);
+  if (pgid !== undefined) pids.add(pgid);
+  return { devices, pids: [...pids], byPid: settled?.by === "pid" };
 }

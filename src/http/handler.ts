@@ -9,12 +9,13 @@
  */
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { EngineDetail } from "../supervision/engine_detail.ts";
-import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineRun } from "../supervision/engine_run.ts";
 import type { Handler } from "../web.ts";
 
 export interface ManagementState {
-  engines: readonly EngineSupervisor[];
-  /** Read per request: a reload may replace it. */
+  /** The configured engines, in request order. */
+  engines: readonly EngineRun[];
+  /** Every catalogue name; read per request, so a reload may replace it. */
   catalogue: readonly string[];
   pollTimeoutMs: number;
 }
@@ -38,7 +39,7 @@ function json(
 }
 
 /** Engines bound to every interface are reported under the name the client used. */
-function engineUrl(engine: EngineSupervisor, url: URL): string {
+function engineUrl(engine: EngineRun, url: URL): string {
   if (!isWildcardHost(engine.host)) return engine.url;
   return `http://${urlHost(url.hostname)}:${engine.port}/v1`;
 }

@@ -5,7 +5,7 @@
  *
  * @module
  */
-import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineRun } from "../supervision/engine_run.ts";
 import type { OpsStance } from "../web/ops_stance.ts";
 import type {
   LauncherMetrics,
@@ -24,7 +24,7 @@ interface LauncherFacts
 
 export function metricsSnapshot(
   launcher: LauncherFacts,
-  supervisors: readonly EngineSupervisor[],
+  supervisors: readonly EngineRun[],
 ): MetricsSnapshot {
   const production = !launcher.stance.devMode;
   return {

@@ -1,7 +1,7 @@
 /**
- * The launcher's engines as supervisors: one per engine of the plan, each
- * with its log, its devices and the GPU start gate; and a reload's
- * replacement of one, which starts through the same path as every start.
+ * The launcher's engines: one engine run per engine of the plan, with its
+ * log, its devices and the GPU start gate; and a reload's replacement of one,
+ * which starts through the same path as every start.
  *
  * @module
  */
@@ -11,39 +11,30 @@ import type { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import type { Released } from "../gpu/start_gate.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
 import type { EngineRecords } from "../supervision/records.ts";
-import { EngineSupervisor } from "../supervision/supervisor.ts";
+import { EngineRun } from "../supervision/engine_run.ts";
 import type { Journal } from "../supervision/journal.ts";
 import type { Watchdog } from "../supervision/watchdog.ts";
 import type { ResolvedOptions } from "./options.ts";
 
-/** How the launcher supervises every engine. */
+/** How the launcher runs every engine. */
 export interface Supervision {
-  /** The launcher's options, resolved (restart policy, timeouts, log sizes …). */
   readonly options: ResolvedOptions;
-  /** Engine records under `data/`. */
   readonly records: EngineRecords;
-  /** The GPU start gate and memory rounds, when some engine is placed. */
   readonly gpu: GpuLifecycle | undefined;
   /** Called after every state change of any engine (metrics). */
   readonly onChange: () => void;
-  /** Where every state change is recorded (`logs/events.jsonl`). */
   readonly journal?: Journal;
 }
 
-/**
- * One supervisor for an engine's plan (nothing started).
- *
- * @param run For a replacement: the log it keeps and the replaced run's GPU
- *   baseline, which its first start waits for.
- */
+/** One engine run for a plan (nothing started); a replacement keeps the log and waits for the replaced run's GPU memory. */
 export function supervise(
   plan: EnginePlan,
   how: Supervision,
   run: { log?: EngineLog; released?: Released | undefined } = {},
-): EngineSupervisor {
+): EngineRun {
   const o = how.options;
   const gpu = how.gpu;
-  return new EngineSupervisor(plan, {
+  return new EngineRun(plan, {
     log: run.log ??
       new EngineLog(plan.logFile, { maxBytes: o.logMaxBytes, keep: o.logKeep }),
     graceMs: o.graceMs,
@@ -66,18 +57,9 @@ export function supervise(
   });
 }
 
-/**
- * Replaces engine `index` with one for its new plan (a reload changed what
- * reaches it): the new supervisor is made first, then the old one is stopped
- * (SIGTERM to its group, grace, SIGKILL), then the new one takes its place in
- * `supervisors` and starts. It keeps the log, the port and the restart
- * policy's fresh start (1 s delay).
- *
- * @param supervisors The launcher's list, changed in place.
- * @throws {EngineError} When the new engine cannot be spawned.
- */
+/** A reload changed what reaches engine `index`: the old run stops, the new one takes its place (in `supervisors`) and starts. */
 export async function replaceEngine(
-  supervisors: EngineSupervisor[],
+  supervisors: EngineRun[],
   index: number,
   plan: EnginePlan,
   how: Supervision,
@@ -87,7 +69,6 @@ export async function replaceEngine(
   await quietFor(old, how, "the reload's restart");
   const fresh = supervise(plan, how, {
     log: old.log,
-    // Its first start waits, as a restart would, for the replaced run's GPU memory.
     released: old.gpuReleased(),
   });
   await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
@@ -96,23 +77,9 @@ export async function replaceEngine(
   fresh.start(watchdog);
 }
 
-/**
- * Waits until no neighbour is loading on `engine`'s devices before the
- * launcher stops it of its own accord (a reload): vLLM measures device-wide
- * free memory while it profiles, so a neighbour's release mid-load aborts or
- * mis-sizes that load.
- *
- * @param engine The engine about to be stopped.
- * @param how The launcher's supervision (its GPU gate).
- * @param what What waits, for the log line: `the reload's removal`.
- *
- * @example
- * ```ts ignore
- * await quietFor(old, how, "the reload's removal");
- * ```
- */
+/** Before the launcher stops an engine itself: a neighbour's release mid-load aborts or mis-sizes vLLM's profiling. */
 export async function quietFor(
-  engine: EngineSupervisor,
+  engine: EngineRun,
   how: Supervision,
   what: string,
 ): Promise<void> {

@@ -14,7 +14,7 @@ import {
 import type { ServerProcess } from "../engines/server_process.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
 import { planEngine } from "../engines/engine_plan.ts";
-import type { EngineSupervisor } from "../supervision/supervisor.ts";
+import type { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
@@ -55,7 +55,7 @@ import type { ReloadMetrics } from "../metrics/text.ts";
 /** What runs: the plan in force and the objects that apply it. */
 interface Live {
   plan: Plan;
-  supervisors: EngineSupervisor[];
+  supervisors: EngineRun[];
   supervision: Supervision & { journal: Journal };
   stance: OpsStance;
   state: ManagementState;
@@ -154,7 +154,7 @@ export class Semioserve implements AsyncDisposable {
     return this.#supervisors().map(engineView);
   }
 
-  #supervisors(): readonly EngineSupervisor[] {
+  #supervisors(): readonly EngineRun[] {
     return this.#live?.supervisors ?? [];
   }
 
@@ -180,7 +180,7 @@ export class Semioserve implements AsyncDisposable {
     const records = new EngineRecords(plan.directory);
     // A killed launcher's engines go first, so their ports are free again.
     await records.reap(plan.survey!, config.graceMs);
-    const supervisors: EngineSupervisor[] = [];
+    const supervisors: EngineRun[] = [];
     const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
     const supervision = {
       options: config,

@@ -91,7 +91,7 @@ export interface EngineView extends EngineDetail {
   readonly policy: RestartPolicy;
 }
 
-/** The frozen snapshot an embedding program gets of one engine (from its supervisor). */
+/** The frozen snapshot an embedding program gets of one engine. */
 export function engineView(
   engine: Pick<EngineView, "name" | "port" | "policy"> & {
     detail(): EngineDetail;
@@ -105,13 +105,7 @@ export function engineView(
   });
 }
 
-/**
- * The load phase fields of `?detail=1`: the run's while it starts, else null.
- *
- * @param starting Whether the engine is in the `starting` state.
- * @param run Its current run.
- * @returns `phase`, `phase_since` and `progress`.
- */
+/** The load phase fields of `?detail=1`: the run's while it starts, else null. */
 export function phaseFields(
   starting: boolean,
   run: ServerProcess,

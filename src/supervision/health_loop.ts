@@ -5,41 +5,31 @@
  *
  * @module
  */
-import type { EngineSupervisor } from "./supervisor.ts";
+import type { EngineRun } from "./engine_run.ts";
 
 /** How often and how long the loop polls. */
 export interface HealthLoopOptions {
   /** Time between the end of one round and the start of the next, in milliseconds. */
   intervalMs: number;
-  /** How long one poll may take, in milliseconds. */
   timeoutMs: number;
-  /** Called after every round. */
   onRound?: () => void;
 }
 
-/**
- * Polls every engine in the background until stopped.
- */
 export class HealthLoop {
-  readonly #targets: readonly EngineSupervisor[];
+  readonly #targets: readonly EngineRun[];
   readonly #options: HealthLoopOptions;
   #timer: ReturnType<typeof setTimeout> | undefined;
   #round: Promise<void> | undefined;
   #stopped = false;
 
-  /**
-   * @param targets The engines to poll.
-   * @param options Interval, timeout and the after-round callback.
-   */
   constructor(
-    targets: readonly EngineSupervisor[],
+    targets: readonly EngineRun[],
     options: HealthLoopOptions,
   ) {
     this.#targets = targets;
     this.#options = options;
   }
 
-  /** Schedules the first round one interval from now. */
   start(): void {
     if (this.#stopped || this.#timer !== undefined) return;
     this.#schedule();
@@ -63,7 +53,6 @@ export class HealthLoop {
     if (!this.#stopped) this.#options.onRound?.();
   }
 
-  /** Stops the loop and waits for a round in progress to finish. */
   async stop(): Promise<void> {
     this.#stopped = true;
     clearTimeout(this.#timer);

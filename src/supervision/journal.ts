@@ -12,15 +12,12 @@ import { EngineLog, type EngineLogOptions } from "../engines/log_sink.ts";
 
 /** One line of the journal. */
 export interface JournalEvent {
-  /** ISO time. */
   readonly at: string;
   /** The engine's catalogue name; null for the launcher. */
   readonly model: string | null;
   /** `state` for an engine's state change; `started`, `reload`, `stopping` for the launcher's. */
   readonly event: string;
-  /** The state left, or null. */
   readonly from: string | null;
-  /** The state entered, or null. */
   readonly to: string | null;
   /** Why, in a word or two (an exit cause, `gpu-memory-free`, `refused`), or null. */
   readonly reason: string | null;
@@ -28,32 +25,14 @@ export interface JournalEvent {
   readonly detail: string | null;
 }
 
-/** The journal's file under a launcher directory. */
 export function journalPath(directory: string): string {
   return `${directory}/logs/events.jsonl`;
 }
 
-/**
- * The launcher's journal.
- *
- * @example
- * ```ts
- * import { Journal } from "./journal.ts";
- * const dir = Deno.makeTempDirSync();
- * await using journal = new Journal(`${dir}/events.jsonl`);
- * journal.record({ model: null, event: "started", detail: "2 engines" });
- * await journal.flush();
- * console.assert(Deno.readTextFileSync(`${dir}/events.jsonl`).includes('"started"'));
- * ```
- */
 export class Journal implements AsyncDisposable {
   readonly #file: EngineLog;
   #warned = false;
 
-  /**
-   * @param path The journal file (`journalPath(directory)`).
-   * @param options Rotation, as for engine logs.
-   */
   constructor(path: string, options: EngineLogOptions = {}) {
     this.#file = new EngineLog(path, {
       ...options,
@@ -69,16 +48,11 @@ export class Journal implements AsyncDisposable {
     });
   }
 
-  /** The journal file. */
   get path(): string {
     return this.#file.path;
   }
 
-  /**
-   * Appends one event; never waits.
-   *
-   * @param event The event; `at` is now, missing fields are null.
-   */
+  /** Appends one event (`at` now, missing fields null); never waits. */
   record(
     event: Partial<JournalEvent> & Pick<JournalEvent, "model" | "event">,
   ): void {
@@ -94,17 +68,14 @@ export class Journal implements AsyncDisposable {
     this.#file.line(JSON.stringify(line));
   }
 
-  /** Resolves once what was recorded so far is written or dropped. */
   flush(): Promise<void> {
     return this.#file.flush();
   }
 
-  /** Writes what is queued and closes the file. */
   close(): Promise<void> {
     return this.#file.close();
   }
 
-  /** Same as {@linkcode Journal.close}. */
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }

@@ -21,15 +21,10 @@ import { isPortFree } from "../engines/ports.ts";
 
 /** What a run's record says of the run itself. */
 export interface RunRecord {
-  /** The catalogue name. */
   model: string;
-  /** The engine's pid (and process group id). */
   pid: number;
-  /** The command line, API key masked. */
   command: string;
-  /** Host the engine listens on. */
   host: string;
-  /** Port the engine listens on. */
   port: number;
 }
 
@@ -37,7 +32,6 @@ export interface RunRecord {
 export interface EngineRecord extends RunRecord {
   /** The engine's start time from `/proc/<pid>/stat`, so a reused pid is never taken for it. */
   startTime: string;
-  /** The launcher's pid. */
   launcherPid: number;
   /** The launcher's own start time, so a reused launcher pid is not taken for it. */
   launcherStartTime: string;
@@ -48,16 +42,12 @@ const PORT_WAIT_MS = 2_000;
 /** `/proc` stays unreadable for a process's life: said once. */
 let warnedNoProc = false;
 
-/**
- * Reads and writes the records of one root directory.
- */
 export class EngineRecords {
   readonly #dir: string;
   readonly #directory: string;
   readonly #launcherStartTime: string;
   readonly #pending = new Map<string, RunRecord>();
 
-  /** @param directory The launcher's root directory. */
   constructor(directory: string) {
     this.#directory = directory;
     this.#dir = `${directory}/data`;
@@ -74,10 +64,7 @@ export class EngineRecords {
     return `${this.#dir}/${model}${SUFFIX}`;
   }
 
-  /**
-   * Records a running engine of this launcher (atomically: a reader never
-   * sees half a record).
-   */
+  /** Atomically: a reader never sees half a record. */
   write(record: RunRecord): void {
     // Engines start in one synchronous loop: their start times are read in one
     // go right after it (one `sh` under narrowed permissions, not one each).
@@ -117,7 +104,6 @@ export class EngineRecords {
     }
   }
 
-  /** Removes a model's record if this launcher wrote it. */
   remove(model: string): void {
     this.#pending.delete(model);
     const record = readRecord(this.#path(model));
@@ -127,7 +113,6 @@ export class EngineRecords {
     } catch { /* already gone */ }
   }
 
-  /** Every readable record, with its path, by model name. */
   #list(): { path: string; record: EngineRecord }[] {
     let names: string[];
     try {
@@ -144,14 +129,7 @@ export class EngineRecords {
     }).sort((a, b) => a.record.model.localeCompare(b.record.model));
   }
 
-  /**
-   * What the records say, read only (a dry run shows it, a start reaps it):
-   * the records of other live launchers, those of them serving one of
-   * `models`, and the stale records, with whether their engine group still runs.
-   *
-   * @param models The models this launcher is about to serve.
-   * @returns The live, conflicting and stale records.
-   */
+  /** What the records say, read only (a dry run shows it, a start reaps it). */
   survey(models: readonly string[]): RecordSurvey {
     const records = this.#list();
     // One look at every process concerned (one `sh` under narrowed permissions).
@@ -176,13 +154,7 @@ export class EngineRecords {
     };
   }
 
-  /**
-   * Start-up check, before any port is checked: a record whose launcher is
-   * alive and serves one of the surveyed models refuses the start.
-   *
-   * @param survey What {@linkcode EngineRecords.survey} found.
-   * @throws {ConfigError} When a live launcher serves one of those models from this directory.
-   */
+  /** Before any port is checked: a live launcher serving one of the models refuses the start. */
   refuseServed(survey: RecordSurvey): void {
     const record = survey.serving[0];
     if (record === undefined) return;
@@ -191,15 +163,7 @@ export class EngineRecords {
     );
   }
 
-  /**
-   * Start-up, once the plan is checked (and so
-   * {@linkcode EngineRecords.refuseServed} passed): each stale record's
-   * engine group, when still the recorded one, gets SIGTERM, the grace
-   * period, then SIGKILL, and the record is removed.
-   *
-   * @param survey What {@linkcode EngineRecords.survey} found.
-   * @param graceMs Time between SIGTERM and SIGKILL.
-   */
+  /** Once the plan is checked: each stale record's group, still the recorded one, is stopped; the record goes. */
   async reap(survey: RecordSurvey, graceMs: number): Promise<void> {
     await Promise.all(survey.stale.map(async ({ path, record, running }) => {
       if (running) {
@@ -217,11 +181,7 @@ export class EngineRecords {
   }
 }
 
-/**
- * The start times of the processes named, in one read; a pid with no process
- * is missing, and one with another start time was reused. The metrics files'
- * owners ask this rather than `/proc`.
- */
+/** The start times of the processes named, in one read (a reused pid has another). */
 export function processStartTimes(
   pids: readonly number[],
 ): Map<number, string> {
@@ -230,9 +190,7 @@ export function processStartTimes(
   );
 }
 
-/** What {@linkcode EngineRecords.survey} found. */
 export interface RecordSurvey {
-  /** Records of launchers other than this one that are alive. */
   readonly live: readonly EngineRecord[];
   /** Those of them serving a model this launcher is about to serve. */
   readonly serving: readonly EngineRecord[];
@@ -244,12 +202,7 @@ export interface RecordSurvey {
   }[];
 }
 
-/**
- * True when the recorded engine's group is still there: the leader alive with
- * its recorded start time, or, the leader gone, members of its group left.
- * (Linux does not hand out a pid while a group of that id exists, so a group
- * without its leader is still the engine's.)
- */
+/** The leader with its recorded start time, or members of its group left (Linux reuses no pid while its group exists). */
 function groupIsRecorded(
   record: EngineRecord,
   leader: ProcStat | undefined,
@@ -280,7 +233,6 @@ function groupLiving(pgid: number): boolean {
   );
 }
 
-/** Waits until nothing listens on the port, or `ms` have passed. */
 async function portReleased(
   hostname: string,
   port: number,

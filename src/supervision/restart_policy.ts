@@ -1,6 +1,7 @@
 /**
- * The restart policy as pure functions: whether an ended engine run is started
- * again, and after how long. No processes, no timers: the supervisor asks.
+ * The restart policy and liveness as pure rules: when the launcher ends a run
+ * itself, whether an ended run is started again, and after how long. No
+ * processes, no timers: the engine run asks.
  *
  * @module
  */
@@ -8,9 +9,7 @@ import type { RestartPolicy } from "../catalogue.ts";
 
 /** Why an engine run ended (the `last_exit` of `GET /models?detail=1` says more). */
 export interface RunEnd {
-  /** The exit code, or null when a signal ended it. */
   readonly code: number | null;
-  /** The signal that ended it, or null. */
   readonly signal: string | null;
   readonly reason: EndReason;
 }
@@ -38,7 +37,6 @@ export type EngineState =
   | "failed"
   | "exited";
 
-/** Every lifecycle state, in lifecycle order (the metrics' state family lists them all). */
 export const ENGINE_STATES: readonly EngineState[] = [
   "waiting",
   "starting",
@@ -58,34 +56,18 @@ const HOPELESS: ReadonlySet<string> = new Set([
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
 
-/** What an exit's cause does to the restart after it. */
 export type CauseVerdict = "failed" | "same-delay" | "grow";
 
 /**
- * Recovery by cause: exits in a row of a cause a restart cannot fix
- * (`bad-arguments`, `model-not-found`) end in `failed` at the second; a
- * `gpu-memory-profiling` exit (a neighbour moved its memory while vLLM
- * measured: the next try may well pass) keeps the delay it has a few times,
- * then the delay grows; every other cause grows it as the policy says.
- *
- * @example
- * ```ts ignore
- * import { CauseStreak } from "./restart_policy.ts";
- * const streak = new CauseStreak();
- * streak.next("bad-arguments"); // "grow"
- * streak.next("bad-arguments"); // "failed"
- * ```
+ * Recovery by cause: a cause a restart cannot fix ends in `failed` at its
+ * second exit in a row; a `gpu-memory-profiling` exit (a neighbour moved its
+ * memory while vLLM measured: the next try may well pass) keeps its delay a
+ * few times.
  */
 export class CauseStreak {
   #hopeless = 0;
   #profiling = 0;
 
-  /**
-   * Counts one exit.
-   *
-   * @param cause The exit's cause.
-   * @returns What the restart after it does.
-   */
   next(cause: string): CauseVerdict {
     this.#hopeless = HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
     if (this.#hopeless >= 2) return "failed";
@@ -98,16 +80,11 @@ export class CauseStreak {
   }
 }
 
-/** The first restart waits this long; each further one twice the last. */
 const FIRST_RESTART_DELAY_MS = 1_000;
 
 /**
- * Whether a run that ended this way is started again. The launcher's own
- * shutdown never asks.
- *
- * @param policy The card's (or the launcher's default) policy.
- * @param end How the run ended.
- * @returns True when the engine should be started again.
+ * Whether a run that ended this way is started again (the launcher's own
+ * shutdown never asks).
  *
  * @example
  * ```ts
@@ -123,13 +100,9 @@ export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
 }
 
 /**
- * The delay before restart number `n` (1-based): 1 s, 2 s, 4 s … capped at
- * `maxMs`. No jitter: the same crash gives the same schedule, and engines on
- * one server rarely share a failure that a spread would help.
- *
- * @param n The restart number since the delay last reset, 1 or more.
- * @param maxMs The cap.
- * @returns Milliseconds to wait.
+ * The delay before restart `n` (1-based, since the last reset): 1 s, 2 s, 4 s
+ * … capped at `maxMs`. No jitter: engines on one server rarely share a
+ * failure that a spread would help.
  *
  * @example
  * ```ts
@@ -144,11 +117,7 @@ export function restartDelayMs(n: number, maxMs: number): number {
 }
 
 /**
- * Describes a run's end for a log line: `code 3` or `signal SIGKILL`, with
- * `unhealthy` when the liveness check ended it.
- *
- * @param end How the run ended.
- * @returns A few words.
+ * A run's end for a log line: `code 3`, `signal SIGKILL`, `unhealthy, then …`.
  *
  * @example
  * ```ts
@@ -159,4 +128,75 @@ export function restartDelayMs(n: number, maxMs: number): number {
 export function describeEnd(end: RunEnd): string {
   const how = end.signal ? `signal ${end.signal}` : `code ${end.code}`;
   return end.reason === "exit" ? how : `${end.reason}, then ${how}`;
+}
+
+/** What the engine run does with one health poll or silence check. */
+export type Verdict =
+  /** Answered 200; `first` when it is the run's first (its load is over). */
+  | { readonly kind: "ready"; readonly first: boolean }
+  /** Not answered yet and never did: still loading. */
+  | { readonly kind: "loading" }
+  /** Failed after a first 200, not (yet) enough to stop it. */
+  | { readonly kind: "unhealthy" }
+  /** Stop the run; the restart policy then applies as for a crash. */
+  | { readonly kind: "stop"; readonly reason: EndReason; readonly why: string };
+
+export interface RunHealth {
+  readonly firstOkAt: number | undefined;
+  readonly failures: number;
+}
+
+/**
+ * One poll's verdict and the run's facts after it. A run that never answered
+ * 200 is loading and spared (big models load for tens of minutes); after its
+ * first 200, `limit` failed background polls in a row stop it (0: never); a
+ * `GET /models` request's poll (`counts` false) never counts.
+ */
+export function pollVerdict(
+  health: RunHealth,
+  ok: boolean,
+  counts: boolean,
+  limit: number,
+  now: number = Date.now(),
+): [Verdict, RunHealth] {
+  if (ok) {
+    const first = health.firstOkAt === undefined;
+    return [{ kind: "ready", first }, {
+      firstOkAt: health.firstOkAt ?? now,
+      failures: 0,
+    }];
+  }
+  if (health.firstOkAt === undefined) return [{ kind: "loading" }, health];
+  if (!counts) return [{ kind: "unhealthy" }, health];
+  const failures = health.failures + 1;
+  const next = { ...health, failures };
+  if (limit <= 0 || failures < limit) return [{ kind: "unhealthy" }, next];
+  return [{
+    kind: "stop",
+    reason: "unhealthy",
+    why:
+      `failed ${failures} health polls in a row after answering 200: stopping it (SIGTERM, then SIGKILL)`,
+  }, next];
+}
+
+/** `--start-timeout`: a run that never answered 200 and gave no sign of life for `timeoutMs` is stopped (0: never). */
+export function silenceVerdict(
+  firstOkAt: number | undefined,
+  lastSignOfLife: number,
+  timeoutMs: number,
+  phase: string | null,
+  now: number = Date.now(),
+): Verdict | undefined {
+  if (timeoutMs <= 0 || firstOkAt !== undefined) return undefined;
+  const silent = now - lastSignOfLife;
+  if (silent < timeoutMs) return undefined;
+  return {
+    kind: "stop",
+    reason: "start-timeout",
+    why: `has not answered 200 and wrote nothing for ${
+      Math.round(silent / 1000)
+    } s (--start-timeout${
+      phase ? `, stalled while ${phase}` : ""
+    }): stopping it (SIGTERM, then SIGKILL)`,
+  };
 }

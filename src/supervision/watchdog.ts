@@ -1,15 +1,10 @@
 /**
  * The watchdog: one small detached `sh` per launcher that stops the engines if
- * the launcher dies without stopping them (SIGKILL, the OOM killer).
- *
- * The launcher writes `add <pgid>` and `del <pgid>` lines into the watchdog's
- * stdin; nothing else holds that pipe's write end (Deno opens every other file
- * close-on-exec, so engines do not inherit it). When the launcher dies, the
- * kernel closes the pipe, `read` sees end-of-file, and the watchdog sends
- * SIGTERM to every group still listed, waits the grace period (leaving as soon
- * as they are gone), then sends SIGKILL. A normal shutdown stops the engines
- * first and then closes the pipe with no group listed, so the watchdog just
- * exits.
+ * the launcher dies without stopping them (SIGKILL, the OOM killer). It reads
+ * `add <pgid>`/`del <pgid>` lines from a pipe only the launcher holds (Deno
+ * opens every other file close-on-exec); when the launcher dies, the kernel
+ * closes it and the watchdog sends SIGTERM, the grace, then SIGKILL to every
+ * group still listed.
  *
  * @module
  */
@@ -47,9 +42,6 @@ exit 0
 
 const encoder = new TextEncoder();
 
-/**
- * A launcher's watchdog process.
- */
 export class Watchdog {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
@@ -61,12 +53,7 @@ export class Watchdog {
     this.#writer = child.stdin.getWriter();
   }
 
-  /**
-   * Spawns the watchdog. Never throws: without it (no `sh`, or not allowed)
-   * the launcher warns and relies on its records instead.
-   *
-   * @param graceMs Time the engines get between SIGTERM and SIGKILL.
-   */
+  /** Never throws: without it (no `sh`, or not allowed) the launcher warns and relies on its records. */
   static start(graceMs: number): Watchdog | undefined {
     try {
       const child = new Deno.Command("sh", {
@@ -88,12 +75,10 @@ export class Watchdog {
     }
   }
 
-  /** Watches a process group from now on. */
   add(pgid: number): void {
     this.#send(`add ${pgid}\n`);
   }
 
-  /** Stops watching a group (its engine is gone). */
   remove(pgid: number): void {
     this.#send(`del ${pgid}\n`);
   }

@@ -1,10 +1,12 @@
 /**
  * Each engine kind's command line, model resolution and missing-executable
- * errors, through `ServerProcess` (nothing is spawned here).
+ * errors, through an engine's plan and its `ServerProcess` (nothing is
+ * spawned here).
  */
 import assert from "node:assert/strict";
 import { Registry } from "../../src/catalogue.ts";
 import { EngineError, ServerProcess } from "../../src/serve.ts";
+import { planEngine } from "../../src/engines/engine_plan.ts";
 import { fakeBin, makeRoot, pathWith } from "../support/helpers.ts";
 
 const CARDS = `
@@ -46,12 +48,14 @@ async function env(): Promise<Env> {
 const registry = Registry.parse(CARDS, "engines_test.yaml");
 
 function engine(name: string, root: string, apiKey = ""): ServerProcess {
-  return new ServerProcess(registry.get(name), {
-    host: "127.0.0.1",
-    port: 5001,
-    directory: root,
-    apiKey,
-  });
+  return new ServerProcess(
+    planEngine(registry.get(name), {
+      host: "127.0.0.1",
+      port: 5001,
+      directory: root,
+      apiKey,
+    }),
+  );
 }
 
 Deno.test("vllm: serve <model> --host --port --served-model-name [--api-key] <args>", async () => {
@@ -215,10 +219,12 @@ Deno.test("a card's executable override is used, and checked", async () => {
 
 Deno.test("IPv6 hosts are bracketed in URLs", async () => {
   await using e = await env();
-  const p = new ServerProcess(registry.get("v"), {
-    host: "::1",
-    port: 5001,
-    directory: e.root,
-  });
+  const p = new ServerProcess(
+    planEngine(registry.get("v"), {
+      host: "::1",
+      port: 5001,
+      directory: e.root,
+    }),
+  );
   assert.equal(p.url, "http://[::1]:5001/v1");
 });

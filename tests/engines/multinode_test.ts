@@ -7,6 +7,7 @@ import { fileURLToPath } from "node:url";
 import { Registry } from "../../src/catalogue.ts";
 import { DEFAULT_CATALOGUE } from "../../src/catalogue/registry.ts";
 import { ServerProcess } from "../../src/serve.ts";
+import { planEngine } from "../../src/engines/engine_plan.ts";
 import {
   fakeBin,
   freePorts,
@@ -39,11 +40,9 @@ async function commandFor(
   Deno.env.set("PATH", pathWith(bin));
   try {
     const card = registry.expand(registry.get(name), env);
-    const engine = new ServerProcess(card, {
-      host: "10.0.0.1",
-      port: 5001,
-      directory: root,
-    });
+    const engine = new ServerProcess(
+      planEngine(card, { host: "10.0.0.1", port: 5001, directory: root }),
+    );
     return { executable: engine.executable, args: engine.args, env: card.env };
   } finally {
     Deno.env.set("PATH", path);

@@ -24,8 +24,8 @@ Deno.test("./serve exports these values and no supervisor or GPU start gate", ()
 Deno.test("./serve names no supervision or gate type", () => {
   for (
     const inside of [
-      "EngineSupervisor",
-      "SupervisorOptions",
+      "EngineRun",
+      "EngineRunOptions",
       "GpuStartGate",
       "StartSlot",
       "StartRequest",

@@ -1,12 +1,32 @@
-/** Liveness as a state machine (src/supervision/liveness.ts): no processes, no timers. */
+/** Liveness as pure rules (src/supervision/restart_policy.ts): no processes, no timers. */
 import assert from "node:assert/strict";
-import { Liveness } from "../../src/supervision/liveness.ts";
+import {
+  pollVerdict,
+  type RunHealth,
+  silenceVerdict,
+  type Verdict,
+} from "../../src/supervision/restart_policy.ts";
+
+/** A run's polls in order, its facts carried from one to the next. */
+function polls(limit: number) {
+  let health: RunHealth = { firstOkAt: undefined, failures: 0 };
+  return {
+    observe(result: { ok: boolean }, counts: boolean): Verdict {
+      const [verdict, next] = pollVerdict(health, result.ok, counts, limit);
+      health = next;
+      return verdict;
+    },
+    reset(): void {
+      health = { firstOkAt: undefined, failures: 0 };
+    },
+    get firstOkAt(): number | undefined {
+      return health.firstOkAt;
+    },
+  };
+}
 
 Deno.test("a loading run is spared by failures; after its first 200, failures in a row stop it", () => {
-  const liveness = new Liveness("m", {
-    livenessFailures: 3,
-    startTimeoutMs: 0,
-  });
+  const liveness = polls(3);
   for (let i = 0; i < 10; i++) {
     assert.deepEqual(liveness.observe({ ok: false }, true), {
       kind: "loading",
@@ -39,13 +59,12 @@ Deno.test("a loading run is spared by failures; after its first 200, failures in
 });
 
 Deno.test("a loading run silent past --start-timeout is stopped; output or a first 200 spares it", () => {
-  const liveness = new Liveness("m", {
-    livenessFailures: 6,
-    startTimeoutMs: 1_000,
-  });
+  const liveness = polls(6);
+  const silentLoad = (last: number) =>
+    silenceVerdict(liveness.firstOkAt, last, 1_000, null);
   // Well inside the timeout: the clock moves on between this line and the check.
-  assert.equal(liveness.silentLoad(Date.now() - 500), undefined);
-  const stop = liveness.silentLoad(Date.now() - 5_000);
+  assert.equal(silentLoad(Date.now() - 500), undefined);
+  const stop = silentLoad(Date.now() - 5_000);
   assert.equal(stop?.kind, "stop");
   assert.equal(stop?.kind === "stop" && stop.reason, "start-timeout");
   assert.match(
@@ -54,10 +73,13 @@ Deno.test("a loading run silent past --start-timeout is stopped; output or a fir
   );
   liveness.observe({ ok: true }, true);
   assert.equal(
-    liveness.silentLoad(Date.now() - 5_000),
+    silentLoad(Date.now() - 5_000),
     undefined,
     "loaded runs are liveness's",
   );
-  const off = new Liveness("m", { livenessFailures: 6, startTimeoutMs: 0 });
-  assert.equal(off.silentLoad(0), undefined, "0 turns it off");
+  assert.equal(
+    silenceVerdict(undefined, 0, 0, null),
+    undefined,
+    "0 turns it off",
+  );
 });

@@ -1,0 +1,647 @@
+/**
+ * One model's engine, its whole life in one place: successive
+ * {@linkcode ServerProcess} runs, the GPU start gate, liveness, restarts. One
+ * state field and one transition function, {@linkcode EngineRun} `#on`, fed by
+ * events; the rules it applies are pure (`restart_policy.ts`, the gate). A
+ * new state is a member of `EngineState`; a new event, a member of
+ * {@linkcode EngineEvent} and a case of `#on`.
+ *
+ * Folder `supervision/`: what sits above one engine run: the engine run, the
+ * restart policy, the health loop, the watchdog and the engine records. It
+ * knows nothing of HTTP, authentication or the command line.
+ *
+ * @module
+ */
+import type { ModelCard, RestartPolicy } from "../catalogue.ts";
+import { log } from "../common/log.ts";
+import { LogThrottle } from "../common/log_throttle.ts";
+import { sleep } from "../common/sleep.ts";
+import type { Watchdog } from "./watchdog.ts";
+import type { EngineLog } from "../engines/log_sink.ts";
+import type { GpuReading } from "../gpu/memory_use.ts";
+import type { GpuMemoryNeed } from "../gpu/need.ts";
+import {
+  type GateFacts,
+  type GpuStartGate,
+  noteWait,
+  type Released,
+  releasedBy,
+  type StartSlot,
+  type WaitingFor,
+  type WaitReason,
+  waitSeconds,
+} from "../gpu/start_gate.ts";
+import {
+  CauseStreak,
+  describeEnd,
+  type EndReason,
+  type EngineState,
+  pollVerdict,
+  restartDelayMs,
+  type RunHealth,
+  shouldRestart,
+  silenceVerdict,
+  type Verdict,
+} from "./restart_policy.ts";
+import {
+  type EngineDetail,
+  type LastExit,
+  phaseFields,
+} from "./engine_detail.ts";
+import type { ExitCause } from "../engines/kinds/engine_kind.ts";
+import type { EngineRecords } from "./records.ts";
+import type { Journal } from "./journal.ts";
+import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
+import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
+import { isPortFree } from "../engines/ports.ts";
+
+/** How a model's engine is run (where and what it runs is its plan). */
+export interface EngineRunOptions {
+  log: EngineLog;
+  /** The policy when the card sets none. */
+  restart: RestartPolicy;
+  restartMaxDelayMs: number;
+  /** A run that stays up this long after its first 200 resets the delay to 1 s. */
+  stableAfterMs: number;
+  /** Failed background polls in a row, after a first 200, that stop a run; 0: never. */
+  livenessFailures: number;
+  /** Between SIGTERM and SIGKILL. */
+  graceMs: number;
+  records: EngineRecords;
+  onChange: () => void;
+  journal?: Journal | undefined;
+  gate?: GpuStartGate;
+  /** Free GPU memory the engine demands at start, where known (the gate's rule 4). */
+  memoryNeed?: GpuMemoryNeed | undefined;
+  /** A loading run silent this long is stopped; 0: never. */
+  startTimeoutMs: number;
+  /** How often a load holding the gate is polled for its first 200. @default {1000} */
+  loadPollMs?: number;
+  /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
+  released?: Released | undefined;
+}
+
+/**
+ * What an engine run is told. Only `#on` acts on events; anything async
+ * (the gate, a timer, a poll, an exit) ends in one.
+ */
+export type EngineEvent =
+  /** The gate holds the start (each look while held). */
+  | { readonly kind: "held"; readonly waiting: WaitingFor }
+  /** The gate let it start (`undefined`: not gated; `null`: the wait ended without a start). */
+  | { readonly kind: "admitted"; readonly slot: StartSlot | undefined | null }
+  /** A health poll's answer; `counts`: a background poll (liveness). */
+  | {
+    readonly kind: "probe";
+    readonly run: ServerProcess;
+    readonly result: HealthCheck;
+    readonly counts: boolean;
+  }
+  /** The `--start-timeout` timer fired. */
+  | { readonly kind: "silence"; readonly run: ServerProcess }
+  | {
+    readonly kind: "exited";
+    readonly run: ServerProcess;
+    readonly status: Deno.CommandStatus;
+  }
+  | { readonly kind: "backoff-over" }
+  | { readonly kind: "stop"; readonly why: string };
+
+/** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
+export class EngineRun {
+  readonly log: EngineLog;
+  // A reload that moves an engine replaces its run: these never change.
+  readonly name: string;
+  readonly host: string;
+  readonly port: number;
+  readonly url: string;
+  #plan: EnginePlan;
+  #o: EngineRunOptions;
+  #policy: RestartPolicy;
+  #process: ServerProcess;
+  #state: EngineState = "starting";
+  #since = new Date();
+  #restarts = 0;
+  #step = 0;
+  #lastExit: LastExit | null = null;
+  #causes = new CauseStreak();
+  #exits: Partial<Record<ExitCause, number>> = {};
+  #nextRestart: Date | null = null;
+  #health: RunHealth = { firstOkAt: undefined, failures: 0 };
+  /** Why the launcher is ending the current run itself, or "exit". */
+  #endReason: EndReason = "exit";
+  #stopWhy: string | undefined;
+  /** Ends a backoff, a wait at the gate, the load and download watches. */
+  #interrupt = new AbortController();
+  #gpu: GateFacts = { since: 0, ms: {}, startUsed: {} };
+  /** What the next start waits to see released (rule 2 of the gate). */
+  #released: Released | undefined;
+  #watchdog: Watchdog | undefined;
+  /** Resolves once the engine is `exited` or `failed`; set by start(). */
+  #done: PromiseWithResolvers<void> | undefined;
+  #lastPollMs: number | undefined;
+  #silence: ReturnType<typeof setTimeout> | undefined;
+  /** Polls that failed on our side: one line per 10 s, then a count. */
+  #local = new LogThrottle({ write: log.warn });
+
+  constructor(plan: EnginePlan, options: EngineRunOptions) {
+    this.#plan = plan;
+    this.#o = options;
+    this.#policy = plan.card.restart ?? options.restart;
+    this.#released = options.released;
+    this.log = options.log;
+    this.#process = new ServerProcess(plan, this.log);
+    this.name = plan.name;
+    this.host = plan.host;
+    this.port = plan.port;
+    this.url = this.#process.url;
+  }
+
+  /** The plan in force (a reload may amend it, a restart resolve it again). */
+  get plan(): EnginePlan {
+    return this.#plan;
+  }
+
+  get card(): ModelCard {
+    return this.#plan.card;
+  }
+
+  get process(): ServerProcess {
+    return this.#process;
+  }
+
+  /** The running engine's process group, or undefined. */
+  get pgid(): number | undefined {
+    return this.#process.running ? this.#process.pid : undefined;
+  }
+
+  get policy(): RestartPolicy {
+    return this.#policy;
+  }
+
+  get state(): EngineState {
+    return this.#state;
+  }
+
+  /** Devices handed to the engine, `[]` for none, null when not placed. */
+  get gpus(): readonly string[] | null {
+    return this.#plan.gpus;
+  }
+
+  get restarts(): number {
+    return this.#restarts;
+  }
+
+  /** True when the current run's last poll answered 200 (that is what `ready` means). */
+  get up(): boolean {
+    return this.#state === "ready" && this.#process.running;
+  }
+
+  get lastPollSeconds(): number | undefined {
+    return this.#lastPollMs === undefined ? undefined : this.#lastPollMs / 1000;
+  }
+
+  detail(): EngineDetail {
+    return {
+      state: this.#state,
+      pid: this.#process.running ? this.#process.pid ?? null : null,
+      restarts: this.#restarts,
+      since: this.#since.toISOString(),
+      last_exit: this.#lastExit,
+      next_restart: this.#nextRestart?.toISOString() ?? null,
+      gpus: this.#plan.gpus,
+      waiting_for: this.#gpu.waiting ?? null,
+      gpu_memory_mib: this.#gpu.memory?.mib ?? null,
+      gpu_memory_by: this.#gpu.memory?.by ?? null,
+      ...phaseFields(this.#state === "starting", this.#process),
+    };
+  }
+
+  exitsByCause(): Partial<Record<ExitCause, number>> {
+    return { ...this.#exits };
+  }
+
+  startWaitSeconds(): Partial<Record<WaitReason, number>> {
+    return waitSeconds(this.#gpu);
+  }
+
+  observeGpuMemory(reading: GpuReading | null): void {
+    this.#gpu.memory = reading;
+    if (reading && !this.#gpu.slot) this.#gpu.settled = reading;
+  }
+
+  /** Each device's used MiB just before the current run spawned (device attribution). */
+  get gpuStartUsed(): Readonly<Record<string, number>> {
+    return this.#gpu.startUsed;
+  }
+
+  /** What the last run held on its GPUs, for its replacement; undefined when not gated. */
+  gpuReleased(): Released | undefined {
+    return this.#gated() ? releasedBy(this.#gpu) : undefined;
+  }
+
+  /** Starts the first run; throws an `EngineError` when an ungated one cannot be spawned. */
+  start(watchdog?: Watchdog): void {
+    if (this.#done) return;
+    this.#watchdog = watchdog;
+    this.#done = Promise.withResolvers();
+    if (this.#gated()) return void this.#admit();
+    try {
+      this.#on({ kind: "admitted", slot: undefined });
+    } catch (error) {
+      this.#done = undefined;
+      throw error;
+    }
+  }
+
+  /** Polls the current run once; a background poll (`counts`) is a liveness check, a `GET /models` request's is not. */
+  async healthy(timeoutMs: number, counts = false): Promise<boolean> {
+    const run = this.#process;
+    if (!run.running || (counts && this.#state === "stopping")) return false;
+    const result = await run.check(timeoutMs);
+    this.#on({ kind: "probe", run, result, counts });
+    return result.ok;
+  }
+
+  /** Stops for good: a backoff or a gate wait ends at once, the run gets SIGTERM, grace, SIGKILL; `keepLog` for a replacement. */
+  async stop(
+    graceMs: number = this.#o.graceMs,
+    options: { keepLog?: boolean; why?: string } = {},
+  ): Promise<void> {
+    const why = options.why === undefined ? "" : ` (${options.why})`;
+    this.#on({ kind: "stop", why });
+    await this.#process.stop(graceMs);
+    await this.#done?.promise;
+    if (options.keepLog) await this.log.flush();
+    else await this.log.close();
+  }
+
+  /**
+   * A reload's change that does not reach the engine (its `restart:` policy,
+   * `description`, `verb`, the engine key of later starts); one that does
+   * gets a new engine run (`serve/engine_supervisors.ts`).
+   */
+  amend(card: ModelCard, next: { apiKey?: string } = {}): void {
+    if (card.name !== this.name) {
+      throw new RangeError(
+        `Cannot give engine ${this.name} the card ${card.name} (expected the same name)`,
+      );
+    }
+    this.#plan = { ...this.#plan, card, ...next };
+    this.#policy = card.restart ?? this.#o.restart;
+    this.#o.onChange();
+  }
+
+  kill(): void {
+    this.#process.kill();
+  }
+
+  /** The transition function: every state change happens here. */
+  #on(event: EngineEvent): void {
+    const state = this.#state;
+    if (state === "exited" || state === "failed") {
+      // The wait or timer the stop ended: the devices go back.
+      if (event.kind === "admitted") event.slot?.release();
+      return;
+    }
+    switch (event.kind) {
+      case "held": {
+        const { waiting } = event;
+        if (noteWait(this.#gpu, waiting)) {
+          log.info(
+            `engine ${this.name} waits for GPU ${
+              waiting.devices.join(",")
+            }: ${waiting.detail}`,
+          );
+        }
+        if (state === "waiting") return this.#o.onChange();
+        return this.#enter(
+          "waiting",
+          event.waiting.reason,
+          event.waiting.detail,
+        );
+      }
+      case "admitted": {
+        const waited = this.#gpu.waiting;
+        noteWait(this.#gpu, null);
+        const slot = event.slot;
+        if (slot === null || this.#stopWhy !== undefined) {
+          slot?.release();
+          return this.#enter("exited");
+        }
+        if (slot) {
+          if (waited) {
+            log.info(
+              `engine ${this.name} starts on GPU ${
+                this.gpus!.join(",")
+              } (waited for ${waited.reason})`,
+            );
+          }
+          this.#gpu.slot = slot;
+          this.#gpu.startUsed = slot.usedMiB;
+        }
+        const restart = this.#lastExit !== null;
+        let what: string;
+        try {
+          if (restart) {
+            const old = this.#process;
+            if (!isPortFree(old.host, old.port)) {
+              throw new Error(`port ${old.port} is taken by another process`);
+            }
+            this.#plan = planEngine(this.#plan.card, this.#plan);
+            this.#process = new ServerProcess(this.#plan, this.log);
+          }
+          this.#process.start();
+        } catch (error) {
+          if (!restart && slot === undefined) throw error;
+          this.#releaseGpu();
+          what = (error as Error).message;
+          if (!restart) {
+            this.#report("warn", `cannot start: ${what}`);
+            return this.#enter("exited");
+          }
+          const detail = this.#backoff(`cannot restart: ${what}`);
+          return this.#enter("backoff", this.#lastExit!.cause, detail);
+        }
+        // A restart counts once it runs, not when it fails to spawn.
+        if (restart) this.#restarts++;
+        this.#health = { firstOkAt: undefined, failures: 0 };
+        this.#endReason = "exit";
+        this.#enter("starting");
+        return this.#watch(this.#process);
+      }
+      case "probe":
+      case "silence": {
+        const run = event.run;
+        if (run !== this.#process || !run.running) return;
+        if (state === "stopping") return;
+        const verdict = event.kind === "probe"
+          ? this.#poll(event.result, event.counts)
+          : this.#silent(run);
+        switch (verdict?.kind) {
+          case "ready":
+            // The load is over: the next engine on these GPUs may start.
+            if (verdict.first) this.#releaseGpu();
+            return this.#enter("ready");
+          case "unhealthy":
+            return this.#enter("unhealthy");
+          case "stop":
+            this.#endReason = verdict.reason;
+            this.#report("warn", verdict.why);
+            this.#enter("stopping", verdict.reason, verdict.why);
+            // Not while a neighbour loads on its devices (vLLM profiles device-wide free memory).
+            return void Promise.resolve(
+              this.#o.gate?.quiet(
+                this.gpus ?? [],
+                this.name,
+                `the liveness restart of engine ${this.name}`,
+                this.#interrupt.signal,
+              ),
+            ).then(() => run.stop(this.#o.graceMs));
+        }
+        return;
+      }
+      case "exited": {
+        const { run, status } = event;
+        clearTimeout(this.#silence);
+        this.#releaseGpu();
+        this.#gpu.memory = null;
+        const end = this.#lastExit = this.#ended(run, status);
+        // A cause the code or signal does not already say, with its line.
+        const said = end.message ? ` (${end.cause}: ${end.message})` : "";
+        const exit = `exit: ${describeEnd(end)} after ${
+          end.ran_seconds.toFixed(1)
+        } s${said}`;
+        if (this.#stopWhy !== undefined) {
+          this.#report("info", `${exit}${this.#stopWhy}`);
+          return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
+        }
+        if (!shouldRestart(this.#policy, end)) {
+          const why = `${exit}; not restarted (restart: ${this.#policy})`;
+          this.#report("warn", why, true);
+          return this.#enter("exited", end.cause, why);
+        }
+        const byCause = this.#causes.next(end.cause);
+        if (byCause === "failed") {
+          const why =
+            `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)`;
+          this.#report("warn", why, true);
+          return this.#enter("failed", end.cause, why);
+        }
+        // A run healthy for long enough earns a fresh, short delay.
+        const firstOkAt = this.#health.firstOkAt;
+        if (
+          firstOkAt !== undefined &&
+          Date.now() - firstOkAt >= this.#o.stableAfterMs
+        ) this.#step = 0;
+        if (byCause === "same-delay") this.#step = Math.max(this.#step - 1, 0);
+        this.#released = this.gpuReleased();
+        return this.#enter("backoff", end.cause, this.#backoff(exit));
+      }
+      case "backoff-over":
+        this.#nextRestart = null;
+        return void this.#admit();
+      case "stop":
+        this.#stopWhy = event.why;
+        this.#interrupt.abort();
+        if (this.#process.running) return this.#enter("stopping");
+        if (!this.#done) return; // never started
+        // Exited, its group not yet cleared: its exit event ends the engine.
+        if (
+          this.#process.startedAt !== undefined && state !== "backoff" &&
+          state !== "waiting"
+        ) return;
+        this.#nextRestart = null;
+        return this.#enter("exited");
+    }
+  }
+
+  /** Enters a state and journals it; a `waiting` engine's reason is what holds it. */
+  #enter(state: EngineState, reason?: string, detail?: string): void {
+    if (state === this.#state) return;
+    const from = this.#state;
+    this.#state = state;
+    this.#since = new Date();
+    this.#o.journal?.record({
+      at: this.#since.toISOString(),
+      model: this.name,
+      event: "state",
+      from,
+      to: state,
+      reason: reason ?? null,
+      detail: detail ?? null,
+    });
+    if (state === "exited" || state === "failed") this.#done?.resolve();
+    this.#o.onChange();
+  }
+
+  /** Asks the gate to start (first start or restart); what it says comes back as events. */
+  async #admit(): Promise<void> {
+    const devices = this.#gated();
+    if (!devices) return this.#on({ kind: "admitted", slot: undefined });
+    let slot: StartSlot | null = null;
+    try {
+      const ticket = this.#o.gate!.admit({
+        name: this.name,
+        devices,
+        memory: this.#o.memoryNeed,
+        released: this.#released,
+        signal: this.#interrupt.signal,
+      });
+      let step = await ticket.next();
+      for (; !step.done; step = await ticket.next()) {
+        this.#on({ kind: "held", waiting: step.value });
+      }
+      slot = step.value;
+    } catch {
+      // Aborted by stop().
+    }
+    this.#on({ kind: "admitted", slot });
+  }
+
+  /** A run spawned: the watchdog, the records and the gate learn of it; its watches begin. */
+  #watch(run: ServerProcess): void {
+    this.#watchdog?.add(run.pid!);
+    this.#o.records.write({
+      model: this.name,
+      pid: run.pid!,
+      command: run.commandLine,
+      host: run.host,
+      port: run.port,
+    });
+    const devices = this.#gated();
+    if (devices) this.#o.gate!.changed(devices);
+    this.#gpu.pgid = run.pid;
+    this.#gpu.memory = this.#gpu.settled = null;
+    if (this.#gpu.slot || run.card.hub) void this.#watchLoad(run);
+    this.#armSilence(run, this.#o.startTimeoutMs);
+    void run.ended.then((status) => this.#on({ kind: "exited", run, status }));
+  }
+
+  /** Schedules the next start; returns what the backoff says. */
+  #backoff(what: string): string {
+    this.#step++;
+    const delay = restartDelayMs(this.#step, this.#o.restartMaxDelayMs);
+    this.#report(
+      "warn",
+      `${what}; restart ${this.#restarts + 1} in ${delay / 1000} s`,
+      true,
+    );
+    this.#nextRestart = new Date(Date.now() + delay);
+    const signal = this.#interrupt.signal;
+    void sleep(delay, signal).then(() => {
+      if (!signal.aborted) this.#on({ kind: "backoff-over" });
+    });
+    return what;
+  }
+
+  #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
+    this.#lastPollMs = result.ms;
+    const local = result.local;
+    if (local) {
+      // Never counted against the engine: the key doubles as the summary's subject.
+      this.#local.hit(
+        `health polls of engine ${this.name} that failed on the launcher's side`,
+        () =>
+          `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${local}`,
+      );
+      return undefined;
+    }
+    const [verdict, health] = pollVerdict(
+      this.#health,
+      result.ok,
+      counts,
+      this.#o.livenessFailures,
+    );
+    this.#health = health;
+    return verdict;
+  }
+
+  /** The silence timer fired: stop the run, or look again when its silence can reach the timeout. */
+  #silent(run: ServerProcess): Verdict | undefined {
+    this.#silence = undefined;
+    if (this.#health.firstOkAt !== undefined) return undefined;
+    // Output, a phase line or a growing download: each is a sign of life.
+    const last = Math.max(
+      run.startedAt ?? Date.now(),
+      this.log.lastOutputAt ?? 0,
+      run.watch.progressAt ?? 0,
+    );
+    const timeout = this.#o.startTimeoutMs;
+    const verdict = silenceVerdict(undefined, last, timeout, run.watch.phase);
+    if (!verdict) {
+      this.#armSilence(run, Math.max(last + timeout - Date.now(), 1));
+    }
+    return verdict;
+  }
+
+  /** To the second (a health round may be far longer): one timer per run, gone at its exit. */
+  #armSilence(run: ServerProcess, ms: number): void {
+    clearTimeout(this.#silence);
+    this.#silence = undefined;
+    if (ms <= 0) return;
+    this.#silence = setTimeout(() => this.#on({ kind: "silence", run }), ms);
+  }
+
+  /**
+   * While it loads: each second, a look at its hub download (growing bytes
+   * are the `downloading` phase, a sign of life) and, while its load holds
+   * the gate, a poll (neighbours start at its first 200, not a round later).
+   */
+  async #watchLoad(run: ServerProcess): Promise<void> {
+    const every = this.#o.loadPollMs ?? 1_000;
+    const signal = this.#interrupt.signal;
+    while (
+      this.#state === "starting" && run === this.#process && run.running &&
+      !signal.aborted
+    ) {
+      if (run.card.hub) run.lookForDownload();
+      await sleep(every, signal);
+      if (!this.#gpu.slot || run !== this.#process || !run.running) continue;
+      const result = await run.check(every);
+      this.#on({ kind: "probe", run, result, counts: false });
+    }
+  }
+
+  /** A run ended: the watchdog and the records forget it; how it ended. */
+  #ended(run: ServerProcess, status: Deno.CommandStatus): LastExit {
+    const endedAt = Date.now();
+    const ranMs = endedAt - (run.startedAt ?? endedAt);
+    this.#watchdog?.remove(run.pid!);
+    this.#o.records.remove(this.name);
+    // The engine's own line decides; else how it ended.
+    const line = run.watch.cause;
+    const cause: ExitCause = line?.cause ?? (status.signal ? "signal" : "exit");
+    this.#exits[cause] = (this.#exits[cause] ?? 0) + 1;
+    return {
+      code: status.signal ? null : status.code,
+      signal: status.signal ?? null,
+      at: new Date(endedAt).toISOString(),
+      ran_seconds: Math.round(ranMs / 100) / 10,
+      reason: this.#endReason,
+      cause,
+      message: line?.message ?? null,
+    };
+  }
+
+  /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start. */
+  #releaseGpu(): void {
+    const devices = this.#gated();
+    if (devices) this.#o.gate!.changed(devices);
+    this.#gpu.slot?.release();
+    this.#gpu.slot = undefined;
+  }
+
+  #gated(): readonly string[] | undefined {
+    const devices = this.gpus;
+    return this.#o.gate && devices?.length ? devices : undefined;
+  }
+
+  /** One line in the launcher's log and the engine's; `where` names the engine's log. */
+  #report(level: "info" | "warn", text: string, where = false): void {
+    const pid = this.#process.pid;
+    const path = where ? `; log ${this.log.path}` : "";
+    log[level](`engine ${this.name} (pid ${pid}) ${text}${path}`);
+    this.log.line(`--- ${new Date().toISOString()} ${text}`);
+  }
+}
