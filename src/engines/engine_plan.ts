@@ -28,8 +28,8 @@ export interface EngineSite {
   gpus?: readonly string[] | null;
   /** The share of each of its devices (1: whole), null when not placed. @default {null} */
   share?: number | null;
-  /** What the engine inherits (the launcher's environment less its secrets); PATH finds the executable. @default {{}} */
-  baseEnv?: Readonly<Record<string, string>>;
+  /** What the engine inherits (the launcher's environment less its secrets, e.g. `Deno.env.toObject()`); its PATH finds the executable. */
+  baseEnv: Readonly<Record<string, string>>;
   /** GPU memory it takes before it serves, null when unknown. @default {null} */
   memoryNeed?: {
     /** Of each device's total memory. */
@@ -86,7 +86,7 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
       } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
     );
   }
-  const baseEnv = site.baseEnv ?? {};
+  const baseEnv = site.baseEnv;
   const executable = executableOf(card, kind);
   const found = executable
     ? locateExecutable(executable, baseEnv.PATH)

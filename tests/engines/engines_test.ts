@@ -50,6 +50,7 @@ const registry = Registry.parse(CARDS, "engines_test.yaml");
 function engine(name: string, root: string, apiKey = ""): ServerProcess {
   return new ServerProcess(
     planEngine(registry.get(name), {
+      baseEnv: Deno.env.toObject(),
       host: "127.0.0.1",
       port: 5001,
       directory: root,
@@ -221,6 +222,7 @@ Deno.test("IPv6 hosts are bracketed in URLs", async () => {
   await using e = await env();
   const p = new ServerProcess(
     planEngine(registry.get("v"), {
+      baseEnv: Deno.env.toObject(),
       host: "::1",
       port: 5001,
       directory: e.root,

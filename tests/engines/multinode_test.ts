@@ -41,7 +41,12 @@ async function commandFor(
   try {
     const card = registry.expand(registry.get(name), env);
     const engine = new ServerProcess(
-      planEngine(card, { host: "10.0.0.1", port: 5001, directory: root }),
+      planEngine(card, {
+        baseEnv: Deno.env.toObject(),
+        host: "10.0.0.1",
+        port: 5001,
+        directory: root,
+      }),
     );
     return { executable: engine.executable, args: engine.args, env: card.env };
   } finally {

@@ -33,6 +33,7 @@ function engine(
   more: { gate?: GpuStartGate; gpus?: string[] } = {},
 ): EngineRun {
   const plan = planEngine(CARDS.get(name), {
+    baseEnv: Deno.env.toObject(),
     host: "127.0.0.1",
     port: 1,
     directory: root,
