@@ -5,6 +5,7 @@
  *
  * @module
  */
+import { printable } from "../common/printable.ts";
 import { sleep } from "../common/sleep.ts";
 
 export interface EventsOptions {
@@ -42,13 +43,24 @@ export function eventText(line: string): string | undefined {
     return undefined;
   }
   const what = e.from || e.to ? `${e.from ?? "-"} → ${e.to ?? "-"}` : e.event;
-  return [
-    e.at.replace("T", " ").replace("Z", ""),
-    e.model ?? "launcher",
-    what,
-    e.reason ? `(${e.reason})` : "",
-    e.detail ?? "",
-  ].filter((part) => part !== "").join("  ");
+  // A journal may come from elsewhere: its text must not drive the terminal.
+  return printable(
+    [
+      e.at.replace("T", " ").replace("Z", ""),
+      e.model ?? "launcher",
+      what,
+      e.reason ? `(${e.reason})` : "",
+      e.detail ?? "",
+    ].filter((part) => part !== "").join("  "),
+  );
+}
+
+/** The line as written, but DEL and C1 (valid raw in JSON strings) escaped: the same JSON value. */
+export function escapedJson(line: string): string {
+  return line.replace(
+    /[\x7f-\x9f]/g,
+    (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`,
+  );
 }
 
 /** 1 when the directory has no journal. */
@@ -87,7 +99,7 @@ export async function showEvents(options: EventsOptions): Promise<number> {
       e.model !== options.model
     ) return;
     if (options.since !== undefined && Date.parse(e.at) < options.since) return;
-    const out = options.json ? line : eventText(line);
+    const out = options.json ? escapedJson(line) : eventText(line);
     if (out !== undefined) print(out);
   };
   for (const file of rotated) {

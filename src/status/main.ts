@@ -10,7 +10,7 @@ import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
 import { fetchDetail, type StatusOptions } from "./client.ts";
 import { renderTable, rowsOf, type StatusRow } from "./table.ts";
-import { durationMs, showEvents } from "./events.ts";
+import { durationMs, escapedJson, showEvents } from "./events.ts";
 
 /**
  * One row per engine of a running launcher, in request order.
@@ -69,7 +69,7 @@ async function showOnce(
 ): Promise<boolean> {
   const detail = await fetchDetail(options);
   const rows = rowsOf(detail);
-  if (json) console.log(JSON.stringify(detail, null, 2));
+  if (json) console.log(escapedJson(JSON.stringify(detail, null, 2)));
   else if (rows.length === 0) console.log("no engines");
   else console.log(renderTable(rows, { now: Date.now(), color: colour }));
   return rows.every((row) => row.healthy);

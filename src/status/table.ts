@@ -11,6 +11,7 @@ import type {
   WireProgress,
 } from "./models_detail.ts";
 import { alignColumns } from "../common/columns.ts";
+import { printable } from "../common/printable.ts";
 
 /** One engine as the launcher reported it (`-`, `unknown` or null where it did not). */
 export interface StatusRow {
@@ -180,6 +181,7 @@ export function stateText(row: StatusRow, now: number): string {
   return row.state;
 }
 
+// Engine text may carry escapes (a retitle, a clipboard write, a faked line).
 function cells(row: StatusRow, now: number): string[] {
   return [
     row.model,
@@ -196,7 +198,7 @@ function cells(row: StatusRow, now: number): string[] {
     relativeTime(row.since, now),
     lastExitText(row.lastExit, now),
     row.url,
-  ];
+  ].map(printable);
 }
 
 const GREEN = "\x1b[32m";

@@ -141,3 +141,28 @@ Deno.test("status --events --follow prints events appended later, also after a r
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("status --events prints engine text cleaned; --json keeps the data exact and escapes raw C1", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    const detail =
+      "exit: code 1: \x1b]0;owned\x07\x1b]52;c;ZXZpbA==\x1b\\\x1b[2JOSError: gone\r\n[serve] error: fake\x00\x9b2J";
+    journal(dir, [{
+      ...ev("2026-11-25T08:00:01.000Z", "a\x1b[31m", "starting", "exited"),
+      reason: "model-not-found\x07",
+      detail,
+    }]);
+    const { code, out } = await captured(["--events", "--directory", dir]);
+    assert.equal(code, 0);
+    assert.deepEqual(out, [
+      "2026-11-25 08:00:01.000  a  starting → exited  (model-not-found)  exit: code 1: OSError: gone [serve] error: fake",
+    ]);
+    const json = await captured(["--events", "--directory", dir, "--json"]);
+    assert.equal(json.out.length, 1);
+    // deno-lint-ignore no-control-regex -- looking for them
+    assert.ok(!/[\x00-\x1f\x7f-\x9f]/.test(json.out[0]!), json.out[0]);
+    assert.equal(JSON.parse(json.out[0]!).detail, detail, "the data, exact");
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
