@@ -176,6 +176,8 @@ function rotatedSince(path: string, held: Followed): Followed[] {
 }
 
 const CHUNK = 64 * 1024;
+// A journal from elsewhere may hold no line break at all: no unbounded line.
+const MAX_LINE_BYTES = 1024 * 1024;
 const decoder = new TextDecoder();
 
 /** Whole lines only; a line still being written waits for the next look. */
@@ -189,7 +191,9 @@ function readLines(held: Followed, show: (line: string) => void): void {
     bytes.set(held.rest);
     bytes.set(buffer.subarray(0, read), held.rest.length);
     const end = bytes.lastIndexOf(10) + 1;
-    held.rest = bytes.slice(end);
+    held.rest = bytes.length - end > MAX_LINE_BYTES
+      ? new Uint8Array()
+      : bytes.slice(end);
     for (const line of decoder.decode(bytes.subarray(0, end)).split("\n")) {
       show(line);
     }
