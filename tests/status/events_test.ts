@@ -223,3 +223,24 @@ Deno.test("status --events --follow loses nothing at rotation: every event once,
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("status --events skips a line of megabytes (a journal from elsewhere) and prints the events around it", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    journal(dir, [ev("2026-11-25T08:00:00.000Z", null, null, null)]);
+    Deno.writeTextFileSync(
+      `${dir}/logs/events.jsonl`,
+      `${"x".repeat(3 * 1024 * 1024)}\n`,
+      { append: true },
+    );
+    journal(dir, [ev("2026-11-25T08:00:01.000Z", "a", "starting", "ready")]);
+    const { code, out } = await captured(["--events", "--directory", dir]);
+    assert.equal(code, 0);
+    assert.deepEqual(out, [
+      "2026-11-25 08:00:00.000  launcher  started",
+      "2026-11-25 08:00:01.000  a  starting → ready",
+    ]);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
