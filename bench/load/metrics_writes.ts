@@ -1,7 +1,7 @@
 /**
  * Counts a launcher's metrics file rewrites as they happen, by watching its
  * `metrics/` directory: every rewrite goes through a fresh temporary file
- * (`.mymodel_serve_<port>.prom.<pid>.<n>.tmp`) renamed over the file, so
+ * (`.mymodel_serve_<port>.prom.<16 random hex digits>.tmp`) renamed over the file, so
  * distinct temporary names are distinct writes. Once every engine is up, the
  * launcher rewrites the file once per health round and on nothing else, so
  * this counts health rounds exactly, whatever their pace.
@@ -10,7 +10,7 @@
  */
 import { sleep } from "../plan.ts";
 
-const TEMPORARY = /\/\.mymodel_serve_\d+\.prom\.\d+\.\d+\.tmp$/;
+const TEMPORARY = /\/\.mymodel_serve_\d+\.prom\.[0-9a-f]{16}\.tmp$/;
 
 /** The rewrites of one metrics directory since it started watching. */
 export class MetricsWrites implements Disposable {

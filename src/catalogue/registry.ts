@@ -15,6 +15,10 @@ const VERBS: readonly Verb[] = Object.values(Verb);
 const URL_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
 const SCHEMES = ["file:", "http:", "https:"];
 const URL_TIMEOUT_MS = 10_000;
+/** A file or URL body past this is refused: `/dev/zero` or an endless body grew the launcher until the OOM killer came. */
+const MAX_BYTES = 16 * 1024 * 1024;
+const EXPECTED_FILE =
+  "(expected a regular file holding the catalogue's YAML, or an http:, https: or file: URL)";
 
 /** Options of {@linkcode Registry.load}. */
 export interface LoadOptions {
@@ -25,6 +29,12 @@ export interface LoadOptions {
    * @default {10000}
    */
   timeout?: number;
+  /**
+   * Ends the load: a fetch or a read under way stops, and the load throws a
+   * {@linkcode CatalogueError} whose detail is the signal's reason when that
+   * is an `Error` (`controller.abort(new Error("…"))`).
+   */
+  signal?: AbortSignal;
 }
 
 /**
@@ -75,10 +85,11 @@ export class Registry implements Iterable<ModelCard> {
    * Reads and validates a catalogue: a file path, or a URL. A `file:` URL is
    * read from the file system (a `deno compile` binary's embedded files
    * cannot be fetched); `http:` and `https:` with `fetch`; other schemes are
-   * refused.
+   * refused. Only a regular file is read (a FIFO, a device or a directory is
+   * refused before it is opened), and at most 16 MiB of a file or a body.
    *
    * @param source A path or URL; the shipped catalogue by default.
-   * @param options How long a URL catalogue may take.
+   * @param options How long a URL catalogue may take, and a signal that ends the load.
    * @returns The registry.
    * @throws {CatalogueError} When it cannot be read or is not valid.
    */
@@ -102,13 +113,14 @@ export class Registry implements Iterable<ModelCard> {
         `unsupported URL scheme '${url.protocol}' (expected a file path, or an http:, https: or file: URL)`,
       );
     }
+    const { signal } = options;
     let text: string;
     try {
-      text = url === undefined
-        ? await Deno.readTextFile(file)
-        : url.protocol === "file:"
-        ? await Deno.readTextFile(url)
-        : await fetchText(url, file, options.timeout ?? URL_TIMEOUT_MS);
+      if (signal?.aborted) throw stopped(file, signal.reason);
+      text = url === undefined || url.protocol === "file:"
+        ? await readFileText(url ?? file, file, signal)
+        : await fetchText(url, file, options.timeout ?? URL_TIMEOUT_MS, signal);
+      if (signal?.aborted) throw stopped(file, signal.reason);
     } catch (error) {
       if (error instanceof CatalogueError) throw error;
       throw new CatalogueError(file, errorText(error), { cause: error });
@@ -231,16 +243,106 @@ export class Registry implements Iterable<ModelCard> {
   }
 }
 
-/** A server that never answers, or stops half-way, must not hang a start or a reload. */
+/**
+ * Checked before the open: opening a FIFO blocks until a writer comes, and a
+ * device may never end. A file that grows while read is capped all the same.
+ */
+async function readFileText(
+  path: string | URL,
+  file: string,
+  signal: AbortSignal | undefined,
+): Promise<string> {
+  const info = await Deno.stat(path);
+  if (!info.isFile) {
+    throw new CatalogueError(file, `it is ${kindOf(info)} ${EXPECTED_FILE}`);
+  }
+  if (info.size > MAX_BYTES) throw tooLarge(file, info.size);
+  const opened = await Deno.open(path);
+  return decode(await readAtMost(opened.readable, file, signal));
+}
+
+function kindOf(info: Deno.FileInfo): string {
+  if (info.isDirectory) return "a directory";
+  if (info.isFifo) return "a FIFO";
+  if (info.isCharDevice) return "a character device";
+  if (info.isBlockDevice) return "a block device";
+  if (info.isSocket) return "a socket";
+  return "not a regular file";
+}
+
+/** The bytes of `body` up to {@linkcode MAX_BYTES}; one more and the rest is never read. */
+async function readAtMost(
+  body: ReadableStream<Uint8Array>,
+  file: string,
+  signal: AbortSignal | undefined,
+): Promise<Uint8Array[]> {
+  const reader = body.getReader();
+  // A read that hangs (a stalled disk, a body that stopped) ends with the signal.
+  const cancel = () => reader.cancel().catch(() => {});
+  signal?.addEventListener("abort", cancel, { once: true });
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  try {
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (signal?.aborted) throw stopped(file, signal.reason);
+      if (done) return chunks;
+      size += value.length;
+      if (size > MAX_BYTES) throw tooLarge(file);
+      chunks.push(value);
+    }
+  } finally {
+    signal?.removeEventListener("abort", cancel);
+    await cancel();
+  }
+}
+
+function decode(chunks: readonly Uint8Array[]): string {
+  const decoder = new TextDecoder();
+  return chunks.map((chunk) => decoder.decode(chunk, { stream: true })).join(
+    "",
+  ) + decoder.decode();
+}
+
+function tooLarge(file: string, size?: number): CatalogueError {
+  return new CatalogueError(
+    file,
+    `it holds ${
+      size === undefined
+        ? "more than 16 MiB"
+        : `${size} bytes, more than 16 MiB`
+    } (expected a catalogue of at most 16 MiB)`,
+  );
+}
+
+/** The caller's reason, when it is an `Error` of its own, is the line's detail. */
+function stopped(file: string, reason: unknown): CatalogueError {
+  const own = reason instanceof Error && !(reason instanceof DOMException);
+  return new CatalogueError(
+    file,
+    own
+      ? reason.message
+      : `the load was stopped before the catalogue was read (${
+        reason instanceof Error ? reason.message : String(reason)
+      })`,
+    { cause: reason },
+  );
+}
+
+/** A server that never answers, stops half-way, or never ends must not hang or grow a start or a reload. */
 async function fetchText(
   url: URL,
   file: string,
   timeout: number,
+  stop: AbortSignal | undefined,
 ): Promise<string> {
   const controller = new AbortController();
   const timer = setTimeout(() => controller.abort(), timeout);
+  const signal = stop === undefined
+    ? controller.signal
+    : AbortSignal.any([controller.signal, stop]);
   try {
-    const response = await fetch(url, { signal: controller.signal });
+    const response = await fetch(url, { signal });
     if (!response.ok) {
       await response.body?.cancel();
       throw new CatalogueError(
@@ -250,8 +352,17 @@ async function fetchText(
         } (expected 200 with the catalogue's YAML)`,
       );
     }
-    return await response.text();
+    const length = Number(response.headers.get("content-length") ?? NaN);
+    if (length > MAX_BYTES) {
+      await response.body?.cancel();
+      throw tooLarge(file, length);
+    }
+    // The fetch's signal ends the body's read too.
+    return response.body === null
+      ? ""
+      : decode(await readAtMost(response.body, file, undefined));
   } catch (error) {
+    if (stop?.aborted) throw stopped(file, stop.reason);
     if (error instanceof CatalogueError) throw error;
     if (controller.signal.aborted) {
       throw new CatalogueError(

@@ -2,6 +2,7 @@
 // node_exporter's textfile collector expects: replaced atomically, removed at
 // clean shutdown.
 
+import { writeFileAtomic } from "../common/atomic_write.ts";
 import { log } from "../common/log.ts";
 import {
   type MetricsOwner,
@@ -11,28 +12,21 @@ import {
 } from "./owner.ts";
 import { type MetricsSnapshot, renderMetrics } from "./text.ts";
 
-let temporaries = 0;
-
 export function metricsFilePath(directory: string, port: number): string {
   return `${directory}/metrics/mymodel_serve_${port}.prom`;
 }
 
-// The collector reads only `*.prom`: it skips the temporary file.
+// The collector reads only `*.prom`: it skips the temporary file. `metrics/`
+// is often shared with node_exporter, so the temporary name is not guessable.
 export async function writeMetricsFile(
   directory: string,
   port: number,
   text: string,
 ): Promise<void> {
-  const temporary =
-    `${directory}/metrics/.mymodel_serve_${port}.prom.${Deno.pid}.${++temporaries}.tmp`;
-  try {
-    // 0644: node_exporter usually runs as another user and must read it.
-    await Deno.writeTextFile(temporary, text, { mode: 0o644 });
-    await Deno.rename(temporary, metricsFilePath(directory, port));
-  } catch (error) {
-    await Deno.remove(temporary).catch(() => {});
-    throw error;
-  }
+  // 0644: node_exporter usually runs as another user and must read it.
+  await writeFileAtomic(metricsFilePath(directory, port), text, {
+    mode: 0o644,
+  });
 }
 
 export async function removeMetricsFile(

@@ -10,7 +10,7 @@ import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
 import { fetchDetail, type StatusOptions } from "./client.ts";
 import { renderTable, rowsOf, type StatusRow } from "./table.ts";
-import { durationMs, showEvents } from "./events.ts";
+import { durationMs, escapedJson, showEvents } from "./events.ts";
 
 /**
  * One row per engine of a running launcher, in request order.
@@ -86,7 +86,7 @@ async function showOnce(
   const detail = await fetchDetail(options);
   const rows = rowsOf(detail);
   const width = terminalWidth(show.wide);
-  if (show.json) console.log(JSON.stringify(detail, null, 2));
+  if (show.json) console.log(escapedJson(JSON.stringify(detail, null, 2)));
   else if (rows.length === 0) console.log("no engines");
   else {
     console.log(renderTable(rows, {

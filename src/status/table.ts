@@ -12,6 +12,7 @@ import type {
   WireTraffic,
 } from "./models_detail.ts";
 import { alignColumns } from "../common/columns.ts";
+import { printable } from "../common/printable.ts";
 
 /** One engine as the launcher reported it (`-`, `unknown` or null where it did not). */
 export interface StatusRow {
@@ -204,6 +205,7 @@ export function stateText(row: StatusRow, now: number): string {
   return row.state;
 }
 
+// Engine text may carry escapes (a retitle, a clipboard write, a faked line).
 function cells(row: StatusRow, now: number): string[] {
   return [
     row.model,
@@ -221,7 +223,7 @@ function cells(row: StatusRow, now: number): string[] {
     relativeTime(row.since, now),
     lastExitText(row.lastExit, now),
     row.url,
-  ];
+  ].map(printable);
 }
 
 /** REQ: running, `+N` waiting; TOK/S: whole from 100, else one decimal; `-` unknown. */

@@ -145,3 +145,82 @@ Deno.test("a URL of another scheme is refused, not read as a file path", async (
     await Deno.remove(dir, { recursive: true });
   }
 });
+
+const MiB = 1024 * 1024;
+
+/** A body of `bytes` YAML comment bytes in 1 MiB chunks, then, when `hold`, no end until released. */
+function longBody(bytes: number, hold: Promise<void> | undefined) {
+  const chunk = new TextEncoder().encode(`#${" ".repeat(MiB - 2)}\n`);
+  let sent = 0;
+  return new ReadableStream<Uint8Array>({
+    async pull(controller) {
+      if (sent >= bytes) {
+        if (hold) await hold;
+        controller.close();
+        return;
+      }
+      sent += chunk.length;
+      controller.enqueue(chunk);
+    },
+  });
+}
+
+Deno.test("a URL body past 16 MiB is refused at the cap, in one line, without waiting for its end", async () => {
+  // 17 MiB, then the body never ends: reading to the end would hang until the timeout.
+  await using server = serve((release) =>
+    new Response(longBody(17 * MiB, release))
+  );
+  const { error, ms } = await refusal(
+    Registry.load(server.url, { timeout: 4_000 }),
+  );
+  assert.equal(
+    error.message,
+    `Cannot load catalogue ${server.url}: it holds more than 16 MiB (expected a catalogue of at most 16 MiB)`,
+  );
+  assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
+});
+
+Deno.test("a URL announcing more than 16 MiB is refused before its body is read", async () => {
+  await using server = serve(() =>
+    new Response(longBody(17 * MiB, undefined), {
+      headers: { "content-length": String(17 * MiB) },
+    })
+  );
+  const { error } = await refusal(Registry.load(server.url));
+  assert.equal(
+    error.message,
+    `Cannot load catalogue ${server.url}: it holds 17825792 bytes, more than 16 MiB (expected a catalogue of at most 16 MiB)`,
+  );
+});
+
+Deno.test("a URL load ends when the caller's signal aborts, with the caller's reason as its line", async () => {
+  await using server = serve(async (release) => {
+    await release;
+    return new Response(CATALOGUE);
+  });
+  const stop = new AbortController();
+  const loading = Registry.load(server.url, { signal: stop.signal });
+  setTimeout(
+    () =>
+      stop.abort(
+        new Error(
+          "no complete read within 0.2 s (expected a catalogue read within 0.2 s)",
+        ),
+      ),
+    200,
+  );
+  const { error, ms } = await refusal(loading);
+  assert.equal(
+    error.message,
+    `Cannot load catalogue ${server.url}: no complete read within 0.2 s (expected a catalogue read within 0.2 s)`,
+  );
+  assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
+  const already = AbortSignal.abort();
+  const { error: before } = await refusal(
+    Registry.load(server.url, { signal: already }),
+  );
+  assert.match(
+    before.message,
+    /: the load was stopped before the catalogue was read \(/,
+  );
+});

@@ -99,6 +99,35 @@ Deno.test("writeMetricsFile replaces the file and leaves no temporary file", asy
   }
 });
 
+Deno.test("writeMetricsFile never follows a link planted at a temporary name: the file it points at stays as it was", async () => {
+  const root = await makeRoot(["metrics"]);
+  try {
+    const dir = `${root}/metrics`;
+    await Deno.writeTextFile(`${root}/victim`, "precious\n");
+    // The names it used to take: `.mymodel_serve_<port>.prom.<pid>.<n>.tmp`.
+    for (let n = 1; n <= 100; n++) {
+      await Deno.symlink(
+        `${root}/victim`,
+        `${dir}/.mymodel_serve_8000.prom.${Deno.pid}.${n}.tmp`,
+      );
+    }
+    for (let n = 1; n <= 3; n++) {
+      await writeMetricsFile(root, 8000, `# TYPE a gauge\na ${n}\n`);
+    }
+    assert.equal(await Deno.readTextFile(`${root}/victim`), "precious\n");
+    assert.equal(
+      await Deno.readTextFile(metricsFilePath(root, 8000)),
+      "# TYPE a gauge\na 3\n",
+    );
+    assert.ok((await Deno.lstat(metricsFilePath(root, 8000))).isFile);
+    const left = await names(dir);
+    assert.equal(left.length, 101, "the links and the file, nothing else");
+    assert.ok(left.includes("mymodel_serve_8000.prom"));
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
 Deno.test("writeMetricsFile removes its temporary file when the rename fails", async () => {
   const root = await makeRoot(["metrics"]);
   try {

@@ -172,3 +172,36 @@ Deno.test("every metrics write carries its owner and a last-update gauge an aler
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("the sweep reads only a file's first line, bounded: a 400 MB file costs neither memory nor time", async () => {
+  const root = await makeRoot(["metrics"]);
+  try {
+    const dir = `${root}/metrics`;
+    const size = 400 * 1024 * 1024;
+    // Sparse (Deno.truncate): no disk taken. A dead owner's line, then zeros.
+    const dead = `${dir}/mymodel_serve_9001.prom`;
+    await Deno.writeTextFile(dead, leftBy(await deadPid(), "1"));
+    await Deno.truncate(dead, size);
+    // One line of 400 MB: no owner within the bound, so left alone.
+    const long = `${dir}/mymodel_serve_9002.prom`;
+    await Deno.writeTextFile(long, "# mymodel_serve owner pid=1 start_time=1");
+    await Deno.truncate(long, size);
+    const rss = Deno.memoryUsage().rss;
+    const started = performance.now();
+    {
+      await using writer = new MetricsWriter(root, 8000);
+      writer.update(SNAPSHOT);
+      await writer.idle();
+    }
+    const ms = performance.now() - started;
+    const grew = (Deno.memoryUsage().rss - rss) / 1024 / 1024;
+    assert.deepEqual(listDir(dir), ["mymodel_serve_9002.prom"]);
+    assert.ok(
+      grew < 64,
+      `the sweep grew the process by ${grew.toFixed(0)} MiB`,
+    );
+    assert.ok(ms < 1_000, `the sweep took ${ms.toFixed(0)} ms`);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});

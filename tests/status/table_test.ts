@@ -253,3 +253,48 @@ Deno.test("given a terminal's width, each engine stays on one line: the free tex
   // Wide enough: nothing is cut.
   assert.equal(renderTable(rows, { now: NOW, width: 400 }), whole);
 });
+
+Deno.test("engine text reaches the table cleaned: LAST EXIT and every free-text cell lose escapes and controls, keep their words", () => {
+  const hostile = "\x1b]0;owned\x07\x1b]52;c;ZXZpbA==\x07\x1b[2J\x1b[3;1H";
+  const rows = rowsOf({
+    active: {
+      [`m${hostile}`]: {
+        verb: `chat${hostile}`,
+        url: `http://localhost:5001/v1\x00`,
+        state: `starting`,
+        phase: `loading\x1b[1A`,
+        phase_since: before(5),
+        healthy: false,
+        pid: 7,
+        restarts: 1,
+        since: before(5),
+        gpus: ["0\x07"],
+        last_exit: {
+          code: 1,
+          at: before(60),
+          cause: `model-not-found\x9b2J`,
+          message:
+            `${hostile}OSError: model not found\r\n[serve] info: all fine\x00`,
+        },
+        waiting_for: null,
+      },
+    },
+  });
+  const text = renderTable(rows, { now: NOW, color: false });
+  assert.ok(
+    // deno-lint-ignore no-control-regex -- looking for them
+    !/[\x00-\x08\x0a-\x1f\x7f-\x9f]/.test(text.replaceAll("\n", "")),
+    JSON.stringify(text),
+  );
+  const lines = text.split("\n");
+  assert.equal(lines.length, 2, "one title line and one row: no faked line");
+  assert.match(
+    lines[1]!,
+    /^m {3,}chat {3,}starting \(loading, 5s\) {3,}no {3,}- {3,}- {3,}7 {3,}0 {3,}1 {3,}5s ago {3,}code 1, model-not-found, 1m ago: OSError: model not found \[serve\] info: all fine {3,}http:\/\/localhost:5001\/v1$/,
+  );
+  // Without hostile text, the same table as before.
+  assert.equal(
+    lastExitText({ code: 3, at: before(3), reason: "exit" }, NOW),
+    "code 3, 3s ago",
+  );
+});
