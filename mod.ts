@@ -25,15 +25,7 @@
 import "./src/serve/early_signals.ts";
 import { main } from "./src/serve.ts";
 
-export {
-  EngineError,
-  main,
-  OpsStance,
-  type ReloadResult,
-  Semioserve,
-  type SemioserveOptions,
-  ServerProcess,
-} from "./src/serve.ts";
+export { Semioserve, ServerProcess } from "./src/serve.ts";
 
 if (import.meta.main) {
   Deno.exit(await main(Deno.args));

@@ -18,40 +18,19 @@
  *
  * @module
  */
+export { ServerProcess } from "./engines/server_process.ts";
 export {
-  EngineError,
-  type HealthCheck,
-  ServerProcess,
-} from "./engines/server_process.ts";
-export type { EnginePlan, EngineSite } from "./engines/engine_plan.ts";
-export {
-  type Mode,
-  OpsStance,
-  type OpsStanceOptions,
-} from "./web/ops_stance.ts";
+  type EnginePlan,
+  type EngineSite,
+  planEngine,
+} from "./engines/engine_plan.ts";
+export { OpsStance } from "./web/ops_stance.ts";
 export type { SemioserveOptions } from "./serve/options.ts";
-export { EngineLog, type EngineLogOptions } from "./engines/log_sink.ts";
-export type {
-  EngineDetail,
-  EngineView,
-  ExitCause,
-  LastExit,
-  LoadPhase,
-} from "./supervision/engine_detail.ts";
-export type { OutputRules } from "./engines/kinds/engine_kind.ts";
-export type {
-  CauseLine,
-  LoadProgress,
-  LoadWatch,
-} from "./engines/load_watch.ts";
+export type { EngineView } from "./supervision/engine_detail.ts";
+export type { ExitCause, LoadPhase } from "./engines/kinds/engine_kind.ts";
 export type { EndReason, EngineState } from "./supervision/restart_policy.ts";
-export type { WaitingFor, WaitReason } from "./gpu/start_gate.ts";
+export type { WaitReason } from "./gpu/start_gate.ts";
 export type { ReloadResult } from "./serve/diff.ts";
 export { Semioserve } from "./serve/launcher.ts";
-export type {
-  PlanEngine,
-  PlanGpu,
-  PlanHolder,
-  StartPlan,
-} from "./serve/start_plan.ts";
+export type { StartPlan } from "./serve/start_plan.ts";
 export { main } from "./serve/main.ts";

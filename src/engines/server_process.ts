@@ -25,14 +25,7 @@ import { ENGINE_KINDS } from "./kinds.ts";
 import { hubCache, incompleteBytes } from "./hf_download.ts";
 
 /** The outcome of one health poll. */
-export interface HealthCheck {
-  /** True only for a 200 answer within the timeout. */
-  ok: boolean;
-  /** Set when the poll failed for a reason of this process (no socket to be had), not of the engine. */
-  local?: string;
-  /** How long the poll took, in milliseconds. */
-  ms: number;
-}
+export type HealthCheck = Awaited<ReturnType<ServerProcess["check"]>>;
 
 const DRAIN_WAIT_MS = 1_000;
 /** Grace given to what an engine that exited on its own left in its group. */
@@ -59,7 +52,10 @@ const LOCAL_FAILURE =
 export class ServerProcess implements AsyncDisposable {
   /** What this run runs: its card, where, and its command line. */
   readonly plan: EnginePlan;
-  /** This run's phase and exit cause, read from its output by its kind's rules. */
+  /**
+   * This run's phase and exit cause, read from its output by its kind's rules.
+   * @ignore The launcher's own plumbing.
+   */
   readonly watch: LoadWatch;
   /** The catalogue card this engine serves. */
   readonly card: ModelCard;
@@ -232,7 +228,14 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   /** Polls `GET /health` once (concurrent callers share the poll) and says how it went. */
-  check(timeoutMs = 2_000): Promise<HealthCheck> {
+  check(timeoutMs = 2_000): Promise<{
+    /** True only for a 200 answer within the timeout. */
+    ok: boolean;
+    /** Set when the poll failed for a reason of this process (no socket to be had), not of the engine. */
+    local?: string;
+    /** How long the poll took, in milliseconds. */
+    ms: number;
+  }> {
     if (!this.running) return Promise.resolve({ ok: false, ms: 0 });
     this.#poll ??= this.#probe(timeoutMs).finally(() => {
       this.#poll = undefined;

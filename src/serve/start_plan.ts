@@ -16,62 +16,6 @@ import { baseUrl, masked } from "../engines/engine_plan.ts";
 import { urlHost } from "../common/settings.ts";
 import type { Plan } from "./plan.ts";
 
-/** One engine a start would run. */
-export interface PlanEngine {
-  /** The catalogue name. */
-  name: string;
-  /** What the model does (`chat`, `embed` …). */
-  verb: string;
-  /** The port it would listen on. */
-  port: number;
-  /** Its OpenAI-compatible base URL. */
-  url: string;
-  /** The engine kind (`vllm`, `llama.cpp`, `sglang`, `command`). */
-  engine: string;
-  /** Its devices; `[]` for none, null when not placed. */
-  gpus: string[] | null;
-  /** The share of each of its devices: 1 for whole devices, null when not placed. */
-  share: number | null;
-  /** The full command line, the engine API key as `***`. */
-  command: string[];
-  /** What the launcher adds to its environment: the card's `env` and the placement's. */
-  env: Record<string, string>;
-  /** Engines it waits for at the GPU start gate (rule 1: one load per device, request order). */
-  waits_for: string[];
-  /** Its log file. */
-  log: string;
-  /** Its local weights' size in bytes; null when it fetches them from the hub (or they cannot be read). */
-  weights_bytes: number | null;
-}
-
-/** A process holding memory on a GPU. */
-export interface PlanHolder {
-  /** Its pid as the driver reports it. */
-  pid: number;
-  /** MiB it holds there. */
-  used_mib: number;
-  /** What it is: its command name, a running launcher's engine, or `not visible here`. */
-  process: string;
-}
-
-/** One GPU of the pool. */
-export interface PlanGpu {
-  /** The entry as `CUDA_VISIBLE_DEVICES` gets it. */
-  device: string;
-  /** Its memory in MiB, from `nvidia-smi`; null when unknown. */
-  total_mib: number | null;
-  /** Its free memory in MiB now; null when unknown. */
-  free_mib: number | null;
-  /** The engines placed on it, with the share each takes (1: the whole device). */
-  engines: { name: string; share: number }[];
-  /** Free memory its engines demand before they start (vLLM's gpu-memory-utilization × total …); null when unknown. */
-  need_mib: number | null;
-  /** Processes holding memory there now; no engine of this plan runs yet. */
-  holders: PlanHolder[];
-  /** Present when its memory reads as an error: nvidia-smi's words (`[GPU requires reset]`); nothing starts there until it reports memory again. */
-  error?: string;
-}
-
 /**
  * What a start would do. `ok` is always true: a start that would be refused
  * throws instead (`--dry-run` prints that one line and exits 1).
@@ -94,12 +38,64 @@ export interface StartPlan {
   /** Where the GPU pool comes from, as the start logs it. */
   gpu_pool: string;
   /** One entry per engine, in request order. */
-  engines: PlanEngine[];
+  engines: {
+    /** The catalogue name. */
+    name: string;
+    /** What the model does (`chat`, `embed` …). */
+    verb: string;
+    /** The port it would listen on. */
+    port: number;
+    /** Its OpenAI-compatible base URL. */
+    url: string;
+    /** The engine kind (`vllm`, `llama.cpp`, `sglang`, `command`). */
+    engine: string;
+    /** Its devices; `[]` for none, null when not placed. */
+    gpus: string[] | null;
+    /** The share of each of its devices: 1 for whole devices, null when not placed. */
+    share: number | null;
+    /** The full command line, the engine API key as `***`. */
+    command: string[];
+    /** What the launcher adds to its environment: the card's `env` and the placement's. */
+    env: Record<string, string>;
+    /** Engines it waits for at the GPU start gate (rule 1: one load per device, request order). */
+    waits_for: string[];
+    /** Its log file. */
+    log: string;
+    /** Its local weights' size in bytes; null when it fetches them from the hub (or they cannot be read). */
+    weights_bytes: number | null;
+  }[];
   /** One entry per device of the pool (and pinned devices outside it). */
-  gpus: PlanGpu[];
+  gpus: {
+    /** The entry as `CUDA_VISIBLE_DEVICES` gets it. */
+    device: string;
+    /** Its memory in MiB, from `nvidia-smi`; null when unknown. */
+    total_mib: number | null;
+    /** Its free memory in MiB now; null when unknown. */
+    free_mib: number | null;
+    /** The engines placed on it, with the share each takes (1: the whole device). */
+    engines: { name: string; share: number }[];
+    /** Free memory its engines demand before they start (vLLM's gpu-memory-utilization × total …); null when unknown. */
+    need_mib: number | null;
+    /** Processes holding memory there now; no engine of this plan runs yet. */
+    holders: {
+      /** Its pid as the driver reports it. */
+      pid: number;
+      /** MiB it holds there. */
+      used_mib: number;
+      /** What it is: its command name, a running launcher's engine, or `not visible here`. */
+      process: string;
+    }[];
+    /** Present when its memory reads as an error: nvidia-smi's words (`[GPU requires reset]`); nothing starts there until it reports memory again. */
+    error?: string;
+  }[];
   /** Warnings a start would log, and what a start would do beside a running launcher. */
   warnings: string[];
 }
+
+/** One engine a start would run. */
+export type PlanEngine = StartPlan["engines"][number];
+/** One GPU of the pool. */
+export type PlanGpu = StartPlan["gpus"][number];
 
 /** The plan as `--dry-run --json` prints it (the engine API key as `***`). */
 export function startPlan(plan: Plan): StartPlan {

@@ -6,9 +6,8 @@
  */
 import type { RestartPolicy } from "../catalogue.ts";
 import type { EndReason, EngineState } from "./restart_policy.ts";
-import type { WaitingFor } from "../gpu/start_gate.ts";
+import type { WaitReason } from "../gpu/start_gate.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
-import type { LoadProgress } from "../engines/load_watch.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 
 // The metrics (which see supervision, not engines) list causes and phases from here.
@@ -17,58 +16,6 @@ export {
   type ExitCause,
   type LoadPhase,
 } from "../engines/kinds/engine_kind.ts";
-
-/** How an engine run ended, as `GET /models?detail=1` reports it. */
-export interface LastExit {
-  /** Exit code, or null when a signal ended it. */
-  readonly code: number | null;
-  /** The signal that ended it, or null. */
-  readonly signal: string | null;
-  /** ISO time of the end. */
-  readonly at: string;
-  /** How long the run lasted, in seconds. */
-  readonly ran_seconds: number;
-  /** Whether the launcher ended it (liveness, start timeout), else `"exit"`. */
-  readonly reason: EndReason;
-  /** Why, from the exit and the engine's own output (`bad-arguments`, `gpu-out-of-memory` …). */
-  readonly cause: ExitCause;
-  /** The engine's line that decided the cause (at most 200 characters), else null. */
-  readonly message: string | null;
-}
-
-/** One engine's supervision facts (the `?detail=1` fields). */
-export interface EngineDetail {
-  /** Where the engine is in its lifecycle. */
-  readonly state: EngineState;
-  /** The running engine process's pid, or null. */
-  readonly pid: number | null;
-  /** Restarts since the launcher started. */
-  readonly restarts: number;
-  /** ISO time of the last state change. */
-  readonly since: string;
-  /** How the last run ended, or null before any run ended. */
-  readonly last_exit: LastExit | null;
-  /** ISO time of the next start while in backoff, else null. */
-  readonly next_restart: string | null;
-  /** Devices handed to the engine (`CUDA_VISIBLE_DEVICES`), `[]` for none, null when not placed. */
-  readonly gpus: readonly string[] | null;
-  /** While `waiting`: what holds the start (the GPU start gate); else null. */
-  readonly waiting_for: WaitingFor | null;
-  /** This run's GPU memory per device, in MiB, from `nvidia-smi`; null without it. */
-  readonly gpu_memory_mib: Readonly<Record<string, number>> | null;
-  /**
-   * How `gpu_memory_mib` was attributed: `pid` (its pids in `nvidia-smi`'s
-   * list), `device` (the device's change across its start: in a container
-   * the listed pids are the host's); null without figures.
-   */
-  readonly gpu_memory_by?: "pid" | "device" | null;
-  /** While `starting`: the load phase, null when not known (and in every other state). */
-  readonly phase: LoadPhase | null;
-  /** ISO time the phase began, or null. */
-  readonly phase_since: string | null;
-  /** While `starting`: how far the phase has come, or null. */
-  readonly progress: LoadProgress | null;
-}
 
 /**
  * One engine as an embedding program sees it: a snapshot of what
@@ -82,14 +29,79 @@ export interface EngineDetail {
  * }
  * ```
  */
-export interface EngineView extends EngineDetail {
+export interface EngineView {
   /** The catalogue name. */
   readonly name: string;
   /** The port the engine listens on. */
   readonly port: number;
   /** The restart policy in force: the card's, else the launcher's. */
   readonly policy: RestartPolicy;
+  /** Where the engine is in its lifecycle. */
+  readonly state: EngineState;
+  /** The running engine process's pid, or null. */
+  readonly pid: number | null;
+  /** Restarts since the launcher started. */
+  readonly restarts: number;
+  /** ISO time of the last state change. */
+  readonly since: string;
+  /** How the last run ended, or null before any run ended. */
+  readonly last_exit: {
+    /** Exit code, or null when a signal ended it. */
+    readonly code: number | null;
+    /** The signal that ended it, or null. */
+    readonly signal: string | null;
+    /** ISO time of the end. */
+    readonly at: string;
+    /** How long the run lasted, in seconds. */
+    readonly ran_seconds: number;
+    /** Whether the launcher ended it (liveness, start timeout), else `"exit"`. */
+    readonly reason: EndReason;
+    /** Why, from the exit and the engine's own output (`bad-arguments`, `gpu-out-of-memory` …). */
+    readonly cause: ExitCause;
+    /** The engine's line that decided the cause (at most 200 characters), else null. */
+    readonly message: string | null;
+  } | null;
+  /** ISO time of the next start while in backoff, else null. */
+  readonly next_restart: string | null;
+  /** Devices handed to the engine (`CUDA_VISIBLE_DEVICES`), `[]` for none, null when not placed. */
+  readonly gpus: readonly string[] | null;
+  /** While `waiting`: what holds the start (the GPU start gate); else null. */
+  readonly waiting_for: {
+    /** Which rule holds it. */
+    readonly reason: WaitReason;
+    /** The devices concerned, as placed. */
+    readonly devices: readonly string[];
+    /** One line for people: who loads there, which memory is not back, nvidia-smi's words. */
+    readonly detail: string;
+  } | null;
+  /** This run's GPU memory per device, in MiB, from `nvidia-smi`; null without it. */
+  readonly gpu_memory_mib: Readonly<Record<string, number>> | null;
+  /**
+   * How `gpu_memory_mib` was attributed: `pid` (its pids in `nvidia-smi`'s
+   * list), `device` (the device's change across its start: in a container
+   * the listed pids are the host's); null without figures.
+   */
+  readonly gpu_memory_by?: "pid" | "device" | null;
+  /** While `starting`: the load phase, null when not known (and in every other state). */
+  readonly phase: LoadPhase | null;
+  /** ISO time the phase began, or null. */
+  readonly phase_since: string | null;
+  /** While `starting`: how far the phase has come (shards read, bytes downloaded), or null. */
+  readonly progress: {
+    /** Shards read, or bytes downloaded, so far. */
+    readonly done: number;
+    /** How many in all, or null when not known (a download's size). */
+    readonly total: number | null;
+    /** What is counted. */
+    readonly unit: "bytes" | "shards";
+  } | null;
 }
+
+/** One engine's supervision facts (the `?detail=1` fields). */
+export type EngineDetail = Omit<EngineView, "name" | "port" | "policy">;
+
+/** How an engine run ended, as `GET /models?detail=1` reports it. */
+export type LastExit = NonNullable<EngineView["last_exit"]>;
 
 /** The frozen snapshot an embedding program gets of one engine. */
 export function engineView(

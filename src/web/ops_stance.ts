@@ -8,7 +8,6 @@ import { ConfigError } from "../common/config_error.ts";
 import { AuthMiddleware } from "../web.ts";
 
 /** The two operating modes. */
-export type Mode = "development" | "production";
 
 /** The mode and, for production, its settings (the launcher reads them from its config). */
 export interface OpsStanceOptions {
@@ -55,11 +54,11 @@ export function productionRefusal(
  */
 export class OpsStance {
   /** `development` or `production`. */
-  readonly mode: Mode;
+  readonly mode: "development" | "production";
   /** The middleware every request passes through (a pass-through in development). */
   readonly auth: AuthMiddleware;
 
-  private constructor(mode: Mode, auth: AuthMiddleware) {
+  private constructor(mode: OpsStance["mode"], auth: AuthMiddleware) {
     this.mode = mode;
     this.auth = auth;
   }

@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { Registry } from "../../src/catalogue.ts";
-import { EngineError, ServerProcess } from "../../src/serve.ts";
+import { ServerProcess } from "../../src/serve.ts";
+import { EngineError } from "../../src/engines/engine_error.ts";
 import { planEngine } from "../../src/engines/engine_plan.ts";
 import { fakeBin, makeRoot, pathWith } from "../support/helpers.ts";
 
