@@ -57,8 +57,9 @@ const CARD_FIELDS = [
 ] as const;
 type CardField = typeof CARD_FIELDS[number];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-// Names become file names, the longest `data/<name>.engine.json.<pid>.tmp`
-// (24 bytes more): 128 leaves room under Linux's 255-byte limit.
+// Names become file names, the longest the temporary
+// `data/.<name>.engine.json.<16 hex>.tmp` (34 bytes
+// more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
 const DEFAULT_ENGINE = "vllm";
 const COMMAND_ENGINE = "command";
