@@ -52,6 +52,7 @@ const CARD_FIELDS = [
   "env",
   "description",
   "restart",
+  "failed_retry",
   "gpus",
   "metrics",
 ] as const;
@@ -281,6 +282,19 @@ function readCard(
   });
   given("restart", (f) => {
     card.restart = oneOf(ctx, f, RESTART_POLICIES);
+  });
+  given("failed_retry", (f) => {
+    const value = scalarValue(f.value);
+    if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
+      fail(
+        ctx,
+        f.where,
+        `expected seconds ≥ 0 before a failed engine is tried again (0: never), got ${
+          describe(f.value)
+        }`,
+      );
+    }
+    card.failed_retry = value;
   });
   given("gpus", (f) => {
     card.gpus = readGpus(ctx, f);

@@ -52,6 +52,7 @@ export function supervise(
     startTimeoutMs: o.startTimeoutMs,
     restart: o.restart,
     restartMaxDelayMs: o.restartMaxDelayMs,
+    failedRetryMs: o.failedRetryMs,
     stableAfterMs: o.stableAfterMs,
     livenessFailures: o.livenessFailures,
   });
@@ -72,6 +73,7 @@ export async function replaceEngine(
     released: old.gpuReleased(),
   });
   await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
+  fresh.inherit(old);
   supervisors[index] = fresh;
   how.onChange();
   fresh.start(watchdog);

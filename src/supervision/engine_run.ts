@@ -61,6 +61,8 @@ export interface EngineRunOptions {
   /** The policy when the card sets none. */
   restart: RestartPolicy;
   restartMaxDelayMs: number;
+  /** A `failed` engine is tried again after this long, unless its card says; 0 or unset: never. */
+  failedRetryMs?: number;
   /** A run that stays up this long after its first 200 resets the delay to 1 s. */
   stableAfterMs: number;
   /** Failed background polls in a row, after a first 200, that stop a run; 0: never. */
@@ -105,6 +107,8 @@ export type EngineEvent =
     readonly status: Deno.CommandStatus;
   }
   | { readonly kind: "backoff-over" }
+  /** `--failed-retry` (or the card's `failed_retry`) ran out: a `failed` engine starts again. */
+  | { readonly kind: "retry" }
   | { readonly kind: "stop"; readonly why: string };
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
@@ -122,6 +126,8 @@ export class EngineRun {
   #state: EngineState = "starting";
   #since = new Date();
   #restarts = 0;
+  /** A run of this object spawned: every later start is a restart. */
+  #spawned = false;
   #step = 0;
   #lastExit: LastExit | null = null;
   #causes = new CauseStreak();
@@ -292,6 +298,13 @@ export class EngineRun {
     this.#o.onChange();
   }
 
+  /** A reload's replacement of `old`: restarts, the last exit and the exit counts run for the launcher's life. */
+  inherit(old: EngineRun): void {
+    this.#restarts = old.#restarts;
+    this.#lastExit = old.#lastExit;
+    this.#exits = { ...old.#exits };
+  }
+
   kill(): void {
     this.#process.kill();
   }
@@ -302,7 +315,9 @@ export class EngineRun {
     if (state === "exited" || state === "failed") {
       // The wait or timer the stop ended: the devices go back.
       if (event.kind === "admitted") event.slot?.release();
-      return;
+      if (event.kind === "stop") this.#interrupt.abort(); // a retry's timer
+      if (event.kind === "stop") this.#nextRestart = null;
+      if (event.kind !== "retry" || state !== "failed") return;
     }
     switch (event.kind) {
       case "held": {
@@ -340,7 +355,7 @@ export class EngineRun {
           this.#gpu.slot = slot;
           this.#gpu.startUsed = slot.usedMiB;
         }
-        const restart = this.#lastExit !== null;
+        const restart = this.#spawned;
         let what: string;
         try {
           if (restart) {
@@ -365,6 +380,7 @@ export class EngineRun {
         }
         // A restart counts once it runs, not when it fails to spawn.
         if (restart) this.#restarts++;
+        this.#spawned = true;
         this.#health = { firstOkAt: undefined, failures: 0 };
         this.#endReason = "exit";
         this.#enter("starting");
@@ -380,8 +396,12 @@ export class EngineRun {
           : this.#silent(run);
         switch (verdict?.kind) {
           case "ready":
-            // The load is over: the next engine on these GPUs may start.
-            if (verdict.first) this.#releaseGpu();
+            // The load is over: the next engine on these GPUs may start;
+            // what it printed while loading decides no exit cause.
+            if (verdict.first) {
+              this.#releaseGpu();
+              run.watch.served();
+            }
             return this.#enter("ready");
           case "unhealthy":
             return this.#enter("unhealthy");
@@ -421,11 +441,18 @@ export class EngineRun {
           this.#report("warn", why, true);
           return this.#enter("exited", end.cause, why);
         }
-        const byCause = this.#causes.next(end.cause);
+        const byCause = this.#causes.next(
+          end.cause,
+          this.#health.firstOkAt !== undefined,
+        );
         if (byCause === "failed") {
+          const retry = this.#retrySeconds;
           const why =
-            `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)`;
+            `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)${
+              retry > 0 ? `; tried again in ${retry} s` : ""
+            }`;
           this.#report("warn", why, true);
+          if (retry > 0) this.#later(retry * 1000, { kind: "retry" });
           return this.#enter("failed", end.cause, why);
         }
         // A run healthy for long enough earns a fresh, short delay.
@@ -438,7 +465,12 @@ export class EngineRun {
         this.#released = this.gpuReleased();
         return this.#enter("backoff", end.cause, this.#backoff(exit));
       }
+      case "retry": // from failed, as a restart: its command line resolved anew
       case "backoff-over":
+        if (event.kind === "retry") {
+          this.#done = Promise.withResolvers();
+          this.#enter("backoff", "retry", `failed ${this.#retrySeconds} s ago`);
+        }
         this.#nextRestart = null;
         return void this.#admit();
       case "stop":
@@ -527,12 +559,22 @@ export class EngineRun {
       `${what}; restart ${this.#restarts + 1} in ${delay / 1000} s`,
       true,
     );
-    this.#nextRestart = new Date(Date.now() + delay);
-    const signal = this.#interrupt.signal;
-    void sleep(delay, signal).then(() => {
-      if (!signal.aborted) this.#on({ kind: "backoff-over" });
-    });
+    this.#later(delay, { kind: "backoff-over" });
     return what;
+  }
+
+  /** Seconds before a `failed` engine is tried again; 0: never. */
+  get #retrySeconds(): number {
+    return this.card.failed_retry ?? (this.#o.failedRetryMs ?? 0) / 1000;
+  }
+
+  /** The next start, `event` in `ms` (a stop cancels it); `next_restart` says when. */
+  #later(ms: number, event: EngineEvent): void {
+    this.#nextRestart = new Date(Date.now() + ms);
+    const signal = this.#interrupt.signal;
+    void sleep(ms, signal).then(() => {
+      if (!signal.aborted) this.#on(event);
+    });
   }
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {

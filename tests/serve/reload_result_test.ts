@@ -70,7 +70,10 @@ Deno.test("a reload of 50,000 cards names 10 of each list and counts the rest: o
     summary,
     /^reload: 12 engines restarted \(card-0, .*, card-9 … and 2 more\), 10 changed without a restart \(card-0, .*, card-9\), engine card-0 could not start: gone, /,
   );
-  assert.match(summary, /engine card-9 could not start: gone, … and 1 more could not start, /);
+  assert.match(
+    summary,
+    /engine card-9 could not start: gone, … and 1 more could not start, /,
+  );
   assert.match(
     summary,
     /catalogue updated \(\+card-0, .*, \+card-9 … and 49,990 more\)$/,

@@ -4,6 +4,8 @@
  * streak of hopeless causes reset by a ready run.
  */
 import assert from "node:assert/strict";
+import { LoadWatch } from "../../src/engines/load_watch.ts";
+import { CauseStreak } from "../../src/supervision/restart_policy.ts";
 import { EngineRecords } from "../../src/supervision/records.ts";
 import { makeRoot } from "../support/helpers.ts";
 
@@ -45,4 +47,32 @@ Deno.test("an engine record is never written through a link planted at its old o
   } finally {
     await Deno.remove(root, { recursive: true });
   }
+});
+
+Deno.test("the cause line: only what a served run printed after its first 200; the message a window around the match, cleaned", () => {
+  const watch = new LoadWatch({
+    phases: [],
+    causes: [{ match: /40[14] Client Error/, cause: "model-not-found" }],
+  });
+  watch.line("EntryNotFoundError: 404 Client Error … generation_config.json");
+  assert.equal(watch.cause?.cause, "model-not-found");
+  watch.served();
+  assert.equal(watch.cause, undefined);
+  const long = "x".repeat(600) + " \x1b]0;t\x07401 Client Error\x1b[2J " +
+    "y".repeat(600);
+  watch.line(long);
+  const message = (watch.cause as { message: string } | undefined)!.message;
+  assert.ok(message.length <= 200, `${message.length}`);
+  assert.match(message, /^…x+ 401 Client Error y+…$/);
+  assert.ok(!/[\x00-\x1f]/.test(message));
+});
+
+Deno.test("the hopeless streak counts only runs that never answered 200", () => {
+  const streak = new CauseStreak();
+  assert.equal(streak.next("model-not-found", true), "grow");
+  assert.equal(streak.next("model-not-found", true), "grow");
+  assert.equal(streak.next("model-not-found"), "grow");
+  assert.equal(streak.next("model-not-found", true), "grow");
+  assert.equal(streak.next("model-not-found"), "grow");
+  assert.equal(streak.next("model-not-found"), "failed");
 });
