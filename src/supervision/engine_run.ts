@@ -33,7 +33,6 @@ import {
 } from "../gpu/start_gate.ts";
 import {
   CauseStreak,
-  describeEnd,
   type EndReason,
   type EngineState,
   pollVerdict,
@@ -50,6 +49,7 @@ import {
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { EngineRecords } from "./records.ts";
+import { exitLine, failedLine, retrySeconds, runEnd } from "./run_end.ts";
 import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
@@ -316,7 +316,6 @@ export class EngineRun {
       // The wait or timer the stop ended: the devices go back.
       if (event.kind === "admitted") event.slot?.release();
       if (event.kind === "stop") this.#interrupt.abort(); // a retry's timer
-      if (event.kind === "stop") this.#nextRestart = null;
       if (event.kind !== "retry" || state !== "failed") return;
     }
     switch (event.kind) {
@@ -427,11 +426,7 @@ export class EngineRun {
         this.#releaseGpu();
         this.#gpu.memory = null;
         const end = this.#lastExit = this.#ended(run, status);
-        // A cause the code or signal does not already say, with its line.
-        const said = end.message ? ` (${end.cause}: ${end.message})` : "";
-        const exit = `exit: ${describeEnd(end)} after ${
-          end.ran_seconds.toFixed(1)
-        } s${said}`;
+        const exit = exitLine(end);
         if (this.#stopWhy !== undefined) {
           this.#report("info", `${exit}${this.#stopWhy}`);
           return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
@@ -441,16 +436,11 @@ export class EngineRun {
           this.#report("warn", why, true);
           return this.#enter("exited", end.cause, why);
         }
-        const byCause = this.#causes.next(
-          end.cause,
-          this.#health.firstOkAt !== undefined,
-        );
+        const served = this.#health.firstOkAt !== undefined;
+        const byCause = this.#causes.next(end.cause, served);
         if (byCause === "failed") {
-          const retry = this.#retrySeconds;
-          const why =
-            `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)${
-              retry > 0 ? `; tried again in ${retry} s` : ""
-            }`;
+          const retry = retrySeconds(this.card, this.#o.failedRetryMs);
+          const why = failedLine(exit, end, retry);
           this.#report("warn", why, true);
           if (retry > 0) this.#later(retry * 1000, { kind: "retry" });
           return this.#enter("failed", end.cause, why);
@@ -469,7 +459,7 @@ export class EngineRun {
       case "backoff-over":
         if (event.kind === "retry") {
           this.#done = Promise.withResolvers();
-          this.#enter("backoff", "retry", `failed ${this.#retrySeconds} s ago`);
+          this.#enter("backoff", "retry", "failed: tried again");
         }
         this.#nextRestart = null;
         return void this.#admit();
@@ -563,11 +553,6 @@ export class EngineRun {
     return what;
   }
 
-  /** Seconds before a `failed` engine is tried again; 0: never. */
-  get #retrySeconds(): number {
-    return this.card.failed_retry ?? (this.#o.failedRetryMs ?? 0) / 1000;
-  }
-
   /** The next start, `event` in `ms` (a stop cancels it); `next_restart` says when. */
   #later(ms: number, event: EngineEvent): void {
     this.#nextRestart = new Date(Date.now() + ms);
@@ -647,23 +632,11 @@ export class EngineRun {
 
   /** A run ended: the watchdog and the records forget it; how it ended. */
   #ended(run: ServerProcess, status: Deno.CommandStatus): LastExit {
-    const endedAt = Date.now();
-    const ranMs = endedAt - (run.startedAt ?? endedAt);
     this.#watchdog?.remove(run.pid!);
     this.#o.records.remove(this.name);
-    // The engine's own line decides; else how it ended.
-    const line = run.watch.cause;
-    const cause: ExitCause = line?.cause ?? (status.signal ? "signal" : "exit");
-    this.#exits[cause] = (this.#exits[cause] ?? 0) + 1;
-    return {
-      code: status.signal ? null : status.code,
-      signal: status.signal ?? null,
-      at: new Date(endedAt).toISOString(),
-      ran_seconds: Math.round(ranMs / 100) / 10,
-      reason: this.#endReason,
-      cause,
-      message: line?.message ?? null,
-    };
+    const end = runEnd(run, status, this.#endReason);
+    this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
+    return end;
   }
 
   /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start. */
