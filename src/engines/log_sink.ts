@@ -47,6 +47,8 @@ export class EngineLog implements AsyncDisposable {
   #lost = 0;
   #writing: Promise<void> | undefined;
   #closed = false;
+  /** At its size limit and not rotated: nothing more is written until a rotation works. */
+  #stuck = false;
 
   /** The file is opened (and created) on the first write. */
   constructor(path: string, options: EngineLogOptions = {}) {
@@ -121,6 +123,10 @@ export class EngineLog implements AsyncDisposable {
   }
 
   async #writeOut(bytes: Uint8Array): Promise<void> {
+    if (this.#stuck && !await this.#rotated()) {
+      this.#lost += bytes.length;
+      return;
+    }
     try {
       const file = await this.#open();
       const out = this.#lost === 0 ? bytes : concat([
@@ -136,20 +142,48 @@ export class EngineLog implements AsyncDisposable {
         done += await file.write(out.subarray(done));
       }
       this.#size += out.length;
-      if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
-        await this.#rotate();
-      }
     } catch (error) {
       // Disk full, directory gone: drop, count, and try a fresh file next time.
       this.#lost += bytes.length;
       this.#onWriteError?.(error);
       this.#file?.close();
       this.#file = undefined;
+      return;
+    }
+    // Written: a rotation that fails loses none of these bytes.
+    if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
+      await this.#rotated();
+    }
+  }
+
+  /** Rotates; a failure is told once, and the file stops growing (`#stuck`) until one works. */
+  async #rotated(): Promise<boolean> {
+    try {
+      await this.#rotate();
+      this.#stuck = false;
+      return true;
+    } catch (error) {
+      if (!this.#stuck) {
+        this.#onWriteError?.(
+          new Error(
+            `cannot rotate it past ${this.#maxBytes} bytes: ${
+              (error as Error).message
+            }`,
+          ),
+        );
+      }
+      this.#stuck = true;
+      return false;
     }
   }
 
   async #open(): Promise<Deno.FsFile> {
     if (this.#file) return this.#file;
+    // Opening a FIFO blocks until a reader comes: only a regular file is opened.
+    const info = await Deno.stat(this.path).catch(() => undefined);
+    if (info && !info.isFile) {
+      throw new Error(`${this.path} is not a regular file`);
+    }
     const file = await Deno.open(this.path, { append: true, create: true });
     this.#size = (await file.stat()).size;
     return this.#file = file;

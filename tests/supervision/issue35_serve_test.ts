@@ -13,6 +13,7 @@ import {
   Launcher,
   makeRoot,
   pathWith,
+  pidAlive,
   type Setup,
   siteArgs,
   waitFor,
@@ -299,4 +300,38 @@ Deno.test("a bad --failed-retry or failed_retry is refused in one line, nothing 
     await Deno.remove(root, { recursive: true });
     await Deno.remove(bin, { recursive: true });
   }
+});
+
+Deno.test("logs/events.jsonl a FIFO with no reader: one warning, the launcher runs, SIGTERM ends it promptly, metrics file removed", async () => {
+  const root = await makeRoot();
+  await new Deno.Command("mkfifo", { args: [`${root}/logs/events.jsonl`] })
+    .output();
+  await using s = await launch(["steady"], {
+    catalogue: CARDS,
+    root,
+    args: ["--health-interval", "0.2", "--grace", "2"],
+  });
+  await s.launcher.ready();
+  const metrics = `${root}/metrics/mymodel_serve_${s.port}.prom`;
+  await waitFor(
+    async () => (await detail(s)).steady!.state === "ready",
+    "ready",
+  );
+  await waitFor(
+    () => Deno.stat(metrics).then(() => true, () => false),
+    "metrics",
+  );
+  const pid = (await detail(s)).steady!.pid!;
+  const warnings = s.launcher.lines.filter((l) => /journal/.test(l));
+  assert.deepEqual(warnings, [
+    `[serve] warn: Cannot use the journal ${root}/logs/events.jsonl: it is a FIFO (expected a regular file, or none yet): the journal is off`,
+  ]);
+  const began = Date.now();
+  const status = await s.launcher.stop();
+  const ms = Date.now() - began;
+  console.log(`stop with the journal a FIFO: ${ms} ms`);
+  assert.equal(status.code, 0, s.launcher.stderr);
+  assert.ok(ms < 2_000 + 3_000, `${ms} ms`);
+  assert.ok(!pidAlive(pid), "the engine is gone");
+  await assert.rejects(Deno.stat(metrics));
 });
