@@ -42,7 +42,7 @@ import {
 import { type StartPlan, startPlan } from "./start_plan.ts";
 import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
-import { ReloadQueue } from "./reload_queue.ts";
+import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
@@ -95,6 +95,8 @@ export class Semioserve implements AsyncDisposable {
   #url: URL | undefined;
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
+  /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
+  #stopping = new AbortController();
   #onEngineChange: () => void = () => {};
   #onReloaded: (result: ReloadResult) => void = () => {};
   #reloads = new ReloadQueue<ReloadResult>(
@@ -290,7 +292,11 @@ export class Semioserve implements AsyncDisposable {
         ...live.plan,
         engines: live.supervisors.map((s) => s.plan),
       };
-      const { facts, plan } = await this.#plan({ running }, config);
+      using deadline = reloadDeadline(this.#stopping.signal);
+      const { facts, plan } = await this.#plan(
+        { running, signal: deadline.signal },
+        config,
+      );
       const fresh = facts.cards.filter((card) => card.name in facts.engines);
       const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
       for (const warning of warnings) log.warn(warning);
@@ -373,6 +379,7 @@ export class Semioserve implements AsyncDisposable {
       // Stopped during the checks (or the reaping): start nothing.
       if (!this.#config.signal?.aborted) await this.#serve(signals);
     } finally {
+      this.#stopping.abort(STOPPING);
       this.#reloads.close();
       await this.#reloads.settled();
     }
@@ -471,7 +478,8 @@ export class Semioserve implements AsyncDisposable {
     } finally {
       log.info("shutting down: stopping engines");
       journal.record({ model: null, event: "stopping" });
-      // A reload under way finishes first: no engine starts after the others stopped.
+      // A reload under way finishes first (its read ends now): no engine starts after the others stopped.
+      this.#stopping.abort(STOPPING);
       this.#reloads.close();
       await this.#reloads.settled();
       await healthLoop.stop();

@@ -335,3 +335,74 @@ Deno.test("logs/events.jsonl a FIFO with no reader: one warning, the launcher ru
   assert.ok(!pidAlive(pid), "the engine is gone");
   await assert.rejects(Deno.stat(metrics));
 });
+
+/** A loopback catalogue server: the file's text, or (once `hang` is set) a body that never ends. */
+function catalogueServer(text: string) {
+  const hung: ReadableStreamDefaultController<Uint8Array>[] = [];
+  const state = { hang: false, trickle: false };
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => {
+      if (!state.hang && !state.trickle) return new Response(text);
+      const bytes = new TextEncoder().encode(text);
+      let timer: ReturnType<typeof setInterval> | undefined;
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          hung.push(controller);
+          controller.enqueue(bytes.subarray(0, 10));
+          // A byte a second: alive, never done.
+          if (state.trickle) {
+            timer = setInterval(
+              () => controller.enqueue(bytes.subarray(10, 11)),
+              1000,
+            );
+          }
+        },
+        cancel() {
+          clearInterval(timer);
+        },
+      });
+      return new Response(body);
+    },
+  );
+  return {
+    url: `http://127.0.0.1:${server.addr.port}/catalogue.yaml`,
+    state,
+    async [Symbol.asyncDispose]() {
+      for (const c of hung) {
+        try {
+          c.close();
+        } catch { /* cancelled */ }
+      }
+      await server.shutdown();
+    },
+  };
+}
+
+Deno.test("SIGTERM during a reload whose URL catalogue never finishes its body: stopped within --grace plus a few seconds, engines gone, exit 0", async () => {
+  await using cat = catalogueServer(await Deno.readTextFile(CARDS));
+  await using s = await launch(["steady"], {
+    catalogue: cat.url,
+    args: ["--grace", "2"],
+  });
+  await s.launcher.ready();
+  await waitFor(
+    async () => (await detail(s)).steady!.state === "ready",
+    "ready",
+  );
+  const pid = (await detail(s)).steady!.pid!;
+  cat.state.hang = true;
+  s.launcher.child.kill("SIGHUP");
+  await new Promise((resolve) => setTimeout(resolve, 1_000));
+  const began = Date.now();
+  const status = await s.launcher.stop();
+  const ms = Date.now() - began;
+  console.log(`stop during a hung reload: ${ms} ms`);
+  assert.equal(status.code, 0, s.launcher.stderr);
+  assert.ok(ms < 2_000 + 3_000, `${ms} ms`);
+  assert.ok(!pidAlive(pid), "the engine is gone");
+  assert.match(
+    s.launcher.stderr,
+    /reload refused: Cannot load catalogue http:\/\/127\.0\.0\.1:\d+\/catalogue\.yaml: the launcher is stopping/,
+  );
+});

@@ -4,6 +4,8 @@
  * streak of hopeless causes reset by a ready run.
  */
 import assert from "node:assert/strict";
+import { Registry } from "../../src/catalogue.ts";
+import { reloadDeadline, STOPPING } from "../../src/serve/reload_queue.ts";
 import { LoadWatch } from "../../src/engines/load_watch.ts";
 import { CauseStreak } from "../../src/supervision/restart_policy.ts";
 import { Journal } from "../../src/supervision/journal.ts";
@@ -138,5 +140,62 @@ Deno.test("a journal that cannot rotate says so once and stops growing past its 
     assert.deepEqual(details, details.map((_, i) => String(i)));
   } finally {
     Deno.removeSync(dir, { recursive: true });
+  }
+});
+
+Deno.test("a reload's read that does not finish within its deadline is refused in one line; a stop ends it at once", async () => {
+  const text = "models:\n  a: { verb: chat, hub: o/a }\n";
+  const timers = new Set<ReturnType<typeof setInterval>>();
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => {
+      let timer: ReturnType<typeof setInterval>;
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          // A byte every 100 ms: never silent, never done.
+          timer = setInterval(
+            () => controller.enqueue(new Uint8Array([32])),
+            100,
+          );
+          timers.add(timer);
+        },
+        cancel() {
+          clearInterval(timer);
+          timers.delete(timer);
+        },
+      });
+      return new Response(body);
+    },
+  );
+  const url = `http://127.0.0.1:${server.addr.port}/c.yaml`;
+  try {
+    const stop = new AbortController();
+    {
+      using deadline = reloadDeadline(stop.signal, 500);
+      const began = Date.now();
+      await assert.rejects(
+        Registry.load(url, { signal: deadline.signal }),
+        (error: Error) => {
+          assert.equal(
+            error.message,
+            `Cannot load catalogue ${url}: no complete read within 0.5 s (expected the catalogue read and parsed in time; the running engines are kept)`,
+          );
+          return true;
+        },
+      );
+      assert.ok(Date.now() - began < 2_000);
+    }
+    {
+      using deadline = reloadDeadline(stop.signal, 30_000);
+      setTimeout(() => stop.abort(STOPPING), 200);
+      await assert.rejects(
+        Registry.load(url, { signal: deadline.signal }),
+        /the launcher is stopping/,
+      );
+    }
+    assert.ok(text);
+  } finally {
+    for (const timer of timers) clearInterval(timer);
+    await server.shutdown();
   }
 });
