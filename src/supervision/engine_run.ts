@@ -21,6 +21,8 @@ import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuReading } from "../gpu/memory_use.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
 import {
+  chargedLoad,
+  endLoad,
   type GateFacts,
   type GpuStartGate,
   noteWait,
@@ -49,7 +51,13 @@ import {
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { EngineRecords } from "./records.ts";
-import { exitLine, failedLine, retrySeconds, runEnd } from "./run_end.ts";
+import {
+  exitLine,
+  failedLine,
+  localFailure,
+  retrySeconds,
+  runEnd,
+} from "./run_end.ts";
 import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
@@ -106,9 +114,8 @@ export type EngineEvent =
     readonly run: ServerProcess;
     readonly status: Deno.CommandStatus;
   }
-  | { readonly kind: "backoff-over" }
-  /** `--failed-retry` (or the card's `failed_retry`) ran out: a `failed` engine starts again. */
-  | { readonly kind: "retry" }
+  /** `retry`: `--failed-retry` (or a card's `failed_retry`) ran out for a `failed` engine. */
+  | { readonly kind: "backoff-over" | "retry" }
   | { readonly kind: "stop"; readonly why: string };
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
@@ -126,8 +133,7 @@ export class EngineRun {
   #state: EngineState = "starting";
   #since = new Date();
   #restarts = 0;
-  /** A run of this object spawned: every later start is a restart. */
-  #spawned = false;
+  #spawned = false; // a run of this object spawned: later starts are restarts
   #step = 0;
   #lastExit: LastExit | null = null;
   #causes = new CauseStreak();
@@ -232,7 +238,7 @@ export class EngineRun {
   }
 
   observeGpuMemory(reading: GpuReading | null): void {
-    this.#gpu.memory = reading;
+    this.#gpu.memory = reading = chargedLoad(reading, this.#gpu);
     if (reading && !this.#gpu.slot) this.#gpu.settled = reading;
   }
 
@@ -395,12 +401,8 @@ export class EngineRun {
           : this.#silent(run);
         switch (verdict?.kind) {
           case "ready":
-            // The load is over: the next engine on these GPUs may start;
-            // what it printed while loading decides no exit cause.
-            if (verdict.first) {
-              this.#releaseGpu();
-              run.watch.served();
-            }
+            // The load is over: the next engine on these GPUs may start.
+            if (verdict.first) this.#releaseGpu(true);
             return this.#enter("ready");
           case "unhealthy":
             return this.#enter("unhealthy");
@@ -425,7 +427,10 @@ export class EngineRun {
         clearTimeout(this.#silence);
         this.#releaseGpu();
         this.#gpu.memory = null;
-        const end = this.#lastExit = this.#ended(run, status);
+        this.#watchdog?.remove(run.pid!);
+        this.#o.records.remove(this.name);
+        const end = this.#lastExit = runEnd(run, status, this.#endReason);
+        this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
         const exit = exitLine(end);
         if (this.#stopWhy !== undefined) {
           this.#report("info", `${exit}${this.#stopWhy}`);
@@ -457,10 +462,8 @@ export class EngineRun {
       }
       case "retry": // from failed, as a restart: its command line resolved anew
       case "backoff-over":
-        if (event.kind === "retry") {
-          this.#done = Promise.withResolvers();
-          this.#enter("backoff", "retry", "failed: tried again");
-        }
+        if (event.kind === "retry") this.#done = Promise.withResolvers();
+        if (event.kind === "retry") this.#enter("backoff", "retry");
         this.#nextRestart = null;
         return void this.#admit();
       case "stop":
@@ -564,16 +567,8 @@ export class EngineRun {
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
     this.#lastPollMs = result.ms;
-    const local = result.local;
-    if (local) {
-      // Never counted against the engine: the key doubles as the summary's subject.
-      this.#local.hit(
-        `health polls of engine ${this.name} that failed on the launcher's side`,
-        () =>
-          `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${local}`,
-      );
-      return undefined;
-    }
+    // Never counted against the engine.
+    if (result.local) return localFailure(this.#local, this.name, result.local);
     const [verdict, health] = pollVerdict(
       this.#health,
       result.ok,
@@ -630,21 +625,13 @@ export class EngineRun {
     }
   }
 
-  /** A run ended: the watchdog and the records forget it; how it ended. */
-  #ended(run: ServerProcess, status: Deno.CommandStatus): LastExit {
-    this.#watchdog?.remove(run.pid!);
-    this.#o.records.remove(this.name);
-    const end = runEnd(run, status, this.#endReason);
-    this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
-    return end;
-  }
-
-  /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start. */
-  #releaseGpu(): void {
+  /** The load is over (first 200: `served`; exit, stop, a failed spawn): the next engine may start. */
+  #releaseGpu(served = false): void {
     const devices = this.#gated();
     if (devices) this.#o.gate!.changed(devices);
-    this.#gpu.slot?.release();
-    this.#gpu.slot = undefined;
+    endLoad(this.#gpu, served);
+    // What it printed while loading decides no exit cause.
+    if (served) this.#process.watch.served();
   }
 
   #gated(): readonly string[] | undefined {

@@ -1,10 +1,12 @@
 /**
  * How one engine run ended, for `last_exit`, the exit line and the journal:
- * pure, from the run's exit status and its output's cause line.
+ * pure, from the run's exit status and its output's cause line; and the line
+ * of a health poll that failed on the launcher's side.
  *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
+import type { LogThrottle } from "../common/log_throttle.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import type { LastExit } from "./engine_detail.ts";
@@ -49,4 +51,18 @@ export function failedLine(exit: string, end: LastExit, retry: number): string {
 /** Seconds before a `failed` engine is tried again: its card's `failed_retry`, else `--failed-retry`; 0: never. */
 export function retrySeconds(card: ModelCard, failedRetryMs = 0): number {
   return card.failed_retry ?? failedRetryMs / 1000;
+}
+
+/** A health poll that failed on the launcher's side: one line per 10 s, then a count; no verdict. */
+export function localFailure(
+  throttle: LogThrottle,
+  name: string,
+  local: string,
+): undefined {
+  // The key doubles as the summary's subject.
+  throttle.hit(
+    `health polls of engine ${name} that failed on the launcher's side`,
+    () =>
+      `health poll of engine ${name} failed on the launcher's side, not counted against the engine: ${local}`,
+  );
 }
