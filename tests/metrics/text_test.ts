@@ -46,6 +46,7 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_load_phase", "GAUGE"],
   ["mymodel_engine_gpu_memory_bytes", "GAUGE"],
   ["mymodel_engine_start_wait_seconds_total", "COUNTER"],
+  ["mymodel_engine_requests_cut_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
   ["mymodel_launcher_start_time_seconds", "GAUGE"],
   ["mymodel_launcher_start_warnings", "GAUGE"],
