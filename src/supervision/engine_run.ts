@@ -82,8 +82,8 @@ export interface EngineRunOptions {
   loadPollMs?: number;
   /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
   released?: Released | undefined;
-  /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. */
-  drainTimeoutMs: number;
+  /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. @default {0} */
+  drainTimeoutMs?: number;
   /** Requests cut by the drains of the runs this one replaces. */
   requestsCut?: number;
 }
@@ -481,7 +481,7 @@ export class EngineRun {
         if (state === "draining") return; // a second stop() waits for the same drain
         if (this.#process.running) {
           this.#drain = state === "ready"
-            ? Drain.begin(this.#plan, this.#o.drainTimeoutMs, {
+            ? Drain.begin(this.#plan, this.#o.drainTimeoutMs ?? 0, {
               say: this.#report.bind(this, "info"),
               emit: (e) => this.#on(e),
               journal: this.#o.journal,

@@ -297,7 +297,7 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
   const states = get(families, "mymodel_engine_state").metrics;
   // failed joined the seven states (issue 29), draining the eight (issue 37)
   assert.equal(states.length, 9);
-  assert.ok(states.some((m) => m.labels.state === "draining"));
+  assert.ok(states.some((m) => m.labels?.state === "draining"));
   assert.deepEqual(
     states.filter((m) => m.value === "1").map((m) => m.labels),
     [{ model: "qwen3-8b", state: "waiting" }],
