@@ -204,12 +204,16 @@ Deno.test("drain: a stream longer than --drain-timeout is cut at the deadline an
   );
 });
 
-Deno.test("drain: a stop waits for a stream, exits 0 and leaves nothing running", async () => {
-  await using cat = await catalogue(card("streamer", 100));
+Deno.test("drain: a stop waits for a stream, exits 0 and leaves nothing running (vLLM's own --shutdown-timeout passed through)", async () => {
+  // vLLM's own wait after SIGTERM (PR #36666): the card keeps it; the drain comes first.
+  await using cat = await catalogue(
+    card("streamer", 100, ", shutdown-timeout: 5"),
+  );
   await using s = await launch(["streamer"], { catalogue: cat.path });
   await s.launcher.ready();
   await ready(s, "streamer");
   const rec = (await readRecord(s.records, s.port + 1))!;
+  assert.equal(rec.argv[rec.argv.indexOf("--shutdown-timeout") + 1], "5");
   const flow = stream(s.port + 1);
   await waitFor(() => flow.tokens >= 2, "the stream under way");
   s.launcher.child.kill("SIGTERM");
