@@ -139,6 +139,7 @@ export class ServerProcess implements AsyncDisposable {
    * While `loading()`: every `every` ms a look at its hub download (growing
    * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
    * a `/health` poll, yielded.
+   * @ignore The launcher's own plumbing.
    */
   async *loadPolls(
     every: number,

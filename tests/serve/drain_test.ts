@@ -232,6 +232,27 @@ Deno.test("drain: a stop waits for a stream, exits 0 and leaves nothing running 
   assert.ok(events.some((e) => e.from === "draining" && e.to === "stopping"));
 });
 
+Deno.test("drain: engines drain at once: a stop takes the slowest drain, not the sum", async () => {
+  await using cat = await catalogue(card("one", 100) + card("two", 120));
+  await using s = await launch(["one", "two"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "one");
+  await ready(s, "two");
+  const flows = [stream(s.port + 1), stream(s.port + 2)];
+  await waitFor(() => flows.every((f) => f.tokens >= 1), "both streams");
+  const sent = Date.now();
+  s.launcher.child.kill("SIGTERM");
+  assert.equal((await s.launcher.exited()).code, 0);
+  const took = Date.now() - sent;
+  for (const flow of flows) assert.ok(whole((await flow.done).text));
+  // Alone: about 2.9 s and 3.5 s left; in turn they would take 6 s or more.
+  assert.ok(took < 5_500, `the stop took ${took} ms`);
+  assert.match(
+    s.launcher.stderr,
+    /stopping: draining 2 engines \(up to 30 s\)/,
+  );
+});
+
 Deno.test("drain: a second SIGTERM during a stop's drain stops at once", async () => {
   await using cat = await catalogue(card("streamer", 300)); // 9 s
   await using s = await launch(["streamer"], { catalogue: cat.path });
