@@ -63,6 +63,19 @@ export interface EnginePlan extends Readonly<Required<EngineSite>> {
  *
  * @throws {EngineError} When the engine kind is unknown, the executable is
  *   missing, or neither local weights nor a hub id exist.
+ *
+ * @example
+ * ```ts ignore
+ * import { planEngine } from "@mymodel/serve/serve";
+ *
+ * const plan = planEngine(card, {
+ *   host: "localhost",
+ *   port: 5001,
+ *   directory: "/srv/mymodel",
+ *   baseEnv: Deno.env.toObject(),
+ * });
+ * console.log(plan.executable, plan.args.join(" "));
+ * ```
  */
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   const kind = ENGINE_KINDS[card.engine];

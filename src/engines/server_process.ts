@@ -39,11 +39,18 @@ const LOCAL_FAILURE =
  * without waiting for it to load; {@linkcode ServerProcess.stop} sends SIGTERM
  * to the group, waits up to a grace period, then SIGKILLs what is left.
  *
- * @example Start and stop one engine of a plan
+ * @example Start and stop one engine
  * ```ts ignore
- * import { type EnginePlan, ServerProcess } from "@mymodel/serve/serve";
+ * import { planEngine, ServerProcess } from "@mymodel/serve/serve";
+ * import { Registry } from "@mymodel/serve/catalogue";
  *
- * declare const plan: EnginePlan; // one engine of the launcher's plan
+ * const card = (await Registry.load()).get("llama-3");
+ * const plan = planEngine(card, {
+ *   host: "localhost",
+ *   port: 5001,
+ *   directory: "/srv/mymodel",
+ *   baseEnv: Deno.env.toObject(), // its PATH finds the engine
+ * });
  * await using engine = new ServerProcess(plan);
  * engine.start();
  * console.log(engine.url, await engine.healthy());

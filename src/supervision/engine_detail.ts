@@ -5,8 +5,7 @@
  * @module
  */
 import type { RestartPolicy } from "../catalogue.ts";
-import type { EndReason, EngineState } from "./restart_policy.ts";
-import type { WaitReason } from "../gpu/start_gate.ts";
+import type { EngineState } from "./restart_policy.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 
@@ -55,7 +54,7 @@ export interface EngineView {
     /** How long the run lasted, in seconds. */
     readonly ran_seconds: number;
     /** Whether the launcher ended it (liveness, start timeout), else `"exit"`. */
-    readonly reason: EndReason;
+    readonly reason: "exit" | "unhealthy" | "start-timeout";
     /** Why, from the exit and the engine's own output (`bad-arguments`, `gpu-out-of-memory` …). */
     readonly cause: ExitCause;
     /** The engine's line that decided the cause (at most 200 characters), else null. */
@@ -67,8 +66,12 @@ export interface EngineView {
   readonly gpus: readonly string[] | null;
   /** While `waiting`: what holds the start (the GPU start gate); else null. */
   readonly waiting_for: {
-    /** Which rule holds it. */
-    readonly reason: WaitReason;
+    /** Which rule of the GPU start gate holds it. */
+    readonly reason:
+      | "gpu-busy-loading"
+      | "gpu-memory-release"
+      | "gpu-error"
+      | "gpu-memory-free";
     /** The devices concerned, as placed. */
     readonly devices: readonly string[];
     /** One line for people: who loads there, which memory is not back, nvidia-smi's words. */
