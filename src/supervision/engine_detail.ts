@@ -5,7 +5,7 @@
  * @module
  */
 import type { RestartPolicy } from "../catalogue.ts";
-import type { EngineState } from "./restart_policy.ts";
+import type { EndReason, EngineState } from "./restart_policy.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 
