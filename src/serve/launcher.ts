@@ -44,7 +44,7 @@ import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
 import { ReloadQueue } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
-import { drainMs } from "../supervision/drain.ts";
+import { plannedDrainMs } from "../supervision/drain.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
@@ -505,10 +505,12 @@ export class Semioserve implements AsyncDisposable {
 
 /** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
 function drainLine(engines: readonly EngineRun[], o: Config): string | null {
-  const ms = engines.filter((s) =>
-    s.state === "ready" || s.state === "draining"
-  )
-    .map((s) => drainMs(s.card, o.drainTimeoutMs)).filter((ms) => ms > 0);
+  const ms = engines.flatMap((s) => {
+    const ms = s.state === "ready" || s.state === "draining"
+      ? plannedDrainMs(s.card, o.drainTimeoutMs)
+      : 0;
+    return ms > 0 ? [ms] : [];
+  });
   if (ms.length === 0) return null;
   const n = ms.length;
   return `stopping: draining ${n} engine${n === 1 ? "" : "s"} (up to ${

@@ -40,6 +40,13 @@ export function drainMs(card: ModelCard, launcherMs: number): number {
     : card.drainTimeout * 1000;
 }
 
+/** What a stop now would drain a ready engine of this card at most, in ms: 0 without a traffic reading. */
+export function plannedDrainMs(card: ModelCard, launcherMs: number): number {
+  return trafficRule(card, ENGINE_KINDS[card.engine]!)
+    ? drainMs(card, launcherMs)
+    : 0;
+}
+
 /** The journal's line for a drain. */
 export function drainRecord(
   model: string,
@@ -98,7 +105,7 @@ export class Drain {
     return new Drain(
       ms,
       (timeoutMs) => readEngineTraffic(origin, rule, plan.apiKey, timeoutMs),
-      (event) => emit(event),
+      emit,
       (end) => {
         say(end.line);
         journal?.record(drainRecord(plan.name, end));
