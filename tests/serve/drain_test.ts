@@ -308,6 +308,32 @@ Deno.test("drain: an engine whose metrics cannot be read is not drained, in one 
   );
 });
 
+Deno.test("drain: a command card drains with its metrics:, and says it cannot without", async () => {
+  const command = (name: string, metrics: string) =>
+    `  ${name}: { verb: chat, hub: org/${name}, engine: command, command: [vllm, serve, "{model}", --host, "{host}", --port, "{port}"], args: [--fake-metrics, vllm, --fake-tokens, "30", --fake-token-ms, "50"]${metrics} }\n`;
+  await using cat = await catalogue(
+    command("own", "") +
+      command(
+        "counted",
+        ", metrics: { running: vllm:num_requests_running, waiting: vllm:num_requests_waiting, prompt_tokens: vllm:prompt_tokens_total, generated_tokens: vllm:generation_tokens_total }",
+      ),
+  );
+  await using s = await launch(["own", "counted"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "own");
+  await ready(s, "counted");
+  const flow = stream(s.port + 2);
+  await waitFor(() => flow.tokens >= 1, "the stream under way");
+  assert.equal((await s.launcher.stop()).code, 0);
+  assert.ok(whole((await flow.done).text), "the stream finished whole");
+  assert.match(
+    s.launcher.stderr,
+    /engine own \(pid \d+\) not drained: no traffic reading \(an engine: command card without metrics:\)/,
+  );
+  assert.match(s.launcher.stderr, /engine counted \(pid \d+\) drained in/);
+  assert.match(s.launcher.stderr, /stopping: draining 1 engine \(/);
+});
+
 Deno.test("--drain-timeout -1 or abc is refused in one line, exit 2, nothing started", async () => {
   const root = await makeRoot();
   try {
