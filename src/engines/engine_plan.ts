@@ -28,7 +28,7 @@ export interface EngineSite {
   gpus?: readonly string[] | null;
   /** The share of each of its devices (1: whole), null when not placed. @default {null} */
   share?: number | null;
-  /** What the engine inherits (the launcher's environment less its secrets, e.g. `Deno.env.toObject()`); its PATH finds the executable. */
+  /** What the engine inherits (the launcher's environment less its secrets); its PATH finds the executable. */
   baseEnv: Readonly<Record<string, string>>;
   /** GPU memory it takes before it serves, null when unknown. @default {null} */
   memoryNeed?: {
@@ -72,7 +72,7 @@ export interface EnginePlan extends Readonly<Required<EngineSite>> {
  *   host: "localhost",
  *   port: 5001,
  *   directory: "/srv/mymodel",
- *   baseEnv: Deno.env.toObject(),
+ *   baseEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" },
  * });
  * console.log(plan.executable, plan.args.join(" "));
  * ```

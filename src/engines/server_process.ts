@@ -49,7 +49,7 @@ const LOCAL_FAILURE =
  *   host: "localhost",
  *   port: 5001,
  *   directory: "/srv/mymodel",
- *   baseEnv: Deno.env.toObject(), // its PATH finds the engine
+ *   baseEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" }, // what it inherits; PATH finds it
  * });
  * await using engine = new ServerProcess(plan);
  * engine.start();
