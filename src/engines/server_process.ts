@@ -17,8 +17,8 @@ import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
 export { EngineError } from "./engine_error.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
-import { within } from "../common/sleep.ts";
-import { isWildcardHost, urlHost } from "../common/settings.ts";
+import { sleep, within } from "../common/sleep.ts";
+import { engineOrigin } from "./metrics_read.ts";
 import { EngineLog } from "./log_sink.ts";
 import { LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
@@ -142,6 +142,33 @@ export class ServerProcess implements AsyncDisposable {
   get startedAt(): number | undefined {
     return this.#startedAt;
   }
+  /**
+   * While `loading()`: every `every` ms a look at its hub download (growing
+   * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
+   * a `/health` poll, yielded.
+   * @ignore The launcher's own plumbing.
+   */
+  async *loadPolls(
+    every: number,
+    signal: AbortSignal,
+    loading: () => boolean,
+    polls: () => boolean,
+  ): AsyncGenerator<HealthCheck> {
+    while (loading() && this.running && !signal.aborted) {
+      if (this.card.hub) this.lookForDownload();
+      await sleep(every, signal);
+      if (polls() && this.running) yield await this.check(every);
+    }
+  }
+
+  /** Epoch ms of its last sign of life while it loads: the spawn, output, a phase line, a growing download. */
+  get lastSignOfLife(): number {
+    return Math.max(
+      this.startedAt ?? Date.now(),
+      this.#log.lastOutputAt ?? 0,
+      this.watch.progressAt ?? 0,
+    );
+  }
 
   /** How the engine exited, once it and what it left in its group are gone; rejects if never started. */
   get ended(): Promise<Deno.CommandStatus> {
@@ -251,18 +278,18 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   async #probe(timeoutMs: number): Promise<HealthCheck> {
-    const host = isWildcardHost(this.host)
-      ? (this.host.includes(":") ? "[::1]" : "127.0.0.1")
-      : urlHost(this.host);
     // A cleared timer, not AbortSignal.timeout(): that one lives on for the whole
     // timeout after the poll ends, and under load thousands pile up (RSS grew 2x).
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     const began = performance.now();
     try {
-      const response = await fetch(`http://${host}:${this.port}/health`, {
-        signal: abort.signal,
-      });
+      const response = await fetch(
+        `${engineOrigin(this.host, this.port)}/health`,
+        {
+          signal: abort.signal,
+        },
+      );
       await response.body?.cancel();
       const ok = response.status === 200 && this.running;
       return { ok, ms: performance.now() - began };

@@ -5,7 +5,7 @@
  * @module
  */
 import type { RestartPolicy } from "../catalogue.ts";
-import type { EngineState } from "./restart_policy.ts";
+import type { EndReason, EngineState } from "./restart_policy.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 
@@ -98,6 +98,13 @@ export interface EngineView {
     /** What is counted. */
     readonly unit: "bytes" | "shards";
   } | null;
+  /** While `draining`: since when, the deadline (ISO times), the requests in flight at the last read (null before it); else null. */
+  readonly drain: {
+    readonly since: string;
+    readonly deadline: string;
+    readonly running: number | null;
+    readonly waiting: number | null;
+  } | null;
 }
 
 /** One engine's supervision facts (the `?detail=1` fields). */
@@ -133,5 +140,25 @@ export function phaseFields(
     phase: run.watch.phase,
     phase_since: since === undefined ? null : new Date(since).toISOString(),
     progress: run.watch.progress,
+  };
+}
+
+/** How a run ended: the engine's own line decides the cause, else the code or signal. */
+export function lastExitOf(
+  run: ServerProcess,
+  status: Deno.CommandStatus,
+  reason: EndReason,
+): LastExit {
+  const endedAt = Date.now();
+  const ranMs = endedAt - (run.startedAt ?? endedAt);
+  const line = run.watch.cause;
+  return {
+    code: status.signal ? null : status.code,
+    signal: status.signal ?? null,
+    at: new Date(endedAt).toISOString(),
+    ran_seconds: Math.round(ranMs / 100) / 10,
+    reason,
+    cause: line?.cause ?? (status.signal ? "signal" : "exit"),
+    message: line?.message ?? null,
   };
 }
