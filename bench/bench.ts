@@ -41,7 +41,8 @@
  * 15 s), `--only=pipeline` the one-engine rows (about 90 s),
  * `--only=catalogue` the catalogue rows (about 20 s), all printed only;
  * `--only=reload` the reload rows (about 10 s, written to
- * `bench/results/reload.md`).
+ * `bench/results/reload.md`); `--only=drain` streams through a reload and a
+ * stop with and without the drain (about 30 s, printed only).
  *
  * @module
  */
@@ -61,10 +62,12 @@ import { dryRunPhase } from "./phases/dry_run.ts";
 import { pipelinePhase } from "./phases/pipeline.ts";
 import { cataloguePhase } from "./phases/catalogue.ts";
 import { reloadPhase } from "./phases/reload.ts";
+import { drainPhase } from "./phases/drain.ts";
 import {
   authReport,
   buildReport,
   catalogueReport,
+  drainReport,
   dryRunReport,
   gpuReport,
   guardReport,
@@ -113,6 +116,7 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
     pipelineReport(await pipelinePhase(bench)),
   "--only=catalogue": async (bench) =>
     catalogueReport(await cataloguePhase(bench)),
+  "--only=drain": async (bench) => drainReport(await drainPhase(bench)),
   "--only=reload": async (bench) => {
     const report = reloadReport(await reloadPhase(bench));
     await write(RELOAD_RESULTS, report);
@@ -221,7 +225,8 @@ async function run(
  * `--only=pipeline` measures only this tree against the tree before the
  * one-engine work (about 90 s); `--only=catalogue` measures only catalogue
  * loading (about 20 s); `--only=reload` measures only `/health` during
- * reloads of 5,000 cards (about 10 s).
+ * reloads of 5,000 cards (about 10 s); `--only=drain` measures only
+ * streams through a reload and a stop, with and without the drain (about 30 s).
  * @returns The exit code.
  */
 export async function main(

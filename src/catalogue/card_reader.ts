@@ -53,6 +53,7 @@ const CARD_FIELDS = [
   "description",
   "restart",
   "failed_retry",
+  "drain_timeout",
   "gpus",
   "metrics",
 ] as const;
@@ -294,10 +295,23 @@ function readCard(
         }`,
       );
     }
-    card.failed_retry = value;
+    card.failedRetry = value;
   });
   given("gpus", (f) => {
     card.gpus = readGpus(ctx, f);
+  });
+  given("drain_timeout", (f) => {
+    const value = scalarValue(f.value);
+    if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
+      fail(
+        ctx,
+        f.where,
+        `expected a number of seconds, 0 or more (0: no drain), got ${
+          describe(f.value)
+        }`,
+      );
+    }
+    card.drainTimeout = value;
   });
   given("metrics", (f) => {
     card.metrics = readMetrics(ctx, f);

@@ -53,6 +53,7 @@ export function metricsSnapshot(
         state: s.state,
         gpuMemoryMiB: s.detail().gpu_memory_mib,
         exits: s.exitsByCause(),
+        requestsCut: s.requestsCut,
         phase: s.detail().phase,
         startWaitSeconds: (s.gpus?.length ?? 0) > 0
           ? s.startWaitSeconds()

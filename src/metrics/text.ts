@@ -48,6 +48,7 @@ export interface EngineMetrics {
   startWaitSeconds?: Counts<WaitReason> | undefined;
   exits?: Counts<ExitCause> | undefined;
   phase?: LoadPhase | null | undefined;
+  requestsCut?: number | undefined;
 }
 
 export interface ReloadMetrics {
@@ -96,6 +97,7 @@ mymodel_engine_exits_total counter Engine runs ended since the launcher started,
 mymodel_engine_load_phase gauge 1 for the load phase of a starting engine (downloading, loading, preparing), when known.
 mymodel_engine_gpu_memory_bytes gauge GPU memory the engine's current run holds on each of its devices (nvidia-smi).
 mymodel_engine_start_wait_seconds_total counter Seconds the engine's starts were held by the GPU start gate, by reason.
+mymodel_engine_requests_cut_total counter Requests still in flight when a planned stop's drain ended at its deadline or at a second signal: SIGTERM cut them.
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
 mymodel_launcher_start_time_seconds gauge Start time of the launcher in Unix seconds.
 mymodel_launcher_start_warnings gauge Warnings the start-up checks gave: weights that may not fit GPU memory, unknown engine flags, unreadable weights.
@@ -178,6 +180,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
+    mymodel_engine_requests_cut_total: perModel(engines, (e) => e.requestsCut),
     mymodel_launcher_info: [{
       labels: [
         launcherPort,

@@ -27,7 +27,8 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "modality",
   "description",
   "restart",
-  "failed_retry",
+  "failedRetry",
+  "drainTimeout",
 ]);
 
 function canonical(value: unknown): string {

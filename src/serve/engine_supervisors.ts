@@ -30,7 +30,11 @@ export interface Supervision {
 export function supervise(
   plan: EnginePlan,
   how: Supervision,
-  run: { log?: EngineLog; released?: Released | undefined } = {},
+  run: {
+    log?: EngineLog;
+    released?: Released | undefined;
+    requestsCut?: number;
+  } = {},
 ): EngineRun {
   const o = how.options;
   const gpu = how.gpu;
@@ -38,6 +42,8 @@ export function supervise(
     log: run.log ??
       new EngineLog(plan.logFile, { maxBytes: o.logMaxBytes, keep: o.logKeep }),
     graceMs: o.graceMs,
+    drainTimeoutMs: o.drainTimeoutMs,
+    ...(run.requestsCut ? { requestsCut: run.requestsCut } : {}),
     records: how.records,
     onChange: how.onChange,
     journal: how.journal,
@@ -68,11 +74,14 @@ export async function replaceEngine(
 ): Promise<void> {
   const old = supervisors[index]!;
   await quietFor(old, how, "the reload's restart");
+  const released = old.gpuReleased();
+  // A ready engine drains first; the new run starts once the old one is gone (its port).
+  await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
   const fresh = supervise(plan, how, {
     log: old.log,
-    released: old.gpuReleased(),
+    released,
+    requestsCut: old.requestsCut,
   });
-  await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
   fresh.inherit(old);
   supervisors[index] = fresh;
   how.onChange();

@@ -26,6 +26,7 @@ import {
   type GateFacts,
   type GpuStartGate,
   noteWait,
+  passGate,
   type Released,
   releasedBy,
   type StartSlot,
@@ -47,21 +48,17 @@ import {
 import {
   type EngineDetail,
   type LastExit,
+  lastExitOf,
   phaseFields,
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { EngineRecords } from "./records.ts";
-import {
-  exitLine,
-  failedLine,
-  localFailure,
-  retrySeconds,
-  runEnd,
-} from "./run_end.ts";
+import { exitLine, failedLine, localFailure, retrySeconds } from "./run_end.ts";
 import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
+import { Drain, type DrainEvent } from "./drain.ts";
 
 /** How a model's engine is run (where and what it runs is its plan). */
 export interface EngineRunOptions {
@@ -89,6 +86,10 @@ export interface EngineRunOptions {
   loadPollMs?: number;
   /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
   released?: Released | undefined;
+  /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. @default {0} */
+  drainTimeoutMs?: number;
+  /** Requests cut by the drains of the runs this one replaces. */
+  requestsCut?: number;
 }
 
 /**
@@ -114,9 +115,9 @@ export type EngineEvent =
     readonly run: ServerProcess;
     readonly status: Deno.CommandStatus;
   }
-  /** `retry`: `--failed-retry` (or a card's `failed_retry`) ran out for a `failed` engine. */
-  | { readonly kind: "backoff-over" | "retry" }
-  | { readonly kind: "stop"; readonly why: string };
+  | { readonly kind: "backoff-over" | "retry" } // retry: from failed
+  | { readonly kind: "stop"; readonly why: string }
+  | DrainEvent;
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
 export class EngineRun {
@@ -153,6 +154,8 @@ export class EngineRun {
   #done: PromiseWithResolvers<void> | undefined;
   #lastPollMs: number | undefined;
   #silence: ReturnType<typeof setTimeout> | undefined;
+  #drain: Drain | undefined;
+  #cut: number;
   /** Polls that failed on our side: one line per 10 s, then a count. */
   #local = new LogThrottle({ write: log.warn });
 
@@ -161,6 +164,7 @@ export class EngineRun {
     this.#o = options;
     this.#policy = plan.card.restart ?? options.restart;
     this.#released = options.released;
+    this.#cut = options.requestsCut ?? 0;
     this.log = options.log;
     this.#process = new ServerProcess(plan, this.log);
     this.name = plan.name;
@@ -209,6 +213,11 @@ export class EngineRun {
     return this.#state === "ready" && this.#process.running;
   }
 
+  /** Requests cut by drains (a deadline, a second signal), the replaced runs' included. */
+  get requestsCut(): number {
+    return this.#cut;
+  }
+
   get lastPollSeconds(): number | undefined {
     return this.#lastPollMs === undefined ? undefined : this.#lastPollMs / 1000;
   }
@@ -226,6 +235,7 @@ export class EngineRun {
       gpu_memory_mib: this.#gpu.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.memory?.by ?? null,
       ...phaseFields(this.#state === "starting", this.#process),
+      drain: this.#state === "draining" ? this.#drain!.view() : null,
     };
   }
 
@@ -266,22 +276,24 @@ export class EngineRun {
     }
   }
 
-  /** Polls the current run once; a background poll (`counts`) is a liveness check, a `GET /models` request's is not. */
+  /** Polls the current run once; a background poll (`counts`) is a liveness check, a `GET /models` request's is not; false while draining (no new requests). */
   async healthy(timeoutMs: number, counts = false): Promise<boolean> {
     const run = this.#process;
-    if (!run.running || (counts && this.#state === "stopping")) return false;
+    const off = counts ? ["stopping", "draining"] : ["draining"];
+    if (!run.running || off.includes(this.#state)) return false;
     const result = await run.check(timeoutMs);
     this.#on({ kind: "probe", run, result, counts });
     return result.ok;
   }
 
-  /** Stops for good: a backoff or a gate wait ends at once, the run gets SIGTERM, grace, SIGKILL; `keepLog` for a replacement. */
+  /** Stops for good: a backoff or a gate wait ends at once, a ready run drains (`drain.ts`), then SIGTERM, grace, SIGKILL; `keepLog` for a replacement. */
   async stop(
     graceMs: number = this.#o.graceMs,
     options: { keepLog?: boolean; why?: string } = {},
   ): Promise<void> {
     const why = options.why === undefined ? "" : ` (${options.why})`;
     this.#on({ kind: "stop", why });
+    await this.#drain?.over;
     await this.#process.stop(graceMs);
     await this.#done?.promise;
     if (options.keepLog) await this.log.flush();
@@ -306,13 +318,17 @@ export class EngineRun {
 
   /** A reload's replacement of `old`: restarts, the last exit and the exit counts run for the launcher's life. */
   inherit(old: EngineRun): void {
-    this.#restarts = old.#restarts;
-    this.#lastExit = old.#lastExit;
+    [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
     this.#exits = { ...old.#exits };
   }
 
   kill(): void {
     this.#process.kill();
+  }
+
+  /** Cuts a drain short (a second signal): SIGTERM follows at once. False when not draining. */
+  hurry(): boolean {
+    return this.#state === "draining" && this.#drain!.skip();
   }
 
   /** The transition function: every state change happens here. */
@@ -429,7 +445,7 @@ export class EngineRun {
         this.#gpu.memory = null;
         this.#watchdog?.remove(run.pid!);
         this.#o.records.remove(this.name);
-        const end = this.#lastExit = runEnd(run, status, this.#endReason);
+        const end = this.#lastExit = lastExitOf(run, status, this.#endReason);
         this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
         const exit = exitLine(end);
         if (this.#stopWhy !== undefined) {
@@ -460,16 +476,33 @@ export class EngineRun {
         this.#released = this.gpuReleased();
         return this.#enter("backoff", end.cause, this.#backoff(exit));
       }
-      case "retry": // from failed, as a restart: its command line resolved anew
+      case "retry": // --failed-retry ran out: as a restart, its command line resolved anew
       case "backoff-over":
         if (event.kind === "retry") this.#done = Promise.withResolvers();
         if (event.kind === "retry") this.#enter("backoff", "retry");
         this.#nextRestart = null;
         return void this.#admit();
+      case "drain-read":
+      case "drain-over": {
+        const end = state === "draining" ? this.#drain!.step(event) : undefined;
+        if (!end) return;
+        this.#cut += end.cut;
+        return this.#enter("stopping", end.reason, end.line);
+      }
       case "stop":
         this.#stopWhy = event.why;
         this.#interrupt.abort();
-        if (this.#process.running) return this.#enter("stopping");
+        if (state === "draining") return; // a second stop() waits for the same drain
+        if (this.#process.running) {
+          this.#drain = state === "ready"
+            ? Drain.begin(this.#plan, this.#o.drainTimeoutMs ?? 0, {
+              say: this.#report.bind(this, "info"),
+              emit: (e) => this.#on(e),
+              journal: this.#o.journal,
+            })
+            : undefined;
+          return this.#enter(this.#drain ? "draining" : "stopping");
+        }
         if (!this.#done) return; // never started
         // Exited, its group not yet cleared: its exit event ends the engine.
         if (
@@ -485,6 +518,7 @@ export class EngineRun {
   #enter(state: EngineState, reason?: string, detail?: string): void {
     if (state === this.#state) return;
     const from = this.#state;
+    if (from === "draining") this.#drain?.close();
     this.#state = state;
     this.#since = new Date();
     this.#o.journal?.record({
@@ -504,23 +538,13 @@ export class EngineRun {
   async #admit(): Promise<void> {
     const devices = this.#gated();
     if (!devices) return this.#on({ kind: "admitted", slot: undefined });
-    let slot: StartSlot | null = null;
-    try {
-      const ticket = this.#o.gate!.admit({
-        name: this.name,
-        devices,
-        memory: this.#o.memoryNeed,
-        released: this.#released,
-        signal: this.#interrupt.signal,
-      });
-      let step = await ticket.next();
-      for (; !step.done; step = await ticket.next()) {
-        this.#on({ kind: "held", waiting: step.value });
-      }
-      slot = step.value;
-    } catch {
-      // Aborted by stop().
-    }
+    const slot = await passGate(this.#o.gate!, {
+      name: this.name,
+      devices,
+      memory: this.#o.memoryNeed,
+      released: this.#released,
+      signal: this.#interrupt.signal,
+    }, (waiting) => this.#on({ kind: "held", waiting }));
     this.#on({ kind: "admitted", slot });
   }
 
@@ -560,9 +584,7 @@ export class EngineRun {
   #later(ms: number, event: EngineEvent): void {
     this.#nextRestart = new Date(Date.now() + ms);
     const signal = this.#interrupt.signal;
-    void sleep(ms, signal).then(() => {
-      if (!signal.aborted) this.#on(event);
-    });
+    void sleep(ms, signal).then(() => signal.aborted || this.#on(event));
   }
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
@@ -583,12 +605,7 @@ export class EngineRun {
   #silent(run: ServerProcess): Verdict | undefined {
     this.#silence = undefined;
     if (this.#health.firstOkAt !== undefined) return undefined;
-    // Output, a phase line or a growing download: each is a sign of life.
-    const last = Math.max(
-      run.startedAt ?? Date.now(),
-      this.log.lastOutputAt ?? 0,
-      run.watch.progressAt ?? 0,
-    );
+    const last = run.lastSignOfLife;
     const timeout = this.#o.startTimeoutMs;
     const verdict = silenceVerdict(undefined, last, timeout, run.watch.phase);
     if (!verdict) {
@@ -605,24 +622,17 @@ export class EngineRun {
     this.#silence = setTimeout(() => this.#on({ kind: "silence", run }), ms);
   }
 
-  /**
-   * While it loads: each second, a look at its hub download (growing bytes
-   * are the `downloading` phase, a sign of life) and, while its load holds
-   * the gate, a poll (neighbours start at its first 200, not a round later).
-   */
+  /** While it loads: its download watched, and polled while its load holds the gate (neighbours start at its first 200, not a round later). */
   async #watchLoad(run: ServerProcess): Promise<void> {
-    const every = this.#o.loadPollMs ?? 1_000;
-    const signal = this.#interrupt.signal;
-    while (
-      this.#state === "starting" && run === this.#process && run.running &&
-      !signal.aborted
-    ) {
-      if (run.card.hub) run.lookForDownload();
-      await sleep(every, signal);
-      if (!this.#gpu.slot || run !== this.#process || !run.running) continue;
-      const result = await run.check(every);
-      this.#on({ kind: "probe", run, result, counts: false });
-    }
+    const current = () => run === this.#process;
+    for await (
+      const result of run.loadPolls(
+        this.#o.loadPollMs ?? 1_000,
+        this.#interrupt.signal,
+        () => current() && this.#state === "starting",
+        () => current() && this.#gpu.slot !== undefined,
+      )
+    ) this.#on({ kind: "probe", run, result, counts: false });
   }
 
   /** The load is over (first 200: `served`; exit, stop, a failed spawn): the next engine may start. */
@@ -641,9 +651,8 @@ export class EngineRun {
 
   /** One line in the launcher's log and the engine's; `where` names the engine's log. */
   #report(level: "info" | "warn", text: string, where = false): void {
-    const pid = this.#process.pid;
     const path = where ? `; log ${this.log.path}` : "";
-    log[level](`engine ${this.name} (pid ${pid}) ${text}${path}`);
+    log[level](`engine ${this.name} (pid ${this.#process.pid}) ${text}${path}`);
     this.log.line(`--- ${new Date().toISOString()} ${text}`);
   }
 }

@@ -23,7 +23,8 @@ export type EndReason = "exit" | "unhealthy" | "start-timeout";
 
 /**
  * The lifecycle states `GET /models?detail=1` reports. `waiting`: not spawned
- * yet, held by the GPU start gate; `failed`: ended twice in a row for a cause
+ * yet, held by the GPU start gate; `draining`: a planned stop waits for the
+ * requests in flight (`drain.ts`); `failed`: ended twice in a row for a cause
  * a restart cannot fix (bad arguments, model not found), tried again after
  * `--failed-retry` or at the next reload.
  */
@@ -32,6 +33,7 @@ export type EngineState =
   | "starting"
   | "ready"
   | "unhealthy"
+  | "draining"
   | "stopping"
   | "backoff"
   | "failed"
@@ -42,6 +44,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "starting",
   "ready",
   "unhealthy",
+  "draining",
   "stopping",
   "backoff",
   "failed",

@@ -1,37 +1,14 @@
 /**
- * How one engine run ended, for `last_exit`, the exit line and the journal:
- * pure, from the run's exit status and its output's cause line; and the line
- * of a health poll that failed on the launcher's side.
+ * Lines about a run's end, for the launcher's log and the journal: the exit
+ * line, the `failed` line and its retry; and the line of a health poll that
+ * failed on the launcher's side.
  *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
 import type { LogThrottle } from "../common/log_throttle.ts";
-import type { ExitCause } from "../engines/kinds/engine_kind.ts";
-import type { ServerProcess } from "../engines/server_process.ts";
 import type { LastExit } from "./engine_detail.ts";
-import { describeEnd, type EndReason } from "./restart_policy.ts";
-
-/** `run`'s end: the engine's own line decides the cause, else how it ended. */
-export function runEnd(
-  run: ServerProcess,
-  status: Deno.CommandStatus,
-  reason: EndReason,
-  endedAt: number = Date.now(),
-): LastExit {
-  const ranMs = endedAt - (run.startedAt ?? endedAt);
-  const line = run.watch.cause;
-  const cause: ExitCause = line?.cause ?? (status.signal ? "signal" : "exit");
-  return {
-    code: status.signal ? null : status.code,
-    signal: status.signal ?? null,
-    at: new Date(endedAt).toISOString(),
-    ran_seconds: Math.round(ranMs / 100) / 10,
-    reason,
-    cause,
-    message: line?.message ?? null,
-  };
-}
+import { describeEnd } from "./restart_policy.ts";
 
 /** `exit: code 1 after 0.3 s (bad-arguments: …)`: a cause the code or signal does not already say, with its line. */
 export function exitLine(end: LastExit): string {
@@ -50,7 +27,7 @@ export function failedLine(exit: string, end: LastExit, retry: number): string {
 
 /** Seconds before a `failed` engine is tried again: its card's `failed_retry`, else `--failed-retry`; 0: never. */
 export function retrySeconds(card: ModelCard, failedRetryMs = 0): number {
-  return card.failed_retry ?? failedRetryMs / 1000;
+  return card.failedRetry ?? failedRetryMs / 1000;
 }
 
 /** A health poll that failed on the launcher's side: one line per 10 s, then a count; no verdict. */

@@ -46,6 +46,7 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_load_phase", "GAUGE"],
   ["mymodel_engine_gpu_memory_bytes", "GAUGE"],
   ["mymodel_engine_start_wait_seconds_total", "COUNTER"],
+  ["mymodel_engine_requests_cut_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
   ["mymodel_launcher_start_time_seconds", "GAUGE"],
   ["mymodel_launcher_start_warnings", "GAUGE"],
@@ -294,7 +295,9 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
     })],
   })));
   const states = get(families, "mymodel_engine_state").metrics;
-  assert.equal(states.length, 8); // failed joined the seven states (issue 29)
+  // failed joined the seven states (issue 29), draining the eight (issue 37)
+  assert.equal(states.length, 9);
+  assert.ok(states.some((m) => m.labels?.state === "draining"));
   assert.deepEqual(
     states.filter((m) => m.value === "1").map((m) => m.labels),
     [{ model: "qwen3-8b", state: "waiting" }],
@@ -348,5 +351,20 @@ Deno.test("renderMetrics counts exits by cause and gives a starting engine's loa
   );
   assert.deepEqual(get(families, "mymodel_engine_load_phase").metrics, [
     { value: "1", labels: { model: "qwen3-8b", phase: "loading" } },
+  ]);
+});
+
+Deno.test("renderMetrics counts each engine's requests cut by a drain's deadline", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [
+      engine({ requestsCut: 3 }),
+      engine({ model: "bge-m3", port: 5002, requestsCut: 0 }),
+    ],
+  })));
+  const cut = get(families, "mymodel_engine_requests_cut_total");
+  assert.equal(cut.type, "COUNTER");
+  assert.deepEqual(cut.metrics, [
+    { labels: { model: "bge-m3" }, value: "0" },
+    { labels: { model: "qwen3-8b" }, value: "3" },
   ]);
 });

@@ -101,6 +101,7 @@ Deno.test("--help groups the flags by purpose and names every flag the parser ta
     "--liveness-failures",
     "--start-timeout",
     "--grace",
+    "--drain-timeout",
   ]);
   assert.deepEqual(flagsIn("Logs"), ["--log-max-bytes", "--log-keep"]);
   for (const flag of FLAG_NAMES) {

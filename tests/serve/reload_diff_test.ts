@@ -51,6 +51,7 @@ for (
     ["description", { description: "for people" }],
     ["verb", { verb: "complete" }],
     ["modality", { modality: ["text", "image"] }],
+    ["drain timeout", { drain_timeout: 5 }],
   ] as const
 ) {
   Deno.test(`a changed ${what} does not reach the engine: amend`, () => {

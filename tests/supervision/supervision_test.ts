@@ -146,6 +146,7 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
   ]);
   const detail = (await models(s.port, true)).active.alpha!;
   assert.deepEqual(Object.keys(detail).sort(), [
+    "drain",
     "gpu_memory_by",
     "gpu_memory_mib",
     "gpus",
