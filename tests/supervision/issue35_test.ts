@@ -67,6 +67,7 @@ Deno.test("the cause line: only what a served run printed after its first 200; t
   const message = (watch.cause as { message: string } | undefined)!.message;
   assert.ok(message.length <= 200, `${message.length}`);
   assert.match(message, /^…x+ 401 Client Error y+…$/);
+  // deno-lint-ignore no-control-regex -- none may be left
   assert.ok(!/[\x00-\x1f]/.test(message));
 });
 
