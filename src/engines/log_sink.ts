@@ -1,3 +1,5 @@
+import { late } from "../common/sleep.ts";
+
 /** How an engine log rotates. */
 export interface EngineLogOptions {
   /** Rotate once the current file passes this many bytes; 0 never rotates. @default {104857600} */
@@ -205,9 +207,10 @@ export class EngineLog implements AsyncDisposable {
     this.#size = 0;
   }
 
-  /** Writes what is queued, then closes; later writes are ignored. */
-  async close(): Promise<void> {
-    await this.flush();
+  /** Writes what is queued (waiting at most `waitMs`: a disk that hangs never holds a stop), then closes; later writes are ignored. */
+  async close(waitMs = Infinity): Promise<void> {
+    if (waitMs === Infinity) await this.flush();
+    else await late(this.flush(), waitMs);
     this.#closed = true;
     this.#file?.close();
     this.#file = undefined;

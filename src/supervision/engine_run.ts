@@ -15,7 +15,7 @@
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
-import { sleep } from "../common/sleep.ts";
+import { late, sleep } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuReading } from "../gpu/memory_use.ts";
@@ -296,8 +296,9 @@ export class EngineRun {
     await this.#drain?.over;
     await this.#process.stop(graceMs);
     await this.#done?.promise;
-    if (options.keepLog) await this.log.flush();
-    else await this.log.close();
+    // Bounded: a disk that hangs never holds a stop.
+    const sink = this.log;
+    await (options.keepLog ? late(sink.flush(), 2_000) : sink.close(2_000));
   }
 
   /**

@@ -10,7 +10,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
-import { sleep } from "../common/sleep.ts";
+import { late } from "../common/sleep.ts";
 import { EngineLog, type EngineLogOptions } from "../engines/log_sink.ts";
 
 /** One line of the journal. */
@@ -95,14 +95,7 @@ export class Journal implements AsyncDisposable {
   }
 
   async #bounded(work: Promise<void> | undefined, ms: number): Promise<void> {
-    if (!work) return;
-    const timer = new AbortController();
-    const late = await Promise.race([
-      work.then(() => false),
-      sleep(ms, timer.signal).then(() => true),
-    ]);
-    timer.abort();
-    if (late) {
+    if (work && await late(work, ms)) {
       log.warn(
         `The journal ${this.path} was not written within ${
           ms / 1000
