@@ -26,11 +26,15 @@ export interface Supervision {
   readonly journal?: Journal;
 }
 
-/** One engine run for a plan (nothing started); a replacement keeps the log and waits for the replaced run's GPU memory. */
+/** One engine run for a plan (nothing started); a replacement keeps the log, the token count and waits for the replaced run's GPU memory. */
 export function supervise(
   plan: EnginePlan,
   how: Supervision,
-  run: { log?: EngineLog; released?: Released | undefined } = {},
+  run: {
+    log?: EngineLog;
+    released?: Released | undefined;
+    generated?: number | undefined;
+  } = {},
 ): EngineRun {
   const o = how.options;
   const gpu = how.gpu;
@@ -54,6 +58,14 @@ export function supervise(
     restartMaxDelayMs: o.restartMaxDelayMs,
     stableAfterMs: o.stableAfterMs,
     livenessFailures: o.livenessFailures,
+    serving: {
+      stallTimeoutMs: o.stallTimeoutMs,
+      canaryIntervalMs: o.canaryIntervalMs,
+      canaryTimeoutMs: o.canaryTimeoutMs,
+      ...(run.generated === undefined
+        ? {}
+        : { generatedBefore: run.generated }),
+    },
   });
 }
 
@@ -70,6 +82,7 @@ export async function replaceEngine(
   const fresh = supervise(plan, how, {
     log: old.log,
     released: old.gpuReleased(),
+    generated: old.serving.generatedTokens,
   });
   await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
   supervisors[index] = fresh;

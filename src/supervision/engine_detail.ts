@@ -95,6 +95,26 @@ export interface EngineView {
     /** What is counted. */
     readonly unit: "bytes" | "shards";
   } | null;
+  /** While `ready` or `sleeping`: the engine's own counts at the last health round; null while unknown or not counted. */
+  readonly traffic?: {
+    /** Requests being computed. */
+    readonly running: number;
+    /** Requests queued. */
+    readonly waiting: number;
+    /** Generated tokens per second since the round before, or null. */
+    readonly tokens_per_s: number | null;
+    /** ISO time of the reading. */
+    readonly at: string;
+  } | null;
+  /** The last canary request sent to the idle engine, or null. */
+  readonly canary?: {
+    /** ISO time of its answer (or its timeout). */
+    readonly at: string;
+    /** Answered 200. */
+    readonly ok: boolean;
+    /** How long it took. */
+    readonly seconds: number;
+  } | null;
 }
 
 /** One engine's supervision facts (the `?detail=1` fields). */
@@ -115,6 +135,28 @@ export function engineView(
     policy: engine.policy,
     ...engine.detail(),
   });
+}
+
+/** How a run ended: the launcher's own finding (a stall: what it saw), else the engine's line that named a cause, else the exit. */
+export function lastExit(
+  run: Pick<ServerProcess, "startedAt" | "watch">,
+  status: Deno.CommandStatus,
+  reason: EndReason,
+  seen: string | null,
+): LastExit {
+  const at = Date.now();
+  const line = reason === "stalled"
+    ? { cause: "stalled" as const, message: seen }
+    : run.watch.cause;
+  return {
+    code: status.signal ? null : status.code,
+    signal: status.signal ?? null,
+    at: new Date(at).toISOString(),
+    ran_seconds: Math.round((at - (run.startedAt ?? at)) / 100) / 10,
+    reason,
+    cause: line?.cause ?? (status.signal ? "signal" : "exit"),
+    message: line?.message ?? null,
+  };
 }
 
 /** The load phase fields of `?detail=1`: the run's while it starts, else null. */

@@ -41,11 +41,15 @@ import {
   type RunHealth,
   shouldRestart,
   silenceVerdict,
+  stalledVerdict,
   type Verdict,
 } from "./restart_policy.ts";
+import type { ServingOptions } from "./serving_watch.ts";
+import { type ServingEvent, ServingWatch } from "./serving_watch.ts";
 import {
   type EngineDetail,
   type LastExit,
+  lastExit,
   phaseFields,
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
@@ -79,6 +83,8 @@ export interface EngineRunOptions {
   loadPollMs?: number;
   /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
   released?: Released | undefined;
+  /** Stall and canary settings; absent: both off (traffic is still read). */
+  serving?: ServingOptions;
 }
 
 /**
@@ -105,7 +111,8 @@ export type EngineEvent =
     readonly status: Deno.CommandStatus;
   }
   | { readonly kind: "backoff-over" }
-  | { readonly kind: "stop"; readonly why: string };
+  | { readonly kind: "stop"; readonly why: string }
+  | ServingEvent;
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
 export class EngineRun {
@@ -143,6 +150,7 @@ export class EngineRun {
   #silence: ReturnType<typeof setTimeout> | undefined;
   /** Polls that failed on our side: one line per 10 s, then a count. */
   #local = new LogThrottle({ write: log.warn });
+  readonly serving: ServingWatch;
 
   constructor(plan: EnginePlan, options: EngineRunOptions) {
     this.#plan = plan;
@@ -155,6 +163,7 @@ export class EngineRun {
     this.host = plan.host;
     this.port = plan.port;
     this.url = this.#process.url;
+    this.serving = new ServingWatch(this, options, (e) => this.#on(e));
   }
 
   /** The plan in force (a reload may amend it, a restart resolve it again). */
@@ -192,9 +201,9 @@ export class EngineRun {
     return this.#restarts;
   }
 
-  /** True when the current run's last poll answered 200 (that is what `ready` means). */
+  /** True when the current run's last poll answered 200 (that is what `ready` means, asleep or not). */
   get up(): boolean {
-    return this.#state === "ready" && this.#process.running;
+    return this.#process.running && ["ready", "sleeping"].includes(this.#state);
   }
 
   get lastPollSeconds(): number | undefined {
@@ -214,6 +223,7 @@ export class EngineRun {
       gpu_memory_mib: this.#gpu.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.memory?.by ?? null,
       ...phaseFields(this.#state === "starting", this.#process),
+      ...this.serving.detail(),
     };
   }
 
@@ -260,6 +270,7 @@ export class EngineRun {
     if (!run.running || (counts && this.#state === "stopping")) return false;
     const result = await run.check(timeoutMs);
     this.#on({ kind: "probe", run, result, counts });
+    if (counts) await this.serving.round(run, this.#state);
     return result.ok;
   }
 
@@ -370,19 +381,26 @@ export class EngineRun {
         this.#enter("starting");
         return this.#watch(this.#process);
       }
+      case "sleep":
+        if (event.run !== this.#process) return;
+        if (state !== (event.to === "ready" ? "sleeping" : "ready")) return;
+        return this.#enter(event.to, event.reason, event.why);
       case "probe":
-      case "silence": {
+      case "silence":
+      case "stalled": {
         const run = event.run;
         if (run !== this.#process || !run.running) return;
         if (state === "stopping") return;
         const verdict = event.kind === "probe"
           ? this.#poll(event.result, event.counts)
-          : this.#silent(run);
+          : event.kind === "silence"
+          ? this.#silent(run)
+          : stalledVerdict(event.seen);
         switch (verdict?.kind) {
           case "ready":
             // The load is over: the next engine on these GPUs may start.
             if (verdict.first) this.#releaseGpu();
-            return this.#enter("ready");
+            return this.#enter(state === "sleeping" ? state : "ready");
           case "unhealthy":
             return this.#enter("unhealthy");
           case "stop":
@@ -406,7 +424,11 @@ export class EngineRun {
         clearTimeout(this.#silence);
         this.#releaseGpu();
         this.#gpu.memory = null;
-        const end = this.#lastExit = this.#ended(run, status);
+        this.#watchdog?.remove(run.pid!);
+        this.#o.records.remove(this.name);
+        const end = lastExit(run, status, this.#endReason, this.serving.seen);
+        this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
+        this.#lastExit = end;
         // A cause the code or signal does not already say, with its line.
         const said = end.message ? ` (${end.cause}: ${end.message})` : "";
         const exit = `exit: ${describeEnd(end)} after ${
@@ -444,6 +466,7 @@ export class EngineRun {
       case "stop":
         this.#stopWhy = event.why;
         this.#interrupt.abort();
+        this.serving.stop();
         if (this.#process.running) return this.#enter("stopping");
         if (!this.#done) return; // never started
         // Exited, its group not yet cleared: its exit event ends the engine.
@@ -601,27 +624,6 @@ export class EngineRun {
       const result = await run.check(every);
       this.#on({ kind: "probe", run, result, counts: false });
     }
-  }
-
-  /** A run ended: the watchdog and the records forget it; how it ended. */
-  #ended(run: ServerProcess, status: Deno.CommandStatus): LastExit {
-    const endedAt = Date.now();
-    const ranMs = endedAt - (run.startedAt ?? endedAt);
-    this.#watchdog?.remove(run.pid!);
-    this.#o.records.remove(this.name);
-    // The engine's own line decides; else how it ended.
-    const line = run.watch.cause;
-    const cause: ExitCause = line?.cause ?? (status.signal ? "signal" : "exit");
-    this.#exits[cause] = (this.#exits[cause] ?? 0) + 1;
-    return {
-      code: status.signal ? null : status.code,
-      signal: status.signal ?? null,
-      at: new Date(endedAt).toISOString(),
-      ran_seconds: Math.round(ranMs / 100) / 10,
-      reason: this.#endReason,
-      cause,
-      message: line?.message ?? null,
-    };
   }
 
   /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start. */
