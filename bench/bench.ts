@@ -39,7 +39,8 @@
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
  * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` rows (about
  * 15 s), `--only=pipeline` the one-engine rows (about 90 s),
- * `--only=catalogue` the catalogue rows (about 20 s), all printed only;
+ * `--only=catalogue` the catalogue rows (about 20 s), `--only=serving` the
+ * serving-signal rows (issue 36, about 6 min), all printed only;
  * `--only=reload` the reload rows (about 10 s, written to
  * `bench/results/reload.md`).
  *
@@ -59,6 +60,7 @@ import { journalPhase } from "./phases/journal.ts";
 import { gpuPhase } from "./phases/gpu.ts";
 import { dryRunPhase } from "./phases/dry_run.ts";
 import { pipelinePhase } from "./phases/pipeline.ts";
+import { servingPhase, servingReport } from "./phases/serving.ts";
 import { cataloguePhase } from "./phases/catalogue.ts";
 import { reloadPhase } from "./phases/reload.ts";
 import {
@@ -111,6 +113,7 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
   "--only=dryrun": async (bench) => dryRunReport(await dryRunPhase(bench)),
   "--only=pipeline": async (bench) =>
     pipelineReport(await pipelinePhase(bench)),
+  "--only=serving": async (bench) => servingReport(await servingPhase(bench)),
   "--only=catalogue": async (bench) =>
     catalogueReport(await cataloguePhase(bench)),
   "--only=reload": async (bench) => {
