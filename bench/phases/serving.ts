@@ -4,7 +4,7 @@
  * `GET /health`, and what does a round cost the launcher? This tree against
  * the tree before it ({@linkcode BEFORE_SERVING}) and itself (the A/A
  * control), order rotated, at 8 and 32 stand-in engines that serve vLLM's
- * real `/metrics` text (`--fake-metrics vllm`), `--health-interval 1` (ten
+ * real `/metrics` text padded to vLLM's ~100 KB (`--fake-metrics vllm`), `--health-interval 1` (ten
  * times the default's rounds, so reads weigh more than they would). Then the
  * time from a wedge to `stalled`, measured with short values, this tree only.
  *
@@ -60,7 +60,7 @@ export interface ServingResults {
 function servingCatalogue(names: readonly string[]): string {
   return `models:\n${
     names.map((n) =>
-      `  ${n}: { verb: chat, hub: org/${n}, args: { fake-metrics: vllm } }`
+      `  ${n}: { verb: chat, hub: org/${n}, args: { fake-metrics: vllm, fake-metrics-pad-kb: 100 } }`
     ).join("\n")
   }\n`;
 }
@@ -254,7 +254,7 @@ export function servingReport(r: ServingResults): Report {
   const markdown = [
     "# Benchmark: serving signals (`deno task bench --only=serving`)",
     "",
-    `This tree against ${r.commit} (before issue 36's wiring) and itself, ${ROUNDS} rotating rounds per size; stand-in engines serving vLLM's real /metrics text; --health-interval ${INTERVAL_S}; ${MODELS_ASKS} sequential /models and ${HEALTH_ASKS} sequential /health per start; CPU over ${CPU_WINDOW_S} s idle. Ratios are medians of per-round ratios.`,
+    `This tree against ${r.commit} (before issue 36's wiring) and itself, ${ROUNDS} rotating rounds per size; stand-in engines serving vLLM's real /metrics text padded with histogram buckets to about 100 KB; --health-interval ${INTERVAL_S}; ${MODELS_ASKS} sequential /models and ${HEALTH_ASKS} sequential /health per start; CPU over ${CPU_WINDOW_S} s idle. Ratios are medians of per-round ratios.`,
     "",
     ...rows,
     "",

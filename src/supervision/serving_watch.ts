@@ -109,7 +109,8 @@ export class ServingWatch {
   }
 
   detail(): Pick<EngineDetail, "traffic" | "canary"> {
-    return { traffic: this.#traffic, canary: this.#canary };
+    const serving = ["ready", "sleeping"].includes(this.#engine.state);
+    return { traffic: serving ? this.#traffic : null, canary: this.#canary };
   }
 
   /** Generated tokens over every run since the launcher started; undefined before a first reading. */
