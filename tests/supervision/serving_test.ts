@@ -170,6 +170,19 @@ Deno.test("stalled under load: requests running, counters frozen past --stall-ti
     metrics,
     /mymodel_engine_exits_total\{model="wedge",cause="stalled"\} 1\n/,
   );
+  // The new run's counter starts at 0: the total keeps the first run's tokens.
+  await waitFor(async () => {
+    const e = await detail(setup, "wedge");
+    // Traffic shows once the new run is read (a new run starts unknown).
+    return e.state === "ready" && e.traffic != null;
+  }, "the new run read");
+  await new Promise((r) => setTimeout(r, 1_000)); // rounds rewrite the file
+  const after = await Deno.readTextFile(
+    `${setup.root}/metrics/mymodel_serve_${setup.port}.prom`,
+  );
+  const total = /mymodel_engine_generated_tokens_total\{model="wedge"\} (\d+)/
+    .exec(after)?.[1];
+  assert.ok(Number(total) > 0, `generated tokens after the restart: ${total}`);
 });
 
 Deno.test("slow progress is progress: a slow token, or only the prompt counter moving, never stalls; real traffic sends no canary", async () => {
