@@ -42,7 +42,8 @@
  * `--only=catalogue` the catalogue rows (about 20 s), `--only=serving` the
  * serving-signal rows (issue 36, about 6 min), all printed only;
  * `--only=reload` the reload rows (about 10 s, written to
- * `bench/results/reload.md`).
+ * `bench/results/reload.md`); `--only=drain` streams through a reload and a
+ * stop with and without the drain (about 30 s, printed only).
  *
  * @module
  */
@@ -60,13 +61,15 @@ import { journalPhase } from "./phases/journal.ts";
 import { gpuPhase } from "./phases/gpu.ts";
 import { dryRunPhase } from "./phases/dry_run.ts";
 import { pipelinePhase } from "./phases/pipeline.ts";
-import { servingPhase, servingReport } from "./phases/serving.ts";
+import { servingPhase } from "./phases/serving.ts";
 import { cataloguePhase } from "./phases/catalogue.ts";
 import { reloadPhase } from "./phases/reload.ts";
+import { drainPhase } from "./phases/drain.ts";
 import {
   authReport,
   buildReport,
   catalogueReport,
+  drainReport,
   dryRunReport,
   gpuReport,
   guardReport,
@@ -75,6 +78,7 @@ import {
   pipelineReport,
   reloadReport,
   type Report,
+  servingReport,
 } from "./report/report.ts";
 
 const RESULTS = new URL("./results/latest.md", import.meta.url);
@@ -116,6 +120,7 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
   "--only=serving": async (bench) => servingReport(await servingPhase(bench)),
   "--only=catalogue": async (bench) =>
     catalogueReport(await cataloguePhase(bench)),
+  "--only=drain": async (bench) => drainReport(await drainPhase(bench)),
   "--only=reload": async (bench) => {
     const report = reloadReport(await reloadPhase(bench));
     await write(RELOAD_RESULTS, report);
@@ -224,7 +229,8 @@ async function run(
  * `--only=pipeline` measures only this tree against the tree before the
  * one-engine work (about 90 s); `--only=catalogue` measures only catalogue
  * loading (about 20 s); `--only=reload` measures only `/health` during
- * reloads of 5,000 cards (about 10 s).
+ * reloads of 5,000 cards (about 10 s); `--only=drain` measures only
+ * streams through a reload and a stop, with and without the drain (about 30 s).
  * @returns The exit code.
  */
 export async function main(

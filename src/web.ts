@@ -37,7 +37,7 @@
  * @module
  */
 
-export type { Handler } from "./web/security_headers.ts";
+export { type Handler, withSecurityHeaders } from "./web/security_headers.ts";
 export { AuthMiddleware, type AuthOptions } from "./web/auth_middleware.ts";
 export type { AuthFailureReason, AuthFailures } from "./web/auth_failures.ts";
 export { SSLConfig, type SSLConfigOptions } from "./web/ssl_config.ts";

@@ -24,21 +24,20 @@ import {
   sleep,
   url,
 } from "../plan.ts";
-import type { Report } from "../report/report.ts";
 
 /** main before issue 36's wiring. */
 export const BEFORE_SERVING = "fafd282";
 const MOD = new URL("../../mod.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
-const SIZES = [8, 32] as const;
-const ROUNDS = 3;
-const MODELS_ASKS = 20;
-const HEALTH_ASKS = 200;
+export const SERVING_SIZES = [8, 32] as const;
+export const SERVING_ROUNDS = 3;
+export const SERVING_MODELS_ASKS = 20;
+export const SERVING_HEALTH_ASKS = 200;
 /** Idle seconds over which the launcher's CPU is read. */
-const CPU_WINDOW_S = 6;
-const INTERVAL_S = 1;
+export const SERVING_CPU_WINDOW_S = 6;
+export const SERVING_INTERVAL_S = 1;
 
-interface Sample {
+export interface ServingSample {
   /** Median `GET /models` (polls every engine), ms. */
   models: number;
   /** Median `GET /health`, ms. */
@@ -47,11 +46,11 @@ interface Sample {
   cpuPerRound: number;
 }
 
-type Arm = "now" | "before" | "again";
+export type ServingArm = "now" | "before" | "again";
 
 export interface ServingResults {
   commit: string;
-  samples: Record<number, Record<Arm, Sample[]>>;
+  samples: Record<number, Record<ServingArm, ServingSample[]>>;
   /** Wedge → `stalled` (journal time), ms, short values. */
   stallMs: number;
   canaryMs: number;
@@ -89,7 +88,7 @@ async function sample(
   mod: string,
   n: number,
   label: string,
-): Promise<Sample> {
+): Promise<ServingSample> {
   await using stack = new AsyncDisposableStack();
   const names = engineNames(n);
   const port = freePorts(n + 1);
@@ -102,17 +101,18 @@ async function sample(
     root,
     catalogue,
     path: `${bench.bin}:${pathWithoutNvidiaSmi()}`,
-    args: ["--gpus", "none", "--health-interval", String(INTERVAL_S)],
+    args: ["--gpus", "none", "--health-interval", String(SERVING_INTERVAL_S)],
     label,
   });
   await child.waitForLine(/listening on /);
   await waitHealthy(bench, child, port, names, 60_000, 100);
-  await sleep(2 * INTERVAL_S * 1000); // rounds with traffic reads under way
+  await sleep(2 * SERVING_INTERVAL_S * 1000); // rounds with traffic reads under way
   const cpuBefore = child.cpuSeconds();
-  await sleep(CPU_WINDOW_S * 1000);
-  const cpuPerRound = (child.cpuSeconds() - cpuBefore) * 1000 / CPU_WINDOW_S;
-  const models = await timed(bench, port, "/models", MODELS_ASKS);
-  const health = await timed(bench, port, "/health", HEALTH_ASKS);
+  await sleep(SERVING_CPU_WINDOW_S * 1000);
+  const cpuPerRound = (child.cpuSeconds() - cpuBefore) * 1000 /
+    SERVING_CPU_WINDOW_S;
+  const models = await timed(bench, port, "/models", SERVING_MODELS_ASKS);
+  const health = await timed(bench, port, "/health", SERVING_HEALTH_ASKS);
   await child.stop("SIGTERM");
   return { models, health, cpuPerRound };
 }
@@ -191,7 +191,7 @@ export async function servingPhase(bench: Bench): Promise<ServingResults> {
   try {
     const tree = await exportTree(BEFORE_SERVING, dir);
     if ("skipped" in tree) throw new Error(tree.skipped);
-    const arms: [Arm, string][] = [
+    const arms: [ServingArm, string][] = [
       ["now", MOD],
       ["before", tree.mod],
       ["again", MOD],
@@ -201,12 +201,12 @@ export async function servingPhase(bench: Bench): Promise<ServingResults> {
       await sample(bench, mod, 8, "warm-up");
     }
     const samples: ServingResults["samples"] = {};
-    for (const n of SIZES) {
+    for (const n of SERVING_SIZES) {
       samples[n] = { now: [], before: [], again: [] };
-      for (let round = 0; round < ROUNDS; round++) {
+      for (let round = 0; round < SERVING_ROUNDS; round++) {
         const order = rotated(arms, round);
         progress(
-          `serving ${n} engines, round ${round + 1}/${ROUNDS}: ${
+          `serving ${n} engines, round ${round + 1}/${SERVING_ROUNDS}: ${
             order.map(([a]) => a).join(", ")
           }`,
         );
@@ -222,47 +222,4 @@ export async function servingPhase(bench: Bench): Promise<ServingResults> {
   } finally {
     await removeDir(dir);
   }
-}
-
-function ratio(after: Sample[], before: Sample[], key: keyof Sample): string {
-  const r = after.map((s, i) => s[key] / before[i]![key]);
-  return `${median(r).toFixed(2)} (rounds ${Math.min(...r).toFixed(2)}–${
-    Math.max(...r).toFixed(2)
-  })`;
-}
-
-export function servingReport(r: ServingResults): Report {
-  const rows = [
-    "| engines | measure | this tree (median) | before (median) | this ÷ before | A/A: again ÷ this |",
-    "| --- | --- | --- | --- | --- | --- |",
-  ];
-  const keys: [keyof Sample, string][] = [
-    ["models", "`GET /models`, ms"],
-    ["health", "`GET /health`, ms"],
-    ["cpuPerRound", "launcher CPU per round (per s at interval 1 s), ms"],
-  ];
-  for (const n of SIZES) {
-    const s = r.samples[n]!;
-    for (const [key, what] of keys) {
-      rows.push(
-        `| ${n} | ${what} | ${median(s.now.map((x) => x[key])).toFixed(2)} | ${
-          median(s.before.map((x) => x[key])).toFixed(2)
-        } | ${ratio(s.now, s.before, key)} | ${ratio(s.again, s.now, key)} |`,
-      );
-    }
-  }
-  const markdown = [
-    "# Benchmark: serving signals (`deno task bench --only=serving`)",
-    "",
-    `This tree against ${r.commit} (before issue 36's wiring) and itself, ${ROUNDS} rotating rounds per size; stand-in engines serving vLLM's real /metrics text padded with histogram buckets to about 100 KB; --health-interval ${INTERVAL_S}; ${MODELS_ASKS} sequential /models and ${HEALTH_ASKS} sequential /health per start; CPU over ${CPU_WINDOW_S} s idle. Ratios are medians of per-round ratios.`,
-    "",
-    ...rows,
-    "",
-    `Wedge → \`stalled\` (journal), short values (--health-interval 0.5, --stall-timeout 2, --canary-interval 2, --canary-timeout 1): under load ${
-      (r.stallMs / 1000).toFixed(1)
-    } s; idle with the gauge at 0 (two canaries) ${
-      (r.canaryMs / 1000).toFixed(1)
-    } s. With the defaults (computed): under load 300–312 s (--stall-timeout 300 + up to one --health-interval 10 + the 2 s read); idle about 300 + 2×10 + 2×30 s ≈ 6.3 min at most.`,
-  ].join("\n");
-  return { markdown, targets: [] };
 }

@@ -47,6 +47,10 @@ import {
   catalogueTargets,
 } from "../rows/catalogue.ts";
 import type { ReloadResults } from "../phases/reload.ts";
+import type { DrainResults } from "../phases/drain.ts";
+import type { ServingResults } from "../phases/serving.ts";
+import { SERVING_METHOD, servingNotes, servingRows } from "../rows/serving.ts";
+import { DRAIN_METHOD, drainRows, drainTargets } from "../rows/drain.ts";
 import { RELOAD_METHOD, reloadRows, reloadTargets } from "../rows/reload.ts";
 import { HOST, MANY, PLAN } from "../plan.ts";
 import { type Row, tableLines, type Verdict, verdictLines } from "./table.ts";
@@ -313,6 +317,24 @@ export function catalogueReport(results: CatalogueResults): Report {
     "catalogue loading (`deno task bench --only=catalogue`)",
     CATALOGUE_METHOD,
     catalogueSection(results),
+  );
+}
+
+/** The drain rows alone (`deno task bench --only=drain`). */
+export function drainReport(results: DrainResults): Report {
+  return phaseReport(
+    "streams through a reload and a stop (`deno task bench --only=drain`)",
+    DRAIN_METHOD,
+    { rows: drainRows(results), targets: drainTargets(results) },
+  );
+}
+
+/** The serving rows alone (`deno task bench --only=serving`). */
+export function servingReport(results: ServingResults): Report {
+  return phaseReport(
+    "serving signals (`deno task bench --only=serving`)",
+    SERVING_METHOD,
+    { rows: servingRows(results), targets: [], notes: servingNotes() },
   );
 }
 

@@ -52,6 +52,7 @@ const CARD_FIELDS = [
   "env",
   "description",
   "restart",
+  "drain_timeout",
   "gpus",
   "metrics",
   "stall_timeout",
@@ -285,6 +286,19 @@ function readCard(
   });
   given("gpus", (f) => {
     card.gpus = readGpus(ctx, f);
+  });
+  given("drain_timeout", (f) => {
+    const value = scalarValue(f.value);
+    if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
+      fail(
+        ctx,
+        f.where,
+        `expected a number of seconds, 0 or more (0: no drain), got ${
+          describe(f.value)
+        }`,
+      );
+    }
+    card.drainTimeout = value;
   });
   given("metrics", (f) => {
     card.metrics = readMetrics(ctx, f);

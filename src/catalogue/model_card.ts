@@ -70,6 +70,8 @@ export interface ModelCard {
   readonly restart?: RestartPolicy;
   /** n ≥ 1 whole GPUs, a share of one (0 < x < 1), or 0; unset: from the engine's settings. */
   readonly gpus?: number;
+  /** Seconds a planned stop waits for its requests in flight (`drain_timeout`); unset: the launcher's `--drain-timeout`. */
+  readonly drainTimeout?: number;
   /** Only `engine: command`: where its traffic is counted (the other kinds name their own). */
   readonly metrics?: CardMetrics;
   /** Seconds with requests running and no token counted before the engine is stalled (`0`: never); unset: the launcher's `--stall-timeout`. */

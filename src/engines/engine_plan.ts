@@ -28,7 +28,7 @@ export interface EngineSite {
   gpus?: readonly string[] | null;
   /** The share of each of its devices (1: whole), null when not placed. @default {null} */
   share?: number | null;
-  /** What the engine inherits (the launcher's environment less its secrets, e.g. `Deno.env.toObject()`); its PATH finds the executable. */
+  /** What the engine inherits (the launcher's environment less its secrets); its PATH finds the executable. */
   baseEnv: Readonly<Record<string, string>>;
   /** GPU memory it takes before it serves, null when unknown. @default {null} */
   memoryNeed?: {
@@ -63,6 +63,19 @@ export interface EnginePlan extends Readonly<Required<EngineSite>> {
  *
  * @throws {EngineError} When the engine kind is unknown, the executable is
  *   missing, or neither local weights nor a hub id exist.
+ *
+ * @example
+ * ```ts ignore
+ * import { planEngine } from "@mymodel/serve/serve";
+ *
+ * const plan = planEngine(card, {
+ *   host: "localhost",
+ *   port: 5001,
+ *   directory: "/srv/mymodel",
+ *   baseEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" },
+ * });
+ * console.log(plan.executable, plan.args.join(" "));
+ * ```
  */
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   const kind = ENGINE_KINDS[card.engine];

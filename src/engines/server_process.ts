@@ -17,8 +17,8 @@ import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
 export { EngineError } from "./engine_error.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
-import { within } from "../common/sleep.ts";
-import { isWildcardHost, urlHost } from "../common/settings.ts";
+import { sleep, within } from "../common/sleep.ts";
+import { engineOrigin } from "./metrics_read.ts";
 import { EngineLog } from "./log_sink.ts";
 import { LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
@@ -39,11 +39,18 @@ const LOCAL_FAILURE =
  * without waiting for it to load; {@linkcode ServerProcess.stop} sends SIGTERM
  * to the group, waits up to a grace period, then SIGKILLs what is left.
  *
- * @example Start and stop one engine of a plan
+ * @example Start and stop one engine
  * ```ts ignore
- * import { type EnginePlan, ServerProcess } from "@mymodel/serve/serve";
+ * import { planEngine, ServerProcess } from "@mymodel/serve/serve";
+ * import { Registry } from "@mymodel/serve/catalogue";
  *
- * declare const plan: EnginePlan; // one engine of the launcher's plan
+ * const card = (await Registry.load()).get("llama-3");
+ * const plan = planEngine(card, {
+ *   host: "localhost",
+ *   port: 5001,
+ *   directory: "/srv/mymodel",
+ *   baseEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" }, // what it inherits; PATH finds it
+ * });
  * await using engine = new ServerProcess(plan);
  * engine.start();
  * console.log(engine.url, await engine.healthy());
@@ -134,6 +141,33 @@ export class ServerProcess implements AsyncDisposable {
   /** When the engine was spawned (milliseconds since the epoch), once it was. */
   get startedAt(): number | undefined {
     return this.#startedAt;
+  }
+  /**
+   * While `loading()`: every `every` ms a look at its hub download (growing
+   * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
+   * a `/health` poll, yielded.
+   * @ignore The launcher's own plumbing.
+   */
+  async *loadPolls(
+    every: number,
+    signal: AbortSignal,
+    loading: () => boolean,
+    polls: () => boolean,
+  ): AsyncGenerator<HealthCheck> {
+    while (loading() && this.running && !signal.aborted) {
+      if (this.card.hub) this.lookForDownload();
+      await sleep(every, signal);
+      if (polls() && this.running) yield await this.check(every);
+    }
+  }
+
+  /** Epoch ms of its last sign of life while it loads: the spawn, output, a phase line, a growing download. */
+  get lastSignOfLife(): number {
+    return Math.max(
+      this.startedAt ?? Date.now(),
+      this.#log.lastOutputAt ?? 0,
+      this.watch.progressAt ?? 0,
+    );
   }
 
   /** How the engine exited, once it and what it left in its group are gone; rejects if never started. */
@@ -244,18 +278,18 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   async #probe(timeoutMs: number): Promise<HealthCheck> {
-    const host = isWildcardHost(this.host)
-      ? (this.host.includes(":") ? "[::1]" : "127.0.0.1")
-      : urlHost(this.host);
     // A cleared timer, not AbortSignal.timeout(): that one lives on for the whole
     // timeout after the poll ends, and under load thousands pile up (RSS grew 2x).
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     const began = performance.now();
     try {
-      const response = await fetch(`http://${host}:${this.port}/health`, {
-        signal: abort.signal,
-      });
+      const response = await fetch(
+        `${engineOrigin(this.host, this.port)}/health`,
+        {
+          signal: abort.signal,
+        },
+      );
       await response.body?.cancel();
       const ok = response.status === 200 && this.running;
       return { ok, ms: performance.now() - began };

@@ -432,6 +432,22 @@ export class GpuStartGate {
   }
 }
 
+/** Takes a request through the gate: each hold to `held`, then the slot; null when the wait was aborted. */
+export async function passGate(
+  gate: GpuStartGate,
+  request: StartRequest,
+  held: (waiting: WaitingFor) => void,
+): Promise<StartSlot | null> {
+  try {
+    const ticket = gate.admit(request);
+    let step = await ticket.next();
+    for (; !step.done; step = await ticket.next()) held(step.value);
+    return step.value;
+  } catch {
+    return null; // aborted: the engine is stopping
+  }
+}
+
 /** One engine's passage through the gate, as plain data its engine run keeps. */
 export interface GateFacts {
   waiting?: WaitingFor | null;

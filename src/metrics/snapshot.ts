@@ -54,6 +54,7 @@ export function metricsSnapshot(
         state: s.state,
         gpuMemoryMiB: s.detail().gpu_memory_mib,
         exits: s.exitsByCause(),
+        requestsCut: s.requestsCut,
         phase: s.detail().phase,
         requestsRunning: traffic?.running,
         requestsWaiting: traffic?.waiting,

@@ -52,6 +52,7 @@ export interface EngineMetrics {
   requestsRunning?: number | undefined;
   requestsWaiting?: number | undefined;
   generatedTokens?: number | undefined;
+  requestsCut?: number | undefined;
 }
 
 export interface ReloadMetrics {
@@ -103,6 +104,7 @@ mymodel_engine_requests_running gauge Requests the engine is computing, from its
 mymodel_engine_requests_waiting gauge Requests queued in the engine, from its own metrics at the last health round.
 mymodel_engine_generated_tokens_total counter Tokens the engine generated since the launcher started, summed over its runs (its own counter).
 mymodel_engine_start_wait_seconds_total counter Seconds the engine's starts were held by the GPU start gate, by reason.
+mymodel_engine_requests_cut_total counter Requests still in flight when a planned stop's drain ended at its deadline or at a second signal: SIGTERM cut them.
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
 mymodel_launcher_start_time_seconds gauge Start time of the launcher in Unix seconds.
 mymodel_launcher_start_warnings gauge Warnings the start-up checks gave: weights that may not fit GPU memory, unknown engine flags, unreadable weights.
@@ -197,6 +199,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
+    mymodel_engine_requests_cut_total: perModel(engines, (e) => e.requestsCut),
     mymodel_launcher_info: [{
       labels: [
         launcherPort,

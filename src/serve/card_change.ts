@@ -29,6 +29,7 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "restart",
   "stallTimeout",
   "canary",
+  "drainTimeout",
 ]);
 
 function canonical(value: unknown): string {

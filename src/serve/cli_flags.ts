@@ -296,6 +296,16 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     help: "time engines get between SIGTERM and SIGKILL at shutdown",
   },
   {
+    name: "drain-timeout",
+    group: "Supervision",
+    unit: "seconds",
+    option: "drainTimeoutMs",
+    min: 0,
+    default: D.drainTimeoutMs,
+    help:
+      "before a reload restarts an engine and at shutdown, wait at most this long for a ready engine's requests in flight (read from its metrics) before SIGTERM; a card's drain_timeout wins; 0 turns this off",
+  },
+  {
     name: "log-max-bytes",
     group: "Logs",
     unit: "count",

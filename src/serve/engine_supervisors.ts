@@ -34,6 +34,7 @@ export function supervise(
     log?: EngineLog;
     released?: Released | undefined;
     generated?: number | undefined;
+    requestsCut?: number;
   } = {},
 ): EngineRun {
   const o = how.options;
@@ -42,6 +43,8 @@ export function supervise(
     log: run.log ??
       new EngineLog(plan.logFile, { maxBytes: o.logMaxBytes, keep: o.logKeep }),
     graceMs: o.graceMs,
+    drainTimeoutMs: o.drainTimeoutMs,
+    ...(run.requestsCut ? { requestsCut: run.requestsCut } : {}),
     records: how.records,
     onChange: how.onChange,
     journal: how.journal,
@@ -79,12 +82,15 @@ export async function replaceEngine(
 ): Promise<void> {
   const old = supervisors[index]!;
   await quietFor(old, how, "the reload's restart");
+  const released = old.gpuReleased();
+  // A ready engine drains first; the new run starts once the old one is gone (its port).
+  await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
   const fresh = supervise(plan, how, {
     log: old.log,
-    released: old.gpuReleased(),
+    released,
     generated: old.serving.generatedTokens,
+    requestsCut: old.requestsCut,
   });
-  await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
   supervisors[index] = fresh;
   how.onChange();
   fresh.start(watchdog);

@@ -44,6 +44,7 @@ import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
 import { ReloadQueue } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
+import { plannedDrainMs } from "../supervision/drain.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
@@ -395,6 +396,7 @@ export class Semioserve implements AsyncDisposable {
     signals.onShutdown(
       () => this.#shutdown.resolve(),
       () => supervisors.forEach((s) => s.kill()),
+      () => supervisors.map((s) => s.hurry()).includes(true),
     );
     const onAbort = () => this.#shutdown.resolve();
     o.signal?.addEventListener("abort", onAbort, { once: true });
@@ -470,6 +472,8 @@ export class Semioserve implements AsyncDisposable {
       await this.#shutdown.promise;
     } finally {
       log.info("shutting down: stopping engines");
+      const draining = drainLine(supervisors, o);
+      if (draining) log.info(draining);
       journal.record({ model: null, event: "stopping" });
       // A reload under way finishes first: no engine starts after the others stopped.
       this.#reloads.close();
@@ -497,4 +501,19 @@ export class Semioserve implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
+}
+
+/** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
+function drainLine(engines: readonly EngineRun[], o: Config): string | null {
+  const ms = engines.flatMap((s) => {
+    const ms = s.state === "ready" || s.state === "draining"
+      ? plannedDrainMs(s.card, o.drainTimeoutMs)
+      : 0;
+    return ms > 0 ? [ms] : [];
+  });
+  if (ms.length === 0) return null;
+  const n = ms.length;
+  return `stopping: draining ${n} engine${n === 1 ? "" : "s"} (up to ${
+    Math.max(...ms) / 1000
+  } s)${o.handleSignals ? "; a second signal stops at once" : ""}`;
 }

@@ -17,6 +17,7 @@ export const NO_MODEL =
 /** Every default of `SemioserveOptions` that is a value, in the options' units. */
 export const SEMIOSERVE_DEFAULTS = {
   graceMs: 10_000,
+  drainTimeoutMs: 30_000,
   pollTimeoutMs: 2_000,
   restart: "on-failure",
   restartMaxDelayMs: 300_000,
@@ -52,6 +53,8 @@ export interface SemioserveOptions {
   catalogue?: string | URL;
   /** Milliseconds engines get between SIGTERM and SIGKILL. @default {10000} */
   graceMs?: number;
+  /** Before a planned stop (a reload's restart, the launcher's stop), at most this many ms waiting for a ready engine's requests in flight; 0: no drain. A card's `drain_timeout` wins. @default {30000} */
+  drainTimeoutMs?: number;
   /** Milliseconds one engine health poll may take. @default {2000} */
   pollTimeoutMs?: number;
   /** When an ended engine starts again, for cards without `restart`. @default {"on-failure"} */

@@ -1,7 +1,8 @@
 /**
  * The signals a running launcher answers: SIGTERM and SIGINT shut it down (a
- * second one SIGKILLs every engine), SIGHUP reloads. None with
- * `handleSignals: false`.
+ * second one cuts the engines' drains short, SIGTERM at once; one more, or a
+ * second when nothing drains, SIGKILLs every engine), SIGHUP reloads. None
+ * with `handleSignals: false`.
  *
  * @module
  */
@@ -25,16 +26,29 @@ export class LauncherSignals implements Disposable {
   }
 
   /**
-   * SIGTERM and SIGINT shut down; a second one skips the grace period, unless
-   * it comes at once: a wrapper (`deno task`, `timeout`) relaying to the
-   * whole group.
+   * SIGTERM and SIGINT shut down; a second one cuts the drains short (`hurry`
+   * true: some engine was draining), else skips the grace period; unless it
+   * comes at once: a wrapper (`deno task`, `timeout`) relaying to the whole
+   * group.
    */
-  onShutdown(shutdown: () => void, kill: () => void): void {
+  onShutdown(
+    shutdown: () => void,
+    kill: () => void,
+    hurry: () => boolean = () => false,
+  ): void {
     let firstAt = 0;
+    let count = 0;
     function handle(): void {
       if (firstAt && Date.now() - firstAt > DUPLICATE_SIGNAL_MS) {
-        log.warn("second signal: SIGKILL to every engine");
-        kill();
+        const nth = ++count === 1 ? "second" : "another";
+        if (hurry()) {
+          log.warn(
+            `${nth} signal: drains cut short, SIGTERM to every engine (another signal: SIGKILL)`,
+          );
+        } else {
+          log.warn(`${nth} signal: SIGKILL to every engine`);
+          kill();
+        }
       }
       firstAt ||= Date.now();
       shutdown();

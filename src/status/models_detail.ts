@@ -70,7 +70,7 @@ export interface WireEngine {
   url?: string;
   /** The engine's `/health` answered 200 during the request. */
   healthy?: boolean;
-  /** `starting`, `ready`, `unhealthy`, `stopping`, `backoff`, `exited`, `waiting`, ... */
+  /** `starting`, `ready`, `unhealthy`, `draining`, `stopping`, `backoff`, `exited`, `waiting`, ... */
   state?: string;
   /** Null while none runs. */
   pid?: number | null;

@@ -44,6 +44,8 @@ export interface StatusRow {
     since: string | null;
     progress: WireProgress | null;
   };
+  /** While `draining`: requests in flight at its last read (null before it), and its deadline. */
+  drain?: { inFlight: number | null; deadline: string };
   /** The engine's base URL. */
   url: string;
   /** Read from the engine's own metrics, when the launcher reports it. */
@@ -129,7 +131,18 @@ function rowOf(model: string, engine: WireEngine): StatusRow {
       : {}),
     url: stringOr(engine.url, "-"),
     ...trafficOf(engine.traffic),
+    ...drainOf(engine.drain),
   };
+}
+
+function drainOf(drain: unknown): Pick<StatusRow, "drain"> {
+  if (typeof drain !== "object" || drain === null) return {};
+  const { running, waiting, deadline } = drain as Record<string, unknown>;
+  if (typeof deadline !== "string") return {};
+  const inFlight = typeof running === "number"
+    ? running + (typeof waiting === "number" ? waiting : 0)
+    : null;
+  return { drain: { inFlight, deadline } };
 }
 
 function trafficOf(traffic: unknown): Pick<StatusRow, "traffic"> {
@@ -198,6 +211,11 @@ export function stateText(row: StatusRow, now: number): string {
       ? ""
       : `, ${shortDuration(now - Date.parse(since))}`;
     return `starting (${phase}${done ? ` ${done}` : ""}${ago})`;
+  }
+  if (row.state === "draining" && row.drain) {
+    const n = row.drain.inFlight;
+    const left = `SIGTERM ${relativeTime(row.drain.deadline, now)} at most`;
+    return `draining (${n === null ? "" : `${n} in flight, `}${left})`;
   }
   if (row.state === "backoff" && row.nextRestart !== null) {
     return `backoff (restart ${relativeTime(row.nextRestart, now)})`;

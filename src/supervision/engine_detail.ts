@@ -6,7 +6,6 @@
  */
 import type { RestartPolicy } from "../catalogue.ts";
 import type { EndReason, EngineState } from "./restart_policy.ts";
-import type { WaitReason } from "../gpu/start_gate.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 
@@ -54,8 +53,8 @@ export interface EngineView {
     readonly at: string;
     /** How long the run lasted, in seconds. */
     readonly ran_seconds: number;
-    /** Whether the launcher ended it (liveness, start timeout), else `"exit"`. */
-    readonly reason: EndReason;
+    /** Whether the launcher ended it (liveness, start timeout, a stall), else `"exit"`. */
+    readonly reason: "exit" | "unhealthy" | "start-timeout" | "stalled";
     /** Why, from the exit and the engine's own output (`bad-arguments`, `gpu-out-of-memory` …). */
     readonly cause: ExitCause;
     /** The engine's line that decided the cause (at most 200 characters), else null. */
@@ -67,8 +66,12 @@ export interface EngineView {
   readonly gpus: readonly string[] | null;
   /** While `waiting`: what holds the start (the GPU start gate); else null. */
   readonly waiting_for: {
-    /** Which rule holds it. */
-    readonly reason: WaitReason;
+    /** Which rule of the GPU start gate holds it. */
+    readonly reason:
+      | "gpu-busy-loading"
+      | "gpu-memory-release"
+      | "gpu-error"
+      | "gpu-memory-free";
     /** The devices concerned, as placed. */
     readonly devices: readonly string[];
     /** One line for people: who loads there, which memory is not back, nvidia-smi's words. */
@@ -115,6 +118,13 @@ export interface EngineView {
     /** How long it took. */
     readonly seconds: number;
   } | null;
+  /** While `draining`: since when, the deadline (ISO times), the requests in flight at the last read (null before it); else null. */
+  readonly drain: {
+    readonly since: string;
+    readonly deadline: string;
+    readonly running: number | null;
+    readonly waiting: number | null;
+  } | null;
 }
 
 /** One engine's supervision facts (the `?detail=1` fields). */
@@ -137,28 +147,6 @@ export function engineView(
   });
 }
 
-/** How a run ended: the launcher's own finding (a stall: what it saw), else the engine's line that named a cause, else the exit. */
-export function lastExit(
-  run: Pick<ServerProcess, "startedAt" | "watch">,
-  status: Deno.CommandStatus,
-  reason: EndReason,
-  seen: string | null,
-): LastExit {
-  const at = Date.now();
-  const line = reason === "stalled"
-    ? { cause: "stalled" as const, message: seen }
-    : run.watch.cause;
-  return {
-    code: status.signal ? null : status.code,
-    signal: status.signal ?? null,
-    at: new Date(at).toISOString(),
-    ran_seconds: Math.round((at - (run.startedAt ?? at)) / 100) / 10,
-    reason,
-    cause: line?.cause ?? (status.signal ? "signal" : "exit"),
-    message: line?.message ?? null,
-  };
-}
-
 /** The load phase fields of `?detail=1`: the run's while it starts, else null. */
 export function phaseFields(
   starting: boolean,
@@ -172,5 +160,28 @@ export function phaseFields(
     phase: run.watch.phase,
     phase_since: since === undefined ? null : new Date(since).toISOString(),
     progress: run.watch.progress,
+  };
+}
+
+/** How a run ended: a stall the launcher saw (`seen`), else the engine's own line decides the cause, else the code or signal. */
+export function lastExitOf(
+  run: ServerProcess,
+  status: Deno.CommandStatus,
+  reason: EndReason,
+  seen: string | null = null,
+): LastExit {
+  const endedAt = Date.now();
+  const ranMs = endedAt - (run.startedAt ?? endedAt);
+  const line = reason === "stalled"
+    ? { cause: "stalled" as const, message: seen }
+    : run.watch.cause;
+  return {
+    code: status.signal ? null : status.code,
+    signal: status.signal ?? null,
+    at: new Date(endedAt).toISOString(),
+    ran_seconds: Math.round(ranMs / 100) / 10,
+    reason,
+    cause: line?.cause ?? (status.signal ? "signal" : "exit"),
+    message: line?.message ?? null,
   };
 }

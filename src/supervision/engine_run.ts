@@ -4,7 +4,7 @@
  * state field and one transition function, {@linkcode EngineRun} `#on`, fed by
  * events; the rules it applies are pure (`restart_policy.ts`, the gate). A
  * new state is a member of `EngineState`; a new event, a member of
- * {@linkcode EngineEvent} and a case of `#on`.
+ * `EngineEvent` (`engine_events.ts`) and a case of `#on`.
  *
  * Folder `supervision/`: what sits above one engine run: the engine run, the
  * restart policy, the health loop, the watchdog and the engine records. It
@@ -24,10 +24,9 @@ import {
   type GateFacts,
   type GpuStartGate,
   noteWait,
+  passGate,
   type Released,
   releasedBy,
-  type StartSlot,
-  type WaitingFor,
   type WaitReason,
   waitSeconds,
 } from "../gpu/start_gate.ts";
@@ -45,11 +44,12 @@ import {
   type Verdict,
 } from "./restart_policy.ts";
 import type { ServingOptions } from "./serving_watch.ts";
-import { type ServingEvent, ServingWatch } from "./serving_watch.ts";
+import { ServingWatch } from "./serving_watch.ts";
+import type { EngineEvent } from "./engine_events.ts";
 import {
   type EngineDetail,
   type LastExit,
-  lastExit,
+  lastExitOf,
   phaseFields,
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
@@ -58,6 +58,7 @@ import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
+import { Drain } from "./drain.ts";
 
 /** How a model's engine is run (where and what it runs is its plan). */
 export interface EngineRunOptions {
@@ -85,34 +86,11 @@ export interface EngineRunOptions {
   released?: Released | undefined;
   /** Stall and canary settings; absent: both off (traffic is still read). */
   serving?: ServingOptions;
+  /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. @default {0} */
+  drainTimeoutMs?: number;
+  /** Requests cut by the drains of the runs this one replaces. */
+  requestsCut?: number;
 }
-
-/**
- * What an engine run is told. Only `#on` acts on events; anything async
- * (the gate, a timer, a poll, an exit) ends in one.
- */
-export type EngineEvent =
-  /** The gate holds the start (each look while held). */
-  | { readonly kind: "held"; readonly waiting: WaitingFor }
-  /** The gate let it start (`undefined`: not gated; `null`: the wait ended without a start). */
-  | { readonly kind: "admitted"; readonly slot: StartSlot | undefined | null }
-  /** A health poll's answer; `counts`: a background poll (liveness). */
-  | {
-    readonly kind: "probe";
-    readonly run: ServerProcess;
-    readonly result: HealthCheck;
-    readonly counts: boolean;
-  }
-  /** The `--start-timeout` timer fired. */
-  | { readonly kind: "silence"; readonly run: ServerProcess }
-  | {
-    readonly kind: "exited";
-    readonly run: ServerProcess;
-    readonly status: Deno.CommandStatus;
-  }
-  | { readonly kind: "backoff-over" }
-  | { readonly kind: "stop"; readonly why: string }
-  | ServingEvent;
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
 export class EngineRun {
@@ -148,6 +126,8 @@ export class EngineRun {
   #done: PromiseWithResolvers<void> | undefined;
   #lastPollMs: number | undefined;
   #silence: ReturnType<typeof setTimeout> | undefined;
+  #drain: Drain | undefined;
+  #cut: number;
   /** Polls that failed on our side: one line per 10 s, then a count. */
   #local = new LogThrottle({ write: log.warn });
   readonly serving: ServingWatch;
@@ -157,6 +137,7 @@ export class EngineRun {
     this.#o = options;
     this.#policy = plan.card.restart ?? options.restart;
     this.#released = options.released;
+    this.#cut = options.requestsCut ?? 0;
     this.log = options.log;
     this.#process = new ServerProcess(plan, this.log);
     this.name = plan.name;
@@ -206,6 +187,11 @@ export class EngineRun {
     return this.#process.running && ["ready", "sleeping"].includes(this.#state);
   }
 
+  /** Requests cut by drains (a deadline, a second signal), the replaced runs' included. */
+  get requestsCut(): number {
+    return this.#cut;
+  }
+
   get lastPollSeconds(): number | undefined {
     return this.#lastPollMs === undefined ? undefined : this.#lastPollMs / 1000;
   }
@@ -224,6 +210,7 @@ export class EngineRun {
       gpu_memory_by: this.#gpu.memory?.by ?? null,
       ...phaseFields(this.#state === "starting", this.#process),
       ...this.serving.detail(),
+      drain: this.#state === "draining" ? this.#drain!.view() : null,
     };
   }
 
@@ -264,23 +251,25 @@ export class EngineRun {
     }
   }
 
-  /** Polls the current run once; a background poll (`counts`) is a liveness check, a `GET /models` request's is not. */
+  /** Polls the current run once; a background poll (`counts`) is a liveness check, a `GET /models` request's is not; false while draining (no new requests). */
   async healthy(timeoutMs: number, counts = false): Promise<boolean> {
     const run = this.#process;
-    if (!run.running || (counts && this.#state === "stopping")) return false;
+    const off = counts ? ["stopping", "draining"] : ["draining"];
+    if (!run.running || off.includes(this.#state)) return false;
     const result = await run.check(timeoutMs);
     this.#on({ kind: "probe", run, result, counts });
     if (counts) await this.serving.round(run, this.#state);
     return result.ok;
   }
 
-  /** Stops for good: a backoff or a gate wait ends at once, the run gets SIGTERM, grace, SIGKILL; `keepLog` for a replacement. */
+  /** Stops for good: a backoff or a gate wait ends at once, a ready run drains (`drain.ts`), then SIGTERM, grace, SIGKILL; `keepLog` for a replacement. */
   async stop(
     graceMs: number = this.#o.graceMs,
     options: { keepLog?: boolean; why?: string } = {},
   ): Promise<void> {
     const why = options.why === undefined ? "" : ` (${options.why})`;
     this.#on({ kind: "stop", why });
+    await this.#drain?.over;
     await this.#process.stop(graceMs);
     await this.#done?.promise;
     if (options.keepLog) await this.log.flush();
@@ -305,6 +294,11 @@ export class EngineRun {
 
   kill(): void {
     this.#process.kill();
+  }
+
+  /** Cuts a drain short (a second signal): SIGTERM follows at once. False when not draining. */
+  hurry(): boolean {
+    return this.#state === "draining" && this.#drain!.skip();
   }
 
   /** The transition function: every state change happens here. */
@@ -426,9 +420,13 @@ export class EngineRun {
         this.#gpu.memory = null;
         this.#watchdog?.remove(run.pid!);
         this.#o.records.remove(this.name);
-        const end = lastExit(run, status, this.#endReason, this.serving.seen);
+        const end = this.#lastExit = lastExitOf(
+          run,
+          status,
+          this.#endReason,
+          this.serving.seen,
+        );
         this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
-        this.#lastExit = end;
         // A cause the code or signal does not already say, with its line.
         const said = end.message ? ` (${end.cause}: ${end.message})` : "";
         const exit = `exit: ${describeEnd(end)} after ${
@@ -463,11 +461,28 @@ export class EngineRun {
       case "backoff-over":
         this.#nextRestart = null;
         return void this.#admit();
+      case "drain-read":
+      case "drain-over": {
+        const end = state === "draining" ? this.#drain!.step(event) : undefined;
+        if (!end) return;
+        this.#cut += end.cut;
+        return this.#enter("stopping", end.reason, end.line);
+      }
       case "stop":
         this.#stopWhy = event.why;
         this.#interrupt.abort();
         this.serving.stop();
-        if (this.#process.running) return this.#enter("stopping");
+        if (state === "draining") return; // a second stop() waits for the same drain
+        if (this.#process.running) {
+          this.#drain = state === "ready"
+            ? Drain.begin(this.#plan, this.#o.drainTimeoutMs ?? 0, {
+              say: this.#report.bind(this, "info"),
+              emit: (e) => this.#on(e),
+              journal: this.#o.journal,
+            })
+            : undefined;
+          return this.#enter(this.#drain ? "draining" : "stopping");
+        }
         if (!this.#done) return; // never started
         // Exited, its group not yet cleared: its exit event ends the engine.
         if (
@@ -483,6 +498,7 @@ export class EngineRun {
   #enter(state: EngineState, reason?: string, detail?: string): void {
     if (state === this.#state) return;
     const from = this.#state;
+    if (from === "draining") this.#drain?.close();
     this.#state = state;
     this.#since = new Date();
     this.#o.journal?.record({
@@ -502,23 +518,13 @@ export class EngineRun {
   async #admit(): Promise<void> {
     const devices = this.#gated();
     if (!devices) return this.#on({ kind: "admitted", slot: undefined });
-    let slot: StartSlot | null = null;
-    try {
-      const ticket = this.#o.gate!.admit({
-        name: this.name,
-        devices,
-        memory: this.#o.memoryNeed,
-        released: this.#released,
-        signal: this.#interrupt.signal,
-      });
-      let step = await ticket.next();
-      for (; !step.done; step = await ticket.next()) {
-        this.#on({ kind: "held", waiting: step.value });
-      }
-      slot = step.value;
-    } catch {
-      // Aborted by stop().
-    }
+    const slot = await passGate(this.#o.gate!, {
+      name: this.name,
+      devices,
+      memory: this.#o.memoryNeed,
+      released: this.#released,
+      signal: this.#interrupt.signal,
+    }, (waiting) => this.#on({ kind: "held", waiting }));
     this.#on({ kind: "admitted", slot });
   }
 
@@ -584,12 +590,7 @@ export class EngineRun {
   #silent(run: ServerProcess): Verdict | undefined {
     this.#silence = undefined;
     if (this.#health.firstOkAt !== undefined) return undefined;
-    // Output, a phase line or a growing download: each is a sign of life.
-    const last = Math.max(
-      run.startedAt ?? Date.now(),
-      this.log.lastOutputAt ?? 0,
-      run.watch.progressAt ?? 0,
-    );
+    const last = run.lastSignOfLife;
     const timeout = this.#o.startTimeoutMs;
     const verdict = silenceVerdict(undefined, last, timeout, run.watch.phase);
     if (!verdict) {
@@ -606,24 +607,17 @@ export class EngineRun {
     this.#silence = setTimeout(() => this.#on({ kind: "silence", run }), ms);
   }
 
-  /**
-   * While it loads: each second, a look at its hub download (growing bytes
-   * are the `downloading` phase, a sign of life) and, while its load holds
-   * the gate, a poll (neighbours start at its first 200, not a round later).
-   */
+  /** While it loads: its download watched, and polled while its load holds the gate (neighbours start at its first 200, not a round later). */
   async #watchLoad(run: ServerProcess): Promise<void> {
-    const every = this.#o.loadPollMs ?? 1_000;
-    const signal = this.#interrupt.signal;
-    while (
-      this.#state === "starting" && run === this.#process && run.running &&
-      !signal.aborted
-    ) {
-      if (run.card.hub) run.lookForDownload();
-      await sleep(every, signal);
-      if (!this.#gpu.slot || run !== this.#process || !run.running) continue;
-      const result = await run.check(every);
-      this.#on({ kind: "probe", run, result, counts: false });
-    }
+    const current = () => run === this.#process;
+    for await (
+      const result of run.loadPolls(
+        this.#o.loadPollMs ?? 1_000,
+        this.#interrupt.signal,
+        () => current() && this.#state === "starting",
+        () => current() && this.#gpu.slot !== undefined,
+      )
+    ) this.#on({ kind: "probe", run, result, counts: false });
   }
 
   /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start. */

@@ -23,6 +23,12 @@ export interface JournalEvent {
   readonly reason: string | null;
   /** One line for people, or null. */
   readonly detail: string | null;
+  /** A `drain` event's tally (`supervision/drain.ts`): seconds, requests finished and cut. */
+  readonly drain?: {
+    readonly seconds: number;
+    readonly finished: number;
+    readonly cut: number;
+  };
 }
 
 export function journalPath(directory: string): string {
@@ -64,6 +70,7 @@ export class Journal implements AsyncDisposable {
       to: event.to ?? null,
       reason: event.reason ?? null,
       detail: event.detail ?? null,
+      ...event.drain ? { drain: event.drain } : {},
     };
     this.#file.line(JSON.stringify(line));
   }

@@ -24,7 +24,8 @@ export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
 
 /**
  * The lifecycle states `GET /models?detail=1` reports. `waiting`: not spawned
- * yet, held by the GPU start gate; `failed`: ended twice in a row for a cause
+ * yet, held by the GPU start gate; `draining`: a planned stop waits for the
+ * requests in flight (`drain.ts`); `failed`: ended twice in a row for a cause
  * a restart cannot fix (bad arguments, model not found), not restarted until
  * the next reload; `sleeping`: ready, its weights off the GPU until a request
  * wakes it (llama-server's `--sleep-idle-seconds`, vLLM's `/sleep`).
@@ -35,6 +36,7 @@ export type EngineState =
   | "ready"
   | "sleeping"
   | "unhealthy"
+  | "draining"
   | "stopping"
   | "backoff"
   | "failed"
@@ -46,6 +48,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "ready",
   "sleeping",
   "unhealthy",
+  "draining",
   "stopping",
   "backoff",
   "failed",

@@ -9,7 +9,7 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { log } from "../common/log.ts";
-import { askEngine, engineOrigin } from "../engines/engine_reads.ts";
+import { askEngine, engineOrigin } from "../engines/metrics_read.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { engineEnv } from "../engines/launch.ts";
 import { METRICS_MAX_BYTES } from "../engines/prometheus_text.ts";

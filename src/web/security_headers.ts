@@ -19,12 +19,6 @@ const SECURITY_HEADERS = Object.entries({
   "x-frame-options": "DENY",
 });
 
-/** Settings of {@linkcode withSecurityHeaders}. */
-export interface SecurityHeadersOptions {
-  /** The server answers over HTTPS: add `Strict-Transport-Security`. */
-  https: boolean;
-}
-
 export function setSecurityHeaders(headers: Headers, https: boolean): void {
   for (const [name, value] of SECURITY_HEADERS) headers.set(name, value);
   // Over HTTPS only: a browser must not take HSTS from plain HTTP.
@@ -81,7 +75,10 @@ function internalError(req: Request, error: unknown, https: boolean): Response {
  */
 export function withSecurityHeaders(
   handler: Handler,
-  options: SecurityHeadersOptions,
+  options: {
+    /** The server answers over HTTPS: add `Strict-Transport-Security`. */
+    https: boolean;
+  },
 ): Handler {
   const https = options.https;
   const secure = (response: Response) => secureResponse(response, https);

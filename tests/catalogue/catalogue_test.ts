@@ -841,6 +841,22 @@ Deno.test("a gpus value that is not 0, a whole number or a share is reported", (
   );
 });
 
+Deno.test("drain_timeout: seconds, 0 or more, read as drainTimeout; below 0 or a word is reported", () => {
+  for (const text of [BAD.drainTimeoutNegative, BAD.drainTimeoutText]) {
+    assertProblem(catalogueError(text), {
+      card: "m",
+      field: "drain_timeout",
+      line: 2,
+      says: /expected a number of seconds, 0 or more \(0: no drain\)/,
+    });
+  }
+  const registry = Registry.parse(GOOD.drainTimeout);
+  assert.deepEqual(
+    [...registry].map((card) => [card.name, card.drainTimeout]),
+    [["off", 0], ["long", 120], ["short", 0.5]],
+  );
+});
+
 Deno.test("a catalogue error keeps the spacing of the value it quotes, on one line", () => {
   const error = catalogueError(
     "models:\n  m:\n    verb: 'ch  at'\n    hub: org/m\n",

@@ -67,6 +67,28 @@ Deno.test("systemd stops the launcher first, waits longer than its grace, and re
   assert.ok(Number(one("TimeoutStopSec")) > grace);
 });
 
+Deno.test("systemd and Kubernetes leave room for the drain and the grace", () => {
+  const drain = Number(flag(execStart, "--drain-timeout"));
+  const grace = Number(flag(execStart, "--grace"));
+  assert.ok(drain > 0, "the unit names --drain-timeout");
+  assert.ok(Number(one("TimeoutStopSec")) > drain + grace);
+  const set = parse(read("kubernetes/statefulset.yaml")) as Json;
+  const pod = set.spec.template.spec;
+  const value = (name: string) =>
+    Number(
+      pod.containers[0].args.find((a: string) => a.startsWith(`--${name}=`))
+        ?.split("=")[1],
+    );
+  assert.ok(
+    value("drain-timeout") > 0,
+    "the StatefulSet names --drain-timeout",
+  );
+  assert.ok(
+    pod.terminationGracePeriodSeconds >
+      value("drain-timeout") + value("grace"),
+  );
+});
+
 Deno.test("systemctl reload sends the launcher SIGHUP", () => {
   assert.equal(one("ExecReload"), "/bin/kill -HUP $MAINPID");
 });

@@ -49,6 +49,7 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_requests_waiting", "GAUGE"],
   ["mymodel_engine_generated_tokens_total", "COUNTER"],
   ["mymodel_engine_start_wait_seconds_total", "COUNTER"],
+  ["mymodel_engine_requests_cut_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
   ["mymodel_launcher_start_time_seconds", "GAUGE"],
   ["mymodel_launcher_start_warnings", "GAUGE"],
@@ -297,8 +298,11 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
     })],
   })));
   const states = get(families, "mymodel_engine_state").metrics;
-  // failed joined the seven states (issue 29), sleeping the eight (issue 36)
-  assert.equal(states.length, 9);
+  // failed joined the seven states (issue 29), draining and sleeping the
+  // eight (issues 36, 37)
+  assert.equal(states.length, 10);
+  assert.ok(states.some((m) => m.labels?.state === "draining"));
+  assert.ok(states.some((m) => m.labels?.state === "sleeping"));
   assert.deepEqual(
     states.filter((m) => m.value === "1").map((m) => m.labels),
     [{ model: "qwen3-8b", state: "waiting" }],
@@ -371,4 +375,19 @@ Deno.test("renderMetrics gives each engine's running and waiting requests and ge
     "qwen3-8b",
     "1234",
   ]]);
+});
+
+Deno.test("renderMetrics counts each engine's requests cut by a drain's deadline", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [
+      engine({ requestsCut: 3 }),
+      engine({ model: "bge-m3", port: 5002, requestsCut: 0 }),
+    ],
+  })));
+  const cut = get(families, "mymodel_engine_requests_cut_total");
+  assert.equal(cut.type, "COUNTER");
+  assert.deepEqual(cut.metrics, [
+    { labels: { model: "bge-m3" }, value: "0" },
+    { labels: { model: "qwen3-8b" }, value: "3" },
+  ]);
 });

@@ -103,6 +103,7 @@ Deno.test("--help groups the flags by purpose and names every flag the parser ta
     "--canary-interval",
     "--canary-timeout",
     "--grace",
+    "--drain-timeout",
   ]);
   assert.deepEqual(flagsIn("Logs"), ["--log-max-bytes", "--log-keep"]);
   for (const flag of FLAG_NAMES) {

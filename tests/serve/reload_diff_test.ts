@@ -53,6 +53,7 @@ for (
     ["modality", { modality: ["text", "image"] }],
     ["stall_timeout", { stall_timeout: 60 }],
     ["canary", { canary: false }],
+    ["drain timeout", { drain_timeout: 5 }],
   ] as const
 ) {
   Deno.test(`a changed ${what} does not reach the engine: amend`, () => {

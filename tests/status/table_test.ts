@@ -298,3 +298,41 @@ Deno.test("engine text reaches the table cleaned: LAST EXIT and every free-text 
     "code 3, 3s ago",
   );
 });
+
+Deno.test("a draining engine's STATE says what is in flight and when SIGTERM comes at most", () => {
+  const draining = (drain: unknown) =>
+    rowsOf({
+      active: {
+        m: {
+          verb: "chat",
+          state: "draining",
+          drain,
+        },
+      },
+    })[0]!;
+  assert.equal(
+    stateText(
+      draining({
+        since: before(2),
+        deadline: new Date(NOW + 28_000).toISOString(),
+        running: 2,
+        waiting: 1,
+      }),
+      NOW,
+    ),
+    "draining (3 in flight, SIGTERM in 28s at most)",
+  );
+  assert.equal(
+    stateText(
+      draining({
+        since: before(0),
+        deadline: new Date(NOW + 30_000).toISOString(),
+        running: null,
+        waiting: null,
+      }),
+      NOW,
+    ),
+    "draining (SIGTERM in 30s at most)",
+  );
+  assert.equal(stateText(draining(null), NOW), "draining");
+});

@@ -148,6 +148,7 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
   // canary and traffic: issue 36.
   assert.deepEqual(Object.keys(detail).sort(), [
     "canary",
+    "drain",
     "gpu_memory_by",
     "gpu_memory_mib",
     "gpus",

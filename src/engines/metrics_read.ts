@@ -1,0 +1,101 @@
+// What the launcher asks a running engine besides `/health`, the way every
+// reader does it (a drain, the health round's traffic, sleep and canary): the
+// engine's API key (llama-server guards `/metrics` and `/props` with it), a
+// cleared timer, the body read in chunks and capped.
+import { isWildcardHost, urlHost } from "../common/settings.ts";
+import type { TrafficRule } from "./kinds/engine_kind.ts";
+import { METRICS_MAX_BYTES } from "./prometheus_text.ts";
+import { readTraffic, type TrafficReading } from "./traffic.ts";
+
+/** Where the launcher reaches an engine bound to `host`: a wildcard is this machine. */
+export function engineOrigin(host: string, port: number): string {
+  const reach = isWildcardHost(host)
+    ? (host.includes(":") ? "[::1]" : "127.0.0.1")
+    : urlHost(host);
+  return `http://${reach}:${port}`;
+}
+
+/** An answer read whole, or why not (`answered 404`, `no answer within 2 s` …). */
+export type EngineAnswer =
+  | { readonly ok: true; readonly status: number; readonly text: string }
+  | { readonly ok: false; readonly status?: number; readonly why: string };
+
+/**
+ * GET (or POST `body` as JSON) `url` with the engine's key; past `maxBytes`
+ * (the body read in chunks, then cancelled) or `timeoutMs` it is a failure.
+ */
+export async function askEngine(
+  url: string,
+  o: {
+    apiKey: string;
+    timeoutMs: number;
+    maxBytes: number;
+    body?: unknown;
+    signal?: AbortSignal;
+  },
+): Promise<EngineAnswer> {
+  // A cleared timer, not AbortSignal.timeout() (see ServerProcess's poll).
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), o.timeoutMs);
+  const stop = () => abort.abort();
+  o.signal?.addEventListener("abort", stop, { once: true });
+  const headers: Record<string, string> = o.apiKey
+    ? { authorization: `Bearer ${o.apiKey}` }
+    : {};
+  if (o.body !== undefined) headers["content-type"] = "application/json";
+  try {
+    const response = await fetch(url, {
+      signal: abort.signal,
+      headers,
+      ...o.body === undefined
+        ? {}
+        : { method: "POST", body: JSON.stringify(o.body) },
+    });
+    const status = response.status;
+    if (!response.ok) {
+      await response.body?.cancel();
+      return { ok: false, status, why: `answered ${status}` };
+    }
+    const decoder = new TextDecoder();
+    let text = "";
+    let size = 0;
+    for await (const chunk of response.body ?? []) {
+      size += chunk.length;
+      if (size > o.maxBytes) {
+        // The loop's exit cancels the body.
+        return {
+          ok: false,
+          status,
+          why: `its answer passed ${o.maxBytes} bytes`,
+        };
+      }
+      text += decoder.decode(chunk, { stream: true });
+    }
+    return { ok: true, status, text: text + decoder.decode() };
+  } catch (error) {
+    return {
+      ok: false,
+      why: abort.signal.aborted
+        ? `no answer within ${o.timeoutMs / 1000} s`
+        : (error as Error).message.split("\n")[0]!,
+    };
+  } finally {
+    clearTimeout(timer);
+    o.signal?.removeEventListener("abort", stop);
+  }
+}
+
+/** The engine's running and waiting requests and token counters; null when unreadable (refused, late, not 200, too large, families missing). */
+export async function readEngineTraffic(
+  origin: string,
+  rule: TrafficRule,
+  apiKey: string,
+  timeoutMs: number,
+): Promise<TrafficReading | null> {
+  const answer = await askEngine(`${origin}${rule.path}`, {
+    apiKey,
+    timeoutMs,
+    maxBytes: METRICS_MAX_BYTES,
+  });
+  return answer.ok ? readTraffic(answer.text, rule, Date.now()) : null;
+}

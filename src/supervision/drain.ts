@@ -1,0 +1,211 @@
+// The drain before a planned stop (a reload's restart, the launcher's stop):
+// the engine's running and waiting requests, read from its own metrics every
+// 0.5 s, until both are 0 or the deadline passes; SIGTERM comes after. vLLM
+// aborts every request in flight at SIGTERM unless `--shutdown-timeout` is set
+// (its default is 0, vLLM PR #36666); llama-server and SGLang cut theirs too.
+// A Drain reads and tallies; each read goes to the engine run as an event.
+import type { ModelCard } from "../catalogue.ts";
+import { sleep } from "../common/sleep.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
+import { engineOrigin, readEngineTraffic } from "../engines/metrics_read.ts";
+import { type TrafficReading, trafficRule } from "../engines/traffic.ts";
+import type { Journal, JournalEvent } from "./journal.ts";
+
+const READ_EVERY_MS = 500;
+const READ_TIMEOUT_MS = 2_000;
+
+/** What a drain tells its engine run. */
+export type DrainEvent =
+  /** One read of the engine's metrics; null: unreadable. */
+  | { readonly kind: "drain-read"; readonly reading: TrafficReading | null }
+  /** The deadline passed, or a second signal cut the drain short. */
+  | { readonly kind: "drain-over"; readonly why: "deadline" | "skipped" };
+
+/** How a drain ended: `unread` when not even a first reading came. */
+export interface DrainEnd {
+  readonly reason: "drained" | "deadline" | "skipped" | "unread";
+  readonly seconds: number;
+  /** Requests that left the engine's gauges during the drain. */
+  readonly finished: number;
+  /** Requests still running or waiting when it ended: SIGTERM cuts them. */
+  readonly cut: number;
+  readonly line: string;
+}
+
+/** A planned stop's drain of this card, in ms: its `drain_timeout`, else the launcher's; 0: none. */
+export function drainMs(card: ModelCard, launcherMs: number): number {
+  return card.drainTimeout === undefined
+    ? launcherMs
+    : card.drainTimeout * 1000;
+}
+
+/** What a stop now would drain a ready engine of this card at most, in ms: 0 without a traffic reading. */
+export function plannedDrainMs(card: ModelCard, launcherMs: number): number {
+  return trafficRule(card, ENGINE_KINDS[card.engine]!)
+    ? drainMs(card, launcherMs)
+    : 0;
+}
+
+/** The journal's line for a drain. */
+export function drainRecord(
+  model: string,
+  end: DrainEnd,
+): Pick<JournalEvent, "model" | "event" | "reason" | "detail" | "drain"> {
+  const { reason, seconds, finished, cut } = end;
+  return {
+    model,
+    event: "drain",
+    reason,
+    detail: end.line,
+    drain: { seconds, finished, cut },
+  };
+}
+
+function inFlight(r: TrafficReading): number {
+  return r.running + r.waiting;
+}
+
+function requests(n: number): string {
+  return `${n} request${n === 1 ? "" : "s"}`;
+}
+
+/** One engine's drain: started by {@linkcode Drain.begin}, ended by its events or {@linkcode Drain.close}. */
+export class Drain {
+  readonly since = Date.now();
+  readonly deadline: number;
+  #last: TrafficReading | null = null;
+  #finished = 0;
+  #stop = new AbortController();
+  #over = Promise.withResolvers<void>();
+  #emit: (event: DrainEvent) => void;
+  #ended: (end: DrainEnd) => void;
+
+  /** Starts the drain of a ready engine; undefined when it gets none (`say` tells why where it is not the operator's choice). */
+  static begin(
+    plan: EnginePlan,
+    launcherMs: number,
+    to: {
+      say: (line: string) => void;
+      emit: (event: DrainEvent) => void;
+      journal?: Journal | undefined;
+    },
+  ): Drain | undefined {
+    const { say, emit, journal } = to;
+    const ms = drainMs(plan.card, launcherMs);
+    if (ms <= 0) return undefined;
+    const rule = trafficRule(plan.card, ENGINE_KINDS[plan.card.engine]!);
+    if (!rule) {
+      say(
+        "not drained: no traffic reading (an engine: command card without metrics:)",
+      );
+      return undefined;
+    }
+    const origin = engineOrigin(plan.host, plan.port);
+    return new Drain(
+      ms,
+      (timeoutMs) => readEngineTraffic(origin, rule, plan.apiKey, timeoutMs),
+      emit,
+      (end) => {
+        say(end.line);
+        journal?.record(drainRecord(plan.name, end));
+      },
+    );
+  }
+
+  constructor(
+    ms: number,
+    read: (timeoutMs: number) => Promise<TrafficReading | null>,
+    emit: (event: DrainEvent) => void,
+    ended: (end: DrainEnd) => void = () => {},
+  ) {
+    this.deadline = this.since + ms;
+    this.#emit = emit;
+    this.#ended = ended;
+    void this.#loop(read, emit);
+  }
+
+  /** Resolves when the drain is over, however it ended. */
+  get over(): Promise<void> {
+    return this.#over.promise;
+  }
+
+  /** `?detail=1`'s `drain`: running and waiting null until the first reading. */
+  view(): {
+    since: string;
+    deadline: string;
+    running: number | null;
+    waiting: number | null;
+  } {
+    return {
+      since: new Date(this.since).toISOString(),
+      deadline: new Date(this.deadline).toISOString(),
+      running: this.#last?.running ?? null,
+      waiting: this.#last?.waiting ?? null,
+    };
+  }
+
+  /** Takes one event: how the drain ended, or undefined while it goes on. */
+  step(event: DrainEvent, now = Date.now()): DrainEnd | undefined {
+    if (event.kind === "drain-over") return this.#end(event.why, now);
+    const reading = event.reading;
+    // A later failed read (an engine busy past 2 s) waits on: the deadline bounds it.
+    if (reading === null) {
+      return this.#last === null ? this.#end("unread", now) : undefined;
+    }
+    // A lower bound: what arrived and left between two reads is not seen.
+    if (this.#last) {
+      this.#finished += Math.max(0, inFlight(this.#last) - inFlight(reading));
+    }
+    this.#last = reading;
+    return inFlight(reading) === 0 ? this.#end("drained", now) : undefined;
+  }
+
+  /** A second signal: the drain ends now (as an event, through the engine run). */
+  skip(): boolean {
+    this.#emit({ kind: "drain-over", why: "skipped" });
+    return true;
+  }
+
+  /** Ends the reads (the engine left `draining` some other way). */
+  close(): void {
+    this.#stop.abort();
+    this.#over.resolve();
+  }
+
+  #end(reason: DrainEnd["reason"], now: number): DrainEnd {
+    this.close();
+    const seconds = Math.round((now - this.since) / 100) / 10;
+    const cut = reason === "drained" || reason === "unread" || !this.#last
+      ? 0
+      : inFlight(this.#last);
+    const tally = `${requests(this.#finished)} finished, ${cut} cut`;
+    const line = reason === "unread"
+      ? "not drained: its metrics could not be read"
+      : reason === "drained"
+      ? `drained in ${seconds} s: ${tally}`
+      : reason === "deadline"
+      ? `drain deadline passed after ${seconds} s: ${tally}`
+      : `drain cut short by a second signal after ${seconds} s: ${tally}`;
+    const end = { reason, seconds, finished: this.#finished, cut, line };
+    this.#ended(end);
+    return end;
+  }
+
+  async #loop(
+    read: (timeoutMs: number) => Promise<TrafficReading | null>,
+    emit: (event: DrainEvent) => void,
+  ): Promise<void> {
+    const signal = this.#stop.signal;
+    while (!signal.aborted) {
+      const left = this.deadline - Date.now();
+      if (left <= 0) return emit({ kind: "drain-over", why: "deadline" });
+      const reading = await read(Math.min(READ_TIMEOUT_MS, left));
+      if (signal.aborted) return;
+      if (reading === null && Date.now() >= this.deadline) continue;
+      emit({ kind: "drain-read", reading });
+      const wait = Math.min(READ_EVERY_MS, this.deadline - Date.now());
+      await sleep(Math.max(wait, 0), signal);
+    }
+  }
+}

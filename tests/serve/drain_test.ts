@@ -1,0 +1,357 @@
+/**
+ * The drain before a planned stop (issue 37), through the real command line
+ * over stand-in engines that stream tokens slowly and serve vLLM's own
+ * `/metrics` (tests/fixtures/fake_engine.ts `--fake-metrics vllm`): a reload's
+ * restart and a stop wait for a stream; a deadline cuts and counts; a second
+ * signal skips the wait; a crash is never drained.
+ */
+import assert from "node:assert/strict";
+import {
+  launch,
+  Launcher,
+  makeRoot,
+  models,
+  pidAlive,
+  readRecord,
+  type Setup,
+  waitFor,
+} from "../support/helpers.ts";
+
+/** 30 tokens, one every `ms`: a stream of 30 × `ms`. */
+function card(name: string, ms: number, extra = ""): string {
+  return `  ${name}: { verb: chat, hub: org/${name}, args: { fake-metrics: vllm, fake-tokens: 30, fake-token-ms: ${ms}, max-model-len: 4096${extra} } }\n`;
+}
+
+async function catalogue(text: string): Promise<
+  { path: string; write(text: string): Promise<void> } & AsyncDisposable
+> {
+  const dir = await Deno.makeTempDir({ prefix: "serve-drain-cat-" });
+  const path = `${dir}/catalogue.yaml`;
+  await Deno.writeTextFile(path, `models:\n${text}`);
+  return {
+    path,
+    write: (next) => Deno.writeTextFile(path, `models:\n${next}`),
+    async [Symbol.asyncDispose]() {
+      await Deno.remove(dir, { recursive: true });
+    },
+  };
+}
+
+interface Stream {
+  /** Tokens received so far. */
+  tokens: number;
+  /** Resolves with the whole body once the stream ends (cut or whole). */
+  done: Promise<{ text: string; endedAt: number }>;
+}
+
+/** A streamed chat completion straight to the engine on `port`. */
+function stream(port: number): Stream {
+  const out: Stream = { tokens: 0, done: undefined as never };
+  out.done = (async () => {
+    let text = "";
+    try {
+      const response = await fetch(
+        `http://127.0.0.1:${port}/v1/chat/completions`,
+        {
+          method: "POST",
+          body: JSON.stringify({
+            messages: [{ role: "user", content: "one two" }],
+            stream: true,
+          }),
+        },
+      );
+      const decoder = new TextDecoder();
+      for await (const chunk of response.body!) {
+        text += decoder.decode(chunk, { stream: true });
+        out.tokens = tokens(text);
+      }
+    } catch {
+      // Cut: the engine died mid-stream.
+    }
+    return { text, endedAt: Date.now() };
+  })();
+  return out;
+}
+
+/** Tokens in a stream's body (each chunk says its token twice: `delta` and `message`). */
+function tokens(text: string): number {
+  return text.match(/"delta":\{"content":" t\d+"/g)?.length ?? 0;
+}
+
+function whole(text: string): boolean {
+  return tokens(text) === 30 && text.includes("data: [DONE]");
+}
+
+async function ready(s: Setup, name: string): Promise<void> {
+  await waitFor(
+    async () => (await models(s.port, true)).active[name]?.state === "ready",
+    `${name} ready`,
+  );
+}
+
+interface Event {
+  model: string | null;
+  event: string;
+  from: string | null;
+  to: string | null;
+  reason: string | null;
+  detail: string | null;
+  drain?: { seconds: number; finished: number; cut: number };
+}
+
+async function journal(root: string): Promise<Event[]> {
+  const text = await Deno.readTextFile(`${root}/logs/events.jsonl`);
+  return text.trim().split("\n").flatMap((line) => {
+    try {
+      return [JSON.parse(line) as Event];
+    } catch {
+      return [];
+    }
+  });
+}
+
+async function hup(s: Setup): Promise<string> {
+  const before = s.launcher.lines.filter((l) => /reload: /.test(l)).length;
+  s.launcher.child.kill("SIGHUP");
+  let line = "";
+  await waitFor(
+    () => {
+      const lines = s.launcher.lines.filter((l) => /reload: /.test(l));
+      line = lines[before] ?? "";
+      return line !== "";
+    },
+    `a reload line in:\n${s.launcher.stderr}`,
+    20_000,
+  );
+  return line;
+}
+
+Deno.test("drain: a stream crossing a reload of its card finishes whole; the new run starts after it", async () => {
+  await using cat = await catalogue(card("streamer", 100));
+  await using s = await launch(["streamer"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "streamer");
+  const old = (await readRecord(s.records, s.port + 1))!;
+  const flow = stream(s.port + 1);
+  await waitFor(() => flow.tokens >= 2, "the stream under way");
+  await cat.write(card("streamer", 100).replace("4096", "8192"));
+  const reloaded = hup(s);
+  let seen: Awaited<ReturnType<typeof models>>["active"][string] | undefined;
+  await waitFor(async () => {
+    seen = (await models(s.port, true)).active.streamer;
+    return seen?.state === "draining";
+  }, "streamer draining");
+  assert.equal(seen?.healthy, false, "a draining engine takes no new work");
+  assert.ok(seen?.drain, "?detail=1 shows the drain");
+  assert.ok(Date.parse(seen.drain.deadline) > Date.parse(seen.drain.since));
+  assert.match(await reloaded, /reload: 1 engine restarted \(streamer\)$/);
+  const { text, endedAt } = await flow.done;
+  assert.ok(whole(text), `the stream finished whole:\n${text.slice(-200)}`);
+  let fresh = old;
+  await waitFor(async () => {
+    fresh = (await readRecord(s.records, s.port + 1)) ?? old;
+    return fresh.pid !== old.pid;
+  }, "the new run");
+  assert.ok(
+    fresh.startedAt >= endedAt - 50,
+    `the new run (${fresh.startedAt}) started after the stream ended (${endedAt})`,
+  );
+  assert.ok(!pidAlive(old.pid));
+  assert.match(
+    s.launcher.stderr,
+    /engine streamer \(pid \d+\) drained in [\d.]+ s: \d+ requests? finished, 0 cut/,
+  );
+  const drain = (await journal(s.root)).find((e) => e.event === "drain");
+  assert.equal(drain?.reason, "drained");
+  assert.equal(drain?.drain?.cut, 0);
+  assert.ok((drain?.drain?.finished ?? 0) >= 1, JSON.stringify(drain));
+});
+
+Deno.test("drain: a stream longer than --drain-timeout is cut at the deadline and counted", async () => {
+  await using cat = await catalogue(card("streamer", 200)); // 6 s
+  await using s = await launch(["streamer"], {
+    catalogue: cat.path,
+    args: ["--drain-timeout", "1"],
+  });
+  await s.launcher.ready();
+  await ready(s, "streamer");
+  const flow = stream(s.port + 1);
+  await waitFor(() => flow.tokens >= 1, "the stream under way");
+  await cat.write(card("streamer", 200).replace("4096", "8192"));
+  const sent = Date.now();
+  await hup(s);
+  const took = Date.now() - sent;
+  const { text } = await flow.done;
+  assert.ok(!whole(text), "the stream was cut");
+  assert.ok(
+    took >= 900 && took < 5_000,
+    `the reload waited the deadline (${took} ms)`,
+  );
+  assert.match(
+    s.launcher.stderr,
+    /engine streamer \(pid \d+\) drain deadline passed after 1(\.\d)? s: \d+ requests? finished, 1 cut/,
+  );
+  const drain = (await journal(s.root)).find((e) => e.event === "drain");
+  assert.equal(drain?.reason, "deadline");
+  assert.equal(drain?.drain?.cut, 1);
+  const file = `${s.root}/metrics/mymodel_serve_${s.port}.prom`;
+  await waitFor(
+    async () =>
+      (await Deno.readTextFile(file)).includes(
+        'mymodel_engine_requests_cut_total{model="streamer"} 1',
+      ),
+    "the cut counted in the metrics file",
+  );
+});
+
+Deno.test("drain: a stop waits for a stream, exits 0 and leaves nothing running (vLLM's own --shutdown-timeout passed through)", async () => {
+  // vLLM's own wait after SIGTERM (PR #36666): the card keeps it; the drain comes first.
+  await using cat = await catalogue(
+    card("streamer", 100, ", shutdown-timeout: 5"),
+  );
+  await using s = await launch(["streamer"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "streamer");
+  const rec = (await readRecord(s.records, s.port + 1))!;
+  assert.equal(rec.argv[rec.argv.indexOf("--shutdown-timeout") + 1], "5");
+  const flow = stream(s.port + 1);
+  await waitFor(() => flow.tokens >= 2, "the stream under way");
+  s.launcher.child.kill("SIGTERM");
+  const status = await s.launcher.exited();
+  const { text } = await flow.done;
+  assert.equal(status.code, 0);
+  assert.ok(whole(text), "the stream finished whole");
+  assert.match(
+    s.launcher.stderr,
+    /stopping: draining 1 engine \(up to 30 s\); a second signal stops at once/,
+  );
+  assert.match(s.launcher.stderr, /engine streamer \(pid \d+\) drained in/);
+  assert.ok(!pidAlive(rec.pid), "the engine is gone");
+  const events = await journal(s.root);
+  assert.ok(events.some((e) => e.from === "ready" && e.to === "draining"));
+  assert.ok(events.some((e) => e.from === "draining" && e.to === "stopping"));
+});
+
+Deno.test("drain: engines drain at once: a stop takes the slowest drain, not the sum", async () => {
+  await using cat = await catalogue(card("one", 100) + card("two", 120));
+  await using s = await launch(["one", "two"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "one");
+  await ready(s, "two");
+  const flows = [stream(s.port + 1), stream(s.port + 2)];
+  await waitFor(() => flows.every((f) => f.tokens >= 1), "both streams");
+  const sent = Date.now();
+  s.launcher.child.kill("SIGTERM");
+  assert.equal((await s.launcher.exited()).code, 0);
+  const took = Date.now() - sent;
+  for (const flow of flows) assert.ok(whole((await flow.done).text));
+  // Alone: about 2.9 s and 3.5 s left; in turn they would take 6 s or more.
+  assert.ok(took < 5_500, `the stop took ${took} ms`);
+  assert.match(
+    s.launcher.stderr,
+    /stopping: draining 2 engines \(up to 30 s\)/,
+  );
+});
+
+Deno.test("drain: a second SIGTERM during a stop's drain stops at once", async () => {
+  await using cat = await catalogue(card("streamer", 300)); // 9 s
+  await using s = await launch(["streamer"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "streamer");
+  const flow = stream(s.port + 1);
+  await waitFor(() => flow.tokens >= 1, "the stream under way");
+  s.launcher.child.kill("SIGTERM");
+  await s.launcher.waitForLine(/stopping: draining 1 engine/);
+  await new Promise((r) => setTimeout(r, 700)); // past the duplicate window
+  const second = Date.now();
+  s.launcher.child.kill("SIGTERM");
+  const status = await s.launcher.exited();
+  assert.equal(status.code, 0);
+  assert.ok(Date.now() - second < 3_000, "did not wait out the stream");
+  assert.ok(!whole((await flow.done).text), "the stream was cut");
+  assert.match(s.launcher.stderr, /second signal: drains cut short, SIGTERM/);
+  const drain = (await journal(s.root)).find((e) => e.event === "drain");
+  assert.equal(drain?.reason, "skipped");
+  assert.equal(drain?.drain?.cut, 1);
+});
+
+Deno.test("drain: a crash mid-stream restarts without waiting; nothing drains", async () => {
+  await using cat = await catalogue(
+    card("streamer", 100, ", fake-crash-after-ms: 2500"),
+  );
+  await using s = await launch(["streamer"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "streamer");
+  const old = (await readRecord(s.records, s.port + 1))!;
+  const flow = stream(s.port + 1);
+  const { text } = await flow.done;
+  assert.ok(!whole(text), "the crash cut the stream");
+  await waitFor(
+    async () => (await readRecord(s.records, s.port + 1))?.pid !== old.pid,
+    "the restart",
+  );
+  const events = await journal(s.root);
+  assert.ok(!events.some((e) => e.event === "drain" || e.to === "draining"));
+  assert.ok(events.some((e) => e.to === "backoff"));
+});
+
+Deno.test("drain: an engine whose metrics cannot be read is not drained, in one line", async () => {
+  await using s = await launch(["alpha"]); // the stand-in serves no /metrics
+  await s.launcher.ready();
+  await ready(s, "alpha");
+  assert.equal((await s.launcher.stop()).code, 0);
+  const lines = s.launcher.lines.filter((l) => /not drained/.test(l));
+  assert.deepEqual(lines.length, 1, s.launcher.stderr);
+  assert.match(
+    lines[0]!,
+    /engine alpha \(pid \d+\) not drained: its metrics could not be read/,
+  );
+});
+
+Deno.test("drain: a command card drains with its metrics:, and says it cannot without", async () => {
+  const command = (name: string, metrics: string) =>
+    `  ${name}: { verb: chat, hub: org/${name}, engine: command, command: [vllm, serve, "{model}", --host, "{host}", --port, "{port}"], args: [--fake-metrics, vllm, --fake-tokens, "30", --fake-token-ms, "50"]${metrics} }\n`;
+  await using cat = await catalogue(
+    command("own", "") +
+      command(
+        "counted",
+        ", metrics: { running: vllm:num_requests_running, waiting: vllm:num_requests_waiting, prompt_tokens: vllm:prompt_tokens_total, generated_tokens: vllm:generation_tokens_total }",
+      ),
+  );
+  await using s = await launch(["own", "counted"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "own");
+  await ready(s, "counted");
+  const flow = stream(s.port + 2);
+  await waitFor(() => flow.tokens >= 1, "the stream under way");
+  assert.equal((await s.launcher.stop()).code, 0);
+  assert.ok(whole((await flow.done).text), "the stream finished whole");
+  assert.match(
+    s.launcher.stderr,
+    /engine own \(pid \d+\) not drained: no traffic reading \(an engine: command card without metrics:\)/,
+  );
+  assert.match(s.launcher.stderr, /engine counted \(pid \d+\) drained in/);
+  assert.match(s.launcher.stderr, /stopping: draining 1 engine \(/);
+});
+
+Deno.test("--drain-timeout -1 or abc is refused in one line, exit 2, nothing started", async () => {
+  const root = await makeRoot();
+  try {
+    for (const value of ["-1", "abc"]) {
+      await using launcher = new Launcher([
+        "alpha",
+        "--directory",
+        root,
+        "--drain-timeout",
+        value,
+      ]);
+      const status = await launcher.exited();
+      assert.equal(status.code, 2, launcher.stderr);
+      const said = launcher.lines.filter((l) => l.trim() !== "");
+      assert.equal(said.length, 1, launcher.stderr);
+      assert.match(said[0]!, /--drain-timeout/);
+    }
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
