@@ -25,8 +25,8 @@ import {
   url,
 } from "../plan.ts";
 
-/** main before issue 36's wiring. */
-export const BEFORE_SERVING = "fafd282";
+/** main before issue 36's wiring (issue 37 merged). */
+export const BEFORE_SERVING = "59beeb8";
 const MOD = new URL("../../mod.ts", import.meta.url).pathname;
 const CONFIG = new URL("../../deno.json", import.meta.url).pathname;
 export const SERVING_SIZES = [8, 32] as const;
