@@ -27,6 +27,8 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "modality",
   "description",
   "restart",
+  "stallTimeout",
+  "canary",
   "drainTimeout",
 ]);
 
