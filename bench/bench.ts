@@ -39,7 +39,8 @@
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
  * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` rows (about
  * 15 s), `--only=pipeline` the one-engine rows (about 90 s),
- * `--only=catalogue` the catalogue rows (about 20 s), all printed only;
+ * `--only=catalogue` the catalogue rows (about 20 s), `--only=serving` the
+ * serving-signal rows (issue 36, about 6 min), all printed only;
  * `--only=reload` the reload rows (about 10 s, written to
  * `bench/results/reload.md`); `--only=drain` streams through a reload and a
  * stop with and without the drain (about 30 s, printed only).
@@ -60,6 +61,7 @@ import { journalPhase } from "./phases/journal.ts";
 import { gpuPhase } from "./phases/gpu.ts";
 import { dryRunPhase } from "./phases/dry_run.ts";
 import { pipelinePhase } from "./phases/pipeline.ts";
+import { servingPhase } from "./phases/serving.ts";
 import { cataloguePhase } from "./phases/catalogue.ts";
 import { reloadPhase } from "./phases/reload.ts";
 import { drainPhase } from "./phases/drain.ts";
@@ -76,6 +78,7 @@ import {
   pipelineReport,
   reloadReport,
   type Report,
+  servingReport,
 } from "./report/report.ts";
 
 const RESULTS = new URL("./results/latest.md", import.meta.url);
@@ -114,6 +117,7 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
   "--only=dryrun": async (bench) => dryRunReport(await dryRunPhase(bench)),
   "--only=pipeline": async (bench) =>
     pipelineReport(await pipelinePhase(bench)),
+  "--only=serving": async (bench) => servingReport(await servingPhase(bench)),
   "--only=catalogue": async (bench) =>
     catalogueReport(await cataloguePhase(bench)),
   "--only=drain": async (bench) => drainReport(await drainPhase(bench)),

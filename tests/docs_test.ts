@@ -204,3 +204,28 @@ Deno.test("the pages checked are the ones published with the package", async () 
     );
   }
 });
+
+Deno.test("the docs list the exit causes and the states from the tables the metrics use", async () => {
+  const { EXIT_CAUSES } = await import(
+    "../src/supervision/engine_detail.ts"
+  );
+  const { ENGINE_STATES } = await import(
+    "../src/supervision/restart_policy.ts"
+  );
+  const supervision = await Deno.readTextFile(
+    join(ROOT, "docs/supervision.md"),
+  );
+  const causes = [...supervision.matchAll(/^\| `([a-z-]+)` +\|/gm)].map((m) =>
+    m[1]
+  ).filter((c) => (EXIT_CAUSES as readonly string[]).includes(c!));
+  assert.deepEqual(causes, [...EXIT_CAUSES], "the exit-cause table, in order");
+  const operations = await Deno.readTextFile(
+    join(ROOT, "docs/operations.md"),
+  );
+  const stateRow = operations.split("\n").find((l) =>
+    l.startsWith("| `state`")
+  )!;
+  for (const state of ENGINE_STATES) {
+    assert.match(stateRow, new RegExp(`\`${state}\``), `state ${state}`);
+  }
+});

@@ -48,6 +48,8 @@ import {
 } from "../rows/catalogue.ts";
 import type { ReloadResults } from "../phases/reload.ts";
 import type { DrainResults } from "../phases/drain.ts";
+import type { ServingResults } from "../phases/serving.ts";
+import { SERVING_METHOD, servingNotes, servingRows } from "../rows/serving.ts";
 import { DRAIN_METHOD, drainRows, drainTargets } from "../rows/drain.ts";
 import { RELOAD_METHOD, reloadRows, reloadTargets } from "../rows/reload.ts";
 import { HOST, MANY, PLAN } from "../plan.ts";
@@ -324,6 +326,15 @@ export function drainReport(results: DrainResults): Report {
     "streams through a reload and a stop (`deno task bench --only=drain`)",
     DRAIN_METHOD,
     { rows: drainRows(results), targets: drainTargets(results) },
+  );
+}
+
+/** The serving rows alone (`deno task bench --only=serving`). */
+export function servingReport(results: ServingResults): Report {
+  return phaseReport(
+    "serving signals (`deno task bench --only=serving`)",
+    SERVING_METHOD,
+    { rows: servingRows(results), targets: [], notes: servingNotes() },
   );
 }
 

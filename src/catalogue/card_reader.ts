@@ -56,6 +56,8 @@ const CARD_FIELDS = [
   "drain_timeout",
   "gpus",
   "metrics",
+  "stall_timeout",
+  "canary",
 ] as const;
 type CardField = typeof CARD_FIELDS[number];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
@@ -315,6 +317,26 @@ function readCard(
   });
   given("metrics", (f) => {
     card.metrics = readMetrics(ctx, f);
+  });
+  given("stall_timeout", (f) => {
+    const value = scalarValue(f.value);
+    if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
+      fail(
+        ctx,
+        f.where,
+        `expected seconds (0 or more; 0 turns stall detection off), got ${
+          describe(f.value)
+        }`,
+      );
+    }
+    card.stallTimeout = value;
+  });
+  given("canary", (f) => {
+    const value = scalarValue(f.value);
+    if (typeof value !== "boolean") {
+      fail(ctx, f.where, `expected true or false, got ${describe(f.value)}`);
+    }
+    card.canary = value;
   });
   return { card: Object.freeze(card), sites: Object.freeze(sites) };
 }

@@ -1,6 +1,7 @@
-// One read of an engine's own `/metrics`, the way every reader of traffic
-// does it (a drain now, the health round's traffic later): the engine's API
-// key, a cleared timer, the body capped at METRICS_MAX_BYTES.
+// What the launcher asks a running engine besides `/health`, the way every
+// reader does it (a drain, the health round's traffic, sleep and canary): the
+// engine's API key (llama-server guards `/metrics` and `/props` with it), a
+// cleared timer, the body read in chunks and capped.
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { TrafficRule } from "./kinds/engine_kind.ts";
 import { METRICS_MAX_BYTES } from "./prometheus_text.ts";
@@ -14,6 +15,76 @@ export function engineOrigin(host: string, port: number): string {
   return `http://${reach}:${port}`;
 }
 
+/** An answer read whole, or why not (`answered 404`, `no answer within 2 s` …). */
+export type EngineAnswer =
+  | { readonly ok: true; readonly status: number; readonly text: string }
+  | { readonly ok: false; readonly status?: number; readonly why: string };
+
+/**
+ * GET (or POST `body` as JSON) `url` with the engine's key; past `maxBytes`
+ * (the body read in chunks, then cancelled) or `timeoutMs` it is a failure.
+ */
+export async function askEngine(
+  url: string,
+  o: {
+    apiKey: string;
+    timeoutMs: number;
+    maxBytes: number;
+    body?: unknown;
+    signal?: AbortSignal;
+  },
+): Promise<EngineAnswer> {
+  // A cleared timer, not AbortSignal.timeout() (see ServerProcess's poll).
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), o.timeoutMs);
+  const stop = () => abort.abort();
+  o.signal?.addEventListener("abort", stop, { once: true });
+  const headers: Record<string, string> = o.apiKey
+    ? { authorization: `Bearer ${o.apiKey}` }
+    : {};
+  if (o.body !== undefined) headers["content-type"] = "application/json";
+  try {
+    const response = await fetch(url, {
+      signal: abort.signal,
+      headers,
+      ...o.body === undefined
+        ? {}
+        : { method: "POST", body: JSON.stringify(o.body) },
+    });
+    const status = response.status;
+    if (!response.ok) {
+      await response.body?.cancel();
+      return { ok: false, status, why: `answered ${status}` };
+    }
+    const decoder = new TextDecoder();
+    let text = "";
+    let size = 0;
+    for await (const chunk of response.body ?? []) {
+      size += chunk.length;
+      if (size > o.maxBytes) {
+        // The loop's exit cancels the body.
+        return {
+          ok: false,
+          status,
+          why: `its answer passed ${o.maxBytes} bytes`,
+        };
+      }
+      text += decoder.decode(chunk, { stream: true });
+    }
+    return { ok: true, status, text: text + decoder.decode() };
+  } catch (error) {
+    return {
+      ok: false,
+      why: abort.signal.aborted
+        ? `no answer within ${o.timeoutMs / 1000} s`
+        : (error as Error).message.split("\n")[0]!,
+    };
+  } finally {
+    clearTimeout(timer);
+    o.signal?.removeEventListener("abort", stop);
+  }
+}
+
 /** The engine's running and waiting requests and token counters; null when unreadable (refused, late, not 200, too large, families missing). */
 export async function readEngineTraffic(
   origin: string,
@@ -21,30 +92,10 @@ export async function readEngineTraffic(
   apiKey: string,
   timeoutMs: number,
 ): Promise<TrafficReading | null> {
-  // A cleared timer, not AbortSignal.timeout() (see ServerProcess's poll).
-  const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), timeoutMs);
-  try {
-    const response = await fetch(`${origin}${rule.path}`, {
-      headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {},
-      signal: abort.signal,
-    });
-    if (!response.ok || !response.body) {
-      await response.body?.cancel();
-      return null;
-    }
-    const decoder = new TextDecoder();
-    let text = "";
-    let size = 0;
-    for await (const chunk of response.body) {
-      size += chunk.length;
-      if (size > METRICS_MAX_BYTES) return null; // the loop's exit cancels the body
-      text += decoder.decode(chunk, { stream: true });
-    }
-    return readTraffic(text + decoder.decode(), rule, Date.now());
-  } catch {
-    return null;
-  } finally {
-    clearTimeout(timer);
-  }
+  const answer = await askEngine(`${origin}${rule.path}`, {
+    apiKey,
+    timeoutMs,
+    maxBytes: METRICS_MAX_BYTES,
+  });
+  return answer.ok ? readTraffic(answer.text, rule, Date.now()) : null;
 }

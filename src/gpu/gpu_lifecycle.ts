@@ -14,6 +14,7 @@ import { GpuStartGate } from "./start_gate.ts";
 /** One supervised run, as the memory round sees it. */
 export interface GpuRun {
   readonly name: string;
+  readonly state: string;
   readonly gpus: readonly string[] | null;
   readonly pgid: number | undefined;
   /** Each device's used MiB just before the run spawned. */
@@ -36,6 +37,9 @@ export class GpuLifecycle {
   readonly #monitor: GpuMonitor;
   readonly #intervalMs: number;
   readonly #runs: () => readonly GpuRun[];
+  /** Each run's last reading while awake, and its reading now. */
+  readonly #awake = new WeakMap<GpuRun, GpuReading>();
+  readonly #now = new WeakMap<GpuRun, GpuReading>();
 
   constructor(options: GpuLifecycleOptions) {
     this.#intervalMs = options.intervalMs;
@@ -51,6 +55,17 @@ export class GpuLifecycle {
           if (run.pgid !== undefined) groups.set(run.pgid, run.name);
         }
         return groups;
+      },
+      // Asleep (llama-server's --sleep-idle-seconds, vLLM's /sleep) an engine
+      // frees most of its memory; the gate keeps it for its wake.
+      asleep: (entry) => {
+        let kept = 0;
+        for (const run of options.runs()) {
+          const awake = this.#awake.get(run)?.mib[entry];
+          if (run.state !== "sleeping" || awake === undefined) continue;
+          kept += Math.max(0, awake - (this.#now.get(run)?.mib[entry] ?? 0));
+        }
+        return kept;
       },
     });
     this.#runs = options.runs;
@@ -75,11 +90,13 @@ export class GpuLifecycle {
       }
     }
     for (const run of placed) {
-      run.observeGpuMemory(
-        snapshot && run.pgid !== undefined
-          ? runMemory(snapshot, run.gpus!, run.pgid, groups, run.gpuStartUsed)
-          : null,
-      );
+      const reading = snapshot && run.pgid !== undefined
+        ? runMemory(snapshot, run.gpus!, run.pgid, groups, run.gpuStartUsed)
+        : null;
+      run.observeGpuMemory(reading);
+      if (!reading) continue;
+      this.#now.set(run, reading);
+      if (run.state === "ready") this.#awake.set(run, reading);
     }
   }
 }

@@ -10,7 +10,8 @@
  *    `nvidia-smi`'s list, or two readings in a row show D's used memory fell
  *    by what it held, within max(256 MiB, 2 %); bounded by the release timeout;
  * 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires reset]`);
- * 4. each device of D has the free memory the engine checks at start.
+ * 4. each device of D has the free memory the engine checks at start, less
+ *    what sleeping engines there take back when they wake.
  *
  * Rules 2 to 4 read facts asked after the last event on D
  * ({@linkcode GpuStartGate.changed}); without facts they are skipped.
@@ -74,6 +75,8 @@ export interface StartGateOptions {
   ) => ReadonlyMap<number, ProcessFacts>;
   /** The launcher's running engines: process group → engine name. */
   readonly ownGroups: () => ReadonlyMap<number, string>;
+  /** MiB the sleeping engines on a device entry take back when they wake (rule 4 counts them used). */
+  readonly asleep?: (entry: string) => number;
 }
 
 /** What a dead run held, for its restart (rule 2). */
@@ -379,13 +382,15 @@ export class GpuStartGate {
         waiter.noted.add(entry);
         continue;
       }
-      const free = device.totalMiB - device.usedMiB;
+      const kept = this.#options.asleep?.(entry) ?? 0;
+      const free = device.totalMiB - device.usedMiB - kept;
       const needed = Math.ceil(need.fraction * device.totalMiB);
       if (free >= needed) continue;
+      const asleep = kept ? ` (${kept} MiB kept for sleeping engines)` : "";
       return {
         reason: "gpu-memory-free",
         devices: [entry],
-        detail: `${free} MiB free, needs ${needed} MiB (${need.from})${
+        detail: `${free} MiB free${asleep}, needs ${needed} MiB (${need.from})${
           this.#holders(snapshot, device.uuid)
         }`,
       };

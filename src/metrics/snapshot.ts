@@ -38,6 +38,7 @@ export function metricsSnapshot(
     },
     engines: supervisors.map((s) => {
       const run = s.process;
+      const traffic = s.serving.detail().traffic;
       return {
         model: s.name,
         verb: s.card.verb,
@@ -55,6 +56,9 @@ export function metricsSnapshot(
         exits: s.exitsByCause(),
         requestsCut: s.requestsCut,
         phase: s.detail().phase,
+        requestsRunning: traffic?.running,
+        requestsWaiting: traffic?.waiting,
+        generatedTokens: s.serving.generatedTokens,
         startWaitSeconds: (s.gpus?.length ?? 0) > 0
           ? s.startWaitSeconds()
           : undefined,

@@ -48,6 +48,10 @@ export interface EngineMetrics {
   startWaitSeconds?: Counts<WaitReason> | undefined;
   exits?: Counts<ExitCause> | undefined;
   phase?: LoadPhase | null | undefined;
+  /** The engine's own gauges and counter, where read. */
+  requestsRunning?: number | undefined;
+  requestsWaiting?: number | undefined;
+  generatedTokens?: number | undefined;
   requestsCut?: number | undefined;
 }
 
@@ -96,6 +100,9 @@ mymodel_engine_state gauge 1 for the engine's current lifecycle state, 0 for the
 mymodel_engine_exits_total counter Engine runs ended since the launcher started, by cause (from the exit and the engine's own output).
 mymodel_engine_load_phase gauge 1 for the load phase of a starting engine (downloading, loading, preparing), when known.
 mymodel_engine_gpu_memory_bytes gauge GPU memory the engine's current run holds on each of its devices (nvidia-smi).
+mymodel_engine_requests_running gauge Requests the engine is computing, from its own metrics at the last health round.
+mymodel_engine_requests_waiting gauge Requests queued in the engine, from its own metrics at the last health round.
+mymodel_engine_generated_tokens_total counter Tokens the engine generated since the launcher started, summed over its runs (its own counter).
 mymodel_engine_start_wait_seconds_total counter Seconds the engine's starts were held by the GPU start gate, by reason.
 mymodel_engine_requests_cut_total counter Requests still in flight when a planned stop's drain ended at its deadline or at a second signal: SIGTERM cut them.
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
@@ -173,6 +180,18 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         labels: [["model", e.model], ["gpu", gpu]],
         value: mib * 1024 * 1024,
       }))
+    ),
+    mymodel_engine_requests_running: perModel(
+      engines,
+      (e) => e.requestsRunning,
+    ),
+    mymodel_engine_requests_waiting: perModel(
+      engines,
+      (e) => e.requestsWaiting,
+    ),
+    mymodel_engine_generated_tokens_total: perModel(
+      engines,
+      (e) => e.generatedTokens,
     ),
     mymodel_engine_start_wait_seconds_total: engines.flatMap((e) =>
       e.startWaitSeconds === undefined ? [] : WAIT_REASONS.map((reason) => ({

@@ -28,6 +28,8 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "description",
   "restart",
   "failedRetry",
+  "stallTimeout",
+  "canary",
   "drainTimeout",
 ]);
 

@@ -268,6 +268,35 @@ export const CLI_FLAGS: readonly CliFlag[] = [
       "a run that has not answered its first 200 and has written no output for this long is stopped and the restart policy applies; 0 turns this off",
   },
   {
+    name: "stall-timeout",
+    group: "Supervision",
+    unit: "seconds",
+    option: "stallTimeoutMs",
+    min: 0,
+    default: D.stallTimeoutMs,
+    help:
+      "a ready engine with requests running whose token counters have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
+  },
+  {
+    name: "canary-interval",
+    group: "Supervision",
+    unit: "seconds",
+    option: "canaryIntervalMs",
+    min: 0,
+    default: D.canaryIntervalMs,
+    help:
+      "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row: stalled; a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
+  },
+  {
+    name: "canary-timeout",
+    group: "Supervision",
+    unit: "seconds",
+    option: "canaryTimeoutMs",
+    min: 0.001,
+    default: D.canaryTimeoutMs,
+    help: "how long a canary request may take before it counts as failed",
+  },
+  {
     name: "grace",
     group: "Supervision",
     unit: "seconds",

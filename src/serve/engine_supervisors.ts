@@ -26,13 +26,14 @@ export interface Supervision {
   readonly journal?: Journal;
 }
 
-/** One engine run for a plan (nothing started); a replacement keeps the log and waits for the replaced run's GPU memory. */
+/** One engine run for a plan (nothing started); a replacement keeps the log, the token count and waits for the replaced run's GPU memory. */
 export function supervise(
   plan: EnginePlan,
   how: Supervision,
   run: {
     log?: EngineLog;
     released?: Released | undefined;
+    generated?: number | undefined;
     requestsCut?: number;
   } = {},
 ): EngineRun {
@@ -61,6 +62,14 @@ export function supervise(
     failedRetryMs: o.failedRetryMs,
     stableAfterMs: o.stableAfterMs,
     livenessFailures: o.livenessFailures,
+    serving: {
+      stallTimeoutMs: o.stallTimeoutMs,
+      canaryIntervalMs: o.canaryIntervalMs,
+      canaryTimeoutMs: o.canaryTimeoutMs,
+      ...(run.generated === undefined
+        ? {}
+        : { generatedBefore: run.generated }),
+    },
   });
 }
 
@@ -80,6 +89,7 @@ export async function replaceEngine(
   const fresh = supervise(plan, how, {
     log: old.log,
     released,
+    generated: old.serving.generatedTokens,
     requestsCut: old.requestsCut,
   });
   fresh.inherit(old);

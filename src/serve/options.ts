@@ -29,6 +29,9 @@ export const SEMIOSERVE_DEFAULTS = {
   logKeep: DEFAULT_LOG_KEEP,
   gpuReleaseTimeoutMs: 30_000,
   startTimeoutMs: 900_000,
+  stallTimeoutMs: 300_000,
+  canaryIntervalMs: 300_000,
+  canaryTimeoutMs: 30_000,
   headerTimeoutMs: 10_000,
   idleTimeoutMs: 120_000,
   maxConnections: 1024,
@@ -81,6 +84,12 @@ export interface SemioserveOptions {
   gpuReleaseTimeoutMs?: number;
   /** A run silent this long before its first 200 is stopped (ms); 0: off. @default {900000} */
   startTimeoutMs?: number;
+  /** A ready engine with requests running and no token counted this long is stopped as stalled (ms); 0: off. @default {300000} */
+  stallTimeoutMs?: number;
+  /** A ready engine idle this long (nothing running, no counter moving) gets a canary request (ms); 0: off. @default {300000} */
+  canaryIntervalMs?: number;
+  /** How long a canary request may take (ms); two failures in a row: stalled. @default {30000} */
+  canaryTimeoutMs?: number;
   /** Milliseconds an API connection gets to send its request head. @default {10000} */
   headerTimeoutMs?: number;
   /** Milliseconds an API connection may stay idle. @default {120000} */

@@ -53,8 +53,8 @@ export interface EngineView {
     readonly at: string;
     /** How long the run lasted, in seconds. */
     readonly ran_seconds: number;
-    /** Whether the launcher ended it (liveness, start timeout), else `"exit"`. */
-    readonly reason: "exit" | "unhealthy" | "start-timeout";
+    /** Whether the launcher ended it (liveness, start timeout, a stall), else `"exit"`. */
+    readonly reason: "exit" | "unhealthy" | "start-timeout" | "stalled";
     /** Why, from the exit and the engine's own output (`bad-arguments`, `gpu-out-of-memory` …). */
     readonly cause: ExitCause;
     /** The engine's line that decided the cause (at most 200 characters), else null. */
@@ -97,6 +97,26 @@ export interface EngineView {
     readonly total: number | null;
     /** What is counted. */
     readonly unit: "bytes" | "shards";
+  } | null;
+  /** While `ready` or `sleeping`: the engine's own counts at the last health round; null while unknown or not counted. */
+  readonly traffic?: {
+    /** Requests being computed. */
+    readonly running: number;
+    /** Requests queued. */
+    readonly waiting: number;
+    /** Generated tokens per second since the round before, or null. */
+    readonly tokens_per_s: number | null;
+    /** ISO time of the reading. */
+    readonly at: string;
+  } | null;
+  /** The last canary request sent to the idle engine, or null. */
+  readonly canary?: {
+    /** ISO time of its answer (or its timeout). */
+    readonly at: string;
+    /** Answered 200. */
+    readonly ok: boolean;
+    /** How long it took. */
+    readonly seconds: number;
   } | null;
   /** While `draining`: since when, the deadline (ISO times), the requests in flight at the last read (null before it); else null. */
   readonly drain: {
@@ -143,15 +163,18 @@ export function phaseFields(
   };
 }
 
-/** How a run ended: the engine's own line decides the cause, else the code or signal. */
+/** How a run ended: a stall the launcher saw (`seen`), else the engine's own line decides the cause, else the code or signal. */
 export function lastExitOf(
   run: ServerProcess,
   status: Deno.CommandStatus,
   reason: EndReason,
+  seen: string | null = null,
 ): LastExit {
   const endedAt = Date.now();
   const ranMs = endedAt - (run.startedAt ?? endedAt);
-  const line = run.watch.cause;
+  const line = reason === "stalled"
+    ? { cause: "stalled" as const, message: seen }
+    : run.watch.cause;
   return {
     code: status.signal ? null : status.code,
     signal: status.signal ?? null,

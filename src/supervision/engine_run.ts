@@ -4,7 +4,7 @@
  * state field and one transition function, {@linkcode EngineRun} `#on`, fed by
  * events; the rules it applies are pure (`restart_policy.ts`, the gate). A
  * new state is a member of `EngineState`; a new event, a member of
- * {@linkcode EngineEvent} and a case of `#on`.
+ * `EngineEvent` (`engine_events.ts`) and a case of `#on`.
  *
  * Folder `supervision/`: what sits above one engine run: the engine run, the
  * restart policy, the health loop, the watchdog and the engine records. It
@@ -29,8 +29,6 @@ import {
   passGate,
   type Released,
   releasedBy,
-  type StartSlot,
-  type WaitingFor,
   type WaitReason,
   waitSeconds,
 } from "../gpu/start_gate.ts";
@@ -43,8 +41,12 @@ import {
   type RunHealth,
   shouldRestart,
   silenceVerdict,
+  stalledVerdict,
   type Verdict,
 } from "./restart_policy.ts";
+import type { ServingOptions } from "./serving_watch.ts";
+import { ServingWatch } from "./serving_watch.ts";
+import type { EngineEvent } from "./engine_events.ts";
 import {
   type EngineDetail,
   type LastExit,
@@ -58,7 +60,7 @@ import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
-import { Drain, type DrainEvent } from "./drain.ts";
+import { Drain } from "./drain.ts";
 
 /** How a model's engine is run (where and what it runs is its plan). */
 export interface EngineRunOptions {
@@ -86,38 +88,13 @@ export interface EngineRunOptions {
   loadPollMs?: number;
   /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
   released?: Released | undefined;
+  /** Stall and canary settings; absent: both off (traffic is still read). */
+  serving?: ServingOptions;
   /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. @default {0} */
   drainTimeoutMs?: number;
   /** Requests cut by the drains of the runs this one replaces. */
   requestsCut?: number;
 }
-
-/**
- * What an engine run is told. Only `#on` acts on events; anything async
- * (the gate, a timer, a poll, an exit) ends in one.
- */
-export type EngineEvent =
-  /** The gate holds the start (each look while held). */
-  | { readonly kind: "held"; readonly waiting: WaitingFor }
-  /** The gate let it start (`undefined`: not gated; `null`: the wait ended without a start). */
-  | { readonly kind: "admitted"; readonly slot: StartSlot | undefined | null }
-  /** A health poll's answer; `counts`: a background poll (liveness). */
-  | {
-    readonly kind: "probe";
-    readonly run: ServerProcess;
-    readonly result: HealthCheck;
-    readonly counts: boolean;
-  }
-  /** The `--start-timeout` timer fired. */
-  | { readonly kind: "silence"; readonly run: ServerProcess }
-  | {
-    readonly kind: "exited";
-    readonly run: ServerProcess;
-    readonly status: Deno.CommandStatus;
-  }
-  | { readonly kind: "backoff-over" | "retry" } // retry: from failed
-  | { readonly kind: "stop"; readonly why: string }
-  | DrainEvent;
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
 export class EngineRun {
@@ -158,6 +135,7 @@ export class EngineRun {
   #cut: number;
   /** Polls that failed on our side: one line per 10 s, then a count. */
   #local = new LogThrottle({ write: log.warn });
+  readonly serving: ServingWatch;
 
   constructor(plan: EnginePlan, options: EngineRunOptions) {
     this.#plan = plan;
@@ -171,6 +149,7 @@ export class EngineRun {
     this.host = plan.host;
     this.port = plan.port;
     this.url = this.#process.url;
+    this.serving = new ServingWatch(this, options, (e) => this.#on(e));
   }
 
   /** The plan in force (a reload may amend it, a restart resolve it again). */
@@ -208,9 +187,9 @@ export class EngineRun {
     return this.#restarts;
   }
 
-  /** True when the current run's last poll answered 200 (that is what `ready` means). */
+  /** True when the current run's last poll answered 200 (that is what `ready` means, asleep or not). */
   get up(): boolean {
-    return this.#state === "ready" && this.#process.running;
+    return this.#process.running && ["ready", "sleeping"].includes(this.#state);
   }
 
   /** Requests cut by drains (a deadline, a second signal), the replaced runs' included. */
@@ -235,6 +214,7 @@ export class EngineRun {
       gpu_memory_mib: this.#gpu.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.memory?.by ?? null,
       ...phaseFields(this.#state === "starting", this.#process),
+      ...this.serving.detail(),
       drain: this.#state === "draining" ? this.#drain!.view() : null,
     };
   }
@@ -283,6 +263,7 @@ export class EngineRun {
     if (!run.running || off.includes(this.#state)) return false;
     const result = await run.check(timeoutMs);
     this.#on({ kind: "probe", run, result, counts });
+    if (counts) await this.serving.round(run, this.#state);
     return result.ok;
   }
 
@@ -408,19 +389,26 @@ export class EngineRun {
         this.#enter("starting");
         return this.#watch(this.#process);
       }
+      case "sleep":
+        if (event.run !== this.#process) return;
+        if (state !== (event.to === "ready" ? "sleeping" : "ready")) return;
+        return this.#enter(event.to, event.reason, event.why);
       case "probe":
-      case "silence": {
+      case "silence":
+      case "stalled": {
         const run = event.run;
         if (run !== this.#process || !run.running) return;
         if (state === "stopping") return;
         const verdict = event.kind === "probe"
           ? this.#poll(event.result, event.counts)
-          : this.#silent(run);
+          : event.kind === "silence"
+          ? this.#silent(run)
+          : stalledVerdict(event.seen);
         switch (verdict?.kind) {
           case "ready":
             // The load is over: the next engine on these GPUs may start.
             if (verdict.first) this.#releaseGpu(true);
-            return this.#enter("ready");
+            return this.#enter(state === "sleeping" ? state : "ready");
           case "unhealthy":
             return this.#enter("unhealthy");
           case "stop":
@@ -446,7 +434,12 @@ export class EngineRun {
         this.#gpu.memory = null;
         this.#watchdog?.remove(run.pid!);
         this.#o.records.remove(this.name);
-        const end = this.#lastExit = lastExitOf(run, status, this.#endReason);
+        const end = this.#lastExit = lastExitOf(
+          run,
+          status,
+          this.#endReason,
+          this.serving.seen,
+        );
         this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
         const exit = exitLine(end);
         if (this.#stopWhy !== undefined) {
@@ -493,6 +486,7 @@ export class EngineRun {
       case "stop":
         this.#stopWhy = event.why;
         this.#interrupt.abort();
+        this.serving.stop();
         if (state === "draining") return; // a second stop() waits for the same drain
         if (this.#process.running) {
           this.#drain = state === "ready"

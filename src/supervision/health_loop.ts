@@ -1,7 +1,8 @@
 /**
  * The background health loop: every interval, one liveness poll of every
- * supervised engine at once, then a callback (the metrics file is rewritten
- * there). Rounds never overlap; stopping ends the wait at once.
+ * supervised engine at once, each followed by its serving look (its metrics
+ * and sleep, `serving_watch.ts`), then a callback (the metrics file is
+ * rewritten there). Rounds never overlap; stopping ends the wait at once.
  *
  * @module
  */

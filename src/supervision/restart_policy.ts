@@ -16,22 +16,26 @@ export interface RunEnd {
 
 /**
  * Why the launcher ended a run itself: `"unhealthy"` when the liveness check
- * stopped it, `"start-timeout"` when it loaded silently too long; `"exit"`
- * when the engine ended on its own.
+ * stopped it, `"start-timeout"` when it loaded silently too long, `"stalled"`
+ * when it served nothing (requests running and no token, or two failed
+ * canaries); `"exit"` when the engine ended on its own.
  */
-export type EndReason = "exit" | "unhealthy" | "start-timeout";
+export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
 
 /**
  * The lifecycle states `GET /models?detail=1` reports. `waiting`: not spawned
  * yet, held by the GPU start gate; `draining`: a planned stop waits for the
  * requests in flight (`drain.ts`); `failed`: ended twice in a row for a cause
  * a restart cannot fix (bad arguments, model not found), tried again after
- * `--failed-retry` or at the next reload.
+ * `--failed-retry` or at the next reload; `sleeping`: ready, its weights off
+ * the GPU until a request wakes it (llama-server's `--sleep-idle-seconds`,
+ * vLLM's `/sleep`).
  */
 export type EngineState =
   | "waiting"
   | "starting"
   | "ready"
+  | "sleeping"
   | "unhealthy"
   | "draining"
   | "stopping"
@@ -43,6 +47,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "waiting",
   "starting",
   "ready",
+  "sleeping",
   "unhealthy",
   "draining",
   "stopping",
@@ -202,5 +207,14 @@ export function silenceVerdict(
     } s (--start-timeout${
       phase ? `, stalled while ${phase}` : ""
     }): stopping it (SIGTERM, then SIGKILL)`,
+  };
+}
+
+/** A ready engine that serves nothing: stopped as a liveness failure is, `seen` kept as its exit's message. */
+export function stalledVerdict(seen: string): Verdict {
+  return {
+    kind: "stop",
+    reason: "stalled",
+    why: `stalled: ${seen}: stopping it (SIGTERM, then SIGKILL)`,
   };
 }

@@ -699,6 +699,29 @@ Deno.test("metrics are refused on another engine's card, with a bad or a missing
   }
 });
 
+Deno.test("a card may set stall_timeout (seconds, 0: off) and canary; bad values are refused in one line", () => {
+  const cards = Registry.parse(GOOD.serving);
+  assert.equal(card(cards, "patient").stallTimeout, 900);
+  assert.equal(card(cards, "patient").canary, false);
+  assert.equal(card(cards, "unwatched").stallTimeout, 0);
+  assert.equal(card(cards, "unwatched").canary, true);
+  assertProblem(catalogueError(BAD.stallTimeoutNegative), {
+    card: "m",
+    field: "stall_timeout",
+    line: 2,
+    says: /expected seconds \(0 or more; 0 turns stall detection off\), got -5/,
+  });
+  assertProblem(catalogueError(BAD.canaryNotBoolean), {
+    card: "m",
+    field: "canary",
+    line: 2,
+    says: /expected true or false, got/,
+  });
+  for (const text of [BAD.stallTimeoutNegative, BAD.canaryNotBoolean]) {
+    assert.equal(catalogueError(text).message.split("\n").length, 1);
+  }
+});
+
 Deno.test("a card name that is not safe as a file name is reported", () => {
   assertProblem(
     catalogueError(BAD.unsafeName),

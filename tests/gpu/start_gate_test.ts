@@ -52,6 +52,8 @@ interface GateOptions {
   facts?: GpuFacts;
   intervalMs?: number;
   releaseTimeoutMs?: number;
+  /** MiB sleeping engines take back per device entry. */
+  asleep?: (entry: string) => number;
 }
 
 /** A gate over `world`'s processes and groups (and its snapshot unless `facts` is given). */
@@ -75,6 +77,7 @@ function gate(world: World, options: GateOptions = {}): GpuStartGate {
         }),
       ),
     ownGroups: () => world.ours,
+    ...options.asleep ? { asleep: options.asleep } : {},
   });
 }
 
@@ -459,4 +462,33 @@ Deno.test("an event on one device leaves another's facts alone; with nothing hap
   assert.equal(m.monitor.queries, 2, "but a start on GPU 0 asks anew");
   release(c);
   release(d);
+});
+
+Deno.test("rule 4 counts what a sleeping engine on the device takes back when it wakes", async () => {
+  const w = world({ snapshot: snapshot([{ pid: 77, mib: 2000 }]) });
+  let kept = 30000;
+  const g = gate(w, { asleep: (entry) => entry === "0" ? kept : 0 });
+  const start = ask(g, {
+    name: "qwen3-8b",
+    devices: ["0"],
+    memory: { fraction: 0.7, from: "gpu-memory-utilization 0.7" },
+  });
+  await tick();
+  assert.equal(start.slot, undefined);
+  assert.match(
+    start.waits.at(-1)!.detail,
+    /^49920 MiB free \(30000 MiB kept for sleeping engines\), needs 57344 MiB/,
+  );
+  const other = ask(g, {
+    name: "bge-m3",
+    devices: ["1"],
+    memory: { fraction: 0.6, from: "gpu-memory-utilization 0.6" },
+  });
+  await other.done;
+  assert.ok(other.slot, "another device's start is not held");
+  release(other);
+  kept = 0; // it was stopped, or woke and its memory shows as used
+  await start.done;
+  assert.ok(start.slot);
+  release(start);
 });

@@ -45,6 +45,9 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_exits_total", "COUNTER"],
   ["mymodel_engine_load_phase", "GAUGE"],
   ["mymodel_engine_gpu_memory_bytes", "GAUGE"],
+  ["mymodel_engine_requests_running", "GAUGE"],
+  ["mymodel_engine_requests_waiting", "GAUGE"],
+  ["mymodel_engine_generated_tokens_total", "COUNTER"],
   ["mymodel_engine_start_wait_seconds_total", "COUNTER"],
   ["mymodel_engine_requests_cut_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
@@ -295,9 +298,11 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
     })],
   })));
   const states = get(families, "mymodel_engine_state").metrics;
-  // failed joined the seven states (issue 29), draining the eight (issue 37)
-  assert.equal(states.length, 9);
+  // failed joined the seven states (issue 29), draining and sleeping the
+  // eight (issues 36, 37)
+  assert.equal(states.length, 10);
   assert.ok(states.some((m) => m.labels?.state === "draining"));
+  assert.ok(states.some((m) => m.labels?.state === "sleeping"));
   assert.deepEqual(
     states.filter((m) => m.value === "1").map((m) => m.labels),
     [{ model: "qwen3-8b", state: "waiting" }],
@@ -344,7 +349,8 @@ Deno.test("renderMetrics counts exits by cause and gives a starting engine's loa
     })],
   })));
   const exits = get(families, "mymodel_engine_exits_total").metrics;
-  assert.equal(exits.length, 7, "every cause, zeros included");
+  // stalled joined the seven causes (issue 36)
+  assert.equal(exits.length, 8, "every cause, zeros included");
   assert.deepEqual(
     exits.filter((m) => m.value !== "0").map((m) => [m.labels?.cause, m.value]),
     [["bad-arguments", "2"], ["exit", "1"]],
@@ -352,6 +358,23 @@ Deno.test("renderMetrics counts exits by cause and gives a starting engine's loa
   assert.deepEqual(get(families, "mymodel_engine_load_phase").metrics, [
     { value: "1", labels: { model: "qwen3-8b", phase: "loading" } },
   ]);
+});
+
+Deno.test("renderMetrics gives each engine's running and waiting requests and generated tokens where read", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [
+      engine({ requestsRunning: 3, requestsWaiting: 1, generatedTokens: 1234 }),
+      engine({ model: "bge-m3", port: 5002 }),
+    ],
+  })));
+  const of = (name: string) =>
+    get(families, name).metrics.map((m) => [m.labels?.model, m.value]);
+  assert.deepEqual(of("mymodel_engine_requests_running"), [["qwen3-8b", "3"]]);
+  assert.deepEqual(of("mymodel_engine_requests_waiting"), [["qwen3-8b", "1"]]);
+  assert.deepEqual(of("mymodel_engine_generated_tokens_total"), [[
+    "qwen3-8b",
+    "1234",
+  ]]);
 });
 
 Deno.test("renderMetrics counts each engine's requests cut by a drain's deadline", () => {

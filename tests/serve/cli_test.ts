@@ -100,6 +100,9 @@ Deno.test("--help groups the flags by purpose and names every flag the parser ta
     "--health-interval",
     "--liveness-failures",
     "--start-timeout",
+    "--stall-timeout",
+    "--canary-interval",
+    "--canary-timeout",
     "--grace",
     "--drain-timeout",
   ]);

@@ -51,6 +51,8 @@ for (
     ["description", { description: "for people" }],
     ["verb", { verb: "complete" }],
     ["modality", { modality: ["text", "image"] }],
+    ["stall_timeout", { stall_timeout: 60 }],
+    ["canary", { canary: false }],
     ["drain timeout", { drain_timeout: 5 }],
   ] as const
 ) {

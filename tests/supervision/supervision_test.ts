@@ -145,7 +145,9 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
     "verb",
   ]);
   const detail = (await models(s.port, true)).active.alpha!;
+  // canary and traffic: issue 36.
   assert.deepEqual(Object.keys(detail).sort(), [
+    "canary",
     "drain",
     "gpu_memory_by",
     "gpu_memory_mib",
@@ -160,6 +162,7 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
     "restarts",
     "since",
     "state",
+    "traffic",
     "url",
     "verb",
     "waiting_for",

@@ -43,6 +43,7 @@ export type ExitCause =
   | "port-in-use"
   | "bad-arguments"
   | "model-not-found"
+  | "stalled"
   | "signal"
   | "exit";
 
@@ -53,6 +54,7 @@ export const EXIT_CAUSES: readonly ExitCause[] = [
   "port-in-use",
   "bad-arguments",
   "model-not-found",
+  "stalled",
   "signal",
   "exit",
 ];
@@ -80,7 +82,7 @@ export interface OutputRules {
   /** Line patterns that name an exit cause, first match wins. */
   readonly causes: readonly {
     readonly match: RegExp;
-    readonly cause: Exclude<ExitCause, "signal" | "exit">;
+    readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
   }[];
 }
 
@@ -103,6 +105,8 @@ export interface TrafficRule {
   readonly enableFlag?: string;
   /** A flag that makes the engine sleep when idle: no canary then (it would keep it awake). */
   readonly sleepFlag?: string;
+  /** Where it says whether it sleeps (JSON `is_sleeping`), only when its environment sets `env` to 1. */
+  readonly asleep?: { readonly path: string; readonly env?: string };
 }
 
 /** Adding a kind is one such object in `engines/kinds.ts` (or one `registerEngineKind` call). */

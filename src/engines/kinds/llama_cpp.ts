@@ -45,6 +45,7 @@ const LLAMA_TRAFFIC: TrafficRule = {
   generatedTokens: "llamacpp:tokens_predicted_total",
   enableFlag: "--metrics",
   sleepFlag: "--sleep-idle-seconds",
+  asleep: { path: "/props" },
 };
 
 export const LLAMA_CPP: EngineKind = {

@@ -78,6 +78,8 @@ export const VLLM: EngineKind = {
     waiting: "vllm:num_requests_waiting",
     promptTokens: "vllm:prompt_tokens_total",
     generatedTokens: "vllm:generation_tokens_total",
+    // vllm/entrypoints/openai/api_server.py: only in its development mode.
+    asleep: { path: "/is_sleeping", env: "VLLM_SERVER_DEV_MODE" },
   },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
   // vllm/model_executor/model_loader/weight_utils.py (the shards' tqdm),

@@ -1,0 +1,277 @@
+/**
+ * Whether a `ready` engine serves: once per health round (the round's
+ * background work: a `GET /models` never waits for it) the engine's own
+ * metrics and, where its kind says, whether it sleeps; from them the pure
+ * rules of `engines/traffic.ts` give its traffic, a stall, or a canary due.
+ * What the engine run must act on comes back as events for its `#on`.
+ *
+ * @module
+ */
+import type { ModelCard } from "../catalogue.ts";
+import { log } from "../common/log.ts";
+import { askEngine, engineOrigin } from "../engines/metrics_read.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
+import { engineEnv } from "../engines/launch.ts";
+import { METRICS_MAX_BYTES } from "../engines/prometheus_text.ts";
+import type { ServerProcess } from "../engines/server_process.ts";
+import {
+  canaryDue,
+  canaryRequest,
+  quietMark,
+  readTraffic,
+  stalled,
+  stallMark,
+  type Traffic,
+  trafficOf,
+  type TrafficReading,
+  trafficRule,
+} from "../engines/traffic.ts";
+import type { EngineDetail } from "./engine_detail.ts";
+import type { Journal } from "./journal.ts";
+import type { EngineState } from "./restart_policy.ts";
+
+/** What the engine run is told: its engine fell asleep or woke, or serves nothing. */
+export type ServingEvent =
+  | {
+    readonly kind: "sleep";
+    readonly run: ServerProcess;
+    readonly to: "sleeping" | "ready";
+    readonly reason: "asleep" | "awake";
+    /** What said so. */
+    readonly why: string;
+  }
+  | { readonly kind: "stalled"; readonly run: ServerProcess; seen: string };
+
+/** What the watch reads of its engine run, each time afresh (a reload amends the card). */
+interface Engine {
+  readonly name: string;
+  readonly card: ModelCard;
+  readonly state: EngineState;
+}
+
+/** The launcher's settings, in ms; a card's `stall_timeout` and `canary: false` win. */
+export interface ServingOptions {
+  /** Requests running and no token counted this long: stalled; 0: off. */
+  readonly stallTimeoutMs: number;
+  /** Nothing running nor counted this long: a canary; 0: off. */
+  readonly canaryIntervalMs: number;
+  readonly canaryTimeoutMs: number;
+  /** Generated tokens counted by the engine runs this one replaced. */
+  readonly generatedBefore?: number;
+}
+
+const READ_TIMEOUT_MS = 2_000;
+const CANARY_MAX_BYTES = 1024 * 1024;
+const CANARY_FAILURES = 2;
+
+/** One engine's traffic, sleep and canary, across its runs. */
+export class ServingWatch {
+  readonly #engine: Engine;
+  readonly #o: ServingOptions;
+  readonly #journal: Journal | undefined;
+  readonly #on: (event: ServingEvent) => void;
+  readonly #stop = new AbortController();
+  #run: ServerProcess | undefined;
+  #last: TrafficReading | null = null;
+  #traffic: Traffic | null = null;
+  #stall: TrafficReading | null = null;
+  #quiet: TrafficReading | null = null;
+  #canary: NonNullable<EngineDetail["canary"]> | null = null;
+  #canaryFailures = 0;
+  #canaryBusy = false;
+  /** The metrics could not be read: warned once, until they read again. */
+  #failing = false;
+  /** Generated tokens of earlier runs and before counter resets; the current counter. */
+  #carried: number;
+  #generated = 0;
+  #counted = false;
+  /** What the last stall verdict saw (the exit's message). */
+  seen: string | null = null;
+
+  /** `serving` absent: stalls and canaries off. */
+  constructor(
+    engine: Engine,
+    options: { serving?: ServingOptions; journal?: Journal | undefined },
+    on: (event: ServingEvent) => void,
+  ) {
+    this.#engine = engine;
+    this.#o = options.serving ??
+      { stallTimeoutMs: 0, canaryIntervalMs: 0, canaryTimeoutMs: 0 };
+    this.#journal = options.journal;
+    this.#on = on;
+    this.#carried = this.#o.generatedBefore ?? 0;
+    this.#counted = this.#o.generatedBefore !== undefined;
+  }
+
+  /** The engine stops for good: what is under way ends. */
+  stop(): void {
+    this.#stop.abort();
+  }
+
+  detail(): Pick<EngineDetail, "traffic" | "canary"> {
+    const serving = ["ready", "sleeping"].includes(this.#engine.state);
+    return { traffic: serving ? this.#traffic : null, canary: this.#canary };
+  }
+
+  /** Generated tokens over every run since the launcher started; undefined before a first reading. */
+  get generatedTokens(): number | undefined {
+    return this.#counted ? this.#carried + this.#generated : undefined;
+  }
+
+  /** One round's look at `run`, in the state its health poll left it. */
+  async round(run: ServerProcess, state: EngineState): Promise<void> {
+    const { card, name } = this.#engine;
+    const signal = this.#stop.signal;
+    if (run !== this.#run) this.#begin(run);
+    if (state !== "ready" && state !== "sleeping") {
+      this.#traffic =
+        this.#last =
+        this.#stall =
+        this.#quiet =
+          null;
+      return;
+    }
+    const kind = ENGINE_KINDS[card.engine];
+    const rule = kind && trafficRule(card, kind);
+    const origin = engineOrigin(run.host, run.port);
+    const ask = (path: string) =>
+      askEngine(origin + path, {
+        apiKey: run.plan.apiKey,
+        timeoutMs: READ_TIMEOUT_MS,
+        maxBytes: METRICS_MAX_BYTES,
+        signal,
+      });
+    const sleep = kind?.traffic?.asleep;
+    const [slept, metrics] = await Promise.all([
+      sleep && (!sleep.env || engineEnv(run.plan)[sleep.env] === "1")
+        ? ask(sleep.path)
+        : undefined,
+      rule ? ask(rule.path) : undefined,
+    ]);
+    if (run !== this.#run || signal.aborted) return;
+    const said = slept?.ok ? isSleeping(slept.text) : undefined;
+    if (said !== undefined) {
+      this.#on({
+        kind: "sleep",
+        run,
+        to: said ? "sleeping" : "ready",
+        reason: said ? "asleep" : "awake",
+        why: `${sleep!.path} says is_sleeping: ${said}`,
+      });
+    }
+    const asleep = said ?? state === "sleeping";
+    if (!rule || !metrics) return;
+    const reading = metrics.ok
+      ? readTraffic(metrics.text, rule, Date.now())
+      : null;
+    if (!reading) {
+      this.#traffic =
+        this.#last =
+        this.#stall =
+        this.#quiet =
+          null;
+      if (this.#failing) return;
+      this.#failing = true;
+      return log.warn(
+        `engine ${name}: cannot read its traffic at ${origin}${rule.path}: ${
+          metrics.ok ? `no ${rule.running} in its answer` : metrics.why
+        } (traffic unknown; said once until it reads again)`,
+      );
+    }
+    if (this.#failing) {
+      log.info(`engine ${name}: its traffic reads again`);
+    }
+    this.#failing = false;
+    if (reading.generated < this.#generated) this.#carried += this.#generated;
+    this.#generated = reading.generated;
+    this.#counted = true;
+    this.#traffic = trafficOf(this.#last, reading);
+    this.#last = reading;
+    if (asleep || state !== "ready") {
+      this.#stall = this.#quiet = reading;
+      return;
+    }
+    this.#stall = stallMark(this.#stall, reading);
+    const stall = stalled(this.#stall, reading, this.#stallMs(card));
+    if (stall !== null) {
+      this.seen = stall;
+      return this.#on({ kind: "stalled", run, seen: stall });
+    }
+    this.#quiet = quietMark(this.#quiet, reading);
+    const canary = kind && canaryRequest(card, kind);
+    const every = card.canary === false ? 0 : this.#o.canaryIntervalMs;
+    if (canary && !this.#canaryBusy && canaryDue(this.#quiet, reading, every)) {
+      void this.#send(run, origin + canary.path, canary.body);
+    }
+  }
+
+  /** A new run: its counters start from 0, its marks afresh. */
+  #begin(run: ServerProcess): void {
+    this.#carried += this.#generated;
+    this.#generated = 0;
+    this.#run = run;
+    this.#traffic =
+      this.#last =
+      this.#stall =
+      this.#quiet =
+        null;
+    this.#canaryFailures = 0;
+    this.seen = null;
+  }
+
+  #stallMs(card: ModelCard): number {
+    return card.stallTimeout === undefined
+      ? this.#o.stallTimeoutMs
+      : card.stallTimeout * 1000;
+  }
+
+  /** The canary: an answer, even a refusal (4xx), is life; no answer or a 5xx, twice in a row, is a stall. */
+  async #send(
+    run: ServerProcess,
+    url: string,
+    body: unknown,
+  ): Promise<void> {
+    const { name } = this.#engine;
+    const signal = this.#stop.signal;
+    this.#canaryBusy = true;
+    const began = performance.now();
+    const answer = await askEngine(url, {
+      apiKey: run.plan.apiKey,
+      timeoutMs: this.#o.canaryTimeoutMs,
+      maxBytes: CANARY_MAX_BYTES,
+      body,
+      signal,
+    });
+    this.#canaryBusy = false;
+    if (run !== this.#run || signal.aborted) return;
+    const seconds = Math.round(performance.now() - began) / 1000;
+    this.#canary = { at: new Date().toISOString(), ok: answer.ok, seconds };
+    if (answer.ok || (answer.status ?? 500) < 500) {
+      this.#canaryFailures = 0;
+      this.#quiet = null; // the next one a whole interval later
+      return;
+    }
+    const n = ++this.#canaryFailures;
+    const why = `canary ${new URL(url).pathname} failed: ${answer.why}`;
+    log.warn(`engine ${name} (pid ${run.pid}) ${why} (${n} in a row)`);
+    this.#journal?.record({
+      model: name,
+      event: "canary",
+      reason: "failed",
+      detail: why,
+    });
+    if (n < CANARY_FAILURES || this.#engine.state !== "ready") return;
+    this.seen = `${n} canary requests in a row failed (${answer.why})`;
+    this.#on({ kind: "stalled", run, seen: this.seen });
+  }
+}
+
+/** `is_sleeping` of llama-server's `/props` or vLLM's `/is_sleeping`; undefined when not said. */
+function isSleeping(text: string): boolean | undefined {
+  try {
+    const value = JSON.parse(text)?.is_sleeping;
+    return typeof value === "boolean" ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
