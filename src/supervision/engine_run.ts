@@ -277,8 +277,7 @@ export class EngineRun {
     await this.#drain?.over;
     await this.#process.stop(graceMs);
     await this.#done?.promise;
-    // Bounded: a disk that hangs never holds a stop.
-    const sink = this.log;
+    const sink = this.log; // bounded: a disk that hangs never holds a stop
     await (options.keepLog ? late(sink.flush(), 2_000) : sink.close(2_000));
   }
 
@@ -451,8 +450,7 @@ export class EngineRun {
           this.#report("warn", why, true);
           return this.#enter("exited", end.cause, why);
         }
-        const served = this.#health.firstOkAt !== undefined;
-        const byCause = this.#causes.next(end.cause, served);
+        const byCause = this.#causes.next(end.cause, !!this.#health.firstOkAt);
         if (byCause === "failed") {
           const retry = retrySeconds(this.card, this.#o.failedRetryMs);
           const why = failedLine(exit, end, retry);
@@ -584,7 +582,6 @@ export class EngineRun {
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
     this.#lastPollMs = result.ms;
-    // Never counted against the engine.
     if (result.local) return localFailure(this.#local, this.name, result.local);
     const [verdict, health] = pollVerdict(
       this.#health,
