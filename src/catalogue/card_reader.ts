@@ -52,6 +52,7 @@ const CARD_FIELDS = [
   "env",
   "description",
   "restart",
+  "failed_retry",
   "drain_timeout",
   "gpus",
   "metrics",
@@ -60,8 +61,9 @@ const CARD_FIELDS = [
 ] as const;
 type CardField = typeof CARD_FIELDS[number];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-// Names become file names, the longest `data/<name>.engine.json.<pid>.tmp`
-// (24 bytes more): 128 leaves room under Linux's 255-byte limit.
+// Names become file names, the longest the temporary
+// `data/.<name>.engine.json.<16 hex>.tmp` (34 bytes
+// more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
 const DEFAULT_ENGINE = "vllm";
 const COMMAND_ENGINE = "command";
@@ -283,6 +285,19 @@ function readCard(
   });
   given("restart", (f) => {
     card.restart = oneOf(ctx, f, RESTART_POLICIES);
+  });
+  given("failed_retry", (f) => {
+    const value = scalarValue(f.value);
+    if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
+      fail(
+        ctx,
+        f.where,
+        `expected seconds ≥ 0 before a failed engine is tried again (0: never), got ${
+          describe(f.value)
+        }`,
+      );
+    }
+    card.failedRetry = value;
   });
   given("gpus", (f) => {
     card.gpus = readGpus(ctx, f);

@@ -68,6 +68,8 @@ export interface ModelCard {
   readonly description?: string;
   /** When the engine is started again; unset: the launcher's `--restart`. */
   readonly restart?: RestartPolicy;
+  /** Seconds before a `failed` engine is tried again (`failed_retry`; 0: never); unset: the launcher's `--failed-retry`. */
+  readonly failedRetry?: number;
   /** n ≥ 1 whole GPUs, a share of one (0 < x < 1), or 0; unset: from the engine's settings. */
   readonly gpus?: number;
   /** Seconds a planned stop waits for its requests in flight (`drain_timeout`); unset: the launcher's `--drain-timeout`. */

@@ -1,6 +1,6 @@
 /**
  * `@std/async`'s `delay` with a signal (JSR is not reachable where this is
- * built).
+ * built), and a bounded wait.
  *
  * @module
  */
@@ -32,5 +32,21 @@ export async function within<T>(
     return await Promise.race([promise, timer]);
   } finally {
     clearTimeout(id);
+  }
+}
+
+/** Waits for `work` at most `ms`; true when it did not finish in time (it goes on, unwatched). */
+export async function late(
+  work: Promise<unknown>,
+  ms: number,
+): Promise<boolean> {
+  const timer = new AbortController();
+  try {
+    return await Promise.race([
+      work.then(() => false),
+      sleep(ms, timer.signal).then(() => true),
+    ]);
+  } finally {
+    timer.abort();
   }
 }

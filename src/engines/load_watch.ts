@@ -6,6 +6,7 @@
  *
  * @module
  */
+import { printable } from "../common/printable.ts";
 import type { ExitCause, LoadPhase, OutputRules } from "./kinds/engine_kind.ts";
 
 /** How far a phase has come: weight shards read, or bytes downloaded. */
@@ -22,7 +23,7 @@ export interface LoadProgress {
 export interface CauseLine {
   /** The cause the line names. */
   readonly cause: Exclude<ExitCause, "signal" | "exit">;
-  /** The line, trimmed, at most 200 characters. */
+  /** The line cleaned (`printable`), trimmed, at most 200 characters around the matched words. */
   readonly message: string;
 }
 
@@ -71,9 +72,17 @@ export class LoadWatch {
     return this.#progressAt;
   }
 
-  /** The first line that named a cause, if any did. */
+  /** The first line that named a cause since the run answered 200 (before it, while it loaded), if any did. */
   get cause(): CauseLine | undefined {
     return this.#cause;
+  }
+
+  /**
+   * The run answered its first 200: what it printed while loading (a missing
+   * optional file's 404, say) says nothing of how it will end.
+   */
+  served(): void {
+    this.#cause = undefined;
   }
 
   /**
@@ -124,16 +133,16 @@ export class LoadWatch {
   }
 
   /** Reads one line, already cut to a bound, without its end. */
-  line(text: string): void {
+  line(raw: string): void {
     const rules = this.#rules;
-    if (!rules || text.length === 0) return;
+    if (!rules || raw.length === 0) return;
+    // Cleaned at capture: whatever the launcher shows of it is harmless.
+    const text = printable(raw).trim();
     if (!this.#cause) {
       for (const rule of rules.causes) {
-        if (rule.match.test(text)) {
-          this.#cause = {
-            cause: rule.cause,
-            message: text.trim().slice(0, MAX_MESSAGE),
-          };
+        const m = rule.match.exec(text);
+        if (m) {
+          this.#cause = { cause: rule.cause, message: around(text, m) };
           break;
         }
       }
@@ -169,4 +178,21 @@ export class LoadWatch {
     this.#progress = progress;
     this.#progressAt = now;
   }
+}
+
+/** At most 200 characters of `text` around the match, a cut end marked `…`. */
+function around(text: string, m: RegExpExecArray): string {
+  if (text.length <= MAX_MESSAGE) return text;
+  const middle = m.index + Math.floor(m[0].length / 2);
+  const start = Math.min(
+    Math.max(middle - MAX_MESSAGE / 2, 0),
+    text.length - MAX_MESSAGE,
+  );
+  const head = start > 0 ? "…" : "";
+  const tail = start + MAX_MESSAGE < text.length ? "…" : "";
+  return head +
+    text.slice(
+      start + head.length,
+      start + MAX_MESSAGE - tail.length,
+    ) + tail;
 }

@@ -1,3 +1,5 @@
+import { late } from "../common/sleep.ts";
+
 /** How an engine log rotates. */
 export interface EngineLogOptions {
   /** Rotate once the current file passes this many bytes; 0 never rotates. @default {104857600} */
@@ -47,6 +49,8 @@ export class EngineLog implements AsyncDisposable {
   #lost = 0;
   #writing: Promise<void> | undefined;
   #closed = false;
+  /** At its size limit and not rotated: nothing more is written until a rotation works. */
+  #stuck = false;
 
   /** The file is opened (and created) on the first write. */
   constructor(path: string, options: EngineLogOptions = {}) {
@@ -121,6 +125,10 @@ export class EngineLog implements AsyncDisposable {
   }
 
   async #writeOut(bytes: Uint8Array): Promise<void> {
+    if (this.#stuck && !await this.#rotated()) {
+      this.#lost += bytes.length;
+      return;
+    }
     try {
       const file = await this.#open();
       const out = this.#lost === 0 ? bytes : concat([
@@ -136,20 +144,48 @@ export class EngineLog implements AsyncDisposable {
         done += await file.write(out.subarray(done));
       }
       this.#size += out.length;
-      if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
-        await this.#rotate();
-      }
     } catch (error) {
       // Disk full, directory gone: drop, count, and try a fresh file next time.
       this.#lost += bytes.length;
       this.#onWriteError?.(error);
       this.#file?.close();
       this.#file = undefined;
+      return;
+    }
+    // Written: a rotation that fails loses none of these bytes.
+    if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
+      await this.#rotated();
+    }
+  }
+
+  /** Rotates; a failure is told once, and the file stops growing (`#stuck`) until one works. */
+  async #rotated(): Promise<boolean> {
+    try {
+      await this.#rotate();
+      this.#stuck = false;
+      return true;
+    } catch (error) {
+      if (!this.#stuck) {
+        this.#onWriteError?.(
+          new Error(
+            `cannot rotate it past ${this.#maxBytes} bytes: ${
+              (error as Error).message
+            }`,
+          ),
+        );
+      }
+      this.#stuck = true;
+      return false;
     }
   }
 
   async #open(): Promise<Deno.FsFile> {
     if (this.#file) return this.#file;
+    // Opening a FIFO blocks until a reader comes: only a regular file is opened.
+    const info = await Deno.stat(this.path).catch(() => undefined);
+    if (info && !info.isFile) {
+      throw new Error(`${this.path} is not a regular file`);
+    }
     const file = await Deno.open(this.path, { append: true, create: true });
     this.#size = (await file.stat()).size;
     return this.#file = file;
@@ -171,9 +207,10 @@ export class EngineLog implements AsyncDisposable {
     this.#size = 0;
   }
 
-  /** Writes what is queued, then closes; later writes are ignored. */
-  async close(): Promise<void> {
-    await this.flush();
+  /** Writes what is queued (waiting at most `waitMs`: a disk that hangs never holds a stop), then closes; later writes are ignored. */
+  async close(waitMs = Infinity): Promise<void> {
+    if (waitMs === Infinity) await this.flush();
+    else await late(this.flush(), waitMs);
     this.#closed = true;
     this.#file?.close();
     this.#file = undefined;

@@ -89,6 +89,7 @@ export class ServerProcess implements AsyncDisposable {
   #stopping: Promise<void> | undefined;
   #poll: Promise<HealthCheck> | undefined;
   #env: Record<string, string> | undefined;
+  #looking: Promise<void> | undefined;
 
   /**
    * Prepares a run of an engine's plan (nothing is spawned).
@@ -114,8 +115,13 @@ export class ServerProcess implements AsyncDisposable {
   /** Tells {@linkcode ServerProcess.watch} the bytes of a hub download under way (only a run given the hub id downloads). */
   lookForDownload(): void {
     const hub = this.card.hub;
-    if (!hub || !this.args.includes(hub) || !this.#env) return;
-    this.watch.downloaded(incompleteBytes(hubCache(this.#env), hub));
+    if (!hub || !this.args.includes(hub) || !this.#env || this.#looking) return;
+    // One look at a time: a slow disk never piles them up.
+    this.#looking = incompleteBytes(hubCache(this.#env), hub)
+      .then((bytes) => this.watch.downloaded(bytes))
+      .finally(() => {
+        this.#looking = undefined;
+      });
   }
 
   /** The log file for the engine's stdout and stderr. */

@@ -34,6 +34,8 @@ export class GpuMonitor {
   #queries = 0;
   #failuresInRow = 0;
   #failures = new FailureRun("query GPUs", "warn");
+  /** Waiting for an answer to a query asked at their mark or later. */
+  #next: { mark: number; resolve: (snapshot: GpuSnapshot) => void }[] = [];
 
   constructor(
     options: Partial<QueryGpusOptions> & {
@@ -62,6 +64,11 @@ export class GpuMonitor {
   /** The facts may have changed from now on (a run exited or spawned). */
   mark(): number {
     return ++this.#marks;
+  }
+
+  /** The first successful answer to a query asked at `mark` or later, whoever asks it; asks nothing. */
+  next(mark: number): Promise<GpuSnapshot> {
+    return new Promise((resolve) => this.#next.push({ mark, resolve }));
   }
 
   /** Undefined while `nvidia-smi` fails; never rejects. */
@@ -102,6 +109,11 @@ export class GpuMonitor {
       this.#failuresInRow = 0;
       const { snapshot } = answer;
       this.#latest = { snapshot, came: this.#now(), backoffMs: 0, mark };
+      this.#next = this.#next.filter((next) => {
+        if (next.mark > mark) return true;
+        next.resolve(snapshot);
+        return false;
+      });
       return snapshot;
     }
     this.#failures.fail(

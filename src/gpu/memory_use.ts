@@ -2,9 +2,10 @@
  * One engine run's GPU memory per device, from an `nvidia-smi` snapshot. By
  * pid where the listed pids match the run's process group (vLLM's workers
  * are children of the engine); else (a container lists the host's pids,
- * which match nothing here) by the device's change across the run's start:
- * rule 1 of the start gate lets one load at a time onto a device, so what the
- * device gained since just before the spawn is the run's. Pure: the process
+ * which match nothing here) by the device's change since just before the
+ * spawn: rule 1 of the start gate lets one load at a time onto a device, so
+ * what the device gained during the load is the run's (once the load is over
+ * the figure stops there: `chargedLoad` in start_gate.ts). Pure: the process
  * groups are handed in.
  *
  * @module

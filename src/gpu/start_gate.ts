@@ -53,6 +53,8 @@ export interface GpuFacts {
   snapshot(maxAgeMs: number, after?: number): Promise<GpuSnapshot | undefined>;
   /** A new mark: answers asked from now on are at or after it. */
   mark(): number;
+  /** The first answer to a query asked at `mark` or later, whoever asks it; it asks nothing itself. */
+  next?(mark: number): Promise<GpuSnapshot | undefined>;
 }
 
 export interface ProcessFacts {
@@ -101,6 +103,12 @@ export interface StartRequest {
 export interface StartSlot {
   /** Each device's used MiB just before the spawn, where read: the start of device attribution. */
   readonly usedMiB: Readonly<Record<string, number>>;
+  /**
+   * Once released: each device's used MiB at the first look asked after the
+   * release, which a neighbour's start on the device waits for too: the end
+   * of device attribution.
+   */
+  readonly loadEnd?: Promise<Readonly<Record<string, number>>> | undefined;
   release(): void;
 }
 
@@ -213,17 +221,26 @@ export class GpuStartGate {
       if (device?.memoryKnown) usedMiB[entry] = device.usedMiB;
     }
     let released = false;
-    return {
+    const slot: { -readonly [K in keyof StartSlot]: StartSlot[K] } = {
       usedMiB,
       release: () => {
         if (released) return;
         released = true;
+        // A neighbour's start here waits for a look asked after this event:
+        // the first such look, before it can spawn, is where this load ended.
+        const mark = Math.max(
+          0,
+          ...devices.map((d) => this.#changed.get(d) ?? 0),
+        );
+        slot.loadEnd = this.#options.facts?.next?.(mark)
+          .then((snapshot) => usedOn(devices, snapshot));
         for (const device of devices) {
           if (this.#loading.get(device) === name) this.#loading.delete(device);
         }
         this.#pump();
       },
     };
+    return slot;
   }
 
   /** Rule 1: a load on one of its devices, or an earlier request for one. */
@@ -456,6 +473,8 @@ export interface GateFacts {
   /** Held while its run loads: released on the first 200, on exit, on stop, on a failed spawn. */
   slot?: StartSlot | undefined;
   startUsed: Readonly<Record<string, number>>;
+  /** Each device's used MiB where run `pgid`'s load ended (it served): device attribution stops there. */
+  loadEnd?: { pgid: number; used: Readonly<Record<string, number>> };
   pgid?: number | undefined;
   memory?: GpuReading | null;
   /** The last reading after the load ended: what a restart waits to see released. */
@@ -506,4 +525,50 @@ export function releasedBy(facts: GateFacts): Released {
   const pids = new Set(settled?.pids ?? []);
   if (pgid !== undefined) pids.add(pgid);
   return { devices, pids: [...pids], byPid: settled?.by === "pid" };
+}
+
+/** The load is over: the slot goes back; a run that `served` is charged by device what its load took. */
+export function endLoad(facts: GateFacts, served: boolean): void {
+  const slot = facts.slot;
+  facts.slot = undefined;
+  slot?.release();
+  const pgid = facts.pgid;
+  void slot?.loadEnd?.then((used) => {
+    if (served && pgid !== undefined) facts.loadEnd = { pgid, used };
+  });
+}
+
+/**
+ * `reading` as the run is charged: by device, once its load has ended, the
+ * device's change across the load (spawn to first 200), not since: a
+ * neighbour that loads later on the device is never its.
+ */
+export function chargedLoad(
+  reading: GpuReading | null,
+  facts: GateFacts,
+): GpuReading | null {
+  const end = facts.loadEnd?.pgid === facts.pgid
+    ? facts.loadEnd?.used
+    : undefined;
+  if (!reading || reading.by !== "device" || !end) return reading;
+  const mib: Record<string, number> = { ...reading.mib };
+  for (const entry of Object.keys(mib)) {
+    const [before, after] = [facts.startUsed[entry], end[entry]];
+    if (before !== undefined && after !== undefined) {
+      mib[entry] = Math.max(0, after - before);
+    }
+  }
+  return { ...reading, mib };
+}
+
+function usedOn(
+  devices: readonly string[],
+  snapshot: GpuSnapshot | undefined,
+): Readonly<Record<string, number>> {
+  const used: Record<string, number> = {};
+  for (const entry of devices) {
+    const device = snapshot && deviceOf(entry, snapshot);
+    if (device?.memoryKnown) used[entry] = device.usedMiB;
+  }
+  return used;
 }

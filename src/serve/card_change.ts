@@ -27,6 +27,7 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "modality",
   "description",
   "restart",
+  "failedRetry",
   "stallTimeout",
   "canary",
   "drainTimeout",

@@ -229,6 +229,16 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     help: "cap of the restart delay, 1 s doubling per restart",
   },
   {
+    name: "failed-retry",
+    group: "Supervision",
+    unit: "seconds",
+    option: "failedRetryMs",
+    min: 0,
+    default: D.failedRetryMs,
+    help:
+      "a failed engine is tried again after this long, its command line resolved anew; a card's failed_retry: field wins; 0 turns this off",
+  },
+  {
     name: "health-interval",
     group: "Supervision",
     unit: "seconds",

@@ -88,6 +88,18 @@ function count(n: number, one: string, many: string): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
+/** A summary names this many cards of a list and counts the rest: one line, not 439 KB. */
+const MAX_NAMED = 10;
+
+function more(n: number): string {
+  return `… and ${(n - MAX_NAMED).toLocaleString("en-US")} more`;
+}
+
+function some(names: readonly string[]): string {
+  const named = names.slice(0, MAX_NAMED).join(", ");
+  return names.length > MAX_NAMED ? `${named} ${more(names.length)}` : named;
+}
+
 /** The summary line of a reload, as logged (`summary` and `ms` are not read). */
 export function reloadSummary(
   result: Omit<ReloadResult, "summary" | "ms">,
@@ -98,24 +110,27 @@ export function reloadSummary(
   if (restarted.length > 0) {
     parts.push(
       `${count(restarted.length, "engine", "engines")} restarted (${
-        restarted.join(", ")
+        some(restarted)
       })`,
     );
   }
   if (changed.length > 0) {
     parts.push(
-      `${changed.length} changed without a restart (${changed.join(", ")})`,
+      `${changed.length} changed without a restart (${some(changed)})`,
     );
   }
-  for (const { name, error } of result.failed) {
+  for (const { name, error } of result.failed.slice(0, MAX_NAMED)) {
     parts.push(`engine ${name} could not start: ${error}`);
+  }
+  if (result.failed.length > MAX_NAMED) {
+    parts.push(`${more(result.failed.length)} could not start`);
   }
   if (catalogue.added.length + catalogue.removed.length > 0) {
     const names = [
       ...catalogue.added.map((name) => `+${name}`),
       ...catalogue.removed.map((name) => `-${name}`),
     ];
-    parts.push(`catalogue updated (${names.join(", ")})`);
+    parts.push(`catalogue updated (${some(names)})`);
   }
   if (result.tlsSerial !== undefined) {
     parts.push(`TLS pair reloaded (serial 0x${result.tlsSerial})`);

@@ -59,6 +59,7 @@ export function supervise(
     startTimeoutMs: o.startTimeoutMs,
     restart: o.restart,
     restartMaxDelayMs: o.restartMaxDelayMs,
+    failedRetryMs: o.failedRetryMs,
     stableAfterMs: o.stableAfterMs,
     livenessFailures: o.livenessFailures,
     serving: {
@@ -91,6 +92,7 @@ export async function replaceEngine(
     generated: old.serving.generatedTokens,
     requestsCut: old.requestsCut,
   });
+  fresh.inherit(old);
   supervisors[index] = fresh;
   how.onChange();
   fresh.start(watchdog);

@@ -70,6 +70,8 @@ export interface GatherOptions {
   };
   /** Ask `nvidia-smi` whatever the cards (a dry run), at once. */
   readonly look?: boolean;
+  /** Ends the catalogue's read (a reload's deadline, the launcher's stop). */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -102,7 +104,9 @@ export async function gather(
     ? monitor.look()
     : undefined;
   try {
-    const catalogue = await Registry.load(config.catalogue);
+    const catalogue = await Registry.load(config.catalogue, {
+      ...(options.signal ? { signal: options.signal } : {}),
+    });
     const cards = requestedCards(
       catalogue,
       config,

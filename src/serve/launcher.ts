@@ -42,7 +42,7 @@ import {
 import { type StartPlan, startPlan } from "./start_plan.ts";
 import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
-import { ReloadQueue } from "./reload_queue.ts";
+import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { plannedDrainMs } from "../supervision/drain.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
@@ -96,6 +96,8 @@ export class Semioserve implements AsyncDisposable {
   #url: URL | undefined;
   #running: Promise<void> | undefined;
   #shutdown = Promise.withResolvers<void>();
+  /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
+  #stopping = new AbortController();
   #onEngineChange: () => void = () => {};
   #onReloaded: (result: ReloadResult) => void = () => {};
   #reloads = new ReloadQueue<ReloadResult>(
@@ -291,7 +293,11 @@ export class Semioserve implements AsyncDisposable {
         ...live.plan,
         engines: live.supervisors.map((s) => s.plan),
       };
-      const { facts, plan } = await this.#plan({ running }, config);
+      using deadline = reloadDeadline(this.#stopping.signal);
+      const { facts, plan } = await this.#plan(
+        { running, signal: deadline.signal },
+        config,
+      );
       const fresh = facts.cards.filter((card) => card.name in facts.engines);
       const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
       for (const warning of warnings) log.warn(warning);
@@ -374,6 +380,7 @@ export class Semioserve implements AsyncDisposable {
       // Stopped during the checks (or the reaping): start nothing.
       if (!this.#config.signal?.aborted) await this.#serve(signals);
     } finally {
+      this.#stopping.abort(STOPPING);
       this.#reloads.close();
       await this.#reloads.settled();
     }
@@ -475,7 +482,8 @@ export class Semioserve implements AsyncDisposable {
       const draining = drainLine(supervisors, o);
       if (draining) log.info(draining);
       journal.record({ model: null, event: "stopping" });
-      // A reload under way finishes first: no engine starts after the others stopped.
+      // A reload under way finishes first (its read ends now): no engine starts after the others stopped.
+      this.#stopping.abort(STOPPING);
       this.#reloads.close();
       await this.#reloads.settled();
       await healthLoop.stop();

@@ -21,6 +21,7 @@ export const SEMIOSERVE_DEFAULTS = {
   pollTimeoutMs: 2_000,
   restart: "on-failure",
   restartMaxDelayMs: 300_000,
+  failedRetryMs: 600_000,
   stableAfterMs: 600_000,
   healthIntervalMs: 10_000,
   livenessFailures: 6,
@@ -61,6 +62,8 @@ export interface SemioserveOptions {
   restart?: RestartPolicy;
   /** Cap of the restart delay (1 s, doubling), in milliseconds. @default {300000} */
   restartMaxDelayMs?: number;
+  /** A `failed` engine is tried again after this long (ms); 0: never. @default {600000} */
+  failedRetryMs?: number;
   /** Up this long after its first 200, a run resets the restart delay (ms). @default {600000} */
   stableAfterMs?: number;
   /** Milliseconds between background health polls. @default {10000} */

@@ -50,3 +50,37 @@ export class ReloadQueue<R> {
     await this.#tail;
   }
 }
+
+/** A reload's catalogue read and parse must end within this. */
+export const RELOAD_READ_MS = 30_000;
+
+/** The reason a stop gives a reload's read. */
+export const STOPPING: Error = new Error(
+  "the launcher is stopping (expected no reload during a stop)",
+);
+
+/**
+ * What ends a reload's read: `stop`, or `ms` gone by (a file on a disk that
+ * hangs, a server that sends a byte a second). Disposing of it clears the timer.
+ */
+export function reloadDeadline(
+  stop: AbortSignal,
+  ms: number = RELOAD_READ_MS,
+): { signal: AbortSignal } & Disposable {
+  const late = new AbortController();
+  const timer = setTimeout(
+    () =>
+      late.abort(
+        new Error(
+          `no complete read within ${
+            ms / 1000
+          } s (expected the catalogue read and parsed in time; the running engines are kept)`,
+        ),
+      ),
+    ms,
+  );
+  return {
+    signal: AbortSignal.any([late.signal, stop]),
+    [Symbol.dispose]: () => clearTimeout(timer),
+  };
+}

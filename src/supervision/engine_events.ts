@@ -32,7 +32,8 @@ export type EngineEvent =
     readonly run: ServerProcess;
     readonly status: Deno.CommandStatus;
   }
-  | { readonly kind: "backoff-over" }
+  /** `retry`: `--failed-retry` (or a card's `failed_retry`) ran out for a `failed` engine. */
+  | { readonly kind: "backoff-over" | "retry" }
   | { readonly kind: "stop"; readonly why: string }
   | ServingEvent
   | DrainEvent;

@@ -15,12 +15,14 @@
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
-import { sleep } from "../common/sleep.ts";
+import { late, sleep } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuReading } from "../gpu/memory_use.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
 import {
+  chargedLoad,
+  endLoad,
   type GateFacts,
   type GpuStartGate,
   noteWait,
@@ -32,7 +34,6 @@ import {
 } from "../gpu/start_gate.ts";
 import {
   CauseStreak,
-  describeEnd,
   type EndReason,
   type EngineState,
   pollVerdict,
@@ -54,6 +55,7 @@ import {
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { EngineRecords } from "./records.ts";
+import { exitLine, failedLine, localFailure, retrySeconds } from "./run_end.ts";
 import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
@@ -66,6 +68,8 @@ export interface EngineRunOptions {
   /** The policy when the card sets none. */
   restart: RestartPolicy;
   restartMaxDelayMs: number;
+  /** A `failed` engine is tried again after this long, unless its card says; 0 or unset: never. */
+  failedRetryMs?: number;
   /** A run that stays up this long after its first 200 resets the delay to 1 s. */
   stableAfterMs: number;
   /** Failed background polls in a row, after a first 200, that stop a run; 0: never. */
@@ -107,6 +111,7 @@ export class EngineRun {
   #state: EngineState = "starting";
   #since = new Date();
   #restarts = 0;
+  #spawned = false; // a run of this object spawned: later starts are restarts
   #step = 0;
   #lastExit: LastExit | null = null;
   #causes = new CauseStreak();
@@ -223,7 +228,7 @@ export class EngineRun {
   }
 
   observeGpuMemory(reading: GpuReading | null): void {
-    this.#gpu.memory = reading;
+    this.#gpu.memory = reading = chargedLoad(reading, this.#gpu);
     if (reading && !this.#gpu.slot) this.#gpu.settled = reading;
   }
 
@@ -272,8 +277,8 @@ export class EngineRun {
     await this.#drain?.over;
     await this.#process.stop(graceMs);
     await this.#done?.promise;
-    if (options.keepLog) await this.log.flush();
-    else await this.log.close();
+    const sink = this.log; // bounded: a disk that hangs never holds a stop
+    await (options.keepLog ? late(sink.flush(), 2_000) : sink.close(2_000));
   }
 
   /**
@@ -292,6 +297,12 @@ export class EngineRun {
     this.#o.onChange();
   }
 
+  /** A reload's replacement of `old`: restarts, the last exit and the exit counts run for the launcher's life. */
+  inherit(old: EngineRun): void {
+    [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
+    this.#exits = { ...old.#exits };
+  }
+
   kill(): void {
     this.#process.kill();
   }
@@ -307,7 +318,8 @@ export class EngineRun {
     if (state === "exited" || state === "failed") {
       // The wait or timer the stop ended: the devices go back.
       if (event.kind === "admitted") event.slot?.release();
-      return;
+      if (event.kind === "stop") this.#interrupt.abort(); // a retry's timer
+      if (event.kind !== "retry" || state !== "failed") return;
     }
     switch (event.kind) {
       case "held": {
@@ -345,7 +357,7 @@ export class EngineRun {
           this.#gpu.slot = slot;
           this.#gpu.startUsed = slot.usedMiB;
         }
-        const restart = this.#lastExit !== null;
+        const restart = this.#spawned;
         let what: string;
         try {
           if (restart) {
@@ -370,6 +382,7 @@ export class EngineRun {
         }
         // A restart counts once it runs, not when it fails to spawn.
         if (restart) this.#restarts++;
+        this.#spawned = true;
         this.#health = { firstOkAt: undefined, failures: 0 };
         this.#endReason = "exit";
         this.#enter("starting");
@@ -393,7 +406,7 @@ export class EngineRun {
         switch (verdict?.kind) {
           case "ready":
             // The load is over: the next engine on these GPUs may start.
-            if (verdict.first) this.#releaseGpu();
+            if (verdict.first) this.#releaseGpu(true);
             return this.#enter(state === "sleeping" ? state : "ready");
           case "unhealthy":
             return this.#enter("unhealthy");
@@ -427,11 +440,7 @@ export class EngineRun {
           this.serving.seen,
         );
         this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
-        // A cause the code or signal does not already say, with its line.
-        const said = end.message ? ` (${end.cause}: ${end.message})` : "";
-        const exit = `exit: ${describeEnd(end)} after ${
-          end.ran_seconds.toFixed(1)
-        } s${said}`;
+        const exit = exitLine(end);
         if (this.#stopWhy !== undefined) {
           this.#report("info", `${exit}${this.#stopWhy}`);
           return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
@@ -441,11 +450,12 @@ export class EngineRun {
           this.#report("warn", why, true);
           return this.#enter("exited", end.cause, why);
         }
-        const byCause = this.#causes.next(end.cause);
+        const byCause = this.#causes.next(end.cause, !!this.#health.firstOkAt);
         if (byCause === "failed") {
-          const why =
-            `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)`;
+          const retry = retrySeconds(this.card, this.#o.failedRetryMs);
+          const why = failedLine(exit, end, retry);
           this.#report("warn", why, true);
+          if (retry > 0) this.#later(retry * 1000, { kind: "retry" });
           return this.#enter("failed", end.cause, why);
         }
         // A run healthy for long enough earns a fresh, short delay.
@@ -458,7 +468,10 @@ export class EngineRun {
         this.#released = this.gpuReleased();
         return this.#enter("backoff", end.cause, this.#backoff(exit));
       }
+      case "retry": // --failed-retry ran out: as a restart, its command line resolved anew
       case "backoff-over":
+        if (event.kind === "retry") this.#done = Promise.withResolvers();
+        if (event.kind === "retry") this.#enter("backoff", "retry");
         this.#nextRestart = null;
         return void this.#admit();
       case "drain-read":
@@ -556,26 +569,20 @@ export class EngineRun {
       `${what}; restart ${this.#restarts + 1} in ${delay / 1000} s`,
       true,
     );
-    this.#nextRestart = new Date(Date.now() + delay);
-    const signal = this.#interrupt.signal;
-    void sleep(delay, signal).then(() => {
-      if (!signal.aborted) this.#on({ kind: "backoff-over" });
-    });
+    this.#later(delay, { kind: "backoff-over" });
     return what;
+  }
+
+  /** The next start, `event` in `ms` (a stop cancels it); `next_restart` says when. */
+  #later(ms: number, event: EngineEvent): void {
+    this.#nextRestart = new Date(Date.now() + ms);
+    const signal = this.#interrupt.signal;
+    void sleep(ms, signal).then(() => signal.aborted || this.#on(event));
   }
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
     this.#lastPollMs = result.ms;
-    const local = result.local;
-    if (local) {
-      // Never counted against the engine: the key doubles as the summary's subject.
-      this.#local.hit(
-        `health polls of engine ${this.name} that failed on the launcher's side`,
-        () =>
-          `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${local}`,
-      );
-      return undefined;
-    }
+    if (result.local) return localFailure(this.#local, this.name, result.local);
     const [verdict, health] = pollVerdict(
       this.#health,
       result.ok,
@@ -620,12 +627,13 @@ export class EngineRun {
     ) this.#on({ kind: "probe", run, result, counts: false });
   }
 
-  /** The load is over (first 200, exit, stop, a failed spawn): the next engine may start. */
-  #releaseGpu(): void {
+  /** The load is over (first 200: `served`; exit, stop, a failed spawn): the next engine may start. */
+  #releaseGpu(served = false): void {
     const devices = this.#gated();
     if (devices) this.#o.gate!.changed(devices);
-    this.#gpu.slot?.release();
-    this.#gpu.slot = undefined;
+    endLoad(this.#gpu, served);
+    // What it printed while loading decides no exit cause.
+    if (served) this.#process.watch.served();
   }
 
   #gated(): readonly string[] | undefined {
@@ -635,9 +643,8 @@ export class EngineRun {
 
   /** One line in the launcher's log and the engine's; `where` names the engine's log. */
   #report(level: "info" | "warn", text: string, where = false): void {
-    const pid = this.#process.pid;
     const path = where ? `; log ${this.log.path}` : "";
-    log[level](`engine ${this.name} (pid ${pid}) ${text}${path}`);
+    log[level](`engine ${this.name} (pid ${this.#process.pid}) ${text}${path}`);
     this.log.line(`--- ${new Date().toISOString()} ${text}`);
   }
 }

@@ -3,11 +3,14 @@
  * object per line in `<directory>/logs/events.jsonl`, for what happened while
  * nobody watched. It is an {@linkcode EngineLog} underneath: queued, written
  * in the background, rotated like an engine log; supervision never waits
- * for it, and a journal that cannot be written costs one warning.
+ * for it, and a journal that cannot be written costs one warning. A path that
+ * is not a regular file (a FIFO would block the first write for good) turns
+ * the journal off; a stop waits for its last writes a bounded time.
  *
  * @module
  */
 import { log } from "../common/log.ts";
+import { late } from "../common/sleep.ts";
 import { EngineLog, type EngineLogOptions } from "../engines/log_sink.ts";
 
 /** One line of the journal. */
@@ -36,10 +39,20 @@ export function journalPath(directory: string): string {
 }
 
 export class Journal implements AsyncDisposable {
-  readonly #file: EngineLog;
+  readonly path: string;
+  /** Undefined: the journal is off (its path is not a regular file). */
+  readonly #file: EngineLog | undefined;
   #warned = false;
 
   constructor(path: string, options: EngineLogOptions = {}) {
+    this.path = path;
+    const kind = notRegular(path);
+    if (kind) {
+      log.warn(
+        `Cannot use the journal ${path}: it is ${kind} (expected a regular file, or none yet): the journal is off`,
+      );
+      return;
+    }
     this.#file = new EngineLog(path, {
       ...options,
       onWriteError: (error) => {
@@ -52,10 +65,6 @@ export class Journal implements AsyncDisposable {
         );
       },
     });
-  }
-
-  get path(): string {
-    return this.#file.path;
   }
 
   /** Appends one event (`at` now, missing fields null); never waits. */
@@ -72,18 +81,48 @@ export class Journal implements AsyncDisposable {
       detail: event.detail ?? null,
       ...event.drain ? { drain: event.drain } : {},
     };
-    this.#file.line(JSON.stringify(line));
+    this.#file?.line(JSON.stringify(line));
   }
 
-  flush(): Promise<void> {
-    return this.#file.flush();
+  /** Waits for what is queued, at most `ms` (a hung disk never holds a stop). */
+  flush(ms = CLOSE_MS): Promise<void> {
+    return this.#bounded(this.#file?.flush(), ms);
   }
 
-  close(): Promise<void> {
-    return this.#file.close();
+  /** Writes what is queued and closes, waiting at most `ms`; the rest is dropped with a warning. */
+  close(ms = CLOSE_MS): Promise<void> {
+    return this.#bounded(this.#file?.close(), ms);
+  }
+
+  async #bounded(work: Promise<void> | undefined, ms: number): Promise<void> {
+    if (work && await late(work, ms)) {
+      log.warn(
+        `The journal ${this.path} was not written within ${
+          ms / 1000
+        } s (a disk that hangs?): its last events may be lost`,
+      );
+    }
   }
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/** A stop waits this long for the journal's last writes. */
+const CLOSE_MS = 2_000;
+
+/** What the path is when it exists and is not a regular file (a link is followed). */
+function notRegular(path: string): string | undefined {
+  let info: Deno.FileInfo;
+  try {
+    info = Deno.statSync(path);
+  } catch {
+    return undefined; // none yet: the first write creates it
+  }
+  if (info.isFile) return undefined;
+  if (info.isDirectory) return "a directory";
+  if (info.isFifo) return "a FIFO";
+  if (info.isCharDevice) return "a character device";
+  return "not a regular file";
 }

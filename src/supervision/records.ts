@@ -12,6 +12,7 @@
  *
  * @module
  */
+import { writeFileAtomicSync } from "../common/atomic_write.ts";
 import { ConfigError } from "../common/config_error.ts";
 import { log } from "../common/log.ts";
 import { sleep } from "../common/sleep.ts";
@@ -88,14 +89,10 @@ export class EngineRecords {
 
   #writeOne(record: EngineRecord): void {
     const path = this.#path(record.model);
-    const temp = `${path}.${Deno.pid}.tmp`;
     try {
-      Deno.writeTextFileSync(temp, JSON.stringify(record) + "\n");
-      Deno.renameSync(temp, path);
+      // Never through a link planted at a predictable temporary name.
+      writeFileAtomicSync(path, JSON.stringify(record) + "\n");
     } catch (error) {
-      try {
-        Deno.removeSync(temp);
-      } catch { /* never written */ }
       log.warn(
         `cannot write the record of engine ${record.model} in ${this.#dir}: ${
           (error as Error).message

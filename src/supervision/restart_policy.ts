@@ -26,9 +26,10 @@ export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
  * The lifecycle states `GET /models?detail=1` reports. `waiting`: not spawned
  * yet, held by the GPU start gate; `draining`: a planned stop waits for the
  * requests in flight (`drain.ts`); `failed`: ended twice in a row for a cause
- * a restart cannot fix (bad arguments, model not found), not restarted until
- * the next reload; `sleeping`: ready, its weights off the GPU until a request
- * wakes it (llama-server's `--sleep-idle-seconds`, vLLM's `/sleep`).
+ * a restart cannot fix (bad arguments, model not found), tried again after
+ * `--failed-retry` or at the next reload; `sleeping`: ready, its weights off
+ * the GPU until a request wakes it (llama-server's `--sleep-idle-seconds`,
+ * vLLM's `/sleep`).
  */
 export type EngineState =
   | "waiting"
@@ -67,16 +68,17 @@ export type CauseVerdict = "failed" | "same-delay" | "grow";
 
 /**
  * Recovery by cause: a cause a restart cannot fix ends in `failed` at its
- * second exit in a row; a `gpu-memory-profiling` exit (a neighbour moved its
- * memory while vLLM measured: the next try may well pass) keeps its delay a
- * few times.
+ * second exit in a row of runs that never answered 200 (a run that served
+ * proved the card and its files: it resets the streak); a
+ * `gpu-memory-profiling` exit (a neighbour moved its memory while vLLM
+ * measured: the next try may well pass) keeps its delay a few times.
  */
 export class CauseStreak {
   #hopeless = 0;
   #profiling = 0;
 
-  next(cause: string): CauseVerdict {
-    this.#hopeless = HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
+  next(cause: string, served = false): CauseVerdict {
+    this.#hopeless = !served && HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
     if (this.#hopeless >= 2) return "failed";
     this.#profiling = cause === "gpu-memory-profiling"
       ? this.#profiling + 1

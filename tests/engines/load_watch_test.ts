@@ -65,7 +65,7 @@ Deno.test("a download is seen by its growth only: a blob left behind by a killed
   );
 });
 
-Deno.test("the hub cache is HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub; blobs summed", () => {
+Deno.test("the hub cache is HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggingface/hub; blobs summed", async () => {
   assert.equal(
     hubCache({ HF_HUB_CACHE: "/c", HF_HOME: "/h", HOME: "/u" }),
     "/c",
@@ -76,11 +76,11 @@ Deno.test("the hub cache is HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggin
   try {
     const blobs = `${dir}/models--org--m/blobs`;
     Deno.mkdirSync(blobs, { recursive: true });
-    assert.equal(incompleteBytes(dir, "org/m"), null);
+    assert.equal(await incompleteBytes(dir, "org/m"), null);
     Deno.writeFileSync(`${blobs}/a.incomplete`, new Uint8Array(10));
     Deno.writeFileSync(`${blobs}/b.incomplete`, new Uint8Array(5));
     Deno.writeFileSync(`${blobs}/c`, new Uint8Array(100));
-    assert.equal(incompleteBytes(dir, "org/m"), 15);
+    assert.equal(await incompleteBytes(dir, "org/m"), 15);
   } finally {
     Deno.removeSync(dir, { recursive: true });
   }

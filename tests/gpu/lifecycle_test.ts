@@ -503,3 +503,46 @@ async function waitForRecord(
   );
   return found!;
 }
+
+Deno.test("in a container, a run is charged its load only: a neighbour that loaded after it is never its, and its restart waits only for its own memory", async () => {
+  await using gpus = await fakeGpuMachine({
+    devices: fakeDevices(1),
+    releaseMs: 2000,
+    hostPids: true,
+  });
+  await using s = await launchOn(gpus, ["charged", "neighbour"], [
+    "--gpus",
+    "0",
+  ]);
+  await s.launcher.ready();
+  const first = await waitForRecord(s, 1);
+  const neighbour = await waitForRecord(s, 2);
+  assert.ok(neighbour.startedAt > first.startedAt, "the neighbour loads after");
+  // Both serving: the figure is the run's load, not the device's change since.
+  let figure: number | null = null;
+  await waitFor(
+    async () => {
+      const body = await models(s.port, true);
+      const charged = body.active.charged!;
+      const other = body.active.neighbour!;
+      figure = charged.gpu_memory_mib?.["0"] ?? null;
+      return charged.state === "ready" && other.state === "ready" &&
+        other.gpu_memory_mib?.["0"] === 30_000 && figure !== null;
+    },
+    "both ready, both measured",
+    20_000,
+  );
+  const next = await waitForRecord(s, 1, first.pid, 40_000);
+  const wait = next.startedAt - first.startedAt - 6_000;
+  console.log(
+    `restart of a crashed run beside a later neighbour: ${wait} ms after its crash; its figure ${figure} MiB`,
+  );
+  assert.equal(figure, 10_000);
+  assert.ok(wait < 2_000 + 3_000, `restarted ${wait} ms after its crash`);
+  assert.ok(
+    !s.launcher.lines.some((l) => /starting anyway/.test(l)),
+    s.launcher.lines.join("\n"),
+  );
+  assert.equal((await readRecord(s.records, s.port + 2))?.pid, neighbour.pid);
+  assert.ok(pidAlive(neighbour.pid), "the neighbour keeps its pid");
+});

@@ -2,6 +2,7 @@
 import assert from "node:assert/strict";
 import { gpuMemoryNeed } from "../../src/gpu/need.ts";
 import { runMemory } from "../../src/gpu/memory_use.ts";
+import { chargedLoad, releasedBy } from "../../src/gpu/start_gate.ts";
 import { Registry } from "../../src/catalogue.ts";
 
 function card(engine: string, args: string) {
@@ -75,4 +76,35 @@ Deno.test("a run's memory is its process group's listed memory, per device, or w
     runMemory(snapshot, ["0", "MIG-x"], 30, groups, { "0": 250 }),
     { mib: { "0": 650 }, by: "device", pids: [], usedMiB: { "0": 900 } },
   );
+});
+
+Deno.test("by device, a run that served is charged its load's change, not a later neighbour's", () => {
+  const reading = {
+    mib: { "0": 40_000 },
+    by: "device" as const,
+    pids: [],
+    usedMiB: { "0": 40_000 },
+  };
+  const facts = { since: 0, ms: {}, startUsed: { "0": 0 } };
+  assert.equal(chargedLoad(reading, facts), reading, "loading: live change");
+  const charged = chargedLoad(reading, {
+    ...facts,
+    pgid: 7,
+    loadEnd: { pgid: 7, used: { "0": 10_000 } },
+  });
+  assert.deepEqual(charged?.mib, { "0": 10_000 });
+  assert.deepEqual(charged?.usedMiB, { "0": 40_000 });
+  // What its restart waits for: the device back to 30,000 MiB, the neighbour's.
+  assert.deepEqual(
+    releasedBy({ ...facts, settled: charged }).devices,
+    { "0": 30_000 },
+  );
+  const byPid = { ...reading, by: "pid" as const };
+  assert.equal(
+    chargedLoad(byPid, { ...facts, pgid: 7, loadEnd: { pgid: 7, used: {} } }),
+    byPid,
+  );
+  // A later run of the engine is not charged what the last one took.
+  const next = { ...facts, pgid: 8, loadEnd: { pgid: 7, used: { "0": 1 } } };
+  assert.equal(chargedLoad(reading, next), reading);
 });

@@ -96,6 +96,7 @@ Deno.test("--help groups the flags by purpose and names every flag the parser ta
   assert.deepEqual(flagsIn("Supervision:"), [
     "--restart",
     "--restart-max-delay",
+    "--failed-retry",
     "--health-interval",
     "--liveness-failures",
     "--start-timeout",

@@ -54,3 +54,29 @@ Deno.test("nothing changed, and a refusal, are one line each", () => {
     "reload refused: Cannot reload: the launcher is not running",
   );
 });
+
+Deno.test("a reload of 50,000 cards names 10 of each list and counts the rest: one short line", () => {
+  const names = Array.from({ length: 50_000 }, (_, i) => `card-${i}`);
+  const summary = reloadSummary({
+    ...NONE,
+    restarted: names.slice(0, 12),
+    changed: names.slice(0, 10),
+    failed: names.slice(0, 11).map((name) => ({ name, error: "gone" })),
+    catalogue: { added: names, removed: [] },
+  });
+  assert.ok(summary.length < 1_500, `${summary.length} characters`);
+  assert.ok(!summary.includes("\n"));
+  assert.match(
+    summary,
+    /^reload: 12 engines restarted \(card-0, .*, card-9 … and 2 more\), 10 changed without a restart \(card-0, .*, card-9\), engine card-0 could not start: gone, /,
+  );
+  assert.match(
+    summary,
+    /engine card-9 could not start: gone, … and 1 more could not start, /,
+  );
+  assert.match(
+    summary,
+    /catalogue updated \(\+card-0, .*, \+card-9 … and 49,990 more\)$/,
+  );
+  assert.ok(!summary.includes("card-10"));
+});

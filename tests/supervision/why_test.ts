@@ -93,7 +93,11 @@ Deno.test("each cause and its line: out of memory, memory profiling, port in use
     "sglang-args",
     "plain-crash",
   ];
-  await using s = await launch(names, { catalogue: WHY });
+  // No retry of failed (issue 35's --failed-retry): failed has no next restart.
+  await using s = await launch(names, {
+    catalogue: WHY,
+    args: ["--failed-retry", "0"],
+  });
   await s.launcher.ready();
   let active: Record<string, Entry> = {};
   await waitFor(
