@@ -39,11 +39,12 @@
  * `--only=log` the log rows (a few seconds) and `--only=gpu` the GPU
  * lifecycle rows (about 90 s), `--only=dryrun` the `--dry-run` rows (about
  * 15 s), `--only=pipeline` the one-engine rows (about 90 s),
- * `--only=catalogue` the catalogue rows (about 20 s), `--only=serving` the
- * serving-signal rows (issue 36, about 6 min), all printed only;
- * `--only=reload` the reload rows (about 10 s, written to
- * `bench/results/reload.md`); `--only=drain` streams through a reload and a
- * stop with and without the drain (about 30 s, printed only).
+ * `--only=catalogue` the catalogue rows (about 20 s), all printed only;
+ * `--only=serving` the serving-signal rows (issue 36, about 6 min, written to
+ * `bench/results/serving.md`); `--only=reload` the reload rows (about 10 s,
+ * written to `bench/results/reload.md`); `--only=drain` streams through a
+ * reload and a stop with and without the drain (about 30 s, written to
+ * `bench/results/drain.md`).
  *
  * @module
  */
@@ -84,6 +85,8 @@ import {
 const RESULTS = new URL("./results/latest.md", import.meta.url);
 const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);
 const RELOAD_RESULTS = new URL("./results/reload.md", import.meta.url);
+const SERVING_RESULTS = new URL("./results/serving.md", import.meta.url);
+const DRAIN_RESULTS = new URL("./results/drain.md", import.meta.url);
 
 /** A PATH directory whose `vllm` sleeps: an engine that costs no CPU and never answers. */
 async function sleepBin(): Promise<string> {
@@ -117,10 +120,18 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
   "--only=dryrun": async (bench) => dryRunReport(await dryRunPhase(bench)),
   "--only=pipeline": async (bench) =>
     pipelineReport(await pipelinePhase(bench)),
-  "--only=serving": async (bench) => servingReport(await servingPhase(bench)),
+  "--only=serving": async (bench) => {
+    const report = servingReport(await servingPhase(bench));
+    await write(SERVING_RESULTS, report);
+    return report;
+  },
   "--only=catalogue": async (bench) =>
     catalogueReport(await cataloguePhase(bench)),
-  "--only=drain": async (bench) => drainReport(await drainPhase(bench)),
+  "--only=drain": async (bench) => {
+    const report = drainReport(await drainPhase(bench));
+    await write(DRAIN_RESULTS, report);
+    return report;
+  },
   "--only=reload": async (bench) => {
     const report = reloadReport(await reloadPhase(bench));
     await write(RELOAD_RESULTS, report);
