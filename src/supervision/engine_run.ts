@@ -20,18 +20,16 @@ import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuReading } from "../gpu/memory_use.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
+import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
 import {
   chargedLoad,
   endLoad,
   type GateFacts,
-  type GpuStartGate,
   noteWait,
   passGate,
-  type Released,
   releasedBy,
-  type WaitReason,
   waitSeconds,
-} from "../gpu/start_gate.ts";
+} from "../gpu/gate_passage.ts";
 import {
   CauseStreak,
   type EndReason,

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { gpuMemoryNeed } from "../../src/gpu/need.ts";
 import { runMemory } from "../../src/gpu/memory_use.ts";
-import { chargedLoad, releasedBy } from "../../src/gpu/start_gate.ts";
+import { chargedLoad, releasedBy } from "../../src/gpu/gate_passage.ts";
 import { Registry } from "../../src/catalogue.ts";
 
 function card(engine: string, args: string) {
