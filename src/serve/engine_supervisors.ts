@@ -15,6 +15,8 @@ import { EngineRun } from "../supervision/engine_run.ts";
 import type { Journal } from "../supervision/journal.ts";
 import type { Watchdog } from "../supervision/watchdog.ts";
 import type { ResolvedOptions } from "./options.ts";
+import type { Config } from "./config.ts";
+import { plannedDrainMs } from "../supervision/drain.ts";
 
 /** How the launcher runs every engine. */
 export interface Supervision {
@@ -109,4 +111,22 @@ export async function quietFor(
     engine.name,
     `${what} of engine ${engine.name}`,
   );
+}
+
+/** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
+export function drainLine(
+  engines: readonly EngineRun[],
+  o: Config,
+): string | null {
+  const ms = engines.flatMap((s) => {
+    const ms = s.state === "ready" || s.state === "draining"
+      ? plannedDrainMs(s.card, o.drainTimeoutMs)
+      : 0;
+    return ms > 0 ? [ms] : [];
+  });
+  if (ms.length === 0) return null;
+  const n = ms.length;
+  return `stopping: draining ${n} engine${n === 1 ? "" : "s"} (up to ${
+    Math.max(...ms) / 1000
+  } s)${o.handleSignals ? "; a second signal stops at once" : ""}`;
 }

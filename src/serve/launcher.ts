@@ -25,6 +25,7 @@ import { GpuMonitor } from "../gpu/gpu_monitor.ts";
 import { placementReport } from "../gpu/place_engines.ts";
 import { OpsStance } from "../web/ops_stance.ts";
 import {
+  drainLine,
   replaceEngine,
   supervise,
   type Supervision,
@@ -44,14 +45,11 @@ import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
-import { plannedDrainMs } from "../supervision/drain.ts";
 import { raiseAndReportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
 import { urlHost } from "../common/settings.ts";
-import { MetricsWriter } from "../metrics/file.ts";
-import { metricsSnapshot } from "../metrics/snapshot.ts";
-import type { ReloadMetrics } from "../metrics/text.ts";
+import { LauncherRecord } from "./launcher_record.ts";
 
 /** What runs: the plan in force and the objects that apply it. */
 interface Live {
@@ -409,32 +407,21 @@ export class Semioserve implements AsyncDisposable {
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#shutdown.resolve();
     live.watchdog = Watchdog.start(o.graceMs);
-    const metrics = new MetricsWriter(plan.directory, this.port);
-    const reloads: ReloadMetrics = { ok: 0, refused: 0 };
-    const facts = {
-      stance,
-      tls: plan.tls !== undefined,
-      port: this.port,
-      startedAt,
-      reloads,
-      startWarnings: plan.warnings.length,
-    };
-    const writeMetrics = () =>
-      metrics.update(metricsSnapshot(facts, supervisors));
+    const record = new LauncherRecord(
+      {
+        directory: plan.directory,
+        port: this.port,
+        stance,
+        tls: plan.tls !== undefined,
+        startedAt,
+        startWarnings: plan.warnings.length,
+      },
+      supervisors,
+      journal,
+    );
+    const writeMetrics = () => record.write();
     this.#onEngineChange = writeMetrics;
-    this.#onReloaded = (result) => {
-      journal.record({
-        model: null,
-        event: "reload",
-        reason: result.ok ? "applied" : "refused",
-        detail: result.summary,
-      });
-      if (result.ok) {
-        reloads.ok++;
-        reloads.lastOkSeconds = Date.now() / 1000;
-      } else reloads.refused++;
-      writeMetrics();
-    };
+    this.#onReloaded = (result) => record.reloaded(result);
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs,
       timeoutMs: o.pollTimeoutMs,
@@ -491,7 +478,7 @@ export class Semioserve implements AsyncDisposable {
       journal.record({ model: null, event: "stopped" });
       await journal.close();
       this.#onEngineChange = () => {};
-      await metrics.close();
+      await record.close();
       await live.watchdog?.close();
       await this.#server?.shutdown();
       o.signal?.removeEventListener("abort", onAbort);
@@ -509,19 +496,4 @@ export class Semioserve implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
-}
-
-/** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
-function drainLine(engines: readonly EngineRun[], o: Config): string | null {
-  const ms = engines.flatMap((s) => {
-    const ms = s.state === "ready" || s.state === "draining"
-      ? plannedDrainMs(s.card, o.drainTimeoutMs)
-      : 0;
-    return ms > 0 ? [ms] : [];
-  });
-  if (ms.length === 0) return null;
-  const n = ms.length;
-  return `stopping: draining ${n} engine${n === 1 ? "" : "s"} (up to ${
-    Math.max(...ms) / 1000
-  } s)${o.handleSignals ? "; a second signal stops at once" : ""}`;
 }
