@@ -106,6 +106,23 @@ export function readGpus(ctx: Context, field: FieldValue): number {
   return value as number;
 }
 
+/** Seconds, 0 or more; `expected` says what they are for. */
+export function seconds(
+  ctx: Context,
+  field: FieldValue,
+  expected: string,
+): number {
+  const value = scalarValue(field.value);
+  if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
+    fail(
+      ctx,
+      field.where,
+      `expected ${expected}, got ${describe(field.value)}`,
+    );
+  }
+  return value;
+}
+
 export function text(
   ctx: Context,
   field: FieldValue,

@@ -39,6 +39,7 @@ import {
   readLocal,
   readMetrics,
   readModality,
+  seconds,
   siteOf,
   text,
 } from "./card_fields.ts";
@@ -291,49 +292,31 @@ function readCard(
     card.restart = oneOf(ctx, f, RESTART_POLICIES);
   });
   given("failed_retry", (f) => {
-    const value = scalarValue(f.value);
-    if (typeof value !== "number" || !(value >= 0) || !Number.isFinite(value)) {
-      fail(
-        ctx,
-        f.where,
-        `expected seconds ≥ 0 before a failed engine is tried again (0: never), got ${
-          describe(f.value)
-        }`,
-      );
-    }
-    card.failedRetry = value;
+    card.failedRetry = seconds(
+      ctx,
+      f,
+      "seconds ≥ 0 before a failed engine is tried again (0: never)",
+    );
   });
   given("gpus", (f) => {
     card.gpus = readGpus(ctx, f);
   });
   given("drain_timeout", (f) => {
-    const value = scalarValue(f.value);
-    if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
-      fail(
-        ctx,
-        f.where,
-        `expected a number of seconds, 0 or more (0: no drain), got ${
-          describe(f.value)
-        }`,
-      );
-    }
-    card.drainTimeout = value;
+    card.drainTimeout = seconds(
+      ctx,
+      f,
+      "a number of seconds, 0 or more (0: no drain)",
+    );
   });
   given("metrics", (f) => {
     card.metrics = readMetrics(ctx, f);
   });
   given("stall_timeout", (f) => {
-    const value = scalarValue(f.value);
-    if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
-      fail(
-        ctx,
-        f.where,
-        `expected seconds (0 or more; 0 turns stall detection off), got ${
-          describe(f.value)
-        }`,
-      );
-    }
-    card.stallTimeout = value;
+    card.stallTimeout = seconds(
+      ctx,
+      f,
+      "seconds (0 or more; 0 turns stall detection off)",
+    );
   });
   given("canary", (f) => {
     const value = scalarValue(f.value);

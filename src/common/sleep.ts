@@ -40,13 +40,5 @@ export async function late(
   work: Promise<unknown>,
   ms: number,
 ): Promise<boolean> {
-  const timer = new AbortController();
-  try {
-    return await Promise.race([
-      work.then(() => false),
-      sleep(ms, timer.signal).then(() => true),
-    ]);
-  } finally {
-    timer.abort();
-  }
+  return (await within(work.then(() => false), ms)) ?? true;
 }

@@ -7,6 +7,7 @@
  * @module
  */
 import { ConfigError } from "../common/config_error.ts";
+import { secretFromEnv } from "../common/secret_file.ts";
 import {
   type EnvRecord,
   isDevMode,
@@ -98,13 +99,10 @@ export function readConfig(
 
 /** The config with its secret files read again (a reload). */
 export function withSecretsReread(config: Config): Config {
-  const read = readEnvironment(config.env, {
-    directory: config.directory ?? "",
-    port: config.port,
-  });
+  const get = (name: string) => config.env[name];
   return Object.freeze({
     ...config,
-    engineKey: read.engineKey,
-    idpSecret: read.idpSecret,
+    engineKey: secretFromEnv("LOCAL_ENGINE_API_KEY", get),
+    idpSecret: secretFromEnv("IDP_SECRET", get),
   });
 }

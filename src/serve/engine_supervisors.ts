@@ -84,7 +84,12 @@ export async function replaceEngine(
   watchdog: Watchdog | undefined,
 ): Promise<void> {
   const old = supervisors[index]!;
-  await quietFor(old, how, "the reload's restart");
+  // Before the launcher stops an engine itself: a neighbour's release mid-load aborts or mis-sizes vLLM's profiling.
+  await how.gpu?.gate.quiet(
+    old.gpus ?? [],
+    old.name,
+    `the reload's restart of engine ${old.name}`,
+  );
   const released = old.gpuReleased();
   // A ready engine drains first; the new run starts once the old one is gone (its port).
   await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
@@ -98,19 +103,6 @@ export async function replaceEngine(
   supervisors[index] = fresh;
   how.onChange();
   fresh.start(watchdog);
-}
-
-/** Before the launcher stops an engine itself: a neighbour's release mid-load aborts or mis-sizes vLLM's profiling. */
-export async function quietFor(
-  engine: EngineRun,
-  how: Supervision,
-  what: string,
-): Promise<void> {
-  await how.gpu?.gate.quiet(
-    engine.gpus ?? [],
-    engine.name,
-    `${what} of engine ${engine.name}`,
-  );
 }
 
 /** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */

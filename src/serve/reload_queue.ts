@@ -52,7 +52,7 @@ export class ReloadQueue<R> {
 }
 
 /** A reload's catalogue read and parse must end within this. */
-export const RELOAD_READ_MS = 30_000;
+const RELOAD_READ_MS = 30_000;
 
 /** The reason a stop gives a reload's read. */
 export const STOPPING: Error = new Error(
