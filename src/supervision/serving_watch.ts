@@ -10,8 +10,8 @@
 import type { ModelCard } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { askEngine, engineOrigin } from "../engines/metrics_read.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
-import { engineEnv } from "../engines/launch.ts";
 import { METRICS_MAX_BYTES } from "../engines/prometheus_text.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import {
@@ -143,7 +143,7 @@ export class ServingWatch {
       });
     const sleep = kind?.traffic?.asleep;
     const [slept, metrics] = await Promise.all([
-      sleep && (!sleep.env || engineEnv(run.plan)[sleep.env] === "1")
+      sleep && (!sleep.env || envVar(run.plan, sleep.env) === "1")
         ? ask(sleep.path)
         : undefined,
       rule ? ask(rule.path) : undefined,
@@ -274,4 +274,9 @@ function isSleeping(text: string): boolean | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** One variable of the engine's environment ({@linkcode EnginePlan}'s `env` over its `baseEnv`), without copying the whole of it each round. */
+function envVar(plan: EnginePlan, name: string): string | undefined {
+  return plan.env[name] ?? plan.baseEnv[name];
 }
