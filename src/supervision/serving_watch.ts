@@ -124,11 +124,7 @@ export class ServingWatch {
     const signal = this.#stop.signal;
     if (run !== this.#run) this.#begin(run);
     if (state !== "ready" && state !== "sleeping") {
-      this.#traffic =
-        this.#last =
-        this.#stall =
-        this.#quiet =
-          null;
+      this.#forget();
       return;
     }
     const kind = ENGINE_KINDS[card.engine];
@@ -165,11 +161,7 @@ export class ServingWatch {
       ? readTraffic(metrics.text, rule, Date.now())
       : null;
     if (!reading) {
-      this.#traffic =
-        this.#last =
-        this.#stall =
-        this.#quiet =
-          null;
+      this.#forget();
       if (this.#failing) return;
       this.#failing = true;
       return log.warn(
@@ -210,13 +202,18 @@ export class ServingWatch {
     this.#carried += this.#generated;
     this.#generated = 0;
     this.#run = run;
+    this.#forget();
+    this.#canaryFailures = 0;
+    this.seen = null;
+  }
+
+  /** No reading to go on: traffic unknown, the marks afresh. */
+  #forget(): void {
     this.#traffic =
       this.#last =
       this.#stall =
       this.#quiet =
         null;
-    this.#canaryFailures = 0;
-    this.seen = null;
   }
 
   #stallMs(card: ModelCard): number {
