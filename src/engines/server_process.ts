@@ -18,7 +18,7 @@ export { EngineError } from "./engine_error.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { sleep, within } from "../common/sleep.ts";
-import { engineOrigin } from "./metrics_read.ts";
+import { abortAfter, engineOrigin } from "./metrics_read.ts";
 import { EngineLog } from "./log_sink.ts";
 import { LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
@@ -284,10 +284,7 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   async #probe(timeoutMs: number): Promise<HealthCheck> {
-    // A cleared timer, not AbortSignal.timeout(): that one lives on for the whole
-    // timeout after the poll ends, and under load thousands pile up (RSS grew 2x).
-    const abort = new AbortController();
-    const timer = setTimeout(() => abort.abort(), timeoutMs);
+    const abort = abortAfter(timeoutMs);
     const began = performance.now();
     try {
       const response = await fetch(
@@ -305,7 +302,7 @@ export class ServerProcess implements AsyncDisposable {
       const ms = performance.now() - began;
       return local ? { ok: false, local, ms } : { ok: false, ms };
     } finally {
-      clearTimeout(timer);
+      abort.clear();
     }
   }
 

@@ -78,7 +78,7 @@ export function trafficOf(
 }
 
 /** Either token counter changed: progress (a reset too: the engine restarted). */
-export function countersMoved(a: TrafficReading, b: TrafficReading): boolean {
+function countersMoved(a: TrafficReading, b: TrafficReading): boolean {
   return a.prompt !== b.prompt || a.generated !== b.generated;
 }
 

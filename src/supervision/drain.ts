@@ -48,7 +48,7 @@ export function plannedDrainMs(card: ModelCard, launcherMs: number): number {
 }
 
 /** The journal's line for a drain. */
-export function drainRecord(
+function drainRecord(
   model: string,
   end: DrainEnd,
 ): Pick<JournalEvent, "model" | "event" | "reason" | "detail" | "drain"> {

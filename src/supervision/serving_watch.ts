@@ -10,8 +10,8 @@
 import type { ModelCard } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { askEngine, engineOrigin } from "../engines/metrics_read.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
-import { engineEnv } from "../engines/launch.ts";
 import { METRICS_MAX_BYTES } from "../engines/prometheus_text.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import {
@@ -124,11 +124,7 @@ export class ServingWatch {
     const signal = this.#stop.signal;
     if (run !== this.#run) this.#begin(run);
     if (state !== "ready" && state !== "sleeping") {
-      this.#traffic =
-        this.#last =
-        this.#stall =
-        this.#quiet =
-          null;
+      this.#forget();
       return;
     }
     const kind = ENGINE_KINDS[card.engine];
@@ -143,7 +139,7 @@ export class ServingWatch {
       });
     const sleep = kind?.traffic?.asleep;
     const [slept, metrics] = await Promise.all([
-      sleep && (!sleep.env || engineEnv(run.plan)[sleep.env] === "1")
+      sleep && (!sleep.env || envVar(run.plan, sleep.env) === "1")
         ? ask(sleep.path)
         : undefined,
       rule ? ask(rule.path) : undefined,
@@ -165,11 +161,7 @@ export class ServingWatch {
       ? readTraffic(metrics.text, rule, Date.now())
       : null;
     if (!reading) {
-      this.#traffic =
-        this.#last =
-        this.#stall =
-        this.#quiet =
-          null;
+      this.#forget();
       if (this.#failing) return;
       this.#failing = true;
       return log.warn(
@@ -210,13 +202,18 @@ export class ServingWatch {
     this.#carried += this.#generated;
     this.#generated = 0;
     this.#run = run;
+    this.#forget();
+    this.#canaryFailures = 0;
+    this.seen = null;
+  }
+
+  /** No reading to go on: traffic unknown, the marks afresh. */
+  #forget(): void {
     this.#traffic =
       this.#last =
       this.#stall =
       this.#quiet =
         null;
-    this.#canaryFailures = 0;
-    this.seen = null;
   }
 
   #stallMs(card: ModelCard): number {
@@ -274,4 +271,9 @@ function isSleeping(text: string): boolean | undefined {
   } catch {
     return undefined;
   }
+}
+
+/** One variable of the engine's environment ({@linkcode EnginePlan}'s `env` over its `baseEnv`), without copying the whole of it each round. */
+function envVar(plan: EnginePlan, name: string): string | undefined {
+  return plan.env[name] ?? plan.baseEnv[name];
 }
