@@ -429,6 +429,8 @@ export class GpuStartGate {
       ? Math.min(RELEASE_POLL_MS, this.#options.intervalMs)
       : this.#options.intervalMs;
     return new Promise<void>((resolve) => {
+      // Aborted while the facts were read: that event will not come again.
+      if (signal?.aborted) return resolve();
       const timer = ms === undefined ? undefined : setTimeout(done, ms);
       function done(): void {
         clearTimeout(timer);

@@ -492,3 +492,32 @@ Deno.test("rule 4 counts what a sleeping engine on the device takes back when it
   assert.ok(start.slot);
   release(start);
 });
+
+Deno.test("a stop that comes while the gate reads the GPUs ends the wait at once, not an interval later", async () => {
+  const w = world({ snapshot: snapshot([{ pid: 4242, mib: 60000 }]) });
+  let answer: (value: GpuSnapshot | undefined) => void = () => {};
+  let marks = 0;
+  const g = gate(w, {
+    // A slow nvidia-smi: the look answers only when the test says so.
+    facts: {
+      snapshot: () => new Promise((resolve) => answer = resolve),
+      mark: () => ++marks,
+    },
+    intervalMs: 60_000,
+  });
+  const stop = new AbortController();
+  const start = ask(g, {
+    name: "qwen3-8b",
+    devices: ["0"],
+    memory: { fraction: 0.9, from: "gpu-memory-utilization 0.9" },
+    signal: stop.signal,
+  });
+  await tick();
+  stop.abort(); // while the look is under way
+  answer(w.snapshot); // not enough free memory: a wait of one interval
+  const began = Date.now();
+  await start.done;
+  assert.ok(start.error, "the wait ended by the stop");
+  assert.equal(start.slot, undefined);
+  assert.ok(Date.now() - began < 1_000, `${Date.now() - began} ms`);
+});
