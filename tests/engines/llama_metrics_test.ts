@@ -11,7 +11,7 @@ import { Registry } from "../../src/catalogue.ts";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import { readTraffic, trafficOf } from "../../src/engines/traffic.ts";
 import { LLAMA_CPP_METRICS } from "../fixtures/engine_metrics.ts";
-import { freePorts, waitFor } from "../support/helpers.ts";
+import { freePorts, healthOk, waitFor } from "../support/helpers.ts";
 import { llamaRoot } from "../support/llama.ts";
 
 /** Each sample line's name, in order. */
@@ -45,15 +45,7 @@ Deno.test("the real llama-server's /metrics: the kind's families, a completion m
   }).spawn();
   const base = `http://127.0.0.1:${port}`;
   try {
-    await waitFor(async () => {
-      try {
-        const r = await fetch(`${base}/health`);
-        await r.body?.cancel();
-        return r.ok;
-      } catch {
-        return false;
-      }
-    }, "llama-server healthy");
+    await waitFor(() => healthOk(base), "llama-server healthy");
     const rule = kind.traffic!;
     const read = async () => {
       const text = await (await fetch(`${base}${rule.path}`)).text();

@@ -111,6 +111,17 @@ export async function listening(port: number): Promise<boolean> {
   }
 }
 
+/** True when `GET <base>/health` answers 2xx (the body always consumed). */
+export async function healthOk(base: string): Promise<boolean> {
+  try {
+    const response = await fetch(`${base}/health`);
+    await response.body?.cancel();
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
+
 /** True while a process with this pid exists (zombies included). */
 export function pidAlive(pid: number): boolean {
   try {
