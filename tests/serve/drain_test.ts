@@ -12,6 +12,7 @@ import {
   makeRoot,
   models,
   pidAlive,
+  readJournal,
   readRecord,
   type Setup,
   waitFor,
@@ -59,16 +60,7 @@ interface Event {
   drain?: { seconds: number; finished: number; cut: number };
 }
 
-async function journal(root: string): Promise<Event[]> {
-  const text = await Deno.readTextFile(`${root}/logs/events.jsonl`);
-  return text.trim().split("\n").flatMap((line) => {
-    try {
-      return [JSON.parse(line) as Event];
-    } catch {
-      return [];
-    }
-  });
-}
+const journal = (root: string) => readJournal<Event>(root);
 
 async function hup(s: Setup): Promise<string> {
   const before = s.launcher.lines.filter((l) => /reload: /.test(l)).length;

@@ -13,6 +13,7 @@ import {
   freePorts,
   Launcher,
   models,
+  readJournal,
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
@@ -104,8 +105,7 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
         .exec(text);
       return Number(m?.[1] ?? 0) >= usage.completion_tokens;
     }, "its generated tokens counted");
-    const moves = (await Deno.readTextFile(`${root}/logs/events.jsonl`))
-      .trim().split("\n").map((l) => JSON.parse(l))
+    const moves = (await readJournal(root))
       .filter((e) => e.model === "dozy" && e.event === "state")
       .map((e) => `${e.from}>${e.to}`);
     const slept = moves.indexOf("ready>sleeping");

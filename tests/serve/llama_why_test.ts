@@ -13,6 +13,7 @@ import {
   getJson,
   Launcher,
   makeRoot,
+  readJournal,
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
@@ -117,9 +118,8 @@ Deno.test("a card with a typo in its args reaches failed after two starts: bad-a
     const log = await Deno.readTextFile(`${root}/logs/tiny-typo.log`);
     assert.equal(log.match(/ start: /g)?.length, 2);
     assert.match(log, /bad-arguments twice in a row/);
-    const journal = (await Deno.readTextFile(`${root}/logs/events.jsonl`))
-      .trim().split("\n").map((line) => JSON.parse(line));
-    const last = journal.filter((e) => e.model === "tiny-typo").at(-1);
+    const journal = await readJournal(root);
+    const last = journal.filter((e) => e.model === "tiny-typo").at(-1)!;
     assert.equal(last.to, "failed");
     assert.equal(last.reason, "bad-arguments");
     // A reload retries it though its card did not change: two more starts.
