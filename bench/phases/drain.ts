@@ -11,6 +11,7 @@
  * @module
  */
 import { freePorts } from "../../tests/support/helpers.ts";
+import { chatStream, streamWhole } from "../../tests/support/streams.ts";
 import { type Bench, progress, sleep } from "../plan.ts";
 import { spawnLauncher, waitHealthy } from "../servers/spawn.ts";
 
@@ -37,34 +38,6 @@ export interface DrainResults {
   stop: { drain: DrainArm; none: DrainArm };
 }
 
-/** A stream straight to the engine; resolves with how many tokens came and whether it ended with `[DONE]`. */
-async function stream(
-  port: number,
-  tokens: { n: number },
-): Promise<boolean> {
-  let text = "";
-  try {
-    const response = await fetch(
-      `http://127.0.0.1:${port}/v1/chat/completions`,
-      {
-        method: "POST",
-        body: JSON.stringify({
-          messages: [{ role: "user", content: "hi" }],
-          stream: true,
-        }),
-      },
-    );
-    const decoder = new TextDecoder();
-    for await (const chunk of response.body!) {
-      text += decoder.decode(chunk, { stream: true });
-      tokens.n = text.match(/"delta":\{"content":" t\d+"/g)?.length ?? 0;
-    }
-  } catch {
-    // Cut.
-  }
-  return tokens.n === DRAIN_TOKENS && text.includes("data: [DONE]");
-}
-
 async function arm(
   bench: Bench,
   what: "reload" | "stop",
@@ -80,9 +53,11 @@ async function arm(
     label: `${what}, --drain-timeout ${drainSeconds}`,
   });
   await waitHealthy(bench, child, port, ["streamer"]);
-  const counters = Array.from({ length: DRAIN_STREAMS }, () => ({ n: 0 }));
-  const streams = counters.map((c) => stream(port + 1, c));
-  while (counters.some((c) => c.n < 2)) await sleep(10);
+  const streams = Array.from(
+    { length: DRAIN_STREAMS },
+    () => chatStream(port + 1),
+  );
+  while (streams.some((s) => s.tokens < 2)) await sleep(10);
   let ms: number;
   if (what === "reload") {
     await Deno.writeTextFile(catalogue, cardText(8192));
@@ -95,7 +70,9 @@ async function arm(
     const stopped = await child.stop("SIGTERM", 60_000);
     ms = stopped.ms;
   }
-  const ended = await Promise.all(streams);
+  const ended = await Promise.all(
+    streams.map(async (s) => streamWhole((await s.done).text, DRAIN_TOKENS)),
+  );
   const whole = ended.filter(Boolean).length;
   return { whole, cut: ended.length - whole, ms };
 }

@@ -13,7 +13,7 @@
 import { exportTree } from "../servers/before_tree.ts";
 import { makeRootIn, spawnLauncher, waitHealthy } from "../servers/spawn.ts";
 import { pathWithoutNvidiaSmi } from "./tree_compare.ts";
-import { freePorts } from "../../tests/support/helpers.ts";
+import { freePorts, readJournal } from "../../tests/support/helpers.ts";
 import {
   type Bench,
   engineNames,
@@ -171,10 +171,10 @@ async function wedgeToStalled(bench: Bench, canary: boolean): Promise<number> {
   const deadline = Date.now() + 60_000;
   while (stalledAt === undefined && Date.now() < deadline) {
     await sleep(100);
-    const text = await Deno.readTextFile(`${root}/logs/events.jsonl`)
-      .catch(() => "");
-    for (const line of text.trim().split("\n").filter(Boolean)) {
-      const e = JSON.parse(line);
+    const events = await readJournal<
+      { at: string; to?: string; reason?: string }
+    >(root);
+    for (const e of events) {
       if (e.to === "stopping" && e.reason === "stalled") {
         stalledAt = Date.parse(e.at);
       }

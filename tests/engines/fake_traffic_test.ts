@@ -12,7 +12,7 @@ import {
   trafficOf,
   type TrafficReading,
 } from "../../src/engines/traffic.ts";
-import { freePorts, waitFor } from "../support/helpers.ts";
+import { freePorts, healthOk, waitFor } from "../support/helpers.ts";
 
 const FAKE = new URL("../fixtures/fake_engine.ts", import.meta.url).pathname;
 
@@ -45,15 +45,7 @@ async function fake(kind: string, flags: string[]): Promise<Fake> {
   const base = `http://127.0.0.1:${port}`;
   const pending = new Set<Promise<unknown>>();
   const rule = ENGINE_KINDS[kind]!.traffic!;
-  await waitFor(async () => {
-    try {
-      const r = await fetch(`${base}/health`);
-      await r.body?.cancel();
-      return r.ok;
-    } catch {
-      return false;
-    }
-  }, "the stand-in listening");
+  await waitFor(() => healthOk(base), "the stand-in listening");
   const aborts = new AbortController();
   return {
     base,

@@ -10,13 +10,9 @@ import assert from "node:assert/strict";
 import { Registry } from "../../src/catalogue.ts";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import { readTraffic, trafficOf } from "../../src/engines/traffic.ts";
-import {
-  isLlamaServerBuilt,
-  llamaServerPath,
-} from "../../tools/llama_server.ts";
-import { writeTinyModel } from "../../tools/tiny_model.ts";
 import { LLAMA_CPP_METRICS } from "../fixtures/engine_metrics.ts";
-import { freePorts, makeRoot, waitFor } from "../support/helpers.ts";
+import { freePorts, healthOk, waitFor } from "../support/helpers.ts";
+import { llamaRoot } from "../support/llama.ts";
 
 /** Each sample line's name, in order. */
 function sampleNames(text: string): string[] {
@@ -25,14 +21,7 @@ function sampleNames(text: string): string[] {
 }
 
 Deno.test("the real llama-server's /metrics: the kind's families, a completion moving the token counters", async () => {
-  if (!isLlamaServerBuilt()) {
-    throw new Error(
-      `Cannot run the llama-server tests: no finished build at ${llamaServerPath()} (run deno task engine:llama first)`,
-    );
-  }
-  const root = await makeRoot();
-  const model = `${root}/models/tiny-llama/tiny-llama.gguf`;
-  await writeTinyModel(model);
+  const { root, model, server } = await llamaRoot();
   const kind = ENGINE_KINDS["llama.cpp"]!;
   const card = Registry.parse(
     "models:\n  tiny: { verb: complete, local: tiny-llama, engine: llama.cpp }\n",
@@ -48,7 +37,7 @@ Deno.test("the real llama-server's /metrics: the kind's families, a completion m
     card,
   });
   assert.ok(argv.includes("--metrics"));
-  const child = new Deno.Command(llamaServerPath(), {
+  const child = new Deno.Command(server, {
     args: argv,
     stdin: "null",
     stdout: "null",
@@ -56,15 +45,7 @@ Deno.test("the real llama-server's /metrics: the kind's families, a completion m
   }).spawn();
   const base = `http://127.0.0.1:${port}`;
   try {
-    await waitFor(async () => {
-      try {
-        const r = await fetch(`${base}/health`);
-        await r.body?.cancel();
-        return r.ok;
-      } catch {
-        return false;
-      }
-    }, "llama-server healthy");
+    await waitFor(() => healthOk(base), "llama-server healthy");
     const rule = kind.traffic!;
     const read = async () => {
       const text = await (await fetch(`${base}${rule.path}`)).text();

@@ -12,10 +12,12 @@ import {
   makeRoot,
   models,
   pidAlive,
+  readJournal,
   readRecord,
   type Setup,
   waitFor,
 } from "../support/helpers.ts";
+import { chatStream, streamWhole } from "../support/streams.ts";
 
 /** 30 tokens, one every `ms`: a stream of 30 × `ms`. */
 function card(name: string, ms: number, extra = ""): string {
@@ -37,49 +39,8 @@ async function catalogue(text: string): Promise<
   };
 }
 
-interface Stream {
-  /** Tokens received so far. */
-  tokens: number;
-  /** Resolves with the whole body once the stream ends (cut or whole). */
-  done: Promise<{ text: string; endedAt: number }>;
-}
-
-/** A streamed chat completion straight to the engine on `port`. */
-function stream(port: number): Stream {
-  const out: Stream = { tokens: 0, done: undefined as never };
-  out.done = (async () => {
-    let text = "";
-    try {
-      const response = await fetch(
-        `http://127.0.0.1:${port}/v1/chat/completions`,
-        {
-          method: "POST",
-          body: JSON.stringify({
-            messages: [{ role: "user", content: "one two" }],
-            stream: true,
-          }),
-        },
-      );
-      const decoder = new TextDecoder();
-      for await (const chunk of response.body!) {
-        text += decoder.decode(chunk, { stream: true });
-        out.tokens = tokens(text);
-      }
-    } catch {
-      // Cut: the engine died mid-stream.
-    }
-    return { text, endedAt: Date.now() };
-  })();
-  return out;
-}
-
-/** Tokens in a stream's body (each chunk says its token twice: `delta` and `message`). */
-function tokens(text: string): number {
-  return text.match(/"delta":\{"content":" t\d+"/g)?.length ?? 0;
-}
-
 function whole(text: string): boolean {
-  return tokens(text) === 30 && text.includes("data: [DONE]");
+  return streamWhole(text, 30);
 }
 
 async function ready(s: Setup, name: string): Promise<void> {
@@ -99,16 +60,7 @@ interface Event {
   drain?: { seconds: number; finished: number; cut: number };
 }
 
-async function journal(root: string): Promise<Event[]> {
-  const text = await Deno.readTextFile(`${root}/logs/events.jsonl`);
-  return text.trim().split("\n").flatMap((line) => {
-    try {
-      return [JSON.parse(line) as Event];
-    } catch {
-      return [];
-    }
-  });
-}
+const journal = (root: string) => readJournal<Event>(root);
 
 async function hup(s: Setup): Promise<string> {
   const before = s.launcher.lines.filter((l) => /reload: /.test(l)).length;
@@ -132,7 +84,7 @@ Deno.test("drain: a stream crossing a reload of its card finishes whole; the new
   await s.launcher.ready();
   await ready(s, "streamer");
   const old = (await readRecord(s.records, s.port + 1))!;
-  const flow = stream(s.port + 1);
+  const flow = chatStream(s.port + 1);
   await waitFor(() => flow.tokens >= 2, "the stream under way");
   await cat.write(card("streamer", 100).replace("4096", "8192"));
   const reloaded = hup(s);
@@ -175,7 +127,7 @@ Deno.test("drain: a stream longer than --drain-timeout is cut at the deadline an
   });
   await s.launcher.ready();
   await ready(s, "streamer");
-  const flow = stream(s.port + 1);
+  const flow = chatStream(s.port + 1);
   await waitFor(() => flow.tokens >= 1, "the stream under way");
   await cat.write(card("streamer", 200).replace("4096", "8192"));
   const sent = Date.now();
@@ -214,7 +166,7 @@ Deno.test("drain: a stop waits for a stream, exits 0 and leaves nothing running 
   await ready(s, "streamer");
   const rec = (await readRecord(s.records, s.port + 1))!;
   assert.equal(rec.argv[rec.argv.indexOf("--shutdown-timeout") + 1], "5");
-  const flow = stream(s.port + 1);
+  const flow = chatStream(s.port + 1);
   await waitFor(() => flow.tokens >= 2, "the stream under way");
   s.launcher.child.kill("SIGTERM");
   const status = await s.launcher.exited();
@@ -238,7 +190,7 @@ Deno.test("drain: engines drain at once: a stop takes the slowest drain, not the
   await s.launcher.ready();
   await ready(s, "one");
   await ready(s, "two");
-  const flows = [stream(s.port + 1), stream(s.port + 2)];
+  const flows = [chatStream(s.port + 1), chatStream(s.port + 2)];
   await waitFor(() => flows.every((f) => f.tokens >= 1), "both streams");
   const sent = Date.now();
   s.launcher.child.kill("SIGTERM");
@@ -258,7 +210,7 @@ Deno.test("drain: a second SIGTERM during a stop's drain stops at once", async (
   await using s = await launch(["streamer"], { catalogue: cat.path });
   await s.launcher.ready();
   await ready(s, "streamer");
-  const flow = stream(s.port + 1);
+  const flow = chatStream(s.port + 1);
   await waitFor(() => flow.tokens >= 1, "the stream under way");
   s.launcher.child.kill("SIGTERM");
   await s.launcher.waitForLine(/stopping: draining 1 engine/);
@@ -283,7 +235,7 @@ Deno.test("drain: a crash mid-stream restarts without waiting; nothing drains", 
   await s.launcher.ready();
   await ready(s, "streamer");
   const old = (await readRecord(s.records, s.port + 1))!;
-  const flow = stream(s.port + 1);
+  const flow = chatStream(s.port + 1);
   const { text } = await flow.done;
   assert.ok(!whole(text), "the crash cut the stream");
   await waitFor(
@@ -322,7 +274,7 @@ Deno.test("drain: a command card drains with its metrics:, and says it cannot wi
   await s.launcher.ready();
   await ready(s, "own");
   await ready(s, "counted");
-  const flow = stream(s.port + 2);
+  const flow = chatStream(s.port + 2);
   await waitFor(() => flow.tokens >= 1, "the stream under way");
   assert.equal((await s.launcher.stop()).code, 0);
   assert.ok(whole((await flow.done).text), "the stream finished whole");

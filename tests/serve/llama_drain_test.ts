@@ -5,33 +5,20 @@
  * engine API key: a stop waits for the requests queued on its one slot.
  */
 import assert from "node:assert/strict";
-import { dirname } from "node:path";
-import {
-  isLlamaServerBuilt,
-  llamaServerPath,
-} from "../../tools/llama_server.ts";
-import { writeTinyModel } from "../../tools/tiny_model.ts";
 import {
   freePorts,
   Launcher,
-  makeRoot,
   models,
-  pathWith,
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
+import { llamaRoot } from "../support/llama.ts";
 
 const FIXTURE = new URL("../fixtures/llama.yaml", import.meta.url).pathname;
 const KEY = "drain-key";
 
 Deno.test("drain with llama-server: a stop waits for every queued stream, read from its metrics with the key", async () => {
-  if (!isLlamaServerBuilt()) {
-    throw new Error(
-      `Cannot run the llama-server tests: no finished build at ${llamaServerPath()} (run deno task engine:llama first)`,
-    );
-  }
-  const root = await makeRoot();
-  await writeTinyModel(`${root}/models/tiny-llama/tiny-llama.gguf`);
+  const { root, path } = await llamaRoot();
   const port = freePorts(1);
   await using launcher = new Launcher([
     "tiny-a",
@@ -40,7 +27,7 @@ Deno.test("drain with llama-server: a stop waits for every queued stream, read f
     "--grace",
     "5",
   ], {
-    PATH: pathWith(dirname(llamaServerPath())),
+    PATH: path,
     MY_LOCAL: "",
     NUCLEUS_HOST: "",
     NUCLEUS_PORT: "",

@@ -8,38 +8,21 @@
  * they never pass silently.
  */
 import assert from "node:assert/strict";
-import { dirname } from "node:path";
 import OpenAI from "openai";
-import {
-  isLlamaServerBuilt,
-  llamaServerPath,
-} from "../../tools/llama_server.ts";
-import { writeTinyModel } from "../../tools/tiny_model.ts";
 import {
   freePorts,
   getJson,
   Launcher,
   listening,
-  makeRoot,
-  pathWith,
   pidAlive,
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
+import { llamaRoot } from "../support/llama.ts";
 
 /** tiny-a, tiny-b (same model twice) and tiny-slow (a slow, honest start). */
 const FIXTURE = new URL("../fixtures/llama.yaml", import.meta.url).pathname;
 const HOST = "127.0.0.1";
-
-/** The directory of the cached `llama-server`, or a failure saying how to build it. */
-function llamaBinDir(): string {
-  if (!isLlamaServerBuilt()) {
-    throw new Error(
-      `Cannot run the llama-server tests: no finished build at ${llamaServerPath()} (run deno task engine:llama first)`,
-    );
-  }
-  return dirname(llamaServerPath());
-}
 
 interface ModelsBody {
   active: Record<string, { verb: string; url: string; healthy: boolean }>;
@@ -67,9 +50,7 @@ async function launch(
   models: string[],
   options: { catalogue?: string; env?: Record<string, string> } = {},
 ): Promise<Run> {
-  const bin = llamaBinDir();
-  const root = await makeRoot();
-  await writeTinyModel(`${root}/models/tiny-llama/tiny-llama.gguf`);
+  const { root, path } = await llamaRoot();
   const port = freePorts(models.length);
   const launcher = new Launcher([
     ...models,
@@ -78,7 +59,7 @@ async function launch(
     "--grace",
     "5",
   ], {
-    PATH: pathWith(bin),
+    PATH: path,
     // Keep the runner's own settings out: only the flags above count.
     MY_LOCAL: "",
     NUCLEUS_HOST: "",

@@ -9,21 +9,15 @@
  * Without the build it fails saying how to build it.
  */
 import assert from "node:assert/strict";
-import { dirname } from "node:path";
-import {
-  isLlamaServerBuilt,
-  llamaServerPath,
-} from "../../tools/llama_server.ts";
-import { writeTinyModel } from "../../tools/tiny_model.ts";
 import {
   freePorts,
   Launcher,
-  makeRoot,
   models,
-  pathWith,
+  readJournal,
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
+import { llamaRoot } from "../support/llama.ts";
 
 const KEY = "sleepy-key";
 const CATALOGUE = `models:
@@ -35,13 +29,7 @@ const CATALOGUE = `models:
 `;
 
 Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the launcher's rounds, ready within a round of a completion", async () => {
-  if (!isLlamaServerBuilt()) {
-    throw new Error(
-      `Cannot run the llama-server tests: no finished build at ${llamaServerPath()} (run deno task engine:llama first)`,
-    );
-  }
-  const root = await makeRoot();
-  await writeTinyModel(`${root}/models/tiny-llama/tiny-llama.gguf`);
+  const { root, path } = await llamaRoot();
   await Deno.writeTextFile(`${root}/catalogue.yaml`, CATALOGUE);
   const port = freePorts(2);
   const launcher = new Launcher([
@@ -55,7 +43,7 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
     "--canary-interval",
     "1",
   ], {
-    PATH: pathWith(dirname(llamaServerPath())),
+    PATH: path,
     MY_LOCAL: "",
     NUCLEUS_HOST: "",
     NUCLEUS_PORT: "",
@@ -117,8 +105,7 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
         .exec(text);
       return Number(m?.[1] ?? 0) >= usage.completion_tokens;
     }, "its generated tokens counted");
-    const moves = (await Deno.readTextFile(`${root}/logs/events.jsonl`))
-      .trim().split("\n").map((l) => JSON.parse(l))
+    const moves = (await readJournal(root))
       .filter((e) => e.model === "dozy" && e.event === "state")
       .map((e) => `${e.from}>${e.to}`);
     const slept = moves.indexOf("ready>sleeping");

@@ -5,11 +5,6 @@
  * engine's line as the message, with no third start.
  */
 import assert from "node:assert/strict";
-import { dirname } from "node:path";
-import {
-  isLlamaServerBuilt,
-  llamaServerPath,
-} from "../../tools/llama_server.ts";
 import { writeTinyModel } from "../../tools/tiny_model.ts";
 import { LLAMA_CPP } from "../../src/engines/kinds/llama_cpp.ts";
 import { LoadWatch } from "../../src/engines/load_watch.ts";
@@ -18,21 +13,13 @@ import {
   getJson,
   Launcher,
   makeRoot,
-  pathWith,
+  readJournal,
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
+import { llamaRoot, llamaServer } from "../support/llama.ts";
 
 const FIXTURE = new URL("../fixtures/llama.yaml", import.meta.url).pathname;
-
-function llamaServer(): string {
-  if (!isLlamaServerBuilt()) {
-    throw new Error(
-      `Cannot run the llama-server tests: no finished build at ${llamaServerPath()} (run deno task engine:llama first)`,
-    );
-  }
-  return llamaServerPath();
-}
 
 Deno.test("the real llama-server's own lines give its phases, loading then preparing, through to ready", async () => {
   const bin = llamaServer();
@@ -78,9 +65,7 @@ Deno.test("the real llama-server's own lines give its phases, loading then prepa
 });
 
 Deno.test("a card with a typo in its args reaches failed after two starts: bad-arguments, the flag named", async () => {
-  const bin = dirname(llamaServer());
-  const root = await makeRoot();
-  await writeTinyModel(`${root}/models/tiny-llama/tiny-llama.gguf`);
+  const { root, path } = await llamaRoot();
   const port = freePorts(1);
   await using launcher = new Launcher([
     "tiny-typo",
@@ -90,7 +75,7 @@ Deno.test("a card with a typo in its args reaches failed after two starts: bad-a
     "--failed-retry",
     "0",
   ], {
-    PATH: pathWith(bin),
+    PATH: path,
     MY_LOCAL: "",
     NUCLEUS_HOST: "",
     NUCLEUS_PORT: "",
@@ -133,9 +118,8 @@ Deno.test("a card with a typo in its args reaches failed after two starts: bad-a
     const log = await Deno.readTextFile(`${root}/logs/tiny-typo.log`);
     assert.equal(log.match(/ start: /g)?.length, 2);
     assert.match(log, /bad-arguments twice in a row/);
-    const journal = (await Deno.readTextFile(`${root}/logs/events.jsonl`))
-      .trim().split("\n").map((line) => JSON.parse(line));
-    const last = journal.filter((e) => e.model === "tiny-typo").at(-1);
+    const journal = await readJournal(root);
+    const last = journal.filter((e) => e.model === "tiny-typo").at(-1)!;
     assert.equal(last.to, "failed");
     assert.equal(last.reason, "bad-arguments");
     // A reload retries it though its card did not change: two more starts.

@@ -14,6 +14,7 @@ import {
   makeRoot,
   pathWith,
   pidAlive,
+  readJournal,
   type Setup,
   siteArgs,
   waitFor,
@@ -45,12 +46,6 @@ async function detail(s: Setup): Promise<Record<string, Entry>> {
   return (body as { active: Record<string, Entry> }).active;
 }
 
-async function journal(s: Setup): Promise<Record<string, unknown>[]> {
-  const text = await Deno.readTextFile(`${s.root}/logs/events.jsonl`)
-    .catch(() => "");
-  return text.split("\n").filter(Boolean).map((l) => JSON.parse(l));
-}
-
 Deno.test("a 404 for an optional file while loading decides nothing: a served run's segfault is a signal, twice, never failed", async () => {
   await using s = await launch(["optional-404"], {
     catalogue: CARDS,
@@ -76,7 +71,9 @@ Deno.test("a 404 for an optional file while loading decides nothing: a served ru
     assert.equal(exit!.signal, "SIGSEGV");
     assert.equal(exit!.message, null);
   }
-  const states = (await journal(s)).filter((e) => e.model === "optional-404")
+  const states = (await readJournal(s.root)).filter((e) =>
+    e.model === "optional-404"
+  )
     .map((e) => e.to);
   assert.ok(!states.includes("failed"), String(states));
   assert.ok(
@@ -110,7 +107,7 @@ Deno.test("an exit line full of escape sequences: the launcher's line, last_exit
   );
   let events: Record<string, unknown>[] = [];
   await waitFor(async () => {
-    events = (await journal(s)).filter((x) =>
+    events = (await readJournal(s.root)).filter((x) =>
       x.model === "hostile" && typeof x.detail === "string" &&
       (x.detail as string).includes("exit:")
     );
@@ -241,7 +238,9 @@ Deno.test("failed is tried again by itself after --failed-retry, journaled with 
       "retried, failed again",
       20_000,
     );
-    const events = (await journal(s)).filter((e) => e.model === "hub-401");
+    const events = (await readJournal(s.root)).filter((e) =>
+      e.model === "hub-401"
+    );
     const retry = events.find((e) => e.reason === "retry");
     assert.ok(retry, JSON.stringify(events));
     assert.equal(retry.from, "failed");

@@ -8,7 +8,14 @@
  * asleep and awake. Short values throughout (`--health-interval 0.2`).
  */
 import assert from "node:assert/strict";
-import { launch, models, type Setup, waitFor } from "../support/helpers.ts";
+import {
+  launch,
+  makeRoot,
+  models,
+  readJournal,
+  type Setup,
+  waitFor,
+} from "../support/helpers.ts";
 
 type Detail = Awaited<ReturnType<typeof models>>["active"][string];
 
@@ -30,7 +37,6 @@ async function start(
   args: string[],
   env: Record<string, string> = {},
 ): Promise<Setup> {
-  const { makeRoot } = await import("../support/helpers.ts");
   const root = await makeRoot();
   const setup = await launch(Object.keys(cards), {
     root,
@@ -76,11 +82,6 @@ function load(
       await Promise.all(runs);
     },
   };
-}
-
-async function journal(setup: Setup): Promise<Record<string, unknown>[]> {
-  const text = await Deno.readTextFile(`${setup.root}/logs/events.jsonl`);
-  return text.trim().split("\n").map((l) => JSON.parse(l));
 }
 
 Deno.test("traffic: ?detail=1 and the metrics file count the engine's requests and tokens, read with its API key", async () => {
@@ -152,7 +153,7 @@ Deno.test("stalled under load: requests running, counters frozen past --stall-ti
     /^3 requests running, no token for [12] s$/,
   );
   assert.match(setup.launcher.stderr, /stalled: 3 requests running, no token/);
-  const events = await journal(setup);
+  const events = await readJournal(setup.root);
   assert.ok(
     events.some((e) =>
       e.model === "wedge" && e.to === "stopping" && e.reason === "stalled"
@@ -250,7 +251,7 @@ Deno.test("stalled while idle: a wedge with the running gauge at 0 is caught by 
     seen.last_exit?.message ?? "",
     /^2 canary requests in a row failed \(no answer within 0\.5 s\)$/,
   );
-  const events = await journal(setup);
+  const events = await readJournal(setup.root);
   const failures = events.filter((e) =>
     e.model === "quiet" && e.event === "canary"
   );
@@ -346,7 +347,7 @@ Deno.test("sleeping: a vLLM engine in development mode is sleeping after POST /s
     async () => (await detail(setup, "dozy")).state === "ready",
     "awake",
   );
-  const moves = (await journal(setup))
+  const moves = (await readJournal(setup.root))
     .filter((e) => e.model === "dozy" && e.event === "state")
     .map((e) => `${e.from}>${e.to}:${e.reason}`);
   assert.deepEqual(moves.slice(-2), [

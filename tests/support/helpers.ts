@@ -111,6 +111,34 @@ export async function listening(port: number): Promise<boolean> {
   }
 }
 
+/** True when `GET <base>/health` answers 2xx (the body always consumed). */
+export async function healthOk(base: string): Promise<boolean> {
+  try {
+    const response = await fetch(`${base}/health`);
+    await response.body?.cancel();
+    return response.ok;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The launcher's journal under `root` (`logs/events.jsonl`), one event a line:
+ * none while there is no file yet, and a last line still being written left
+ * out.
+ */
+export async function readJournal<T = Record<string, unknown>>(
+  root: string,
+): Promise<T[]> {
+  const text = await Deno.readTextFile(`${root}/logs/events.jsonl`)
+    .catch((error) => {
+      if (error instanceof Deno.errors.NotFound) return "";
+      throw error;
+    });
+  const whole = text.slice(0, text.lastIndexOf("\n") + 1);
+  return whole.split("\n").filter(Boolean).map((line) => JSON.parse(line));
+}
+
 /** True while a process with this pid exists (zombies included). */
 export function pidAlive(pid: number): boolean {
   try {
