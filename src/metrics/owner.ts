@@ -12,6 +12,9 @@ export interface MetricsOwner {
 
 const OWNER = /^# mymodel_serve owner pid=(\d+) start_time=(\d+)$/m;
 const FILE = /^mymodel_serve_(\d+)\.prom$/;
+// `writeFileAtomic`'s temporary name: a launcher killed between its write and
+// its rename leaves one, which goes with the dead launcher's file.
+const TEMPORARY = /^\.mymodel_serve_(\d+)\.prom\.[0-9a-f]+\.tmp$/;
 // The owner line is a file's first; a file of any size (a neighbour's, a
 // planted one) costs one small read.
 const FIRST_LINE_BYTES = 4096;
@@ -38,22 +41,32 @@ export async function removeDeadOwnersFiles(
   port: number,
   self: MetricsOwner,
 ): Promise<void> {
-  const found: { path: string; owner: MetricsOwner }[] = [];
+  const found: { path: string; owner: MetricsOwner; port: number }[] = [];
+  const temporaries = new Map<number, string[]>();
   try {
     for await (const entry of Deno.readDir(`${directory}/metrics`)) {
+      const path = `${directory}/metrics/${entry.name}`;
+      const left = TEMPORARY.exec(entry.name);
+      // Regular files only: a link planted there is never followed.
+      if (entry.isFile && left) {
+        const of = Number(left[1]);
+        temporaries.set(of, [...temporaries.get(of) ?? [], path]);
+      }
       const match = FILE.exec(entry.name);
       if (!entry.isFile || !match || Number(match[1]) === port) continue;
-      const path = `${directory}/metrics/${entry.name}`;
       const owner = ownerOf(await firstLine(path));
-      if (owner) found.push({ path, owner });
+      if (owner) found.push({ path, owner, port: Number(match[1]) });
     }
   } catch {
     return; // no metrics/ to read: the write that follows says so
   }
   const alive = processStartTimes(found.map(({ owner }) => owner.pid));
-  for (const { path, owner } of found) {
+  for (const { path, owner, port: of } of found) {
     const same = owner.pid === self.pid && owner.startTime === self.startTime;
     if (same || alive.get(owner.pid) === owner.startTime) continue;
+    for (const temporary of temporaries.get(of) ?? []) {
+      await Deno.remove(temporary).catch(() => {});
+    }
     try {
       await Deno.remove(path);
       log.info(

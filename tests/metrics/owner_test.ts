@@ -205,3 +205,50 @@ Deno.test("the sweep reads only a file's first line, bounded: a 400 MB file cost
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("a dead launcher's temporary metrics file (killed between write and rename) goes with its file; a live one's and a planted link's target stay", async () => {
+  const root = await makeRoot(["metrics"]);
+  const live = new Deno.Command("sleep", { args: ["30"] }).spawn();
+  try {
+    const liveStart = processStartTimes([live.pid]).get(live.pid)!;
+    const dir = `${root}/metrics`;
+    const dead = await deadPid();
+    await Deno.writeTextFile(
+      `${dir}/mymodel_serve_9001.prom`,
+      leftBy(dead, "1"),
+    );
+    await Deno.writeTextFile(
+      `${dir}/.mymodel_serve_9001.prom.0123456789abcdef.tmp`,
+      "half",
+    );
+    await Deno.writeTextFile(
+      `${dir}/mymodel_serve_9003.prom`,
+      leftBy(live.pid, liveStart),
+    );
+    await Deno.writeTextFile(
+      `${dir}/.mymodel_serve_9003.prom.fedcba9876543210.tmp`,
+      "in flight",
+    );
+    const target = `${root}/keep.txt`;
+    await Deno.writeTextFile(target, "not the launcher's");
+    await Deno.symlink(
+      target,
+      `${dir}/.mymodel_serve_9001.prom.aaaaaaaaaaaaaaaa.tmp`,
+    );
+    {
+      await using writer = new MetricsWriter(root, 8000);
+      writer.update(SNAPSHOT);
+      await writer.idle();
+    }
+    assert.deepEqual(listDir(dir), [
+      ".mymodel_serve_9001.prom.aaaaaaaaaaaaaaaa.tmp",
+      ".mymodel_serve_9003.prom.fedcba9876543210.tmp",
+      "mymodel_serve_9003.prom",
+    ]);
+    assert.equal(await Deno.readTextFile(target), "not the launcher's");
+  } finally {
+    live.kill("SIGKILL");
+    await live.status;
+    await Deno.remove(root, { recursive: true });
+  }
+});
