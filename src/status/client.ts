@@ -6,61 +6,37 @@
  */
 import { ConfigError } from "../common/config_error.ts";
 import { isWildcardHost, portIn, urlHost } from "../common/settings.ts";
-import { isModelsDetail, type ModelsDetail } from "./models_detail.ts";
 import { oneLine } from "../common/one_line.ts";
+import type { ModelsDetail } from "./table.ts";
 
 /** Where and how to ask the launcher; unset fields follow the launcher's own defaults. */
 export interface StatusOptions {
   /** The base URL (`https://gpu-7:5000`), instead of host, port and the TLS guess. */
-  url?: string;
-  /** A wildcard (`0.0.0.0`, `::`) means this machine. @default {NUCLEUS_HOST, else "localhost"} */
-  host?: string;
-  /** The management port. @default {NUCLEUS_PORT, else 5000} */
-  port?: number;
-  /** The root: HTTPS when `ssl/server.crt` and `.key` are there, trusting `ssl/ca.crt`, else the certificate. @default {MY_LOCAL} */
-  directory?: string;
-  /** A production token. @default {NUCLEUS_TOKEN} */
-  token?: string;
-  /** How long the answer may take, in milliseconds. @default {10000} */
-  timeoutMs?: number;
+  url?: string | undefined;
+  /** A wildcard (`0.0.0.0`, `::`) means this machine. Else `NUCLEUS_HOST`, else localhost. */
+  host?: string | undefined;
+  /** Else `NUCLEUS_PORT`, else 5000. */
+  port?: number | undefined;
+  /** The root (else `MY_LOCAL`): HTTPS when `ssl/server.crt` and `.key` are there. */
+  directory?: string | undefined;
+  /** A production token, else `NUCLEUS_TOKEN`. */
+  token?: string | undefined;
 }
 
-/**
- * The launcher could not be asked, or its answer was not the state.
- *
- * @example
- * ```ts
- * import { StatusError } from "@mymodel/serve/status";
- * const error = new StatusError("Cannot reach the launcher at http://localhost:5000: connection refused");
- * console.assert(error.name === "StatusError");
- * ```
- */
-export class StatusError extends Error {
-  /**
-   * Creates the error.
-   *
-   * @param message One line: what failed and what to do.
-   * @param options The underlying error, if any.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "StatusError";
-  }
+/** The launcher could not be asked, or its answer was not the state. */
+class StatusError extends Error {
+  override name = "StatusError";
 }
 
-/** Where the launcher is and what the client trusts. */
-export interface Target {
-  /** Without a path: `http://localhost:5000`. */
+/** Where the launcher is (`http://localhost:5000`) and the PEM file trusted for TLS, with its text. */
+interface Target {
   base: string;
-  /** The PEM file trusted for TLS. */
   trusted?: string;
-  /** Its text. */
   caCert?: string;
 }
 
 function env(name: string): string | undefined {
-  const value = Deno.env.get(name);
-  return value === undefined || value === "" ? undefined : value;
+  return Deno.env.get(name) || undefined;
 }
 
 function readIfFile(path: string): string | undefined {
@@ -77,35 +53,22 @@ function readIfFile(path: string): string | undefined {
   }
 }
 
-/**
- * The launcher's base URL and the certificate to trust.
- *
- * @param options Where the launcher is.
- * @returns The target.
- * @throws {ConfigError} On a bad `NUCLEUS_PORT` or URL, or an unreadable certificate.
- *
- * @example
- * ```ts
- * import { resolveTarget } from "@mymodel/serve/status";
- * console.log(resolveTarget({ url: "http://gpu-7:5000" }).base); // http://gpu-7:5000
- * ```
- */
-export function resolveTarget(options: StatusOptions = {}): Target {
-  const directory = options.directory ?? env("MY_LOCAL");
-  let trust: { trusted: string; caCert: string } | undefined;
-  if (directory !== undefined) {
-    const crt = readIfFile(`${directory}/ssl/server.crt`);
-    if (
-      crt !== undefined &&
-      readIfFile(`${directory}/ssl/server.key`) !== undefined
-    ) {
-      const ca = readIfFile(`${directory}/ssl/ca.crt`);
-      trust = ca !== undefined
-        ? { trusted: `${directory}/ssl/ca.crt`, caCert: ca }
-        : { trusted: `${directory}/ssl/server.crt`, caCert: crt };
-    }
+/** The CA certificate is trusted when there is one, else the server's own. */
+function trustIn(directory: string | undefined): Omit<Target, "base"> {
+  if (directory === undefined) return {};
+  const ssl = `${directory}/ssl`;
+  const crt = readIfFile(`${ssl}/server.crt`);
+  if (crt === undefined || readIfFile(`${ssl}/server.key`) === undefined) {
+    return {};
   }
-  let base: string;
+  const ca = readIfFile(`${ssl}/ca.crt`);
+  return ca !== undefined
+    ? { trusted: `${ssl}/ca.crt`, caCert: ca }
+    : { trusted: `${ssl}/server.crt`, caCert: crt };
+}
+
+function resolveTarget(options: StatusOptions): Target {
+  const trust = trustIn(options.directory ?? env("MY_LOCAL"));
   if (options.url !== undefined) {
     let url: URL;
     try {
@@ -121,24 +84,24 @@ export function resolveTarget(options: StatusOptions = {}): Target {
         `Cannot use --url ${options.url}: expected an http:// or https:// URL`,
       );
     }
-    base = url.origin;
-    if (url.protocol === "http:") trust = undefined;
-  } else {
-    const named = options.host ?? env("NUCLEUS_HOST") ?? "localhost";
-    // A launcher bound to every interface is reached on this machine by its loopback name.
-    const host = isWildcardHost(named) ? "localhost" : named;
-    const text = env("NUCLEUS_PORT");
-    const port = options.port ?? (text === undefined ? 5000 : portIn(text));
-    if (port === undefined) {
-      throw new ConfigError(
-        `Cannot use NUCLEUS_PORT=${
-          JSON.stringify(text)
-        }: expected a port from 1 to 65535`,
-      );
-    }
-    base = `${trust ? "https" : "http"}://${urlHost(host)}:${port}`;
+    return url.protocol === "http:"
+      ? { base: url.origin }
+      : { base: url.origin, ...trust };
   }
-  return { base, ...trust };
+  const named = options.host ?? env("NUCLEUS_HOST") ?? "localhost";
+  // A launcher bound to every interface is reached on this machine by its loopback name.
+  const host = isWildcardHost(named) ? "localhost" : named;
+  const text = env("NUCLEUS_PORT");
+  const port = options.port ?? (text === undefined ? 5000 : portIn(text));
+  if (port === undefined) {
+    throw new ConfigError(
+      `Cannot use NUCLEUS_PORT=${
+        JSON.stringify(text)
+      }: expected a port from 1 to 65535`,
+    );
+  }
+  const scheme = trust.caCert === undefined ? "http" : "https";
+  return { base: `${scheme}://${urlHost(host)}:${port}`, ...trust };
 }
 
 function errorText(error: unknown): string {
@@ -147,22 +110,13 @@ function errorText(error: unknown): string {
   }`;
 }
 
-/** A TLS server, not a plain one. */
-function isCertificateProblem(error: unknown): boolean {
-  return /certificate|UnknownIssuer|NotValidForName|peer/i.test(
-    errorText(error),
-  );
-}
-
 function networkProblem(error: unknown, target: Target): string {
   const text = errorText(error);
   if (/connection refused|ECONNREFUSED|os error 111/i.test(text)) {
     return "connection refused (is it running? --port?)";
   }
   if (/certificate|tls|ssl|handshake|UnknownIssuer|peer/i.test(text)) {
-    const trusted = target.trusted === undefined
-      ? "the system's root certificates"
-      : target.trusted;
+    const trusted = target.trusted ?? "the system's root certificates";
     return `TLS failed: ${
       oneLine(text)
     } (trusted ${trusted}; expected the launcher's certificate to chain to it)`;
@@ -179,6 +133,7 @@ function networkProblem(error: unknown, target: Target): string {
 }
 
 const PLAIN_LOOK_MS = 2_000;
+const TIMEOUT_MS = 10_000;
 
 /** A TLS handshake with a plain server fails, or hangs until the timeout, saying nothing of why. */
 async function answersPlainHttp(base: string): Promise<boolean> {
@@ -195,36 +150,15 @@ async function answersPlainHttp(base: string): Promise<boolean> {
   }
 }
 
-function plainHttpProblem(base: string): string {
-  const http = base.replace(/^https:/, "http:");
-  return `TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url ${http}, or give the launcher its certificate pair in <directory>/ssl/)`;
-}
-
-/**
- * `GET /models?detail=1`, the answer as received.
- *
- * @param options Where the launcher is.
- * @returns The answer.
- * @throws {StatusError} When it cannot be asked or answers something else.
- * @throws {ConfigError} When the options or the environment cannot be used.
- *
- * @example
- * ```ts
- * import { fetchDetail } from "@mymodel/serve/status";
- * const detail = await fetchDetail({ port: 5000 }).catch(() => undefined);
- * console.log(Object.keys(detail?.active ?? {}));
- * ```
- */
+/** `GET /models?detail=1`, the answer as received; every {@linkcode StatusError} is one line. */
 export async function fetchDetail(
-  options: StatusOptions = {},
+  options: StatusOptions,
 ): Promise<ModelsDetail> {
   const target = resolveTarget(options);
   const token = options.token ?? env("NUCLEUS_TOKEN");
   const client = target.caCert === undefined
     ? undefined
     : Deno.createHttpClient({ caCerts: [target.caCert] });
-  const timeoutMs = options.timeoutMs ?? 10_000;
-  const url = `${target.base}/models?detail=1`;
   // A handshake still pending after a while: look whether plain HTTP answers
   // there, and if so stop waiting for the handshake.
   const plain = new AbortController();
@@ -240,26 +174,30 @@ export async function fetchDetail(
   try {
     let response: Response;
     try {
-      response = await fetch(url, {
+      response = await fetch(`${target.base}/models?detail=1`, {
         headers: token === undefined
           ? {}
           : { authorization: `Bearer ${token}` },
         signal: AbortSignal.any([
-          AbortSignal.timeout(timeoutMs),
+          AbortSignal.timeout(TIMEOUT_MS),
           plain.signal,
         ]),
         ...(client === undefined ? {} : { client }),
       });
     } catch (error) {
       clearTimeout(lookTimer);
+      // A certificate problem proves a TLS server: no need to look.
       const tlsToPlain = lookTimer !== undefined &&
-        !isCertificateProblem(error) &&
+        !/certificate|UnknownIssuer|NotValidForName|peer/i.test(
+          errorText(error),
+        ) &&
         await (look ?? answersPlainHttp(target.base));
+      const http = target.base.replace(/^https:/, "http:");
       const detail = tlsToPlain
-        ? plainHttpProblem(target.base)
+        ? `TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url ${http}, or give the launcher its certificate pair in <directory>/ssl/)`
         : (error as Error)?.name === "TimeoutError"
         ? `no answer within ${
-          timeoutMs / 1000
+          TIMEOUT_MS / 1000
         } s (expected /models to answer in about 2 s)`
         : networkProblem(error, target);
       throw new StatusError(
@@ -286,16 +224,19 @@ export async function fetchDetail(
       );
     }
     const expected = "(expected the launcher's /models answer)";
-    let body: unknown;
+    let body: { active?: unknown } | null;
     try {
       body = JSON.parse(text);
     } catch (cause) {
       throw cannot(`the answer is not JSON ${expected}`, { cause });
     }
-    if (!isModelsDetail(body)) {
+    const active = body?.active;
+    if (
+      typeof active !== "object" || active === null || Array.isArray(active)
+    ) {
       throw cannot(`the answer has no 'active' mapping ${expected}`);
     }
-    return body;
+    return body as ModelsDetail;
   } finally {
     clearTimeout(lookTimer);
     await look;

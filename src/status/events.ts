@@ -11,9 +11,9 @@ import { sleep } from "../common/sleep.ts";
 export interface EventsOptions {
   directory: string;
   /** This model's events and the launcher's own. */
-  model?: string;
+  model?: string | undefined;
   /** Epoch milliseconds. */
-  since?: number;
+  since?: number | undefined;
   json?: boolean;
   /** Until `signal` aborts. */
   follow?: boolean;
@@ -83,19 +83,20 @@ export async function showEvents(options: EventsOptions): Promise<number> {
     const out = options.json ? escapedJson(line) : eventText(line);
     if (out !== undefined) print(out);
   };
-  const rotated: Followed[] = [];
-  for (let n = 1;; n++) {
-    const file = openJournal(`${path}.${n}`);
-    if (file === undefined) break;
-    rotated.unshift(file);
-  }
+  const rotated = rotatedFiles(path);
   // Without a journal file, the newest rotated one anchors a follow.
   let current = openJournal(path) ?? rotated.pop();
   if (current === undefined) {
     console.error(`no journal at ${path} (has a launcher run there?)`);
     return 1;
   }
-  for (const file of rotated) finish(file, show);
+  for (const file of rotated) {
+    try {
+      complete(file, show);
+    } finally {
+      file.file.close();
+    }
+  }
   try {
     readLines(current, show);
     while (options.follow && !options.signal?.aborted) {
@@ -104,7 +105,7 @@ export async function showEvents(options: EventsOptions): Promise<number> {
       if (!rotatedAway(path, current)) continue;
       // Rotated, maybe more than once since the last look: the file held is
       // finished by its handle, then those rotated after it, then the new one.
-      const since = rotatedSince(path, current);
+      const since = rotatedFiles(path, current);
       complete(current, show);
       for (const file of since) complete(file, show);
       const newest = openJournal(path) ?? since.pop();
@@ -159,20 +160,21 @@ function rotatedAway(path: string, held: Followed): boolean {
     : !sameFile(info, held.info);
 }
 
-/** `path.1`, `path.2`… newer than `held`, oldest first; all of them when `held` was rotated out. */
-function rotatedSince(path: string, held: Followed): Followed[] {
-  const newer: Followed[] = [];
-  if (held.info.ino === null) return newer;
+/** `path.1`, `path.2`… oldest first: all of them, or those newer than `held`. */
+function rotatedFiles(path: string, held?: Followed): Followed[] {
+  const files: Followed[] = [];
+  // Without inodes, the file held cannot be told among the rotated ones.
+  if (held?.info.ino === null) return files;
   for (let n = 1;; n++) {
     const file = openJournal(`${path}.${n}`);
     if (file === undefined) break;
-    if (sameFile(file.info, held.info)) {
+    if (held && sameFile(file.info, held.info)) {
       file.file.close();
       break;
     }
-    newer.unshift(file);
+    files.unshift(file);
   }
-  return newer;
+  return files;
 }
 
 const CHUNK = 64 * 1024;
@@ -205,12 +207,4 @@ function complete(held: Followed, show: (line: string) => void): void {
   readLines(held, show);
   show(decoder.decode(held.rest));
   held.rest = new Uint8Array();
-}
-
-function finish(held: Followed, show: (line: string) => void): void {
-  try {
-    complete(held, show);
-  } finally {
-    held.file.close();
-  }
 }

@@ -1,6 +1,5 @@
 /**
- * The status view's program: {@linkcode statusRows} for embedders, `main`
- * for the command line.
+ * The status view's command line.
  *
  * @module
  */
@@ -9,219 +8,8 @@ import { ConfigError } from "../common/config_error.ts";
 import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
 import { fetchDetail, type StatusOptions } from "./client.ts";
-import { renderTable, rowsOf, type StatusRow } from "./table.ts";
+import { renderTable, rowsOf } from "./table.ts";
 import { durationMs, escapedJson, showEvents } from "./events.ts";
-
-/**
- * One row per engine of a running launcher, in request order.
- *
- * @param options Where the launcher is; unset fields follow its own defaults.
- * @returns The rows.
- * @throws {StatusError} When the launcher cannot be asked or answers something else.
- * @throws {ConfigError} When an option or environment variable cannot be used.
- *
- * @example
- * ```ts
- * import { statusRows } from "@mymodel/serve/status";
- * const rows = await statusRows({ port: 5000 }).catch(() => []);
- * console.log(rows.filter((row) => !row.healthy).map((row) => row.model));
- * ```
- */
-export async function statusRows(
-  options: StatusOptions = {},
-): Promise<StatusRow[]> {
-  return rowsOf(await fetchDetail(options));
-}
-
-/** Never with `NO_COLOR` set (no-color.org). */
-function wantsColour(): boolean {
-  const noColor = Deno.env.get("NO_COLOR");
-  return (noColor === undefined || noColor === "") &&
-    Deno.stdout.isTerminal();
-}
-
-function readToken(path: string): string {
-  let text: string;
-  try {
-    text = Deno.readTextFileSync(path);
-  } catch (error) {
-    throw new ConfigError(
-      `Cannot read --token-file ${path}: ${
-        (error as Error).message
-      } (expected a readable file holding the token)`,
-      { cause: error },
-    );
-  }
-  const token = text.replace(/\r?\n$/, "");
-  if (token.trim() === "") {
-    throw new ConfigError(
-      `Cannot use --token-file ${path}: the file is empty (expected the token)`,
-    );
-  }
-  return token;
-}
-
-/** A terminal's width, for rows that fit it; none in a pipe or with `--wide`. */
-function terminalWidth(wide: boolean): number | undefined {
-  if (wide || !Deno.stdout.isTerminal()) return undefined;
-  try {
-    return Deno.consoleSize().columns;
-  } catch {
-    return undefined;
-  }
-}
-
-/** How a table is shown. */
-interface Show {
-  json: boolean;
-  colour: boolean;
-  wide: boolean;
-}
-
-/** Whether every engine is healthy. */
-async function showOnce(
-  options: StatusOptions,
-  show: Show,
-): Promise<boolean> {
-  const detail = await fetchDetail(options);
-  const rows = rowsOf(detail);
-  const width = terminalWidth(show.wide);
-  if (show.json) console.log(escapedJson(JSON.stringify(detail, null, 2)));
-  else if (rows.length === 0) console.log("no engines");
-  else {
-    console.log(renderTable(rows, {
-      now: Date.now(),
-      color: show.colour,
-      ...(width === undefined ? {} : { width }),
-    }));
-  }
-  return rows.every((row) => row.healthy);
-}
-
-/**
- * Runs the status command line.
- *
- * @param args The command-line arguments.
- * @returns 0 shown, 1 cannot ask, 2 usage error, 3 an engine not healthy (`--check`).
- *
- * @example
- * ```ts
- * import { main } from "@mymodel/serve/status";
- * console.assert(await main(["--help"]) === 0);
- * ```
- */
-export async function main(
-  args: readonly string[] = Deno.args,
-): Promise<number> {
-  let cli;
-  try {
-    cli = parseStatusCli(args);
-  } catch (error) {
-    if (!(error instanceof StatusUsageError)) throw error;
-    console.error(`${error.message} (see --help)`);
-    return 2;
-  }
-  if (cli.help) {
-    console.log(STATUS_USAGE);
-    return 0;
-  }
-  if (cli.events) return await events(cli);
-  const show = {
-    json: cli.json,
-    colour: !cli.json && wantsColour(),
-    wide: cli.wide,
-  };
-  try {
-    const options = { ...cli.options };
-    if (cli.tokenFile !== undefined) options.token = readToken(cli.tokenFile);
-    if (cli.watch === undefined) {
-      const healthy = await showOnce(options, show);
-      return cli.check && !healthy ? 3 : 0;
-    }
-    return await watch(options, cli.watch, show);
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    console.error(message.replaceAll("\n", " "));
-    return 1;
-  }
-}
-
-/** `body`'s signal aborts on SIGINT or SIGTERM (when `listen`). */
-async function untilStopped<T>(
-  listen: boolean,
-  body: (signal: AbortSignal) => Promise<T>,
-): Promise<T> {
-  const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  const signals: Deno.Signal[] = listen ? ["SIGINT", "SIGTERM"] : [];
-  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
-  try {
-    return await body(stop.signal);
-  } finally {
-    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
-  }
-}
-
-function events(cli: StatusCli): Promise<number> | number {
-  const directory = cli.options.directory ?? Deno.env.get("MY_LOCAL");
-  if (!directory) {
-    console.error(
-      "Cannot read the journal: no directory (pass --directory or set MY_LOCAL)",
-    );
-    return 1;
-  }
-  return untilStopped(cli.follow, (signal) =>
-    showEvents({
-      directory,
-      json: cli.json,
-      follow: cli.follow,
-      signal,
-      ...(cli.model === undefined ? {} : { model: cli.model }),
-      ...(cli.since === undefined ? {} : { since: Date.now() - cli.since }),
-    }));
-}
-
-/** A failed round shows its line and goes on. */
-function watch(
-  options: StatusOptions,
-  seconds: number,
-  show: Show,
-): Promise<number> {
-  const terminal = Deno.stdout.isTerminal();
-  return untilStopped(true, async (signal) => {
-    while (!signal.aborted) {
-      // Home and clear on a terminal; in a pipe or a log, rounds follow each other.
-      if (terminal) console.log("\x1b[H\x1b[2J");
-      console.log(`every ${seconds} s, ${new Date().toISOString()}`);
-      try {
-        await showOnce(options, show);
-      } catch (error) {
-        if (error instanceof ConfigError) throw error;
-        console.error((error as Error).message);
-      }
-      await sleep(seconds * 1000, signal);
-    }
-    return 0;
-  });
-}
-
-/** Exit 2. */
-class StatusUsageError extends Error {}
-
-interface StatusCli {
-  help: boolean;
-  json: boolean;
-  wide: boolean;
-  check: boolean;
-  watch?: number;
-  tokenFile?: string;
-  events: boolean;
-  follow: boolean;
-  model?: string;
-  /** Milliseconds. */
-  since?: number;
-  options: StatusOptions;
-}
 
 const STATUS_USAGE =
   `Usage: deno task status [--host H] [--port P] [--directory D] [--url URL]
@@ -252,7 +40,8 @@ free text cut with …; with --events, the journal of D/logs/events.jsonl instea
 Exit codes: 0 shown (all healthy with --check), 1 cannot ask the launcher
 (or no journal), 2 usage error, 3 an engine is not healthy (--check).`;
 
-function parseStatusCli(args: readonly string[]): StatusCli {
+/** The command line, checked; a usage error throws its one line. */
+function parseCli(args: readonly string[]) {
   let v;
   try {
     v = parseArgs({
@@ -278,9 +67,9 @@ function parseStatusCli(args: readonly string[]): StatusCli {
     }).values;
   } catch (error) {
     const first = (error as Error).message.split("\n")[0];
-    throw new StatusUsageError(`Cannot parse the command line: ${first}`);
+    throw new Error(`Cannot parse the command line: ${first}`);
   }
-  const usage = (message: string) => new StatusUsageError(message);
+  const usage = (message: string) => new Error(message);
   for (const key of ["host", "directory", "url", "token-file"] as const) {
     if (v[key]?.trim() === "") {
       throw usage(`Cannot use --${key}: expected a non-empty value`);
@@ -330,26 +119,158 @@ function parseStatusCli(args: readonly string[]): StatusCli {
       "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
     );
   }
-  const { help, json, wide, check, events, follow, model } = v;
-  const tokenFile = v["token-file"];
-  const options = { host: v.host, directory: v.directory, url: v.url, port };
-  return {
-    help,
-    json,
-    wide,
-    check,
-    events,
-    follow,
-    options: defined(options),
-    ...defined({ watch, tokenFile, model, since }),
-  };
+  return { ...v, port, since, watch };
 }
 
-/** Without its undefined fields, as `exactOptionalPropertyTypes` wants. */
-function defined<T extends object>(
-  fields: T,
-): { [K in keyof T]?: Exclude<T[K], undefined> } {
-  return Object.fromEntries(
-    Object.entries(fields).filter(([, value]) => value !== undefined),
-  ) as { [K in keyof T]?: Exclude<T[K], undefined> };
+type Cli = ReturnType<typeof parseCli>;
+
+/**
+ * Runs the status command line.
+ *
+ * @param args The command-line arguments.
+ * @returns 0 shown, 1 cannot ask, 2 usage error, 3 an engine not healthy (`--check`).
+ *
+ * @example
+ * ```ts
+ * import { main } from "@mymodel/serve/status";
+ * console.assert(await main(["--help"]) === 0);
+ * ```
+ */
+export async function main(
+  args: readonly string[] = Deno.args,
+): Promise<number> {
+  let cli;
+  try {
+    cli = parseCli(args);
+  } catch (error) {
+    console.error(`${(error as Error).message} (see --help)`);
+    return 2;
+  }
+  if (cli.help) {
+    console.log(STATUS_USAGE);
+    return 0;
+  }
+  if (cli.events) return await events(cli);
+  try {
+    const file = cli["token-file"];
+    const options: StatusOptions = {
+      url: cli.url,
+      host: cli.host,
+      port: cli.port,
+      directory: cli.directory,
+      token: file === undefined ? undefined : readToken(file),
+    };
+    if (cli.watch === undefined) {
+      const healthy = await showOnce(options, cli);
+      return cli.check && !healthy ? 3 : 0;
+    }
+    return await watch(options, cli.watch, cli);
+  } catch (error) {
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(message.replaceAll("\n", " "));
+    return 1;
+  }
+}
+
+function readToken(path: string): string {
+  let text: string;
+  try {
+    text = Deno.readTextFileSync(path);
+  } catch (error) {
+    throw new ConfigError(
+      `Cannot read --token-file ${path}: ${
+        (error as Error).message
+      } (expected a readable file holding the token)`,
+      { cause: error },
+    );
+  }
+  const token = text.replace(/\r?\n$/, "");
+  if (token.trim() === "") {
+    throw new ConfigError(
+      `Cannot use --token-file ${path}: the file is empty (expected the token)`,
+    );
+  }
+  return token;
+}
+
+/** Whether every engine is healthy. */
+async function showOnce(options: StatusOptions, cli: Cli): Promise<boolean> {
+  const detail = await fetchDetail(options);
+  const rows = rowsOf(detail);
+  const terminal = Deno.stdout.isTerminal();
+  if (cli.json) console.log(escapedJson(JSON.stringify(detail, null, 2)));
+  else if (rows.length === 0) console.log("no engines");
+  else {
+    console.log(renderTable(rows, {
+      now: Date.now(),
+      // Never with NO_COLOR set (no-color.org).
+      color: terminal && !Deno.env.get("NO_COLOR"),
+      // A terminal's rows fit its width; a pipe and --wide get them whole.
+      width: terminal && !cli.wide ? columns() : undefined,
+    }));
+  }
+  return rows.every((row) => row.healthy);
+}
+
+function columns(): number | undefined {
+  try {
+    return Deno.consoleSize().columns;
+  } catch {
+    return undefined;
+  }
+}
+
+/** A failed round shows its line and goes on. */
+function watch(options: StatusOptions, seconds: number, cli: Cli) {
+  const terminal = Deno.stdout.isTerminal();
+  return untilStopped(true, async (signal) => {
+    while (!signal.aborted) {
+      // Home and clear on a terminal; in a pipe or a log, rounds follow each other.
+      if (terminal) console.log("\x1b[H\x1b[2J");
+      console.log(`every ${seconds} s, ${new Date().toISOString()}`);
+      try {
+        await showOnce(options, cli);
+      } catch (error) {
+        if (error instanceof ConfigError) throw error;
+        console.error((error as Error).message);
+      }
+      await sleep(seconds * 1000, signal);
+    }
+    return 0;
+  });
+}
+
+function events(cli: Cli): Promise<number> | number {
+  const directory = cli.directory ?? Deno.env.get("MY_LOCAL");
+  if (!directory) {
+    console.error(
+      "Cannot read the journal: no directory (pass --directory or set MY_LOCAL)",
+    );
+    return 1;
+  }
+  return untilStopped(cli.follow, (signal) =>
+    showEvents({
+      directory,
+      json: cli.json,
+      follow: cli.follow,
+      signal,
+      model: cli.model,
+      since: cli.since === undefined ? undefined : Date.now() - cli.since,
+    }));
+}
+
+/** `body`'s signal aborts on SIGINT or SIGTERM (when `listen`). */
+async function untilStopped<T>(
+  listen: boolean,
+  body: (signal: AbortSignal) => Promise<T>,
+): Promise<T> {
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  const signals: Deno.Signal[] = listen ? ["SIGINT", "SIGTERM"] : [];
+  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
+  try {
+    return await body(stop.signal);
+  } finally {
+    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
+  }
 }

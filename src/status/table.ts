@@ -1,60 +1,55 @@
 /**
- * The status table: one row per engine, times as people read them ("4m ago",
- * "in 3s"), coloured only when asked.
+ * The status table over `GET /models?detail=1`: one row per engine, times as
+ * people read them ("4m ago", "in 3s"), coloured only when asked. The answer
+ * is read as untrusted JSON (another version of the launcher, or something
+ * else): each field is used only when it has the expected type.
  *
  * @module
  */
-import type {
-  ModelsDetail,
-  WireEngine,
-  WireLastExit,
-  WireProgress,
-  WireTraffic,
-} from "./models_detail.ts";
 import { alignColumns } from "../common/columns.ts";
 import { printable } from "../common/printable.ts";
 
+/** A JSON object as received; unknown fields are kept (and shown by `--json`). */
+export type Json = Record<string, unknown>;
+
+/** The answer: engines by catalogue name, in request order. */
+export interface ModelsDetail {
+  active: Record<string, Json>;
+  [extra: string]: unknown;
+}
+
 /** One engine as the launcher reported it (`-`, `unknown` or null where it did not). */
 export interface StatusRow {
-  /** The catalogue name. */
   model: string;
-  /** What the model does. */
   verb: string;
-  /** The lifecycle state. */
   state: string;
   /** Why a `waiting` engine waits (`gpu-memory-free`). */
   waitingFor: string | null;
-  /** The engine answered `/health` during the request. */
   healthy: boolean;
-  /** The engine's pid. */
   pid: number | null;
   /** `[]` for none, null when not placed. */
   gpus: readonly string[] | null;
-  /** Since the launcher started. */
   restarts: number | null;
-  /** The last state change. */
   since: string | null;
-  /** How the last run ended. */
-  lastExit: WireLastExit | null;
-  /** The next start, in backoff. */
+  lastExit: Json | null;
   nextRestart: string | null;
-  /** While starting: the load phase, its start and progress. */
-  load?: {
-    phase: string;
-    since: string | null;
-    progress: WireProgress | null;
-  };
-  /** While `draining`: requests in flight at its last read (null before it), and its deadline. */
+  load?: { phase: string; since: string | null; progress: Json | null };
+  /** In flight at the last read (null before it), and the SIGTERM deadline. */
   drain?: { inFlight: number | null; deadline: string };
-  /** The engine's base URL. */
   url: string;
-  /** Read from the engine's own metrics, when the launcher reports it. */
-  traffic?: {
-    running: number;
-    waiting: number;
-    /** Null while unknown. */
-    tokensPerS: number | null;
-  };
+  traffic?: { running: number; waiting: number; tokensPerS: number | null };
+}
+
+function text(value: unknown): string | null {
+  return typeof value === "string" ? value : null;
+}
+
+function num(value: unknown): number | null {
+  return typeof value === "number" ? value : null;
+}
+
+function obj(value: unknown): Json | null {
+  return typeof value === "object" && value !== null ? value as Json : null;
 }
 
 /** A duration in its largest whole unit: `45s`, `4m`, `3h`, `2d`. */
@@ -81,116 +76,91 @@ export function relativeTime(
     : `in ${shortDuration(delta)}`;
 }
 
-export const COLUMNS = [
-  "MODEL",
-  "VERB",
-  "STATE",
-  "HEALTHY",
-  "REQ",
-  "TOK/S",
-  "PID",
-  "GPUS",
-  "RESTARTS",
-  "SINCE",
-  "LAST EXIT",
-  "URL",
-] as const;
-
-function stringOr<T>(value: unknown, fallback: T): string | T {
-  return typeof value === "string" ? value : fallback;
-}
-
-function rowOf(model: string, engine: WireEngine): StatusRow {
-  const waiting = engine.waiting_for;
+function rowOf(model: string, engine: Json): StatusRow {
+  const waiting = obj(engine.waiting_for);
+  const phase = text(engine.phase);
+  const traffic = obj(engine.traffic);
+  const running = num(traffic?.running);
+  const drain = obj(engine.drain);
+  const deadline = text(drain?.deadline);
+  const drained = num(drain?.running);
   return {
     model,
-    verb: stringOr(engine.verb, "-"),
-    state: stringOr(engine.state, "unknown"),
-    waitingFor: waiting && typeof waiting === "object"
-      ? stringOr(waiting.reason, "unknown")
-      : null,
+    verb: text(engine.verb) ?? "-",
+    state: text(engine.state) ?? "unknown",
+    waitingFor: waiting && (text(waiting.reason) ?? "unknown"),
     healthy: engine.healthy === true,
-    pid: typeof engine.pid === "number" ? engine.pid : null,
+    pid: num(engine.pid),
     gpus: Array.isArray(engine.gpus) ? engine.gpus.map(String) : null,
-    restarts: typeof engine.restarts === "number" ? engine.restarts : null,
-    since: stringOr(engine.since, null),
-    lastExit: engine.last_exit && typeof engine.last_exit === "object"
-      ? engine.last_exit
-      : null,
-    nextRestart: stringOr(engine.next_restart, null),
-    ...(typeof engine.phase === "string"
-      ? {
-        load: {
-          phase: engine.phase,
-          since: stringOr(engine.phase_since, null),
-          progress: engine.progress && typeof engine.progress === "object"
-            ? engine.progress
-            : null,
-        },
-      }
-      : {}),
-    url: stringOr(engine.url, "-"),
-    ...trafficOf(engine.traffic),
-    ...drainOf(engine.drain),
-  };
-}
-
-function drainOf(drain: unknown): Pick<StatusRow, "drain"> {
-  if (typeof drain !== "object" || drain === null) return {};
-  const { running, waiting, deadline } = drain as Record<string, unknown>;
-  if (typeof deadline !== "string") return {};
-  const inFlight = typeof running === "number"
-    ? running + (typeof waiting === "number" ? waiting : 0)
-    : null;
-  return { drain: { inFlight, deadline } };
-}
-
-function trafficOf(traffic: unknown): Pick<StatusRow, "traffic"> {
-  if (typeof traffic !== "object" || traffic === null) return {};
-  const { running, waiting, tokens_per_s: rate } = traffic as WireTraffic;
-  if (typeof running !== "number") return {};
-  return {
-    traffic: {
-      running,
-      waiting: typeof waiting === "number" ? waiting : 0,
-      tokensPerS: typeof rate === "number" ? rate : null,
-    },
+    restarts: num(engine.restarts),
+    since: text(engine.since),
+    lastExit: obj(engine.last_exit),
+    nextRestart: text(engine.next_restart),
+    ...(phase === null ? {} : {
+      load: {
+        phase,
+        since: text(engine.phase_since),
+        progress: obj(engine.progress),
+      },
+    }),
+    url: text(engine.url) ?? "-",
+    ...(running === null ? {} : {
+      traffic: {
+        running,
+        waiting: num(traffic?.waiting) ?? 0,
+        tokensPerS: num(traffic?.tokens_per_s),
+      },
+    }),
+    ...(deadline === null ? {} : {
+      drain: {
+        inFlight: drained === null
+          ? null
+          : drained + (num(drain?.waiting) ?? 0),
+        deadline,
+      },
+    }),
   };
 }
 
 /** In request order. */
 export function rowsOf(detail: ModelsDetail): StatusRow[] {
   return Object.entries(detail.active).map(([model, engine]) =>
-    rowOf(model, engine ?? {})
+    rowOf(model, obj(engine) ?? {})
   );
 }
 
 /** `code 3, 2m ago`, `signal SIGKILL, 5s ago`, `unhealthy, signal SIGTERM, 1h ago`, or `-`. */
-export function lastExitText(exit: WireLastExit | null, now: number): string {
+export function lastExitText(exit: Json | null, now: number): string {
   if (exit === null) return "-";
-  const how = typeof exit.code === "number"
-    ? `code ${exit.code}`
-    : typeof exit.signal === "string"
-    ? `signal ${exit.signal}`
+  const code = num(exit.code);
+  const signal = text(exit.signal);
+  const how = code !== null
+    ? `code ${code}`
+    : signal !== null
+    ? `signal ${signal}`
     : "ended";
   const parts = exit.reason === "unhealthy" ? ["unhealthy", how] : [how];
   // `exit` and `signal` say nothing the code or signal does not.
-  if (
-    typeof exit.cause === "string" && !["exit", "signal"].includes(exit.cause)
-  ) {
-    parts.push(exit.cause);
+  const cause = text(exit.cause);
+  if (cause !== null && cause !== "exit" && cause !== "signal") {
+    parts.push(cause);
   }
-  if (typeof exit.at === "string") parts.push(relativeTime(exit.at, now));
-  const text = parts.join(", ");
-  return typeof exit.message === "string" ? `${text}: ${exit.message}` : text;
+  const at = text(exit.at);
+  if (at !== null) parts.push(relativeTime(at, now));
+  const message = text(exit.message);
+  return message === null
+    ? parts.join(", ")
+    : `${parts.join(", ")}: ${message}`;
 }
 
 /** `9/20`, `3.1/16 GB`, `3.1 GB`, `29 MB`: a phase's progress for people. */
-function progressText(progress: WireProgress): string {
-  const { done, total, unit } = progress;
-  if (typeof done !== "number") return "";
-  const of = typeof total === "number" ? total : null;
-  if (unit !== "bytes") return of === null ? `${done}` : `${done}/${of}`;
+function progressText(progress: Json): string {
+  const done = num(progress.done);
+  if (done === null) return "";
+  const of = num(progress.total);
+  if (progress.unit !== "bytes") {
+    return of === null ? `${done}` : `${done}/${of}`;
+  }
   // GB with one decimal once it reaches a GB, else whole MB.
   const big = Math.max(done, of ?? 0) >= 1e9;
   const size = (n: number) =>
@@ -223,52 +193,76 @@ export function stateText(row: StatusRow, now: number): string {
   return row.state;
 }
 
-// Engine text may carry escapes (a retitle, a clipboard write, a faked line).
-function cells(row: StatusRow, now: number): string[] {
-  return [
-    row.model,
-    row.verb,
-    stateText(row, now),
-    row.healthy ? "yes" : "no",
-    ...trafficCells(row),
-    row.pid === null ? "-" : String(row.pid),
-    row.gpus === null
-      ? "-"
-      : row.gpus.length === 0
-      ? "none"
-      : row.gpus.join(","),
-    row.restarts === null ? "-" : String(row.restarts),
-    relativeTime(row.since, now),
-    lastExitText(row.lastExit, now),
-    row.url,
-  ].map(printable);
-}
+const GREEN = "\x1b[32m";
+const YELLOW = "\x1b[33m";
+const RED = "\x1b[31m";
+const BOLD = "\x1b[1m";
 
-/** REQ: running, `+N` waiting; TOK/S: whole from 100, else one decimal; `-` unknown. */
-function trafficCells(row: StatusRow): [string, string] {
-  const t = row.traffic;
-  if (t === undefined) return ["-", "-"];
-  const rate = t.tokensPerS;
-  return [
-    t.waiting > 0 ? `${t.running}+${t.waiting}` : String(t.running),
-    rate === null
-      ? "-"
-      : rate >= 100
-      ? String(Math.round(rate))
-      : rate.toFixed(1),
-  ];
-}
+/** A column: its title, its cell, and its colour when colours are asked. */
+type Column = readonly [
+  title: string,
+  cell: (row: StatusRow, now: number) => string,
+  colour?: (row: StatusRow) => string,
+];
+
+const TABLE: readonly Column[] = [
+  ["MODEL", (row) => row.model],
+  ["VERB", (row) => row.verb],
+  [
+    "STATE",
+    stateText,
+    (row) =>
+      row.state === "ready"
+        ? GREEN
+        : ["unhealthy", "exited", "failed"].includes(row.state)
+        ? RED
+        : YELLOW,
+  ],
+  [
+    "HEALTHY",
+    (row) => row.healthy ? "yes" : "no",
+    (row) => row.healthy ? GREEN : RED,
+  ],
+  // Running, `+N` waiting.
+  [
+    "REQ",
+    ({ traffic: t }) =>
+      t === undefined
+        ? "-"
+        : t.waiting > 0
+        ? `${t.running}+${t.waiting}`
+        : String(t.running),
+  ],
+  // Whole from 100, else one decimal.
+  ["TOK/S", ({ traffic }) => {
+    const rate = traffic?.tokensPerS ?? null;
+    if (rate === null) return "-";
+    return rate >= 100 ? String(Math.round(rate)) : rate.toFixed(1);
+  }],
+  ["PID", (row) => row.pid === null ? "-" : String(row.pid)],
+  [
+    "GPUS",
+    ({ gpus }) =>
+      gpus === null ? "-" : gpus.length === 0 ? "none" : gpus.join(","),
+  ],
+  ["RESTARTS", (row) => row.restarts === null ? "-" : String(row.restarts)],
+  ["SINCE", (row, now) => relativeTime(row.since, now)],
+  ["LAST EXIT", (row, now) => lastExitText(row.lastExit, now)],
+  ["URL", (row) => row.url],
+];
+
+export const COLUMNS: readonly string[] = TABLE.map(([title]) => title);
 
 // The free-text columns, cut in this order down to these widths; then the
 // gaps narrow to 2; then the cuts go further. A 100-column terminal holds a
 // row this way; `--wide` shows it whole.
-const CUTS: readonly (readonly [typeof COLUMNS[number], number])[] = [
+const CUTS: readonly (readonly [string, number])[] = [
   ["LAST EXIT", 9],
   ["URL", 12],
   ["STATE", 12],
   ["MODEL", 12],
 ];
-const LAST_CUTS: readonly (readonly [typeof COLUMNS[number], number])[] = [
+const LAST_CUTS: readonly (readonly [string, number])[] = [
   ["MODEL", 9],
   ["STATE", 9],
   ["URL", 3],
@@ -306,62 +300,31 @@ function fitCells(
   };
 }
 
-const GREEN = "\x1b[32m";
-const YELLOW = "\x1b[33m";
-const RED = "\x1b[31m";
-const BOLD = "\x1b[1m";
-
-function stateColour(state: string): string {
-  if (state === "ready") return GREEN;
-  if (state === "unhealthy" || state === "exited" || state === "failed") {
-    return RED;
-  }
-  return YELLOW;
-}
-
 /** How to render the table. */
 export interface RenderOptions {
   /** Epoch milliseconds, for the relative times. */
   now: number;
-  /** ANSI colours for the title, STATE and HEALTHY. @default {false} */
+  /** ANSI colours for the title, STATE and HEALTHY. */
   color?: boolean;
-  /** Cut the free-text columns with `…` so each line fits this many columns (a terminal's); unset: whole rows. */
-  width?: number;
+  /** Cut the free-text columns with `…` so each line fits this many columns; unset: whole rows. */
+  width?: number | undefined;
 }
 
-/**
- * The table as text, aligned like `docker ps`.
- *
- * @param rows The rows.
- * @param options The time and colours.
- * @returns One title line and one line per engine.
- *
- * @example
- * ```ts
- * import { renderTable } from "@mymodel/serve/status";
- * console.log(renderTable([], { now: Date.now() })); // the title line alone
- * ```
- */
+/** The table as text, aligned like `docker ps`: one title line and one line per engine. */
 export function renderTable(
   rows: readonly StatusRow[],
   options: RenderOptions,
 ): string {
-  const color = options.color === true;
-  const all = rows.map((row) => cells(row, options.now));
+  // Engine text may carry escapes (a retitle, a clipboard write, a faked line).
+  const all = rows.map((row) =>
+    TABLE.map(([, cell]) => printable(cell(row, options.now)))
+  );
   const fit = options.width === undefined
     ? { rows: all, gap: 3 }
     : fitCells(all, options.width);
-  return alignColumns(
-    COLUMNS,
-    fit.rows,
-    (r, i) => {
-      if (!color) return "";
-      if (r < 0) return BOLD;
-      const row = rows[r]!;
-      if (i === 2) return stateColour(row.state);
-      if (i === 3) return row.healthy ? GREEN : RED;
-      return "";
-    },
-    fit.gap,
-  );
+  return alignColumns(COLUMNS, fit.rows, (r, i) => {
+    if (options.color !== true) return "";
+    if (r < 0) return BOLD;
+    return TABLE[i]![2]?.(rows[r]!) ?? "";
+  }, fit.gap);
 }

@@ -8,7 +8,7 @@ import {
   shortDuration,
   stateText,
 } from "../../src/status/table.ts";
-import type { ModelsDetail } from "../../src/status/models_detail.ts";
+import type { ModelsDetail } from "../../src/status/table.ts";
 
 const NOW = Date.parse("2026-11-22T20:40:00.000Z");
 function before(seconds: number): string {
