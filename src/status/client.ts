@@ -9,17 +9,13 @@ import { isWildcardHost, portIn, urlHost } from "../common/settings.ts";
 import { oneLine } from "../common/one_line.ts";
 import type { ModelsDetail } from "./table.ts";
 
-/** Where and how to ask the launcher; unset fields follow the launcher's own defaults. */
+/** Where and how to ask the launcher; unset fields follow the launcher's own variables and defaults. */
 export interface StatusOptions {
-  /** The base URL (`https://gpu-7:5000`), instead of host, port and the TLS guess. */
+  /** Instead of host, port and the TLS guess. */
   url?: string | undefined;
-  /** A wildcard (`0.0.0.0`, `::`) means this machine. Else `NUCLEUS_HOST`, else localhost. */
   host?: string | undefined;
-  /** Else `NUCLEUS_PORT`, else 5000. */
   port?: number | undefined;
-  /** The root (else `MY_LOCAL`): HTTPS when `ssl/server.crt` and `.key` are there. */
   directory?: string | undefined;
-  /** A production token, else `NUCLEUS_TOKEN`. */
   token?: string | undefined;
 }
 
@@ -28,7 +24,7 @@ class StatusError extends Error {
   override name = "StatusError";
 }
 
-/** Where the launcher is (`http://localhost:5000`) and the PEM file trusted for TLS, with its text. */
+/** The base URL (`http://localhost:5000`) and the PEM file trusted for TLS, with its text. */
 interface Target {
   base: string;
   trusted?: string;
@@ -70,13 +66,10 @@ function trustIn(directory: string | undefined): Omit<Target, "base"> {
 function resolveTarget(options: StatusOptions): Target {
   const trust = trustIn(options.directory ?? env("MY_LOCAL"));
   if (options.url !== undefined) {
-    let url: URL;
-    try {
-      url = new URL(options.url);
-    } catch (cause) {
+    const url = URL.parse(options.url);
+    if (url === null) {
       throw new ConfigError(
         `Cannot use --url ${options.url}: not a URL (expected http(s)://host:port)`,
-        { cause },
       );
     }
     if (url.protocol !== "http:" && url.protocol !== "https:") {

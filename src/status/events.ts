@@ -31,14 +31,18 @@ export function durationMs(text: string): number | undefined {
   return Number(m[1]) * unit;
 }
 
-/** `08:40:01.123  tiny  backoff → failed  (bad-arguments)  exit: code 1 …` */
-export function eventText(line: string): string | undefined {
-  let e;
+/** A journal line from anywhere: its fields are checked where read. */
+function parsed(line: string) {
   try {
-    e = JSON.parse(line);
+    return JSON.parse(line);
   } catch {
     return undefined;
   }
+}
+
+/** `08:40:01.123  tiny  backoff → failed  (bad-arguments)  exit: code 1 …` */
+export function eventText(line: string): string | undefined {
+  const e = parsed(line);
   if (typeof e !== "object" || e === null || typeof e.at !== "string") {
     return undefined;
   }
@@ -68,13 +72,8 @@ export async function showEvents(options: EventsOptions): Promise<number> {
   const path = `${options.directory}/logs/events.jsonl`;
   const print = options.print ?? console.log;
   const show = (line: string) => {
-    if (line === "") return;
-    let e;
-    try {
-      e = JSON.parse(line);
-    } catch {
-      return;
-    }
+    const e = parsed(line);
+    if (e === undefined) return;
     if (
       options.model !== undefined && e.model !== null &&
       e.model !== options.model

@@ -46,8 +46,6 @@ function parseCli(args: readonly string[]) {
   try {
     v = parseArgs({
       args: [...args],
-      strict: true,
-      allowPositionals: false,
       options: {
         host: { type: "string" },
         port: { type: "string" },
@@ -69,56 +67,34 @@ function parseCli(args: readonly string[]) {
     const first = (error as Error).message.split("\n")[0];
     throw new Error(`Cannot parse the command line: ${first}`);
   }
-  const usage = (message: string) => new Error(message);
-  for (const key of ["host", "directory", "url", "token-file"] as const) {
-    if (v[key]?.trim() === "") {
-      throw usage(`Cannot use --${key}: expected a non-empty value`);
-    }
-  }
-  if (v.url !== undefined && (v.host !== undefined || v.port !== undefined)) {
-    throw usage(
-      "Cannot use --url with --host or --port (expected one way to say where the launcher is)",
-    );
-  }
+  const empty = (["host", "directory", "url", "token-file"] as const)
+    .find((key) => v[key]?.trim() === "");
   const port = v.port === undefined ? undefined : portIn(v.port);
-  if (v.port !== undefined && port === undefined) {
-    throw usage(
-      `Cannot use --port ${
-        JSON.stringify(v.port)
-      }: expected an integer from 1 to 65535`,
-    );
-  }
-  if (
-    !v.events && (v.follow || v.model !== undefined || v.since !== undefined)
-  ) {
-    throw usage(
-      "Cannot use --follow, --model or --since without --events (expected --events)",
-    );
-  }
   const since = v.since === undefined ? undefined : durationMs(v.since);
-  if (v.since !== undefined && since === undefined) {
-    throw usage(
-      `Cannot use --since ${
-        JSON.stringify(v.since)
-      }: expected a duration such as 45s, 30m, 2h or 1d`,
-    );
-  }
   const watch = v.watch === undefined ? undefined : Number(v.watch);
-  if (
-    v.watch !== undefined &&
-    !(v.watch.trim() !== "" && Number.isFinite(watch) && watch! >= 0.5)
-  ) {
-    throw usage(
-      `Cannot use --watch ${
-        JSON.stringify(v.watch)
-      }: expected seconds, 0.5 or more`,
-    );
-  }
-  if (watch !== undefined && v.check) {
-    throw usage(
-      "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
-    );
-  }
+  // The first problem is the one said.
+  const problem = [
+    empty !== undefined && `Cannot use --${empty}: expected a non-empty value`,
+    v.url !== undefined && (v.host !== undefined || v.port !== undefined) &&
+    "Cannot use --url with --host or --port (expected one way to say where the launcher is)",
+    v.port !== undefined && port === undefined &&
+    `Cannot use --port ${
+      JSON.stringify(v.port)
+    }: expected an integer from 1 to 65535`,
+    !v.events && (v.follow || v.model !== undefined || v.since !== undefined) &&
+    "Cannot use --follow, --model or --since without --events (expected --events)",
+    v.since !== undefined && since === undefined &&
+    `Cannot use --since ${
+      JSON.stringify(v.since)
+    }: expected a duration such as 45s, 30m, 2h or 1d`,
+    watch !== undefined && !(Number.isFinite(watch) && watch >= 0.5) &&
+    `Cannot use --watch ${
+      JSON.stringify(v.watch)
+    }: expected seconds, 0.5 or more`,
+    watch !== undefined && v.check &&
+    "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
+  ].find((message) => message !== false);
+  if (problem) throw new Error(problem);
   return { ...v, port, since, watch };
 }
 
@@ -206,18 +182,10 @@ async function showOnce(options: StatusOptions, cli: Cli): Promise<boolean> {
       // Never with NO_COLOR set (no-color.org).
       color: terminal && !Deno.env.get("NO_COLOR"),
       // A terminal's rows fit its width; a pipe and --wide get them whole.
-      width: terminal && !cli.wide ? columns() : undefined,
+      width: terminal && !cli.wide ? Deno.consoleSize().columns : undefined,
     }));
   }
   return rows.every((row) => row.healthy);
-}
-
-function columns(): number | undefined {
-  try {
-    return Deno.consoleSize().columns;
-  } catch {
-    return undefined;
-  }
 }
 
 /** A failed round shows its line and goes on. */

@@ -132,25 +132,21 @@ export function rowsOf(detail: ModelsDetail): StatusRow[] {
 /** `code 3, 2m ago`, `signal SIGKILL, 5s ago`, `unhealthy, signal SIGTERM, 1h ago`, or `-`. */
 export function lastExitText(exit: Json | null, now: number): string {
   if (exit === null) return "-";
-  const code = num(exit.code);
-  const signal = text(exit.signal);
-  const how = code !== null
-    ? `code ${code}`
-    : signal !== null
-    ? `signal ${signal}`
-    : "ended";
-  const parts = exit.reason === "unhealthy" ? ["unhealthy", how] : [how];
-  // `exit` and `signal` say nothing the code or signal does not.
   const cause = text(exit.cause);
-  if (cause !== null && cause !== "exit" && cause !== "signal") {
-    parts.push(cause);
-  }
   const at = text(exit.at);
-  if (at !== null) parts.push(relativeTime(at, now));
   const message = text(exit.message);
-  return message === null
-    ? parts.join(", ")
-    : `${parts.join(", ")}: ${message}`;
+  const parts = [
+    exit.reason === "unhealthy" ? "unhealthy" : null,
+    typeof exit.code === "number"
+      ? `code ${exit.code}`
+      : typeof exit.signal === "string"
+      ? `signal ${exit.signal}`
+      : "ended",
+    // `exit` and `signal` say nothing the code or signal does not.
+    cause === "exit" || cause === "signal" ? null : cause,
+    at === null ? null : relativeTime(at, now),
+  ].filter((part) => part !== null).join(", ");
+  return message === null ? parts : `${parts}: ${message}`;
 }
 
 /** `9/20`, `3.1/16 GB`, `3.1 GB`, `29 MB`: a phase's progress for people. */
@@ -256,13 +252,14 @@ export const COLUMNS: readonly string[] = TABLE.map(([title]) => title);
 // The free-text columns, cut in this order down to these widths; then the
 // gaps narrow to 2; then the cuts go further. A 100-column terminal holds a
 // row this way; `--wide` shows it whole.
-const CUTS: readonly (readonly [string, number])[] = [
+type Cuts = readonly (readonly [string, number])[];
+const CUTS: Cuts = [
   ["LAST EXIT", 9],
   ["URL", 12],
   ["STATE", 12],
   ["MODEL", 12],
 ];
-const LAST_CUTS: readonly (readonly [string, number])[] = [
+const LAST_CUTS: Cuts = [
   ["MODEL", 9],
   ["STATE", 9],
   ["URL", 3],
@@ -281,7 +278,7 @@ function fitCells(
   let gap = 3;
   const over = () =>
     widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1) - width;
-  const cut = (cuts: typeof CUTS) => {
+  const cut = (cuts: Cuts) => {
     for (const [title, floor] of cuts) {
       const i = COLUMNS.indexOf(title);
       widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
