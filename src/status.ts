@@ -22,9 +22,9 @@
  *
  * @example
  * ```ts
- * import { statusRows } from "@mymodel/serve/status";
- * const rows = await statusRows({ port: 5000 }).catch(() => []);
- * for (const row of rows) console.log(row.model, row.state, row.healthy);
+ * import { main } from "@mymodel/serve/status";
+ * const code = await main(["--check", "--port", "5000"]);
+ * if (code !== 0) console.error("an engine is not healthy, or no launcher");
  * ```
  *
  * @module

@@ -130,10 +130,7 @@ export async function main(
   try {
     const file = cli["token-file"];
     const options: StatusOptions = {
-      url: cli.url,
-      host: cli.host,
-      port: cli.port,
-      directory: cli.directory,
+      ...cli,
       token: file === undefined ? undefined : readToken(file),
     };
     if (cli.watch === undefined) {

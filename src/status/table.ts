@@ -62,11 +62,8 @@ export function shortDuration(ms: number): string {
 }
 
 /** `4m ago`, `in 3s`, `just now` within a second; `-` for none, the text itself when not a time. */
-export function relativeTime(
-  iso: string | null | undefined,
-  now: number,
-): string {
-  if (iso === null || iso === undefined || iso === "") return "-";
+export function relativeTime(iso: string | null, now: number): string {
+  if (!iso) return "-";
   const at = Date.parse(iso);
   if (Number.isNaN(at)) return iso;
   const delta = now - at;
