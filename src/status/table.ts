@@ -19,26 +19,7 @@ export interface ModelsDetail {
 }
 
 /** One engine as the launcher reported it (`-`, `unknown` or null where it did not). */
-export interface StatusRow {
-  model: string;
-  verb: string;
-  state: string;
-  /** Why a `waiting` engine waits (`gpu-memory-free`). */
-  waitingFor: string | null;
-  healthy: boolean;
-  pid: number | null;
-  /** `[]` for none, null when not placed. */
-  gpus: readonly string[] | null;
-  restarts: number | null;
-  since: string | null;
-  lastExit: Json | null;
-  nextRestart: string | null;
-  load?: { phase: string; since: string | null; progress: Json | null };
-  /** In flight at the last read (null before it), and the SIGTERM deadline. */
-  drain?: { inFlight: number | null; deadline: string };
-  url: string;
-  traffic?: { running: number; waiting: number; tokensPerS: number | null };
-}
+export type StatusRow = ReturnType<typeof rowOf>;
 
 function text(value: unknown): string | null {
   return typeof value === "string" ? value : null;
@@ -73,7 +54,7 @@ export function relativeTime(iso: string | null, now: number): string {
     : `in ${shortDuration(delta)}`;
 }
 
-function rowOf(model: string, engine: Json): StatusRow {
+function rowOf(model: string, engine: Json) {
   const waiting = obj(engine.waiting_for);
   const phase = text(engine.phase);
   const traffic = obj(engine.traffic);
@@ -85,9 +66,11 @@ function rowOf(model: string, engine: Json): StatusRow {
     model,
     verb: text(engine.verb) ?? "-",
     state: text(engine.state) ?? "unknown",
+    // Why a `waiting` engine waits (`gpu-memory-free`).
     waitingFor: waiting && (text(waiting.reason) ?? "unknown"),
     healthy: engine.healthy === true,
     pid: num(engine.pid),
+    // `[]` for none, null when not placed.
     gpus: Array.isArray(engine.gpus) ? engine.gpus.map(String) : null,
     restarts: num(engine.restarts),
     since: text(engine.since),
@@ -108,6 +91,7 @@ function rowOf(model: string, engine: Json): StatusRow {
         tokensPerS: num(traffic?.tokens_per_s),
       },
     }),
+    // In flight at the last read (null before it), and the SIGTERM deadline.
     ...(deadline === null ? {} : {
       drain: {
         inFlight: drained === null
