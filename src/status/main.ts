@@ -225,10 +225,10 @@ function events(cli: Cli): Promise<number> | number {
 }
 
 /** `body`'s signal aborts on SIGINT or SIGTERM (when `listen`). */
-async function untilStopped<T>(
+async function untilStopped(
   listen: boolean,
-  body: (signal: AbortSignal) => Promise<T>,
-): Promise<T> {
+  body: (signal: AbortSignal) => Promise<number>,
+): Promise<number> {
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   const signals: Deno.Signal[] = listen ? ["SIGINT", "SIGTERM"] : [];

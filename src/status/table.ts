@@ -216,13 +216,13 @@ const TABLE: readonly Column[] = [
     if (rate === null) return "-";
     return rate >= 100 ? String(Math.round(rate)) : rate.toFixed(1);
   }],
-  ["PID", (row) => row.pid === null ? "-" : String(row.pid)],
+  ["PID", (row) => String(row.pid ?? "-")],
   [
     "GPUS",
     ({ gpus }) =>
       gpus === null ? "-" : gpus.length === 0 ? "none" : gpus.join(","),
   ],
-  ["RESTARTS", (row) => row.restarts === null ? "-" : String(row.restarts)],
+  ["RESTARTS", (row) => String(row.restarts ?? "-")],
   ["SINCE", (row, now) => relativeTime(row.since, now)],
   ["LAST EXIT", (row, now) => lastExitText(row.lastExit, now)],
   ["URL", (row) => row.url],
