@@ -215,11 +215,9 @@ function events(cli: Cli): Promise<number> | number {
   }
   return untilStopped(cli.follow, (signal) =>
     showEvents({
+      ...cli,
       directory,
-      json: cli.json,
-      follow: cli.follow,
       signal,
-      model: cli.model,
       since: cli.since === undefined ? undefined : Date.now() - cli.since,
     }));
 }
