@@ -4,7 +4,8 @@
  * good on "Too many open files". The guard accepts in a loop that survives
  * every accept error, and only once a first request head has arrived connects
  * to an internal `Deno.serve` on loopback: slow or idle clients cost one
- * descriptor, not three.
+ * descriptor, not three. The internal server answers only the guard's
+ * connections (421 to anyone else) and is started again when it stops.
  *
  * Under TLS the internal server terminates TLS (Deno cannot close a TLS
  * connection whose handshake never began); the guard copies encrypted bytes,
@@ -14,18 +15,18 @@
  */
 import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
+import { oneLine } from "../common/one_line.ts";
 import { sleep } from "../common/sleep.ts";
-import {
-  FIRST_BACKOFF_MS,
-  Internal,
-  MAX_BACKOFF_MS,
-  type Tracked,
-} from "./guard_upstream.ts";
+
+interface TlsPair {
+  cert: string;
+  key: string;
+}
 
 export interface GuardedServeOptions {
   hostname: string;
   port: number;
-  tls?: { cert: string; key: string };
+  tls?: TlsPair;
   /** `info.remoteAddr` is the real client's address. */
   handler: Deno.ServeHandler<Deno.NetAddr>;
   /** For the first complete request head, TLS handshake included. */
@@ -38,6 +39,18 @@ export interface GuardedServeOptions {
   onListen?: (addr: Deno.NetAddr) => void;
 }
 
+type InternalServer = Deno.HttpServer<Deno.NetAddr>;
+
+interface Tracked {
+  conn: Deno.Conn;
+  upstream?: Deno.Conn;
+  /** The internal server it went to: each TLS pair has its own. */
+  server?: InternalServer;
+  /** Undefined once the internal server has seen a request. */
+  headDeadline: number | undefined;
+  lastActive: number;
+}
+
 /** The client's socket, the guard's socket to the internal server, and its end of it. */
 const FDS_PER_CONNECTION = 3;
 /** For everything else: engine pipes, logs, health polls. */
@@ -45,28 +58,16 @@ export const RESERVED_FDS = 128;
 const MAX_HEAD_BYTES = 64 * 1024;
 const HEAD_CHUNK = 4 * 1024;
 const PUMP_CHUNK = 16 * 1024;
+const FIRST_BACKOFF_MS = 10;
+const MAX_BACKOFF_MS = 1_000;
+// One character per byte, so the head's end is found without parsing it.
+const latin1 = new TextDecoder("latin1");
 
 export function connectionRoom(openFiles: number): number {
   return Math.max(
     1,
     Math.floor((openFiles - RESERVED_FDS) / FDS_PER_CONNECTION),
   );
-}
-
-/** Just past the first CRLF CRLF in `bytes[from, end)`; -1 if none. */
-function headEnd(bytes: Uint8Array, from: number, end: number): number {
-  for (let i = Math.max(0, from); i + 3 < end; i++) {
-    if (
-      bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 &&
-      bytes[i + 3] === 10
-    ) return i + 4;
-  }
-  return -1;
-}
-
-function drop(t: Tracked): void {
-  closeQuietly(t.conn);
-  closeQuietly(t.upstream);
 }
 
 function closeQuietly(conn: Deno.Conn | undefined): void {
@@ -77,9 +78,19 @@ function closeQuietly(conn: Deno.Conn | undefined): void {
   }
 }
 
+function drop(t: Tracked): void {
+  closeQuietly(t.conn);
+  closeQuietly(t.upstream);
+}
+
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   let done = 0;
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));
+}
+
+function answerError(error: unknown): Response {
+  log.error(`Cannot answer a request: ${oneLine(error)}`);
+  return new Response("Internal Server Error", { status: 500 });
 }
 
 export function serveGuarded(options: GuardedServeOptions): GuardedServer {
@@ -92,21 +103,30 @@ export class GuardedServer implements AsyncDisposable {
   readonly maxConnections: number;
   readonly finished: Promise<void>;
   #listener: Deno.Listener<Deno.Conn, Deno.NetAddr>;
-  #internal: Internal;
-  #tracked = new Set<Tracked>();
+  #handler: Deno.ServeHandler<Deno.NetAddr>;
+  #tls: TlsPair | undefined;
   #headerTimeoutMs: number;
-  #tls: boolean;
   #idleTimeoutMs: number;
+  #tracked = new Set<Tracked>();
+  /** By the guard-side port of each connection to an internal server. */
+  #byUpstreamPort = new Map<number, Tracked>();
+  /** Serves new connections; undefined until the first, and after it stopped. */
+  #internal: InternalServer | undefined;
+  /** Every internal server not finished yet, older TLS pairs' included. */
+  #servers = new Set<InternalServer>();
+  #internalFailures = new FailureRun("serve the internal HTTP server");
+  #upstreamFailures = new FailureRun(
+    "connect a client to the internal HTTP server",
+  );
   #sweep: ReturnType<typeof setInterval>;
   #closing = false;
   #done = Promise.withResolvers<void>();
   #accepting: Promise<void>;
   #handlers = new Set<Promise<void>>();
-  #upstreamFailures = new FailureRun(
-    "connect a client to the internal HTTP server",
-  );
 
   constructor(options: GuardedServeOptions) {
+    this.#handler = options.handler;
+    this.#tls = options.tls;
     this.#headerTimeoutMs = options.headerTimeoutMs;
     this.#idleTimeoutMs = options.idleTimeoutMs;
     const wanted = options.maxConnections;
@@ -120,13 +140,11 @@ export class GuardedServer implements AsyncDisposable {
       );
     }
     // Plain TCP even for TLS: the internal server terminates it (module doc).
-    this.#tls = options.tls !== undefined;
     this.#listener = Deno.listen({
       hostname: options.hostname,
       port: options.port,
     });
     this.addr = this.#listener.addr;
-    this.#internal = new Internal(options.handler, options.tls);
     // One timer for every deadline: cheaper than a timer per connection and byte.
     const tick = Math.min(
       1_000,
@@ -184,44 +202,42 @@ export class GuardedServer implements AsyncDisposable {
     const now = performance.now();
     const t: Tracked = {
       conn,
-      upstream: undefined,
       headDeadline: now + this.#headerTimeoutMs,
       lastActive: now,
     };
     this.#tracked.add(t);
+    let key: number | undefined;
     try {
       const head = await this.#readHead(t);
       if (!head || this.#closing) return;
-      // Under TLS the deadline holds until the internal server sees a request.
-      if (!this.#tls) t.headDeadline = undefined;
-      const port = await this.#internal.port();
       let upstream: Deno.TcpConn;
       try {
-        upstream = await Deno.connect({ hostname: "127.0.0.1", port });
+        t.server = this.#internalServer();
+        upstream = await Deno.connect({
+          hostname: "127.0.0.1",
+          port: t.server.addr.port,
+        });
       } catch (error) {
         this.#upstreamFailures.fail(error);
         return;
       }
       this.#upstreamFailures.ok();
       t.upstream = upstream;
-      const key = upstream.localAddr.port;
-      this.#internal.attach(key, t, port);
-      try {
-        if (this.#closing) return;
-        await writeAll(upstream, head);
-        await Promise.all([
-          this.#pump(t, conn, upstream, true),
-          this.#pump(t, upstream, conn, false),
-        ]);
-      } finally {
-        this.#internal.detach(key);
-      }
+      key = upstream.localAddr.port;
+      this.#byUpstreamPort.set(key, t);
+      if (this.#closing) return;
+      await writeAll(upstream, head);
+      await Promise.all([
+        this.#pump(t, conn, upstream, true),
+        this.#pump(t, upstream, conn, false),
+      ]);
     } catch {
       // A reset, a close by a deadline or by shutdown: the connection is done.
     } finally {
       this.#tracked.delete(t);
-      closeQuietly(t.upstream);
-      closeQuietly(conn);
+      if (key !== undefined) this.#byUpstreamPort.delete(key);
+      drop(t);
+      if (t.server) this.#shutdownIfUnused(t.server);
     }
   }
 
@@ -239,10 +255,10 @@ export class GuardedServer implements AsyncDisposable {
       const n = await t.conn.read(buffer.subarray(length));
       if (n === null) return undefined;
       t.lastActive = performance.now();
-      const searchFrom = length - 3;
+      const unseen = buffer.subarray(Math.max(0, length - 3), length + n);
       length += n;
       // The whole buffer goes on: bytes past the head belong to the request body.
-      if (this.#tls || headEnd(buffer, searchFrom, length) >= 0) {
+      if (this.#tls || latin1.decode(unseen).includes("\r\n\r\n")) {
         return buffer.subarray(0, length);
       }
     }
@@ -274,14 +290,65 @@ export class GuardedServer implements AsyncDisposable {
     }
   }
 
+  /** Started again on the next connection after it stopped (an accept error ends it for good). */
+  #internalServer(): InternalServer {
+    this.#internal ??= this.#listen(this.#tls);
+    return this.#internal;
+  }
+
+  #listen(tls: TlsPair | undefined): InternalServer {
+    const server = Deno.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      onListen: () => {},
+      onError: answerError,
+      ...(tls ?? {}),
+    }, (req, info) => this.#serveInternal(req, info));
+    this.#internalFailures.ok();
+    this.#servers.add(server);
+    server.finished.then(() => {
+      this.#servers.delete(server);
+      if (this.#internal !== server) return;
+      this.#internal = undefined;
+      if (!this.#closing) {
+        this.#internalFailures.fail(new Error("the internal server stopped"));
+      }
+    });
+    return server;
+  }
+
+  #serveInternal(
+    req: Request,
+    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+  ): Response | Promise<Response> {
+    const client = this.#byUpstreamPort.get(info.remoteAddr.port);
+    // Not from the guard: someone found the internal port. Serve nothing.
+    if (!client) return new Response(null, { status: 421 });
+    // Under TLS the guard cannot see the head end: a request is the proof.
+    client.headDeadline = undefined;
+    const remoteAddr = client.conn.remoteAddr as Deno.NetAddr;
+    return this.#handler(req, { ...info, remoteAddr });
+  }
+
+  /** A server of an older TLS pair ends with the last connection that uses it. */
+  #shutdownIfUnused(server: InternalServer): void {
+    if (server === this.#internal) return;
+    for (const t of this.#tracked) if (t.server === server) return;
+    server.shutdown().catch(() => {});
+  }
+
   /** For new connections; open ones keep their pair. A refused pair leaves the old one in force. */
-  replaceTls(tls: { cert: string; key: string }): void {
+  replaceTls(tls: TlsPair): void {
     if (!this.#tls) {
       throw new TypeError(
         "Cannot replace the TLS pair: the server serves plain HTTP (expected a server started with tls)",
       );
     }
-    this.#internal.replaceTls(tls);
+    const next = this.#listen(tls);
+    this.#tls = tls;
+    const old = this.#internal;
+    this.#internal = next;
+    if (old) this.#shutdownIfUnused(old);
   }
 
   async shutdown(): Promise<void> {
@@ -296,7 +363,9 @@ export class GuardedServer implements AsyncDisposable {
       for (const t of this.#tracked) drop(t);
       await this.#accepting;
       await Promise.all([...this.#handlers]);
-      await this.#internal.stop();
+      // Older TLS pairs' servers are ending with their last connection.
+      await this.#internal?.shutdown().catch(() => {});
+      await Promise.all([...this.#servers].map((server) => server.finished));
       this.#done.resolve();
     }
     await this.#done.promise;
