@@ -2,14 +2,15 @@
  * A connection guard in front of `Deno.serve`, which (Deno 2.9) has no
  * header-read, idle or connection-count limits and whose accept loop ends for
  * good on "Too many open files". The guard accepts in a loop that survives
- * every accept error, and only once a first request head has arrived connects
- * to an internal `Deno.serve` on loopback: slow or idle clients cost one
- * descriptor, not three. The internal server answers only the guard's
- * connections (421 to anyone else) and is started again when it stops.
+ * every accept error, and only once a client's first bytes arrive connects it
+ * to an internal `Deno.serve` on loopback: idle clients cost one descriptor,
+ * not three. The internal server answers only the guard's connections (421 to
+ * anyone else), ends a connection's header deadline when it sees its first
+ * request (the guard parses nothing, and under TLS cannot), and is started
+ * again when it stops.
  *
  * Under TLS the internal server terminates TLS (Deno cannot close a TLS
- * connection whose handshake never began); the guard copies encrypted bytes,
- * and the first request the internal server sees ends the header deadline.
+ * connection whose handshake never began); the guard copies encrypted bytes.
  *
  * @module
  */
@@ -55,13 +56,9 @@ interface Tracked {
 const FDS_PER_CONNECTION = 3;
 /** For everything else: engine pipes, logs, health polls. */
 export const RESERVED_FDS = 128;
-const MAX_HEAD_BYTES = 64 * 1024;
-const HEAD_CHUNK = 4 * 1024;
 const PUMP_CHUNK = 16 * 1024;
 const FIRST_BACKOFF_MS = 10;
 const MAX_BACKOFF_MS = 1_000;
-// One character per byte, so the head's end is found without parsing it.
-const latin1 = new TextDecoder("latin1");
 
 export function connectionRoom(openFiles: number): number {
   return Math.max(
@@ -208,8 +205,10 @@ export class GuardedServer implements AsyncDisposable {
     this.#tracked.add(t);
     let key: number | undefined;
     try {
-      const head = await this.#readHead(t);
-      if (!head || this.#closing) return;
+      const head = new Uint8Array(PUMP_CHUNK);
+      const n = await conn.read(head);
+      if (n === null || this.#closing) return;
+      t.lastActive = performance.now();
       let upstream: Deno.TcpConn;
       try {
         t.server = this.#internalServer();
@@ -226,7 +225,7 @@ export class GuardedServer implements AsyncDisposable {
       key = upstream.localAddr.port;
       this.#byUpstreamPort.set(key, t);
       if (this.#closing) return;
-      await writeAll(upstream, head);
+      await writeAll(upstream, head.subarray(0, n));
       await Promise.all([
         this.#pump(t, conn, upstream, true),
         this.#pump(t, upstream, conn, false),
@@ -238,29 +237,6 @@ export class GuardedServer implements AsyncDisposable {
       if (key !== undefined) this.#byUpstreamPort.delete(key);
       drop(t);
       if (t.server) this.#shutdownIfUnused(t.server);
-    }
-  }
-
-  /** Under TLS, the first bytes of the handshake; undefined when the client goes first. */
-  async #readHead(t: Tracked): Promise<Uint8Array | undefined> {
-    let buffer = new Uint8Array(HEAD_CHUNK);
-    let length = 0;
-    while (true) {
-      if (length === buffer.length) {
-        if (buffer.length >= MAX_HEAD_BYTES) return undefined;
-        const bigger = new Uint8Array(buffer.length * 2);
-        bigger.set(buffer);
-        buffer = bigger;
-      }
-      const n = await t.conn.read(buffer.subarray(length));
-      if (n === null) return undefined;
-      t.lastActive = performance.now();
-      const unseen = buffer.subarray(Math.max(0, length - 3), length + n);
-      length += n;
-      // The whole buffer goes on: bytes past the head belong to the request body.
-      if (this.#tls || latin1.decode(unseen).includes("\r\n\r\n")) {
-        return buffer.subarray(0, length);
-      }
     }
   }
 
@@ -306,12 +282,15 @@ export class GuardedServer implements AsyncDisposable {
     }, (req, info) => this.#serveInternal(req, info));
     this.#internalFailures.ok();
     this.#servers.add(server);
-    server.finished.then(() => {
+    // Rejected when its accept loop fails (EMFILE): it has stopped for good.
+    server.finished.catch((error: unknown) => error).then((error) => {
       this.#servers.delete(server);
       if (this.#internal !== server) return;
       this.#internal = undefined;
       if (!this.#closing) {
-        this.#internalFailures.fail(new Error("the internal server stopped"));
+        this.#internalFailures.fail(
+          error ?? new Error("the internal server stopped"),
+        );
       }
     });
     return server;
@@ -324,7 +303,6 @@ export class GuardedServer implements AsyncDisposable {
     const client = this.#byUpstreamPort.get(info.remoteAddr.port);
     // Not from the guard: someone found the internal port. Serve nothing.
     if (!client) return new Response(null, { status: 421 });
-    // Under TLS the guard cannot see the head end: a request is the proof.
     client.headDeadline = undefined;
     const remoteAddr = client.conn.remoteAddr as Deno.NetAddr;
     return this.#handler(req, { ...info, remoteAddr });
@@ -365,7 +343,9 @@ export class GuardedServer implements AsyncDisposable {
       await Promise.all([...this.#handlers]);
       // Older TLS pairs' servers are ending with their last connection.
       await this.#internal?.shutdown().catch(() => {});
-      await Promise.all([...this.#servers].map((server) => server.finished));
+      await Promise.all(
+        [...this.#servers].map((server) => server.finished.catch(() => {})),
+      );
       this.#done.resolve();
     }
     await this.#done.promise;
