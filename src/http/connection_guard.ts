@@ -100,10 +100,8 @@ export class GuardedServer implements AsyncDisposable {
   readonly maxConnections: number;
   readonly finished: Promise<void>;
   #listener: Deno.Listener<Deno.Conn, Deno.NetAddr>;
-  #handler: Deno.ServeHandler<Deno.NetAddr>;
+  #options: GuardedServeOptions;
   #tls: TlsPair | undefined;
-  #headerTimeoutMs: number;
-  #idleTimeoutMs: number;
   #tracked = new Set<Tracked>();
   /** By the guard-side port of each connection to an internal server. */
   #byUpstreamPort = new Map<number, Tracked>();
@@ -122,10 +120,8 @@ export class GuardedServer implements AsyncDisposable {
   #handlers = new Set<Promise<void>>();
 
   constructor(options: GuardedServeOptions) {
-    this.#handler = options.handler;
+    this.#options = options;
     this.#tls = options.tls;
-    this.#headerTimeoutMs = options.headerTimeoutMs;
-    this.#idleTimeoutMs = options.idleTimeoutMs;
     const wanted = options.maxConnections;
     const room = options.openFilesLimit === undefined
       ? Infinity
@@ -147,7 +143,9 @@ export class GuardedServer implements AsyncDisposable {
       1_000,
       Math.max(
         20,
-        Math.floor(Math.min(this.#headerTimeoutMs, this.#idleTimeoutMs) / 10),
+        Math.floor(
+          Math.min(options.headerTimeoutMs, options.idleTimeoutMs) / 10,
+        ),
       ),
     );
     this.#sweep = setInterval(() => this.#expire(), tick);
@@ -190,7 +188,7 @@ export class GuardedServer implements AsyncDisposable {
     for (const t of this.#tracked) {
       if (
         (t.headDeadline !== undefined && now > t.headDeadline) ||
-        now - t.lastActive > this.#idleTimeoutMs
+        now - t.lastActive > this.#options.idleTimeoutMs
       ) drop(t);
     }
   }
@@ -199,7 +197,7 @@ export class GuardedServer implements AsyncDisposable {
     const now = performance.now();
     const t: Tracked = {
       conn,
-      headDeadline: now + this.#headerTimeoutMs,
+      headDeadline: now + this.#options.headerTimeoutMs,
       lastActive: now,
     };
     this.#tracked.add(t);
@@ -305,7 +303,7 @@ export class GuardedServer implements AsyncDisposable {
     if (!client) return new Response(null, { status: 421 });
     client.headDeadline = undefined;
     const remoteAddr = client.conn.remoteAddr as Deno.NetAddr;
-    return this.#handler(req, { ...info, remoteAddr });
+    return this.#options.handler(req, { ...info, remoteAddr });
   }
 
   /** A server of an older TLS pair ends with the last connection that uses it. */

@@ -8,12 +8,6 @@
  */
 import { log } from "../common/log.ts";
 
-/** `Infinity` when unlimited. */
-interface OpenFilesLimit {
-  soft: number;
-  hard: number;
-}
-
 const decoder = new TextDecoder();
 
 async function prlimit(args: string[], what: string): Promise<string> {
@@ -46,7 +40,8 @@ async function prlimit(args: string[], what: string): Promise<string> {
   return decoder.decode(output.stdout).trim();
 }
 
-async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
+/** Soft and hard; `Infinity` when unlimited. */
+async function readOpenFilesLimit(): Promise<[number, number]> {
   const out = await prlimit(
     ["--nofile", "--raw", "--noheadings", "--output=SOFT,HARD"],
     "read the open-files limit",
@@ -54,34 +49,36 @@ async function readOpenFilesLimit(): Promise<OpenFilesLimit> {
   const limits = out.split(/\s+/).map((n) =>
     n === "unlimited" ? Infinity : Number(n)
   );
-  const [soft, hard] = limits;
   if (
-    soft === undefined || hard === undefined || limits.length > 2 ||
+    limits.length !== 2 ||
     !limits.every((n) => n === Infinity || (Number.isSafeInteger(n) && n >= 0))
   ) {
     throw new Error(
       `Cannot read the open-files limit: prlimit printed '${out}' (expected two numbers)`,
     );
   }
-  return { soft, hard };
+  return limits as [number, number];
 }
 
 /** Before engines start, which inherit it; the soft limit in force, or undefined when unknown. */
 export async function raiseAndReportOpenFiles(): Promise<number | undefined> {
   try {
-    const before = await readOpenFilesLimit();
-    let after = before;
-    if (before.soft < before.hard) {
-      const hard = before.hard === Infinity ? "unlimited" : String(before.hard);
-      await prlimit([`--nofile=${hard}:${hard}`], "raise the open-files limit");
-      after = await readOpenFilesLimit();
+    const [before, hard] = await readOpenFilesLimit();
+    let soft = before;
+    if (soft < hard) {
+      const limit = hard === Infinity ? "unlimited" : String(hard);
+      await prlimit(
+        [`--nofile=${limit}:${limit}`],
+        "raise the open-files limit",
+      );
+      [soft] = await readOpenFilesLimit();
     }
     log.info(
-      `open files: limit ${after.soft}${
-        before.soft < after.soft ? ` (raised from ${before.soft})` : ""
-      }, hard limit ${after.hard}`,
+      `open files: limit ${soft}${
+        before < soft ? ` (raised from ${before})` : ""
+      }, hard limit ${hard}`,
     );
-    return after.soft;
+    return soft;
   } catch (error) {
     log.warn(
       `${(error as Error).message}; the connection limit is not capped to it`,

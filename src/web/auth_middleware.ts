@@ -35,17 +35,9 @@ export interface AuthOptions {
   secret: string;
   /** Exact value the `iss` claim must hold; `IDP_ISSUER`. */
   issuer: string;
-  /**
-   * Value the `aud` claim must equal, or contain when it is an array.
-   *
-   * @default {"nexus"}
-   */
+  /** Value the `aud` claim must equal, or contain when it is an array. @default {"nexus"} */
   audience?: string;
-  /**
-   * Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds.
-   *
-   * @default {0}
-   */
+  /** Clock skew tolerated on `exp`, `nbf` and `iat`, in seconds. @default {0} */
   leewaySeconds?: number;
 }
 

@@ -36,6 +36,10 @@ export class TokenError extends Error {
   }
 }
 
+function malformed(reason: string, options?: ErrorOptions): TokenError {
+  return new TokenError("malformed", reason, options);
+}
+
 export interface VerifyTokenOptions {
   issuer: string;
   audience: string;
@@ -66,28 +70,22 @@ function decodeHeader(segment: string): unknown {
     step = "JSON";
     return JSON.parse(text);
   } catch (cause) {
-    throw new TokenError("malformed", `header is not valid ${step}`, {
-      cause,
-    });
+    throw malformed(`header is not valid ${step}`, { cause });
   }
 }
 
 /** Refuses early, with a reason jose would not give: jose parses the token again. */
 function checkStructure(token: string): void {
-  if (token.length === 0) throw new TokenError("malformed", "empty token");
+  if (token.length === 0) throw malformed("empty token");
   // Any character outside base64url and "." is refused below, so the length
   // in UTF-16 code units equals the length in bytes for every token that can
   // pass; a longer string is refused before it is looked at further.
   if (token.length > MAX_TOKEN_BYTES) {
-    throw new TokenError(
-      "malformed",
-      `token longer than ${MAX_TOKEN_BYTES} bytes`,
-    );
+    throw malformed(`token longer than ${MAX_TOKEN_BYTES} bytes`);
   }
   const segments = token.split(".");
   if (segments.length !== 3) {
-    throw new TokenError(
-      "malformed",
+    throw malformed(
       segments.length === 5
         ? "5 segments (a JWE, not a JWS)"
         : `${segments.length} segment(s), expected 3`,
@@ -99,28 +97,22 @@ function checkStructure(token: string): void {
       // An empty signature is refused after the header, so an `alg: none`
       // token is logged as such.
       if (label === "signature") continue;
-      throw new TokenError("malformed", `empty ${label}`);
+      throw malformed(`empty ${label}`);
     }
     if (!BASE64URL.test(segment)) {
-      throw new TokenError(
-        "malformed",
-        `${label} has characters outside base64url`,
-      );
+      throw malformed(`${label} has characters outside base64url`);
     }
     if (segment.length % 4 === 1) {
-      throw new TokenError(
-        "malformed",
-        `${label} has an impossible base64url length`,
-      );
+      throw malformed(`${label} has an impossible base64url length`);
     }
   }
   const header = decodeHeader(segments[0]!);
   if (typeof header !== "object" || header === null || Array.isArray(header)) {
-    throw new TokenError("malformed", "header is not an object");
+    throw malformed("header is not an object");
   }
   const alg: unknown = (header as Record<string, unknown>)["alg"];
   if (typeof alg !== "string") {
-    throw new TokenError("malformed", "alg missing or not a string");
+    throw malformed("alg missing or not a string");
   }
   if (alg !== ALGORITHM) {
     // Fixed set of names so a crafted alg cannot write into the log. Another
@@ -133,17 +125,11 @@ function checkStructure(token: string): void {
     );
   }
   if (Object.hasOwn(header, "crit")) {
-    throw new TokenError(
-      "malformed",
-      "crit header present (no extension is understood)",
-    );
+    throw malformed("crit header present (no extension is understood)");
   }
   // jose reads b64 only when crit names it.
   if (Object.hasOwn(header, "b64")) {
-    throw new TokenError(
-      "malformed",
-      "b64 header present (unencoded payloads refused)",
-    );
+    throw malformed("b64 header present (unencoded payloads refused)");
   }
   if (segments[2] === "") throw new TokenError("signature", "empty signature");
   // kid, jku, x5u, jwk and x5c are ignored on purpose: the key never comes
