@@ -1,14 +1,8 @@
 /**
- * Production authentication (HS512 JWT), security headers and TLS
- * configuration for the management API.
- *
- * - {@linkcode AuthMiddleware} wraps any `Deno.serve` handler: a request
- *   without a valid token gets a bare `401 Unauthorized` before any route runs.
- * - {@linkcode withSecurityHeaders} wraps any handler so every answer carries
- *   `X-Content-Type-Options`, `Cache-Control`, `Content-Security-Policy`,
- *   `X-Frame-Options`, and HSTS over HTTPS.
- * - {@linkcode SSLConfig} reads `ssl/server.crt` and `ssl/server.key` from a
- *   directory and checks they belong together, for `Deno.serve({ cert, key })`.
+ * What wraps the management API's handler, whatever serves it: HS512 JWT
+ * authentication ({@linkcode AuthMiddleware}), the security headers
+ * ({@linkcode withSecurityHeaders}) and the TLS pair read from `ssl/`
+ * ({@linkcode SSLConfig}).
  *
  * @example Protect a handler and serve it over HTTPS when certificates exist
  * ```ts

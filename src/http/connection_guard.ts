@@ -2,30 +2,32 @@
  * A connection guard in front of `Deno.serve`, which (Deno 2.9) has no
  * header-read, idle or connection-count limits and whose accept loop ends for
  * good on "Too many open files". The guard accepts in a loop that survives
- * every accept error, and only once a first request head has arrived connects
- * to an internal `Deno.serve` on loopback: slow or idle clients cost one
- * descriptor, not three.
+ * every accept error, and only once a client's first bytes arrive connects it
+ * to an internal `Deno.serve` on loopback: idle clients cost one descriptor,
+ * not three. The internal server answers only the guard's connections (421 to
+ * anyone else), ends a connection's header deadline when it sees its first
+ * request (the guard parses nothing, and under TLS cannot), and is started
+ * again when it stops.
  *
  * Under TLS the internal server terminates TLS (Deno cannot close a TLS
- * connection whose handshake never began); the guard copies encrypted bytes,
- * and the first request the internal server sees ends the header deadline.
+ * connection whose handshake never began); the guard copies encrypted bytes.
  *
  * @module
  */
 import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
+import { oneLine } from "../common/one_line.ts";
 import { sleep } from "../common/sleep.ts";
-import {
-  FIRST_BACKOFF_MS,
-  Internal,
-  MAX_BACKOFF_MS,
-  type Tracked,
-} from "./guard_upstream.ts";
+
+interface TlsPair {
+  cert: string;
+  key: string;
+}
 
 export interface GuardedServeOptions {
   hostname: string;
   port: number;
-  tls?: { cert: string; key: string };
+  tls?: TlsPair;
   /** `info.remoteAddr` is the real client's address. */
   handler: Deno.ServeHandler<Deno.NetAddr>;
   /** For the first complete request head, TLS handshake included. */
@@ -38,35 +40,31 @@ export interface GuardedServeOptions {
   onListen?: (addr: Deno.NetAddr) => void;
 }
 
+type InternalServer = Deno.HttpServer<Deno.NetAddr>;
+
+interface Tracked {
+  conn: Deno.Conn;
+  upstream?: Deno.Conn;
+  /** The internal server it went to: each TLS pair has its own. */
+  server?: InternalServer;
+  /** Undefined once the internal server has seen a request. */
+  headDeadline: number | undefined;
+  lastActive: number;
+}
+
 /** The client's socket, the guard's socket to the internal server, and its end of it. */
 const FDS_PER_CONNECTION = 3;
 /** For everything else: engine pipes, logs, health polls. */
 export const RESERVED_FDS = 128;
-const MAX_HEAD_BYTES = 64 * 1024;
-const HEAD_CHUNK = 4 * 1024;
 const PUMP_CHUNK = 16 * 1024;
+const FIRST_BACKOFF_MS = 10;
+const MAX_BACKOFF_MS = 1_000;
 
 export function connectionRoom(openFiles: number): number {
   return Math.max(
     1,
     Math.floor((openFiles - RESERVED_FDS) / FDS_PER_CONNECTION),
   );
-}
-
-/** Just past the first CRLF CRLF in `bytes[from, end)`; -1 if none. */
-function headEnd(bytes: Uint8Array, from: number, end: number): number {
-  for (let i = Math.max(0, from); i + 3 < end; i++) {
-    if (
-      bytes[i] === 13 && bytes[i + 1] === 10 && bytes[i + 2] === 13 &&
-      bytes[i + 3] === 10
-    ) return i + 4;
-  }
-  return -1;
-}
-
-function drop(t: Tracked): void {
-  closeQuietly(t.conn);
-  closeQuietly(t.upstream);
 }
 
 function closeQuietly(conn: Deno.Conn | undefined): void {
@@ -77,9 +75,19 @@ function closeQuietly(conn: Deno.Conn | undefined): void {
   }
 }
 
+function drop(t: Tracked): void {
+  closeQuietly(t.conn);
+  closeQuietly(t.upstream);
+}
+
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   let done = 0;
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));
+}
+
+function answerError(error: unknown): Response {
+  log.error(`Cannot answer a request: ${oneLine(error)}`);
+  return new Response("Internal Server Error", { status: 500 });
 }
 
 export function serveGuarded(options: GuardedServeOptions): GuardedServer {
@@ -92,23 +100,28 @@ export class GuardedServer implements AsyncDisposable {
   readonly maxConnections: number;
   readonly finished: Promise<void>;
   #listener: Deno.Listener<Deno.Conn, Deno.NetAddr>;
-  #internal: Internal;
+  #options: GuardedServeOptions;
+  #tls: TlsPair | undefined;
   #tracked = new Set<Tracked>();
-  #headerTimeoutMs: number;
-  #tls: boolean;
-  #idleTimeoutMs: number;
+  /** By the guard-side port of each connection to an internal server. */
+  #byUpstreamPort = new Map<number, Tracked>();
+  /** Serves new connections; undefined until the first, and after it stopped. */
+  #internal: InternalServer | undefined;
+  /** Every internal server not finished yet, older TLS pairs' included. */
+  #servers = new Set<InternalServer>();
+  #internalFailures = new FailureRun("serve the internal HTTP server");
+  #upstreamFailures = new FailureRun(
+    "connect a client to the internal HTTP server",
+  );
   #sweep: ReturnType<typeof setInterval>;
   #closing = false;
   #done = Promise.withResolvers<void>();
   #accepting: Promise<void>;
   #handlers = new Set<Promise<void>>();
-  #upstreamFailures = new FailureRun(
-    "connect a client to the internal HTTP server",
-  );
 
   constructor(options: GuardedServeOptions) {
-    this.#headerTimeoutMs = options.headerTimeoutMs;
-    this.#idleTimeoutMs = options.idleTimeoutMs;
+    this.#options = options;
+    this.#tls = options.tls;
     const wanted = options.maxConnections;
     const room = options.openFilesLimit === undefined
       ? Infinity
@@ -120,19 +133,19 @@ export class GuardedServer implements AsyncDisposable {
       );
     }
     // Plain TCP even for TLS: the internal server terminates it (module doc).
-    this.#tls = options.tls !== undefined;
     this.#listener = Deno.listen({
       hostname: options.hostname,
       port: options.port,
     });
     this.addr = this.#listener.addr;
-    this.#internal = new Internal(options.handler, options.tls);
     // One timer for every deadline: cheaper than a timer per connection and byte.
     const tick = Math.min(
       1_000,
       Math.max(
         20,
-        Math.floor(Math.min(this.#headerTimeoutMs, this.#idleTimeoutMs) / 10),
+        Math.floor(
+          Math.min(options.headerTimeoutMs, options.idleTimeoutMs) / 10,
+        ),
       ),
     );
     this.#sweep = setInterval(() => this.#expire(), tick);
@@ -175,7 +188,7 @@ export class GuardedServer implements AsyncDisposable {
     for (const t of this.#tracked) {
       if (
         (t.headDeadline !== undefined && now > t.headDeadline) ||
-        now - t.lastActive > this.#idleTimeoutMs
+        now - t.lastActive > this.#options.idleTimeoutMs
       ) drop(t);
     }
   }
@@ -184,67 +197,44 @@ export class GuardedServer implements AsyncDisposable {
     const now = performance.now();
     const t: Tracked = {
       conn,
-      upstream: undefined,
-      headDeadline: now + this.#headerTimeoutMs,
+      headDeadline: now + this.#options.headerTimeoutMs,
       lastActive: now,
     };
     this.#tracked.add(t);
+    let key: number | undefined;
     try {
-      const head = await this.#readHead(t);
-      if (!head || this.#closing) return;
-      // Under TLS the deadline holds until the internal server sees a request.
-      if (!this.#tls) t.headDeadline = undefined;
-      const port = await this.#internal.port();
+      const head = new Uint8Array(PUMP_CHUNK);
+      const n = await conn.read(head);
+      if (n === null || this.#closing) return;
+      t.lastActive = performance.now();
       let upstream: Deno.TcpConn;
       try {
-        upstream = await Deno.connect({ hostname: "127.0.0.1", port });
+        t.server = this.#internalServer();
+        upstream = await Deno.connect({
+          hostname: "127.0.0.1",
+          port: t.server.addr.port,
+        });
       } catch (error) {
         this.#upstreamFailures.fail(error);
         return;
       }
       this.#upstreamFailures.ok();
       t.upstream = upstream;
-      const key = upstream.localAddr.port;
-      this.#internal.attach(key, t, port);
-      try {
-        if (this.#closing) return;
-        await writeAll(upstream, head);
-        await Promise.all([
-          this.#pump(t, conn, upstream, true),
-          this.#pump(t, upstream, conn, false),
-        ]);
-      } finally {
-        this.#internal.detach(key);
-      }
+      key = upstream.localAddr.port;
+      this.#byUpstreamPort.set(key, t);
+      if (this.#closing) return;
+      await writeAll(upstream, head.subarray(0, n));
+      await Promise.all([
+        this.#pump(t, conn, upstream, true),
+        this.#pump(t, upstream, conn, false),
+      ]);
     } catch {
       // A reset, a close by a deadline or by shutdown: the connection is done.
     } finally {
       this.#tracked.delete(t);
-      closeQuietly(t.upstream);
-      closeQuietly(conn);
-    }
-  }
-
-  /** Under TLS, the first bytes of the handshake; undefined when the client goes first. */
-  async #readHead(t: Tracked): Promise<Uint8Array | undefined> {
-    let buffer = new Uint8Array(HEAD_CHUNK);
-    let length = 0;
-    while (true) {
-      if (length === buffer.length) {
-        if (buffer.length >= MAX_HEAD_BYTES) return undefined;
-        const bigger = new Uint8Array(buffer.length * 2);
-        bigger.set(buffer);
-        buffer = bigger;
-      }
-      const n = await t.conn.read(buffer.subarray(length));
-      if (n === null) return undefined;
-      t.lastActive = performance.now();
-      const searchFrom = length - 3;
-      length += n;
-      // The whole buffer goes on: bytes past the head belong to the request body.
-      if (this.#tls || headEnd(buffer, searchFrom, length) >= 0) {
-        return buffer.subarray(0, length);
-      }
+      if (key !== undefined) this.#byUpstreamPort.delete(key);
+      drop(t);
+      if (t.server) this.#shutdownIfUnused(t.server);
     }
   }
 
@@ -274,14 +264,67 @@ export class GuardedServer implements AsyncDisposable {
     }
   }
 
+  /** Started again on the next connection after it stopped (an accept error ends it for good). */
+  #internalServer(): InternalServer {
+    this.#internal ??= this.#listen(this.#tls);
+    return this.#internal;
+  }
+
+  #listen(tls: TlsPair | undefined): InternalServer {
+    const server = Deno.serve({
+      hostname: "127.0.0.1",
+      port: 0,
+      onListen: () => {},
+      onError: answerError,
+      ...(tls ?? {}),
+    }, (req, info) => this.#serveInternal(req, info));
+    this.#internalFailures.ok();
+    this.#servers.add(server);
+    // Rejected when its accept loop fails (EMFILE): it has stopped for good.
+    server.finished.catch((error: unknown) => error).then((error) => {
+      this.#servers.delete(server);
+      if (this.#internal !== server) return;
+      this.#internal = undefined;
+      if (!this.#closing) {
+        this.#internalFailures.fail(
+          error ?? new Error("the internal server stopped"),
+        );
+      }
+    });
+    return server;
+  }
+
+  #serveInternal(
+    req: Request,
+    info: Deno.ServeHandlerInfo<Deno.NetAddr>,
+  ): Response | Promise<Response> {
+    const client = this.#byUpstreamPort.get(info.remoteAddr.port);
+    // Not from the guard: someone found the internal port. Serve nothing.
+    if (!client) return new Response(null, { status: 421 });
+    client.headDeadline = undefined;
+    const remoteAddr = client.conn.remoteAddr as Deno.NetAddr;
+    return this.#options.handler(req, { ...info, remoteAddr });
+  }
+
+  /** A server of an older TLS pair ends with the last connection that uses it. */
+  #shutdownIfUnused(server: InternalServer): void {
+    if (server === this.#internal) return;
+    for (const t of this.#tracked) if (t.server === server) return;
+    server.shutdown().catch(() => {});
+  }
+
   /** For new connections; open ones keep their pair. A refused pair leaves the old one in force. */
-  replaceTls(tls: { cert: string; key: string }): void {
+  replaceTls(tls: TlsPair): void {
     if (!this.#tls) {
       throw new TypeError(
         "Cannot replace the TLS pair: the server serves plain HTTP (expected a server started with tls)",
       );
     }
-    this.#internal.replaceTls(tls);
+    const next = this.#listen(tls);
+    this.#tls = tls;
+    const old = this.#internal;
+    this.#internal = next;
+    if (old) this.#shutdownIfUnused(old);
   }
 
   async shutdown(): Promise<void> {
@@ -296,7 +339,11 @@ export class GuardedServer implements AsyncDisposable {
       for (const t of this.#tracked) drop(t);
       await this.#accepting;
       await Promise.all([...this.#handlers]);
-      await this.#internal.stop();
+      // Older TLS pairs' servers are ending with their last connection.
+      await this.#internal?.shutdown().catch(() => {});
+      await Promise.all(
+        [...this.#servers].map((server) => server.finished.catch(() => {})),
+      );
       this.#done.resolve();
     }
     await this.#done.promise;

@@ -27,16 +27,7 @@ export interface ActiveModel extends Partial<EngineDetail> {
   healthy: boolean;
 }
 
-const ALLOW = "GET, HEAD";
 const JSON_HEADERS = { "content-type": "application/json" };
-
-function json(
-  body: unknown,
-  status = 200,
-  headers: HeadersInit = {},
-): Response {
-  return Response.json(body, { status, headers });
-}
 
 /** Engines bound to every interface are reported under the name the client used. */
 function engineUrl(engine: EngineRun, url: URL): string {
@@ -68,7 +59,7 @@ export function createManagementHandler(state: ManagementState): Handler {
       };
       active[engine.name] = detail ? { ...entry, ...engine.detail() } : entry;
     });
-    return json({ active, catalogue: [...state.catalogue].sort() });
+    return Response.json({ active, catalogue: [...state.catalogue].sort() });
   }
 
   // Synchronous for /health: no promise per request on the hottest path.
@@ -78,11 +69,14 @@ export function createManagementHandler(state: ManagementState): Handler {
     const url = new URL(req.url);
     const path = url.pathname;
     if (path !== "/health" && path !== "/models") {
-      return json({ error: "not found" }, 404);
+      return Response.json({ error: "not found" }, { status: 404 });
     }
     const head = req.method === "HEAD";
     if (req.method !== "GET" && !head) {
-      return json({ error: "method not allowed" }, 405, { allow: ALLOW });
+      return Response.json({ error: "method not allowed" }, {
+        status: 405,
+        headers: { allow: "GET, HEAD" },
+      });
     }
     if (path === "/health") {
       return new Response(head ? null : health, { headers: JSON_HEADERS });

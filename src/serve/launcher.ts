@@ -45,7 +45,7 @@ import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
-import { raiseAndReportOpenFiles } from "../http/open_files.ts";
+import { reportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
 import { urlHost } from "../common/settings.ts";
@@ -390,8 +390,7 @@ export class Semioserve implements AsyncDisposable {
     const { journal, gpu } = live.supervision;
     const o = this.#config;
     const startedAt = Date.now();
-    // Raised before the engines start, so they inherit the higher limit too.
-    const openFiles = await raiseAndReportOpenFiles();
+    const openFiles = await reportOpenFiles();
     log.info(stance.describe());
     const cards = plan.engines.map((engine) => engine.card);
     for (const line of placementReport(plan.placement, cards)) {

@@ -19,24 +19,15 @@ export type AuthFailureReason =
   | "claims"
   | "other";
 
-/**
- * Every {@linkcode AuthFailureReason}, in a stable order for reports.
- *
- * @example
- * ```ts
- * import { AUTH_FAILURE_REASONS } from "@mymodel/serve/web";
- * console.log(AUTH_FAILURE_REASONS.join(", "));
- * ```
- */
-export const AUTH_FAILURE_REASONS: readonly AuthFailureReason[] = Object
-  .freeze([
-    "missing",
-    "malformed",
-    "signature",
-    "expired",
-    "claims",
-    "other",
-  ]);
+/** In a stable order for reports. */
+export const AUTH_FAILURE_REASONS: readonly AuthFailureReason[] = [
+  "missing",
+  "malformed",
+  "signature",
+  "expired",
+  "claims",
+  "other",
+];
 
 /** Refusals counted per reason since the middleware was created. */
 export type AuthFailures = Readonly<Record<AuthFailureReason, number>>;

@@ -5,28 +5,16 @@
  * @module
  */
 import { ConfigError } from "../common/config_error.ts";
-import { AuthMiddleware } from "../web.ts";
+import { AuthMiddleware } from "./auth_middleware.ts";
 
-/** The two operating modes. */
-
-/** The mode and, for production, its settings (the launcher reads them from its config). */
-export interface OpsStanceOptions {
-  /** Development mode. */
+interface OpsStanceOptions {
   dev_mode: boolean;
-  /** HS512 secret (raw text). @default {""} */
+  /** HS512 secret (raw text). */
   secret?: string;
-  /** Issuer every token must carry. @default {""} */
   issuer?: string;
 }
 
-/**
- * Why production mode cannot start with this secret and issuer, or undefined.
- *
- * @example
- * ```ts ignore
- * productionRefusal("", "idp"); // "Cannot start in production mode: IDP_SECRET must be set …"
- * ```
- */
+/** Why production mode cannot start with this secret and issuer, or undefined. */
 export function productionRefusal(
   secret: string,
   issuer: string,

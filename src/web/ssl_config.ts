@@ -8,11 +8,11 @@ import { join } from "node:path";
 // node:crypto is loaded only when TLS files exist: it costs a launcher that
 // serves plain HTTP several MiB of resident memory for nothing.
 import type { KeyObject, X509Certificate } from "node:crypto";
-
-type Crypto = typeof import("node:crypto");
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
 import { InputError } from "../common/config_error.ts";
+
+type Crypto = typeof import("node:crypto");
 
 /** Settings of {@linkcode SSLConfig.fromDirectory}. */
 export interface SSLConfigOptions {
@@ -22,55 +22,28 @@ export interface SSLConfigOptions {
   keyLogFile?: string | undefined;
 }
 
-/**
- * TLS cannot be configured from the files found:
- * `Cannot configure TLS: <file>: <what is wrong>`.
- *
- * @example
- * ```ts
- * import { SSLConfigError } from "@mymodel/serve/web";
- * import assert from "node:assert";
- *
- * const error = new SSLConfigError("ssl/server.key", "missing");
- * assert.strictEqual(error.message, "Cannot configure TLS: ssl/server.key: missing");
- * ```
- */
+/** `Cannot configure TLS: <file>: <what is wrong>`. */
 export class SSLConfigError extends InputError {
-  /**
-   * Creates the error.
-   *
-   * @param file The file (or files) at fault.
-   * @param problem What is wrong, and what is expected.
-   * @param options The underlying error, kept as `cause`.
-   */
-  constructor(file: string, problem: string, options?: ErrorOptions) {
-    super(`Cannot configure TLS: ${file}: ${problem}`, options);
+  constructor(file: string, problem: string, cause?: unknown) {
+    super(
+      `Cannot configure TLS: ${file}: ${
+        cause === undefined ? problem : `${problem}: ${oneLine(cause)}`
+      }`,
+      { cause },
+    );
     this.name = "SSLConfigError";
   }
 }
 
-function failed(file: string, problem: string, error: unknown): SSLConfigError {
-  return new SSLConfigError(file, `${problem}: ${oneLine(error)}`, {
-    cause: error,
-  });
-}
-
-async function isPresent(path: string): Promise<boolean> {
-  try {
-    // lstat: a dangling link is present (and then unreadable), not absent.
-    await Deno.lstat(path);
-    return true;
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return false;
-    throw failed(path, "cannot stat", error);
-  }
-}
-
-async function readPem(path: string): Promise<string> {
+/** Undefined when absent; a dangling link is present, and unreadable. */
+async function readPem(path: string): Promise<string | undefined> {
   try {
     return await Deno.readTextFile(path);
   } catch (error) {
-    throw failed(path, "cannot read", error);
+    const absent = error instanceof Deno.errors.NotFound &&
+      await Deno.lstat(path).then(() => false, () => true);
+    if (absent) return undefined;
+    throw new SSLConfigError(path, "cannot read", error);
   }
 }
 
@@ -88,7 +61,7 @@ function parseCertificate(
   try {
     return new crypto.X509Certificate(pem);
   } catch (error) {
-    throw failed(path, "not a valid PEM certificate", error);
+    throw new SSLConfigError(path, "not a valid PEM certificate", error);
   }
 }
 
@@ -112,24 +85,7 @@ function parsePrivateKey(
   try {
     return crypto.createPrivateKey(pem);
   } catch (error) {
-    throw failed(path, "not a valid PEM private key", error);
-  }
-}
-
-function warnAboutValidity(path: string, certificate: X509Certificate): void {
-  const now = Date.now();
-  if (Date.parse(certificate.validTo) < now) {
-    log.warn(`${path}: certificate expired on ${certificate.validTo}`);
-  } else if (Date.parse(certificate.validFrom) > now) {
-    log.warn(`${path}: certificate not valid before ${certificate.validFrom}`);
-  }
-}
-
-function warnAboutKeyLog(keyLog: string | undefined): void {
-  if (keyLog !== undefined && keyLog !== "") {
-    log.warn(
-      "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
-    );
+    throw new SSLConfigError(path, "not a valid PEM private key", error);
   }
 }
 
@@ -191,70 +147,53 @@ export class SSLConfig {
   ): Promise<SSLConfig | undefined> {
     const certFile = join(directory, "ssl", "server.crt");
     const keyFile = join(directory, "ssl", "server.key");
-    const [hasCert, hasKey] = await Promise.all([
-      isPresent(certFile),
-      isPresent(keyFile),
-    ]);
-    if (!hasCert && !hasKey) return undefined;
-    if (!hasKey || !hasCert) {
-      const [missing, found] = hasKey
-        ? [certFile, keyFile]
-        : [keyFile, certFile];
+    const cert = await readPem(certFile);
+    const key = await readPem(keyFile);
+    if (cert === undefined && key === undefined) return undefined;
+    if (cert === undefined || key === undefined) {
+      const [missing, found] = key === undefined
+        ? [keyFile, certFile]
+        : [certFile, keyFile];
       throw new SSLConfigError(
         missing,
         `missing (found ${found}; both files are needed for HTTPS)`,
       );
     }
-    const cert = await readPem(certFile);
-    const key = await readPem(keyFile);
     const crypto = await import("node:crypto");
     const certificate = parseCertificate(crypto, certFile, cert);
-    const privateKey = parsePrivateKey(crypto, keyFile, key);
-    const spki = { type: "spki", format: "der" } as const;
-    let matches: boolean;
-    try {
-      matches = certificate.publicKey.export(spki).equals(
-        crypto.createPublicKey(privateKey).export(spki),
-      );
-    } catch (error) {
-      throw failed(
-        `${certFile} and ${keyFile}`,
-        "cannot compare the public keys",
-        error,
-      );
-    }
-    if (!matches) {
+    if (!certificate.checkPrivateKey(parsePrivateKey(crypto, keyFile, key))) {
       throw new SSLConfigError(
         `${certFile} and ${keyFile}`,
         "the private key does not belong to the certificate",
       );
     }
-    warnAboutValidity(certFile, certificate);
-
-    const served = {
-      cert,
-      key,
-      certFile,
-      keyFile,
-      serial: serialHex(certificate.serialNumber),
-    };
+    const now = Date.now();
+    if (Date.parse(certificate.validTo) < now) {
+      log.warn(`${certFile}: certificate expired on ${certificate.validTo}`);
+    } else if (Date.parse(certificate.validFrom) > now) {
+      log.warn(
+        `${certFile}: certificate not valid before ${certificate.validFrom}`,
+      );
+    }
+    // Whole bytes, as `openssl x509 -serial` prints it: `serialNumber` drops a leading zero nibble.
+    const hex = certificate.serialNumber.toLowerCase();
+    const serial = hex.length % 2 === 1 ? `0${hex}` : hex;
+    const served = { cert, key, certFile, keyFile, serial };
     if (!options.devMode) {
-      warnAboutKeyLog(options.keyLogFile);
+      if (options.keyLogFile) {
+        log.warn(
+          "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
+        );
+      }
       return new SSLConfig(served);
     }
     const caFile = join(directory, "ssl", "ca.crt");
-    if (!(await isPresent(caFile))) return new SSLConfig(served);
     const ca = await readPem(caFile);
+    if (ca === undefined) return new SSLConfig(served);
     if (!certificate.checkIssued(parseCertificate(crypto, caFile, ca))) {
       log.warn(`${certFile} was not issued by ${caFile}`);
     }
     const chain = `${cert.trimEnd()}\n${ca.trimStart()}`;
     return new SSLConfig({ ...served, cert: chain, ca, caFile });
   }
-}
-
-/** Whole bytes, as `openssl x509 -serial` prints it: `serialNumber` drops a leading zero nibble. */
-function serialHex(serialNumber: string): string {
-  const hex = serialNumber.toLowerCase();
-  return hex.length % 2 === 1 ? `0${hex}` : hex;
 }
