@@ -22,23 +22,18 @@ import { log } from "../common/log.ts";
 import type { GpuMemoryNeed } from "./need.ts";
 import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 
-/** Why an engine is held: `waiting_for.reason` in `GET /models?detail=1`. */
-export type WaitReason =
-  | "gpu-busy-loading"
-  | "gpu-memory-release"
-  | "gpu-error"
-  | "gpu-memory-free";
-
-export const WAIT_REASONS: readonly WaitReason[] = [
+/** Why an engine is held (rules 1 to 4): `waiting_for.reason` in `GET /models?detail=1`. */
+export const WAIT_REASONS = [
   "gpu-busy-loading",
   "gpu-memory-release",
   "gpu-error",
   "gpu-memory-free",
-];
+] as const;
 
-/** What an engine waits for, as `waiting_for` reports it. */
+export type WaitReason = typeof WAIT_REASONS[number];
+
+/** As `waiting_for` reports it. */
 export interface WaitingFor {
-  /** Which rule holds it. */
   readonly reason: WaitReason;
   /** The devices concerned, as placed (`CUDA_VISIBLE_DEVICES` entries). */
   readonly devices: readonly string[];
@@ -114,7 +109,7 @@ export interface StartSlot {
 interface Waiter {
   readonly request: StartRequest;
   wake: () => void;
-  /** A mark taken after its last look at the facts: the next look needs newer ones. */
+  /** The mark after its last look: the next look needs newer facts. */
   looked?: number;
   last?: GpuSnapshot;
   lows: number;
@@ -131,15 +126,13 @@ function releaseTolerance(totalMiB: number): number {
 /** A release wait polls this often at most (Ollama's waitForVRAMRecovery polls at 250 ms). */
 const RELEASE_POLL_MS = 500;
 
-/** Decides when engines placed on GPUs may start (see the module doc). */
 export class GpuStartGate {
   readonly #options: StartGateOptions;
-  /** Device → the engine loading there. */
+  /** Device → the engine loading there (rule 1). */
   readonly #loading = new Map<string, string>();
   readonly #queue: Waiter[] = [];
   /** Device → the mark of the last event there that can change its facts. */
   readonly #changed = new Map<string, number>();
-  /** Wakes those waiting for quiet devices. */
   #quiet: (() => void)[] = [];
 
   constructor(options: StartGateOptions) {
@@ -214,14 +207,9 @@ export class GpuStartGate {
   #grant(waiter: Waiter): StartSlot {
     const { name, devices } = waiter.request;
     for (const device of devices) this.#loading.set(device, name);
-    const usedMiB: Record<string, number> = {};
-    for (const entry of devices) {
-      const device = waiter.last && deviceOf(entry, waiter.last);
-      if (device?.memoryKnown) usedMiB[entry] = device.usedMiB;
-    }
     let released = false;
     const slot: { -readonly [K in keyof StartSlot]: StartSlot[K] } = {
-      usedMiB,
+      usedMiB: usedOn(devices, waiter.last),
       release: () => {
         if (released) return;
         released = true;
