@@ -6,7 +6,7 @@
  *
  * @module
  */
-import type { GpuReading } from "./memory_use.ts";
+import type { GpuReading } from "./gpu_lifecycle.ts";
 import type {
   GpuStartGate,
   Released,

@@ -8,8 +8,18 @@
  */
 import { procStats } from "../engines/proc.ts";
 import type { GpuMonitor } from "./gpu_monitor.ts";
-import { type GpuReading, runMemory } from "./memory_use.ts";
+import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
 import { GpuStartGate } from "./start_gate.ts";
+
+/** A run's memory as one reading saw it. */
+export interface GpuReading {
+  /** MiB the run holds per device entry (devices `nvidia-smi` does not list, MIG ones, left out). */
+  readonly mib: Readonly<Record<string, number>>;
+  /** `pid`: its listed pids; `device`: the device's change across its start. */
+  readonly by: "pid" | "device";
+  readonly pids: readonly number[];
+  readonly usedMiB: Readonly<Record<string, number>>;
+}
 
 /** One supervised run, as the memory round sees it. */
 export interface GpuRun {
@@ -71,10 +81,6 @@ export class GpuLifecycle {
     this.#runs = options.runs;
   }
 
-  get queries(): number {
-    return this.#monitor.queries;
-  }
-
   /** At most one `nvidia-smi` query (shared with the gate's re-checks), then each placed run's memory. */
   async round(): Promise<void> {
     const placed = this.#runs().filter((run) => (run.gpus?.length ?? 0) > 0);
@@ -99,4 +105,35 @@ export class GpuLifecycle {
       if (run.state === "ready") this.#awake.set(run, reading);
     }
   }
+}
+
+/**
+ * The MiB a run holds on each of its devices. By pid where the listed pids
+ * are in the run's process group (vLLM's workers are children of the engine;
+ * `groups`: each listed live pid's group); else (a container lists the host's
+ * pids, which match nothing here) by the device's change since just before
+ * the spawn: rule 1 of the start gate lets one load at a time onto a device,
+ * so what the device gained during the load is the run's (`chargedLoad` stops
+ * the figure there).
+ */
+export function runMemory(
+  snapshot: GpuSnapshot,
+  devices: readonly string[],
+  pgid: number,
+  groups: ReadonlyMap<number, number>,
+  startUsed: Readonly<Record<string, number>>,
+): GpuReading {
+  const mine = snapshot.processes.filter((p) => groups.get(p.pid) === pgid);
+  const by = mine.length > 0 ? "pid" : "device";
+  const usedMiB = usedOn(devices, snapshot);
+  const mib: Record<string, number> = {};
+  for (const [entry, used] of Object.entries(usedMiB)) {
+    const uuid = deviceOf(entry, snapshot)!.uuid;
+    const before = startUsed[entry];
+    if (by === "pid") {
+      mib[entry] = mine.filter((p) => p.gpuUuid === uuid)
+        .reduce((sum, p) => sum + p.usedMiB, 0);
+    } else if (before !== undefined) mib[entry] = Math.max(0, used - before);
+  }
+  return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
 }

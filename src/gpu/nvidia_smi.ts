@@ -150,6 +150,19 @@ export function deviceOf(
   return prefixed.length === 1 ? prefixed[0] : undefined;
 }
 
+/** Each entry's used MiB, where the snapshot gives it. */
+export function usedOn(
+  entries: readonly string[],
+  snapshot: GpuSnapshot | undefined,
+): Record<string, number> {
+  const used: Record<string, number> = {};
+  for (const entry of entries) {
+    const device = snapshot && deviceOf(entry, snapshot);
+    if (device?.memoryKnown) used[entry] = device.usedMiB;
+  }
+  return used;
+}
+
 function failure(
   run: NvidiaSmiRun & { ok: false },
   args: readonly string[],

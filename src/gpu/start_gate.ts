@@ -20,7 +20,7 @@
  */
 import { log } from "../common/log.ts";
 import type { GpuMemoryNeed } from "./need.ts";
-import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
+import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
 
 /** Why an engine is held (rules 1 to 4): `waiting_for.reason` in `GET /models?detail=1`. */
 export const WAIT_REASONS = [
@@ -436,16 +436,4 @@ export class GpuStartGate {
     this.#quiet = [];
     for (const wake of quiet) wake();
   }
-}
-
-function usedOn(
-  devices: readonly string[],
-  snapshot: GpuSnapshot | undefined,
-): Readonly<Record<string, number>> {
-  const used: Record<string, number> = {};
-  for (const entry of devices) {
-    const device = snapshot && deviceOf(entry, snapshot);
-    if (device?.memoryKnown) used[entry] = device.usedMiB;
-  }
-  return used;
 }

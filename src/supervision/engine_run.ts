@@ -18,7 +18,7 @@ import { LogThrottle } from "../common/log_throttle.ts";
 import { late, sleep } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
-import type { GpuReading } from "../gpu/memory_use.ts";
+import type { GpuReading } from "../gpu/gpu_lifecycle.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
 import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
 import {
