@@ -118,11 +118,6 @@ interface Waiter {
   noted: Set<string>;
 }
 
-/** How far above its mark a device may read and count as released: max(256 MiB, 2 %). */
-function releaseTolerance(totalMiB: number): number {
-  return Math.max(256, Math.ceil(0.02 * totalMiB));
-}
-
 /** A release wait polls this often at most (Ollama's waitForVRAMRecovery polls at 250 ms). */
 const RELEASE_POLL_MS = 500;
 
@@ -261,36 +256,27 @@ export class GpuStartGate {
     if (!snapshot) return undefined;
     waiter.last = snapshot;
     const { request } = waiter;
-    return (request.released && !waiter.releaseDone
-      ? this.#release(waiter, request.released, snapshot)
-      : undefined) ??
+    return this.#release(waiter, snapshot) ??
       this.#errored(request.devices, snapshot) ??
       (request.memory && this.#free(waiter, request.memory, snapshot));
   }
 
   /** Rule 2: the dead run's pids gone, or its memory back in two readings in a row. */
-  #release(
-    waiter: Waiter,
-    released: Released,
-    snapshot: GpuSnapshot,
-  ): WaitingFor | undefined {
-    const { name, devices } = waiter.request;
+  #release(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
+    const { name, devices, released } = waiter.request;
+    if (!released || waiter.releaseDone) return undefined;
     const listed = snapshot.processes.filter((p) =>
       released.pids.includes(p.pid)
     );
     const still = listed.map((p) =>
       `pid ${p.pid} (${p.usedMiB} MiB) still listed`
     );
-    for (
-      const [entry, back] of listed.length
-        ? []
-        : Object.entries(released.devices)
-    ) {
+    for (const [entry, back] of Object.entries(released.devices)) {
       const device = deviceOf(entry, snapshot);
-      if (
-        device?.memoryKnown &&
-        device.usedMiB > back + releaseTolerance(device.totalMiB)
-      ) {
+      if (listed.length > 0 || !device?.memoryKnown) continue;
+      // Released within max(256 MiB, 2 %) of what it comes back to.
+      const tolerance = Math.max(256, Math.ceil(0.02 * device.totalMiB));
+      if (device.usedMiB > back + tolerance) {
         still.push(
           `GPU ${entry} uses ${device.usedMiB} MiB, ${back} MiB once the dead run's memory is released`,
         );
