@@ -3,11 +3,8 @@
 // `nvidia-smi` is a warning and no pool, never an error.
 import { ConfigError } from "../common/config_error.ts";
 import { clip } from "../common/one_line.ts";
-import {
-  formatGpuList,
-  type GpuPool,
-  parseVisibleDevices,
-} from "./placement.ts";
+import { formatGpuList, type GpuPool } from "./placement.ts";
+import { parseVisibleDevices } from "./need.ts";
 import {
   type GpuQuery,
   lines,

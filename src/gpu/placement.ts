@@ -8,13 +8,6 @@
 import type { ModelCard } from "../catalogue.ts";
 import { type GpuNeed, gpuNeed, GpuPlacementError } from "./need.ts";
 
-export {
-  type GpuNeed,
-  gpuNeed,
-  GpuPlacementError,
-  parseVisibleDevices,
-} from "./need.ts";
-
 export interface GpuPool {
   readonly entries: readonly string[];
   // Given by --gpus: a pin outside it is refused. Another pool may name
