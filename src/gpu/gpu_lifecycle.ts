@@ -2,14 +2,24 @@
  * The GPU lifecycle as the launcher composes it: one `nvidia-smi` monitor, the
  * start gate every start passes, and the memory each run holds, refreshed
  * once per health round. It exists only when some engine is placed on GPUs:
- * without a pool, nothing here runs and nothing is queried.
+ * without a pool, nothing here runs and nothing is queried. Each engine run
+ * keeps its passage as plain data ({@linkcode GateFacts}): what holds its
+ * start and for how long, the slot its load holds, what a restart must see
+ * released, and what it is charged; pure functions here keep it.
  *
  * @module
  */
 import { procStats } from "../engines/proc.ts";
 import type { GpuMonitor } from "./gpu_monitor.ts";
 import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
-import { GpuStartGate } from "./start_gate.ts";
+import {
+  GpuStartGate,
+  type Released,
+  type StartRequest,
+  type StartSlot,
+  type WaitingFor,
+  type WaitReason,
+} from "./start_gate.ts";
 
 /** A run's memory as one reading saw it. */
 export interface GpuReading {
@@ -136,4 +146,116 @@ export function runMemory(
     } else if (before !== undefined) mib[entry] = Math.max(0, used - before);
   }
   return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
+}
+
+/** Takes a request through the gate: each hold to `held`, then the slot; null when the wait was aborted. */
+export async function passGate(
+  gate: GpuStartGate,
+  request: StartRequest,
+  held: (waiting: WaitingFor) => void,
+): Promise<StartSlot | null> {
+  try {
+    const ticket = gate.admit(request);
+    let step = await ticket.next();
+    for (; !step.done; step = await ticket.next()) held(step.value);
+    return step.value;
+  } catch {
+    return null; // aborted: the engine is stopping
+  }
+}
+
+/** One engine's passage through the gate, as plain data its engine run keeps. */
+export interface GateFacts {
+  waiting?: WaitingFor | null;
+  since: number;
+  ms: Partial<Record<WaitReason, number>>;
+  /** Held while its run loads: released on the first 200, on exit, on stop, on a failed spawn. */
+  slot?: StartSlot | undefined;
+  startUsed: Readonly<Record<string, number>>;
+  /** Each device's used MiB where run `pgid`'s load ended (it served): device attribution stops there. */
+  loadEnd?: { pgid: number; used: Readonly<Record<string, number>> };
+  pgid?: number | undefined;
+  memory?: GpuReading | null;
+  /** The last reading after the load ended: what a restart waits to see released. */
+  settled?: GpuReading | null;
+}
+
+/** Notes what holds the start now (null: nothing); true when the reason or the devices changed. */
+export function noteWait(
+  facts: GateFacts,
+  waiting: WaitingFor | null,
+  now: number = Date.now(),
+): boolean {
+  const before = facts.waiting;
+  if (before) {
+    facts.ms[before.reason] = (facts.ms[before.reason] ?? 0) + now -
+      facts.since;
+  }
+  facts.since = now;
+  facts.waiting = waiting;
+  return before?.reason !== waiting?.reason ||
+    before?.devices.join() !== waiting?.devices.join();
+}
+
+export function waitSeconds(
+  facts: GateFacts,
+  now: number = Date.now(),
+): Partial<Record<WaitReason, number>> {
+  const out: Partial<Record<WaitReason, number>> = {};
+  for (const [reason, ms] of Object.entries(facts.ms)) {
+    out[reason as WaitReason] = ms / 1000;
+  }
+  const current = facts.waiting?.reason;
+  if (current !== undefined) {
+    out[current] = (out[current] ?? 0) + (now - facts.since) / 1000;
+  }
+  return out;
+}
+
+/** What a run held, for its restart or replacement (rule 2). */
+export function releasedBy(facts: GateFacts): Released {
+  const { settled, startUsed, pgid } = facts;
+  const devices: Record<string, number> = {};
+  if (settled) {
+    for (const [entry, used] of Object.entries(settled.usedMiB)) {
+      devices[entry] = used - (settled.mib[entry] ?? 0);
+    }
+  } else Object.assign(devices, startUsed); // died loading
+  const pids = new Set(settled?.pids ?? []);
+  if (pgid !== undefined) pids.add(pgid);
+  return { devices, pids: [...pids], byPid: settled?.by === "pid" };
+}
+
+/** The load is over: the slot goes back; a run that `served` is charged by device what its load took. */
+export function endLoad(facts: GateFacts, served: boolean): void {
+  const slot = facts.slot;
+  facts.slot = undefined;
+  slot?.release();
+  const pgid = facts.pgid;
+  void slot?.loadEnd?.then((used) => {
+    if (served && pgid !== undefined) facts.loadEnd = { pgid, used };
+  });
+}
+
+/**
+ * `reading` as the run is charged: by device, once its load has ended, the
+ * device's change across the load (spawn to first 200), not since: a
+ * neighbour that loads later on the device is never its.
+ */
+export function chargedLoad(
+  reading: GpuReading | null,
+  facts: GateFacts,
+): GpuReading | null {
+  const end = facts.loadEnd?.pgid === facts.pgid
+    ? facts.loadEnd?.used
+    : undefined;
+  if (!reading || reading.by !== "device" || !end) return reading;
+  const mib: Record<string, number> = { ...reading.mib };
+  for (const entry of Object.keys(mib)) {
+    const [before, after] = [facts.startUsed[entry], end[entry]];
+    if (before !== undefined && after !== undefined) {
+      mib[entry] = Math.max(0, after - before);
+    }
+  }
+  return { ...reading, mib };
 }
