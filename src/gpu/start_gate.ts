@@ -141,6 +141,10 @@ export class GpuStartGate {
     for (const device of devices) this.#changed.set(device, mark);
   }
 
+  #lastChange(devices: readonly string[]): number {
+    return Math.max(0, ...devices.map((d) => this.#changed.get(d) ?? 0));
+  }
+
   loadingOn(devices: readonly string[], name: string): string | undefined {
     return devices.map((d) => this.#loading.get(d))
       .find((loading) => loading !== undefined && loading !== name);
@@ -210,11 +214,7 @@ export class GpuStartGate {
         released = true;
         // A neighbour's start here waits for a look asked after this event:
         // the first such look, before it can spawn, is where this load ended.
-        const mark = Math.max(
-          0,
-          ...devices.map((d) => this.#changed.get(d) ?? 0),
-        );
-        slot.loadEnd = this.#options.facts?.next?.(mark)
+        slot.loadEnd = this.#options.facts?.next?.(this.#lastChange(devices))
           .then((snapshot) => usedOn(devices, snapshot));
         for (const device of devices) {
           if (this.#loading.get(device) === name) this.#loading.delete(device);
@@ -249,7 +249,7 @@ export class GpuStartGate {
     if (!facts) return undefined;
     const after = Math.max(
       waiter.looked ?? 0,
-      ...waiter.request.devices.map((d) => this.#changed.get(d) ?? 0),
+      this.#lastChange(waiter.request.devices),
     );
     const snapshot = await facts.snapshot(this.#options.intervalMs, after);
     waiter.looked = facts.mark();
