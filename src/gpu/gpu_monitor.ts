@@ -82,17 +82,16 @@ export class GpuMonitor {
     const latest = this.#latest;
     if (latest !== undefined) {
       const age = this.#now() - latest.came;
-      if (age < latest.backoffMs) return Promise.resolve(latest.snapshot);
-      if (age < maxAgeMs && latest.mark >= after) {
+      if (age < latest.backoffMs || (age < maxAgeMs && latest.mark >= after)) {
         return Promise.resolve(latest.snapshot);
       }
     }
-    const asking = { answer: this.#answer(this.#marks), mark: this.#marks };
-    this.#inFlight = asking;
-    asking.answer.finally(() => {
-      if (this.#inFlight === asking) this.#inFlight = undefined;
+    const mark = this.#marks;
+    const answer = this.#answer(mark).finally(() => {
+      this.#inFlight = undefined;
     });
-    return asking.answer;
+    this.#inFlight = { answer, mark };
+    return answer;
   }
 
   async #answer(mark: number): Promise<GpuSnapshot | undefined> {
