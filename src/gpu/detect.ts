@@ -54,8 +54,7 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
       if (high - low >= MAX_DEVICES) {
         throw bad(`the range ${part} holds more than ${MAX_DEVICES} devices`);
       }
-      items = [];
-      for (let i = low; i <= high; i++) items.push(String(i));
+      items = Array.from({ length: high - low + 1 }, (_, i) => `${low + i}`);
     } else if (/^(?:GPU|MIG)-[A-Za-z0-9/_.:-]+$/.test(part)) items = [part];
     else {
       throw bad(
