@@ -71,7 +71,7 @@ export class GpuMonitor {
     return new Promise((resolve) => this.#next.push({ mark, resolve }));
   }
 
-  /** Undefined while `nvidia-smi` fails; never rejects. */
+  /** The latest answer no older than `maxAgeMs`, asked at mark `after` or later; undefined while `nvidia-smi` fails; never rejects. */
   snapshot(maxAgeMs: number, after = 0): Promise<GpuSnapshot | undefined> {
     const inFlight = this.#inFlight;
     if (inFlight) {

@@ -19,6 +19,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import type { GpuMonitor } from "./gpu_monitor.ts";
 import type { GpuMemoryNeed } from "./need.ts";
 import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
 
@@ -41,15 +42,10 @@ export interface WaitingFor {
   readonly detail: string;
 }
 
-/** Where the gate reads GPU facts (a `GpuMonitor`). */
-export interface GpuFacts {
-  /** The latest snapshot no older than `maxAgeMs` and asked after the mark `after`; undefined when unknown. */
-  snapshot(maxAgeMs: number, after?: number): Promise<GpuSnapshot | undefined>;
-  /** A new mark: answers asked from now on are at or after it. */
-  mark(): number;
-  /** The first answer to a query asked at `mark` or later, whoever asks it; it asks nothing itself. */
-  next?(mark: number): Promise<GpuSnapshot | undefined>;
-}
+/** Where the gate reads GPU facts: rules 2 to 4 read a snapshot asked after the last mark on their devices. */
+export type GpuFacts =
+  & Pick<GpuMonitor, "snapshot" | "mark">
+  & Partial<Pick<GpuMonitor, "next">>;
 
 export interface ProcessFacts {
   readonly pgid: number;
