@@ -28,7 +28,7 @@ function exists(path: string): Deno.FileInfo | undefined {
 export function locateExecutable(
   name: string,
   path: string | undefined,
-): { found: boolean; why?: string } {
+): { found: boolean; why?: string; unsure?: boolean } {
   const dirs = name.includes("/")
     ? [""]
     : (path ?? "").split(":").filter(Boolean).map((d) => `${d}/`);
@@ -41,7 +41,7 @@ export function locateExecutable(
     } catch (error) {
       // Without read access to PATH the check cannot decide; the spawn will.
       if (error instanceof Deno.errors.NotCapable && dir) {
-        return { found: true };
+        return { found: true, unsure: true };
       }
       continue;
     }

@@ -3,11 +3,8 @@
 // `nvidia-smi` is a warning and no pool, never an error.
 import { ConfigError } from "../common/config_error.ts";
 import { clip } from "../common/one_line.ts";
-import {
-  formatGpuList,
-  type GpuPool,
-  parseVisibleDevices,
-} from "./placement.ts";
+import { formatGpuList, type GpuPool } from "./placement.ts";
+import { parseVisibleDevices } from "./need.ts";
 import {
   type GpuQuery,
   lines,
@@ -57,8 +54,7 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
       if (high - low >= MAX_DEVICES) {
         throw bad(`the range ${part} holds more than ${MAX_DEVICES} devices`);
       }
-      items = [];
-      for (let i = low; i <= high; i++) items.push(String(i));
+      items = Array.from({ length: high - low + 1 }, (_, i) => `${low + i}`);
     } else if (/^(?:GPU|MIG)-[A-Za-z0-9/_.:-]+$/.test(part)) items = [part];
     else {
       throw bad(
@@ -92,8 +88,7 @@ export async function detectGpuPool(
     const list = parseGpuList(options.gpus, "--gpus");
     return list === "none" ? none("--gpus none") : pooled(list, "--gpus", true);
   }
-  const env = options.env;
-  const visible = env["CUDA_VISIBLE_DEVICES"];
+  const visible = options.env["CUDA_VISIBLE_DEVICES"];
   if (visible !== undefined) {
     const entries = parseVisibleDevices(visible);
     return entries.length > 0 ? pooled(entries, "CUDA_VISIBLE_DEVICES") : none(
@@ -108,8 +103,38 @@ export async function detectGpuPool(
     return pooled(entries, "nvidia-smi");
   }
   if (look?.absent) return none(NO_NVIDIA_SMI);
-  return await askNvidiaSmi(env, options.timeoutMs ?? 5000);
+  const run = await runNvidiaSmi(
+    ["--query-gpu=index", "--format=csv,noheader"],
+    options,
+  );
+  if (!run.ok) {
+    if (run.reason === "failed") return failed(run.detail);
+    return none(
+      run.reason === "absent"
+        ? NO_NVIDIA_SMI
+        : `${NO_NVIDIA_SMI}, or not allowed by --allow-run`,
+    );
+  }
+  const entries: string[] = [];
+  for (const line of lines(run.stdout)) {
+    const entry = String(Number(line));
+    if (!/^\d+$/.test(line)) {
+      return failed(
+        `it printed '${clip(line)}' where a device index was expected`,
+      );
+    }
+    if (entries.includes(entry)) {
+      return failed(`it printed device index ${entry} twice`);
+    }
+    entries.push(entry);
+  }
+  return entries.length === 0
+    ? failed("it printed no device index")
+    : pooled(entries, "nvidia-smi");
 }
+
+const NO_NVIDIA_SMI =
+  "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
 
 /** `GPU pool 0-7 (from nvidia-smi)`, or why GPUs are not placed. */
 export function gpuPoolLine(detection: GpuDetection): string {
@@ -118,42 +143,6 @@ export function gpuPoolLine(detection: GpuDetection): string {
     : `GPU pool ${
       formatGpuList(detection.pool.entries)
     } (from ${detection.source})`;
-}
-
-const NO_NVIDIA_SMI =
-  "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
-
-async function askNvidiaSmi(
-  env: Readonly<Record<string, string | undefined>>,
-  timeoutMs: number,
-): Promise<GpuDetection> {
-  const run = await runNvidiaSmi(
-    ["--query-gpu=index", "--format=csv,noheader"],
-    { env, timeoutMs },
-  );
-  if (!run.ok) {
-    if (run.reason === "absent") return none(NO_NVIDIA_SMI);
-    if (run.reason === "unsure") {
-      return none(`${NO_NVIDIA_SMI}, or not allowed by --allow-run`);
-    }
-    return failed(run.detail);
-  }
-  const indices = lines(run.stdout);
-  if (indices.length === 0) return failed("it printed no device index");
-  const entries: string[] = [];
-  for (const line of indices) {
-    if (!/^\d+$/.test(line)) {
-      return failed(
-        `it printed '${clip(line)}' where a device index was expected`,
-      );
-    }
-    const entry = String(Number(line));
-    if (entries.includes(entry)) {
-      return failed(`it printed device index ${entry} twice`);
-    }
-    entries.push(entry);
-  }
-  return pooled(entries, "nvidia-smi");
 }
 
 function pooled(

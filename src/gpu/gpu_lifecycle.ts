@@ -2,14 +2,34 @@
  * The GPU lifecycle as the launcher composes it: one `nvidia-smi` monitor, the
  * start gate every start passes, and the memory each run holds, refreshed
  * once per health round. It exists only when some engine is placed on GPUs:
- * without a pool, nothing here runs and nothing is queried.
+ * without a pool, nothing here runs and nothing is queried. Each engine run
+ * keeps its passage as plain data ({@linkcode GateFacts}): what holds its
+ * start and for how long, the slot its load holds, what a restart must see
+ * released, and what it is charged; pure functions here keep it.
  *
  * @module
  */
 import { procStats } from "../engines/proc.ts";
 import type { GpuMonitor } from "./gpu_monitor.ts";
-import { type GpuReading, runMemory } from "./memory_use.ts";
-import { GpuStartGate } from "./start_gate.ts";
+import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
+import {
+  GpuStartGate,
+  type Released,
+  type StartRequest,
+  type StartSlot,
+  type WaitingFor,
+  type WaitReason,
+} from "./start_gate.ts";
+
+/** A run's memory as one reading saw it. */
+export interface GpuReading {
+  /** MiB the run holds per device entry (devices `nvidia-smi` does not list, MIG ones, left out). */
+  readonly mib: Readonly<Record<string, number>>;
+  /** `pid`: its listed pids; `device`: the device's change across its start. */
+  readonly by: "pid" | "device";
+  readonly pids: readonly number[];
+  readonly usedMiB: Readonly<Record<string, number>>;
+}
 
 /** One supervised run, as the memory round sees it. */
 export interface GpuRun {
@@ -71,10 +91,6 @@ export class GpuLifecycle {
     this.#runs = options.runs;
   }
 
-  get queries(): number {
-    return this.#monitor.queries;
-  }
-
   /** At most one `nvidia-smi` query (shared with the gate's re-checks), then each placed run's memory. */
   async round(): Promise<void> {
     const placed = this.#runs().filter((run) => (run.gpus?.length ?? 0) > 0);
@@ -99,4 +115,147 @@ export class GpuLifecycle {
       if (run.state === "ready") this.#awake.set(run, reading);
     }
   }
+}
+
+/**
+ * The MiB a run holds on each of its devices. By pid where the listed pids
+ * are in the run's process group (vLLM's workers are children of the engine;
+ * `groups`: each listed live pid's group); else (a container lists the host's
+ * pids, which match nothing here) by the device's change since just before
+ * the spawn: rule 1 of the start gate lets one load at a time onto a device,
+ * so what the device gained during the load is the run's (`chargedLoad` stops
+ * the figure there).
+ */
+export function runMemory(
+  snapshot: GpuSnapshot,
+  devices: readonly string[],
+  pgid: number,
+  groups: ReadonlyMap<number, number>,
+  startUsed: Readonly<Record<string, number>>,
+): GpuReading {
+  const mine = snapshot.processes.filter((p) => groups.get(p.pid) === pgid);
+  const by = mine.length > 0 ? "pid" : "device";
+  const usedMiB = usedOn(devices, snapshot);
+  const mib: Record<string, number> = {};
+  for (const [entry, used] of Object.entries(usedMiB)) {
+    const uuid = deviceOf(entry, snapshot)!.uuid;
+    const before = startUsed[entry];
+    if (by === "pid") {
+      mib[entry] = mine.filter((p) => p.gpuUuid === uuid)
+        .reduce((sum, p) => sum + p.usedMiB, 0);
+    } else if (before !== undefined) mib[entry] = Math.max(0, used - before);
+  }
+  return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
+}
+
+/** Takes a request through the gate: each hold to `held`, then the slot; null when the wait was aborted. */
+export async function passGate(
+  gate: GpuStartGate,
+  request: StartRequest,
+  held: (waiting: WaitingFor) => void,
+): Promise<StartSlot | null> {
+  try {
+    const ticket = gate.admit(request);
+    let step = await ticket.next();
+    for (; !step.done; step = await ticket.next()) held(step.value);
+    return step.value;
+  } catch {
+    return null; // aborted: the engine is stopping
+  }
+}
+
+/** One engine's passage through the gate, as plain data its engine run keeps. */
+export interface GateFacts {
+  waiting?: WaitingFor | null;
+  since: number;
+  ms: Partial<Record<WaitReason, number>>;
+  /** Held while its run loads: released on the first 200, on exit, on stop, on a failed spawn. */
+  slot?: StartSlot | undefined;
+  startUsed: Readonly<Record<string, number>>;
+  /** Each device's used MiB where run `pgid`'s load ended (it served): device attribution stops there. */
+  loadEnd?: { pgid: number; used: Readonly<Record<string, number>> };
+  pgid?: number | undefined;
+  memory?: GpuReading | null;
+  /** The last reading after the load ended: what a restart waits to see released. */
+  settled?: GpuReading | null;
+}
+
+/** Notes what holds the start now (null: nothing); true when the reason or the devices changed. */
+export function noteWait(
+  facts: GateFacts,
+  waiting: WaitingFor | null,
+  now: number = Date.now(),
+): boolean {
+  const before = facts.waiting;
+  if (before) {
+    facts.ms[before.reason] = (facts.ms[before.reason] ?? 0) + now -
+      facts.since;
+  }
+  facts.since = now;
+  facts.waiting = waiting;
+  return before?.reason !== waiting?.reason ||
+    before?.devices.join() !== waiting?.devices.join();
+}
+
+export function waitSeconds(
+  facts: GateFacts,
+  now: number = Date.now(),
+): Partial<Record<WaitReason, number>> {
+  const out: Partial<Record<WaitReason, number>> = {};
+  for (const [reason, ms] of Object.entries(facts.ms)) {
+    out[reason as WaitReason] = ms / 1000;
+  }
+  const current = facts.waiting?.reason;
+  if (current !== undefined) {
+    out[current] = (out[current] ?? 0) + (now - facts.since) / 1000;
+  }
+  return out;
+}
+
+/** What a run held, for its restart or replacement (rule 2). */
+export function releasedBy(facts: GateFacts): Released {
+  const { settled, startUsed, pgid } = facts;
+  const devices: Record<string, number> = {};
+  if (settled) {
+    for (const [entry, used] of Object.entries(settled.usedMiB)) {
+      devices[entry] = used - (settled.mib[entry] ?? 0);
+    }
+  } else Object.assign(devices, startUsed); // died loading
+  const pids = new Set(settled?.pids ?? []);
+  if (pgid !== undefined) pids.add(pgid);
+  return { devices, pids: [...pids], byPid: settled?.by === "pid" };
+}
+
+/** The load is over: the slot goes back; a run that `served` is charged by device what its load took. */
+export function endLoad(facts: GateFacts, served: boolean): void {
+  const slot = facts.slot;
+  facts.slot = undefined;
+  slot?.release();
+  const pgid = facts.pgid;
+  void slot?.loadEnd?.then((used) => {
+    if (served && pgid !== undefined) facts.loadEnd = { pgid, used };
+  });
+}
+
+/**
+ * `reading` as the run is charged: by device, once its load has ended, the
+ * device's change across the load (spawn to first 200), not since: a
+ * neighbour that loads later on the device is never its.
+ */
+export function chargedLoad(
+  reading: GpuReading | null,
+  facts: GateFacts,
+): GpuReading | null {
+  const end = facts.loadEnd?.pgid === facts.pgid
+    ? facts.loadEnd?.used
+    : undefined;
+  if (!reading || reading.by !== "device" || !end) return reading;
+  const mib: Record<string, number> = { ...reading.mib };
+  for (const entry of Object.keys(mib)) {
+    const [before, after] = [facts.startUsed[entry], end[entry]];
+    if (before !== undefined && after !== undefined) {
+      mib[entry] = Math.max(0, after - before);
+    }
+  }
+  return { ...reading, mib };
 }

@@ -71,7 +71,7 @@ export class GpuMonitor {
     return new Promise((resolve) => this.#next.push({ mark, resolve }));
   }
 
-  /** Undefined while `nvidia-smi` fails; never rejects. */
+  /** The latest answer no older than `maxAgeMs`, asked at mark `after` or later; undefined while `nvidia-smi` fails; never rejects. */
   snapshot(maxAgeMs: number, after = 0): Promise<GpuSnapshot | undefined> {
     const inFlight = this.#inFlight;
     if (inFlight) {
@@ -82,17 +82,16 @@ export class GpuMonitor {
     const latest = this.#latest;
     if (latest !== undefined) {
       const age = this.#now() - latest.came;
-      if (age < latest.backoffMs) return Promise.resolve(latest.snapshot);
-      if (age < maxAgeMs && latest.mark >= after) {
+      if (age < latest.backoffMs || (age < maxAgeMs && latest.mark >= after)) {
         return Promise.resolve(latest.snapshot);
       }
     }
-    const asking = { answer: this.#answer(this.#marks), mark: this.#marks };
-    this.#inFlight = asking;
-    asking.answer.finally(() => {
-      if (this.#inFlight === asking) this.#inFlight = undefined;
+    const mark = this.#marks;
+    const answer = this.#answer(mark).finally(() => {
+      this.#inFlight = undefined;
     });
-    return asking.answer;
+    this.#inFlight = { answer, mark };
+    return answer;
   }
 
   async #answer(mark: number): Promise<GpuSnapshot | undefined> {

@@ -2,6 +2,7 @@
 // for the machine's state: a missing binary, a refusal, a failing driver, a
 // hang or output it cannot read is a one-line reason.
 import { runHelper } from "../engines/helper_run.ts";
+import { locateExecutable } from "../engines/launch.ts";
 import { clip } from "../common/one_line.ts";
 
 export interface GpuDevice {
@@ -41,7 +42,7 @@ export type GpuQuery =
 
 export interface QueryGpusOptions {
   /** The launcher's captured environment: its `PATH` finds `nvidia-smi`. */
-  readonly env: Readonly<Record<string, string | undefined>>;
+  readonly env: Readonly<Record<string, string>>;
   readonly timeoutMs?: number;
 }
 
@@ -72,47 +73,34 @@ export async function runNvidiaSmi(
   args: readonly string[],
   options: QueryGpusOptions,
 ): Promise<NvidiaSmiRun> {
-  const env = definedOnly(options.env);
+  const env = { ...options.env };
   const timeoutMs = options.timeoutMs ?? 5000;
-  const found = findOnPath(
-    NVIDIA_SMI,
-    env["PATH"],
-  );
+  const found = locateExecutable(NVIDIA_SMI, env.PATH);
   const absent = failed("not found on PATH", "absent");
-  if (found === false) return absent;
+  if (!found.found) return absent;
   let run;
   try {
     run = await runHelper(NVIDIA_SMI, args, { env, timeoutMs, cap: CAP });
   } catch (error) {
     // Under a narrowed --allow-run, a program missing from PATH at start-up is "not capable".
     if (error instanceof Deno.errors.NotFound) return absent;
-    if (found === undefined && error instanceof Deno.errors.NotCapable) {
-      return failed(
-        "not found on PATH, or not allowed by --allow-run",
-        "unsure",
-      );
+    if (!(error instanceof Deno.errors.NotCapable)) {
+      return failed(`cannot run it (${clip((error as Error).message)})`);
     }
-    return failed(
-      error instanceof Deno.errors.NotCapable
-        ? "not allowed to run it (add nvidia-smi to --allow-run)"
-        : `cannot run it (${clip((error as Error).message)})`,
-    );
+    return found.unsure
+      ? failed("not found on PATH, or not allowed by --allow-run", "unsure")
+      : failed("not allowed to run it (add nvidia-smi to --allow-run)");
   }
   if (run === "timeout") {
     return failed(`no answer within ${timeoutMs / 1000} s (killed)`);
   }
   const { status, stdout, stderr } = run;
   if (!status.success) {
-    const firstLine = [stderr, stdout].map((text) => lines(text)[0]).find(
-      Boolean,
-    );
-    return failed(
-      `it ${
-        status.signal
-          ? `died of ${status.signal}`
-          : `exited with code ${status.code}`
-      }${firstLine ? ` (${clip(firstLine)})` : ""}`,
-    );
+    const firstLine = lines(stderr)[0] ?? lines(stdout)[0];
+    const end = status.signal
+      ? `died of ${status.signal}`
+      : `exited with code ${status.code}`;
+    return failed(`it ${end}${firstLine ? ` (${clip(firstLine)})` : ""}`);
   }
   if (run.truncated) return failed(`it printed more than ${CAP / 1024} KiB`);
   return { ok: true, stdout };
@@ -162,6 +150,19 @@ export function deviceOf(
   return prefixed.length === 1 ? prefixed[0] : undefined;
 }
 
+/** Each entry's used MiB, where the snapshot gives it. */
+export function usedOn(
+  entries: readonly string[],
+  snapshot: GpuSnapshot | undefined,
+): Record<string, number> {
+  const used: Record<string, number> = {};
+  for (const entry of entries) {
+    const device = snapshot && deviceOf(entry, snapshot);
+    if (device?.memoryKnown) used[entry] = device.usedMiB;
+  }
+  return used;
+}
+
 function failure(
   run: NvidiaSmiRun & { ok: false },
   args: readonly string[],
@@ -171,39 +172,32 @@ function failure(
     : unread(args, run.detail);
 }
 
-function queryName(args: readonly string[]): string {
-  return `${NVIDIA_SMI} ${args[0]!.replace(/=.*$/, "")}`;
-}
-
 function unread(args: readonly string[], detail: string): GpuQuery {
-  return { ok: false, error: `${queryName(args)}: ${detail}` };
+  const query = args[0]!.replace(/=.*$/, "");
+  return { ok: false, error: `${NVIDIA_SMI} ${query}: ${detail}` };
 }
 
 function parseDevices(text: string): GpuDevice[] | string {
   const devices: GpuDevice[] = [];
   for (const line of lines(text)) {
     const fields = line.split(",").map((field) => field.trim());
-    const [index, uuid, total, used] = fields;
-    if (
-      fields.length !== 4 || !/^\d+$/.test(index!) || !isUuid(uuid!)
-    ) {
+    const [number, uuid, total, used] = fields;
+    if (fields.length !== 4 || !/^\d+$/.test(number!) || !isUuid(uuid!)) {
       return unreadable(line, "index, GPU-<uuid>, total MiB, used MiB");
     }
-    const totalMiB = mib(total!);
-    const usedMiB = mib(used!);
+    const [totalMiB, usedMiB] = [mib(total!), mib(used!)];
     if (totalMiB === undefined || usedMiB === undefined) {
       return unreadable(line, "memory in MiB or [N/A]");
     }
-    const memoryKnown = totalMiB !== "unknown" && usedMiB !== "unknown";
-    if (
-      devices.some((d) => d.index === String(Number(index)) || d.uuid === uuid)
-    ) {
-      return `it listed GPU ${index} (${uuid}) twice`;
+    const index = String(Number(number));
+    if (devices.some((d) => d.index === index || d.uuid === uuid)) {
+      return `it listed GPU ${number} (${uuid}) twice`;
     }
+    const memoryKnown = !Number.isNaN(totalMiB + usedMiB);
     const error = [total!, used!].find(isError);
     devices.push({
       ...(error === undefined ? {} : { error }),
-      index: String(Number(index)),
+      index,
       uuid: uuid!,
       totalMiB: memoryKnown ? totalMiB : NaN,
       usedMiB: memoryKnown ? usedMiB : NaN,
@@ -221,15 +215,12 @@ function parseProcesses(text: string): GpuProcess[] | string {
     const fields = line.split(",").map((field) => field.trim());
     const [pid, used, uuid] = fields;
     const usedMiB = fields.length === 3 ? mib(used!) : undefined;
-    if (
-      fields.length !== 3 || !/^\d+$/.test(pid!) || !isUuid(uuid!) ||
-      usedMiB === undefined
-    ) {
+    if (usedMiB === undefined || !/^\d+$/.test(pid!) || !isUuid(uuid!)) {
       return unreadable(line, "pid, used MiB or [N/A], GPU-<uuid>");
     }
     processes.push({
       pid: Number(pid),
-      usedMiB: usedMiB === "unknown" ? 0 : usedMiB,
+      usedMiB: Number.isNaN(usedMiB) ? 0 : usedMiB,
       gpuUuid: uuid!,
     });
   }
@@ -250,39 +241,12 @@ function isError(text: string): boolean {
     /^\[(?:GPU requires reset|Unknown Error|GPU is lost)\]$/i.test(text);
 }
 
-function mib(text: string): number | "unknown" | undefined {
-  if (/^\[[^\]]*\]$/.test(text) || /^(?:n\/a|ERR!)$/i.test(text)) {
-    return "unknown";
-  }
-  if (!/^\d+(?:\.\d+)?$/.test(text)) return undefined;
-  return Number(text);
+/** NaN for a figure the device does not give (`[N/A]`, `ERR!`); undefined when unreadable. */
+function mib(text: string): number | undefined {
+  if (/^\[[^\]]*\]$/.test(text) || /^(?:n\/a|ERR!)$/i.test(text)) return NaN;
+  return /^\d+(?:\.\d+)?$/.test(text) ? Number(text) : undefined;
 }
 
 function unreadable(line: string, expected: string): string {
   return `it printed '${clip(line)}' (expected ${expected})`;
-}
-
-function definedOnly(
-  env: Readonly<Record<string, string | undefined>>,
-): Record<string, string> {
-  return Object.fromEntries(
-    Object.entries(env).filter(([, value]) => value !== undefined),
-  ) as Record<string, string>;
-}
-
-/** Undefined when PATH cannot be read (narrowed permissions): the spawn then decides. */
-function findOnPath(
-  name: string,
-  path: string | undefined,
-): boolean | undefined {
-  let unsure = false;
-  for (const dir of (path ?? "").split(":").filter(Boolean)) {
-    try {
-      const info = Deno.statSync(`${dir}/${name}`);
-      if (info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0) return true;
-    } catch (error) {
-      if (error instanceof Deno.errors.NotCapable) unsure = true;
-    }
-  }
-  return unsure ? undefined : false;
 }

@@ -7,13 +7,7 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { type GpuDetection, gpuPoolLine } from "./detect.ts";
-import {
-  type GpuAssignment,
-  gpuEnv,
-  gpuLine,
-  placeGpus,
-  type PlaceOptions,
-} from "./placement.ts";
+import { type GpuAssignment, gpuEnv, gpuLine, placeGpus } from "./placement.ts";
 import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 
@@ -52,12 +46,9 @@ export function placeEngines(
     detection.pool?.entries.filter((e) =>
       snapshot && deviceOf(e, snapshot)?.error
     ) ?? [];
-  const placed = placeAvoiding(cards, detection.pool, {
-    avoid: new Set(avoid),
-  });
-  return {
+  const nothing = {
     detection,
-    assigned: Object.fromEntries(placed),
+    assigned: {},
     avoid,
     snapshot,
     // nvidia-smi numbers devices in PCI bus order, CUDA by default fastest
@@ -66,20 +57,7 @@ export function placeEngines(
       !detection.source.includes("CUDA_VISIBLE_DEVICES") &&
       cudaDeviceOrder === undefined,
   };
-}
-
-/** Placement leaving out devices in trouble where the rest has room, else on the whole pool (their engines then wait). */
-function placeAvoiding(
-  cards: readonly ModelCard[],
-  pool: GpuDetection["pool"],
-  options: PlaceOptions,
-): Map<string, GpuAssignment> {
-  try {
-    return placeGpus(cards, pool, options);
-  } catch (error) {
-    if (!options.avoid?.size) throw error;
-    return placeGpus(cards, pool, { ...options, avoid: new Set() });
-  }
+  return replacePlacement(nothing, cards, new Set(cards.map((c) => c.name)));
 }
 
 /** Whether the card's engine reads `CUDA_VISIBLE_DEVICES` entries as integers (vLLM). */
@@ -88,23 +66,27 @@ export function readsIntegerDevices(card: ModelCard): boolean {
 }
 
 /**
- * `GPU-<uuid>` entries as nvidia-smi's index (PCI bus order) where it lists
- * them, for an engine reading integers; MIG and unmapped entries stay.
+ * For an engine reading integers, its placed `GPU-<uuid>` entries as
+ * nvidia-smi's index (PCI bus order) where it lists them; MIG and unmapped
+ * entries stay.
  */
 function integerEntries(
-  entries: readonly string[],
-  snapshot: GpuSnapshot | undefined,
-): { entries: string[]; mapped: boolean; unmapped: string[] } {
+  placement: Placement,
+  card: ModelCard,
+): { entries: string[]; mapped: boolean; unmapped: string[] } | undefined {
+  const visible = gpuEnv(placement.assigned[card.name]).CUDA_VISIBLE_DEVICES;
+  if (!visible || !readsIntegerDevices(card)) return undefined;
   let mapped = false;
   const unmapped: string[] = [];
-  const out = entries.map((entry) => {
+  const entries = visible.split(",").map((entry) => {
     if (/^\d+$/.test(entry) || entry.startsWith("MIG-")) return entry;
-    const index = snapshot && deviceOf(entry, snapshot)?.index;
+    const index = placement.snapshot &&
+      deviceOf(entry, placement.snapshot)?.index;
     if (index === undefined) unmapped.push(entry);
     else mapped = true;
     return index ?? entry;
   });
-  return { entries: out, mapped, unmapped };
+  return { entries, mapped, unmapped };
 }
 
 /** A card's devices: `[]` for none, null when not placed. */
@@ -121,13 +103,10 @@ export function placementEnv(
   card: ModelCard,
 ): Record<string, string> {
   const env = gpuEnv(placement.assigned[card.name]);
-  const visible = env.CUDA_VISIBLE_DEVICES;
-  const integers = visible !== undefined && readsIntegerDevices(card)
-    ? integerEntries(visible.split(","), placement.snapshot)
-    : undefined;
+  const integers = integerEntries(placement, card);
   if (integers) env.CUDA_VISIBLE_DEVICES = integers.entries.join(",");
   if (
-    (placement.pciOrder || integers?.mapped) && visible &&
+    (placement.pciOrder || integers?.mapped) && env.CUDA_VISIBLE_DEVICES &&
     card.env.CUDA_DEVICE_ORDER === undefined
   ) {
     env.CUDA_DEVICE_ORDER = "PCI_BUS_ID";
@@ -160,9 +139,7 @@ export function placementReport(
     lines.push({ level: "info", text: gpuLine(name, a) });
   }
   for (const card of cards) {
-    const visible = gpuEnv(placement.assigned[card.name]).CUDA_VISIBLE_DEVICES;
-    if (!visible || !readsIntegerDevices(card)) continue;
-    const { unmapped } = integerEntries(visible.split(","), snapshot);
+    const unmapped = integerEntries(placement, card)?.unmapped ?? [];
     if (unmapped.length === 0) continue;
     lines.push({
       level: "warn",
@@ -175,9 +152,9 @@ export function placementReport(
 }
 
 /**
- * The placement after a reload, on the same pool: engines not in `changed`
- * keep their devices, the changed ones are placed in what is free plus their
- * own old devices.
+ * The placement after a reload (or the first, from nothing), on the same pool:
+ * engines not in `changed` keep their devices, the changed ones are placed in
+ * what is free plus their own old devices.
  *
  * @throws {GpuPlacementError} When a changed card does not fit.
  */
@@ -191,11 +168,17 @@ export function replacePlacement(
     const kept = placement.assigned[card.name];
     if (!changed.has(card.name) && kept) held.set(card.name, kept);
   }
-  const fresh = placeAvoiding(
-    cards.filter((card) => changed.has(card.name)),
-    placement.detection.pool,
-    { held, avoid: new Set(placement.avoid) },
-  );
+  const changedCards = cards.filter((card) => changed.has(card.name));
+  const { pool } = placement.detection;
+  const avoid = new Set(placement.avoid);
+  let fresh;
+  try {
+    fresh = placeGpus(changedCards, pool, { held, avoid });
+  } catch (error) {
+    // Devices in trouble are left out where the rest has room, else used (their engines then wait).
+    if (avoid.size === 0) throw error;
+    fresh = placeGpus(changedCards, pool, { held });
+  }
   const assigned: Record<string, GpuAssignment> = {};
   for (const card of cards) {
     const a = fresh.get(card.name) ?? held.get(card.name);

@@ -8,13 +8,6 @@
 import type { ModelCard } from "../catalogue.ts";
 import { type GpuNeed, gpuNeed, GpuPlacementError } from "./need.ts";
 
-export {
-  type GpuNeed,
-  gpuNeed,
-  GpuPlacementError,
-  parseVisibleDevices,
-} from "./need.ts";
-
 export interface GpuPool {
   readonly entries: readonly string[];
   // Given by --gpus: a pin outside it is refused. Another pool may name
@@ -238,15 +231,13 @@ class Layout {
   }
 
   #where(): string {
-    const inPool = new Set(this.#order);
-    const held = this.#holders.map((holder) => ({
-      ...holder,
-      devices: holder.devices.filter((device) => inPool.has(device)),
-    })).filter((holder) => holder.devices.length > 0).map((holder) =>
-      `${holder.name} holds ${
-        holder.units === undefined ? "" : `${holder.units / WHOLE} of `
-      }${holder.devices.join(",")}`
-    );
+    const held = this.#holders.flatMap(({ name, devices, units }) => {
+      const inPool = devices.filter((device) => this.#order.includes(device));
+      const share = units === undefined ? "" : `${units / WHOLE} of `;
+      return inPool.length > 0
+        ? [`${name} holds ${share}${inPool.join(",")}`]
+        : [];
+    });
     return `in pool ${formatGpuList(this.#order)}${
       held.length > 0 ? ` (${held.join("; ")})` : ""
     }`;

@@ -19,26 +19,22 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import type { GpuMonitor } from "./gpu_monitor.ts";
 import type { GpuMemoryNeed } from "./need.ts";
-import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
+import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
 
-/** Why an engine is held: `waiting_for.reason` in `GET /models?detail=1`. */
-export type WaitReason =
-  | "gpu-busy-loading"
-  | "gpu-memory-release"
-  | "gpu-error"
-  | "gpu-memory-free";
-
-export const WAIT_REASONS: readonly WaitReason[] = [
+/** Why an engine is held (rules 1 to 4): `waiting_for.reason` in `GET /models?detail=1`. */
+export const WAIT_REASONS = [
   "gpu-busy-loading",
   "gpu-memory-release",
   "gpu-error",
   "gpu-memory-free",
-];
+] as const;
 
-/** What an engine waits for, as `waiting_for` reports it. */
+export type WaitReason = typeof WAIT_REASONS[number];
+
+/** As `waiting_for` reports it. */
 export interface WaitingFor {
-  /** Which rule holds it. */
   readonly reason: WaitReason;
   /** The devices concerned, as placed (`CUDA_VISIBLE_DEVICES` entries). */
   readonly devices: readonly string[];
@@ -46,15 +42,10 @@ export interface WaitingFor {
   readonly detail: string;
 }
 
-/** Where the gate reads GPU facts (a `GpuMonitor`). */
-export interface GpuFacts {
-  /** The latest snapshot no older than `maxAgeMs` and asked after the mark `after`; undefined when unknown. */
-  snapshot(maxAgeMs: number, after?: number): Promise<GpuSnapshot | undefined>;
-  /** A new mark: answers asked from now on are at or after it. */
-  mark(): number;
-  /** The first answer to a query asked at `mark` or later, whoever asks it; it asks nothing itself. */
-  next?(mark: number): Promise<GpuSnapshot | undefined>;
-}
+/** Where the gate reads GPU facts: rules 2 to 4 read a snapshot asked after the last mark on their devices. */
+export type GpuFacts =
+  & Pick<GpuMonitor, "snapshot" | "mark">
+  & Partial<Pick<GpuMonitor, "next">>;
 
 export interface ProcessFacts {
   readonly pgid: number;
@@ -114,7 +105,7 @@ export interface StartSlot {
 interface Waiter {
   readonly request: StartRequest;
   wake: () => void;
-  /** A mark taken after its last look at the facts: the next look needs newer ones. */
+  /** The mark after its last look: the next look needs newer facts. */
   looked?: number;
   last?: GpuSnapshot;
   lows: number;
@@ -123,23 +114,16 @@ interface Waiter {
   noted: Set<string>;
 }
 
-/** How far above its mark a device may read and count as released: max(256 MiB, 2 %). */
-function releaseTolerance(totalMiB: number): number {
-  return Math.max(256, Math.ceil(0.02 * totalMiB));
-}
-
 /** A release wait polls this often at most (Ollama's waitForVRAMRecovery polls at 250 ms). */
 const RELEASE_POLL_MS = 500;
 
-/** Decides when engines placed on GPUs may start (see the module doc). */
 export class GpuStartGate {
   readonly #options: StartGateOptions;
-  /** Device → the engine loading there. */
+  /** Device → the engine loading there (rule 1). */
   readonly #loading = new Map<string, string>();
   readonly #queue: Waiter[] = [];
   /** Device → the mark of the last event there that can change its facts. */
   readonly #changed = new Map<string, number>();
-  /** Wakes those waiting for quiet devices. */
   #quiet: (() => void)[] = [];
 
   constructor(options: StartGateOptions) {
@@ -151,6 +135,10 @@ export class GpuStartGate {
     const mark = this.#options.facts?.mark();
     if (mark === undefined) return;
     for (const device of devices) this.#changed.set(device, mark);
+  }
+
+  #lastChange(devices: readonly string[]): number {
+    return Math.max(0, ...devices.map((d) => this.#changed.get(d) ?? 0));
   }
 
   loadingOn(devices: readonly string[], name: string): string | undefined {
@@ -214,24 +202,15 @@ export class GpuStartGate {
   #grant(waiter: Waiter): StartSlot {
     const { name, devices } = waiter.request;
     for (const device of devices) this.#loading.set(device, name);
-    const usedMiB: Record<string, number> = {};
-    for (const entry of devices) {
-      const device = waiter.last && deviceOf(entry, waiter.last);
-      if (device?.memoryKnown) usedMiB[entry] = device.usedMiB;
-    }
     let released = false;
     const slot: { -readonly [K in keyof StartSlot]: StartSlot[K] } = {
-      usedMiB,
+      usedMiB: usedOn(devices, waiter.last),
       release: () => {
         if (released) return;
         released = true;
         // A neighbour's start here waits for a look asked after this event:
         // the first such look, before it can spawn, is where this load ended.
-        const mark = Math.max(
-          0,
-          ...devices.map((d) => this.#changed.get(d) ?? 0),
-        );
-        slot.loadEnd = this.#options.facts?.next?.(mark)
+        slot.loadEnd = this.#options.facts?.next?.(this.#lastChange(devices))
           .then((snapshot) => usedOn(devices, snapshot));
         for (const device of devices) {
           if (this.#loading.get(device) === name) this.#loading.delete(device);
@@ -266,43 +245,34 @@ export class GpuStartGate {
     if (!facts) return undefined;
     const after = Math.max(
       waiter.looked ?? 0,
-      ...waiter.request.devices.map((d) => this.#changed.get(d) ?? 0),
+      this.#lastChange(waiter.request.devices),
     );
     const snapshot = await facts.snapshot(this.#options.intervalMs, after);
     waiter.looked = facts.mark();
     if (!snapshot) return undefined;
     waiter.last = snapshot;
     const { request } = waiter;
-    return (request.released && !waiter.releaseDone
-      ? this.#release(waiter, request.released, snapshot)
-      : undefined) ??
+    return this.#release(waiter, snapshot) ??
       this.#errored(request.devices, snapshot) ??
       (request.memory && this.#free(waiter, request.memory, snapshot));
   }
 
   /** Rule 2: the dead run's pids gone, or its memory back in two readings in a row. */
-  #release(
-    waiter: Waiter,
-    released: Released,
-    snapshot: GpuSnapshot,
-  ): WaitingFor | undefined {
-    const { name, devices } = waiter.request;
+  #release(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
+    const { name, devices, released } = waiter.request;
+    if (!released || waiter.releaseDone) return undefined;
     const listed = snapshot.processes.filter((p) =>
       released.pids.includes(p.pid)
     );
     const still = listed.map((p) =>
       `pid ${p.pid} (${p.usedMiB} MiB) still listed`
     );
-    for (
-      const [entry, back] of listed.length
-        ? []
-        : Object.entries(released.devices)
-    ) {
+    for (const [entry, back] of Object.entries(released.devices)) {
       const device = deviceOf(entry, snapshot);
-      if (
-        device?.memoryKnown &&
-        device.usedMiB > back + releaseTolerance(device.totalMiB)
-      ) {
+      if (listed.length > 0 || !device?.memoryKnown) continue;
+      // Released within max(256 MiB, 2 %) of what it comes back to.
+      const tolerance = Math.max(256, Math.ceil(0.02 * device.totalMiB));
+      if (device.usedMiB > back + tolerance) {
         still.push(
           `GPU ${entry} uses ${device.usedMiB} MiB, ${back} MiB once the dead run's memory is released`,
         );
@@ -448,16 +418,4 @@ export class GpuStartGate {
     this.#quiet = [];
     for (const wake of quiet) wake();
   }
-}
-
-function usedOn(
-  devices: readonly string[],
-  snapshot: GpuSnapshot | undefined,
-): Readonly<Record<string, number>> {
-  const used: Record<string, number> = {};
-  for (const entry of devices) {
-    const device = snapshot && deviceOf(entry, snapshot);
-    if (device?.memoryKnown) used[entry] = device.usedMiB;
-  }
-  return used;
 }

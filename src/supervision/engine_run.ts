@@ -18,18 +18,18 @@ import { LogThrottle } from "../common/log_throttle.ts";
 import { late, sleep } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
-import type { GpuReading } from "../gpu/memory_use.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
 import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
 import {
   chargedLoad,
   endLoad,
   type GateFacts,
+  type GpuReading,
   noteWait,
   passGate,
   releasedBy,
   waitSeconds,
-} from "../gpu/gate_passage.ts";
+} from "../gpu/gpu_lifecycle.ts";
 import {
   CauseStreak,
   type EndReason,

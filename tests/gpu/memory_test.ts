@@ -1,8 +1,11 @@
 /** What free memory a card's engine demands (gpuMemoryNeed) and what a run holds (runMemory). */
 import assert from "node:assert/strict";
 import { gpuMemoryNeed } from "../../src/gpu/need.ts";
-import { runMemory } from "../../src/gpu/memory_use.ts";
-import { chargedLoad, releasedBy } from "../../src/gpu/gate_passage.ts";
+import {
+  chargedLoad,
+  releasedBy,
+  runMemory,
+} from "../../src/gpu/gpu_lifecycle.ts";
 import { Registry } from "../../src/catalogue.ts";
 
 function card(engine: string, args: string) {

@@ -1,6 +1,6 @@
 /** What each card needs (src/gpu/need.ts), without processes. */
 import assert from "node:assert/strict";
-import { gpuNeed, parseVisibleDevices } from "../../src/gpu/placement.ts";
+import { gpuNeed, parseVisibleDevices } from "../../src/gpu/need.ts";
 import { card, refusal, shipped } from "../support/gpu_cards.ts";
 
 // --- what each card needs ----------------------------------------------------

@@ -4,9 +4,9 @@ import {
   formatGpuList,
   gpuEnv,
   gpuLine,
-  GpuPlacementError,
   placeGpus,
 } from "../../src/gpu/placement.ts";
+import { GpuPlacementError } from "../../src/gpu/need.ts";
 import {
   card,
   catalogue,

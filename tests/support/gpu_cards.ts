@@ -2,11 +2,8 @@
 import assert from "node:assert/strict";
 import { stringify } from "yaml";
 import { type ModelCard, Registry } from "../../src/catalogue.ts";
-import {
-  type GpuAssignment,
-  GpuPlacementError,
-  type GpuPool,
-} from "../../src/gpu/placement.ts";
+import type { GpuAssignment, GpuPool } from "../../src/gpu/placement.ts";
+import { GpuPlacementError } from "../../src/gpu/need.ts";
 
 /**
  * A catalogue's YAML text from a `models:` mapping, each card a `chat` model
