@@ -10,9 +10,9 @@
  * @module
  */
 import { isMap } from "yaml";
-import { ENGINE_NAMES } from "./engine_names.ts";
 import { hint } from "./catalogue_error.ts";
 import {
+  ENGINE_NAMES,
   Modality,
   type ModelCard,
   RESTART_POLICIES,
