@@ -196,19 +196,13 @@ export class Context {
 
 /** A value of the catalogue, read through aliases, and where messages point. */
 export class Field {
-  readonly ctx: Context;
-  /** The value as written: an alias is followed when read. */
-  readonly node: unknown;
-  readonly where: Where;
-  /** The key this value is written under, if any. */
-  readonly key: unknown;
-
-  constructor(ctx: Context, node: unknown, where: Where, key?: unknown) {
-    this.ctx = ctx;
-    this.node = node;
-    this.where = where;
-    this.key = key;
-  }
+  /** `node`: the value as written (an alias is followed when read); `key`: the key it is written under. */
+  constructor(
+    readonly ctx: Context,
+    readonly node: unknown,
+    readonly where: Where,
+    readonly key?: unknown,
+  ) {}
 
   get value(): unknown {
     return this.ctx.deref(this.where, this.node);
