@@ -5,22 +5,6 @@
  *
  * @module
  */
-import type { ModelCard } from "./model_card.ts";
-
-/** Where one expandable value of a card is written: `command[0]`, `args.node-rank`, `env.RAY_ADDRESS`, and its line. */
-export interface ValueSite {
-  readonly field: string;
-  readonly line: number;
-}
-
-/** The sites of a card's expandable values, parallel to its fields; `undefined` for a flag name in `args` (never expanded). */
-export interface CardSites {
-  readonly executable?: ValueSite;
-  readonly command: readonly ValueSite[];
-  readonly args: readonly (ValueSite | undefined)[];
-  readonly env: Readonly<Record<string, ValueSite>>;
-}
-
 /** A requested card refers to a variable the launcher's environment does not set. */
 export class UnsetVariableError extends Error {
   readonly file: string;
@@ -29,7 +13,12 @@ export class UnsetVariableError extends Error {
   readonly line: number;
   readonly variable: string;
 
-  constructor(file: string, card: string, site: ValueSite, variable: string) {
+  constructor(
+    file: string,
+    card: string,
+    site: { field: string; line: number },
+    variable: string,
+  ) {
     super(
       `Cannot expand catalogue ${file}: card '${card}', field '${site.field}' (line ${site.line}): \${${variable}} is not set (expected ${variable} in the launcher's environment; write $\${ for a literal \${)`,
     );
@@ -71,46 +60,12 @@ export function referenceProblem(text: string): string | undefined {
     : undefined;
 }
 
-/** A card with nothing to expand is returned as it is. */
-export function expandCard(
-  card: ModelCard,
-  env: Readonly<Record<string, string | undefined>>,
-  file: string,
-  sites: CardSites,
-): ModelCard {
-  let changed = false;
-  function expand(value: string, site: ValueSite | undefined): string {
-    if (site === undefined || !value.includes("${")) return value;
-    const result = scan(value, (name) => {
-      const found = env[name];
-      if (found === undefined) {
-        throw new UnsetVariableError(file, card.name, site, name);
-      }
-      return found;
-    });
-    // The reader refuses bad references, so this only guards hand-made sites.
-    if ("bad" in result) return value;
-    changed ||= result.text !== value;
-    return result.text;
-  }
-  const out: { -readonly [K in keyof ModelCard]: ModelCard[K] } = { ...card };
-  if (card.executable !== undefined) {
-    out.executable = expand(card.executable, sites.executable);
-  }
-  if (card.command !== undefined) {
-    out.command = Object.freeze(
-      card.command.map((item, i) => expand(item, sites.command[i])),
-    );
-  }
-  out.args = Object.freeze(
-    card.args.map((item, i) => expand(item, sites.args[i])),
-  );
-  out.env = Object.freeze(
-    Object.fromEntries(
-      Object.entries(card.env).map((
-        [name, value],
-      ) => [name, expand(value, sites.env[name])]),
-    ),
-  );
-  return changed ? Object.freeze(out) : card;
+/** `text` with each `${NAME}` replaced by `lookup(NAME)`; the reader refuses bad references, so one is left as it is. */
+export function expandText(
+  text: string,
+  lookup: (name: string) => string,
+): string {
+  if (!text.includes("${")) return text;
+  const result = scan(text, lookup);
+  return "bad" in result ? text : result.text;
 }

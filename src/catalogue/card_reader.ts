@@ -20,9 +20,9 @@ import {
   Verb,
 } from "./model_card.ts";
 import {
-  type CardSites,
+  expandText,
   referenceProblem,
-  type ValueSite,
+  UnsetVariableError,
 } from "./card_expand.ts";
 import { clip, Context, describe, Field } from "./yaml_nodes.ts";
 
@@ -47,10 +47,11 @@ const METRICS =
   "a mapping of path (default /metrics), running, waiting, prompt_tokens and generated_tokens to Prometheus sample names";
 
 type Card = { -readonly [K in keyof ModelCard]: ModelCard[K] };
-type Sites = { -readonly [K in keyof CardSites]: CardSites[K] };
+/** What an expandable value passes through: at load its references are checked, at expansion replaced. */
+type Expand = (f: Field, text: string) => string;
 
-/** Each card field and its reader, in the order the reader checks them. */
-const FIELDS: Record<string, (f: Field, card: Card, sites: Sites) => void> = {
+/** Each card field and its reader, in the order the reader checks them and messages list them. */
+const FIELDS: Record<string, (f: Field, card: Card, expand: Expand) => void> = {
   verb(f, card) {
     card.verb = oneOf(f, VERBS);
   },
@@ -66,24 +67,17 @@ const FIELDS: Record<string, (f: Field, card: Card, sites: Sites) => void> = {
   engine(f, card) {
     card.engine = oneOf(f, ENGINE_NAMES);
   },
-  args(f, card, sites) {
-    const read = readArgs(f);
-    card.args = Object.freeze(read.argv);
-    sites.args = Object.freeze(read.sites);
+  executable(f, card, expand) {
+    card.executable = expand(f, text(f, "a program name or path"));
   },
-  env(f, card, sites) {
-    const read = readEnv(f);
-    card.env = Object.freeze(read.env);
-    sites.env = Object.freeze(read.sites);
+  command(f, card, expand) {
+    card.command = Object.freeze(readCommand(f, expand));
   },
-  executable(f, card, sites) {
-    card.executable = text(f, "a program name or path");
-    sites.executable = siteOf(f, card.executable);
+  args(f, card, expand) {
+    card.args = Object.freeze(readArgs(f, expand));
   },
-  command(f, card, sites) {
-    const read = readCommand(f);
-    card.command = Object.freeze(read.argv);
-    sites.command = Object.freeze(read.sites);
+  env(f, card, expand) {
+    card.env = Object.freeze(readEnv(f, expand));
   },
   description(f, card) {
     card.description = text(f, "a text", true);
@@ -97,14 +91,14 @@ const FIELDS: Record<string, (f: Field, card: Card, sites: Sites) => void> = {
       "seconds ≥ 0 before a failed engine is tried again (0: never)",
     );
   },
-  gpus(f, card) {
-    card.gpus = readGpus(f);
-  },
   drain_timeout(f, card) {
     card.drainTimeout = seconds(
       f,
       "a number of seconds, 0 or more (0: no drain)",
     );
+  },
+  gpus(f, card) {
+    card.gpus = readGpus(f);
   },
   metrics(f, card) {
     card.metrics = readMetrics(f);
@@ -121,17 +115,18 @@ const FIELDS: Record<string, (f: Field, card: Card, sites: Sites) => void> = {
   },
 };
 const FIELD_NAMES = Object.keys(FIELDS);
-const LISTED =
-  "verb, modality, hub, local, engine, executable, command, args, env, description, restart, failed_retry, drain_timeout, gpus, metrics, stall_timeout, canary";
 
-/** The cards in file order, and where each card's expandable values are written. */
-export interface ReadCatalogue {
-  cards: Map<string, ModelCard>;
-  sites: Map<string, CardSites>;
+/** A card as read, and its YAML to read again when it is expanded. */
+export interface ReadCard {
+  card: ModelCard;
+  body: Field;
 }
 
-/** A {@linkcode CatalogueError} at the first problem. */
-export function readCatalogue(text: string, file: string): ReadCatalogue {
+/** The cards in file order; a {@linkcode CatalogueError} at the first problem. */
+export function readCatalogue(
+  text: string,
+  file: string,
+): Map<string, ReadCard> {
   const ctx: Context = new Context(text, file);
   const top = new Field(ctx, ctx.contents, {});
   if (!isMap(top.value)) {
@@ -171,8 +166,7 @@ export function readCatalogue(text: string, file: string): ReadCatalogue {
     );
   }
 
-  const cards = new Map<string, ModelCard>();
-  const sites = new Map<string, CardSites>();
+  const cards = new Map<string, ReadCard>();
   const folded = new Map<string, string>();
   for (const [name, entry] of models.entries()) {
     const at = { card: name, node: entry.key };
@@ -196,14 +190,45 @@ export function readCatalogue(text: string, file: string): ReadCatalogue {
       );
     }
     folded.set(name.toLowerCase(), name);
-    const read = readCard(new Field(ctx, entry.node, at));
-    cards.set(name, read.card);
-    sites.set(name, read.sites);
+    const body = new Field(ctx, entry.node, at);
+    cards.set(name, { card: readCard(body, checkReferences), body });
   }
-  return { cards, sites };
+  return cards;
 }
 
-function readCard(body: Field): { card: ModelCard; sites: CardSites } {
+/** References are checked at load time: a typo fails even in a card nobody requests. */
+function checkReferences(f: Field, text: string): string {
+  const problem = referenceProblem(text);
+  if (problem !== undefined) f.fail(problem);
+  return text;
+}
+
+/**
+ * The card read again with every `${NAME}` in its `executable`, `command`,
+ * `args` values and `env` values replaced from `env`; `card` itself when
+ * nothing changes.
+ */
+export function expandCard(
+  { card, body }: ReadCard,
+  env: Readonly<Record<string, string | undefined>>,
+): ModelCard {
+  let changed = false;
+  const expanded = readCard(body, (f, text) => {
+    const out = expandText(text, (name) => {
+      const found = env[name];
+      if (found !== undefined) return found;
+      throw new UnsetVariableError(body.ctx.file, card.name, {
+        field: f.where.field ?? "",
+        line: f.ctx.lineOf(f.where.node) ?? 0,
+      }, name);
+    });
+    changed ||= out !== text;
+    return out;
+  });
+  return changed ? expanded : card;
+}
+
+function readCard(body: Field, expand: Expand): ModelCard {
   const name = body.where.card!;
   if (!isMap(body.value)) {
     body.fail(
@@ -217,7 +242,9 @@ function readCard(body: Field): { card: ModelCard; sites: CardSites } {
   for (const [key, field] of body.entries()) {
     if (!Object.hasOwn(FIELDS, key)) {
       field.fail(
-        `unknown field (expected one of ${LISTED}${hint(key, FIELD_NAMES)})`,
+        `unknown field (expected one of ${FIELD_NAMES.join(", ")}${
+          hint(key, FIELD_NAMES)
+        })`,
         field.key,
       );
     }
@@ -235,17 +262,12 @@ function readCard(body: Field): { card: ModelCard; sites: CardSites } {
     args: Object.freeze([]),
     env: Object.freeze({}),
   } as unknown as Card;
-  const sites: Sites = {
-    command: [],
-    args: Object.freeze([]),
-    env: Object.freeze({}),
-  };
   for (const [key, read] of Object.entries(FIELDS)) {
     const field = given.get(key);
-    if (field !== undefined) read(field, card, sites);
+    if (field !== undefined) read(field, card, expand);
     AFTER[key]?.(card, given, body);
   }
-  return { card: Object.freeze(card), sites: Object.freeze(sites) };
+  return Object.freeze(card);
 }
 
 /** The checks across fields, each made once the field it follows is read. */
@@ -366,13 +388,6 @@ function readLocal(f: Field): string {
   return local;
 }
 
-/** References are checked at load time: a typo fails even in a card nobody requests. */
-function siteOf(f: Field, value: string): ValueSite {
-  const problem = referenceProblem(value);
-  if (problem !== undefined) f.fail(problem);
-  return { field: f.where.field ?? "", line: f.ctx.lineOf(f.where.node) ?? 0 };
-}
-
 /** Numbers in decimal, booleans as `true`/`false`. */
 function argText(f: Field, expected = "a string, number or boolean"): string {
   const value = f.scalar;
@@ -383,18 +398,11 @@ function argText(f: Field, expected = "a string, number or boolean"): string {
 }
 
 /** A list is literal argv; a mapping gives `--flag value` pairs. */
-function readArgs(
-  f: Field,
-): { argv: string[]; sites: (ValueSite | undefined)[] } {
+function readArgs(f: Field, expand: Expand): string[] {
   const argv: string[] = [];
-  const sites: (ValueSite | undefined)[] = [];
-  function add(text: string, from?: Field): void {
-    sites.push(from && siteOf(from, text));
-    argv.push(text);
-  }
   if (isSeq(f.value)) {
-    for (const item of f.items()) add(argText(item), item);
-    return { argv, sites };
+    for (const item of f.items()) argv.push(expand(item, argText(item)));
+    return argv;
   }
   if (!isMap(f.value)) {
     f.expected("a mapping of flags to values or a list of arguments");
@@ -405,14 +413,15 @@ function readArgs(
     }
     const flag = key.startsWith("-") ? key : `--${key}`;
     const scalar = entry.scalar;
-    if (scalar === true) add(flag);
+    if (scalar === true) argv.push(flag);
     if (typeof scalar === "boolean") continue;
     // A list repeats the flag for each item.
     const list = isSeq(entry.value);
     for (const item of list ? entry.items() : [entry]) {
       const value = item.value;
-      add(flag);
-      add(
+      argv.push(flag);
+      argv.push(expand(
+        item,
         isMap(value) || (list && isSeq(value))
           ? JSON.stringify(item.plain())
           : argText(
@@ -421,19 +430,15 @@ function readArgs(
               ? "a string, number, boolean or mapping"
               : "true, false, a string, number, list or mapping",
           ),
-        item,
-      );
+      ));
     }
   }
-  return { argv, sites };
+  return argv;
 }
 
-function readEnv(
-  f: Field,
-): { env: Record<string, string>; sites: Record<string, ValueSite> } {
+function readEnv(f: Field, expand: Expand): Record<string, string> {
   if (!isMap(f.value)) f.expected("a mapping of variable names to values");
   const env: Record<string, string> = {};
-  const sites: Record<string, ValueSite> = {};
   for (const [key, entry] of f.entries()) {
     if (!ENV_NAME.test(key)) {
       entry.fail(
@@ -441,13 +446,12 @@ function readEnv(
         entry.key,
       );
     }
-    env[key] = argText(entry);
-    sites[key] = siteOf(entry, env[key]);
+    env[key] = expand(entry, argText(entry));
   }
-  return { env, sites };
+  return env;
 }
 
-function readCommand(f: Field): { argv: string[]; sites: ValueSite[] } {
+function readCommand(f: Field, expand: Expand): string[] {
   const node = f.value;
   if (!isSeq(node) || node.items.length === 0) {
     f.fail(
@@ -461,7 +465,7 @@ function readCommand(f: Field): { argv: string[]; sites: ValueSite[] } {
   if (argv[0]?.trim() === "") {
     items[0]!.fail("expected a program name, got ''", f.where.node);
   }
-  return { argv, sites: argv.map((arg, i) => siteOf(items[i]!, arg)) };
+  return argv.map((arg, i) => expand(items[i]!, arg));
 }
 
 function readMetrics(f: Field): CardMetrics {

@@ -7,8 +7,7 @@
 import { log } from "../common/log.ts";
 import { CatalogueError, KeyError } from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";
-import { readCatalogue } from "./card_reader.ts";
-import { type CardSites, expandCard } from "./card_expand.ts";
+import { expandCard, type ReadCard, readCatalogue } from "./card_reader.ts";
 
 const VERBS: readonly string[] = Object.values(Verb);
 /** Any `scheme://` is a URL, never a path: an `ftp://` one is refused, not looked up as a file. */
@@ -53,13 +52,12 @@ export const DEFAULT_CATALOGUE: URL = new URL(
 export class Registry implements Iterable<ModelCard> {
   /** The file (or URL, or `<inline>`) the catalogue came from. */
   readonly file: string;
-  #cards: ReadonlyMap<string, ModelCard>;
-  #sites: ReadonlyMap<string, CardSites>;
+  #cards: ReadonlyMap<string, ReadCard>;
   #warned = new Set<string>();
   #shipped: boolean;
 
   private constructor(text: string, file: string, shipped = false) {
-    ({ cards: this.#cards, sites: this.#sites } = readCatalogue(text, file));
+    this.#cards = readCatalogue(text, file);
     this.file = file;
     this.#shipped = shipped;
   }
@@ -150,9 +148,9 @@ export class Registry implements Iterable<ModelCard> {
 
   /** The card of an exact name; a {@linkcode KeyError} suggesting close names when none has it. */
   get(name: string): ModelCard {
-    const card = this.#cards.get(name);
-    if (card === undefined) throw this.#unknown(name);
-    return card;
+    const read = this.#cards.get(name);
+    if (read === undefined) throw this.#unknown(name);
+    return read.card;
   }
 
   /**
@@ -206,20 +204,20 @@ export class Registry implements Iterable<ModelCard> {
     card: ModelCard,
     env: Readonly<Record<string, string | undefined>>,
   ): ModelCard {
-    const sites = this.#sites.get(card.name);
-    if (sites === undefined) throw this.#unknown(card.name);
-    if (this.#cards.get(card.name) !== card) {
+    const read = this.#cards.get(card.name);
+    if (read === undefined) throw this.#unknown(card.name);
+    if (read.card !== card) {
       // An expanded card's `${` may come from `$${`: expanding it again would be wrong.
       throw new TypeError(
         `Cannot expand card '${card.name}': not the card this registry holds (expected the card get() or resolve() returns, unexpanded)`,
       );
     }
-    return expandCard(card, env, this.file, sites);
+    return expandCard(read, env);
   }
 
   /** The cards in catalogue (file) order. */
-  [Symbol.iterator](): IterableIterator<ModelCard> {
-    return this.#cards.values();
+  *[Symbol.iterator](): IterableIterator<ModelCard> {
+    for (const read of this.#cards.values()) yield read.card;
   }
 
   #unknown(name: string): KeyError {
