@@ -18,12 +18,7 @@ const MAX_BYTES = 16 * 1024 * 1024;
 
 /** Options of {@linkcode Registry.load}. */
 export interface LoadOptions {
-  /**
-   * How long an `http:` or `https:` catalogue may take to arrive, body
-   * included, in milliseconds.
-   *
-   * @default {10000}
-   */
+  /** How long an `http:` or `https:` catalogue may take to arrive, body included, in ms. @default {10000} */
   timeout?: number;
   /**
    * Ends the load: a fetch or a read under way stops, and the load throws a
@@ -69,9 +64,6 @@ export class Registry implements Iterable<ModelCard> {
    * refused. Only a regular file is read (a FIFO, a device or a directory is
    * refused before it is opened), and at most 16 MiB of a file or a body.
    *
-   * @param source A path or URL; the shipped catalogue by default.
-   * @param options How long a URL catalogue may take, and a signal that ends the load.
-   * @returns The registry.
    * @throws {CatalogueError} When it cannot be read or is not valid.
    */
   static async load(
@@ -119,14 +111,7 @@ export class Registry implements Iterable<ModelCard> {
     return new Registry(text, file, shipped);
   }
 
-  /**
-   * Validates a catalogue given as text.
-   *
-   * @param text The YAML text.
-   * @param file The name used in error messages.
-   * @returns The registry.
-   * @throws {CatalogueError} When the catalogue is not valid.
-   */
+  /** Validates a catalogue given as text; `file` names it in messages. */
   static parse(text: string, file = "<inline>"): Registry {
     return new Registry(text, file);
   }
@@ -154,12 +139,9 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * The card of a model spec, `<name>` or `<VERB>:<name>`. A verb prefix that
-   * is not the card's verb is logged once as a warning; the card is served.
-   *
-   * @param spec The model spec, e.g. `CHAT:llama-3`.
-   * @returns The card.
-   * @throws {KeyError} When no card has that name.
+   * The card of a model spec, `<name>` or `<VERB>:<name>` (`CHAT:llama-3`).
+   * A verb prefix that is not the card's verb is logged once as a warning;
+   * the card is served. A {@linkcode KeyError} when no card has that name.
    */
   resolve(spec: string): ModelCard {
     const colon = spec.indexOf(":");
@@ -182,14 +164,10 @@ export class Registry implements Iterable<ModelCard> {
    * The card with every `${NAME}` in its `executable`, `command`, `args`
    * values and `env` values replaced from `env`, and `$${` made a literal
    * `${`. Only the cards a launcher starts are expanded, so an unused card
-   * may name unset variables.
+   * may name unset variables. Returns `card` itself when nothing changes.
    *
-   * @param card A card of this registry, as `get()` returns it.
-   * @param env The environment to read.
-   * @returns The expanded card (frozen), or `card` when nothing changes.
    * @throws {UnsetVariableError} When a variable is not set in `env`.
-   * @throws {KeyError} When no card of this registry has `card`'s name.
-   * @throws {TypeError} When `card` is not this registry's own card.
+   * @throws {TypeError} When `card` is not this registry's own, as `get()` returns it.
    *
    * @example
    * ```ts
