@@ -419,18 +419,20 @@ function readArgs(f: Field, expand: Expand): string[] {
     const list = isSeq(entry.value);
     for (const item of list ? entry.items() : [entry]) {
       const value = item.value;
-      argv.push(flag);
-      argv.push(expand(
-        item,
-        isMap(value) || (list && isSeq(value))
-          ? JSON.stringify(item.plain())
-          : argText(
-            item,
-            list
-              ? "a string, number, boolean or mapping"
-              : "true, false, a string, number, list or mapping",
-          ),
-      ));
+      argv.push(
+        flag,
+        expand(
+          item,
+          isMap(value) || (list && isSeq(value))
+            ? JSON.stringify(item.plain())
+            : argText(
+              item,
+              list
+                ? "a string, number, boolean or mapping"
+                : "true, false, a string, number, list or mapping",
+            ),
+        ),
+      );
     }
   }
   return argv;

@@ -29,6 +29,13 @@ export interface Where {
   node?: unknown;
 }
 
+/** What a duplicate key breaks, by where it is in a card. */
+const ONCE_IN = new Map([
+  ["", "each field once in a card"],
+  ["args", "each flag once in args"],
+  ["env", "each variable once in env"],
+]);
+
 /** Aliases can repeat a subtree exponentially. */
 const MAX_PLAIN_NODES = 10_000;
 
@@ -156,21 +163,14 @@ export class Context {
     first: Node,
   ): never {
     const [top, card, ...inCard] = path;
-    const where: Where = { node };
+    let where: Where = { field: fieldPath(path) || key, node };
     let expected = "each key once in a mapping";
-    if (top !== "models") where.field = fieldPath(path) || key;
-    else if (card === undefined) {
-      where.card = key;
+    if (top === "models" && card === undefined) {
+      where = { card: key, node };
       expected = "each card name once";
-    } else {
-      where.card = card;
-      where.field = fieldPath(inCard) || key;
-      if (inCard.length === 0) expected = "each field once in a card";
-      else if (inCard.length === 1 && inCard[0] === "args") {
-        expected = "each flag once in args";
-      } else if (inCard.length === 1 && inCard[0] === "env") {
-        expected = "each variable once in env";
-      }
+    } else if (top === "models") {
+      where = { card, field: fieldPath(inCard) || key, node };
+      expected = ONCE_IN.get(inCard.join()) ?? expected;
     }
     this.fail(
       where,
