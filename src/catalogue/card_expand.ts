@@ -1,10 +1,5 @@
-/**
- * `${NAME}` in a card's `executable`, `command`, `args` values and `env`
- * values, replaced from the launcher's environment at start-up; `$${` is a
- * literal `${`.
- *
- * @module
- */
+// `${NAME}` in a card's expandable values, replaced from the launcher's
+// environment at start-up; `$${` is a literal `${`.
 /** A requested card refers to a variable the launcher's environment does not set. */
 export class UnsetVariableError extends Error {
   readonly file: string;

@@ -1,7 +1,6 @@
 /**
- * The card reader: a catalogue's YAML validated into frozen model cards, field
- * by field, with the line of each expandable value so that an unset `${NAME}` is reported
- * with its file, card, field and line.
+ * The card reader: a catalogue's YAML validated into frozen model cards,
+ * field by field.
  *
  * Folder `catalogue/`: the catalogue's YAML, its cards, `${NAME}` expansion
  * and its errors; public through `catalogue.ts`. It knows nothing of

@@ -1,8 +1,3 @@
-/**
- * The catalogue's errors, and the close-name suggestions their messages make.
- *
- * @module
- */
 import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
 import { InputError } from "../common/config_error.ts";

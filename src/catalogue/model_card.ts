@@ -1,10 +1,4 @@
 /**
- * A model card and the vocabularies of its fields.
- *
- * @module
- */
-
-/**
  * What a model does: the kind of request it answers.
  *
  * @example

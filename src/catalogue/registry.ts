@@ -1,9 +1,3 @@
-/**
- * A loaded catalogue ({@linkcode Registry}) and the shipped one
- * ({@linkcode DEFAULT_CATALOGUE}).
- *
- * @module
- */
 import { log } from "../common/log.ts";
 import { CatalogueError, KeyError } from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";

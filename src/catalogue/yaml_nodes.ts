@@ -1,10 +1,5 @@
-/**
- * A catalogue's text as npm:yaml's document, and its values as the card reader
- * reads them; every problem a {@linkcode CatalogueError} naming the card,
- * field and line.
- *
- * @module
- */
+// A catalogue's YAML as the card reader reads it; every problem a
+// CatalogueError naming the card, field and line.
 import {
   type Alias,
   isAlias,

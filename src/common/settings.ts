@@ -1,10 +1,5 @@
-/**
- * The launcher's settings from a captured environment
- * ({@linkcode readEnvironment}; the table is in the door, `common.ts`), the
- * checks they share with the command line, and hosts as URLs write them.
- *
- * @module
- */
+// The launcher's settings from a captured environment, the checks they share
+// with the command line, and hosts as URLs write them.
 import { ConfigError } from "./config_error.ts";
 import { secretFromEnv } from "./secret_file.ts";
 
