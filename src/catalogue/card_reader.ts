@@ -49,69 +49,54 @@ type Card = { -readonly [K in keyof ModelCard]: ModelCard[K] };
 /** What an expandable value passes through: at load its references are checked, at expansion replaced. */
 type Expand = (f: Field, text: string) => string;
 
-/** Each card field and its reader, in the order the reader checks them and messages list them. */
-const FIELDS: Record<string, (f: Field, card: Card, expand: Expand) => void> = {
-  verb(f, card) {
-    card.verb = oneOf(f, VERBS);
-  },
-  modality(f, card) {
-    card.modality = Object.freeze(readModality(f));
-  },
-  hub(f, card) {
-    card.hub = text(f, "a hub identifier such as org/model");
-  },
-  local(f, card) {
-    card.local = readLocal(f);
-  },
-  engine(f, card) {
-    card.engine = oneOf(f, ENGINE_NAMES);
-  },
-  executable(f, card, expand) {
-    card.executable = expand(f, text(f, "a program name or path"));
-  },
-  command(f, card, expand) {
-    card.command = Object.freeze(readCommand(f, expand));
-  },
-  args(f, card, expand) {
-    card.args = Object.freeze(readArgs(f, expand));
-  },
-  env(f, card, expand) {
-    card.env = Object.freeze(readEnv(f, expand));
-  },
-  description(f, card) {
-    card.description = text(f, "a text", true);
-  },
-  restart(f, card) {
-    card.restart = oneOf(f, RESTART_POLICIES);
-  },
-  failed_retry(f, card) {
-    card.failedRetry = seconds(
-      f,
-      "seconds ≥ 0 before a failed engine is tried again (0: never)",
-    );
-  },
-  drain_timeout(f, card) {
-    card.drainTimeout = seconds(
-      f,
-      "a number of seconds, 0 or more (0: no drain)",
-    );
-  },
-  gpus(f, card) {
-    card.gpus = readGpus(f);
-  },
-  metrics(f, card) {
-    card.metrics = readMetrics(f);
-  },
-  stall_timeout(f, card) {
-    card.stallTimeout = seconds(
-      f,
-      "seconds (0 or more; 0 turns stall detection off)",
-    );
-  },
-  canary(f, card) {
+type Reader = (f: Field, expand: Expand) => unknown;
+
+/** A card property and the reader of the field that sets it. */
+function sets<K extends keyof Card>(
+  key: K,
+  read: (f: Field, expand: Expand) => Card[K],
+): [keyof Card, Reader] {
+  return [key, read];
+}
+
+/** Each card field, in the order the reader checks them and messages list them. */
+const FIELDS: Record<string, [keyof Card, Reader]> = {
+  verb: sets("verb", (f) => oneOf(f, VERBS)),
+  modality: sets("modality", readModality),
+  hub: sets("hub", (f) => text(f, "a hub identifier such as org/model")),
+  local: sets("local", readLocal),
+  engine: sets("engine", (f) => oneOf(f, ENGINE_NAMES)),
+  executable: sets(
+    "executable",
+    (f, expand) => expand(f, text(f, "a program name or path")),
+  ),
+  command: sets("command", readCommand),
+  args: sets("args", readArgs),
+  env: sets("env", readEnv),
+  description: sets("description", (f) => text(f, "a text", true)),
+  restart: sets("restart", (f) => oneOf(f, RESTART_POLICIES)),
+  failed_retry: sets(
+    "failedRetry",
+    (f) =>
+      seconds(
+        f,
+        "seconds ≥ 0 before a failed engine is tried again (0: never)",
+      ),
+  ),
+  drain_timeout: sets(
+    "drainTimeout",
+    (f) => seconds(f, "a number of seconds, 0 or more (0: no drain)"),
+  ),
+  gpus: sets("gpus", readGpus),
+  metrics: sets("metrics", readMetrics),
+  stall_timeout: sets(
+    "stallTimeout",
+    (f) => seconds(f, "seconds (0 or more; 0 turns stall detection off)"),
+  ),
+  canary: sets("canary", (f) => {
     if (typeof f.scalar !== "boolean") f.expected("true or false");
-    card.canary = f.scalar as boolean;
-  },
+    return f.scalar as boolean;
+  }),
 };
 const FIELD_NAMES = Object.keys(FIELDS);
 
@@ -261,10 +246,14 @@ function readCard(body: Field, expand: Expand): ModelCard {
     args: Object.freeze([]),
     env: Object.freeze({}),
   } as unknown as Card;
-  for (const [key, read] of Object.entries(FIELDS)) {
-    const field = given.get(key);
-    if (field !== undefined) read(field, card, expand);
-    AFTER[key]?.(card, given, body);
+  for (const [name, [key, read]] of Object.entries(FIELDS)) {
+    const field = given.get(name);
+    if (field !== undefined) {
+      (card as Record<string, unknown>)[key] = Object.freeze(
+        read(field, expand),
+      );
+    }
+    AFTER[name]?.(card, given, body);
   }
   return Object.freeze(card);
 }
