@@ -131,7 +131,7 @@ export function readCatalogue(
         entry.key,
       );
     }
-    entry.value;
+    entry.value; // Read now, as the fields of a card below.
     models = entry;
   }
   if (models === undefined) {
