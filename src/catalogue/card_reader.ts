@@ -246,14 +246,14 @@ function readCard(body: Field, expand: Expand): ModelCard {
     args: Object.freeze([]),
     env: Object.freeze({}),
   } as unknown as Card;
-  for (const [name, [key, read]] of Object.entries(FIELDS)) {
-    const field = given.get(name);
-    if (field !== undefined) {
+  for (const [field, [key, read]] of Object.entries(FIELDS)) {
+    const value = given.get(field);
+    if (value !== undefined) {
       (card as Record<string, unknown>)[key] = Object.freeze(
-        read(field, expand),
+        read(value, expand),
       );
     }
-    AFTER[name]?.(card, given, body);
+    AFTER[field]?.(card, given, body);
   }
   return Object.freeze(card);
 }
