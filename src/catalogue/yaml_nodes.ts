@@ -80,46 +80,6 @@ export class Context {
     );
   }
 
-  keyText(where: Where, key: unknown): string {
-    const node = this.deref({ ...where, node: key }, key);
-    const value = isScalar(node) ? node.value : undefined;
-    if (typeof value !== "string") {
-      this.fail(
-        { ...where, node: key },
-        `expected a string key, got ${describe(node)}`,
-      );
-    }
-    return value;
-  }
-
-  /** For JSON text; npm:yaml's `toJS` would walk the whole document for each alias. */
-  plain(where: Where, node: unknown): unknown {
-    let budget = MAX_PLAIN_NODES;
-    const plain = (node: unknown): unknown => {
-      if (--budget < 0) {
-        this.fail(
-          where,
-          `value too large once its aliases are followed (expected at most ${MAX_PLAIN_NODES} items)`,
-        );
-      }
-      const value = this.deref(where, node);
-      if (isSeq(value)) return value.items.map(plain);
-      if (!isMap(value)) return (isScalar(value) ? value.value : null) ?? null;
-      // No prototype: a key `__proto__` stays a key.
-      const out: Record<string, unknown> = Object.create(null);
-      for (const pair of value.items) {
-        const key = plain(pair.key);
-        out[
-          typeof key === "object" && key !== null
-            ? JSON.stringify(key)
-            : String(key ?? "")
-        ] = plain(pair.value);
-      }
-      return out;
-    };
-    return plain(node);
-  }
-
   /** In document order, as npm:yaml resolves aliases: the last anchor of that name before the alias. */
   #walk(node: unknown, path: readonly string[], anchors: Map<string, Node>) {
     if (isAlias(node)) {
@@ -216,8 +176,31 @@ export class Field {
     this.fail(`expected ${what}, got ${describe(this.value)}${suffix}`);
   }
 
+  /** For JSON text; npm:yaml's `toJS` would walk the whole document for each alias. */
   plain(): unknown {
-    return this.ctx.plain(this.where, this.value);
+    let budget = MAX_PLAIN_NODES;
+    const plain = (node: unknown): unknown => {
+      if (--budget < 0) {
+        this.fail(
+          `value too large once its aliases are followed (expected at most ${MAX_PLAIN_NODES} items)`,
+        );
+      }
+      const value = this.ctx.deref(this.where, node);
+      if (isSeq(value)) return value.items.map(plain);
+      if (!isMap(value)) return (isScalar(value) ? value.value : null) ?? null;
+      // No prototype: a key `__proto__` stays a key.
+      const out: Record<string, unknown> = Object.create(null);
+      for (const pair of value.items) {
+        const key = plain(pair.key);
+        out[
+          typeof key === "object" && key !== null
+            ? JSON.stringify(key)
+            : String(key ?? "")
+        ] = plain(pair.value);
+      }
+      return out;
+    };
+    return plain(this.value);
   }
 
   /** A list's items, as `field[i]`. */
@@ -234,7 +217,12 @@ export class Field {
   /** A mapping's entries by key text, as `field.key`; each key is checked when its turn comes. */
   *entries(): Generator<[string, Field]> {
     for (const pair of (this.value as YAMLMap).items) {
-      const key = this.ctx.keyText(this.where, pair.key);
+      const at: Field = new Field(this.ctx, pair.key, {
+        ...this.where,
+        node: pair.key,
+      });
+      const key = at.scalar;
+      if (typeof key !== "string") at.expected("a string key");
       const field = this.where.field === undefined
         ? key
         : `${this.where.field}.${key}`;
