@@ -1,7 +1,6 @@
 /**
- * The card reader: a catalogue's YAML validated into frozen model cards, each
- * field by its reader, with the line of each expandable value so that an
- * unset `${NAME}` is reported with its file, card, field and line.
+ * The card reader: a catalogue's YAML validated into frozen model cards,
+ * field by field.
  *
  * Folder `catalogue/`: the catalogue's YAML, its cards, `${NAME}` expansion
  * and its errors; public through `catalogue.ts`. It knows nothing of
@@ -9,321 +8,481 @@
  *
  * @module
  */
-import { isMap, type Pair } from "yaml";
-import { ENGINE_NAMES } from "./engine_names.ts";
+import { isMap, isSeq } from "yaml";
 import { hint } from "./catalogue_error.ts";
 import {
+  type CardMetrics,
+  ENGINE_NAMES,
   Modality,
   type ModelCard,
   RESTART_POLICIES,
   Verb,
 } from "./model_card.ts";
-import type { CardSites } from "./card_expand.ts";
 import {
-  type Context,
-  deref,
-  describe,
-  fail,
-  type FieldValue,
-  keyText,
-  readYamlDocument,
-  scalarValue,
-  type Where,
-} from "./yaml_nodes.ts";
-import {
-  oneOf,
-  readArgs,
-  readCommand,
-  readEnv,
-  readGpus,
-  readLocal,
-  readMetrics,
-  readModality,
-  seconds,
-  siteOf,
-  text,
-} from "./card_fields.ts";
+  expandText,
+  referenceProblem,
+  UnsetVariableError,
+} from "./card_expand.ts";
+import { clip, Context, describe, Field } from "./yaml_nodes.ts";
 
 const VERBS: readonly Verb[] = Object.values(Verb);
-const CARD_FIELDS = [
-  "verb",
-  "modality",
-  "hub",
-  "local",
-  "engine",
-  "executable",
-  "command",
-  "args",
-  "env",
-  "description",
-  "restart",
-  "failed_retry",
-  "drain_timeout",
-  "gpus",
-  "metrics",
-  "stall_timeout",
-  "canary",
-] as const;
-type CardField = typeof CARD_FIELDS[number];
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 // Names become file names, the longest the temporary
 // `data/.<name>.engine.json.<16 hex>.tmp` (34 bytes
 // more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
-const DEFAULT_ENGINE = "vllm";
-const COMMAND_ENGINE = "command";
+const COMMAND = "command";
+const MODALITIES: readonly Modality[] = Object.values(Modality);
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+const SAMPLE_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const METRICS_KEYS: Record<string, keyof CardMetrics> = {
+  path: "path",
+  running: "running",
+  waiting: "waiting",
+  prompt_tokens: "promptTokens",
+  generated_tokens: "generatedTokens",
+};
+const METRICS =
+  "a mapping of path (default /metrics), running, waiting, prompt_tokens and generated_tokens to Prometheus sample names";
 
-/** The cards in file order, and where each card's expandable values are written. */
-export interface ReadCatalogue {
-  cards: Map<string, ModelCard>;
-  sites: Map<string, CardSites>;
+type Card = { -readonly [K in keyof ModelCard]: ModelCard[K] };
+/** What an expandable value passes through: at load its references are checked, at expansion replaced. */
+type Expand = (f: Field, text: string) => string;
+
+type Reader = (f: Field, expand: Expand) => unknown;
+
+/** A card property and the reader of the field that sets it. */
+function sets<K extends keyof Card>(
+  key: K,
+  read: (f: Field, expand: Expand) => Card[K],
+): [keyof Card, Reader] {
+  return [key, read];
 }
 
-/** A {@linkcode CatalogueError} at the first problem. */
-export function readCatalogue(text: string, file: string): ReadCatalogue {
-  const ctx = readYamlDocument(text, file);
-  const top = deref(ctx, {}, ctx.doc.contents);
-  if (!isMap(top)) {
-    fail(
-      ctx,
-      { node: top },
-      `expected a mapping with the one key 'models', got ${describe(top)}`,
+/** Each card field, in the order the reader checks them and messages list them. */
+const FIELDS: Record<string, [keyof Card, Reader]> = {
+  verb: sets("verb", (f) => oneOf(f, VERBS)),
+  modality: sets("modality", readModality),
+  hub: sets("hub", (f) => text(f, "a hub identifier such as org/model")),
+  local: sets("local", readLocal),
+  engine: sets("engine", (f) => oneOf(f, ENGINE_NAMES)),
+  executable: sets(
+    "executable",
+    (f, expand) => expand(f, text(f, "a program name or path")),
+  ),
+  command: sets("command", readCommand),
+  args: sets("args", readArgs),
+  env: sets("env", readEnv),
+  description: sets("description", (f) => text(f, "a text", true)),
+  restart: sets("restart", (f) => oneOf(f, RESTART_POLICIES)),
+  failed_retry: sets(
+    "failedRetry",
+    (f) =>
+      seconds(
+        f,
+        "seconds ≥ 0 before a failed engine is tried again (0: never)",
+      ),
+  ),
+  drain_timeout: sets(
+    "drainTimeout",
+    (f) => seconds(f, "a number of seconds, 0 or more (0: no drain)"),
+  ),
+  gpus: sets("gpus", readGpus),
+  metrics: sets("metrics", readMetrics),
+  stall_timeout: sets(
+    "stallTimeout",
+    (f) => seconds(f, "seconds (0 or more; 0 turns stall detection off)"),
+  ),
+  canary: sets("canary", (f) => {
+    if (typeof f.scalar !== "boolean") f.expected("true or false");
+    return f.scalar as boolean;
+  }),
+};
+const FIELD_NAMES = Object.keys(FIELDS);
+
+/** A card as read, and its YAML to read again when it is expanded. */
+export interface ReadCard {
+  card: ModelCard;
+  body: Field;
+}
+
+/** The cards in file order; a {@linkcode CatalogueError} at the first problem. */
+export function readCatalogue(
+  text: string,
+  file: string,
+): Map<string, ReadCard> {
+  const ctx: Context = new Context(text, file);
+  const top = new Field(ctx, ctx.contents, {});
+  if (!isMap(top.value)) {
+    top.fail(
+      `expected a mapping with the one key 'models', got ${
+        describe(top.value)
+      }`,
+      top.value,
     );
   }
-  let models: unknown;
-  let modelsKey: unknown;
-  for (const pair of top.items) {
-    const key = keyText(ctx, { node: pair.key }, pair.key);
+  let models: Field | undefined;
+  for (const [key, entry] of top.entries()) {
     if (key !== "models") {
-      fail(
-        ctx,
-        { field: key, node: pair.key },
+      entry.fail(
         `unknown top-level field (expected only 'models'${
           hint(key, ["models"])
         })`,
+        entry.key,
       );
     }
-    models = deref(
-      ctx,
-      { field: "models", node: pair.value ?? pair.key },
-      pair.value,
-    );
-    modelsKey = pair.key;
+    entry.value; // Read now, as the fields of a card below.
+    models = entry;
   }
-  if (modelsKey === undefined) {
-    fail(
-      ctx,
-      { field: "models", node: top },
+  if (models === undefined) {
+    ctx.fail(
+      { field: "models", node: top.value },
       "missing (expected a mapping of catalogue names to model cards)",
     );
   }
-  if (!isMap(models) || models.items.length === 0) {
-    fail(
-      ctx,
-      { field: "models", node: models ?? modelsKey },
+  const list = models.value;
+  if (!isMap(list) || list.items.length === 0) {
+    models.fail(
       `expected a non-empty mapping of catalogue names to model cards, got ${
-        isMap(models) ? "an empty mapping" : describe(models)
+        isMap(list) ? "an empty mapping" : describe(list)
       }`,
+      list ?? models.key,
     );
   }
 
-  const cards = new Map<string, ModelCard>();
-  const sites = new Map<string, CardSites>();
+  const cards = new Map<string, ReadCard>();
   const folded = new Map<string, string>();
-  for (const pair of models.items) {
-    const name = keyText(ctx, { field: "models", node: pair.key }, pair.key);
+  for (const [name, entry] of models.entries()) {
+    const at = { card: name, node: entry.key };
     if (name.length > MAX_NAME_LENGTH) {
-      fail(
-        ctx,
-        { card: name, node: pair.key },
+      ctx.fail(
+        at,
         `card name of ${name.length} characters (expected at most ${MAX_NAME_LENGTH}: the name becomes file names such as logs/<name>.log and data/<name>.engine.json, which must fit in 255 bytes)`,
       );
     }
     if (!NAME.test(name)) {
-      fail(
-        ctx,
-        { card: name, node: pair.key },
+      ctx.fail(
+        at,
         "bad card name (expected letters, digits, '.', '_' or '-', starting with a letter or digit: the name becomes a log file name)",
       );
     }
     const clash = folded.get(name.toLowerCase());
     if (clash !== undefined) {
-      fail(
-        ctx,
-        { card: name, node: pair.key },
+      ctx.fail(
+        at,
         `card name differs from '${clash}' only in case (expected names that differ in more than case: they become log file names)`,
       );
     }
     folded.set(name.toLowerCase(), name);
-    const read = readCard(ctx, name, pair);
-    cards.set(name, read.card);
-    sites.set(name, read.sites);
+    const body = new Field(ctx, entry.node, at);
+    cards.set(name, { card: readCard(body, checkReferences), body });
   }
-  return { cards, sites };
+  return cards;
 }
 
-function readCard(
-  ctx: Context,
-  name: string,
-  pair: Pair<unknown, unknown>,
-): { card: ModelCard; sites: CardSites } {
-  const at: Where = { card: name, node: pair.key };
-  const body = deref(ctx, at, pair.value);
-  if (!isMap(body)) {
-    fail(
-      ctx,
-      { card: name, node: body ?? pair.key },
+/** References are checked at load time: a typo fails even in a card nobody requests. */
+function checkReferences(f: Field, text: string): string {
+  const problem = referenceProblem(text);
+  if (problem !== undefined) f.fail(problem);
+  return text;
+}
+
+/**
+ * The card read again with every `${NAME}` in its `executable`, `command`,
+ * `args` values and `env` values replaced from `env`; `card` itself when
+ * nothing changes.
+ */
+export function expandCard(
+  { card, body }: ReadCard,
+  env: Readonly<Record<string, string | undefined>>,
+): ModelCard {
+  let changed = false;
+  const expanded = readCard(body, (f, text) => {
+    const out = expandText(text, (name) => {
+      const found = env[name];
+      if (found !== undefined) return found;
+      throw new UnsetVariableError(body.ctx.file, card.name, {
+        field: f.where.field ?? "",
+        line: f.ctx.lineOf(f.where.node) ?? 0,
+      }, name);
+    });
+    changed ||= out !== text;
+    return out;
+  });
+  return changed ? expanded : card;
+}
+
+function readCard(body: Field, expand: Expand): ModelCard {
+  const name = body.where.card!;
+  if (!isMap(body.value)) {
+    body.fail(
       `expected a mapping with at least 'verb' and 'hub' or 'local', got ${
-        describe(body)
+        describe(body.value)
+      }`,
+      body.value ?? body.where.node,
+    );
+  }
+  const given = new Map<string, Field>();
+  for (const [key, field] of body.entries()) {
+    if (!Object.hasOwn(FIELDS, key)) {
+      field.fail(
+        `unknown field (expected one of ${FIELD_NAMES.join(", ")}${
+          hint(key, FIELD_NAMES)
+        })`,
+        field.key,
+      );
+    }
+    // Read now: an unknown anchor is reported in the order of the text.
+    field.value;
+    given.set(key, field);
+  }
+  // In the order of ModelCard's fields.
+  const card = {
+    name,
+    verb: undefined,
+    modality: Object.freeze([Modality.TEXT]),
+    local: name,
+    engine: "vllm",
+    args: Object.freeze([]),
+    env: Object.freeze({}),
+  } as unknown as Card;
+  for (const [field, [key, read]] of Object.entries(FIELDS)) {
+    const value = given.get(field);
+    if (value !== undefined) {
+      (card as Record<string, unknown>)[key] = Object.freeze(
+        read(value, expand),
+      );
+    }
+    AFTER[field]?.(card, given, body);
+  }
+  return Object.freeze(card);
+}
+
+/** The checks across fields, each made once the field it follows is read. */
+const AFTER: Record<
+  string,
+  (card: Card, given: Map<string, Field>, body: Field) => void
+> = {
+  verb(_card, given, body) {
+    if (!given.has("verb")) {
+      body.ctx.fail(
+        { ...body.where, field: "verb" },
+        `missing (expected one of ${VERBS.join(", ")})`,
+      );
+    }
+  },
+  local(card, given, body) {
+    if (card.hub === undefined && !given.has("local")) {
+      body.ctx.fail(
+        { ...body.where, field: "hub" },
+        "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
+      );
+    }
+  },
+  engine(card, given, body) {
+    if (card.engine === COMMAND && !given.has("command")) {
+      body.ctx.fail(
+        {
+          ...body.where,
+          field: "command",
+          node: given.get("engine")?.value ?? body.where.node,
+        },
+        'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
+      );
+    }
+    for (const only of ["command", "metrics"]) {
+      const field = given.get(only);
+      if (card.engine !== COMMAND && field !== undefined) {
+        field.fail(
+          `not allowed with engine ${card.engine} (expected only with engine: command${
+            only === "metrics" ? "; the other engines name their own" : ""
+          })`,
+          field.key,
+        );
+      }
+    }
+  },
+};
+
+// The field readers: each takes one value of a card and returns it checked.
+
+function text(f: Field, expected: string, allowEmpty = false): string {
+  const value = f.scalar;
+  if (typeof value !== "string" || (!allowEmpty && value.trim() === "")) {
+    f.expected(expected);
+  }
+  return value;
+}
+
+/** Seconds, 0 or more; `expected` says what they are for. */
+function seconds(f: Field, expected: string): number {
+  const value = f.scalar;
+  if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
+    f.expected(expected);
+  }
+  return value;
+}
+
+function oneOf<T extends string>(f: Field, allowed: readonly T[]): T {
+  const value = f.scalar;
+  if (typeof value !== "string" || !allowed.includes(value as T)) {
+    f.expected(
+      `one of ${allowed.join(", ")}`,
+      typeof value === "string" ? hint(value, allowed) : "",
+    );
+  }
+  return value as T;
+}
+
+function readGpus(f: Field): number {
+  const value = f.scalar;
+  if (
+    typeof value !== "number" || !Number.isFinite(value) ||
+    !(Number.isInteger(value) ? value >= 0 : value > 0 && value < 1)
+  ) {
+    f.expected(
+      "0 (no GPU), a whole number of GPUs (1, 2, ...) or a share of one GPU between 0 and 1 (such as 0.3)",
+    );
+  }
+  return value;
+}
+
+function readModality(f: Field): Modality[] {
+  if (!isSeq(f.value)) return [oneOf(f, MODALITIES)];
+  if (f.value.items.length === 0) {
+    f.fail(
+      `expected one or more of ${MODALITIES.join(", ")}, got an empty list`,
+    );
+  }
+  return [...new Set(f.items().map((item) => oneOf(item, MODALITIES)))];
+}
+
+function readLocal(f: Field): string {
+  const local = text(f, "a path relative to <directory>/models");
+  if (/^(?:[\\/]|[A-Za-z]:)/.test(local)) {
+    f.fail(
+      `expected a path relative to <directory>/models, got the absolute path '${
+        clip(local)
+      }'`,
+    );
+  }
+  if (local.split(/[\\/]/).includes("..")) {
+    f.fail(
+      `expected a path inside <directory>/models, got '${
+        clip(local)
+      }' (no '..' segments)`,
+    );
+  }
+  return local;
+}
+
+/** Numbers in decimal, booleans as `true`/`false`. */
+function argText(f: Field, expected = "a string, number or boolean"): string {
+  const value = f.scalar;
+  if (typeof value === "string") return value;
+  if (typeof value === "boolean") return String(value);
+  if (typeof value === "number" && Number.isFinite(value)) return String(value);
+  f.expected(expected);
+}
+
+/** A list is literal argv; a mapping gives `--flag value` pairs. */
+function readArgs(f: Field, expand: Expand): string[] {
+  const argv: string[] = [];
+  if (isSeq(f.value)) {
+    for (const item of f.items()) argv.push(expand(item, argText(item)));
+    return argv;
+  }
+  if (!isMap(f.value)) {
+    f.expected("a mapping of flags to values or a list of arguments");
+  }
+  for (const [key, entry] of f.entries()) {
+    if (key === "" || key === "-" || key === "--") {
+      entry.fail(`expected a flag name, got '${key}'`, entry.key);
+    }
+    const flag = key.startsWith("-") ? key : `--${key}`;
+    const scalar = entry.scalar;
+    if (scalar === true) argv.push(flag);
+    if (typeof scalar === "boolean") continue;
+    // A list repeats the flag for each item.
+    const list = isSeq(entry.value);
+    for (const item of list ? entry.items() : [entry]) {
+      const value = item.value;
+      argv.push(
+        flag,
+        expand(
+          item,
+          isMap(value) || (list && isSeq(value))
+            ? JSON.stringify(item.plain())
+            : argText(
+              item,
+              list
+                ? "a string, number, boolean or mapping"
+                : "true, false, a string, number, list or mapping",
+            ),
+        ),
+      );
+    }
+  }
+  return argv;
+}
+
+function readEnv(f: Field, expand: Expand): Record<string, string> {
+  if (!isMap(f.value)) f.expected("a mapping of variable names to values");
+  const env: Record<string, string> = {};
+  for (const [key, entry] of f.entries()) {
+    if (!ENV_NAME.test(key)) {
+      entry.fail(
+        `expected a variable name ([A-Za-z_][A-Za-z0-9_]*), got '${clip(key)}'`,
+        entry.key,
+      );
+    }
+    env[key] = expand(entry, argText(entry));
+  }
+  return env;
+}
+
+function readCommand(f: Field, expand: Expand): string[] {
+  const node = f.value;
+  if (!isSeq(node) || node.items.length === 0) {
+    f.fail(
+      `expected a non-empty argv list such as [my-engine, --port, "{port}"], got ${
+        isSeq(node) ? "an empty list" : describe(node)
       }`,
     );
   }
+  const items = f.items();
+  const argv = items.map((item) => argText(item));
+  if (argv[0]?.trim() === "") {
+    items[0]!.fail("expected a program name, got ''", f.where.node);
+  }
+  return argv.map((arg, i) => expand(items[i]!, arg));
+}
 
-  const fields = new Map<CardField, { key: unknown; value: unknown }>();
-  for (const item of body.items) {
-    const key = keyText(ctx, at, item.key);
-    if (!(CARD_FIELDS as readonly string[]).includes(key)) {
-      fail(
-        ctx,
-        { card: name, field: key, node: item.key },
-        `unknown field (expected one of ${CARD_FIELDS.join(", ")}${
-          hint(key, CARD_FIELDS)
-        })`,
+function readMetrics(f: Field): CardMetrics {
+  if (!isMap(f.value)) f.expected(METRICS);
+  const read: Record<string, string> = { path: "/metrics" };
+  for (const [key, entry] of f.entries()) {
+    if (!Object.hasOwn(METRICS_KEYS, key)) {
+      entry.fail(`unknown key (expected ${METRICS})`, entry.key);
+    }
+    const name = METRICS_KEYS[key]!;
+    const value = entry.scalar;
+    if (
+      typeof value !== "string" ||
+      !(name === "path" ? /^\/\S*$/.test(value) : SAMPLE_NAME.test(value))
+    ) {
+      entry.expected(
+        name === "path"
+          ? "a path such as /metrics"
+          : "a Prometheus sample name such as my_engine:requests_running",
       );
     }
-    const where: Where = {
-      card: name,
-      field: key,
-      node: item.value ?? item.key,
-    };
-    fields.set(key as CardField, {
-      key: item.key,
-      value: deref(ctx, where, item.value),
-    });
+    read[name] = value as string;
   }
-  function given<T>(
-    field: CardField,
-    read: (value: FieldValue) => T,
-  ): T | undefined {
-    const entry = fields.get(field);
-    if (entry === undefined) return undefined;
-    const where = { card: name, field, node: entry.value ?? entry.key };
-    return read({ value: entry.value, where });
-  }
-
-  const verb = given("verb", (f) => oneOf(ctx, f, VERBS)) ?? fail(
-    ctx,
-    { card: name, field: "verb", node: pair.key },
-    `missing (expected one of ${VERBS.join(", ")})`,
-  );
-  const modality = given("modality", (f) => readModality(ctx, f)) ??
-    [Modality.TEXT];
-  const hub = given(
-    "hub",
-    (f) => text(ctx, f, "a hub identifier such as org/model"),
-  );
-  const local = given("local", (f) => readLocal(ctx, f));
-  if (hub === undefined && local === undefined) {
-    fail(
-      ctx,
-      { card: name, field: "hub", node: pair.key },
-      "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
-    );
-  }
-  const engine = given("engine", (f) => oneOf(ctx, f, ENGINE_NAMES)) ??
-    DEFAULT_ENGINE;
-  const command = fields.get("command");
-  if (engine === COMMAND_ENGINE && command === undefined) {
-    fail(
-      ctx,
-      {
-        card: name,
-        field: "command",
-        node: fields.get("engine")?.value ?? pair.key,
-      },
-      'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
-    );
-  }
-  for (const only of ["command", "metrics"] as const) {
-    const entry = fields.get(only);
-    if (engine !== COMMAND_ENGINE && entry !== undefined) {
-      fail(
-        ctx,
-        { card: name, field: only, node: entry.key },
-        `not allowed with engine ${engine} (expected only with engine: command${
-          only === "metrics" ? "; the other engines name their own" : ""
-        })`,
-      );
+  for (const [key, name] of Object.entries(METRICS_KEYS)) {
+    if (read[name] === undefined) {
+      f.fail(`${key} is missing (expected ${METRICS})`);
     }
   }
-  const args = given("args", (f) => readArgs(ctx, f)) ??
-    { argv: [], sites: [] };
-  const env = given("env", (f) => readEnv(ctx, f)) ?? { env: {}, sites: {} };
-  const card: {
-    -readonly [K in keyof ModelCard]: ModelCard[K];
-  } = {
-    name,
-    verb,
-    modality: Object.freeze(modality),
-    local: local ?? name,
-    engine,
-    args: Object.freeze(args.argv),
-    env: Object.freeze(env.env),
-  };
-  const sites: { -readonly [K in keyof CardSites]: CardSites[K] } = {
-    command: [],
-    args: Object.freeze(args.sites),
-    env: Object.freeze(env.sites),
-  };
-  if (hub !== undefined) card.hub = hub;
-  given("executable", (f) => {
-    card.executable = text(ctx, f, "a program name or path");
-    sites.executable = siteOf(ctx, f.where, card.executable);
-  });
-  given("command", (f) => {
-    const read = readCommand(ctx, f);
-    card.command = Object.freeze(read.argv);
-    sites.command = Object.freeze(read.sites);
-  });
-  given("description", (f) => {
-    card.description = text(ctx, f, "a text", true);
-  });
-  given("restart", (f) => {
-    card.restart = oneOf(ctx, f, RESTART_POLICIES);
-  });
-  given("failed_retry", (f) => {
-    card.failedRetry = seconds(
-      ctx,
-      f,
-      "seconds ≥ 0 before a failed engine is tried again (0: never)",
-    );
-  });
-  given("gpus", (f) => {
-    card.gpus = readGpus(ctx, f);
-  });
-  given("drain_timeout", (f) => {
-    card.drainTimeout = seconds(
-      ctx,
-      f,
-      "a number of seconds, 0 or more (0: no drain)",
-    );
-  });
-  given("metrics", (f) => {
-    card.metrics = readMetrics(ctx, f);
-  });
-  given("stall_timeout", (f) => {
-    card.stallTimeout = seconds(
-      ctx,
-      f,
-      "seconds (0 or more; 0 turns stall detection off)",
-    );
-  });
-  given("canary", (f) => {
-    const value = scalarValue(f.value);
-    if (typeof value !== "boolean") {
-      fail(ctx, f.where, `expected true or false, got ${describe(f.value)}`);
-    }
-    card.canary = value;
-  });
-  return { card: Object.freeze(card), sites: Object.freeze(sites) };
+  return Object.freeze(read) as unknown as CardMetrics;
 }

@@ -1,8 +1,3 @@
-/**
- * The catalogue's errors, and the close-name suggestions their messages make.
- *
- * @module
- */
 import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
 import { InputError } from "../common/config_error.ts";
@@ -28,22 +23,12 @@ export class KeyError extends InputError {
   /** The catalogue looked in, when the thrower said. */
   readonly catalogue?: string;
 
-  /**
-   * Creates the error.
-   *
-   * @param model The name that was looked up.
-   * @param known Every name in the catalogue.
-   * @param options The catalogue, and the `cause`.
-   */
+  /** `known`: every name in the catalogue. */
   constructor(
     model: string,
     known: Iterable<string>,
-    options: ErrorOptions & {
-      /** The catalogue looked in, named in the message. */
-      catalogue?: string;
-      /** The shipped catalogue: the message says so and points at `--catalogue`. */
-      shipped?: boolean;
-    } = {},
+    // `shipped`: the message says so and points at --catalogue.
+    options: ErrorOptions & { catalogue?: string; shipped?: boolean } = {},
   ) {
     const { catalogue, shipped = false, ...errorOptions } = options;
     const names = [...known].sort();
@@ -95,24 +80,14 @@ export class CatalogueError extends InputError {
   /** The 1-based line, if known. */
   readonly line?: number;
 
-  /**
-   * Creates the error.
-   *
-   * @param file The catalogue file.
-   * @param detail What was wrong and what was expected.
-   * @param options Where it happened, and the cause.
-   */
+  /** `detail`: what was wrong and what was expected. */
   constructor(
     file: string,
     detail: string,
     options: {
-      /** The card at fault. */
       card?: string | undefined;
-      /** The field at fault (`verb`, `args.max-model-len`, `command[0]`, ...). */
       field?: string | undefined;
-      /** The 1-based line. */
       line?: number | undefined;
-      /** The underlying error. */
       cause?: unknown;
     } = {},
   ) {
@@ -121,12 +96,11 @@ export class CatalogueError extends InputError {
       card === undefined ? "" : `card '${card}'`,
       field === undefined ? "" : `field '${field}'`,
     ].filter(Boolean).join(", ");
-    const at = line === undefined
-      ? ""
+    const prefix = line === undefined
+      ? where
       : where
-      ? ` (line ${line})`
+      ? `${where} (line ${line})`
       : `line ${line}`;
-    const prefix = where + at;
     super(
       foldLines(
         `Cannot load catalogue ${file}: ${
@@ -154,6 +128,7 @@ function knownList(names: readonly string[]): string {
   } more`;
 }
 
+/** `; did you mean x?`, or nothing. */
 export function hint(value: string, allowed: readonly string[]): string {
   const [best] = closeMatches(value, allowed);
   return best === undefined ? "" : `; did you mean ${best}?`;

@@ -1,10 +1,4 @@
 /**
- * A model card and the vocabularies of its fields.
- *
- * @module
- */
-
-/**
  * What a model does: the kind of request it answers.
  *
  * @example
@@ -118,23 +112,28 @@ export interface CardMetrics {
  *
  * @example
  * ```ts
- * import { RESTART_POLICIES } from "@mymodel/serve/catalogue";
- * console.log(RESTART_POLICIES.join(" | ")); // on-failure | always | never
+ * import type { RestartPolicy } from "@mymodel/serve/catalogue";
+ * const policy: RestartPolicy = "on-failure";
+ * console.log(policy);
  * ```
  */
 export type RestartPolicy = "on-failure" | "always" | "never";
 
-/**
- * Every {@linkcode RestartPolicy}, in the help text's order.
- *
- * @example
- * ```ts
- * import { RESTART_POLICIES } from "@mymodel/serve/catalogue";
- * console.assert(RESTART_POLICIES.includes("always"));
- * ```
- */
+/** Every {@linkcode RestartPolicy}, in the help text's order. */
 export const RESTART_POLICIES: readonly RestartPolicy[] = [
   "on-failure",
   "always",
   "never",
+];
+
+/**
+ * The names a card's `engine` field may take, in the order messages list
+ * them: plain data, so the catalogue need not import `engines/kinds.ts`
+ * (whose `registerEngineKind` adds a name here).
+ */
+export const ENGINE_NAMES: string[] = [
+  "vllm",
+  "llama.cpp",
+  "sglang",
+  "command",
 ];

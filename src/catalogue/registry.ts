@@ -1,33 +1,18 @@
-/**
- * A loaded catalogue ({@linkcode Registry}) and the shipped one
- * ({@linkcode DEFAULT_CATALOGUE}).
- *
- * @module
- */
 import { log } from "../common/log.ts";
 import { CatalogueError, KeyError } from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";
-import { readCatalogue } from "./card_reader.ts";
-import { type CardSites, expandCard } from "./card_expand.ts";
+import { expandCard, type ReadCard, readCatalogue } from "./card_reader.ts";
 
-const VERBS: readonly Verb[] = Object.values(Verb);
+const VERBS: readonly string[] = Object.values(Verb);
 /** Any `scheme://` is a URL, never a path: an `ftp://` one is refused, not looked up as a file. */
 const URL_LIKE = /^[A-Za-z][A-Za-z0-9+.-]*:\/\//;
-const SCHEMES = ["file:", "http:", "https:"];
-const URL_TIMEOUT_MS = 10_000;
+const SOURCES = "a file path, or an http:, https: or file: URL";
 /** A file or URL body past this is refused: `/dev/zero` or an endless body grew the launcher until the OOM killer came. */
 const MAX_BYTES = 16 * 1024 * 1024;
-const EXPECTED_FILE =
-  "(expected a regular file holding the catalogue's YAML, or an http:, https: or file: URL)";
 
 /** Options of {@linkcode Registry.load}. */
 export interface LoadOptions {
-  /**
-   * How long an `http:` or `https:` catalogue may take to arrive, body
-   * included, in milliseconds.
-   *
-   * @default {10000}
-   */
+  /** How long an `http:` or `https:` catalogue may take to arrive, body included, in ms. @default {10000} */
   timeout?: number;
   /**
    * Ends the load: a fetch or a read under way stops, and the load throws a
@@ -37,15 +22,7 @@ export interface LoadOptions {
   signal?: AbortSignal;
 }
 
-/**
- * The catalogue shipped with the package.
- *
- * @example
- * ```ts
- * import { DEFAULT_CATALOGUE, Registry } from "@mymodel/serve/catalogue";
- * console.log((await Registry.load(DEFAULT_CATALOGUE)).size);
- * ```
- */
+/** The catalogue shipped with the package. */
 export const DEFAULT_CATALOGUE: URL = new URL(
   "../../catalogue/optimizers.yaml",
   import.meta.url,
@@ -64,20 +41,13 @@ export const DEFAULT_CATALOGUE: URL = new URL(
 export class Registry implements Iterable<ModelCard> {
   /** The file (or URL, or `<inline>`) the catalogue came from. */
   readonly file: string;
-  #cards: ReadonlyMap<string, ModelCard>;
-  #sites: ReadonlyMap<string, CardSites>;
+  #cards: ReadonlyMap<string, ReadCard>;
   #warned = new Set<string>();
   #shipped: boolean;
 
-  private constructor(
-    file: string,
-    cards: ReadonlyMap<string, ModelCard>,
-    sites: ReadonlyMap<string, CardSites>,
-    shipped = false,
-  ) {
+  private constructor(text: string, file: string, shipped = false) {
+    this.#cards = readCatalogue(text, file);
     this.file = file;
-    this.#cards = cards;
-    this.#sites = sites;
     this.#shipped = shipped;
   }
 
@@ -88,9 +58,6 @@ export class Registry implements Iterable<ModelCard> {
    * refused. Only a regular file is read (a FIFO, a device or a directory is
    * refused before it is opened), and at most 16 MiB of a file or a body.
    *
-   * @param source A path or URL; the shipped catalogue by default.
-   * @param options How long a URL catalogue may take, and a signal that ends the load.
-   * @returns The registry.
    * @throws {CatalogueError} When it cannot be read or is not valid.
    */
   static async load(
@@ -103,46 +70,44 @@ export class Registry implements Iterable<ModelCard> {
     if (url === null) {
       throw new CatalogueError(
         String(source),
-        "not a valid URL (expected a file path, or an http:, https: or file: URL)",
+        `not a valid URL (expected ${SOURCES})`,
       );
     }
     const file = url === undefined ? String(source) : displayName(url);
-    if (url !== undefined && !SCHEMES.includes(url.protocol)) {
+    if (url && !["file:", "http:", "https:"].includes(url.protocol)) {
       throw new CatalogueError(
         file,
-        `unsupported URL scheme '${url.protocol}' (expected a file path, or an http:, https: or file: URL)`,
+        `unsupported URL scheme '${url.protocol}' (expected ${SOURCES})`,
       );
     }
-    const { signal } = options;
+    const { signal, timeout = 10_000 } = options;
     let text: string;
     try {
-      if (signal?.aborted) throw stopped(file, signal.reason);
+      signal?.throwIfAborted();
       text = url === undefined || url.protocol === "file:"
         ? await readFileText(url ?? file, file, signal)
-        : await fetchText(url, file, options.timeout ?? URL_TIMEOUT_MS, signal);
-      if (signal?.aborted) throw stopped(file, signal.reason);
+        : await fetchText(url, file, timeout, signal);
+      signal?.throwIfAborted();
     } catch (error) {
+      if (signal?.aborted) throw stopped(file, signal.reason);
       if (error instanceof CatalogueError) throw error;
-      throw new CatalogueError(file, errorText(error), { cause: error });
+      throw new CatalogueError(
+        file,
+        error instanceof Error
+          ? `${error.name}: ${error.message}`
+          : String(error),
+        { cause: error },
+      );
     }
-    const { cards, sites } = readCatalogue(text, file);
     // An operator who never passed --catalogue may not know one was read.
     const shipped = url?.href === DEFAULT_CATALOGUE.href ||
       file === displayName(DEFAULT_CATALOGUE);
-    return new Registry(file, cards, sites, shipped);
+    return new Registry(text, file, shipped);
   }
 
-  /**
-   * Validates a catalogue given as text.
-   *
-   * @param text The YAML text.
-   * @param file The name used in error messages.
-   * @returns The registry.
-   * @throws {CatalogueError} When the catalogue is not valid.
-   */
+  /** Validates a catalogue given as text; `file` names it in messages. */
   static parse(text: string, file = "<inline>"): Registry {
-    const { cards, sites } = readCatalogue(text, file);
-    return new Registry(file, cards, sites);
+    return new Registry(text, file);
   }
 
   /** How many cards the catalogue holds. */
@@ -162,18 +127,15 @@ export class Registry implements Iterable<ModelCard> {
 
   /** The card of an exact name; a {@linkcode KeyError} suggesting close names when none has it. */
   get(name: string): ModelCard {
-    const card = this.#cards.get(name);
-    if (card === undefined) throw this.#unknown(name);
-    return card;
+    const read = this.#cards.get(name);
+    if (read === undefined) throw this.#unknown(name);
+    return read.card;
   }
 
   /**
-   * The card of a model spec, `<name>` or `<VERB>:<name>`. A verb prefix that
-   * is not the card's verb is logged once as a warning; the card is served.
-   *
-   * @param spec The model spec, e.g. `CHAT:llama-3`.
-   * @returns The card.
-   * @throws {KeyError} When no card has that name.
+   * The card of a model spec, `<name>` or `<VERB>:<name>` (`CHAT:llama-3`).
+   * A verb prefix that is not the card's verb is logged once as a warning;
+   * the card is served. A {@linkcode KeyError} when no card has that name.
    */
   resolve(spec: string): ModelCard {
     const colon = spec.indexOf(":");
@@ -182,7 +144,7 @@ export class Registry implements Iterable<ModelCard> {
     const card = this.get(spec.slice(colon + 1));
     if (prefix.toLowerCase() !== card.verb && !this.#warned.has(spec)) {
       this.#warned.add(spec);
-      const known = (VERBS as readonly string[]).includes(prefix.toLowerCase())
+      const known = VERBS.includes(prefix.toLowerCase())
         ? ""
         : ` ('${prefix}' is not a verb: expected one of ${VERBS.join(", ")})`;
       log.warn(
@@ -196,14 +158,10 @@ export class Registry implements Iterable<ModelCard> {
    * The card with every `${NAME}` in its `executable`, `command`, `args`
    * values and `env` values replaced from `env`, and `$${` made a literal
    * `${`. Only the cards a launcher starts are expanded, so an unused card
-   * may name unset variables.
+   * may name unset variables. Returns `card` itself when nothing changes.
    *
-   * @param card A card of this registry, as `get()` returns it.
-   * @param env The environment to read.
-   * @returns The expanded card (frozen), or `card` when nothing changes.
    * @throws {UnsetVariableError} When a variable is not set in `env`.
-   * @throws {KeyError} When no card of this registry has `card`'s name.
-   * @throws {TypeError} When `card` is not this registry's own card.
+   * @throws {TypeError} When `card` is not this registry's own, as `get()` returns it.
    *
    * @example
    * ```ts
@@ -218,34 +176,33 @@ export class Registry implements Iterable<ModelCard> {
     card: ModelCard,
     env: Readonly<Record<string, string | undefined>>,
   ): ModelCard {
-    const sites = this.#sites.get(card.name);
-    if (sites === undefined) throw this.#unknown(card.name);
-    if (this.#cards.get(card.name) !== card) {
+    const read = this.#cards.get(card.name);
+    if (read === undefined) throw this.#unknown(card.name);
+    if (read.card !== card) {
       // An expanded card's `${` may come from `$${`: expanding it again would be wrong.
       throw new TypeError(
         `Cannot expand card '${card.name}': not the card this registry holds (expected the card get() or resolve() returns, unexpanded)`,
       );
     }
-    return expandCard(card, env, this.file, sites);
+    return expandCard(read, env);
   }
 
   /** The cards in catalogue (file) order. */
-  [Symbol.iterator](): IterableIterator<ModelCard> {
-    return this.#cards.values();
+  *[Symbol.iterator](): IterableIterator<ModelCard> {
+    for (const read of this.#cards.values()) yield read.card;
   }
 
   #unknown(name: string): KeyError {
-    const options: { catalogue: string; shipped?: boolean } = {
+    return new KeyError(name, this.#cards.keys(), {
       catalogue: this.file,
-    };
-    if (this.#shipped) options.shipped = true;
-    return new KeyError(name, this.#cards.keys(), options);
+      shipped: this.#shipped,
+    });
   }
 }
 
 /**
  * Checked before the open: opening a FIFO blocks until a writer comes, and a
- * device may never end. A file that grows while read is capped all the same.
+ * device may never end.
  */
 async function readFileText(
   path: string | URL,
@@ -254,11 +211,15 @@ async function readFileText(
 ): Promise<string> {
   const info = await Deno.stat(path);
   if (!info.isFile) {
-    throw new CatalogueError(file, `it is ${kindOf(info)} ${EXPECTED_FILE}`);
+    throw new CatalogueError(
+      file,
+      `it is ${
+        kindOf(info)
+      } (expected a regular file holding the catalogue's YAML, or an http:, https: or file: URL)`,
+    );
   }
   if (info.size > MAX_BYTES) throw tooLarge(file, info.size);
-  const opened = await Deno.open(path);
-  return decode(await readAtMost(opened.readable, file, signal));
+  return await readAtMost((await Deno.open(path)).readable, file, signal);
 }
 
 function kindOf(info: Deno.FileInfo): string {
@@ -270,38 +231,33 @@ function kindOf(info: Deno.FileInfo): string {
   return "not a regular file";
 }
 
-/** The bytes of `body` up to {@linkcode MAX_BYTES}; one more and the rest is never read. */
+/** At most {@linkcode MAX_BYTES}: a file that grows while read, or a body that never ends, is capped all the same. */
 async function readAtMost(
-  body: ReadableStream<Uint8Array>,
+  body: ReadableStream<Uint8Array<ArrayBuffer>>,
   file: string,
-  signal: AbortSignal | undefined,
-): Promise<Uint8Array[]> {
+  signal?: AbortSignal,
+): Promise<string> {
   const reader = body.getReader();
-  // A read that hangs (a stalled disk, a body that stopped) ends with the signal.
+  // A read that hangs (a stalled disk) ends with the signal.
   const cancel = () => reader.cancel().catch(() => {});
   signal?.addEventListener("abort", cancel, { once: true });
-  const chunks: Uint8Array[] = [];
+  const chunks: Uint8Array<ArrayBuffer>[] = [];
   let size = 0;
   try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (signal?.aborted) throw stopped(file, signal.reason);
-      if (done) return chunks;
-      size += value.length;
+    for (
+      let read = await reader.read();
+      !read.done;
+      read = await reader.read()
+    ) {
+      size += read.value.length;
       if (size > MAX_BYTES) throw tooLarge(file);
-      chunks.push(value);
+      chunks.push(read.value);
     }
+    return await new Blob(chunks).text();
   } finally {
     signal?.removeEventListener("abort", cancel);
     await cancel();
   }
-}
-
-function decode(chunks: readonly Uint8Array[]): string {
-  const decoder = new TextDecoder();
-  return chunks.map((chunk) => decoder.decode(chunk, { stream: true })).join(
-    "",
-  ) + decoder.decode();
 }
 
 function tooLarge(file: string, size?: number): CatalogueError {
@@ -336,35 +292,26 @@ async function fetchText(
   timeout: number,
   stop: AbortSignal | undefined,
 ): Promise<string> {
-  const controller = new AbortController();
-  const timer = setTimeout(() => controller.abort(), timeout);
-  const signal = stop === undefined
-    ? controller.signal
-    : AbortSignal.any([controller.signal, stop]);
+  const timer = new AbortController();
+  const id = setTimeout(() => timer.abort(), timeout);
+  const signal = stop ? AbortSignal.any([timer.signal, stop]) : timer.signal;
   try {
     const response = await fetch(url, { signal });
-    if (!response.ok) {
+    const length = Number(response.headers.get("content-length") ?? NaN);
+    if (!response.ok || length > MAX_BYTES) {
       await response.body?.cancel();
-      throw new CatalogueError(
+      throw response.ok ? tooLarge(file, length) : new CatalogueError(
         file,
         `the server answered ${
           `${response.status} ${response.statusText}`.trim()
         } (expected 200 with the catalogue's YAML)`,
       );
     }
-    const length = Number(response.headers.get("content-length") ?? NaN);
-    if (length > MAX_BYTES) {
-      await response.body?.cancel();
-      throw tooLarge(file, length);
-    }
     // The fetch's signal ends the body's read too.
-    return response.body === null
-      ? ""
-      : decode(await readAtMost(response.body, file, undefined));
+    return response.body ? await readAtMost(response.body, file) : "";
   } catch (error) {
-    if (stop?.aborted) throw stopped(file, stop.reason);
-    if (error instanceof CatalogueError) throw error;
-    if (controller.signal.aborted) {
+    if (stop?.aborted || error instanceof CatalogueError) throw error;
+    if (timer.signal.aborted) {
       throw new CatalogueError(
         file,
         `no complete answer within ${
@@ -376,23 +323,22 @@ async function fetchText(
       );
     }
     // Deno's "fetch failed" says what went wrong only in its cause.
-    const reason = error instanceof Error && error.cause instanceof Error
-      ? error.cause.message
-      : error instanceof Error
-      ? error.message
-      : String(error);
+    const cause = error instanceof Error && error.cause instanceof Error
+      ? error.cause
+      : error;
+    const reason = cause instanceof Error ? cause.message : String(cause);
     throw new CatalogueError(
       file,
       `cannot fetch it: ${
-        reason
-          .replace(/^error sending request for url \([^)]*\): /, "")
-          .replace(/^client error \(Connect\): /, "")
-          .replace(/^Fetch failed: /, "")
+        reason.replace(
+          /^(?:error sending request for url \([^)]*\): )?(?:client error \(Connect\): )?(?:Fetch failed: )?/,
+          "",
+        )
       } (expected a reachable HTTP server serving the catalogue at that URL)`,
       { cause: error },
     );
   } finally {
-    clearTimeout(timer);
+    clearTimeout(id);
   }
 }
 
@@ -400,10 +346,4 @@ function displayName(url: URL): string {
   if (url.protocol !== "file:") return url.href;
   const path = decodeURIComponent(url.pathname);
   return /^\/[A-Za-z]:\//.test(path) ? path.slice(1) : path;
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error
-    ? `${error.name}: ${error.message}`
-    : String(error);
 }

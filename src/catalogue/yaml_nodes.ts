@@ -1,13 +1,7 @@
-/**
- * A catalogue's text as npm:yaml's document, and its nodes as the card reader
- * reads them; every problem a {@linkcode CatalogueError} naming the card,
- * field and line.
- *
- * @module
- */
+// A catalogue's YAML as the card reader reads it; every problem a
+// CatalogueError naming the card, field and line.
 import {
   type Alias,
-  type Document,
   isAlias,
   isMap,
   isNode,
@@ -19,86 +13,223 @@ import {
   parseDocument,
   type YAMLError,
   type YAMLMap,
+  type YAMLSeq,
 } from "yaml";
 import { CatalogueError } from "./catalogue_error.ts";
 
-export interface Context {
-  readonly file: string;
-  readonly doc: Document.Parsed;
-  readonly lines: LineCounter;
-  /** Found in one walk: npm:yaml's `resolve` walks the document per alias. */
-  readonly aliases: Map<Alias, Node>;
-}
-
-/** A value node, aliases followed. */
-export interface FieldValue {
-  value: unknown;
-  where: Where;
-}
-
-/** `node` gives the line. */
+/** Where a message points; `node` gives the line. */
 export interface Where {
   card?: string | undefined;
   field?: string | undefined;
   node?: unknown;
 }
 
-export function fail(ctx: Context, where: Where, detail: string): never {
-  throw new CatalogueError(ctx.file, detail, {
-    card: where.card,
-    field: where.field,
-    line: lineOf(ctx, where.node),
-  });
-}
-
-export function lineOf(ctx: Context, node: unknown): number | undefined {
-  const range = (node as Node | null | undefined)?.range;
-  return range ? ctx.lines.linePos(range[0]).line : undefined;
-}
-
-export function deref(ctx: Context, where: Where, node: unknown): unknown {
-  if (!isAlias(node)) return node;
-  const target = ctx.aliases.get(node);
-  if (target === undefined) {
-    fail(
-      ctx,
-      where,
-      `unknown anchor '${node.source}' (expected an anchor defined earlier with &${node.source})`,
-    );
-  }
-  return target;
-}
+/** What a duplicate key breaks, by where it is in a card. */
+const ONCE_IN = new Map([
+  ["", "each field once in a card"],
+  ["args", "each flag once in args"],
+  ["env", "each variable once in env"],
+]);
 
 /** Aliases can repeat a subtree exponentially. */
 const MAX_PLAIN_NODES = 10_000;
 
-/** For JSON text; npm:yaml's `toJS` would walk the whole document for each alias. */
-export function plainValue(ctx: Context, where: Where, node: unknown): unknown {
-  let budget = MAX_PLAIN_NODES;
-  function plain(node: unknown): unknown {
-    if (--budget < 0) {
-      fail(
-        ctx,
-        where,
-        `value too large once its aliases are followed (expected at most ${MAX_PLAIN_NODES} items)`,
-      );
-    }
-    const value = deref(ctx, where, node);
-    if (isSeq(value)) return value.items.map(plain);
-    if (!isMap(value)) return scalarValue(value) ?? null;
-    // No prototype: a key `__proto__` stays a key.
-    const out: Record<string, unknown> = Object.create(null);
-    for (const pair of value.items) {
-      const key = plain(pair.key);
-      out[
-        typeof key === "object" && key !== null
-          ? JSON.stringify(key)
-          : String(key ?? "")
-      ] = plain(pair.value);
-    }
-    return out;
+/**
+ * One catalogue document. npm:yaml's own duplicate-key check compares each key
+ * with every earlier one of its mapping, and its `Alias.resolve` walks the
+ * whole document once per alias: both are quadratic in the number of cards.
+ * One walk here does both.
+ */
+export class Context {
+  readonly file: string;
+  readonly contents: unknown;
+  #lines = new LineCounter();
+  #aliases = new Map<Alias, Node>();
+
+  constructor(text: string, file: string) {
+    this.file = file;
+    const doc = parseDocument(text, {
+      lineCounter: this.#lines,
+      prettyErrors: false,
+      uniqueKeys: false,
+    });
+    this.contents = doc.contents;
+    const problem = doc.errors[0] ?? doc.warnings[0];
+    if (problem) throw this.#yamlProblem(text, problem);
+    this.#walk(doc.contents, [], new Map());
   }
-  return plain(node);
+
+  fail(where: Where, detail: string): never {
+    throw new CatalogueError(this.file, detail, {
+      card: where.card,
+      field: where.field,
+      line: this.lineOf(where.node),
+    });
+  }
+
+  lineOf(node: unknown): number | undefined {
+    const range = (node as Node | null | undefined)?.range;
+    return range ? this.#lines.linePos(range[0]).line : undefined;
+  }
+
+  deref(where: Where, node: unknown): unknown {
+    if (!isAlias(node)) return node;
+    return this.#aliases.get(node) ?? this.fail(
+      where,
+      `unknown anchor '${node.source}' (expected an anchor defined earlier with &${node.source})`,
+    );
+  }
+
+  /** In document order, as npm:yaml resolves aliases: the last anchor of that name before the alias. */
+  #walk(node: unknown, path: readonly string[], anchors: Map<string, Node>) {
+    if (isAlias(node)) {
+      const target = anchors.get(node.source);
+      if (target !== undefined) this.#aliases.set(node, target);
+      return;
+    }
+    if (!isNode(node)) return;
+    if (node.anchor) anchors.set(node.anchor, node);
+    if (isSeq(node)) {
+      node.items.forEach((item, i) =>
+        this.#walk(item, [...path, `[${i}]`], anchors)
+      );
+    } else if (isMap(node)) {
+      const seen = new Map<unknown, Node>();
+      for (const pair of node.items) {
+        this.#walk(pair.key, path, anchors);
+        const keyNode = isAlias(pair.key)
+          ? this.#aliases.get(pair.key)
+          : pair.key;
+        const key = isScalar(keyNode) ? keyNode.value : undefined;
+        const first = key === undefined ? undefined : seen.get(key);
+        if (first !== undefined) {
+          this.#duplicate(path, String(key), pair.key, first);
+        }
+        if (key !== undefined) seen.set(key, pair.key as Node);
+        this.#walk(pair.value, [...path, String(key)], anchors);
+      }
+    }
+  }
+
+  #duplicate(
+    path: readonly string[],
+    key: string,
+    node: unknown,
+    first: Node,
+  ): never {
+    const [top, card, ...inCard] = path;
+    let where: Where = { field: fieldPath(path) || key, node };
+    let expected = "each key once in a mapping";
+    if (top === "models" && card === undefined) {
+      where = { card: key, node };
+      expected = "each card name once";
+    } else if (top === "models") {
+      where = { card, field: fieldPath(inCard) || key, node };
+      expected = ONCE_IN.get(inCard.join()) ?? expected;
+    }
+    this.fail(
+      where,
+      `duplicate key '${key}' (expected ${expected}; the first is on line ${
+        this.lineOf(first)
+      })`,
+    );
+  }
+
+  #yamlProblem(text: string, problem: YAMLError): CatalogueError {
+    // An error found at the very end points at the last line that has text.
+    const offset = Math.max(0, Math.min(problem.pos[0], text.trimEnd().length));
+    const detail = problem.code === "MULTIPLE_DOCS"
+      ? "invalid YAML: a second document starts here (expected one document)"
+      : `invalid YAML: ${problem.message}`;
+    return new CatalogueError(this.file, detail, {
+      ...locate(this.contents, offset),
+      line: this.#lines.linePos(offset).line,
+      cause: problem,
+    });
+  }
+}
+
+/** A value of the catalogue, read through aliases, and where messages point. */
+export class Field {
+  /** `node`: the value as written (an alias is followed when read); `key`: the key it is written under. */
+  constructor(
+    readonly ctx: Context,
+    readonly node: unknown,
+    readonly where: Where,
+    readonly key?: unknown,
+  ) {}
+
+  get value(): unknown {
+    return this.ctx.deref(this.where, this.node);
+  }
+
+  get scalar(): unknown {
+    const value = this.value;
+    return isScalar(value) ? value.value : undefined;
+  }
+
+  fail(detail: string, node: unknown = this.where.node): never {
+    this.ctx.fail({ ...this.where, node }, detail);
+  }
+
+  expected(what: string, suffix = ""): never {
+    this.fail(`expected ${what}, got ${describe(this.value)}${suffix}`);
+  }
+
+  /** For JSON text; npm:yaml's `toJS` would walk the whole document for each alias. */
+  plain(): unknown {
+    let budget = MAX_PLAIN_NODES;
+    const plain = (node: unknown): unknown => {
+      if (--budget < 0) {
+        this.fail(
+          `value too large once its aliases are followed (expected at most ${MAX_PLAIN_NODES} items)`,
+        );
+      }
+      const value = this.ctx.deref(this.where, node);
+      if (isSeq(value)) return value.items.map(plain);
+      if (!isMap(value)) return (isScalar(value) ? value.value : null) ?? null;
+      // No prototype: a key `__proto__` stays a key.
+      const out: Record<string, unknown> = Object.create(null);
+      for (const pair of value.items) {
+        const key = plain(pair.key);
+        out[
+          typeof key === "object" && key !== null
+            ? JSON.stringify(key)
+            : String(key ?? "")
+        ] = plain(pair.value);
+      }
+      return out;
+    };
+    return plain(this.value);
+  }
+
+  /** A list's items, as `field[i]`. */
+  items(): Field[] {
+    return (this.value as YAMLSeq).items.map((item, i) =>
+      new Field(this.ctx, item, {
+        ...this.where,
+        field: `${this.where.field}[${i}]`,
+        node: item,
+      })
+    );
+  }
+
+  /** A mapping's entries by key text, as `field.key`; each key is checked when its turn comes. */
+  *entries(): Generator<[string, Field]> {
+    for (const pair of (this.value as YAMLMap).items) {
+      const at: Field = new Field(this.ctx, pair.key, {
+        ...this.where,
+        node: pair.key,
+      });
+      const key = at.scalar;
+      if (typeof key !== "string") at.expected("a string key");
+      const field = this.where.field === undefined
+        ? key
+        : `${this.where.field}.${key}`;
+      const where = { ...this.where, field, node: pair.value ?? pair.key };
+      yield [key, new Field(this.ctx, pair.value, where, pair.key)];
+    }
+  }
 }
 
 /** For "got ..." in messages. */
@@ -120,133 +251,11 @@ export function clip(text: string): string {
   return escaped.length > 60 ? `${escaped.slice(0, 57)}...` : escaped;
 }
 
-export function scalarValue(node: unknown): unknown {
-  return isScalar(node) ? node.value : undefined;
-}
-
-export function keyText(ctx: Context, where: Where, key: unknown): string {
-  const value = scalarValue(deref(ctx, where, key));
-  if (typeof value !== "string") {
-    fail(
-      ctx,
-      { ...where, node: key },
-      `expected a string key, got ${describe(deref(ctx, where, key))}`,
-    );
-  }
-  return value;
-}
-
-/**
- * npm:yaml's own duplicate-key check compares each key with every earlier one
- * of its mapping, and its `Alias.resolve` walks the whole document once per
- * alias: both are quadratic in the number of cards. One walk here does both.
- */
-export function readYamlDocument(text: string, file: string): Context {
-  const lines = new LineCounter();
-  const doc = parseDocument(text, {
-    lineCounter: lines,
-    prettyErrors: false,
-    uniqueKeys: false,
-  });
-  const aliases = new Map<Alias, Node>();
-  const ctx: Context = { file, doc, lines, aliases };
-  const problem = doc.errors[0] ?? doc.warnings[0];
-  if (problem) throw yamlProblem(ctx, text, problem);
-  walk(ctx, doc.contents, [], new Map());
-  return ctx;
-}
-
-/** In document order, as npm:yaml resolves aliases: the last anchor of that name before the alias. */
-function walk(
-  ctx: Context,
-  node: unknown,
-  path: readonly string[],
-  anchors: Map<string, Node>,
-): void {
-  if (isAlias(node)) {
-    const target = anchors.get(node.source);
-    if (target !== undefined) ctx.aliases.set(node, target);
-    return;
-  }
-  if (!isNode(node)) return;
-  if (node.anchor) anchors.set(node.anchor, node);
-  if (isSeq(node)) {
-    node.items.forEach((item, i) =>
-      walk(ctx, item, [...path, `[${i}]`], anchors)
-    );
-  } else if (isMap(node)) {
-    const seen = new Map<unknown, Node>();
-    for (const pair of node.items) {
-      walk(ctx, pair.key, path, anchors);
-      const keyNode = isAlias(pair.key) ? ctx.aliases.get(pair.key) : pair.key;
-      const key = isScalar(keyNode) ? keyNode.value : undefined;
-      const first = key === undefined ? undefined : seen.get(key);
-      if (first !== undefined) {
-        duplicate(ctx, path, String(key), pair.key, first);
-      }
-      if (key !== undefined) seen.set(key, pair.key as Node);
-      walk(ctx, pair.value, [...path, String(key)], anchors);
-    }
-  }
-}
-
-function duplicate(
-  ctx: Context,
-  path: readonly string[],
-  key: string,
-  node: unknown,
-  first: Node,
-): never {
-  const [top, card, ...inCard] = path;
-  const where: Where = { node };
-  let expected = "each key once in a mapping";
-  if (top !== "models") where.field = fieldPath(path) || key;
-  else if (card === undefined) {
-    where.card = key;
-    expected = "each card name once";
-  } else {
-    where.card = card;
-    where.field = fieldPath(inCard) || key;
-    if (inCard.length === 0) expected = "each field once in a card";
-    else if (inCard.length === 1 && inCard[0] === "args") {
-      expected = "each flag once in args";
-    } else if (inCard.length === 1 && inCard[0] === "env") {
-      expected = "each variable once in env";
-    }
-  }
-  fail(
-    ctx,
-    where,
-    `duplicate key '${key}' (expected ${expected}; the first is on line ${
-      lineOf(ctx, first)
-    })`,
-  );
-}
-
 /** `args.limit-mm-per-prompt`, `command[0]`. */
 function fieldPath(parts: readonly string[]): string {
   return parts.map((p, i) => i === 0 || p.startsWith("[") ? p : `.${p}`).join(
     "",
   );
-}
-
-function yamlProblem(
-  ctx: Context,
-  text: string,
-  problem: YAMLError,
-): CatalogueError {
-  // An error found at the very end points at the last line that has text.
-  const offset = Math.max(0, Math.min(problem.pos[0], text.trimEnd().length));
-  const line = ctx.lines.linePos(offset).line;
-  const where = locate(ctx.doc, offset);
-  const detail = problem.code === "MULTIPLE_DOCS"
-    ? "invalid YAML: a second document starts here (expected one document)"
-    : `invalid YAML: ${problem.message}`;
-  return new CatalogueError(ctx.file, detail, {
-    ...where,
-    line,
-    cause: problem,
-  });
 }
 
 /** A problem found where a key starts belongs to what came before. */
@@ -258,19 +267,19 @@ function spans(pair: Pair<unknown, unknown>, offset: number): boolean {
   return start < offset && offset < end;
 }
 
-function pairName(pair: Pair<unknown, unknown>): string | undefined {
-  const value = isScalar(pair.key) ? pair.key.value : undefined;
-  if (typeof value !== "string" && typeof value !== "number") return undefined;
-  return String(value);
-}
-
-function locate(doc: Document.Parsed, offset: number): Where {
+/** The card and field a YAML syntax problem lies in. */
+function locate(contents: unknown, offset: number): Where {
   const path: (string | undefined)[] = [];
-  let node: unknown = doc.contents;
+  let node = contents;
   while (isMap(node) && path.length < 3) {
-    const pair = (node as YAMLMap).items.find((p) => spans(p, offset));
+    const pair = node.items.find((p) => spans(p, offset));
     if (pair === undefined) break;
-    path.push(pairName(pair));
+    const key = isScalar(pair.key) ? pair.key.value : undefined;
+    path.push(
+      typeof key === "string" || typeof key === "number"
+        ? String(key)
+        : undefined,
+    );
     node = pair.value;
   }
   const [top, card, field] = path;

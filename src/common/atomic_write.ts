@@ -1,6 +1,8 @@
 /**
- * Files replaced whole, never seen half-written: the new content goes to a
- * temporary file in the same directory, then a rename puts it in place.
+ * Files replaced whole, never seen half-written: the content goes to a new
+ * file created exclusively (`createNew`, which never follows a link) under an
+ * unpredictable name beside `path`, then a rename puts it in place. The
+ * temporary file is removed when the write or the rename fails.
  *
  * @module
  */
@@ -19,67 +21,60 @@ function temporaryPath(path: string): string {
   return `${path.slice(0, slash + 1)}.${path.slice(slash + 1)}.${random}.tmp`;
 }
 
-/**
- * Writes `data` to `path` atomically: a new file created exclusively
- * (`createNew`, which never follows a link) under an unpredictable name in
- * `path`'s directory, then renamed onto `path`. The temporary file is removed
- * when the write or the rename fails.
- */
+function bytesOf(data: string | Uint8Array): Uint8Array {
+  return typeof data === "string" ? new TextEncoder().encode(data) : data;
+}
+
+/** A name taken is not ours to remove: another is tried. */
+function taken(error: unknown, tries: number): boolean {
+  if (!(error instanceof Deno.errors.AlreadyExists)) return false;
+  if (tries < TRIES) return true;
+  throw error;
+}
+
 export async function writeFileAtomic(
   path: string,
   data: string | Uint8Array,
   options: { mode?: number } = {},
 ): Promise<void> {
-  const bytes = typeof data === "string"
-    ? new TextEncoder().encode(data)
-    : data;
   for (let tries = 1;; tries++) {
     const temporary = temporaryPath(path);
     try {
-      await Deno.writeFile(temporary, bytes, { ...options, createNew: true });
+      await Deno.writeFile(temporary, bytesOf(data), {
+        ...options,
+        createNew: true,
+      });
     } catch (error) {
-      // Taken: not ours to remove.
-      if (error instanceof Deno.errors.AlreadyExists) {
-        if (tries < TRIES) continue;
-        throw error;
-      }
+      if (taken(error, tries)) continue;
       await Deno.remove(temporary).catch(() => {});
       throw error;
     }
-    try {
-      await Deno.rename(temporary, path);
-      return;
-    } catch (error) {
+    return await Deno.rename(temporary, path).catch(async (error) => {
       await Deno.remove(temporary).catch(() => {});
       throw error;
-    }
+    });
   }
 }
 
-/** {@linkcode writeFileAtomic}, synchronously. */
 export function writeFileAtomicSync(
   path: string,
   data: string | Uint8Array,
   options: { mode?: number } = {},
 ): void {
-  const bytes = typeof data === "string"
-    ? new TextEncoder().encode(data)
-    : data;
   for (let tries = 1;; tries++) {
     const temporary = temporaryPath(path);
     try {
-      Deno.writeFileSync(temporary, bytes, { ...options, createNew: true });
+      Deno.writeFileSync(temporary, bytesOf(data), {
+        ...options,
+        createNew: true,
+      });
     } catch (error) {
-      if (error instanceof Deno.errors.AlreadyExists) {
-        if (tries < TRIES) continue;
-        throw error;
-      }
+      if (taken(error, tries)) continue;
       removeQuietly(temporary);
       throw error;
     }
     try {
-      Deno.renameSync(temporary, path);
-      return;
+      return Deno.renameSync(temporary, path);
     } catch (error) {
       removeQuietly(temporary);
       throw error;

@@ -1,10 +1,4 @@
-/**
- * Close-name suggestions for "did you mean …?" messages.
- *
- * @module
- */
-
-/** Edit distance, or one containing the other; case ignored, ties in name order. */
+/** Close names for "did you mean …?": by edit distance, or one containing the other; case ignored, ties in name order. */
 export function closeMatches(
   query: string,
   names: readonly string[],

@@ -1,13 +1,6 @@
-/**
- * Text tables aligned like `docker ps` (columns three spaces apart, no
- * trailing spaces), for the status view and `--dry-run`.
- *
- * @module
- */
-
 const RESET = "\x1b[0m";
 
-/** `paint` gives a cell's ANSI code (`row` -1: the titles); only the text is painted, not the padding. */
+/** A table aligned like `docker ps` (no trailing spaces); `paint` gives a cell's ANSI code (`row` -1: the titles); only the text is painted, not the padding. */
 export function alignColumns(
   titles: readonly string[],
   rows: readonly (readonly string[])[],

@@ -6,9 +6,10 @@
  */
 
 /**
- * An input that cannot be used: the command line prints its one line and
- * exits 1. `ConfigError`, `CatalogueError`, `KeyError`, `EngineError`,
- * `SSLConfigError` and `GpuPlacementError` extend it.
+ * An input that cannot be used: the command line prints its one line (what
+ * was wrong and what was expected) and exits 1. `ConfigError`,
+ * `CatalogueError`, `KeyError`, `EngineError`, `SSLConfigError` and
+ * `GpuPlacementError` extend it.
  *
  * @example
  * ```ts
@@ -17,16 +18,8 @@
  * ```
  */
 export class InputError extends Error {
-  /**
-   * Creates the error.
-   *
-   * @param message One line: what was wrong and what was expected.
-   * @param options The underlying error, if any.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "InputError";
-  }
+  /** The class's name. */
+  override name: string = "InputError";
 }
 
 /**
@@ -39,14 +32,6 @@ export class InputError extends Error {
  * ```
  */
 export class ConfigError extends InputError {
-  /**
-   * Creates the error.
-   *
-   * @param message One line: what was wrong and what was expected.
-   * @param options The underlying error, if any.
-   */
-  constructor(message: string, options?: ErrorOptions) {
-    super(message, options);
-    this.name = "ConfigError";
-  }
+  /** The class's name. */
+  override name: string = "ConfigError";
 }

@@ -1,10 +1,5 @@
-/**
- * The launcher's settings read from the environment when this module is first
- * imported (the table is in the door, `common.ts`), for library users: the
- * launcher reads them when it is made (`serve/config.ts`).
- *
- * @module
- */
+// For library users, read at import (the table is in the door, `common.ts`);
+// the launcher reads the environment when it is made (`serve/config.ts`).
 import { type Environment, isDevMode, readEnvironment } from "./settings.ts";
 
 const read: Environment = readEnvironment(Deno.env.toObject());

@@ -8,11 +8,8 @@
  *
  * @module
  */
-/** How much a log line matters. */
 export type LogLevel = "debug" | "info" | "warn" | "error";
-
-/** Receives every log line at or above the configured level. */
-export type LogSink = (level: LogLevel, message: string) => void;
+type LogSink = (level: LogLevel, message: string) => void;
 
 const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 const encoder = new TextEncoder();
@@ -58,17 +55,9 @@ function emit(level: LogLevel, message: string): void {
   if (RANK[level] >= RANK[threshold]) sink(level, message);
 }
 
-export const log = {
-  debug(message: string): void {
-    emit("debug", message);
-  },
-  info(message: string): void {
-    emit("info", message);
-  },
-  warn(message: string): void {
-    emit("warn", message);
-  },
-  error(message: string): void {
-    emit("error", message);
-  },
+export const log: Record<LogLevel, (message: string) => void> = {
+  debug: (message) => emit("debug", message),
+  info: (message) => emit("info", message),
+  warn: (message) => emit("warn", message),
+  error: (message) => emit("error", message),
 };

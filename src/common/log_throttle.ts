@@ -1,9 +1,3 @@
-/**
- * A log bounded under abuse: per key, the first line of a 10 s window is
- * written, the rest counted ("… and 4,211 more in 10 s").
- *
- * @module
- */
 import { log } from "./log.ts";
 
 /** Tests pass a clock they move by hand. */
@@ -33,7 +27,11 @@ interface Window {
 
 const COUNT = new Intl.NumberFormat("en-US");
 
-/** Keys must come from a small fixed set: one entry is kept per live key. */
+/**
+ * A log bounded under abuse: per key, the first line of a 10 s window is
+ * written, the rest counted ("… and 4,211 more in 10 s"). Keys must come from
+ * a small fixed set: one entry is kept per live key.
+ */
 export class LogThrottle {
   #write: (line: string) => void;
   #clock: Clock;

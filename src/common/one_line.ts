@@ -1,9 +1,3 @@
-/**
- * A message on one line, for log lines and one-line errors.
- *
- * @module
- */
-
 /** Every run of whitespace becomes one space. */
 export function oneLine(message: unknown): string {
   const text = message instanceof Error ? message.message : String(message);

@@ -2,7 +2,7 @@
 // one more object here, its name in `catalogue/engine_names.ts` and
 // `catalogue/catalogue.schema.json` (tests check all three agree).
 import type { ModelCard } from "../catalogue.ts";
-import { ENGINE_NAMES } from "../catalogue/engine_names.ts";
+import { ENGINE_NAMES } from "../catalogue/model_card.ts";
 import type { EngineKind } from "./kinds/engine_kind.ts";
 import { COMMAND } from "./kinds/command.ts";
 import { LLAMA_CPP } from "./kinds/llama_cpp.ts";

@@ -14,8 +14,10 @@ import {
   Verb,
 } from "../../src/catalogue.ts";
 import { DEFAULT_CATALOGUE } from "../../src/catalogue/registry.ts";
-import { RESTART_POLICIES } from "../../src/catalogue/model_card.ts";
-import { ENGINE_NAMES } from "../../src/catalogue/engine_names.ts";
+import {
+  ENGINE_NAMES,
+  RESTART_POLICIES,
+} from "../../src/catalogue/model_card.ts";
 import {
   BAD,
   GOOD,

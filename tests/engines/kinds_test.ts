@@ -1,7 +1,7 @@
 /** The engine kinds table: one object a kind, in step with the catalogue's names. */
 import assert from "node:assert/strict";
 import { ENGINE_KINDS, registerEngineKind } from "../../src/engines/kinds.ts";
-import { ENGINE_NAMES } from "../../src/catalogue/engine_names.ts";
+import { ENGINE_NAMES } from "../../src/catalogue/model_card.ts";
 import { catalogue } from "../support/gpu_cards.ts";
 
 // tests/catalogue/schema_test.ts checks the schema's engine enum against ENGINE_NAMES.
