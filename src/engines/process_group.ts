@@ -29,18 +29,14 @@ export function signalGroup(pgid: number, signal: GroupSignal): boolean {
   return code === 0;
 }
 
-// SIGCONT is harmless to a running process.
-function groupAlive(pgid: number): boolean {
-  return signalGroup(pgid, "SIGCONT");
-}
-
 /** SIGTERM, then SIGKILL after `graceMs`; resolves once nothing is left, or 5 s after SIGKILL. */
 export async function stopGroup(
   pgid: number,
   graceMs: number,
   how: { alive?: (pgid: number) => boolean; onKill?: () => void } = {},
 ): Promise<void> {
-  const alive = how.alive ?? groupAlive;
+  // SIGCONT is harmless to a running process.
+  const alive = how.alive ?? ((group) => signalGroup(group, "SIGCONT"));
   const gone = async (ms: number) => {
     const deadline = Date.now() + ms;
     while (alive(pgid)) {

@@ -13,16 +13,13 @@ import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
 import { engineEnv } from "./launch.ts";
 import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
-
-export { EngineError } from "./engine_error.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { sleep, within } from "../common/sleep.ts";
 import { abortAfter, engineOrigin } from "./metrics_read.ts";
 import { EngineLog } from "./log_sink.ts";
-import { LoadWatch } from "./load_watch.ts";
+import { hubCache, incompleteBytes, LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
-import { hubCache, incompleteBytes } from "./hf_download.ts";
 
 /** The outcome of one health poll. */
 export type HealthCheck = Awaited<ReturnType<ServerProcess["check"]>>;
@@ -112,18 +109,6 @@ export class ServerProcess implements AsyncDisposable {
     this.url = baseUrl(plan);
   }
 
-  /** Tells {@linkcode ServerProcess.watch} the bytes of a hub download under way (only a run given the hub id downloads). */
-  lookForDownload(): void {
-    const hub = this.card.hub;
-    if (!hub || !this.args.includes(hub) || !this.#env || this.#looking) return;
-    // One look at a time: a slow disk never piles them up.
-    this.#looking = incompleteBytes(hubCache(this.#env), hub)
-      .then((bytes) => this.watch.downloaded(bytes))
-      .finally(() => {
-        this.#looking = undefined;
-      });
-  }
-
   /** The log file for the engine's stdout and stderr. */
   get logFile(): string {
     return this.#log.path;
@@ -161,10 +146,21 @@ export class ServerProcess implements AsyncDisposable {
     polls: () => boolean,
   ): AsyncGenerator<HealthCheck> {
     while (loading() && this.running && !signal.aborted) {
-      if (this.card.hub) this.lookForDownload();
+      this.#lookForDownload();
       await sleep(every, signal);
       if (polls() && this.running) yield await this.check(every);
     }
+  }
+
+  // Only a run given the hub id downloads. One look at a time: a slow disk never piles them up.
+  #lookForDownload(): void {
+    const hub = this.card.hub;
+    if (!hub || !this.args.includes(hub) || !this.#env || this.#looking) return;
+    this.#looking = incompleteBytes(hubCache(this.#env), hub)
+      .then((bytes) => this.watch.downloaded(bytes))
+      .finally(() => {
+        this.#looking = undefined;
+      });
   }
 
   /** Epoch ms of its last sign of life while it loads: the spawn, output, a phase line, a growing download. */
@@ -184,12 +180,7 @@ export class ServerProcess implements AsyncDisposable {
 
   /** The command line as logged: the API key masked. */
   get commandLine(): string {
-    return this.mask([this.executable, ...this.args].join(" "));
-  }
-
-  /** `text` with this engine's API keys replaced by `***`. */
-  mask(text: string): string {
-    return masked(this.plan, text);
+    return masked(this.plan, [this.executable, ...this.args].join(" "));
   }
 
   /**
@@ -233,9 +224,17 @@ export class ServerProcess implements AsyncDisposable {
         new Date().toISOString()
       } start: ${this.commandLine} (pid ${child.pid})`,
     );
+    // The log never makes the pump wait, so the engine never blocks on a full pipe.
+    const pump = async (stream: ReadableStream<Uint8Array>) => {
+      const watch = this.watch.feeder();
+      for await (const chunk of stream) {
+        watch(chunk);
+        this.#log.write(chunk);
+      }
+    };
     this.#drained = Promise.allSettled([
-      pump(child.stdout, this.#log, this.watch.feeder()),
-      pump(child.stderr, this.#log, this.watch.feeder()),
+      pump(child.stdout),
+      pump(child.stderr),
     ]);
     this.#exited = child.status.then((status) => {
       this.#status = status;
@@ -285,14 +284,10 @@ export class ServerProcess implements AsyncDisposable {
 
   async #probe(timeoutMs: number): Promise<HealthCheck> {
     const abort = abortAfter(timeoutMs);
+    const url = `${engineOrigin(this.host, this.port)}/health`;
     const began = performance.now();
     try {
-      const response = await fetch(
-        `${engineOrigin(this.host, this.port)}/health`,
-        {
-          signal: abort.signal,
-        },
-      );
+      const response = await fetch(url, { signal: abort.signal });
       await response.body?.cancel();
       const ok = response.status === 200 && this.running;
       return { ok, ms: performance.now() - began };
@@ -350,18 +345,6 @@ export class ServerProcess implements AsyncDisposable {
   /** Stops the engine (see {@linkcode ServerProcess.stop}). */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
-  }
-}
-
-/** The log never makes the pump wait, so the engine never blocks on a full pipe. */
-async function pump(
-  stream: ReadableStream<Uint8Array>,
-  sink: EngineLog,
-  watch: (chunk: Uint8Array) => void,
-): Promise<void> {
-  for await (const chunk of stream) {
-    watch(chunk);
-    sink.write(chunk);
   }
 }
 
