@@ -78,14 +78,13 @@ export class ServerProcess implements AsyncDisposable {
   #log: EngineLog;
   #ownLog: boolean;
   #startedAt: number | undefined;
-  #ended: Promise<Deno.CommandStatus> | undefined;
   #child: Deno.ChildProcess | undefined;
   #status: Deno.CommandStatus | undefined;
   #exited: Promise<Deno.CommandStatus> | undefined;
+  #ended: Promise<Deno.CommandStatus> | undefined;
   #drained: Promise<unknown> | undefined;
   #stopping: Promise<void> | undefined;
   #poll: Promise<HealthCheck> | undefined;
-  #env: Record<string, string> | undefined;
   #looking: Promise<void> | undefined;
 
   /**
@@ -133,35 +132,6 @@ export class ServerProcess implements AsyncDisposable {
   get startedAt(): number | undefined {
     return this.#startedAt;
   }
-  /**
-   * While `loading()`: every `every` ms a look at its hub download (growing
-   * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
-   * a `/health` poll, yielded.
-   * @ignore The launcher's own plumbing.
-   */
-  async *loadPolls(
-    every: number,
-    signal: AbortSignal,
-    loading: () => boolean,
-    polls: () => boolean,
-  ): AsyncGenerator<HealthCheck> {
-    while (loading() && this.running && !signal.aborted) {
-      this.#lookForDownload();
-      await sleep(every, signal);
-      if (polls() && this.running) yield await this.check(every);
-    }
-  }
-
-  // Only a run given the hub id downloads. One look at a time: a slow disk never piles them up.
-  #lookForDownload(): void {
-    const hub = this.card.hub;
-    if (!hub || !this.args.includes(hub) || !this.#env || this.#looking) return;
-    this.#looking = incompleteBytes(hubCache(this.#env), hub)
-      .then((bytes) => this.watch.downloaded(bytes))
-      .finally(() => {
-        this.#looking = undefined;
-      });
-  }
 
   /** Epoch ms of its last sign of life while it loads: the spawn, output, a phase line, a growing download. */
   get lastSignOfLife(): number {
@@ -184,6 +154,36 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   /**
+   * While `loading()`: every `every` ms a look at its hub download (growing
+   * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
+   * a `/health` poll, yielded.
+   * @ignore The launcher's own plumbing.
+   */
+  async *loadPolls(
+    every: number,
+    signal: AbortSignal,
+    loading: () => boolean,
+    polls: () => boolean,
+  ): AsyncGenerator<HealthCheck> {
+    while (loading() && this.running && !signal.aborted) {
+      this.#lookForDownload();
+      await sleep(every, signal);
+      if (polls() && this.running) yield await this.check(every);
+    }
+  }
+
+  // Only a run given the hub id downloads. One look at a time: a slow disk never piles them up.
+  #lookForDownload(): void {
+    const hub = this.card.hub;
+    if (!hub || !this.args.includes(hub) || this.#looking) return;
+    this.#looking = incompleteBytes(hubCache(engineEnv(this.plan)), hub)
+      .then((bytes) => this.watch.downloaded(bytes))
+      .finally(() => {
+        this.#looking = undefined;
+      });
+  }
+
+  /**
    * Spawns the engine in its own process group, its output appended to its
    * log; does not wait for the model to load.
    *
@@ -194,11 +194,9 @@ export class ServerProcess implements AsyncDisposable {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
     try {
-      // The one read of the launcher's environment for this run (its hub cache too).
-      this.#env = engineEnv(this.plan);
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: this.#env,
+        env: engineEnv(this.plan),
         clearEnv: true,
         stdin: "null",
         stdout: "piped",
@@ -206,24 +204,17 @@ export class ServerProcess implements AsyncDisposable {
         detached: true,
       }).spawn();
     } catch (cause) {
-      this.#log.line(
-        `--- ${new Date().toISOString()} cannot start: ${this.commandLine}`,
-      );
+      this.#mark(`cannot start: ${this.commandLine}`);
+      const why = cause instanceof Error ? cause.message : cause;
       throw new EngineError(
-        `Cannot start ${this.name}: ${this.executable}: ${
-          cause instanceof Error ? cause.message : cause
-        }`,
+        `Cannot start ${this.name}: ${this.executable}: ${why}`,
         { cause },
       );
     }
     const child = this.#child;
     this.#startedAt = Date.now();
     track(child.pid);
-    this.#log.line(
-      `--- ${
-        new Date().toISOString()
-      } start: ${this.commandLine} (pid ${child.pid})`,
-    );
+    this.#mark(`start: ${this.commandLine} (pid ${child.pid})`);
     // The log never makes the pump wait, so the engine never blocks on a full pipe.
     const pump = async (stream: ReadableStream<Uint8Array>) => {
       const watch = this.watch.feeder();
@@ -262,7 +253,6 @@ export class ServerProcess implements AsyncDisposable {
 
   /** Whether the engine's `GET /health` answers 200 within `timeoutMs` now. */
   async healthy(timeoutMs = 2_000): Promise<boolean> {
-    if (!this.running) return false;
     return (await this.check(timeoutMs)).ok;
   }
 
@@ -329,17 +319,17 @@ export class ServerProcess implements AsyncDisposable {
     const status = await this.#exited;
     forget(pgid);
     await within(this.#drained ?? Promise.resolve(), DRAIN_WAIT_MS);
-    if (status && this.#ownLog) {
-      const ran = ((Date.now() - (this.#startedAt ?? Date.now())) / 1000)
-        .toFixed(1);
-      this.#log.line(
-        `--- ${new Date().toISOString()} exit: ${
-          describe(status)
-        } after ${ran} s`,
-      );
+    if (!this.#ownLog) return await this.#log.flush();
+    if (status) {
+      const ran = (Date.now() - (this.#startedAt ?? Date.now())) / 1000;
+      this.#mark(`exit: ${describe(status)} after ${ran.toFixed(1)} s`);
     }
-    if (this.#ownLog) await this.#log.close();
-    else await this.#log.flush();
+    await this.#log.close();
+  }
+
+  /** A line of the launcher's own in the engine's log, after a timestamp. */
+  #mark(text: string): void {
+    this.#log.line(`--- ${new Date().toISOString()} ${text}`);
   }
 
   /** Stops the engine (see {@linkcode ServerProcess.stop}). */

@@ -150,3 +150,15 @@ export function serveFlags(
     ...ctx.card.args,
   ];
 }
+
+/** The flags of each help line's invocation (`-c, --ctx-size N`), value hints left out. */
+export function helpFlags(
+  text: string,
+  invocation: (line: string) => string | undefined,
+  comma: string | RegExp,
+): string[] {
+  return text.split("\n").flatMap((line) =>
+    (invocation(line)?.split(comma) ?? []).map((part) => part.split(" ")[0]!)
+      .filter((flag) => /^--?[A-Za-z0-9][\w.-]*$/.test(flag))
+  );
+}
