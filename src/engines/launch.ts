@@ -65,7 +65,6 @@ export function inheritedEnv(
   return Object.fromEntries(kept);
 }
 
-/** The engine's whole environment: its base, then what the launcher adds. */
 export function engineEnv(plan: {
   readonly baseEnv: Readonly<Record<string, string>>;
   readonly env: Readonly<Record<string, string>>;
@@ -128,7 +127,6 @@ export type LocalWeights =
     readonly reason: string;
   };
 
-/** The extensions counted as weights. */
 const WEIGHTS = /\.(safetensors|bin|pt|gguf)$/;
 
 /**

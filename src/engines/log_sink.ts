@@ -1,6 +1,5 @@
 import { late } from "../common/sleep.ts";
 
-/** How an engine log rotates. */
 export interface EngineLogOptions {
   /** Rotate once the current file passes this many bytes; 0 never rotates. @default {104857600} */
   maxBytes?: number;

@@ -52,7 +52,6 @@ function statLines(paths: string[] | undefined): string[] {
   );
 }
 
-/** `read()`, or `otherwise` when it throws. */
 export function attempt<T>(read: () => T, otherwise: T): T {
   try {
     return read();

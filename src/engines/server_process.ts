@@ -2,10 +2,9 @@
  * One engine subprocess: spawn a plan in its own process group, pump its
  * output to the log and the load watch, probe its `/health`, stop the group.
  *
- * Folder `engines/`: one engine run and what it needs: engine kinds and their
- * command lines (pure), launch facts, process groups, `/proc`, ports and the
- * engine's log file. It knows nothing of restart policy, supervision, GPUs'
- * start order or HTTP routes.
+ * Folder `engines/`: one engine run and what it needs (engine kinds, launch
+ * facts, process groups, `/proc`, ports, the engine's log). It knows nothing
+ * of restart policy, supervision, GPUs' start order or HTTP routes.
  *
  * @module
  */
@@ -88,11 +87,9 @@ export class ServerProcess implements AsyncDisposable {
   #looking: Promise<void> | undefined;
 
   /**
-   * Prepares a run of an engine's plan (nothing is spawned).
-   *
-   * @param plan The engine: its card, where it runs, its command line.
-   * @param log A log shared by successive runs, whose owner writes their exit
-   *   lines; by default the run opens `plan.logFile` and announces its own exit.
+   * Prepares a run of a plan (nothing is spawned). A `log` shared by
+   * successive runs is its owner's, who writes their exit lines; by default
+   * the run opens `plan.logFile` and announces its own exit.
    */
   constructor(plan: EnginePlan, log?: EngineLog) {
     this.plan = plan;
@@ -186,7 +183,6 @@ export class ServerProcess implements AsyncDisposable {
   /**
    * Spawns the engine in its own process group, its output appended to its
    * log; does not wait for the model to load.
-   *
    * @throws {EngineError} When already started or the spawn fails.
    */
   start(): void {
