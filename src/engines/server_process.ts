@@ -3,8 +3,9 @@
  * output to the log and the load watch, probe its `/health`, stop the group.
  *
  * Folder `engines/`: one engine run and what it needs (engine kinds, launch
- * facts, process groups, `/proc`, ports, the engine's log). It knows nothing
- * of restart policy, supervision, GPUs' start order or HTTP routes.
+ * facts, process groups, `/proc`, ports, the engine's log). The folder
+ * knows nothing of restart policy, supervision, GPUs' start order or HTTP
+ * routes.
  *
  * @module
  */
