@@ -13,7 +13,6 @@ export interface EngineLogOptions {
 
 export const DEFAULT_LOG_MAX_BYTES = 104_857_600;
 export const DEFAULT_LOG_KEEP = 5;
-const MAX_BATCH = 1024 * 1024;
 const encoder = new TextEncoder();
 
 /**
@@ -88,22 +87,11 @@ export class EngineLog implements AsyncDisposable {
   }
 
   async #drain(): Promise<void> {
-    const { maxBytes } = this.#o;
     try {
       while (this.#queue.length > 0) {
-        // Batches end near the rotation point, so a file passes it by one chunk at most.
-        const room = maxBytes > 0
-          ? Math.max(1, maxBytes - this.#size)
-          : MAX_BATCH;
-        const limit = Math.min(MAX_BATCH, room);
-        let taken = 0;
-        let length = 0;
-        while (taken < this.#queue.length && length < limit) {
-          length += this.#queue[taken++]!.length;
-        }
-        const bytes = concat(this.#queue.splice(0, taken));
-        this.#queued -= bytes.length;
-        await this.#writeOut(bytes);
+        const chunk = this.#queue.shift()!;
+        this.#queued -= chunk.length;
+        await this.#writeOut(chunk);
       }
     } finally {
       this.#writing = undefined;
@@ -117,19 +105,20 @@ export class EngineLog implements AsyncDisposable {
     }
     try {
       const file = await this.#open();
-      const out = this.#lost === 0 ? bytes : concat([
+      const note = this.#lost === 0 ? [] : [
         encoder.encode(
           `--- ${
             new Date().toISOString()
           } log: ${this.#lost} bytes of engine output were lost (the log could not be written)\n`,
         ),
-        bytes,
-      ]);
+      ];
       this.#lost = 0;
-      for (let done = 0; done < out.length;) {
-        done += await file.write(out.subarray(done));
+      for (const out of [...note, bytes]) {
+        for (let done = 0; done < out.length;) {
+          done += await file.write(out.subarray(done));
+        }
+        this.#size += out.length;
       }
-      this.#size += out.length;
     } catch (error) {
       // Disk full, directory gone: drop, count, and try a fresh file next time.
       this.#lost += bytes.length;
@@ -138,7 +127,8 @@ export class EngineLog implements AsyncDisposable {
       this.#file = undefined;
       return;
     }
-    // Written: a rotation that fails loses none of these bytes.
+    // Written: a rotation that fails loses none of these bytes. A file passes
+    // the limit by one chunk at most.
     if (this.#o.maxBytes > 0 && this.#size >= this.#o.maxBytes) {
       await this.#rotate();
     }
@@ -197,15 +187,4 @@ export class EngineLog implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(chunks.reduce((sum, c) => sum + c.length, 0));
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
-  }
-  return out;
 }
