@@ -1,8 +1,8 @@
 // Whether a TCP port is free and, when it is not, which process listens on
-// it, from /proc: only this user's can be found. Under narrowed permissions
-// the same files are read through `sh`.
+// it, from /proc: only this user's can be found. Deno reads /proc only under
+// `--allow-all`, so the files are read through `sh` under any permissions.
 import { ConfigError } from "../common/config_error.ts";
-import { attempt, canReadDirectly, shLines } from "./proc.ts";
+import { shLines } from "./proc.ts";
 
 export function isPortFree(hostname: string, port: number): boolean {
   try {
@@ -79,57 +79,29 @@ export function listeningInodes(table: string, port: number): string[] {
   return out;
 }
 
-function direct(port: number): PortHolder[] {
-  const targets = new Set(
-    ["/proc/net/tcp", "/proc/net/tcp6"].flatMap((table) =>
-      attempt(() => listeningInodes(Deno.readTextFileSync(table), port), [])
-    ).map((inode) => `socket:[${inode}]`),
-  );
-  if (targets.size === 0) return [];
-  const out: PortHolder[] = [];
-  for (const { name } of Deno.readDirSync("/proc")) {
-    if (!/^\d+$/.test(name)) continue;
-    // Another user's, or gone: nothing to read.
-    const fds = attempt(() => [...Deno.readDirSync(`/proc/${name}/fd`)], []);
-    const holds = fds.some((fd) =>
-      attempt(
-        () => targets.has(Deno.readLinkSync(`/proc/${name}/fd/${fd.name}`)),
-        false,
-      )
-    );
-    if (!holds) continue;
-    const comm = attempt(() => Deno.readTextFileSync(`/proc/${name}/comm`), "");
-    out.push({ pid: Number(name), command: comm.trim() });
-  }
-  return out;
-}
-
-// POSIX sh: the LISTEN inodes of port $1 (4 hex digits), then the processes
-// whose descriptors point at each, as `<pid> <comm>` lines.
-const SCRIPT = `for t in /proc/net/tcp /proc/net/tcp6; do
-  [ -r "$t" ] || continue
-  while read -r _ local _ st _ _ _ _ _ inode _; do
-    [ "$st" = 0A ] && [ "\${local##*:}" = "$1" ] && [ "$inode" != 0 ] && printf '%s\\n' "$inode"
-  done < "$t"
-done | sort -u | while read -r inode; do
+// POSIX sh: the processes whose descriptors point at each socket inode
+// given, as `<pid> <comm>` lines.
+const HOLDERS = `for inode in "$@"; do
   find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\\\\[$inode\\\\]" 2>/dev/null
 done | while IFS=/ read -r _ _ pid _; do
   comm=""; read -r comm < "/proc/$pid/comm"; printf '%s %s\\n' "$pid" "$comm"
 done 2>/dev/null
 `;
 
-function throughShell(port: number): PortHolder[] {
-  const hex = port.toString(16).toUpperCase().padStart(4, "0");
-  return shLines(SCRIPT, ["port-holder", hex]).flatMap((line) => {
-    const match = /^(\d+) ?(.*)$/.exec(line);
-    return match ? [{ pid: Number(match[1]), command: match[2]! }] : [];
-  });
-}
-
 /** Lowest pid first; empty when nothing can be known. */
 export function portHolders(port: number): PortHolder[] {
-  const found = canReadDirectly() ? direct(port) : throughShell(port);
+  const tables = shLines('cat "$@" 2>/dev/null', [
+    "port-tables",
+    "/proc/net/tcp",
+    "/proc/net/tcp6",
+  ]);
+  const inodes = listeningInodes(tables.join("\n"), port);
+  if (inodes.length === 0) return [];
   const unique = new Map<number, PortHolder>();
-  for (const holder of found) unique.set(holder.pid, holder);
+  for (const line of shLines(HOLDERS, ["port-holder", ...inodes])) {
+    const match = /^(\d+) ?(.*)$/.exec(line);
+    const pid = Number(match?.[1]);
+    if (match) unique.set(pid, { pid, command: match[2]! });
+  }
   return [...unique.values()].sort((a, b) => a.pid - b.pid);
 }

@@ -29,16 +29,12 @@ function parse(line: string): ProcStat | undefined {
 
 let direct: boolean | undefined;
 
-export function canReadDirectly(): boolean {
-  direct ??= attempt(() => {
-    Deno.readTextFileSync(`/proc/${Deno.pid}/stat`);
-    return true;
-  }, false);
-  return direct;
-}
-
 function statLines(paths: string[] | undefined): string[] {
-  if (canReadDirectly()) {
+  direct ??= attempt(
+    () => !!Deno.readTextFileSync(`/proc/${Deno.pid}/stat`),
+    false,
+  );
+  if (direct) {
     paths ??= [...Deno.readDirSync("/proc")]
       .filter((entry) => /^\d+$/.test(entry.name))
       .map((entry) => `/proc/${entry.name}/stat`);

@@ -2,6 +2,7 @@
 // (vLLM's EngineCore and workers do). `Deno.kill` needs unscoped
 // `--allow-run`; under a narrowed list the `kill` program is used.
 import { sleep } from "../common/sleep.ts";
+import { attempt } from "./proc.ts";
 
 type GroupSignal = "SIGTERM" | "SIGKILL" | "SIGCONT";
 
@@ -77,12 +78,7 @@ function killUnlessHandled(event: Event): void {
 }
 
 function killAllTracked(): void {
-  for (const pgid of live) {
-    try {
-      signalGroup(pgid, "SIGKILL");
-    } catch {
-      // Nothing more can be done while exiting.
-    }
-  }
+  // Nothing more can be done while exiting than try.
+  for (const pgid of live) attempt(() => signalGroup(pgid, "SIGKILL"), false);
   live.clear();
 }
