@@ -19,7 +19,7 @@
  * @module
  */
 import { parseArgs } from "node:util";
-import { findExecutable } from "../src/engines/launch.ts";
+import { locateExecutable } from "../src/engines/launch.ts";
 import {
   advance,
   entersNewTenth,
@@ -273,7 +273,7 @@ export async function buildLlamaServer(
     ? { ...TOOLS, nvcc: "install the CUDA toolkit (nvcc)" }
     : TOOLS;
   for (const [tool, how] of Object.entries(tools)) {
-    if (!findExecutable(tool, Deno.env.get("PATH"))) {
+    if (!locateExecutable(tool, Deno.env.get("PATH")).found) {
       throw new Error(
         `Cannot build llama-server: '${tool}' is not on PATH (${how})`,
       );

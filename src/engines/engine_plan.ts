@@ -84,31 +84,25 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
       `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
     );
   }
-  const owned = card.args.find((arg) =>
+  const owned = card.args.map((arg) => arg.replace(/=.*$/, "")).find((flag) =>
     kind.ownedFlags?.includes(
-      arg.replace(/=.*$/, "").replace(/^--.*/, (long) =>
-        long.replaceAll("_", "-")),
+      flag.replace(/^--.*/, (long) => long.replaceAll("_", "-")),
     )
   );
   if (owned !== undefined) {
+    const all = kind.ownedFlags!.join(", ");
     throw new EngineError(
-      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${
-        owned.replace(/=.*$/, "")
-      }, which the launcher sets (expected none of ${
-        kind.ownedFlags!.join(", ")
-      } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
+      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${owned}, which the launcher sets (expected none of ${all} in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
     );
   }
-  const baseEnv = site.baseEnv;
   const executable = executableOf(card, kind);
   const found = executable
-    ? locateExecutable(executable, baseEnv.PATH)
+    ? locateExecutable(executable, site.baseEnv.PATH)
     : { found: false };
   if (!found.found) {
-    const what = found.why;
     throw new EngineError(
-      what
-        ? `Cannot prepare ${card.name}: the ${card.engine} engine's executable ${what} (expected an executable file: set the card's executable to one, or chmod +x it)`
+      found.why
+        ? `Cannot prepare ${card.name}: the ${card.engine} engine's executable ${found.why} (expected an executable file: set the card's executable to one, or chmod +x it)`
         : `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${executable}' is not on PATH (${kind.install}, or set the card's executable)`,
     );
   }
@@ -136,7 +130,7 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     executable,
     args,
     env: { ...card.env, ...site.env },
-    baseEnv,
+    baseEnv: site.baseEnv,
     memoryNeed: site.memoryNeed ?? null,
     restart: site.restart ?? card.restart ?? "on-failure",
   };
@@ -152,18 +146,15 @@ export function baseUrl(plan: EnginePlan): string {
  * and any `--api-key` value of its command line (a `command` card's own).
  */
 export function masked(plan: EnginePlan, text: string): string {
-  const keys = [
-    plan.apiKey,
-    ...plan.args.flatMap((arg, i) =>
-      arg === "--api-key"
-        ? [plan.args[i + 1] ?? ""]
-        : arg.startsWith("--api-key=")
-        ? [arg.slice("--api-key=".length)]
-        : []
-    ),
-  ];
-  return keys.reduce(
-    (shown, key) => key ? shown.replaceAll(key, "***") : shown,
-    text,
+  const keys = plan.args.flatMap((arg, i) =>
+    arg === "--api-key"
+      ? [plan.args[i + 1] ?? ""]
+      : arg.startsWith("--api-key=")
+      ? [arg.slice("--api-key=".length)]
+      : []
   );
+  for (const key of [plan.apiKey, ...keys]) {
+    if (key) text = text.replaceAll(key, "***");
+  }
+  return text;
 }

@@ -63,17 +63,15 @@ function drain(
   cap: number,
 ): { text: Promise<{ text: string; truncated: boolean }>; cancel(): void } {
   const reader = stream.getReader();
-  async function read(): Promise<{ text: string; truncated: boolean }> {
-    const decoder = new TextDecoder();
-    let text = "";
-    let kept = 0;
-    let truncated = false;
+  const decoder = new TextDecoder();
+  let text = "";
+  let kept = 0;
+  let truncated = false;
+  const read = async () => {
     try {
-      while (true) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        if (kept + value.length > cap) truncated = true;
-        const part = value.subarray(0, Math.max(0, cap - kept));
+      for (let r = await reader.read(); !r.done; r = await reader.read()) {
+        if (kept + r.value.length > cap) truncated = true;
+        const part = r.value.subarray(0, Math.max(0, cap - kept));
         text += decoder.decode(part, { stream: true });
         kept += part.length;
       }
@@ -83,6 +81,6 @@ function drain(
       reader.releaseLock();
     }
     return { text: text + decoder.decode(), truncated };
-  }
+  };
   return { text: read(), cancel: () => void reader.cancel().catch(() => {}) };
 }

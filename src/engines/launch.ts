@@ -10,16 +10,6 @@ import { oneLine } from "../common/one_line.ts";
 import type { EngineKind } from "./kinds.ts";
 import { EngineError } from "./engine_error.ts";
 
-function exists(path: string): Deno.FileInfo | undefined {
-  try {
-    return Deno.statSync(path);
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
-    if (error instanceof Deno.errors.NotCapable) return undefined;
-    throw error;
-  }
-}
-
 /**
  * Looks for an executable in one walk: a name with a slash is checked as a
  * path, a bare name on `path` (PATH). `why` says what the first file found
@@ -57,16 +47,8 @@ export function locateExecutable(
   return why === undefined ? { found: false } : { found: false, why };
 }
 
-/** True unless the executable is certainly missing (see {@linkcode locateExecutable}). */
-export function findExecutable(
-  name: string,
-  path: string | undefined,
-): boolean {
-  return locateExecutable(name, path).found;
-}
-
 /** The launcher's own variables that no engine sees. */
-export const PRIVATE_ENV: readonly string[] = [
+const PRIVATE_ENV: readonly string[] = [
   "IDP_SECRET",
   "IDP_ISSUER",
   "IDP_SECRET_FILE",
@@ -77,14 +59,12 @@ export const PRIVATE_ENV: readonly string[] = [
 export function inheritedEnv(
   env: Readonly<Record<string, string | undefined>>,
 ): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(env)) {
-    if (value !== undefined && !PRIVATE_ENV.includes(name)) out[name] = value;
-  }
-  return out;
+  const kept = Object.entries(env).filter((entry): entry is [string, string] =>
+    entry[1] !== undefined && !PRIVATE_ENV.includes(entry[0])
+  );
+  return Object.fromEntries(kept);
 }
 
-/** The engine's whole environment: its base, then what the launcher adds. */
 export function engineEnv(plan: {
   readonly baseEnv: Readonly<Record<string, string>>;
   readonly env: Readonly<Record<string, string>>;
@@ -99,7 +79,14 @@ export function resolveModel(
   directory: string,
 ): { model: string; isLocal: boolean } {
   const path = `${directory}/models/${card.local}`;
-  const info = exists(path);
+  let info: Deno.FileInfo | undefined;
+  try {
+    info = Deno.statSync(path);
+  } catch (error) {
+    const absent = error instanceof Deno.errors.NotFound ||
+      error instanceof Deno.errors.NotCapable;
+    if (!absent) throw error;
+  }
   if (info) {
     const absolute = Deno.realPathSync(path);
     if (info.isDirectory && kind.localFile) {
@@ -140,7 +127,6 @@ export type LocalWeights =
     readonly reason: string;
   };
 
-/** The extensions counted as weights. */
 const WEIGHTS = /\.(safetensors|bin|pt|gguf)$/;
 
 /**

@@ -1,6 +1,5 @@
 import { late } from "../common/sleep.ts";
 
-/** How an engine log rotates. */
 export interface EngineLogOptions {
   /** Rotate once the current file passes this many bytes; 0 never rotates. @default {104857600} */
   maxBytes?: number;
@@ -14,8 +13,6 @@ export interface EngineLogOptions {
 
 export const DEFAULT_LOG_MAX_BYTES = 104_857_600;
 export const DEFAULT_LOG_KEEP = 5;
-const DEFAULT_MAX_QUEUED = 16 * 1024 * 1024;
-const MAX_BATCH = 1024 * 1024;
 const encoder = new TextEncoder();
 
 /**
@@ -23,24 +20,11 @@ const encoder = new TextEncoder();
  * blocking. Output is written in the background; when the queue is full or
  * writing fails (disk full, directory removed) bytes are dropped and counted,
  * and one line saying how many were lost is written once writing works again.
- *
- * @example
- * ```ts
- * import { EngineLog } from "./log_sink.ts";
- * const dir = Deno.makeTempDirSync();
- * await using log = new EngineLog(`${dir}/a.log`, { maxBytes: 1024, keep: 2 });
- * log.line("--- started");
- * log.write(new TextEncoder().encode("hello\n"));
- * await log.flush();
- * console.assert(Deno.readTextFileSync(`${dir}/a.log`).includes("hello"));
- * ```
+ * The file is opened (and created) on the first write.
  */
 export class EngineLog implements AsyncDisposable {
-  /** The current file's path. */
   readonly path: string;
-  readonly #maxBytes: number;
-  readonly #keep: number;
-  readonly #maxQueued: number;
+  readonly #o: Required<Omit<EngineLogOptions, "onWriteError">>;
   readonly #onWriteError: ((error: unknown) => void) | undefined;
   #queue: Uint8Array[] = [];
   #queued = 0;
@@ -51,21 +35,26 @@ export class EngineLog implements AsyncDisposable {
   #closed = false;
   /** At its size limit and not rotated: nothing more is written until a rotation works. */
   #stuck = false;
+  #lastOutputAt: number | undefined;
 
-  /** The file is opened (and created) on the first write. */
   constructor(path: string, options: EngineLogOptions = {}) {
     this.path = path;
-    this.#maxBytes = options.maxBytes ?? DEFAULT_LOG_MAX_BYTES;
-    this.#keep = options.keep ?? DEFAULT_LOG_KEEP;
-    this.#maxQueued = options.maxQueuedBytes ?? DEFAULT_MAX_QUEUED;
+    this.#o = {
+      maxBytes: options.maxBytes ?? DEFAULT_LOG_MAX_BYTES,
+      keep: options.keep ?? DEFAULT_LOG_KEEP,
+      maxQueuedBytes: options.maxQueuedBytes ?? 16 * 1024 * 1024,
+    };
     this.#onWriteError = options.onWriteError;
   }
-
-  #lastOutputAt: number | undefined;
 
   /** Dropped so far and not yet reported in the file. */
   get lostBytes(): number {
     return this.#lost;
+  }
+
+  /** `Date.now()` of the engine's last output; the launcher's own lines do not count. */
+  get lastOutputAt(): number | undefined {
+    return this.#lastOutputAt;
   }
 
   /** Never waits. The chunk is kept as it is: do not reuse its buffer. */
@@ -76,25 +65,20 @@ export class EngineLog implements AsyncDisposable {
     this.#enqueue(chunk);
   }
 
-  /** `Date.now()` of the engine's last output; the launcher's own lines do not count. */
-  get lastOutputAt(): number | undefined {
-    return this.#lastOutputAt;
+  /** A line of the launcher's own (a header, an exit line). */
+  line(text: string): void {
+    this.#enqueue(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
   }
 
   #enqueue(chunk: Uint8Array): void {
-    if (this.#closed || chunk.length === 0) return;
-    if (this.#queued + chunk.length > this.#maxQueued) {
+    if (this.#closed) return;
+    if (this.#queued + chunk.length > this.#o.maxQueuedBytes) {
       this.#lost += chunk.length;
       return;
     }
     this.#queue.push(chunk);
     this.#queued += chunk.length;
     this.#writing ??= this.#drain();
-  }
-
-  /** A line of the launcher's own (a header, an exit line). */
-  line(text: string): void {
-    this.#enqueue(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
   }
 
   /** Resolves once everything queued so far is written or dropped. */
@@ -105,19 +89,9 @@ export class EngineLog implements AsyncDisposable {
   async #drain(): Promise<void> {
     try {
       while (this.#queue.length > 0) {
-        // Batches end near the rotation point, so a file passes it by one chunk at most.
-        const room = this.#maxBytes > 0
-          ? Math.max(1, this.#maxBytes - this.#size)
-          : MAX_BATCH;
-        const limit = Math.min(MAX_BATCH, room);
-        let taken = 0;
-        let length = 0;
-        while (taken < this.#queue.length && length < limit) {
-          length += this.#queue[taken++]!.length;
-        }
-        const bytes = concat(this.#queue.splice(0, taken));
-        this.#queued -= bytes.length;
-        await this.#writeOut(bytes);
+        const chunk = this.#queue.shift()!;
+        this.#queued -= chunk.length;
+        await this.#writeOut(chunk);
       }
     } finally {
       this.#writing = undefined;
@@ -125,25 +99,26 @@ export class EngineLog implements AsyncDisposable {
   }
 
   async #writeOut(bytes: Uint8Array): Promise<void> {
-    if (this.#stuck && !await this.#rotated()) {
+    if (this.#stuck && !await this.#rotate()) {
       this.#lost += bytes.length;
       return;
     }
     try {
       const file = await this.#open();
-      const out = this.#lost === 0 ? bytes : concat([
+      const note = this.#lost === 0 ? [] : [
         encoder.encode(
           `--- ${
             new Date().toISOString()
           } log: ${this.#lost} bytes of engine output were lost (the log could not be written)\n`,
         ),
-        bytes,
-      ]);
+      ];
       this.#lost = 0;
-      for (let done = 0; done < out.length;) {
-        done += await file.write(out.subarray(done));
+      for (const out of [...note, bytes]) {
+        for (let done = 0; done < out.length;) {
+          done += await file.write(out.subarray(done));
+        }
+        this.#size += out.length;
       }
-      this.#size += out.length;
     } catch (error) {
       // Disk full, directory gone: drop, count, and try a fresh file next time.
       this.#lost += bytes.length;
@@ -152,30 +127,10 @@ export class EngineLog implements AsyncDisposable {
       this.#file = undefined;
       return;
     }
-    // Written: a rotation that fails loses none of these bytes.
-    if (this.#maxBytes > 0 && this.#size >= this.#maxBytes) {
-      await this.#rotated();
-    }
-  }
-
-  /** Rotates; a failure is told once, and the file stops growing (`#stuck`) until one works. */
-  async #rotated(): Promise<boolean> {
-    try {
+    // Written: a rotation that fails loses none of these bytes. A file passes
+    // the limit by one chunk at most.
+    if (this.#o.maxBytes > 0 && this.#size >= this.#o.maxBytes) {
       await this.#rotate();
-      this.#stuck = false;
-      return true;
-    } catch (error) {
-      if (!this.#stuck) {
-        this.#onWriteError?.(
-          new Error(
-            `cannot rotate it past ${this.#maxBytes} bytes: ${
-              (error as Error).message
-            }`,
-          ),
-        );
-      }
-      this.#stuck = true;
-      return false;
     }
   }
 
@@ -191,44 +146,45 @@ export class EngineLog implements AsyncDisposable {
     return this.#file = file;
   }
 
-  async #rotate(): Promise<void> {
+  /** A failure is told once, and the file stops growing (`#stuck`) until a rotation works. */
+  async #rotate(): Promise<boolean> {
+    const { keep, maxBytes } = this.#o;
     this.#file?.close();
     this.#file = undefined;
-    if (this.#keep <= 0) {
-      await Deno.remove(this.path).catch(() => {});
-    } else {
-      await Deno.remove(`${this.path}.${this.#keep}`).catch(() => {});
-      for (let n = this.#keep - 1; n >= 1; n--) {
-        await Deno.rename(`${this.path}.${n}`, `${this.path}.${n + 1}`)
-          .catch(() => {});
+    try {
+      if (keep <= 0) await Deno.remove(this.path).catch(() => {});
+      else {
+        await Deno.remove(`${this.path}.${keep}`).catch(() => {});
+        for (let n = keep - 1; n >= 1; n--) {
+          await Deno.rename(`${this.path}.${n}`, `${this.path}.${n + 1}`)
+            .catch(() => {});
+        }
+        await Deno.rename(this.path, `${this.path}.1`);
       }
-      await Deno.rename(this.path, `${this.path}.1`);
+      this.#size = 0;
+      this.#stuck = false;
+      return true;
+    } catch (error) {
+      const why = (error as Error).message;
+      if (!this.#stuck) {
+        this.#onWriteError?.(
+          new Error(`cannot rotate it past ${maxBytes} bytes: ${why}`),
+        );
+      }
+      this.#stuck = true;
+      return false;
     }
-    this.#size = 0;
   }
 
   /** Writes what is queued (waiting at most `waitMs`: a disk that hangs never holds a stop), then closes; later writes are ignored. */
   async close(waitMs = Infinity): Promise<void> {
-    if (waitMs === Infinity) await this.flush();
-    else await late(this.flush(), waitMs);
+    await (waitMs === Infinity ? this.flush() : late(this.flush(), waitMs));
     this.#closed = true;
     this.#file?.close();
     this.#file = undefined;
   }
 
-  /** Same as {@linkcode EngineLog.close}. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
-}
-
-function concat(chunks: Uint8Array[]): Uint8Array {
-  if (chunks.length === 1) return chunks[0]!;
-  const out = new Uint8Array(chunks.reduce((sum, c) => sum + c.length, 0));
-  let at = 0;
-  for (const chunk of chunks) {
-    out.set(chunk, at);
-    at += chunk.length;
-  }
-  return out;
 }

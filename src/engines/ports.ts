@@ -1,5 +1,8 @@
+// Whether a TCP port is free and, when it is not, which process listens on
+// it, from /proc: only this user's can be found. Deno reads /proc only under
+// `--allow-all`, so the files are read through `sh` under any permissions.
 import { ConfigError } from "../common/config_error.ts";
-import { portHolders } from "./port_holder.ts";
+import { shLines } from "./proc.ts";
 
 export function isPortFree(hostname: string, port: number): boolean {
   try {
@@ -16,9 +19,8 @@ export function checkPortFree(
   port: number,
   what: string,
 ): void {
-  let listener: Deno.Listener;
   try {
-    listener = Deno.listen({ hostname, port });
+    Deno.listen({ hostname, port }).close();
   } catch (cause) {
     throw new ConfigError(
       `Cannot use port ${port} on ${hostname} for ${what}: ${
@@ -29,7 +31,6 @@ export function checkPortFree(
       { cause },
     );
   }
-  listener.close();
 }
 
 function inUse(port: number, what: string): string {
@@ -51,4 +52,56 @@ function inUse(port: number, what: string): string {
     ? "move the block with --port (engines listen on --port+1, --port+2, ...)"
     : "choose another with --port";
   return `already in use${by} (expected a free port: ${stop}${move})`;
+}
+
+interface PortHolder {
+  pid: number;
+  /** Empty when it could not be read. */
+  command: string;
+}
+
+// `st` of a socket in LISTEN state.
+const LISTEN = "0A";
+
+/** From the text of `/proc/net/tcp` or `/proc/net/tcp6`. */
+export function listeningInodes(table: string, port: number): string[] {
+  const hex = port.toString(16).toUpperCase().padStart(4, "0");
+  const out: string[] = [];
+  for (const line of table.split("\n").slice(1)) {
+    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+    const fields = line.trim().split(/\s+/);
+    const local = fields[1];
+    const inode = fields[9];
+    if (fields[3] !== LISTEN || !local || !inode || inode === "0") continue;
+    if (local.slice(local.lastIndexOf(":") + 1).toUpperCase() !== hex) continue;
+    if (!out.includes(inode)) out.push(inode);
+  }
+  return out;
+}
+
+// POSIX sh: the processes whose descriptors point at each socket inode
+// given, as `<pid> <comm>` lines.
+const HOLDERS = `for inode in "$@"; do
+  find /proc/[0-9]*/fd -maxdepth 1 -lname "socket:\\\\[$inode\\\\]" 2>/dev/null
+done | while IFS=/ read -r _ _ pid _; do
+  comm=""; read -r comm < "/proc/$pid/comm"; printf '%s %s\\n' "$pid" "$comm"
+done 2>/dev/null
+`;
+
+/** Lowest pid first; empty when nothing can be known. */
+export function portHolders(port: number): PortHolder[] {
+  const tables = shLines('cat "$@" 2>/dev/null', [
+    "port-tables",
+    "/proc/net/tcp",
+    "/proc/net/tcp6",
+  ]);
+  const inodes = listeningInodes(tables.join("\n"), port);
+  if (inodes.length === 0) return [];
+  const unique = new Map<number, PortHolder>();
+  for (const line of shLines(HOLDERS, ["port-holder", ...inodes])) {
+    const match = /^(\d+) ?(.*)$/.exec(line);
+    const pid = Number(match?.[1]);
+    if (match) unique.set(pid, { pid, command: match[2]! });
+  }
+  return [...unique.values()].sort((a, b) => a.pid - b.pid);
 }

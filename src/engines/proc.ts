@@ -1,5 +1,5 @@
-// Deno asks for `--allow-all` to read anything under `/proc`: under narrowed
-// permissions the same lines are read through `sh` with the shell's own `read`.
+// Deno asks for `--allow-all` to read anything under `/proc`: the lines are
+// read through `sh` with the shell's own `read`, under any permissions.
 
 export interface ProcStat {
   pid: number;
@@ -27,32 +27,6 @@ function parse(line: string): ProcStat | undefined {
   };
 }
 
-let direct: boolean | undefined;
-
-export function canReadDirectly(): boolean {
-  direct ??= attempt(() => {
-    Deno.readTextFileSync(`/proc/${Deno.pid}/stat`);
-    return true;
-  }, false);
-  return direct;
-}
-
-function statLines(paths: string[] | undefined): string[] {
-  if (canReadDirectly()) {
-    paths ??= [...Deno.readDirSync("/proc")]
-      .filter((entry) => /^\d+$/.test(entry.name))
-      .map((entry) => `/proc/${entry.name}/stat`);
-    return paths.flatMap((path) =>
-      attempt(() => [Deno.readTextFileSync(path)], [])
-    );
-  }
-  return shLines(
-    'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
-    ["proc", ...paths ?? ["/proc/[0-9]*/stat"]],
-  );
-}
-
-/** `read()`, or `otherwise` when it throws. */
 export function attempt<T>(read: () => T, otherwise: T): T {
   try {
     return read();
@@ -79,7 +53,11 @@ export function procStats(pids?: readonly number[]): Map<number, ProcStat> {
   const paths = pids?.filter((pid) => pid > 0).map((p) => `/proc/${p}/stat`);
   const out = new Map<number, ProcStat>();
   if (paths?.length === 0) return out;
-  for (const line of statLines(paths)) {
+  const lines = shLines(
+    'for p in "$@"; do for f in $p; do read -r line < "$f" && printf "%s\\n" "$line"; done; done 2>/dev/null',
+    ["proc", ...paths ?? ["/proc/[0-9]*/stat"]],
+  );
+  for (const line of lines) {
     const stat = parse(line);
     if (stat) out.set(stat.pid, stat);
   }

@@ -2,6 +2,7 @@
 // (vLLM's EngineCore and workers do). `Deno.kill` needs unscoped
 // `--allow-run`; under a narrowed list the `kill` program is used.
 import { sleep } from "../common/sleep.ts";
+import { attempt } from "./proc.ts";
 
 type GroupSignal = "SIGTERM" | "SIGKILL" | "SIGCONT";
 
@@ -29,18 +30,14 @@ export function signalGroup(pgid: number, signal: GroupSignal): boolean {
   return code === 0;
 }
 
-// SIGCONT is harmless to a running process.
-function groupAlive(pgid: number): boolean {
-  return signalGroup(pgid, "SIGCONT");
-}
-
 /** SIGTERM, then SIGKILL after `graceMs`; resolves once nothing is left, or 5 s after SIGKILL. */
 export async function stopGroup(
   pgid: number,
   graceMs: number,
   how: { alive?: (pgid: number) => boolean; onKill?: () => void } = {},
 ): Promise<void> {
-  const alive = how.alive ?? groupAlive;
+  // SIGCONT is harmless to a running process.
+  const alive = how.alive ?? ((group) => signalGroup(group, "SIGCONT"));
   const gone = async (ms: number) => {
     const deadline = Date.now() + ms;
     while (alive(pgid)) {
@@ -81,12 +78,7 @@ function killUnlessHandled(event: Event): void {
 }
 
 function killAllTracked(): void {
-  for (const pgid of live) {
-    try {
-      signalGroup(pgid, "SIGKILL");
-    } catch {
-      // Nothing more can be done while exiting.
-    }
-  }
+  // Nothing more can be done while exiting than try.
+  for (const pgid of live) attempt(() => signalGroup(pgid, "SIGKILL"), false);
   live.clear();
 }

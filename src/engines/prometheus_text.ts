@@ -20,20 +20,6 @@ export function sampleValue(text: string): number | undefined {
   return NUMBER.test(text) ? Number(text) : undefined;
 }
 
-/** The index after a label set opened at `at` (`{`), or -1 when it never closes. */
-function labelsEnd(line: string, at: number): number {
-  let quoted = false;
-  for (let i = at + 1; i < line.length; i++) {
-    const c = line[i];
-    if (quoted) {
-      if (c === "\\") i++;
-      else if (c === '"') quoted = false;
-    } else if (c === '"') quoted = true;
-    else if (c === "}") return i + 1;
-  }
-  return -1;
-}
-
 /**
  * Each named sample's sum over its label sets (vLLM writes one set per engine
  * core); null where no sample of that name has a finite value. NaN and ±Inf
@@ -56,11 +42,11 @@ export function sumSamples(
     if (line === "" || line.startsWith("#")) continue;
     const name = NAME.exec(line)?.[0];
     if (name === undefined || !wanted.has(name)) continue;
-    let rest = name.length;
-    if (line[rest] === "{") {
-      rest = labelsEnd(line, rest);
-      if (rest < 0) continue;
-    }
+    // Only numbers follow a label set: the last `}` closes it, whatever its values hold.
+    const rest = line[name.length] === "{"
+      ? line.lastIndexOf("}") + 1
+      : name.length;
+    if (rest === 0) continue;
     const fields = line.slice(rest).trim().split(/\s+/);
     if (fields.length > 2 || (fields[1] && !/^-?\d+$/.test(fields[1]))) {
       continue;

@@ -2,10 +2,10 @@
  * One engine subprocess: spawn a plan in its own process group, pump its
  * output to the log and the load watch, probe its `/health`, stop the group.
  *
- * Folder `engines/`: one engine run and what it needs: engine kinds and their
- * command lines (pure), launch facts, process groups, `/proc`, ports and the
- * engine's log file. It knows nothing of restart policy, supervision, GPUs'
- * start order or HTTP routes.
+ * Folder `engines/`: one engine run and what it needs (engine kinds, launch
+ * facts, process groups, `/proc`, ports, the engine's log). The folder
+ * knows nothing of restart policy, supervision, GPUs' start order or HTTP
+ * routes.
  *
  * @module
  */
@@ -13,16 +13,13 @@ import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
 import { engineEnv } from "./launch.ts";
 import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
-
-export { EngineError } from "./engine_error.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { sleep, within } from "../common/sleep.ts";
 import { abortAfter, engineOrigin } from "./metrics_read.ts";
 import { EngineLog } from "./log_sink.ts";
-import { LoadWatch } from "./load_watch.ts";
+import { hubCache, incompleteBytes, LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
-import { hubCache, incompleteBytes } from "./hf_download.ts";
 
 /** The outcome of one health poll. */
 export type HealthCheck = Awaited<ReturnType<ServerProcess["check"]>>;
@@ -81,22 +78,19 @@ export class ServerProcess implements AsyncDisposable {
   #log: EngineLog;
   #ownLog: boolean;
   #startedAt: number | undefined;
-  #ended: Promise<Deno.CommandStatus> | undefined;
   #child: Deno.ChildProcess | undefined;
   #status: Deno.CommandStatus | undefined;
   #exited: Promise<Deno.CommandStatus> | undefined;
+  #ended: Promise<Deno.CommandStatus> | undefined;
   #drained: Promise<unknown> | undefined;
   #stopping: Promise<void> | undefined;
   #poll: Promise<HealthCheck> | undefined;
-  #env: Record<string, string> | undefined;
   #looking: Promise<void> | undefined;
 
   /**
-   * Prepares a run of an engine's plan (nothing is spawned).
-   *
-   * @param plan The engine: its card, where it runs, its command line.
-   * @param log A log shared by successive runs, whose owner writes their exit
-   *   lines; by default the run opens `plan.logFile` and announces its own exit.
+   * Prepares a run of a plan (nothing is spawned). A `log` shared by
+   * successive runs is its owner's, who writes their exit lines; by default
+   * the run opens `plan.logFile` and announces its own exit.
    */
   constructor(plan: EnginePlan, log?: EngineLog) {
     this.plan = plan;
@@ -110,18 +104,6 @@ export class ServerProcess implements AsyncDisposable {
     this.args = plan.args;
     this.name = plan.card.name;
     this.url = baseUrl(plan);
-  }
-
-  /** Tells {@linkcode ServerProcess.watch} the bytes of a hub download under way (only a run given the hub id downloads). */
-  lookForDownload(): void {
-    const hub = this.card.hub;
-    if (!hub || !this.args.includes(hub) || !this.#env || this.#looking) return;
-    // One look at a time: a slow disk never piles them up.
-    this.#looking = incompleteBytes(hubCache(this.#env), hub)
-      .then((bytes) => this.watch.downloaded(bytes))
-      .finally(() => {
-        this.#looking = undefined;
-      });
   }
 
   /** The log file for the engine's stdout and stderr. */
@@ -148,24 +130,6 @@ export class ServerProcess implements AsyncDisposable {
   get startedAt(): number | undefined {
     return this.#startedAt;
   }
-  /**
-   * While `loading()`: every `every` ms a look at its hub download (growing
-   * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
-   * a `/health` poll, yielded.
-   * @ignore The launcher's own plumbing.
-   */
-  async *loadPolls(
-    every: number,
-    signal: AbortSignal,
-    loading: () => boolean,
-    polls: () => boolean,
-  ): AsyncGenerator<HealthCheck> {
-    while (loading() && this.running && !signal.aborted) {
-      if (this.card.hub) this.lookForDownload();
-      await sleep(every, signal);
-      if (polls() && this.running) yield await this.check(every);
-    }
-  }
 
   /** Epoch ms of its last sign of life while it loads: the spawn, output, a phase line, a growing download. */
   get lastSignOfLife(): number {
@@ -184,18 +148,42 @@ export class ServerProcess implements AsyncDisposable {
 
   /** The command line as logged: the API key masked. */
   get commandLine(): string {
-    return this.mask([this.executable, ...this.args].join(" "));
+    return masked(this.plan, [this.executable, ...this.args].join(" "));
   }
 
-  /** `text` with this engine's API keys replaced by `***`. */
-  mask(text: string): string {
-    return masked(this.plan, text);
+  /**
+   * While `loading()`: every `every` ms a look at its hub download (growing
+   * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
+   * a `/health` poll, yielded.
+   * @ignore The launcher's own plumbing.
+   */
+  async *loadPolls(
+    every: number,
+    signal: AbortSignal,
+    loading: () => boolean,
+    polls: () => boolean,
+  ): AsyncGenerator<HealthCheck> {
+    while (loading() && this.running && !signal.aborted) {
+      this.#lookForDownload();
+      await sleep(every, signal);
+      if (polls() && this.running) yield await this.check(every);
+    }
+  }
+
+  // Only a run given the hub id downloads. One look at a time: a slow disk never piles them up.
+  #lookForDownload(): void {
+    const hub = this.card.hub;
+    if (!hub || !this.args.includes(hub) || this.#looking) return;
+    this.#looking = incompleteBytes(hubCache(engineEnv(this.plan)), hub)
+      .then((bytes) => this.watch.downloaded(bytes))
+      .finally(() => {
+        this.#looking = undefined;
+      });
   }
 
   /**
    * Spawns the engine in its own process group, its output appended to its
    * log; does not wait for the model to load.
-   *
    * @throws {EngineError} When already started or the spawn fails.
    */
   start(): void {
@@ -203,11 +191,9 @@ export class ServerProcess implements AsyncDisposable {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
     try {
-      // The one read of the launcher's environment for this run (its hub cache too).
-      this.#env = engineEnv(this.plan);
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: this.#env,
+        env: engineEnv(this.plan),
         clearEnv: true,
         stdin: "null",
         stdout: "piped",
@@ -215,27 +201,28 @@ export class ServerProcess implements AsyncDisposable {
         detached: true,
       }).spawn();
     } catch (cause) {
-      this.#log.line(
-        `--- ${new Date().toISOString()} cannot start: ${this.commandLine}`,
-      );
+      this.#mark(`cannot start: ${this.commandLine}`);
+      const why = cause instanceof Error ? cause.message : cause;
       throw new EngineError(
-        `Cannot start ${this.name}: ${this.executable}: ${
-          cause instanceof Error ? cause.message : cause
-        }`,
+        `Cannot start ${this.name}: ${this.executable}: ${why}`,
         { cause },
       );
     }
     const child = this.#child;
     this.#startedAt = Date.now();
     track(child.pid);
-    this.#log.line(
-      `--- ${
-        new Date().toISOString()
-      } start: ${this.commandLine} (pid ${child.pid})`,
-    );
+    this.#mark(`start: ${this.commandLine} (pid ${child.pid})`);
+    // The log never makes the pump wait, so the engine never blocks on a full pipe.
+    const pump = async (stream: ReadableStream<Uint8Array>) => {
+      const watch = this.watch.feeder();
+      for await (const chunk of stream) {
+        watch(chunk);
+        this.#log.write(chunk);
+      }
+    };
     this.#drained = Promise.allSettled([
-      pump(child.stdout, this.#log, this.watch.feeder()),
-      pump(child.stderr, this.#log, this.watch.feeder()),
+      pump(child.stdout),
+      pump(child.stderr),
     ]);
     this.#exited = child.status.then((status) => {
       this.#status = status;
@@ -263,7 +250,6 @@ export class ServerProcess implements AsyncDisposable {
 
   /** Whether the engine's `GET /health` answers 200 within `timeoutMs` now. */
   async healthy(timeoutMs = 2_000): Promise<boolean> {
-    if (!this.running) return false;
     return (await this.check(timeoutMs)).ok;
   }
 
@@ -285,14 +271,10 @@ export class ServerProcess implements AsyncDisposable {
 
   async #probe(timeoutMs: number): Promise<HealthCheck> {
     const abort = abortAfter(timeoutMs);
+    const url = `${engineOrigin(this.host, this.port)}/health`;
     const began = performance.now();
     try {
-      const response = await fetch(
-        `${engineOrigin(this.host, this.port)}/health`,
-        {
-          signal: abort.signal,
-        },
-      );
+      const response = await fetch(url, { signal: abort.signal });
       await response.body?.cancel();
       const ok = response.status === 200 && this.running;
       return { ok, ms: performance.now() - began };
@@ -334,34 +316,22 @@ export class ServerProcess implements AsyncDisposable {
     const status = await this.#exited;
     forget(pgid);
     await within(this.#drained ?? Promise.resolve(), DRAIN_WAIT_MS);
-    if (status && this.#ownLog) {
-      const ran = ((Date.now() - (this.#startedAt ?? Date.now())) / 1000)
-        .toFixed(1);
-      this.#log.line(
-        `--- ${new Date().toISOString()} exit: ${
-          describe(status)
-        } after ${ran} s`,
-      );
+    if (!this.#ownLog) return await this.#log.flush();
+    if (status) {
+      const ran = (Date.now() - (this.#startedAt ?? Date.now())) / 1000;
+      this.#mark(`exit: ${describe(status)} after ${ran.toFixed(1)} s`);
     }
-    if (this.#ownLog) await this.#log.close();
-    else await this.#log.flush();
+    await this.#log.close();
+  }
+
+  /** A line of the launcher's own in the engine's log, after a timestamp. */
+  #mark(text: string): void {
+    this.#log.line(`--- ${new Date().toISOString()} ${text}`);
   }
 
   /** Stops the engine (see {@linkcode ServerProcess.stop}). */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
-  }
-}
-
-/** The log never makes the pump wait, so the engine never blocks on a full pipe. */
-async function pump(
-  stream: ReadableStream<Uint8Array>,
-  sink: EngineLog,
-  watch: (chunk: Uint8Array) => void,
-): Promise<void> {
-  for await (const chunk of stream) {
-    watch(chunk);
-    sink.write(chunk);
   }
 }
 

@@ -40,22 +40,20 @@ export function readTraffic(
   rule: TrafficRule,
   at: number,
 ): TrafficReading | null {
-  const { running, waiting, promptTokens, generatedTokens } = rule;
-  const sums = sumSamples(text, [
-    running,
-    waiting,
-    promptTokens,
-    generatedTokens,
-  ]);
-  const values = [
-    sums[running],
-    sums[waiting],
-    sums[promptTokens],
-    sums[generatedTokens],
+  const names = [
+    rule.running,
+    rule.waiting,
+    rule.promptTokens,
+    rule.generatedTokens,
   ];
-  if (values.some((v) => v === null || v === undefined)) return null;
-  const [r, w, p, g] = values as number[];
-  return { running: r!, waiting: w!, prompt: p!, generated: g!, at };
+  const sums = sumSamples(text, names);
+  const [running, waiting, prompt, generated] = names.map((name) => sums[name]);
+  if (
+    running == null || waiting == null || prompt == null || generated == null
+  ) {
+    return null;
+  }
+  return { running, waiting, prompt, generated, at };
 }
 
 /** Generated tokens per second since `previous`, one decimal. */

@@ -21,9 +21,10 @@ export function unknownFlagWarnings(
     if (kind.flags?.underscores && flag.startsWith("--")) {
       flag = flag.replaceAll("_", "-");
     }
-    if (seen.has(flag) || isListed(flag, flags, kind.flags?.prefixes)) {
-      continue;
-    }
+    // argparse also takes an unambiguous start of a long flag.
+    const abbreviates = kind.flags?.prefixes && flag.startsWith("--") &&
+      listed.filter((known) => known.startsWith(flag)).length === 1;
+    if (seen.has(flag) || flags.has(flag) || abbreviates) continue;
     seen.add(flag);
     const [best] = closeMatches(flag.replace(/^-+/, ""), bare, 1);
     const hint = best === undefined
@@ -34,16 +35,4 @@ export function unknownFlagWarnings(
     );
   }
   return warnings;
-}
-
-function isListed(
-  flag: string,
-  flags: ReadonlySet<string>,
-  prefixes = false,
-): boolean {
-  if (flags.has(flag)) return true;
-  if (!prefixes || !flag.startsWith("--")) return false;
-  let matches = 0;
-  for (const known of flags) if (known.startsWith(flag)) matches++;
-  return matches === 1;
 }

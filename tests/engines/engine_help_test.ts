@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { flagWarnings } from "../../src/engines/engine_help.ts";
 import { ENGINE_KINDS, registerEngineKind } from "../../src/engines/kinds.ts";
-import { argparseFlags } from "../../src/engines/kinds/argparse_help.ts";
+import { argparseFlags } from "../../src/engines/kinds/python.ts";
 import type { EngineKind } from "../../src/engines/kinds/engine_kind.ts";
 import { llamaServerFlags } from "../../src/engines/kinds/llama_cpp.ts";
 import {

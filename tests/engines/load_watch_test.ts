@@ -1,7 +1,10 @@
 import assert from "node:assert/strict";
-import { LoadWatch } from "../../src/engines/load_watch.ts";
+import {
+  hubCache,
+  incompleteBytes,
+  LoadWatch,
+} from "../../src/engines/load_watch.ts";
 import { VLLM } from "../../src/engines/kinds/vllm.ts";
-import { hubCache, incompleteBytes } from "../../src/engines/hf_download.ts";
 
 Deno.test("the load watch: unknown, binary and endless lines change nothing and are never held whole", async () => {
   const watch = new LoadWatch(VLLM.output);

@@ -6,8 +6,11 @@
  */
 import assert from "node:assert/strict";
 import { ConfigError } from "../../src/common.ts";
-import { checkPortFree } from "../../src/engines/ports.ts";
-import { listeningInodes, portHolders } from "../../src/engines/port_holder.ts";
+import {
+  checkPortFree,
+  listeningInodes,
+  portHolders,
+} from "../../src/engines/ports.ts";
 import {
   fakeBin,
   freePorts,

@@ -16,7 +16,7 @@ import {
   isLlamaServerBuilt,
   llamaServerPath,
 } from "../llama_server.ts";
-import { findExecutable } from "../../src/engines/launch.ts";
+import { locateExecutable } from "../../src/engines/launch.ts";
 import { writeTinyModel } from "../tiny_model.ts";
 import type { Scenario } from "./scenario.ts";
 import { seconds } from "./scenario.ts";
@@ -36,7 +36,7 @@ export const llamaCuda: Scenario = {
     let binary: string;
     let built = "";
     if (real) {
-      if (!findExecutable("nvcc", Deno.env.get("PATH"))) {
+      if (!locateExecutable("nvcc", Deno.env.get("PATH")).found) {
         return {
           skipped:
             "nvcc is not on PATH: llama.cpp's CUDA build needs the CUDA toolkit",

@@ -60,26 +60,16 @@ export const EXIT_CAUSES: readonly ExitCause[] = [
 ];
 
 /**
- * What an engine's output lines say, as two tables of line patterns: a line
- * matching a phase rule puts the run in that phase (its two captures, when
- * present, are shards done and total); the first line matching a cause rule
- * decides the run's exit cause. Lines no rule knows change nothing.
- *
- * @example
- * ```ts ignore
- * const rules: OutputRules = {
- *   phases: [{ match: /loading model/, phase: "loading" }],
- *   causes: [{ match: /invalid argument/, cause: "bad-arguments" }],
- * };
- * ```
+ * What an engine's output lines say: a line matching a phase rule puts the
+ * run in that phase (its two captures, when present, are shards done and
+ * total); the first line matching a cause rule decides the run's exit cause.
+ * First match wins in each table; lines no rule knows change nothing.
  */
 export interface OutputRules {
-  /** Line patterns that put a loading run in a phase, first match wins. */
   readonly phases: readonly {
     readonly match: RegExp;
     readonly phase: LoadPhase;
   }[];
-  /** Line patterns that name an exit cause, first match wins. */
   readonly causes: readonly {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
@@ -91,15 +81,12 @@ export interface OutputRules {
  * format and the sample names to read there, summed over their label sets.
  */
 export interface TrafficRule {
-  /** `/metrics`. */
   readonly path: string;
-  /** A gauge: requests being computed. */
+  /** Gauges: requests being computed, requests queued. */
   readonly running: string;
-  /** A gauge: requests queued. */
   readonly waiting: string;
-  /** A counter of prompt tokens. */
+  /** Counters of prompt and generated tokens. */
   readonly promptTokens: string;
-  /** A counter of generated tokens. */
   readonly generatedTokens: string;
   /** The flag the launcher adds to turn the endpoint on, unless the card's args give it. */
   readonly enableFlag?: string;
@@ -162,4 +149,16 @@ export function serveFlags(
       : [enable],
     ...ctx.card.args,
   ];
+}
+
+/** The flags of each help line's invocation (`-c, --ctx-size N`), value hints left out. */
+export function helpFlags(
+  text: string,
+  invocation: (line: string) => string | undefined,
+  comma: string | RegExp,
+): string[] {
+  return text.split("\n").flatMap((line) =>
+    (invocation(line)?.split(comma) ?? []).map((part) => part.split(" ")[0]!)
+      .filter((flag) => /^--?[A-Za-z0-9][\w.-]*$/.test(flag))
+  );
 }

@@ -1,6 +1,5 @@
 import type { EngineKind, TrafficRule } from "./engine_kind.ts";
-import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
-import { helpFlags } from "./argparse_help.ts";
+import { helpFlags, SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
 
 // Its help (`common/arg.cpp`, `common_arg::to_string`) prints each option
 // from the first column, aliases comma-separated, the value hint after them,

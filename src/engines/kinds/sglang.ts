@@ -1,9 +1,8 @@
 // SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
 // a plain argparse parser (abbreviations allowed, `_` not read as `-`).
-import { PYTHON_CAUSES } from "./python_failures.ts";
 import type { EngineDevices, EngineKind, TrafficRule } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
-import { argparseFlags } from "./argparse_help.ts";
+import { argparseFlags, PYTHON_CAUSES, SHARDS } from "./python.ts";
 import { sizeFlag } from "./flag_values.ts";
 
 const TP = ["--tp-size", "--tensor-parallel-size"];
@@ -60,15 +59,11 @@ export const SGLANG: EngineKind = {
   },
   traffic: SGLANG_TRAFFIC,
   // Lines from python/sglang/srt/model_executor/model_runner.py (load_model,
-  // init_memory_pool, init_device_graphs) and
-  // python/sglang/srt/model_loader/weight_utils.py (the shards' tqdm).
+  // init_memory_pool, init_device_graphs).
   output: {
     phases: [
       { match: /Load weight begin/, phase: "loading" },
-      {
-        match: /Loading safetensors checkpoint shards:.*?(\d+)\/(\d+)/,
-        phase: "loading",
-      },
+      SHARDS,
       {
         match: /Load weight end|KV Cache is allocated|Capture cuda graph begin/,
         phase: "preparing",

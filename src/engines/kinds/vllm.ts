@@ -1,14 +1,13 @@
 // vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
 import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
-import { argparseFlags } from "./argparse_help.ts";
 import {
   flagValue,
   FlagValueError,
   sizeFlag,
   sizeProduct,
 } from "./flag_values.ts";
-import { PYTHON_CAUSES } from "./python_failures.ts";
+import { argparseFlags, PYTHON_CAUSES, SHARDS } from "./python.ts";
 
 const TP = ["--tensor-parallel-size", "-tp"];
 const PP = ["--pipeline-parallel-size", "-pp"];
@@ -82,17 +81,13 @@ export const VLLM: EngineKind = {
     asleep: { path: "/is_sleeping", env: "VLLM_SERVER_DEV_MODE" },
   },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
-  // vllm/model_executor/model_loader/weight_utils.py (the shards' tqdm),
   // vllm/compilation/monitor.py, vllm/v1/worker/gpu_worker.py (memory
   // profiling, KV cache) and vllm/v1/core/kv_cache_utils.py.
   output: {
     phases: [
       { match: /Fetching \d+ files/, phase: "downloading" },
       { match: /Starting to load model/, phase: "loading" },
-      {
-        match: /Loading safetensors checkpoint shards:.*?(\d+)\/(\d+)/,
-        phase: "loading",
-      },
+      SHARDS,
       {
         match:
           /Model loading took|torch\.compile|Compiling a graph|Memory profiling takes|Available KV cache memory|Capturing CUDA graph/,
