@@ -10,7 +10,8 @@ import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { engineOrigin, readEngineTraffic } from "../engines/metrics_read.ts";
 import { type TrafficReading, trafficRule } from "../engines/traffic.ts";
-import type { Journal, JournalEvent } from "./journal.ts";
+import type { EngineDetail } from "./engine_detail.ts";
+import type { Journal } from "./journal.ts";
 
 const READ_EVERY_MS = 500;
 const READ_TIMEOUT_MS = 2_000;
@@ -45,21 +46,6 @@ export function plannedDrainMs(card: ModelCard, launcherMs: number): number {
   return trafficRule(card, ENGINE_KINDS[card.engine]!)
     ? drainMs(card, launcherMs)
     : 0;
-}
-
-/** The journal's line for a drain. */
-function drainRecord(
-  model: string,
-  end: DrainEnd,
-): Pick<JournalEvent, "model" | "event" | "reason" | "detail" | "drain"> {
-  const { reason, seconds, finished, cut } = end;
-  return {
-    model,
-    event: "drain",
-    reason,
-    detail: end.line,
-    drain: { seconds, finished, cut },
-  };
 }
 
 function inFlight(r: TrafficReading): number {
@@ -106,9 +92,15 @@ export class Drain {
       ms,
       (timeoutMs) => readEngineTraffic(origin, rule, plan.apiKey, timeoutMs),
       emit,
-      (end) => {
-        say(end.line);
-        journal?.record(drainRecord(plan.name, end));
+      ({ reason, seconds, finished, cut, line }) => {
+        say(line);
+        journal?.record({
+          model: plan.name,
+          event: "drain",
+          reason,
+          detail: line,
+          drain: { seconds, finished, cut },
+        });
       },
     );
   }
@@ -122,7 +114,7 @@ export class Drain {
     this.deadline = this.since + ms;
     this.#emit = emit;
     this.#ended = ended;
-    void this.#loop(read, emit);
+    void this.#loop(read);
   }
 
   /** Resolves when the drain is over, however it ended. */
@@ -131,12 +123,7 @@ export class Drain {
   }
 
   /** `?detail=1`'s `drain`: running and waiting null until the first reading. */
-  view(): {
-    since: string;
-    deadline: string;
-    running: number | null;
-    waiting: number | null;
-  } {
+  view(): NonNullable<EngineDetail["drain"]> {
     return {
       since: new Date(this.since).toISOString(),
       deadline: new Date(this.deadline).toISOString(),
@@ -194,8 +181,8 @@ export class Drain {
 
   async #loop(
     read: (timeoutMs: number) => Promise<TrafficReading | null>,
-    emit: (event: DrainEvent) => void,
   ): Promise<void> {
+    const emit = this.#emit;
     const signal = this.#stop.signal;
     while (!signal.aborted) {
       const left = this.deadline - Date.now();

@@ -4,7 +4,7 @@
  * state field and one transition function, {@linkcode EngineRun} `#on`, fed by
  * events; the rules it applies are pure (`restart_policy.ts`, the gate). A
  * new state is a member of `EngineState`; a new event, a member of
- * `EngineEvent` (`engine_events.ts`) and a case of `#on`.
+ * `EngineEvent` and a case of `#on`.
  *
  * Folder `supervision/`: what sits above one engine run: the engine run, the
  * restart policy, the health loop, the watchdog and the engine records. It
@@ -20,7 +20,13 @@ import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuReading } from "../gpu/memory_use.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
-import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
+import type {
+  GpuStartGate,
+  Released,
+  StartSlot,
+  WaitingFor,
+  WaitReason,
+} from "../gpu/start_gate.ts";
 import {
   chargedLoad,
   endLoad,
@@ -42,23 +48,26 @@ import {
   stalledVerdict,
   type Verdict,
 } from "./restart_policy.ts";
-import type { ServingOptions } from "./serving_watch.ts";
-import { ServingWatch } from "./serving_watch.ts";
-import type { EngineEvent } from "./engine_events.ts";
+import {
+  type ServingEvent,
+  type ServingOptions,
+  ServingWatch,
+} from "./serving_watch.ts";
 import {
   type EngineDetail,
+  exitLine,
+  failedLine,
   type LastExit,
   lastExitOf,
   phaseFields,
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { EngineRecords } from "./records.ts";
-import { exitLine, failedLine, localFailure, retrySeconds } from "./run_end.ts";
 import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
-import { Drain } from "./drain.ts";
+import { Drain, type DrainEvent } from "./drain.ts";
 
 /** How a model's engine is run (where and what it runs is its plan). */
 export interface EngineRunOptions {
@@ -94,6 +103,35 @@ export interface EngineRunOptions {
   requestsCut?: number;
 }
 
+/**
+ * What an engine run is told. Only `#on` acts on events; anything async
+ * (the gate, a timer, a poll, an exit) ends in one.
+ */
+type EngineEvent =
+  /** The gate holds the start (each look while held). */
+  | { readonly kind: "held"; readonly waiting: WaitingFor }
+  /** The gate let it start (`undefined`: not gated; `null`: the wait ended without a start). */
+  | { readonly kind: "admitted"; readonly slot: StartSlot | undefined | null }
+  /** A health poll's answer; `counts`: a background poll (liveness). */
+  | {
+    readonly kind: "probe";
+    readonly run: ServerProcess;
+    readonly result: HealthCheck;
+    readonly counts: boolean;
+  }
+  /** The `--start-timeout` timer fired. */
+  | { readonly kind: "silence"; readonly run: ServerProcess }
+  | {
+    readonly kind: "exited";
+    readonly run: ServerProcess;
+    readonly status: Deno.CommandStatus;
+  }
+  /** `retry`: `--failed-retry` (or a card's `failed_retry`) ran out for a `failed` engine. */
+  | { readonly kind: "backoff-over" | "retry" }
+  | { readonly kind: "stop"; readonly why: string }
+  | ServingEvent
+  | DrainEvent;
+
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
 export class EngineRun {
   readonly log: EngineLog;
@@ -104,7 +142,6 @@ export class EngineRun {
   readonly url: string;
   #plan: EnginePlan;
   #o: EngineRunOptions;
-  #policy: RestartPolicy;
   #process: ServerProcess;
   #state: EngineState = "starting";
   #since = new Date();
@@ -138,7 +175,6 @@ export class EngineRun {
   constructor(plan: EnginePlan, options: EngineRunOptions) {
     this.#plan = plan;
     this.#o = options;
-    this.#policy = plan.card.restart ?? options.restart;
     this.#released = options.released;
     this.#cut = options.requestsCut ?? 0;
     this.log = options.log;
@@ -169,7 +205,7 @@ export class EngineRun {
   }
 
   get policy(): RestartPolicy {
-    return this.#policy;
+    return this.card.restart ?? this.#o.restart;
   }
 
   get state(): EngineState {
@@ -291,7 +327,6 @@ export class EngineRun {
       );
     }
     this.#plan = { ...this.#plan, card, ...next };
-    this.#policy = card.restart ?? this.#o.restart;
     this.#o.onChange();
   }
 
@@ -323,18 +358,13 @@ export class EngineRun {
       case "held": {
         const { waiting } = event;
         if (noteWait(this.#gpu, waiting)) {
+          const on = waiting.devices.join(",");
           log.info(
-            `engine ${this.name} waits for GPU ${
-              waiting.devices.join(",")
-            }: ${waiting.detail}`,
+            `engine ${this.name} waits for GPU ${on}: ${waiting.detail}`,
           );
         }
         if (state === "waiting") return this.#o.onChange();
-        return this.#enter(
-          "waiting",
-          event.waiting.reason,
-          event.waiting.detail,
-        );
+        return this.#enter("waiting", waiting.reason, waiting.detail);
       }
       case "admitted": {
         const waited = this.#gpu.waiting;
@@ -346,10 +376,9 @@ export class EngineRun {
         }
         if (slot) {
           if (waited) {
+            const on = this.gpus!.join(",");
             log.info(
-              `engine ${this.name} starts on GPU ${
-                this.gpus!.join(",")
-              } (waited for ${waited.reason})`,
+              `engine ${this.name} starts on GPU ${on} (waited for ${waited.reason})`,
             );
           }
           this.#gpu.slot = slot;
@@ -443,14 +472,15 @@ export class EngineRun {
           this.#report("info", `${exit}${this.#stopWhy}`);
           return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
         }
-        if (!shouldRestart(this.#policy, end)) {
-          const why = `${exit}; not restarted (restart: ${this.#policy})`;
+        if (!shouldRestart(this.policy, end)) {
+          const why = `${exit}; not restarted (restart: ${this.policy})`;
           this.#report("warn", why, true);
           return this.#enter("exited", end.cause, why);
         }
         const byCause = this.#causes.next(end.cause, !!this.#health.firstOkAt);
         if (byCause === "failed") {
-          const retry = retrySeconds(this.card, this.#o.failedRetryMs);
+          const retry = this.card.failedRetry ??
+            (this.#o.failedRetryMs ?? 0) / 1000;
           const why = failedLine(exit, end, retry);
           this.#report("warn", why, true);
           if (retry > 0) this.#later(retry * 1000, { kind: "retry" });
@@ -580,7 +610,15 @@ export class EngineRun {
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
     this.#lastPollMs = result.ms;
-    if (result.local) return localFailure(this.#local, this.name, result.local);
+    if (result.local) {
+      // The key doubles as the summary's subject.
+      this.#local.hit(
+        `health polls of engine ${this.name} that failed on the launcher's side`,
+        () =>
+          `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${result.local}`,
+      );
+      return undefined;
+    }
     const [verdict, health] = pollVerdict(
       this.#health,
       result.ok,
@@ -607,9 +645,9 @@ export class EngineRun {
   /** To the second (a health round may be far longer): one timer per run, gone at its exit. */
   #armSilence(run: ServerProcess, ms: number): void {
     clearTimeout(this.#silence);
-    this.#silence = undefined;
-    if (ms <= 0) return;
-    this.#silence = setTimeout(() => this.#on({ kind: "silence", run }), ms);
+    this.#silence = ms > 0
+      ? setTimeout(() => this.#on({ kind: "silence", run }), ms)
+      : undefined;
   }
 
   /** While it loads: its download watched, and polled while its load holds the gate (neighbours start at its first 200, not a round later). */

@@ -77,27 +77,25 @@ export class EngineRecords {
     const records = [...this.#pending.values()];
     this.#pending.clear();
     const stats = procStats(records.map((r) => r.pid));
-    for (const record of records) {
-      this.#writeOne({
-        ...record,
-        startTime: stats.get(record.pid)?.startTime ?? "",
+    for (const run of records) {
+      const record: EngineRecord = {
+        ...run,
+        startTime: stats.get(run.pid)?.startTime ?? "",
         launcherPid: Deno.pid,
         launcherStartTime: this.#launcherStartTime,
-      });
-    }
-  }
-
-  #writeOne(record: EngineRecord): void {
-    const path = this.#path(record.model);
-    try {
-      // Never through a link planted at a predictable temporary name.
-      writeFileAtomicSync(path, JSON.stringify(record) + "\n");
-    } catch (error) {
-      log.warn(
-        `cannot write the record of engine ${record.model} in ${this.#dir}: ${
-          (error as Error).message
-        }`,
-      );
+      };
+      try {
+        // Never through a link planted at a predictable temporary name.
+        writeFileAtomicSync(
+          this.#path(run.model),
+          JSON.stringify(record) + "\n",
+        );
+      } catch (error) {
+        const why = (error as Error).message;
+        log.warn(
+          `cannot write the record of engine ${run.model} in ${this.#dir}: ${why}`,
+        );
+      }
     }
   }
 
@@ -111,17 +109,15 @@ export class EngineRecords {
   }
 
   #list(): { path: string; record: EngineRecord }[] {
-    let names: string[];
+    let entries: Deno.DirEntry[];
     try {
-      names = [...Deno.readDirSync(this.#dir)]
-        .filter((entry) => entry.isFile && entry.name.endsWith(SUFFIX))
-        .map((entry) => entry.name);
+      entries = [...Deno.readDirSync(this.#dir)];
     } catch {
       return [];
     }
-    return names.flatMap((name) => {
+    return entries.flatMap(({ name, isFile }) => {
       const path = `${this.#dir}/${name}`;
-      const record = readRecord(path);
+      const record = isFile && name.endsWith(SUFFIX) && readRecord(path);
       return record ? [{ path, record }] : [];
     }).sort((a, b) => a.record.model.localeCompare(b.record.model));
   }

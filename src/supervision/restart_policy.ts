@@ -31,19 +31,9 @@ export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
  * the GPU until a request wakes it (llama-server's `--sleep-idle-seconds`,
  * vLLM's `/sleep`).
  */
-export type EngineState =
-  | "waiting"
-  | "starting"
-  | "ready"
-  | "sleeping"
-  | "unhealthy"
-  | "draining"
-  | "stopping"
-  | "backoff"
-  | "failed"
-  | "exited";
+export type EngineState = typeof ENGINE_STATES[number];
 
-export const ENGINE_STATES: readonly EngineState[] = [
+export const ENGINE_STATES = [
   "waiting",
   "starting",
   "ready",
@@ -54,7 +44,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "backoff",
   "failed",
   "exited",
-];
+] as const;
 
 /** Causes a restart cannot fix: twice in a row, the engine is `failed`. */
 const HOPELESS: ReadonlySet<string> = new Set([
@@ -63,8 +53,6 @@ const HOPELESS: ReadonlySet<string> = new Set([
 ]);
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
-
-export type CauseVerdict = "failed" | "same-delay" | "grow";
 
 /**
  * Recovery by cause: a cause a restart cannot fix ends in `failed` at its
@@ -77,7 +65,7 @@ export class CauseStreak {
   #hopeless = 0;
   #profiling = 0;
 
-  next(cause: string, served = false): CauseVerdict {
+  next(cause: string, served = false): "failed" | "same-delay" | "grow" {
     this.#hopeless = !served && HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
     if (this.#hopeless >= 2) return "failed";
     this.#profiling = cause === "gpu-memory-profiling"
@@ -123,20 +111,6 @@ export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
 export function restartDelayMs(n: number, maxMs: number): number {
   const exponent = Math.min(Math.max(n, 1) - 1, 30);
   return Math.min(FIRST_RESTART_DELAY_MS * 2 ** exponent, maxMs);
-}
-
-/**
- * A run's end for a log line: `code 3`, `signal SIGKILL`, `unhealthy, then …`.
- *
- * @example
- * ```ts
- * import { describeEnd } from "./restart_policy.ts";
- * console.log(describeEnd({ code: null, signal: "SIGKILL", reason: "exit" })); // signal SIGKILL
- * ```
- */
-export function describeEnd(end: RunEnd): string {
-  const how = end.signal ? `signal ${end.signal}` : `code ${end.code}`;
-  return end.reason === "exit" ? how : `${end.reason}, then ${how}`;
 }
 
 /** What the engine run does with one health poll or silence check. */
