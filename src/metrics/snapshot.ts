@@ -45,7 +45,8 @@ export function metricsSnapshot(
         engine: s.card.engine,
         port: s.port,
         gpus: s.gpus,
-        up: s.up,
+        // What `ready` means, asleep or not: the current run's last poll answered 200.
+        up: run.running && (s.state === "ready" || s.state === "sleeping"),
         restarts: s.restarts,
         healthPollSeconds: s.lastPollSeconds,
         startTimeSeconds: run.running && run.startedAt !== undefined

@@ -118,22 +118,6 @@ export function engineView(
   });
 }
 
-/** The load phase fields of `?detail=1`: the run's while it starts, else null. */
-export function phaseFields(
-  starting: boolean,
-  run: ServerProcess,
-): Pick<EngineDetail, "phase" | "phase_since" | "progress"> {
-  if (!starting || !run.running) {
-    return { phase: null, phase_since: null, progress: null };
-  }
-  const since = run.watch.phaseSince;
-  return {
-    phase: run.watch.phase,
-    phase_since: since === undefined ? null : new Date(since).toISOString(),
-    progress: run.watch.progress,
-  };
-}
-
 /** How a run ended: a stall the launcher saw (`seen`), else the engine's own line decides the cause, else the code or signal. */
 export function lastExitOf(
   run: ServerProcess,

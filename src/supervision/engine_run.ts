@@ -4,7 +4,7 @@
  * state field and one transition function, {@linkcode EngineRun} `#on`, fed by
  * events; the rules it applies are pure (`restart_policy.ts`, the gate). A
  * new state is a member of `EngineState`; a new event, a member of
- * `EngineEvent` and a case of `#on`.
+ * `EngineEvent` (`engine_events.ts`) and a case of `#on`.
  *
  * Folder `supervision/`: what sits above one engine run: the engine run, the
  * restart policy, the health loop, the watchdog and the engine records. It
@@ -20,13 +20,7 @@ import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuReading } from "../gpu/memory_use.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
-import type {
-  GpuStartGate,
-  Released,
-  StartSlot,
-  WaitingFor,
-  WaitReason,
-} from "../gpu/start_gate.ts";
+import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
 import {
   chargedLoad,
   endLoad,
@@ -48,18 +42,13 @@ import {
   stalledVerdict,
   type Verdict,
 } from "./restart_policy.ts";
-import {
-  type ServingEvent,
-  type ServingOptions,
-  ServingWatch,
-} from "./serving_watch.ts";
+import { type ServingOptions, ServingWatch } from "./serving_watch.ts";
 import {
   type EngineDetail,
   exitLine,
   failedLine,
   type LastExit,
   lastExitOf,
-  phaseFields,
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { EngineRecords } from "./records.ts";
@@ -67,7 +56,8 @@ import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
-import { Drain, type DrainEvent } from "./drain.ts";
+import { Drain } from "./drain.ts";
+import type { EngineEvent } from "./engine_events.ts";
 
 /** How a model's engine is run (where and what it runs is its plan). */
 export interface EngineRunOptions {
@@ -102,35 +92,6 @@ export interface EngineRunOptions {
   /** Requests cut by the drains of the runs this one replaces. */
   requestsCut?: number;
 }
-
-/**
- * What an engine run is told. Only `#on` acts on events; anything async
- * (the gate, a timer, a poll, an exit) ends in one.
- */
-type EngineEvent =
-  /** The gate holds the start (each look while held). */
-  | { readonly kind: "held"; readonly waiting: WaitingFor }
-  /** The gate let it start (`undefined`: not gated; `null`: the wait ended without a start). */
-  | { readonly kind: "admitted"; readonly slot: StartSlot | undefined | null }
-  /** A health poll's answer; `counts`: a background poll (liveness). */
-  | {
-    readonly kind: "probe";
-    readonly run: ServerProcess;
-    readonly result: HealthCheck;
-    readonly counts: boolean;
-  }
-  /** The `--start-timeout` timer fired. */
-  | { readonly kind: "silence"; readonly run: ServerProcess }
-  | {
-    readonly kind: "exited";
-    readonly run: ServerProcess;
-    readonly status: Deno.CommandStatus;
-  }
-  /** `retry`: `--failed-retry` (or a card's `failed_retry`) ran out for a `failed` engine. */
-  | { readonly kind: "backoff-over" | "retry" }
-  | { readonly kind: "stop"; readonly why: string }
-  | ServingEvent
-  | DrainEvent;
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
 export class EngineRun {
@@ -221,11 +182,6 @@ export class EngineRun {
     return this.#restarts;
   }
 
-  /** True when the current run's last poll answered 200 (that is what `ready` means, asleep or not). */
-  get up(): boolean {
-    return this.#process.running && ["ready", "sleeping"].includes(this.#state);
-  }
-
   /** Requests cut by drains (a deadline, a second signal), the replaced runs' included. */
   get requestsCut(): number {
     return this.#cut;
@@ -236,9 +192,12 @@ export class EngineRun {
   }
 
   detail(): EngineDetail {
+    const run = this.#process;
+    const loading = this.#state === "starting" && run.running;
+    const phaseSince = loading ? run.watch.phaseSince : undefined;
     return {
       state: this.#state,
-      pid: this.#process.running ? this.#process.pid ?? null : null,
+      pid: run.running ? run.pid ?? null : null,
       restarts: this.#restarts,
       since: this.#since.toISOString(),
       last_exit: this.#lastExit,
@@ -247,7 +206,11 @@ export class EngineRun {
       waiting_for: this.#gpu.waiting ?? null,
       gpu_memory_mib: this.#gpu.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.memory?.by ?? null,
-      ...phaseFields(this.#state === "starting", this.#process),
+      phase: loading ? run.watch.phase : null,
+      phase_since: phaseSince === undefined
+        ? null
+        : new Date(phaseSince).toISOString(),
+      progress: loading ? run.watch.progress : null,
       ...this.serving.detail(),
       drain: this.#state === "draining" ? this.#drain!.view() : null,
     };
@@ -385,7 +348,6 @@ export class EngineRun {
           this.#gpu.startUsed = slot.usedMiB;
         }
         const restart = this.#spawned;
-        let what: string;
         try {
           if (restart) {
             const old = this.#process;
@@ -399,7 +361,7 @@ export class EngineRun {
         } catch (error) {
           if (!restart && slot === undefined) throw error;
           this.#releaseGpu();
-          what = (error as Error).message;
+          const what = (error as Error).message;
           if (!restart) {
             this.#report("warn", `cannot start: ${what}`);
             return this.#enter("exited");
@@ -487,11 +449,8 @@ export class EngineRun {
           return this.#enter("failed", end.cause, why);
         }
         // A run healthy for long enough earns a fresh, short delay.
-        const firstOkAt = this.#health.firstOkAt;
-        if (
-          firstOkAt !== undefined &&
-          Date.now() - firstOkAt >= this.#o.stableAfterMs
-        ) this.#step = 0;
+        const okFor = Date.now() - (this.#health.firstOkAt ?? Infinity);
+        if (okFor >= this.#o.stableAfterMs) this.#step = 0;
         if (byCause === "same-delay") this.#step = Math.max(this.#step - 1, 0);
         this.#released = this.gpuReleased();
         return this.#enter("backoff", end.cause, this.#backoff(exit));
@@ -526,10 +485,8 @@ export class EngineRun {
         }
         if (!this.#done) return; // never started
         // Exited, its group not yet cleared: its exit event ends the engine.
-        if (
-          this.#process.startedAt !== undefined && state !== "backoff" &&
-          state !== "waiting"
-        ) return;
+        const unspawned = state === "backoff" || state === "waiting";
+        if (this.#process.startedAt !== undefined && !unspawned) return;
         this.#nextRestart = null;
         return this.#enter("exited");
     }
@@ -592,11 +549,8 @@ export class EngineRun {
   #backoff(what: string): string {
     this.#step++;
     const delay = restartDelayMs(this.#step, this.#o.restartMaxDelayMs);
-    this.#report(
-      "warn",
-      `${what}; restart ${this.#restarts + 1} in ${delay / 1000} s`,
-      true,
-    );
+    const next = `restart ${this.#restarts + 1} in ${delay / 1000} s`;
+    this.#report("warn", `${what}; ${next}`, true);
     this.#later(delay, { kind: "backoff-over" });
     return what;
   }

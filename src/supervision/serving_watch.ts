@@ -10,7 +10,6 @@
 import type { ModelCard } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { askEngine, engineOrigin } from "../engines/metrics_read.ts";
-import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { METRICS_MAX_BYTES } from "../engines/prometheus_text.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
@@ -122,7 +121,15 @@ export class ServingWatch {
   async round(run: ServerProcess, state: EngineState): Promise<void> {
     const { card, name } = this.#engine;
     const signal = this.#stop.signal;
-    if (run !== this.#run) this.#begin(run);
+    if (run !== this.#run) {
+      // A new run: its counters start from 0, its marks afresh.
+      this.#carried += this.#generated;
+      this.#generated = 0;
+      this.#run = run;
+      this.#forget();
+      this.#canaryFailures = 0;
+      this.seen = null;
+    }
     if (state !== "ready" && state !== "sleeping") {
       this.#forget();
       return;
@@ -138,8 +145,10 @@ export class ServingWatch {
         signal,
       });
     const sleep = kind?.traffic?.asleep;
+    // The plan's `env` over its `baseEnv`, without copying the whole of it each round.
+    const { env, baseEnv } = run.plan;
     const [slept, metrics] = await Promise.all([
-      sleep && (!sleep.env || envVar(run.plan, sleep.env) === "1")
+      sleep && (!sleep.env || (env[sleep.env] ?? baseEnv[sleep.env]) === "1")
         ? ask(sleep.path)
         : undefined,
       rule ? ask(rule.path) : undefined,
@@ -184,7 +193,10 @@ export class ServingWatch {
       return;
     }
     this.#stall = stallMark(this.#stall, reading);
-    const stall = stalled(this.#stall, reading, this.#stallMs(card));
+    const stallMs = card.stallTimeout === undefined
+      ? this.#o.stallTimeoutMs
+      : card.stallTimeout * 1000;
+    const stall = stalled(this.#stall, reading, stallMs);
     if (stall !== null) {
       this.seen = stall;
       return this.#on({ kind: "stalled", run, seen: stall });
@@ -197,16 +209,6 @@ export class ServingWatch {
     }
   }
 
-  /** A new run: its counters start from 0, its marks afresh. */
-  #begin(run: ServerProcess): void {
-    this.#carried += this.#generated;
-    this.#generated = 0;
-    this.#run = run;
-    this.#forget();
-    this.#canaryFailures = 0;
-    this.seen = null;
-  }
-
   /** No reading to go on: traffic unknown, the marks afresh. */
   #forget(): void {
     this.#traffic =
@@ -214,12 +216,6 @@ export class ServingWatch {
       this.#stall =
       this.#quiet =
         null;
-  }
-
-  #stallMs(card: ModelCard): number {
-    return card.stallTimeout === undefined
-      ? this.#o.stallTimeoutMs
-      : card.stallTimeout * 1000;
   }
 
   /** The canary: an answer, even a refusal (4xx), is life; no answer or a 5xx, twice in a row, is a stall. */
@@ -271,9 +267,4 @@ function isSleeping(text: string): boolean | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** One variable of the engine's environment ({@linkcode EnginePlan}'s `env` over its `baseEnv`), without copying the whole of it each round. */
-function envVar(plan: EnginePlan, name: string): string | undefined {
-  return plan.env[name] ?? plan.baseEnv[name];
 }
