@@ -92,7 +92,9 @@ export class MetricsWriter implements AsyncDisposable {
     try {
       await removeMetricsFile(this.#directory, this.#port);
     } catch (error) {
-      log.warn(`Cannot remove metrics file ${this.path}: ${message(error)}`);
+      log.warn(
+        `Cannot remove metrics file ${this.path}: ${(error as Error).message}`,
+      );
     }
   }
 
@@ -133,16 +135,12 @@ export class MetricsWriter implements AsyncDisposable {
         this.#failing = true;
         log.warn(
           `Cannot write metrics file ${this.path}: ${
-            message(error)
+            (error as Error).message
           } (retrying on the next update)`,
         );
       }
     }
   }
-}
-
-function message(error: unknown): string {
-  return error instanceof Error ? error.message : String(error);
 }
 
 export interface MetricsOwner {

@@ -15,8 +15,6 @@ import {
   type AuthFailureReason,
 } from "../web/auth_failures.ts";
 
-export { AUTH_FAILURE_REASONS, type AuthFailureReason };
-
 type Counts<K extends string> = Readonly<Partial<Record<K, number>>>;
 
 export interface LauncherMetrics {
@@ -81,13 +79,6 @@ interface Sample {
 
 function escapeLabelValue(value: string): string {
   return value.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : `\\${c}`);
-}
-
-// As Prometheus' Go parser reads floats.
-function formatValue(value: number): string {
-  return Math.abs(value) === Infinity
-    ? (value > 0 ? "+Inf" : "-Inf")
-    : String(value);
 }
 
 // `name type help`, in the order written; no help holds a backslash or line feed.
@@ -227,7 +218,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
     text += `# HELP ${name} ${help.join(" ")}\n# TYPE ${name} ${type}\n`;
     for (const { labels, value } of family) {
       const pairs = labels.map(([key, v]) => `${key}="${escapeLabelValue(v)}"`);
-      text += `${name}{${pairs.join(",")}} ${formatValue(value)}\n`;
+      text += `${name}{${pairs.join(",")}} ${value}\n`;
     }
   }
   return text;

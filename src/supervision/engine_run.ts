@@ -89,8 +89,6 @@ export interface EngineRunOptions {
   serving?: ServingOptions;
   /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. @default {0} */
   drainTimeoutMs?: number;
-  /** Requests cut by the drains of the runs this one replaces. */
-  requestsCut?: number;
 }
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
@@ -128,7 +126,7 @@ export class EngineRun {
   #lastPollMs: number | undefined;
   #silence: ReturnType<typeof setTimeout> | undefined;
   #drain: Drain | undefined;
-  #cut: number;
+  #cut = 0;
   /** Polls that failed on our side: one line per 10 s, then a count. */
   #local = new LogThrottle({ write: log.warn });
   readonly serving: ServingWatch;
@@ -137,7 +135,6 @@ export class EngineRun {
     this.#plan = plan;
     this.#o = options;
     this.#released = options.released;
-    this.#cut = options.requestsCut ?? 0;
     this.log = options.log;
     this.#process = new ServerProcess(plan, this.log);
     this.name = plan.name;
@@ -293,10 +290,12 @@ export class EngineRun {
     this.#o.onChange();
   }
 
-  /** A reload's replacement of `old`: restarts, the last exit and the exit counts run for the launcher's life. */
+  /** A reload's replacement of `old`: restarts, the last exit, the exit counts, the requests cut and the tokens run for the launcher's life. */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
     this.#exits = { ...old.#exits };
+    this.#cut = old.#cut;
+    this.serving.inherit(old.serving);
   }
 
   kill(): void {

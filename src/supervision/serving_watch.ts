@@ -55,8 +55,6 @@ export interface ServingOptions {
   /** Nothing running nor counted this long: a canary; 0: off. */
   readonly canaryIntervalMs: number;
   readonly canaryTimeoutMs: number;
-  /** Generated tokens counted by the engine runs this one replaced. */
-  readonly generatedBefore?: number;
 }
 
 const READ_TIMEOUT_MS = 2_000;
@@ -81,7 +79,7 @@ export class ServingWatch {
   /** The metrics could not be read: warned once, until they read again. */
   #failing = false;
   /** Generated tokens of earlier runs and before counter resets; the current counter. */
-  #carried: number;
+  #carried = 0;
   #generated = 0;
   #counted = false;
   /** What the last stall verdict saw (the exit's message). */
@@ -98,8 +96,6 @@ export class ServingWatch {
       { stallTimeoutMs: 0, canaryIntervalMs: 0, canaryTimeoutMs: 0 };
     this.#journal = options.journal;
     this.#on = on;
-    this.#carried = this.#o.generatedBefore ?? 0;
-    this.#counted = this.#o.generatedBefore !== undefined;
   }
 
   /** The engine stops for good: what is under way ends. */
@@ -117,6 +113,12 @@ export class ServingWatch {
     return this.#counted ? this.#carried + this.#generated : undefined;
   }
 
+  /** A reload's replacement counts on from the tokens of the watch it replaces. */
+  inherit(old: ServingWatch): void {
+    this.#counted = old.#counted;
+    this.#carried = old.#carried + old.#generated;
+  }
+
   /** One round's look at `run`, in the state its health poll left it. */
   async round(run: ServerProcess, state: EngineState): Promise<void> {
     const { card, name } = this.#engine;
@@ -130,10 +132,7 @@ export class ServingWatch {
       this.#canaryFailures = 0;
       this.seen = null;
     }
-    if (state !== "ready" && state !== "sleeping") {
-      this.#forget();
-      return;
-    }
+    if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
     const rule = kind && trafficRule(card, kind);
     const origin = engineOrigin(run.host, run.port);
@@ -179,9 +178,7 @@ export class ServingWatch {
         } (traffic unknown; said once until it reads again)`,
       );
     }
-    if (this.#failing) {
-      log.info(`engine ${name}: its traffic reads again`);
-    }
+    if (this.#failing) log.info(`engine ${name}: its traffic reads again`);
     this.#failing = false;
     if (reading.generated < this.#generated) this.#carried += this.#generated;
     this.#generated = reading.generated;
