@@ -64,20 +64,18 @@ export class Drain {
   #finished = 0;
   #stop = new AbortController();
   #over = Promise.withResolvers<void>();
-  #emit: (event: DrainEvent) => void;
   #ended: (end: DrainEnd) => void;
 
   /** Starts the drain of a ready engine; undefined when it gets none (`say` tells why where it is not the operator's choice). */
   static begin(
     plan: EnginePlan,
     launcherMs: number,
-    to: {
+    { say, emit, journal }: {
       say: (line: string) => void;
       emit: (event: DrainEvent) => void;
       journal?: Journal | undefined;
     },
   ): Drain | undefined {
-    const { say, emit, journal } = to;
     const ms = drainMs(plan.card, launcherMs);
     if (ms <= 0) return undefined;
     const rule = trafficRule(plan.card, ENGINE_KINDS[plan.card.engine]!);
@@ -112,9 +110,8 @@ export class Drain {
     ended: (end: DrainEnd) => void = () => {},
   ) {
     this.deadline = this.since + ms;
-    this.#emit = emit;
     this.#ended = ended;
-    void this.#loop(read);
+    void this.#loop(read, emit);
   }
 
   /** Resolves when the drain is over, however it ended. */
@@ -148,12 +145,6 @@ export class Drain {
     return inFlight(reading) === 0 ? this.#end("drained", now) : undefined;
   }
 
-  /** A second signal: the drain ends now (as an event, through the engine run). */
-  skip(): boolean {
-    this.#emit({ kind: "drain-over", why: "skipped" });
-    return true;
-  }
-
   /** Ends the reads (the engine left `draining` some other way). */
   close(): void {
     this.#stop.abort();
@@ -181,8 +172,8 @@ export class Drain {
 
   async #loop(
     read: (timeoutMs: number) => Promise<TrafficReading | null>,
+    emit: (event: DrainEvent) => void,
   ): Promise<void> {
-    const emit = this.#emit;
     const signal = this.#stop.signal;
     while (!signal.aborted) {
       const left = this.deadline - Date.now();

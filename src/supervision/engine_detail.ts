@@ -110,12 +110,8 @@ export function engineView(
     detail(): EngineDetail;
   },
 ): EngineView {
-  return Object.freeze({
-    name: engine.name,
-    port: engine.port,
-    policy: engine.policy,
-    ...engine.detail(),
-  });
+  const { name, port, policy } = engine;
+  return Object.freeze({ name, port, policy, ...engine.detail() });
 }
 
 /** How a run ended: a stall the launcher saw (`seen`), else the engine's own line decides the cause, else the code or signal. */
@@ -123,7 +119,7 @@ export function lastExitOf(
   run: ServerProcess,
   status: Deno.CommandStatus,
   reason: EndReason,
-  seen: string | null = null,
+  seen: string | null,
 ): LastExit {
   const endedAt = Date.now();
   const ranMs = endedAt - (run.startedAt ?? endedAt);

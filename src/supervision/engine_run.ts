@@ -304,7 +304,9 @@ export class EngineRun {
 
   /** Cuts a drain short (a second signal): SIGTERM follows at once. False when not draining. */
   hurry(): boolean {
-    return this.#state === "draining" && this.#drain!.skip();
+    if (this.#state !== "draining") return false;
+    this.#on({ kind: "drain-over", why: "skipped" });
+    return true;
   }
 
   /** The transition function: every state change happens here. */
@@ -421,12 +423,8 @@ export class EngineRun {
         this.#gpu.memory = null;
         this.#watchdog?.remove(run.pid!);
         this.#o.records.remove(this.name);
-        const end = this.#lastExit = lastExitOf(
-          run,
-          status,
-          this.#endReason,
-          this.serving.seen,
-        );
+        const end = lastExitOf(run, status, this.#endReason, this.serving.seen);
+        this.#lastExit = end;
         this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
         const exit = exitLine(end);
         if (this.#stopWhy !== undefined) {

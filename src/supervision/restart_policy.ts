@@ -154,12 +154,8 @@ export function pollVerdict(
   const failures = health.failures + 1;
   const next = { ...health, failures };
   if (limit <= 0 || failures < limit) return [{ kind: "unhealthy" }, next];
-  return [{
-    kind: "stop",
-    reason: "unhealthy",
-    why:
-      `failed ${failures} health polls in a row after answering 200: stopping it (SIGTERM, then SIGKILL)`,
-  }, next];
+  const why = `failed ${failures} health polls in a row after answering 200`;
+  return [stop("unhealthy", why), next];
 }
 
 /** `--start-timeout`: a run that never answered 200 and gave no sign of life for `timeoutMs` is stopped (0: never). */
@@ -173,22 +169,20 @@ export function silenceVerdict(
   if (timeoutMs <= 0 || firstOkAt !== undefined) return undefined;
   const silent = now - lastSignOfLife;
   if (silent < timeoutMs) return undefined;
-  return {
-    kind: "stop",
-    reason: "start-timeout",
-    why: `has not answered 200 and wrote nothing for ${
-      Math.round(silent / 1000)
-    } s (--start-timeout${
-      phase ? `, stalled while ${phase}` : ""
-    }): stopping it (SIGTERM, then SIGKILL)`,
-  };
+  const seconds = Math.round(silent / 1000);
+  const where = phase ? `, stalled while ${phase}` : "";
+  return stop(
+    "start-timeout",
+    `has not answered 200 and wrote nothing for ${seconds} s (--start-timeout${where})`,
+  );
 }
 
 /** A ready engine that serves nothing: stopped as a liveness failure is, `seen` kept as its exit's message. */
 export function stalledVerdict(seen: string): Verdict {
-  return {
-    kind: "stop",
-    reason: "stalled",
-    why: `stalled: ${seen}: stopping it (SIGTERM, then SIGKILL)`,
-  };
+  return stop("stalled", `stalled: ${seen}`);
+}
+
+function stop(reason: EndReason, what: string): Verdict {
+  const why = `${what}: stopping it (SIGTERM, then SIGKILL)`;
+  return { kind: "stop", reason, why };
 }

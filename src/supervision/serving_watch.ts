@@ -216,11 +216,7 @@ export class ServingWatch {
   }
 
   /** The canary: an answer, even a refusal (4xx), is life; no answer or a 5xx, twice in a row, is a stall. */
-  async #send(
-    run: ServerProcess,
-    url: string,
-    body: unknown,
-  ): Promise<void> {
+  async #send(run: ServerProcess, url: string, body: unknown): Promise<void> {
     const { name } = this.#engine;
     const signal = this.#stop.signal;
     this.#canaryBusy = true;
