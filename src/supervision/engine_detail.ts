@@ -30,11 +30,15 @@ export {
  * ```
  */
 export interface EngineView {
+  /** The catalogue name. */
   readonly name: string;
+  /** The port the engine listens on. */
   readonly port: number;
   /** The card's, else the launcher's. */
   readonly policy: RestartPolicy;
+  /** Where the engine is in its lifecycle. */
   readonly state: EngineState;
+  /** The running engine process's pid, or null. */
   readonly pid: number | null;
   /** Since the launcher started. */
   readonly restarts: number;
@@ -51,6 +55,7 @@ export interface EngineView {
     /** The engine's line that decided the cause (at most 200 characters). */
     readonly message: string | null;
   } | null;
+  /** ISO time of the next start while in backoff, else null. */
   readonly next_restart: string | null;
   /** `CUDA_VISIBLE_DEVICES`: `[]` for none, null when not placed. */
   readonly gpus: readonly string[] | null;
@@ -68,8 +73,11 @@ export interface EngineView {
   readonly gpu_memory_mib: Readonly<Record<string, number>> | null;
   /** `pid`: its pids in `nvidia-smi`'s list; `device`: the device's change across its start (in a container the listed pids are the host's). */
   readonly gpu_memory_by?: "pid" | "device" | null;
+  /** While `starting`: the load phase, null when not known (and in every other state). */
   readonly phase: LoadPhase | null;
+  /** ISO time the phase began, or null. */
   readonly phase_since: string | null;
+  /** While `starting`: how far the phase has come (shards read, bytes downloaded), or null. */
   readonly progress: {
     readonly done: number;
     /** Null when not known (a download's size). */

@@ -31,9 +31,19 @@ export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
  * the GPU until a request wakes it (llama-server's `--sleep-idle-seconds`,
  * vLLM's `/sleep`).
  */
-export type EngineState = typeof ENGINE_STATES[number];
+export type EngineState =
+  | "waiting"
+  | "starting"
+  | "ready"
+  | "sleeping"
+  | "unhealthy"
+  | "draining"
+  | "stopping"
+  | "backoff"
+  | "failed"
+  | "exited";
 
-export const ENGINE_STATES = [
+export const ENGINE_STATES: readonly EngineState[] = [
   "waiting",
   "starting",
   "ready",
@@ -44,7 +54,7 @@ export const ENGINE_STATES = [
   "backoff",
   "failed",
   "exited",
-] as const;
+];
 
 /** Causes a restart cannot fix: twice in a row, the engine is `failed`. */
 const HOPELESS: ReadonlySet<string> = new Set([
