@@ -130,19 +130,19 @@ export class Drain {
   }
 
   /** Takes one event: how the drain ended, or undefined while it goes on. */
-  step(event: DrainEvent, now = Date.now()): DrainEnd | undefined {
-    if (event.kind === "drain-over") return this.#end(event.why, now);
+  step(event: DrainEvent): DrainEnd | undefined {
+    if (event.kind === "drain-over") return this.#end(event.why);
     const reading = event.reading;
     // A later failed read (an engine busy past 2 s) waits on: the deadline bounds it.
     if (reading === null) {
-      return this.#last === null ? this.#end("unread", now) : undefined;
+      return this.#last === null ? this.#end("unread") : undefined;
     }
     // A lower bound: what arrived and left between two reads is not seen.
     if (this.#last) {
       this.#finished += Math.max(0, inFlight(this.#last) - inFlight(reading));
     }
     this.#last = reading;
-    return inFlight(reading) === 0 ? this.#end("drained", now) : undefined;
+    return inFlight(reading) === 0 ? this.#end("drained") : undefined;
   }
 
   /** Ends the reads (the engine left `draining` some other way). */
@@ -151,9 +151,9 @@ export class Drain {
     this.#over.resolve();
   }
 
-  #end(reason: DrainEnd["reason"], now: number): DrainEnd {
+  #end(reason: DrainEnd["reason"]): DrainEnd {
     this.close();
-    const seconds = Math.round((now - this.since) / 100) / 10;
+    const seconds = Math.round((Date.now() - this.since) / 100) / 10;
     const cut = reason === "drained" || reason === "unread" || !this.#last
       ? 0
       : inFlight(this.#last);

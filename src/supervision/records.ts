@@ -165,7 +165,7 @@ export class EngineRecords {
         );
         await stopGroup(record.pid, graceMs, { alive: groupLiving });
         // The port is what the new launcher needs: give the kernel a moment to let go of it.
-        await portReleased(record.host, record.port, PORT_WAIT_MS);
+        await portReleased(record.host, record.port);
       }
       try {
         Deno.removeSync(path);
@@ -200,10 +200,9 @@ function groupIsRecorded(
   record: EngineRecord,
   leader: ProcStat | undefined,
 ): boolean {
-  if (leader !== undefined) {
-    return leader.startTime === record.startTime && leader.pgid === record.pid;
-  }
-  return groupLiving(record.pid);
+  return leader === undefined
+    ? groupLiving(record.pid)
+    : leader.startTime === record.startTime && leader.pgid === record.pid;
 }
 
 function readRecord(path: string): EngineRecord | undefined {
@@ -226,14 +225,10 @@ function groupLiving(pgid: number): boolean {
   );
 }
 
-async function portReleased(
-  hostname: string,
-  port: number,
-  ms: number,
-): Promise<void> {
-  const deadline = Date.now() + ms;
+async function portReleased(host: string, port: number): Promise<void> {
+  const deadline = Date.now() + PORT_WAIT_MS;
   while (Date.now() < deadline) {
-    if (isPortFree(hostname, port)) return;
+    if (isPortFree(host, port)) return;
     await sleep(50);
   }
 }

@@ -150,12 +150,11 @@ export function pollVerdict(
   ok: boolean,
   counts: boolean,
   limit: number,
-  now: number = Date.now(),
 ): [Verdict, RunHealth] {
   if (ok) {
     const first = health.firstOkAt === undefined;
     return [{ kind: "ready", first }, {
-      firstOkAt: health.firstOkAt ?? now,
+      firstOkAt: health.firstOkAt ?? Date.now(),
       failures: 0,
     }];
   }
@@ -174,10 +173,9 @@ export function silenceVerdict(
   lastSignOfLife: number,
   timeoutMs: number,
   phase: string | null,
-  now: number = Date.now(),
 ): Verdict | undefined {
   if (timeoutMs <= 0 || firstOkAt !== undefined) return undefined;
-  const silent = now - lastSignOfLife;
+  const silent = Date.now() - lastSignOfLife;
   if (silent < timeoutMs) return undefined;
   const seconds = Math.round(silent / 1000);
   const where = phase ? `, stalled while ${phase}` : "";
