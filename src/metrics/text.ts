@@ -70,10 +70,8 @@ export interface MetricsSnapshot {
   updatedSeconds?: number | undefined;
 }
 
-type Labels = readonly (readonly [string, string])[];
-
 interface Sample {
-  labels: Labels;
+  labels: readonly (readonly [string, string])[];
   value: number;
 }
 

@@ -114,6 +114,8 @@ export class EngineRun {
   #health: RunHealth = { firstOkAt: undefined, failures: 0 };
   /** Why the launcher is ending the current run itself, or "exit". */
   #endReason: EndReason = "exit";
+  /** What the last stall verdict saw (the exit's message). */
+  #seen: string | null = null;
   #stopWhy: string | undefined;
   /** Ends a backoff, a wait at the gate, the load and download watches. */
   #interrupt = new AbortController();
@@ -388,6 +390,7 @@ export class EngineRun {
         const run = event.run;
         if (run !== this.#process || !run.running) return;
         if (state === "stopping") return;
+        if (event.kind === "stalled") this.#seen = event.seen;
         const verdict = event.kind === "probe"
           ? this.#poll(event.result, event.counts)
           : event.kind === "silence"
@@ -423,7 +426,7 @@ export class EngineRun {
         this.#gpu.memory = null;
         this.#watchdog?.remove(run.pid!);
         this.#o.records.remove(this.name);
-        const end = lastExitOf(run, status, this.#endReason, this.serving.seen);
+        const end = lastExitOf(run, status, this.#endReason, this.#seen);
         this.#lastExit = end;
         this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
         const exit = exitLine(end);

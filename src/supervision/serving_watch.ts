@@ -82,8 +82,6 @@ export class ServingWatch {
   #carried = 0;
   #generated = 0;
   #counted = false;
-  /** What the last stall verdict saw (the exit's message). */
-  seen: string | null = null;
 
   /** `serving` absent: stalls and canaries off. */
   constructor(
@@ -130,7 +128,6 @@ export class ServingWatch {
       this.#run = run;
       this.#forget();
       this.#canaryFailures = 0;
-      this.seen = null;
     }
     if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
@@ -194,10 +191,7 @@ export class ServingWatch {
       ? this.#o.stallTimeoutMs
       : card.stallTimeout * 1000;
     const stall = stalled(this.#stall, reading, stallMs);
-    if (stall !== null) {
-      this.seen = stall;
-      return this.#on({ kind: "stalled", run, seen: stall });
-    }
+    if (stall !== null) return this.#on({ kind: "stalled", run, seen: stall });
     this.#quiet = quietMark(this.#quiet, reading);
     const canary = kind && canaryRequest(card, kind);
     const every = card.canary === false ? 0 : this.#o.canaryIntervalMs;
@@ -247,8 +241,8 @@ export class ServingWatch {
       detail: why,
     });
     if (n < CANARY_FAILURES || this.#engine.state !== "ready") return;
-    this.seen = `${n} canary requests in a row failed (${answer.why})`;
-    this.#on({ kind: "stalled", run, seen: this.seen });
+    const seen = `${n} canary requests in a row failed (${answer.why})`;
+    this.#on({ kind: "stalled", run, seen });
   }
 }
 
