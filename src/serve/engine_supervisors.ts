@@ -28,16 +28,11 @@ export interface Supervision {
   readonly journal?: Journal;
 }
 
-/** One engine run for a plan (nothing started); a replacement keeps the log, the token count and waits for the replaced run's GPU memory. */
+/** One engine run for a plan (nothing started); a replacement keeps the log and waits for the replaced run's GPU memory. */
 export function supervise(
   plan: EnginePlan,
   how: Supervision,
-  run: {
-    log?: EngineLog;
-    released?: Released | undefined;
-    generated?: number | undefined;
-    requestsCut?: number;
-  } = {},
+  run: { log?: EngineLog; released?: Released | undefined } = {},
 ): EngineRun {
   const o = how.options;
   const gpu = how.gpu;
@@ -46,7 +41,6 @@ export function supervise(
       new EngineLog(plan.logFile, { maxBytes: o.logMaxBytes, keep: o.logKeep }),
     graceMs: o.graceMs,
     drainTimeoutMs: o.drainTimeoutMs,
-    ...(run.requestsCut ? { requestsCut: run.requestsCut } : {}),
     records: how.records,
     onChange: how.onChange,
     journal: how.journal,
@@ -68,9 +62,6 @@ export function supervise(
       stallTimeoutMs: o.stallTimeoutMs,
       canaryIntervalMs: o.canaryIntervalMs,
       canaryTimeoutMs: o.canaryTimeoutMs,
-      ...(run.generated === undefined
-        ? {}
-        : { generatedBefore: run.generated }),
     },
   });
 }
@@ -93,12 +84,7 @@ export async function replaceEngine(
   const released = old.gpuReleased();
   // A ready engine drains first; the new run starts once the old one is gone (its port).
   await old.stop(how.options.graceMs, { keepLog: true, why: "reload" });
-  const fresh = supervise(plan, how, {
-    log: old.log,
-    released,
-    generated: old.serving.generatedTokens,
-    requestsCut: old.requestsCut,
-  });
+  const fresh = supervise(plan, how, { log: old.log, released });
   fresh.inherit(old);
   supervisors[index] = fresh;
   how.onChange();
