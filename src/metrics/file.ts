@@ -1,12 +1,10 @@
 // `<directory>/metrics/mymodel_serve_<port>.prom`, kept the way
 // node_exporter's textfile collector expects: replaced atomically, removed at
-// clean shutdown. A launcher killed outright cannot remove its file, so the
-// next one removes the files whose owner (pid and start time, so that a reused
-// pid does not pass for it) no longer runs.
-
+// clean shutdown. A launcher killed outright cannot remove its file: the next
+// one removes the files whose owner no longer runs.
 import { writeFileAtomic } from "../common/atomic_write.ts";
 import { log } from "../common/log.ts";
-import { processStartTimes } from "../supervision/records.ts";
+import { living, type Owner, thisLauncher } from "../supervision/records.ts";
 import { type MetricsSnapshot, renderMetrics } from "./text.ts";
 
 export function metricsFilePath(directory: string, port: number): string {
@@ -41,7 +39,7 @@ interface MetricsWriterOptions {
   write?: typeof writeMetricsFile;
   // Tests pose as another launcher. Undefined (`/proc` unreadable): no owner
   // line, and no file of another launcher is removed: none can be told dead.
-  owner?: MetricsOwner | undefined;
+  owner?: Owner | undefined;
 }
 
 // One write at a time and only the latest snapshot waiting; a snapshot is
@@ -54,9 +52,8 @@ export class MetricsWriter implements AsyncDisposable {
   #running: Promise<void> | undefined;
   #failing = false;
   #closed = false;
-  // Read at the first write (the launcher's start time needs /proc), when
-  // the files of dead launchers are removed too.
-  #owner: MetricsOwner | undefined | (() => MetricsOwner | undefined);
+  // Read at the first write, when the files of dead launchers are removed too.
+  #owner: Owner | undefined | (() => Owner | undefined);
 
   constructor(
     directory: string,
@@ -66,7 +63,7 @@ export class MetricsWriter implements AsyncDisposable {
     this.#directory = directory;
     this.#port = port;
     this.#write = options.write ?? writeMetricsFile;
-    this.#owner = "owner" in options ? () => options.owner : thisOwner;
+    this.#owner = "owner" in options ? () => options.owner : thisLauncher;
   }
 
   get path(): string {
@@ -83,7 +80,6 @@ export class MetricsWriter implements AsyncDisposable {
     while (this.#running) await this.#running;
   }
 
-  /** Drops a snapshot not yet started, waits for the write in flight, removes the file. */
   async close(): Promise<void> {
     if (this.#closed) return await this.idle();
     this.#closed = true;
@@ -143,12 +139,6 @@ export class MetricsWriter implements AsyncDisposable {
   }
 }
 
-export interface MetricsOwner {
-  pid: number;
-  /** Field 22 of `/proc/<pid>/stat`, as text. */
-  startTime: string;
-}
-
 const OWNER = /^# mymodel_serve owner pid=(\d+) start_time=(\d+)$/m;
 const FILE = /^mymodel_serve_(\d+)\.prom$/;
 // `writeFileAtomic`'s temporary name: a launcher killed between its write and
@@ -158,17 +148,12 @@ const TEMPORARY = /^\.mymodel_serve_(\d+)\.prom\.[0-9a-f]+\.tmp$/;
 // planted one) costs one small read.
 const FIRST_LINE_BYTES = 4096;
 
-export function thisOwner(): MetricsOwner | undefined {
-  const startTime = processStartTimes([Deno.pid]).get(Deno.pid);
-  return startTime ? { pid: Deno.pid, startTime } : undefined;
-}
-
 // Prometheus' text format skips comments other than HELP and TYPE.
-export function ownerComment(owner: MetricsOwner): string {
+export function ownerComment(owner: Owner): string {
   return `# mymodel_serve owner pid=${owner.pid} start_time=${owner.startTime}\n`;
 }
 
-export function ownerOf(text: string): MetricsOwner | undefined {
+export function ownerOf(text: string): Owner | undefined {
   const match = OWNER.exec(text);
   return match ? { pid: Number(match[1]), startTime: match[2]! } : undefined;
 }
@@ -178,9 +163,9 @@ export function ownerOf(text: string): MetricsOwner | undefined {
 export async function removeDeadOwnersFiles(
   directory: string,
   port: number,
-  self: MetricsOwner,
+  self: Owner,
 ): Promise<void> {
-  const found: { path: string; owner: MetricsOwner; port: number }[] = [];
+  const found: { path: string; owner: Owner; port: number }[] = [];
   const temporaries = new Map<number, string[]>();
   try {
     for await (const entry of Deno.readDir(`${directory}/metrics`)) {
@@ -199,10 +184,10 @@ export async function removeDeadOwnersFiles(
   } catch {
     return; // no metrics/ to read: the write that follows says so
   }
-  const alive = processStartTimes(found.map(({ owner }) => owner.pid));
+  const alive = living(found.map(({ owner }) => owner));
   for (const { path, owner, port: of } of found) {
     const same = owner.pid === self.pid && owner.startTime === self.startTime;
-    if (same || alive.get(owner.pid) === owner.startTime) continue;
+    if (same || alive.has(owner)) continue;
     for (const temporary of temporaries.get(of) ?? []) {
       await Deno.remove(temporary).catch(() => {});
     }

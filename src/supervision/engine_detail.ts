@@ -1,9 +1,5 @@
-/**
- * One engine's supervision facts as `GET /models?detail=1` reports them, and
- * the read-only view an embedding program gets of each engine.
- *
- * @module
- */
+// One engine's supervision facts as `GET /models?detail=1` reports them, and
+// the read-only view an embedding program gets of each engine.
 import type { RestartPolicy } from "../catalogue.ts";
 import type { EndReason, EngineState } from "./restart_policy.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
@@ -106,13 +102,10 @@ export interface EngineView {
   } | null;
 }
 
-/** One engine's supervision facts (the `?detail=1` fields). */
 export type EngineDetail = Omit<EngineView, "name" | "port" | "policy">;
 
-/** How an engine run ended, as `GET /models?detail=1` reports it. */
 export type LastExit = NonNullable<EngineView["last_exit"]>;
 
-/** The frozen snapshot an embedding program gets of one engine. */
 export function engineView(
   engine: Pick<EngineView, "name" | "port" | "policy"> & {
     detail(): EngineDetail;
@@ -153,7 +146,7 @@ export function exitLine(end: LastExit): string {
   return `exit: ${what} after ${end.ran_seconds.toFixed(1)} s${said}`;
 }
 
-/** Why an engine is `failed`, and when it is tried again (`retry` seconds; 0: never). */
+/** `retry`: seconds before it is tried again; 0: never. */
 export function failedLine(exit: string, end: LastExit, retry: number): string {
   return `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)${
     retry > 0 ? `; tried again in ${retry} s` : ""

@@ -1,14 +1,9 @@
 /**
- * One model's engine, its whole life in one place: successive
- * {@linkcode ServerProcess} runs, the GPU start gate, liveness, restarts. One
- * state field and one transition function, {@linkcode EngineRun} `#on`, fed by
- * events; the rules it applies are pure (`restart_policy.ts`, the gate). A
- * new state is a member of `EngineState`; a new event, a member of
- * `EngineEvent` (`engine_events.ts`) and a case of `#on`.
- *
- * Folder `supervision/`: what sits above one engine run: the engine run, the
- * restart policy, the health loop, the watchdog and the engine records. It
- * knows nothing of HTTP, authentication or the command line.
+ * One model's engine, its whole life in one place: successive runs, the GPU
+ * start gate, liveness, restarts. One state field and one transition
+ * function, `#on`, fed by events; the rules it applies are pure
+ * (`restart_policy.ts`, the gate). Folder `supervision/` knows nothing of
+ * HTTP, authentication or the command line.
  *
  * @module
  */
@@ -19,7 +14,13 @@ import { late, sleep } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { GpuMemoryNeed } from "../gpu/need.ts";
-import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
+import type {
+  GpuStartGate,
+  Released,
+  StartSlot,
+  WaitingFor,
+  WaitReason,
+} from "../gpu/start_gate.ts";
 import {
   chargedLoad,
   endLoad,
@@ -42,7 +43,11 @@ import {
   stalledVerdict,
   type Verdict,
 } from "./restart_policy.ts";
-import { type ServingOptions, ServingWatch } from "./serving_watch.ts";
+import {
+  type ServingEvent,
+  type ServingOptions,
+  ServingWatch,
+} from "./serving_watch.ts";
 import {
   type EngineDetail,
   exitLine,
@@ -56,14 +61,35 @@ import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
-import { Drain } from "./drain.ts";
-import type { EngineEvent } from "./engine_events.ts";
+import { Drain, type DrainEvent } from "./drain.ts";
 
-/** How a model's engine is run (where and what it runs is its plan). */
+/** What an engine run is told; anything async (the gate, a timer, a poll, an exit) ends in one. */
+type EngineEvent =
+  | { readonly kind: "held"; readonly waiting: WaitingFor }
+  /** `undefined`: not gated; `null`: the wait ended without a start. */
+  | { readonly kind: "admitted"; readonly slot: StartSlot | undefined | null }
+  | {
+    readonly kind: "probe";
+    readonly run: ServerProcess;
+    readonly result: HealthCheck;
+    readonly counts: boolean;
+  }
+  /** The `--start-timeout` timer fired. */
+  | { readonly kind: "silence"; readonly run: ServerProcess }
+  | {
+    readonly kind: "exited";
+    readonly run: ServerProcess;
+    readonly status: Deno.CommandStatus;
+  }
+  /** `retry`: `--failed-retry` ran out for a `failed` engine. */
+  | { readonly kind: "backoff-over" | "retry" }
+  | { readonly kind: "stop"; readonly why: string }
+  | ServingEvent
+  | DrainEvent;
+
 export interface EngineRunOptions {
   log: EngineLog;
-  /** The policy when the card sets none. */
-  restart: RestartPolicy;
+  restart: RestartPolicy; // when the card sets none
   restartMaxDelayMs: number;
   /** A `failed` engine is tried again after this long, unless its card says; 0 or unset: never. */
   failedRetryMs?: number;
@@ -71,27 +97,23 @@ export interface EngineRunOptions {
   stableAfterMs: number;
   /** Failed background polls in a row, after a first 200, that stop a run; 0: never. */
   livenessFailures: number;
-  /** Between SIGTERM and SIGKILL. */
   graceMs: number;
   records: EngineRecords;
   onChange: () => void;
   journal?: Journal | undefined;
   gate?: GpuStartGate;
-  /** Free GPU memory the engine demands at start, where known (the gate's rule 4). */
   memoryNeed?: GpuMemoryNeed | undefined;
   /** A loading run silent this long is stopped; 0: never. */
   startTimeoutMs: number;
-  /** How often a load holding the gate is polled for its first 200. @default {1000} */
+  /** How often a load holding the gate is polled for its first 200. */
   loadPollMs?: number;
   /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
   released?: Released | undefined;
-  /** Stall and canary settings; absent: both off (traffic is still read). */
-  serving?: ServingOptions;
-  /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. @default {0} */
+  serving?: ServingOptions; // absent: no stall or canary (traffic is still read)
+  /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. */
   drainTimeoutMs?: number;
 }
 
-/** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
 export class EngineRun {
   readonly log: EngineLog;
   // A reload that moves an engine replaces its run: these never change.
@@ -112,24 +134,19 @@ export class EngineRun {
   #exits: Partial<Record<ExitCause, number>> = {};
   #nextRestart: Date | null = null;
   #health: RunHealth = { firstOkAt: undefined, failures: 0 };
-  /** Why the launcher is ending the current run itself, or "exit". */
   #endReason: EndReason = "exit";
-  /** What the last stall verdict saw (the exit's message). */
-  #seen: string | null = null;
+  #seen: string | null = null; // what the stall verdict saw: the exit's message
   #stopWhy: string | undefined;
   /** Ends a backoff, a wait at the gate, the load and download watches. */
   #interrupt = new AbortController();
   #gpu: GateFacts = { since: 0, ms: {}, startUsed: {} };
-  /** What the next start waits to see released (rule 2 of the gate). */
   #released: Released | undefined;
   #watchdog: Watchdog | undefined;
-  /** Resolves once the engine is `exited` or `failed`; set by start(). */
   #done: PromiseWithResolvers<void> | undefined;
   #lastPollMs: number | undefined;
   #silence: ReturnType<typeof setTimeout> | undefined;
   #drain: Drain | undefined;
   #cut = 0;
-  /** Polls that failed on our side: one line per 10 s, then a count. */
   #local = new LogThrottle({ write: log.warn });
   readonly serving: ServingWatch;
 
@@ -146,7 +163,6 @@ export class EngineRun {
     this.serving = new ServingWatch(this, options, (e) => this.#on(e));
   }
 
-  /** The plan in force (a reload may amend it, a restart resolve it again). */
   get plan(): EnginePlan {
     return this.#plan;
   }
@@ -159,7 +175,6 @@ export class EngineRun {
     return this.#process;
   }
 
-  /** The running engine's process group, or undefined. */
   get pgid(): number | undefined {
     return this.#process.running ? this.#process.pid : undefined;
   }
@@ -172,7 +187,6 @@ export class EngineRun {
     return this.#state;
   }
 
-  /** Devices handed to the engine, `[]` for none, null when not placed. */
   get gpus(): readonly string[] | null {
     return this.#plan.gpus;
   }
@@ -181,7 +195,6 @@ export class EngineRun {
     return this.#restarts;
   }
 
-  /** Requests cut by drains (a deadline, a second signal), the replaced runs' included. */
   get requestsCut(): number {
     return this.#cut;
   }
@@ -228,12 +241,11 @@ export class EngineRun {
     if (reading && !this.#gpu.slot) this.#gpu.settled = reading;
   }
 
-  /** Each device's used MiB just before the current run spawned (device attribution). */
   get gpuStartUsed(): Readonly<Record<string, number>> {
     return this.#gpu.startUsed;
   }
 
-  /** What the last run held on its GPUs, for its replacement; undefined when not gated. */
+  /** What the last run held on its GPUs, for its replacement. */
   gpuReleased(): Released | undefined {
     return this.#gated() ? releasedBy(this.#gpu) : undefined;
   }
@@ -252,7 +264,7 @@ export class EngineRun {
     }
   }
 
-  /** Polls the current run once; a background poll (`counts`) is a liveness check, a `GET /models` request's is not; false while draining (no new requests). */
+  /** A background poll (`counts`) is a liveness check, a `GET /models` request's is not. */
   async healthy(timeoutMs: number, counts = false): Promise<boolean> {
     const run = this.#process;
     const off = counts ? ["stopping", "draining"] : ["draining"];
@@ -263,7 +275,7 @@ export class EngineRun {
     return result.ok;
   }
 
-  /** Stops for good: a backoff or a gate wait ends at once, a ready run drains (`drain.ts`), then SIGTERM, grace, SIGKILL; `keepLog` for a replacement. */
+  /** Stops for good: a ready run drains first; `keepLog` for a replacement. */
   async stop(
     graceMs: number = this.#o.graceMs,
     options: { keepLog?: boolean; why?: string } = {},
@@ -277,11 +289,7 @@ export class EngineRun {
     await (options.keepLog ? late(sink.flush(), 2_000) : sink.close(2_000));
   }
 
-  /**
-   * A reload's change that does not reach the engine (its `restart:` policy,
-   * `description`, `verb`, the engine key of later starts); one that does
-   * gets a new engine run (`serve/engine_supervisors.ts`).
-   */
+  /** A reload's change that does not reach the engine (one that does gets a new engine run). */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
     if (card.name !== this.name) {
       throw new RangeError(
@@ -292,7 +300,7 @@ export class EngineRun {
     this.#o.onChange();
   }
 
-  /** A reload's replacement of `old`: restarts, the last exit, the exit counts, the requests cut and the tokens run for the launcher's life. */
+  /** A reload's replacement counts on from `old` (restarts, exits, requests cut, tokens). */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
     this.#exits = { ...old.#exits };
@@ -304,14 +312,13 @@ export class EngineRun {
     this.#process.kill();
   }
 
-  /** Cuts a drain short (a second signal): SIGTERM follows at once. False when not draining. */
+  /** A second signal cuts a drain short. */
   hurry(): boolean {
     if (this.#state !== "draining") return false;
     this.#on({ kind: "drain-over", why: "skipped" });
     return true;
   }
 
-  /** The transition function: every state change happens here. */
   #on(event: EngineEvent): void {
     const state = this.#state;
     if (state === "exited" || state === "failed") {
@@ -492,7 +499,6 @@ export class EngineRun {
     }
   }
 
-  /** Enters a state and journals it; a `waiting` engine's reason is what holds it. */
   #enter(state: EngineState, reason?: string, detail?: string): void {
     if (state === this.#state) return;
     const from = this.#state;
@@ -512,7 +518,6 @@ export class EngineRun {
     this.#o.onChange();
   }
 
-  /** Asks the gate to start (first start or restart); what it says comes back as events. */
   async #admit(): Promise<void> {
     const devices = this.#gated();
     if (!devices) return this.#on({ kind: "admitted", slot: undefined });
@@ -526,7 +531,6 @@ export class EngineRun {
     this.#on({ kind: "admitted", slot });
   }
 
-  /** A run spawned: the watchdog, the records and the gate learn of it; its watches begin. */
   #watch(run: ServerProcess): void {
     this.#watchdog?.add(run.pid!);
     this.#o.records.write({
@@ -545,7 +549,6 @@ export class EngineRun {
     void run.ended.then((status) => this.#on({ kind: "exited", run, status }));
   }
 
-  /** Schedules the next start; returns what the backoff says. */
   #backoff(what: string): string {
     this.#step++;
     const delay = restartDelayMs(this.#step, this.#o.restartMaxDelayMs);
@@ -555,7 +558,6 @@ export class EngineRun {
     return what;
   }
 
-  /** The next start, `event` in `ms` (a stop cancels it); `next_restart` says when. */
   #later(ms: number, event: EngineEvent): void {
     this.#nextRestart = new Date(Date.now() + ms);
     const signal = this.#interrupt.signal;
@@ -583,7 +585,6 @@ export class EngineRun {
     return verdict;
   }
 
-  /** The silence timer fired: stop the run, or look again when its silence can reach the timeout. */
   #silent(run: ServerProcess): Verdict | undefined {
     this.#silence = undefined;
     if (this.#health.firstOkAt !== undefined) return undefined;
@@ -596,7 +597,7 @@ export class EngineRun {
     return verdict;
   }
 
-  /** To the second (a health round may be far longer): one timer per run, gone at its exit. */
+  // A timer, not the health round: a round may be far longer than the timeout.
   #armSilence(run: ServerProcess, ms: number): void {
     clearTimeout(this.#silence);
     this.#silence = ms > 0
@@ -604,7 +605,7 @@ export class EngineRun {
       : undefined;
   }
 
-  /** While it loads: its download watched, and polled while its load holds the gate (neighbours start at its first 200, not a round later). */
+  // Polled while its load holds the gate: neighbours start at its first 200, not a round later.
   async #watchLoad(run: ServerProcess): Promise<void> {
     const current = () => run === this.#process;
     for await (
@@ -617,7 +618,7 @@ export class EngineRun {
     ) this.#on({ kind: "probe", run, result, counts: false });
   }
 
-  /** The load is over (first 200: `served`; exit, stop, a failed spawn): the next engine may start. */
+  /** The load is over (`served`: by a first 200): the next engine may start. */
   #releaseGpu(served = false): void {
     const devices = this.#gated();
     if (devices) this.#o.gate!.changed(devices);
@@ -631,7 +632,6 @@ export class EngineRun {
     return this.#o.gate && devices?.length ? devices : undefined;
   }
 
-  /** One line in the launcher's log and the engine's; `where` names the engine's log. */
   #report(level: "info" | "warn", text: string, where = false): void {
     const path = where ? `; log ${this.log.path}` : "";
     log[level](`engine ${this.name} (pid ${this.#process.pid}) ${text}${path}`);

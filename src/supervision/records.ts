@@ -1,17 +1,9 @@
-/**
- * Engine records under `<directory>/data/`: while an engine runs, one small
- * JSON file says which process it is (pid, group, start time), what it runs
- * and which launcher owns it. A launcher killed outright cannot clean up
- * after itself; the next one on the same directory reads these records, stops
- * what the dead launcher left running, and refuses to share a model with a
- * launcher that is still alive.
- *
- * Processes are identified by pid *and* start time (field 22 of
- * `/proc/<pid>/stat`), so a pid the kernel has since given to another process
- * is never mistaken for the engine.
- *
- * @module
- */
+// Engine records under `<directory>/data/`: while an engine runs, one small
+// JSON file says which process it is, what it runs and which launcher owns
+// it. A launcher killed outright cannot clean up after itself; the next one
+// on the same directory stops what it left running, and refuses to share a
+// model with a launcher still alive. Processes are known by pid *and* start
+// time (field 22 of `/proc/<pid>/stat`): a reused pid is never taken for one.
 import { writeFileAtomicSync } from "../common/atomic_write.ts";
 import { ConfigError } from "../common/config_error.ts";
 import { log } from "../common/log.ts";
@@ -20,7 +12,6 @@ import { stopGroup } from "../engines/process_group.ts";
 import { type ProcStat, procStats } from "../engines/proc.ts";
 import { isPortFree } from "../engines/ports.ts";
 
-/** What a run's record says of the run itself. */
 export interface RunRecord {
   model: string;
   pid: number;
@@ -29,18 +20,36 @@ export interface RunRecord {
   port: number;
 }
 
-/** What is recorded about one running engine: the run, and the launcher that owns it. */
 export interface EngineRecord extends RunRecord {
-  /** The engine's start time from `/proc/<pid>/stat`, so a reused pid is never taken for it. */
   startTime: string;
   launcherPid: number;
-  /** The launcher's own start time, so a reused launcher pid is not taken for it. */
   launcherStartTime: string;
+}
+
+/** A process by pid and start time; where files of this launcher name their owner. */
+export interface Owner {
+  readonly pid: number;
+  readonly startTime: string;
+}
+
+/** This launcher; undefined where `/proc` cannot say its start time. */
+export function thisLauncher(): Owner | undefined {
+  const startTime = procStats([Deno.pid]).get(Deno.pid)?.startTime;
+  return startTime ? { pid: Deno.pid, startTime } : undefined;
+}
+
+/** Those still running, in one read of `/proc`. */
+export function living(owners: readonly Owner[]): Set<Owner> {
+  const stats = procStats(owners.map((owner) => owner.pid));
+  return new Set(
+    owners.filter((owner) =>
+      stats.get(owner.pid)?.startTime === owner.startTime
+    ),
+  );
 }
 
 const SUFFIX = ".engine.json";
 const PORT_WAIT_MS = 2_000;
-/** `/proc` stays unreadable for a process's life: said once. */
 let warnedNoProc = false;
 
 export class EngineRecords {
@@ -52,7 +61,7 @@ export class EngineRecords {
   constructor(directory: string) {
     this.#directory = directory;
     this.#dir = `${directory}/data`;
-    this.#launcherStartTime = processStartTimes([Deno.pid]).get(Deno.pid) ?? "";
+    this.#launcherStartTime = thisLauncher()?.startTime ?? "";
     if (!this.#launcherStartTime && !warnedNoProc) {
       warnedNoProc = true;
       log.warn(
@@ -65,7 +74,6 @@ export class EngineRecords {
     return `${this.#dir}/${model}${SUFFIX}`;
   }
 
-  /** Atomically: a reader never sees half a record. */
   write(record: RunRecord): void {
     // Engines start in one synchronous loop: their start times are read in one
     // go right after it (one `sh` under narrowed permissions, not one each).
@@ -122,7 +130,7 @@ export class EngineRecords {
     }).sort((a, b) => a.record.model.localeCompare(b.record.model));
   }
 
-  /** What the records say, read only (a dry run shows it, a start reaps it). */
+  /** Read only: a dry run shows it, a start reaps it. */
   survey(models: readonly string[]): RecordSurvey {
     const records = this.#list();
     // One look at every process concerned (one `sh` under narrowed permissions).
@@ -172,15 +180,6 @@ export class EngineRecords {
       } catch { /* another launcher reaped it too */ }
     }));
   }
-}
-
-/** The start times of the processes named, in one read (a reused pid has another). */
-export function processStartTimes(
-  pids: readonly number[],
-): Map<number, string> {
-  return new Map(
-    [...procStats(pids)].map(([pid, stat]) => [pid, stat.startTime]),
-  );
 }
 
 export interface RecordSurvey {

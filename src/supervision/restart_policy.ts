@@ -1,25 +1,14 @@
-/**
- * The restart policy and liveness as pure rules: when the launcher ends a run
- * itself, whether an ended run is started again, and after how long. No
- * processes, no timers: the engine run asks.
- *
- * @module
- */
+// The restart policy and liveness as pure rules: when the launcher ends a run
+// itself, whether an ended run is started again, and after how long.
 import type { RestartPolicy } from "../catalogue.ts";
 
-/** Why an engine run ended (the `last_exit` of `GET /models?detail=1` says more). */
 export interface RunEnd {
   readonly code: number | null;
   readonly signal: string | null;
   readonly reason: EndReason;
 }
 
-/**
- * Why the launcher ended a run itself: `"unhealthy"` when the liveness check
- * stopped it, `"start-timeout"` when it loaded silently too long, `"stalled"`
- * when it served nothing (requests running and no token, or two failed
- * canaries); `"exit"` when the engine ended on its own.
- */
+/** Why the launcher ended a run itself; `"exit"`: the engine ended on its own. */
 export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
 
 /**
@@ -56,7 +45,6 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "exited",
 ];
 
-/** Causes a restart cannot fix: twice in a row, the engine is `failed`. */
 const HOPELESS: ReadonlySet<string> = new Set([
   "bad-arguments",
   "model-not-found",
@@ -65,11 +53,10 @@ const HOPELESS: ReadonlySet<string> = new Set([
 const PROFILING_RETRIES = 3;
 
 /**
- * Recovery by cause: a cause a restart cannot fix ends in `failed` at its
- * second exit in a row of runs that never answered 200 (a run that served
- * proved the card and its files: it resets the streak); a
- * `gpu-memory-profiling` exit (a neighbour moved its memory while vLLM
- * measured: the next try may well pass) keeps its delay a few times.
+ * A cause a restart cannot fix ends in `failed` at its second exit in a row
+ * of runs that never answered 200 (one that served proved the card and its
+ * files); a `gpu-memory-profiling` exit (a neighbour moved its memory while
+ * vLLM measured: the next try may pass) keeps its delay a few times.
  */
 export class CauseStreak {
   #hopeless = 0;
@@ -89,17 +76,6 @@ export class CauseStreak {
 
 const FIRST_RESTART_DELAY_MS = 1_000;
 
-/**
- * Whether a run that ended this way is started again (the launcher's own
- * shutdown never asks).
- *
- * @example
- * ```ts
- * import { shouldRestart } from "./restart_policy.ts";
- * console.assert(shouldRestart("on-failure", { code: 3, signal: null, reason: "exit" }));
- * console.assert(!shouldRestart("on-failure", { code: 0, signal: null, reason: "exit" }));
- * ```
- */
 export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
   if (policy === "never") return false;
   if (policy === "always") return true;
@@ -107,31 +83,21 @@ export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
 }
 
 /**
- * The delay before restart `n` (1-based, since the last reset): 1 s, 2 s, 4 s
- * … capped at `maxMs`. No jitter: engines on one server rarely share a
- * failure that a spread would help.
- *
- * @example
- * ```ts
- * import { restartDelayMs } from "./restart_policy.ts";
- * console.assert(restartDelayMs(3, 300_000) === 4_000);
- * console.assert(restartDelayMs(20, 300_000) === 300_000);
- * ```
+ * Restart `n` (1-based, since the last reset) waits 1 s, 2 s, 4 s … capped at
+ * `maxMs`. No jitter: engines on one server rarely share a failure that a
+ * spread would help.
  */
 export function restartDelayMs(n: number, maxMs: number): number {
   const exponent = Math.min(Math.max(n, 1) - 1, 30);
   return Math.min(FIRST_RESTART_DELAY_MS * 2 ** exponent, maxMs);
 }
 
-/** What the engine run does with one health poll or silence check. */
 export type Verdict =
-  /** Answered 200; `first` when it is the run's first (its load is over). */
+  /** `first`: the run's first 200 (its load is over). */
   | { readonly kind: "ready"; readonly first: boolean }
-  /** Not answered yet and never did: still loading. */
   | { readonly kind: "loading" }
-  /** Failed after a first 200, not (yet) enough to stop it. */
   | { readonly kind: "unhealthy" }
-  /** Stop the run; the restart policy then applies as for a crash. */
+  /** The restart policy then applies as for a crash. */
   | { readonly kind: "stop"; readonly reason: EndReason; readonly why: string };
 
 export interface RunHealth {
@@ -140,10 +106,9 @@ export interface RunHealth {
 }
 
 /**
- * One poll's verdict and the run's facts after it. A run that never answered
- * 200 is loading and spared (big models load for tens of minutes); after its
- * first 200, `limit` failed background polls in a row stop it (0: never); a
- * `GET /models` request's poll (`counts` false) never counts.
+ * A run that never answered 200 is loading and spared (big models load for
+ * tens of minutes); after its first 200, `limit` failed background polls in a
+ * row stop it (0: never); a `GET /models` request's poll never counts.
  */
 export function pollVerdict(
   health: RunHealth,
@@ -185,7 +150,6 @@ export function silenceVerdict(
   );
 }
 
-/** A ready engine that serves nothing: stopped as a liveness failure is, `seen` kept as its exit's message. */
 export function stalledVerdict(seen: string): Verdict {
   return stop("stalled", `stalled: ${seen}`);
 }

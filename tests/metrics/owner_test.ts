@@ -8,7 +8,7 @@ import { configureLogging, type LogLevel } from "../../src/common/log.ts";
 import { MetricsWriter } from "../../src/metrics/file.ts";
 import { ownerComment, ownerOf } from "../../src/metrics/file.ts";
 import type { MetricsSnapshot } from "../../src/metrics/text.ts";
-import { processStartTimes } from "../../src/supervision/records.ts";
+import { procStats } from "../../src/engines/proc.ts";
 import { listDir, makeRoot } from "../support/helpers.ts";
 import { get, parse } from "../support/prometheus.ts";
 
@@ -47,7 +47,7 @@ Deno.test("a launcher's first metrics write removes the files of dead launchers 
   // Another launcher, alive: any live process with its real start time.
   const live = new Deno.Command("sleep", { args: ["30"] }).spawn();
   try {
-    const liveStart = processStartTimes([live.pid]).get(live.pid)!;
+    const liveStart = procStats([live.pid]).get(live.pid)!.startTime;
     const dir = `${root}/metrics`;
     const dead = await deadPid();
     await Deno.writeTextFile(
@@ -145,7 +145,7 @@ Deno.test("every metrics write carries its owner and a last-update gauge an aler
     const text = await Deno.readTextFile(writer.path);
     assert.deepEqual(ownerOf(text), {
       pid: Deno.pid,
-      startTime: processStartTimes([Deno.pid]).get(Deno.pid),
+      startTime: procStats([Deno.pid]).get(Deno.pid)?.startTime,
     });
     const family = get(
       parse(text),
@@ -210,7 +210,7 @@ Deno.test("a dead launcher's temporary metrics file (killed between write and re
   const root = await makeRoot(["metrics"]);
   const live = new Deno.Command("sleep", { args: ["30"] }).spawn();
   try {
-    const liveStart = processStartTimes([live.pid]).get(live.pid)!;
+    const liveStart = procStats([live.pid]).get(live.pid)!.startTime;
     const dir = `${root}/metrics`;
     const dead = await deadPid();
     await Deno.writeTextFile(
