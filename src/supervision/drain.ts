@@ -1,9 +1,9 @@
-// The drain before a planned stop (a reload's restart, the launcher's stop):
-// the engine's running and waiting requests, read from its own metrics every
-// 0.5 s, until both are 0 or the deadline passes; SIGTERM comes after. vLLM
-// aborts every request in flight at SIGTERM unless `--shutdown-timeout` is set
-// (its default is 0, vLLM PR #36666); llama-server and SGLang cut theirs too.
-// A Drain reads and tallies; each read goes to the engine run as an event.
+// The drain before a planned stop: the engine's running and waiting requests,
+// read from its own metrics every 0.5 s, until both are 0 or the deadline
+// passes; SIGTERM comes after. vLLM aborts every request in flight at SIGTERM
+// unless `--shutdown-timeout` is set (its default is 0, vLLM PR #36666);
+// llama-server and SGLang cut theirs too. Each read goes to the engine run as
+// an event.
 import type { ModelCard } from "../catalogue.ts";
 import { sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
@@ -11,37 +11,33 @@ import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { engineOrigin, readEngineTraffic } from "../engines/metrics_read.ts";
 import { type TrafficReading, trafficRule } from "../engines/traffic.ts";
 import type { EngineDetail } from "./engine_detail.ts";
-import type { Journal } from "./journal.ts";
 
 const READ_EVERY_MS = 500;
 const READ_TIMEOUT_MS = 2_000;
 
-/** What a drain tells its engine run. */
 export type DrainEvent =
-  /** One read of the engine's metrics; null: unreadable. */
+  /** null: unreadable. */
   | { readonly kind: "drain-read"; readonly reading: TrafficReading | null }
-  /** The deadline passed, or a second signal cut the drain short. */
+  /** `skipped`: a second signal cut the drain short. */
   | { readonly kind: "drain-over"; readonly why: "deadline" | "skipped" };
 
-/** How a drain ended: `unread` when not even a first reading came. */
-export interface DrainEnd {
+/** `unread`: not even a first reading came; `cut`: still in flight, SIGTERM cuts them. */
+interface DrainEnd {
   readonly reason: "drained" | "deadline" | "skipped" | "unread";
   readonly seconds: number;
-  /** Requests that left the engine's gauges during the drain. */
   readonly finished: number;
-  /** Requests still running or waiting when it ended: SIGTERM cuts them. */
   readonly cut: number;
   readonly line: string;
 }
 
-/** A planned stop's drain of this card, in ms: its `drain_timeout`, else the launcher's; 0: none. */
+/** A card's `drain_timeout`, else the launcher's; 0: none. */
 export function drainMs(card: ModelCard, launcherMs: number): number {
   return card.drainTimeout === undefined
     ? launcherMs
     : card.drainTimeout * 1000;
 }
 
-/** What a stop now would drain a ready engine of this card at most, in ms: 0 without a traffic reading. */
+/** What a stop now would drain a ready engine of this card at most: 0 without a traffic reading. */
 export function plannedDrainMs(card: ModelCard, launcherMs: number): number {
   return trafficRule(card, ENGINE_KINDS[card.engine]!)
     ? drainMs(card, launcherMs)
@@ -56,7 +52,6 @@ function requests(n: number): string {
   return `${n} request${n === 1 ? "" : "s"}`;
 }
 
-/** One engine's drain: started by {@linkcode Drain.begin}, ended by its events or {@linkcode Drain.close}. */
 export class Drain {
   readonly since = Date.now();
   readonly deadline: number;
@@ -64,17 +59,13 @@ export class Drain {
   #finished = 0;
   #stop = new AbortController();
   #over = Promise.withResolvers<void>();
-  #ended: (end: DrainEnd) => void;
 
-  /** Starts the drain of a ready engine; undefined when it gets none (`say` tells why where it is not the operator's choice). */
+  /** Undefined when the engine gets none (`say` tells why where it is not the operator's choice). */
   static begin(
     plan: EnginePlan,
     launcherMs: number,
-    { say, emit, journal }: {
-      say: (line: string) => void;
-      emit: (event: DrainEvent) => void;
-      journal?: Journal | undefined;
-    },
+    emit: (event: DrainEvent) => void,
+    say: (line: string) => void,
   ): Drain | undefined {
     const ms = drainMs(plan.card, launcherMs);
     if (ms <= 0) return undefined;
@@ -90,16 +81,6 @@ export class Drain {
       ms,
       (timeoutMs) => readEngineTraffic(origin, rule, plan.apiKey, timeoutMs),
       emit,
-      ({ reason, seconds, finished, cut, line }) => {
-        say(line);
-        journal?.record({
-          model: plan.name,
-          event: "drain",
-          reason,
-          detail: line,
-          drain: { seconds, finished, cut },
-        });
-      },
     );
   }
 
@@ -107,19 +88,16 @@ export class Drain {
     ms: number,
     read: (timeoutMs: number) => Promise<TrafficReading | null>,
     emit: (event: DrainEvent) => void,
-    ended: (end: DrainEnd) => void = () => {},
   ) {
     this.deadline = this.since + ms;
-    this.#ended = ended;
     void this.#loop(read, emit);
   }
 
-  /** Resolves when the drain is over, however it ended. */
+  /** Resolves however the drain ended. */
   get over(): Promise<void> {
     return this.#over.promise;
   }
 
-  /** `?detail=1`'s `drain`: running and waiting null until the first reading. */
   view(): NonNullable<EngineDetail["drain"]> {
     return {
       since: new Date(this.since).toISOString(),
@@ -129,7 +107,7 @@ export class Drain {
     };
   }
 
-  /** Takes one event: how the drain ended, or undefined while it goes on. */
+  /** How the drain ended, or undefined while it goes on. */
   step(event: DrainEvent): DrainEnd | undefined {
     if (event.kind === "drain-over") return this.#end(event.why);
     const reading = event.reading;
@@ -165,9 +143,7 @@ export class Drain {
       : reason === "deadline"
       ? `drain deadline passed after ${seconds} s: ${tally}`
       : `drain cut short by a second signal after ${seconds} s: ${tally}`;
-    const end = { reason, seconds, finished: this.#finished, cut, line };
-    this.#ended(end);
-    return end;
+    return { reason, seconds, finished: this.#finished, cut, line };
   }
 
   async #loop(

@@ -472,21 +472,31 @@ export class EngineRun {
       case "drain-over": {
         const end = state === "draining" ? this.#drain!.step(event) : undefined;
         if (!end) return;
-        this.#cut += end.cut;
-        return this.#enter("stopping", end.reason, end.line);
+        const { reason, seconds, finished, cut, line } = end;
+        this.#cut += cut;
+        this.#report("info", line);
+        this.#o.journal?.record({
+          model: this.name,
+          event: "drain",
+          reason,
+          detail: line,
+          drain: { seconds, finished, cut },
+        });
+        return this.#enter("stopping", reason, line);
       }
-      case "stop":
+      case "stop": {
         this.#stopWhy = event.why;
         this.#interrupt.abort();
         this.serving.stop();
         if (state === "draining") return; // a second stop() waits for the same drain
         if (this.#process.running) {
           this.#drain = state === "ready"
-            ? Drain.begin(this.#plan, this.#o.drainTimeoutMs ?? 0, {
-              say: this.#report.bind(this, "info"),
-              emit: (e) => this.#on(e),
-              journal: this.#o.journal,
-            })
+            ? Drain.begin(
+              this.#plan,
+              this.#o.drainTimeoutMs ?? 0,
+              (e) => this.#on(e),
+              (line) => this.#report("info", line),
+            )
             : undefined;
           return this.#enter(this.#drain ? "draining" : "stopping");
         }
@@ -496,6 +506,7 @@ export class EngineRun {
         if (this.#process.startedAt !== undefined && !unspawned) return;
         this.#nextRestart = null;
         return this.#enter("exited");
+      }
     }
   }
 

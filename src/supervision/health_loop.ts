@@ -1,20 +1,8 @@
-/**
- * The background health loop: every interval, one liveness poll of every
- * supervised engine at once, each followed by its serving look (its metrics
- * and sleep, `serving_watch.ts`), then a callback (the metrics file is
- * rewritten there). Rounds never overlap; stopping ends the wait at once.
- *
- * @module
- */
+// The background health loop: every interval, one liveness poll of every
+// engine at once, each followed by its serving look (`serving_watch.ts`),
+// then `onRound`. Rounds never overlap; stopping ends the wait at once.
 import { sleep } from "../common/sleep.ts";
 import type { EngineRun } from "./engine_run.ts";
-
-export interface HealthLoopOptions {
-  /** Time between the end of one round and the start of the next, in milliseconds. */
-  intervalMs: number;
-  timeoutMs: number;
-  onRound?: () => void;
-}
 
 export class HealthLoop {
   readonly #targets: readonly EngineRun[];
@@ -35,7 +23,7 @@ export class HealthLoop {
     const { signal } = this.#stop;
     const { intervalMs, timeoutMs, onRound } = this.#options;
     while (!signal.aborted) {
-      await sleep(intervalMs, signal);
+      await sleep(intervalMs, signal); // from the end of the last round
       if (signal.aborted) return;
       await Promise.all(this.#targets.map((t) => t.healthy(timeoutMs, true)));
       if (!signal.aborted) onRound?.();
@@ -46,4 +34,10 @@ export class HealthLoop {
     this.#stop.abort();
     await this.#loop;
   }
+}
+
+interface HealthLoopOptions {
+  intervalMs: number;
+  timeoutMs: number;
+  onRound?: () => void;
 }

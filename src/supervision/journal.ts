@@ -1,32 +1,23 @@
-/**
- * The journal: every engine state change and every launcher event, one JSON
- * object per line in `<directory>/logs/events.jsonl`, for what happened while
- * nobody watched. It is an {@linkcode EngineLog} underneath: queued, written
- * in the background, rotated like an engine log; supervision never waits
- * for it, and a journal that cannot be written costs one warning. A path that
- * is not a regular file (a FIFO would block the first write for good) turns
- * the journal off; a stop waits for its last writes a bounded time.
- *
- * @module
- */
+// The journal: every engine state change and every launcher event, one JSON
+// object per line in `<directory>/logs/events.jsonl`. An EngineLog underneath:
+// queued, written in the background, rotated; supervision never waits for it.
+// A path that is not a regular file (a FIFO would block the first write for
+// good) turns it off; a stop waits for its last writes a bounded time.
 import { log } from "../common/log.ts";
 import { late } from "../common/sleep.ts";
 import { EngineLog, type EngineLogOptions } from "../engines/log_sink.ts";
 
-/** One line of the journal. */
 export interface JournalEvent {
   readonly at: string;
-  /** The engine's catalogue name; null for the launcher. */
+  /** null for the launcher. */
   readonly model: string | null;
   /** `state` for an engine's state change; `started`, `reload`, `stopping` for the launcher's. */
   readonly event: string;
   readonly from: string | null;
   readonly to: string | null;
-  /** Why, in a word or two (an exit cause, `gpu-memory-free`, `refused`), or null. */
+  /** In a word or two (an exit cause, `gpu-memory-free`, `refused`). */
   readonly reason: string | null;
-  /** One line for people, or null. */
   readonly detail: string | null;
-  /** A `drain` event's tally (`supervision/drain.ts`): seconds, requests finished and cut. */
   readonly drain?: {
     readonly seconds: number;
     readonly finished: number;
@@ -40,7 +31,6 @@ export function journalPath(directory: string): string {
 
 export class Journal implements AsyncDisposable {
   readonly path: string;
-  /** Undefined: the journal is off (its path is not a regular file). */
   readonly #file: EngineLog | undefined;
   #warned = false;
 
@@ -67,7 +57,7 @@ export class Journal implements AsyncDisposable {
     });
   }
 
-  /** Appends one event (`at` now, missing fields null); never waits. */
+  /** `at` now, missing fields null; never waits. */
   record(
     event: Partial<JournalEvent> & Pick<JournalEvent, "model" | "event">,
   ): void {
@@ -84,12 +74,11 @@ export class Journal implements AsyncDisposable {
     this.#file?.line(JSON.stringify(line));
   }
 
-  /** Waits for what is queued, a bounded time (a hung disk never holds a stop). */
+  // Bounded: a hung disk never holds a stop.
   flush(): Promise<void> {
     return this.#bounded(this.#file?.flush());
   }
 
-  /** Writes what is queued and closes, a bounded time; the rest is dropped with a warning. */
   close(): Promise<void> {
     return this.#bounded(this.#file?.close());
   }
@@ -109,10 +98,9 @@ export class Journal implements AsyncDisposable {
   }
 }
 
-/** A stop waits this long for the journal's last writes. */
 const CLOSE_MS = 2_000;
 
-/** What the path is when it exists and is not a regular file (a link is followed). */
+/** What the path is when it exists and is not a regular file. */
 function notRegular(path: string): string | undefined {
   let info: Deno.FileInfo;
   try {

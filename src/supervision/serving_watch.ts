@@ -1,12 +1,7 @@
-/**
- * Whether a `ready` engine serves: once per health round (the round's
- * background work: a `GET /models` never waits for it) the engine's own
- * metrics and, where its kind says, whether it sleeps; from them the pure
- * rules of `engines/traffic.ts` give its traffic, a stall, or a canary due.
- * What the engine run must act on comes back as events for its `#on`.
- *
- * @module
- */
+// Whether a `ready` engine serves: once per health round, the engine's own
+// metrics and, where its kind says, whether it sleeps; from them the pure
+// rules of `engines/traffic.ts` give its traffic, a stall, or a canary due.
+// What the engine run must act on comes back as events.
 import type { ModelCard } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { askEngine, engineOrigin } from "../engines/metrics_read.ts";
@@ -29,19 +24,17 @@ import type { EngineDetail } from "./engine_detail.ts";
 import type { Journal } from "./journal.ts";
 import type { EngineState } from "./restart_policy.ts";
 
-/** What the engine run is told: its engine fell asleep or woke, or serves nothing. */
 export type ServingEvent =
   | {
     readonly kind: "sleep";
     readonly run: ServerProcess;
     readonly to: "sleeping" | "ready";
     readonly reason: "asleep" | "awake";
-    /** What said so. */
     readonly why: string;
   }
   | { readonly kind: "stalled"; readonly run: ServerProcess; seen: string };
 
-/** What the watch reads of its engine run, each time afresh (a reload amends the card). */
+/** Read each time afresh: a reload amends the card. */
 interface Engine {
   readonly name: string;
   readonly card: ModelCard;
@@ -61,7 +54,6 @@ const READ_TIMEOUT_MS = 2_000;
 const CANARY_MAX_BYTES = 1024 * 1024;
 const CANARY_FAILURES = 2;
 
-/** One engine's traffic, sleep and canary, across its runs. */
 export class ServingWatch {
   readonly #engine: Engine;
   readonly #o: ServingOptions;
@@ -76,14 +68,11 @@ export class ServingWatch {
   #canary: NonNullable<EngineDetail["canary"]> | null = null;
   #canaryFailures = 0;
   #canaryBusy = false;
-  /** The metrics could not be read: warned once, until they read again. */
-  #failing = false;
-  /** Generated tokens of earlier runs and before counter resets; the current counter. */
-  #carried = 0;
+  #failing = false; // warned once, until the metrics read again
+  #carried = 0; // generated tokens of earlier runs and before counter resets
   #generated = 0;
   #counted = false;
 
-  /** `serving` absent: stalls and canaries off. */
   constructor(
     engine: Engine,
     options: { serving?: ServingOptions; journal?: Journal | undefined },
@@ -96,7 +85,6 @@ export class ServingWatch {
     this.#on = on;
   }
 
-  /** The engine stops for good: what is under way ends. */
   stop(): void {
     this.#stop.abort();
   }
@@ -106,18 +94,16 @@ export class ServingWatch {
     return { traffic: serving ? this.#traffic : null, canary: this.#canary };
   }
 
-  /** Generated tokens over every run since the launcher started; undefined before a first reading. */
+  /** Over every run since the launcher started; undefined before a first reading. */
   get generatedTokens(): number | undefined {
     return this.#counted ? this.#carried + this.#generated : undefined;
   }
 
-  /** A reload's replacement counts on from the tokens of the watch it replaces. */
   inherit(old: ServingWatch): void {
     this.#counted = old.#counted;
     this.#carried = old.#carried + old.#generated;
   }
 
-  /** One round's look at `run`, in the state its health poll left it. */
   async round(run: ServerProcess, state: EngineState): Promise<void> {
     const { card, name } = this.#engine;
     const signal = this.#stop.signal;
@@ -200,7 +186,6 @@ export class ServingWatch {
     }
   }
 
-  /** No reading to go on: traffic unknown, the marks afresh. */
   #forget(): void {
     this.#traffic =
       this.#last =
@@ -209,7 +194,7 @@ export class ServingWatch {
         null;
   }
 
-  /** The canary: an answer, even a refusal (4xx), is life; no answer or a 5xx, twice in a row, is a stall. */
+  /** An answer, even a refusal (4xx), is life; no answer or a 5xx, twice in a row, is a stall. */
   async #send(run: ServerProcess, url: string, body: unknown): Promise<void> {
     const { name } = this.#engine;
     const signal = this.#stop.signal;
@@ -246,7 +231,7 @@ export class ServingWatch {
   }
 }
 
-/** `is_sleeping` of llama-server's `/props` or vLLM's `/is_sleeping`; undefined when not said. */
+/** `is_sleeping` of llama-server's `/props` or vLLM's `/is_sleeping`. */
 function isSleeping(text: string): boolean | undefined {
   try {
     const value = JSON.parse(text)?.is_sleeping;

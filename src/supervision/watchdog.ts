@@ -1,18 +1,14 @@
-/**
- * The watchdog: one small detached `sh` per launcher that stops the engines if
- * the launcher dies without stopping them (SIGKILL, the OOM killer). It reads
- * `add <pgid>`/`del <pgid>` lines from a pipe only the launcher holds (Deno
- * opens every other file close-on-exec); when the launcher dies, the kernel
- * closes it and the watchdog sends SIGTERM, the grace, then SIGKILL to every
- * group still listed.
- *
- * @module
- */
+// The watchdog: one small detached `sh` per launcher that stops the engines if
+// the launcher dies without stopping them (SIGKILL, the OOM killer). It reads
+// `add <pgid>`/`del <pgid>` lines from a pipe only the launcher holds (Deno
+// opens every other file close-on-exec); when the launcher dies, the kernel
+// closes it and the watchdog sends SIGTERM, the grace, then SIGKILL to every
+// group still listed.
 import { log } from "../common/log.ts";
 import { within } from "../common/sleep.ts";
 import { signalGroup } from "../engines/process_group.ts";
 
-/** A watchdog that does not exit this long after its pipe closed is stuck (stopped): kill it. */
+// A watchdog that does not exit this long after its pipe closed is stuck: killed.
 const EXIT_WAIT_MS = 2_000;
 
 /** POSIX sh (dash's `kill` wants `-s SIG -- -pgid` for groups). */
@@ -53,7 +49,7 @@ export class Watchdog {
     this.#writer = child.stdin.getWriter();
   }
 
-  /** Never throws: without it (no `sh`, or not allowed) the launcher warns and relies on its records. */
+  /** Never throws: without it the launcher warns and relies on its records. */
   static start(graceMs: number): Watchdog | undefined {
     try {
       const child = new Deno.Command("sh", {
@@ -96,7 +92,6 @@ export class Watchdog {
     });
   }
 
-  /** Closes the pipe and waits for the watchdog to exit (at once when nothing is watched). */
   close(): Promise<void> {
     this.#closed ??= (async () => {
       await this.#writer.close().catch(() => {});
