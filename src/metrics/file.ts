@@ -24,17 +24,6 @@ export async function writeMetricsFile(
   });
 }
 
-export async function removeMetricsFile(
-  directory: string,
-  port: number,
-): Promise<void> {
-  try {
-    await Deno.remove(metricsFilePath(directory, port));
-  } catch (error) {
-    if (!(error instanceof Deno.errors.NotFound)) throw error;
-  }
-}
-
 interface MetricsWriterOptions {
   write?: typeof writeMetricsFile;
   // Tests pose as another launcher. Undefined (`/proc` unreadable): no owner
@@ -86,8 +75,9 @@ export class MetricsWriter implements AsyncDisposable {
     this.#pending = undefined;
     await this.idle();
     try {
-      await removeMetricsFile(this.#directory, this.#port);
+      await Deno.remove(this.path);
     } catch (error) {
+      if (error instanceof Deno.errors.NotFound) return;
       log.warn(
         `Cannot remove metrics file ${this.path}: ${(error as Error).message}`,
       );

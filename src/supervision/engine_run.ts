@@ -105,7 +105,6 @@ export interface EngineRunOptions {
   memoryNeed?: GpuMemoryNeed | undefined;
   /** A loading run silent this long is stopped; 0: never. */
   startTimeoutMs: number;
-  /** How often a load holding the gate is polled for its first 200. */
   loadPollMs?: number;
   /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
   released?: Released | undefined;
@@ -330,12 +329,10 @@ export class EngineRun {
     switch (event.kind) {
       case "held": {
         const { waiting } = event;
-        if (noteWait(this.#gpu, waiting)) {
-          const on = waiting.devices.join(",");
-          log.info(
-            `engine ${this.name} waits for GPU ${on}: ${waiting.detail}`,
-          );
-        }
+        const on = waiting.devices.join(",");
+        const line =
+          `engine ${this.name} waits for GPU ${on}: ${waiting.detail}`;
+        if (noteWait(this.#gpu, waiting)) log.info(line);
         if (state === "waiting") return this.#o.onChange();
         return this.#enter("waiting", waiting.reason, waiting.detail);
       }
@@ -472,15 +469,15 @@ export class EngineRun {
       case "drain-over": {
         const end = state === "draining" ? this.#drain!.step(event) : undefined;
         if (!end) return;
-        const { reason, seconds, finished, cut, line } = end;
-        this.#cut += cut;
+        const { reason, line, ...drain } = end; // the tally: seconds, finished, cut
+        this.#cut += drain.cut;
         this.#report("info", line);
         this.#o.journal?.record({
           model: this.name,
           event: "drain",
           reason,
           detail: line,
-          drain: { seconds, finished, cut },
+          drain,
         });
         return this.#enter("stopping", reason, line);
       }

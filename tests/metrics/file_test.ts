@@ -4,7 +4,6 @@ import { configureLogging, type LogLevel } from "../../src/common/log.ts";
 import {
   metricsFilePath,
   MetricsWriter,
-  removeMetricsFile,
   writeMetricsFile,
 } from "../../src/metrics/file.ts";
 import type { MetricsSnapshot } from "../../src/metrics/text.ts";
@@ -144,13 +143,15 @@ Deno.test("writeMetricsFile removes its temporary file when the rename fails", a
   }
 });
 
-Deno.test("removeMetricsFile removes the file and accepts one already gone", async () => {
+Deno.test("MetricsWriter close removes the file and accepts one already gone", async () => {
   const root = await makeRoot(["metrics"]);
   try {
     await writeMetricsFile(root, 8001, "a 1\n");
-    await removeMetricsFile(root, 8001);
+    await new MetricsWriter(root, 8001).close();
     assert.deepEqual(await names(`${root}/metrics`), []);
-    await removeMetricsFile(root, 8001);
+    logged.length = 0;
+    await new MetricsWriter(root, 8001).close();
+    assert.deepEqual(logged, []);
   } finally {
     await Deno.remove(root, { recursive: true });
   }
