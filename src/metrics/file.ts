@@ -24,13 +24,6 @@ export async function writeMetricsFile(
   });
 }
 
-interface MetricsWriterOptions {
-  write?: typeof writeMetricsFile;
-  // Tests pose as another launcher. Undefined (`/proc` unreadable): no owner
-  // line, and no file of another launcher is removed: none can be told dead.
-  owner?: Owner | undefined;
-}
-
 // One write at a time and only the latest snapshot waiting; a snapshot is
 // rendered when written, so it must not change after `update`.
 export class MetricsWriter implements AsyncDisposable {
@@ -47,7 +40,12 @@ export class MetricsWriter implements AsyncDisposable {
   constructor(
     directory: string,
     port: number,
-    options: MetricsWriterOptions = {},
+    // `owner` undefined (`/proc` unreadable): no owner line, and no file of
+    // another launcher is removed: none can be told dead.
+    options: {
+      write?: typeof writeMetricsFile;
+      owner?: Owner | undefined;
+    } = {},
   ) {
     this.#directory = directory;
     this.#port = port;

@@ -48,10 +48,6 @@ function inFlight(r: TrafficReading): number {
   return r.running + r.waiting;
 }
 
-function requests(n: number): string {
-  return `${n} request${n === 1 ? "" : "s"}`;
-}
-
 export class Drain {
   readonly since = Date.now();
   readonly deadline: number;
@@ -135,7 +131,8 @@ export class Drain {
     const cut = reason === "drained" || reason === "unread" || !this.#last
       ? 0
       : inFlight(this.#last);
-    const tally = `${requests(this.#finished)} finished, ${cut} cut`;
+    const n = this.#finished;
+    const tally = `${n} request${n === 1 ? "" : "s"} finished, ${cut} cut`;
     const line = reason === "unread"
       ? "not drained: its metrics could not be read"
       : reason === "drained"

@@ -159,7 +159,8 @@ export class EngineRun {
     this.host = plan.host;
     this.port = plan.port;
     this.url = this.#process.url;
-    this.serving = new ServingWatch(this, options, (e) => this.#on(e));
+    const on = (e: EngineEvent) => this.#on(e);
+    this.serving = new ServingWatch(this, options, on, this.#interrupt.signal);
   }
 
   get plan(): EnginePlan {
@@ -484,7 +485,6 @@ export class EngineRun {
       case "stop": {
         this.#stopWhy = event.why;
         this.#interrupt.abort();
-        this.serving.stop();
         if (state === "draining") return; // a second stop() waits for the same drain
         if (this.#process.running) {
           this.#drain = state === "ready"

@@ -74,8 +74,6 @@ export class CauseStreak {
   }
 }
 
-const FIRST_RESTART_DELAY_MS = 1_000;
-
 export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
   if (policy === "never") return false;
   if (policy === "always") return true;
@@ -89,7 +87,7 @@ export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
  */
 export function restartDelayMs(n: number, maxMs: number): number {
   const exponent = Math.min(Math.max(n, 1) - 1, 30);
-  return Math.min(FIRST_RESTART_DELAY_MS * 2 ** exponent, maxMs);
+  return Math.min(1_000 * 2 ** exponent, maxMs);
 }
 
 export type Verdict =

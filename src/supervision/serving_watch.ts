@@ -59,7 +59,7 @@ export class ServingWatch {
   readonly #o: ServingOptions;
   readonly #journal: Journal | undefined;
   readonly #on: (event: ServingEvent) => void;
-  readonly #stop = new AbortController();
+  readonly #signal: AbortSignal; // the engine stops for good
   #run: ServerProcess | undefined;
   #last: TrafficReading | null = null;
   #traffic: Traffic | null = null;
@@ -77,16 +77,14 @@ export class ServingWatch {
     engine: Engine,
     options: { serving?: ServingOptions; journal?: Journal | undefined },
     on: (event: ServingEvent) => void,
+    signal: AbortSignal,
   ) {
     this.#engine = engine;
+    this.#signal = signal;
     this.#o = options.serving ??
       { stallTimeoutMs: 0, canaryIntervalMs: 0, canaryTimeoutMs: 0 };
     this.#journal = options.journal;
     this.#on = on;
-  }
-
-  stop(): void {
-    this.#stop.abort();
   }
 
   detail(): Pick<EngineDetail, "traffic" | "canary"> {
@@ -106,7 +104,7 @@ export class ServingWatch {
 
   async round(run: ServerProcess, state: EngineState): Promise<void> {
     const { card, name } = this.#engine;
-    const signal = this.#stop.signal;
+    const signal = this.#signal;
     if (run !== this.#run) {
       // A new run: its counters start from 0, its marks afresh.
       this.#carried += this.#generated;
@@ -187,17 +185,14 @@ export class ServingWatch {
   }
 
   #forget(): void {
-    this.#traffic =
-      this.#last =
-      this.#stall =
-      this.#quiet =
-        null;
+    this.#traffic = this.#last = null;
+    this.#stall = this.#quiet = null;
   }
 
   /** An answer, even a refusal (4xx), is life; no answer or a 5xx, twice in a row, is a stall. */
   async #send(run: ServerProcess, url: string, body: unknown): Promise<void> {
     const { name } = this.#engine;
-    const signal = this.#stop.signal;
+    const signal = this.#signal;
     this.#canaryBusy = true;
     const began = performance.now();
     const answer = await askEngine(url, {
