@@ -89,7 +89,6 @@ export class Drain {
     void this.#loop(read, emit);
   }
 
-  /** Resolves however the drain ended. */
   get over(): Promise<void> {
     return this.#over.promise;
   }

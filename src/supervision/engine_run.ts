@@ -374,8 +374,8 @@ export class EngineRun {
             this.#report("warn", `cannot start: ${what}`);
             return this.#enter("exited");
           }
-          const detail = this.#backoff(`cannot restart: ${what}`);
-          return this.#enter("backoff", this.#lastExit!.cause, detail);
+          const cause = this.#lastExit!.cause; // of the run it restarts
+          return this.#backoff(cause, `cannot restart: ${what}`);
         }
         // A restart counts once it runs, not when it fails to spawn.
         if (restart) this.#restarts++;
@@ -403,7 +403,6 @@ export class EngineRun {
           : stalledVerdict(event.seen);
         switch (verdict?.kind) {
           case "ready":
-            // The load is over: the next engine on these GPUs may start.
             if (verdict.first) this.#releaseGpu(true);
             return this.#enter(state === "sleeping" ? state : "ready");
           case "unhealthy":
@@ -458,7 +457,7 @@ export class EngineRun {
         if (okFor >= this.#o.stableAfterMs) this.#step = 0;
         if (byCause === "same-delay") this.#step = Math.max(this.#step - 1, 0);
         this.#released = this.gpuReleased();
-        return this.#enter("backoff", end.cause, this.#backoff(exit));
+        return this.#backoff(end.cause, exit);
       }
       case "retry": // --failed-retry ran out: as a restart, its command line resolved anew
       case "backoff-over":
@@ -557,13 +556,13 @@ export class EngineRun {
     void run.ended.then((status) => this.#on({ kind: "exited", run, status }));
   }
 
-  #backoff(what: string): string {
+  #backoff(cause: string, what: string): void {
     this.#step++;
     const delay = restartDelayMs(this.#step, this.#o.restartMaxDelayMs);
     const next = `restart ${this.#restarts + 1} in ${delay / 1000} s`;
     this.#report("warn", `${what}; ${next}`, true);
     this.#later(delay, { kind: "backoff-over" });
-    return what;
+    this.#enter("backoff", cause, what);
   }
 
   #later(ms: number, event: EngineEvent): void {

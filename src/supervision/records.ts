@@ -137,22 +137,16 @@ export class EngineRecords {
     const stats = procStats(
       records.flatMap(({ record }) => [record.launcherPid, record.pid]),
     );
-    const launcherAlive = (record: EngineRecord) =>
-      stats.get(record.launcherPid)?.startTime === record.launcherStartTime;
-    const live = records.filter(({ record }) =>
-      record.launcherPid !== Deno.pid && launcherAlive(record)
-    ).map(({ record }) => record);
-    return {
-      live,
-      serving: live.filter((record) => models.includes(record.model)),
-      stale: records.filter(({ record }) => !launcherAlive(record)).map((
-        { path, record },
-      ) => ({
-        path,
-        record,
-        running: groupIsRecorded(record, stats.get(record.pid)),
-      })),
-    };
+    const live: EngineRecord[] = [];
+    const stale: RecordSurvey["stale"][number][] = [];
+    for (const { path, record } of records) {
+      const launcher = stats.get(record.launcherPid);
+      if (launcher?.startTime !== record.launcherStartTime) {
+        stale.push({ path, record, running: groupIsRecorded(record, stats) });
+      } else if (record.launcherPid !== Deno.pid) live.push(record);
+    }
+    const serving = live.filter((record) => models.includes(record.model));
+    return { live, serving, stale };
   }
 
   /** Before any port is checked: a live launcher serving one of the models refuses the start. */
@@ -197,8 +191,9 @@ export interface RecordSurvey {
 /** The leader with its recorded start time, or members of its group left (Linux reuses no pid while its group exists). */
 function groupIsRecorded(
   record: EngineRecord,
-  leader: ProcStat | undefined,
+  stats: Map<number, ProcStat>,
 ): boolean {
+  const leader = stats.get(record.pid);
   return leader === undefined
     ? groupLiving(record.pid)
     : leader.startTime === record.startTime && leader.pgid === record.pid;
