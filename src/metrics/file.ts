@@ -154,16 +154,13 @@ export async function removeDeadOwnersFiles(
   self: Owner,
 ): Promise<void> {
   const found: { path: string; owner: Owner; port: number }[] = [];
-  const temporaries = new Map<number, string[]>();
+  const temporaries: { of: number; path: string }[] = [];
   try {
     for await (const entry of Deno.readDir(`${directory}/metrics`)) {
       const path = `${directory}/metrics/${entry.name}`;
       const left = TEMPORARY.exec(entry.name);
       // Regular files only: a link planted there is never followed.
-      if (entry.isFile && left) {
-        const of = Number(left[1]);
-        temporaries.set(of, [...temporaries.get(of) ?? [], path]);
-      }
+      if (entry.isFile && left) temporaries.push({ of: Number(left[1]), path });
       const match = FILE.exec(entry.name);
       if (!entry.isFile || !match || Number(match[1]) === port) continue;
       const owner = ownerOf(await firstLine(path));
@@ -176,8 +173,8 @@ export async function removeDeadOwnersFiles(
   for (const { path, owner, port: of } of found) {
     const same = owner.pid === self.pid && owner.startTime === self.startTime;
     if (same || alive.has(owner)) continue;
-    for (const temporary of temporaries.get(of) ?? []) {
-      await Deno.remove(temporary).catch(() => {});
+    for (const temporary of temporaries.filter((t) => t.of === of)) {
+      await Deno.remove(temporary.path).catch(() => {});
     }
     try {
       await Deno.remove(path);

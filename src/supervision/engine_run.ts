@@ -385,10 +385,12 @@ export class EngineRun {
         this.#enter("starting");
         return this.#watch(this.#process);
       }
-      case "sleep":
-        if (event.run !== this.#process) return;
-        if (state !== (event.to === "ready" ? "sleeping" : "ready")) return;
-        return this.#enter(event.to, event.reason, event.why);
+      case "sleep": {
+        const from = event.asleep ? "ready" : "sleeping";
+        const to = event.asleep ? "sleeping" : "ready";
+        if (event.run !== this.#process || state !== from) return;
+        return this.#enter(to, event.asleep ? "asleep" : "awake", event.why);
+      }
       case "probe":
       case "silence":
       case "stalled": {

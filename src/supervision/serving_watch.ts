@@ -28,8 +28,7 @@ export type ServingEvent =
   | {
     readonly kind: "sleep";
     readonly run: ServerProcess;
-    readonly to: "sleeping" | "ready";
-    readonly reason: "asleep" | "awake";
+    readonly asleep: boolean;
     readonly why: string;
   }
   | { readonly kind: "stalled"; readonly run: ServerProcess; seen: string };
@@ -136,13 +135,8 @@ export class ServingWatch {
     if (run !== this.#run || signal.aborted) return;
     const said = slept?.ok ? isSleeping(slept.text) : undefined;
     if (said !== undefined) {
-      this.#on({
-        kind: "sleep",
-        run,
-        to: said ? "sleeping" : "ready",
-        reason: said ? "asleep" : "awake",
-        why: `${sleep!.path} says is_sleeping: ${said}`,
-      });
+      const why = `${sleep!.path} says is_sleeping: ${said}`;
+      this.#on({ kind: "sleep", run, asleep: said, why });
     }
     const asleep = said ?? state === "sleeping";
     if (!rule || !metrics) return;
