@@ -104,16 +104,15 @@ mymodel_metrics_updated_timestamp_seconds gauge When the launcher last wrote thi
 `.trim().split("\n").map((line) => line.split(" "));
 
 // The families with one sample per model and no other label.
-const PER_MODEL: Record<string, (engine: EngineMetrics) => number | undefined> =
-  {
-    mymodel_engine_restarts_total: (e) => e.restarts,
-    mymodel_engine_health_poll_seconds: (e) => e.healthPollSeconds,
-    mymodel_engine_start_time_seconds: (e) => e.startTimeSeconds,
-    mymodel_engine_requests_running: (e) => e.requestsRunning,
-    mymodel_engine_requests_waiting: (e) => e.requestsWaiting,
-    mymodel_engine_generated_tokens_total: (e) => e.generatedTokens,
-    mymodel_engine_requests_cut_total: (e) => e.requestsCut,
-  };
+const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
+  mymodel_engine_restarts_total: (e) => e.restarts,
+  mymodel_engine_health_poll_seconds: (e) => e.healthPollSeconds,
+  mymodel_engine_start_time_seconds: (e) => e.startTimeSeconds,
+  mymodel_engine_requests_running: (e) => e.requestsRunning,
+  mymodel_engine_requests_waiting: (e) => e.requestsWaiting,
+  mymodel_engine_generated_tokens_total: (e) => e.generatedTokens,
+  mymodel_engine_requests_cut_total: (e) => e.requestsCut,
+};
 
 function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
   if (a.model !== b.model) return a.model < b.model ? -1 : 1;
