@@ -148,7 +148,7 @@ export function ownerOf(text: string): Owner | undefined {
 
 // Left alone: this launcher's own file (`port`), files of live launchers, of
 // this process, and files naming no owner.
-export async function removeDeadOwnersFiles(
+async function removeDeadOwnersFiles(
   directory: string,
   port: number,
   self: Owner,

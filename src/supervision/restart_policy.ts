@@ -2,7 +2,7 @@
 // itself, whether an ended run is started again, and after how long.
 import type { RestartPolicy } from "../catalogue.ts";
 
-export interface RunEnd {
+interface RunEnd {
   readonly code: number | null;
   readonly signal: string | null;
   readonly reason: EndReason;
