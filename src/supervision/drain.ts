@@ -11,6 +11,7 @@ import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { engineOrigin, readEngineTraffic } from "../engines/metrics_read.ts";
 import { type TrafficReading, trafficRule } from "../engines/traffic.ts";
 import type { EngineDetail } from "./engine_detail.ts";
+import type { JournalEvent } from "./journal.ts";
 
 const READ_EVERY_MS = 500;
 const READ_TIMEOUT_MS = 2_000;
@@ -21,13 +22,11 @@ export type DrainEvent =
   /** `skipped`: a second signal cut the drain short. */
   | { readonly kind: "drain-over"; readonly why: "deadline" | "skipped" };
 
-/** `unread`: not even a first reading came; `cut`: still in flight, SIGTERM cuts them. */
+/** `unread`: not even a first reading came; `cut`: still in flight, SIGTERM cuts them. The journal's fields. */
 interface DrainEnd {
   readonly reason: "drained" | "deadline" | "skipped" | "unread";
-  readonly seconds: number;
-  readonly finished: number;
-  readonly cut: number;
-  readonly line: string;
+  readonly detail: string;
+  readonly drain: NonNullable<JournalEvent["drain"]>;
 }
 
 /** A card's `drain_timeout`, else the launcher's; 0: none. */
@@ -132,14 +131,14 @@ export class Drain {
       : inFlight(this.#last);
     const n = this.#finished;
     const tally = `${n} request${n === 1 ? "" : "s"} finished, ${cut} cut`;
-    const line = reason === "unread"
+    const detail = reason === "unread"
       ? "not drained: its metrics could not be read"
       : reason === "drained"
       ? `drained in ${seconds} s: ${tally}`
       : reason === "deadline"
       ? `drain deadline passed after ${seconds} s: ${tally}`
       : `drain cut short by a second signal after ${seconds} s: ${tally}`;
-    return { reason, seconds, finished: this.#finished, cut, line };
+    return { reason, detail, drain: { seconds, finished: n, cut } };
   }
 
   async #loop(

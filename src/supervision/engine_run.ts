@@ -471,17 +471,10 @@ export class EngineRun {
       case "drain-over": {
         const end = state === "draining" ? this.#drain!.step(event) : undefined;
         if (!end) return;
-        const { reason, line, ...drain } = end; // the tally: seconds, finished, cut
-        this.#cut += drain.cut;
-        this.#report("info", line);
-        this.#o.journal?.record({
-          model: this.name,
-          event: "drain",
-          reason,
-          detail: line,
-          drain,
-        });
-        return this.#enter("stopping", reason, line);
+        this.#cut += end.drain.cut;
+        this.#report("info", end.detail);
+        this.#o.journal?.record({ model: this.name, event: "drain", ...end });
+        return this.#enter("stopping", end.reason, end.detail);
       }
       case "stop": {
         this.#stopWhy = event.why;

@@ -33,16 +33,19 @@ Deno.test("a drain ends when nothing runs or waits; what left the gauges finishe
   assert.equal(read(reading(1, 0)), undefined);
   const end = read(reading(0, 0));
   assert.equal(end?.reason, "drained");
-  assert.equal(end?.finished, 3);
-  assert.equal(end?.cut, 0);
-  assert.match(end!.line, /^drained in [\d.]+ s: 3 requests finished, 0 cut$/);
+  assert.equal(end?.drain.finished, 3);
+  assert.equal(end?.drain.cut, 0);
+  assert.match(
+    end!.detail,
+    /^drained in [\d.]+ s: 3 requests finished, 0 cut$/,
+  );
 });
 
 Deno.test("no first reading: not drained; a later failed read waits on", () => {
   const first = idle();
   const end = first.step({ kind: "drain-read", reading: null });
   assert.equal(end?.reason, "unread");
-  assert.equal(end?.line, "not drained: its metrics could not be read");
+  assert.equal(end?.detail, "not drained: its metrics could not be read");
   const later = idle();
   later.step({ kind: "drain-read", reading: reading(1) });
   assert.equal(later.step({ kind: "drain-read", reading: null }), undefined);
@@ -54,12 +57,12 @@ Deno.test("the deadline and a second signal cut what is still in flight", () => 
   late.step({ kind: "drain-read", reading: reading(1, 2) });
   const cut = late.step({ kind: "drain-over", why: "deadline" });
   assert.equal(cut?.reason, "deadline");
-  assert.equal(cut?.cut, 3);
+  assert.equal(cut?.drain.cut, 3);
   const skipped = idle();
   skipped.step({ kind: "drain-read", reading: reading(1) });
   const end = skipped.step({ kind: "drain-over", why: "skipped" });
-  assert.equal(end?.cut, 1);
-  assert.match(end!.line, /cut short by a second signal/);
+  assert.equal(end?.drain.cut, 1);
+  assert.match(end!.detail, /cut short by a second signal/);
 });
 
 Deno.test("the reads stop at the deadline with one drain-over event", async () => {
