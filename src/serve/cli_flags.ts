@@ -7,7 +7,9 @@
 import { parsePort } from "../common/settings.ts";
 import { RESTART_POLICIES } from "../catalogue/model_card.ts";
 import { parseGpuList } from "../gpu/detect.ts";
-import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./options.ts";
+import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./config.ts";
+
+type D = typeof SEMIOSERVE_DEFAULTS;
 
 /** What the command line asks for. */
 export type CliOptions =
@@ -30,6 +32,10 @@ export type CliOptions =
     json?: boolean;
   };
 
+type NumberDefault = {
+  [K in keyof D]: D[K] extends number ? K : never;
+}[keyof D];
+
 type OptionOf<T> = {
   [K in keyof CliOptions]-?: NonNullable<CliOptions[K]> extends T ? K
     : never;
@@ -50,18 +56,19 @@ interface FlagBase {
   readonly group: FlagGroup;
   /** One sentence for `--help`, the default left out. */
   readonly help: string;
-}
-
-/** Seconds on the command line (milliseconds in the options), or a count. */
-export interface NumberFlag extends FlagBase {
-  readonly unit: "seconds" | "count";
-  readonly option: OptionOf<number>;
-  /** In the command line's unit. */
-  readonly min: number;
-  /** In the options' unit. */
-  readonly default: number;
   /** Said after the default in `--help`. */
   readonly defaultNote?: string;
+}
+
+/**
+ * Seconds on the command line (milliseconds in the options), or a count; the
+ * default is the option's in {@linkcode SEMIOSERVE_DEFAULTS}.
+ */
+export interface NumberFlag extends FlagBase {
+  readonly unit: "seconds" | "count";
+  readonly option: Extract<NumberDefault, OptionOf<number>>;
+  /** In the command line's unit. */
+  readonly min: number;
 }
 
 /** A negatable switch also takes `--no-<name>` and `=BOOL`; `-`/`_` are interchangeable. */
@@ -78,13 +85,9 @@ export interface TextFlag extends FlagBase {
   /** The placeholder in `--help`. */
   readonly arg: string;
   readonly parse?: (text: string) => unknown;
-  /** Said as `(default …)` in `--help`. */
-  readonly default?: string;
 }
 
 export type CliFlag = NumberFlag | BooleanFlag | TextFlag;
-
-const D = SEMIOSERVE_DEFAULTS;
 
 /** Every flag but `--help` and `--version`, in `--help`'s order. */
 export const CLI_FLAGS: readonly CliFlag[] = [
@@ -153,7 +156,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "headerTimeoutMs",
     min: 0.001,
-    default: D.headerTimeoutMs,
     help:
       "an API connection that has not sent a complete request head (TLS handshake included) in this time is closed",
   },
@@ -163,7 +165,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "idleTimeoutMs",
     min: 0.001,
-    default: D.idleTimeoutMs,
     help: "an API connection idle this long is closed",
   },
   {
@@ -172,7 +173,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "count",
     option: "maxConnections",
     min: 1,
-    default: D.maxConnections,
     defaultNote: ", lowered to what the open-files limit leaves room for",
     help: "API connections open at once; more are closed at once",
   },
@@ -195,7 +195,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "gpuReleaseTimeoutMs",
     min: 0,
-    default: D.gpuReleaseTimeoutMs,
     help:
       "before a restart, how long to wait for the dead run's GPU memory to be released (nvidia-smi no longer listing its pids); then a warning and the start proceeds",
   },
@@ -215,7 +214,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
       }
       return text;
     },
-    default: D.restart,
     help:
       "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
   },
@@ -225,7 +223,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "restartMaxDelayMs",
     min: 1,
-    default: D.restartMaxDelayMs,
     help: "cap of the restart delay, 1 s doubling per restart",
   },
   {
@@ -234,7 +231,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "failedRetryMs",
     min: 0,
-    default: D.failedRetryMs,
     help:
       "a failed engine is tried again after this long, its command line resolved anew; a card's failed_retry: field wins; 0 turns this off",
   },
@@ -244,7 +240,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "healthIntervalMs",
     min: 0.1,
-    default: D.healthIntervalMs,
     help: "background /health poll of every engine",
   },
   {
@@ -253,7 +248,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "count",
     option: "livenessFailures",
     min: 0,
-    default: D.livenessFailures,
     help:
       "failed polls in a row, after a first 200, that restart an engine; 0 turns this off",
   },
@@ -263,7 +257,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "startTimeoutMs",
     min: 0,
-    default: D.startTimeoutMs,
     help:
       "a run that has not answered its first 200 and has written no output for this long is stopped and the restart policy applies; 0 turns this off",
   },
@@ -273,7 +266,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "stallTimeoutMs",
     min: 0,
-    default: D.stallTimeoutMs,
     help:
       "a ready engine with requests running whose token counters have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
   },
@@ -283,7 +275,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "canaryIntervalMs",
     min: 0,
-    default: D.canaryIntervalMs,
     help:
       "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row: stalled; a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
   },
@@ -293,7 +284,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "canaryTimeoutMs",
     min: 0.001,
-    default: D.canaryTimeoutMs,
     help: "how long a canary request may take before it counts as failed",
   },
   {
@@ -302,7 +292,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "graceMs",
     min: 0,
-    default: D.graceMs,
     help: "time engines get between SIGTERM and SIGKILL at shutdown",
   },
   {
@@ -311,7 +300,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "seconds",
     option: "drainTimeoutMs",
     min: 0,
-    default: D.drainTimeoutMs,
     help:
       "before a reload restarts an engine and at shutdown, wait at most this long for a ready engine's requests in flight (read from its metrics) before SIGTERM; a card's drain_timeout wins; 0 turns this off",
   },
@@ -321,7 +309,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "count",
     option: "logMaxBytes",
     min: 1,
-    default: D.logMaxBytes,
     help: "rotate logs/<name>.log past this size",
   },
   {
@@ -330,7 +317,6 @@ export const CLI_FLAGS: readonly CliFlag[] = [
     unit: "count",
     option: "logKeep",
     min: 0,
-    default: D.logKeep,
     help: "rotated files kept as <name>.log.1 ... <name>.log.N",
   },
 ];
@@ -350,10 +336,9 @@ function argOf(flag: CliFlag): string {
 
 /** A default as the command line spells it. */
 export function shownDefault(flag: CliFlag): string | undefined {
-  if (flag.unit === "seconds") return String(flag.default / 1000);
-  if (flag.unit === "count") return String(flag.default);
-  if (flag.unit === "text") return flag.default;
-  return undefined;
+  const value = (SEMIOSERVE_DEFAULTS as Record<string, unknown>)[flag.option];
+  if (value === undefined) return undefined;
+  return String(flag.unit === "seconds" ? (value as number) / 1000 : value);
 }
 
 /** A longer `--flag ARG` puts its help on the next line. */
@@ -378,13 +363,10 @@ export function helpFor(group: FlagGroup): string {
   return CLI_FLAGS.filter((flag) => flag.group === group).map((flag) => {
     const head = `  --${flag.name}${argOf(flag)}`;
     const shown = shownDefault(flag);
-    const note = flag.unit === "count" || flag.unit === "seconds"
-      ? flag.defaultNote ?? ""
-      : "";
     // The default's own words stay on one line (NBSP while wrapping).
     const text = shown === undefined
       ? flag.help
-      : `${flag.help} (default\u00a0${shown}${note})`;
+      : `${flag.help} (default\u00a0${shown}${flag.defaultNote ?? ""})`;
     const lines = wrap(text, WIDTH - HELP_COLUMN).map((l) =>
       indent + l.replaceAll("\u00a0", " ")
     );

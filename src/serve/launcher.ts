@@ -13,9 +13,11 @@ import {
 } from "../http/handler.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
-import { planEngine } from "../engines/engine_plan.ts";
-import type { EngineRun } from "../supervision/engine_run.ts";
+import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
+import { EngineLog } from "../engines/log_sink.ts";
+import { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
+import { plannedDrainMs } from "../supervision/drain.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
@@ -23,14 +25,14 @@ import { Journal, journalPath } from "../supervision/journal.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { GpuMonitor } from "../gpu/gpu_monitor.ts";
 import { placementReport } from "../gpu/place_engines.ts";
+import type { Released } from "../gpu/start_gate.ts";
 import { OpsStance } from "../web/ops_stance.ts";
 import {
-  drainLine,
-  replaceEngine,
-  supervise,
-  type Supervision,
-} from "./engine_supervisors.ts";
-import { type Config, readConfig, withSecretsReread } from "./config.ts";
+  type Config,
+  readConfig,
+  type SemioserveOptions,
+  withSecretsReread,
+} from "./config.ts";
 import { type Facts, gather, type GatherOptions } from "./facts.ts";
 import { dryRunNotes, type Plan, plan, refuseStart } from "./plan.ts";
 import {
@@ -41,7 +43,6 @@ import {
   reloadResult,
 } from "./diff.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
-import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
@@ -55,7 +56,9 @@ import { LauncherRecord } from "./launcher_record.ts";
 interface Live {
   plan: Plan;
   supervisors: EngineRun[];
-  supervision: Supervision & { journal: Journal };
+  records: EngineRecords;
+  journal: Journal;
+  gpu: GpuLifecycle | undefined;
   stance: OpsStance;
   state: ManagementState;
   handler: Handler;
@@ -183,24 +186,6 @@ export class Semioserve implements AsyncDisposable {
     await records.reap(plan.survey!, config.graceMs);
     const supervisors: EngineRun[] = [];
     const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
-    const supervision = {
-      options: config,
-      records,
-      journal: new Journal(journalPath(plan.directory), {
-        maxBytes: config.logMaxBytes,
-        keep: config.logKeep,
-      }),
-      gpu: placed
-        ? new GpuLifecycle({
-          intervalMs: config.healthIntervalMs,
-          releaseTimeoutMs: config.gpuReleaseTimeoutMs,
-          runs: () => supervisors,
-          monitor: this.#gpus,
-        })
-        : undefined,
-      onChange: () => this.#onEngineChange(),
-    };
-    supervisors.push(...plan.engines.map((e) => supervise(e, supervision)));
     const stance = OpsStance.resolve({
       dev_mode: plan.devMode,
       secret: plan.idpSecret,
@@ -215,11 +200,80 @@ export class Semioserve implements AsyncDisposable {
     this.#live = {
       plan,
       supervisors,
-      supervision,
+      records,
+      journal: new Journal(journalPath(plan.directory), {
+        maxBytes: config.logMaxBytes,
+        keep: config.logKeep,
+      }),
+      gpu: placed
+        ? new GpuLifecycle({
+          intervalMs: config.healthIntervalMs,
+          releaseTimeoutMs: config.gpuReleaseTimeoutMs,
+          runs: () => supervisors,
+          monitor: this.#gpus,
+        })
+        : undefined,
       stance,
       state,
       handler: withSecurityHeaders(app, { https: plan.tls !== undefined }),
     };
+    supervisors.push(...plan.engines.map((e) => this.#engineRun(e)));
+  }
+
+  /**
+   * One engine run for a plan (nothing started); the replacement of `old`
+   * keeps its log and counts, and waits for its GPU memory to be `released`.
+   */
+  #engineRun(
+    plan: EnginePlan,
+    old?: EngineRun,
+    released?: Released,
+  ): EngineRun {
+    const o = this.#config;
+    const { records, journal, gpu } = this.#live!;
+    const generated = old?.serving.generatedTokens;
+    return new EngineRun(plan, {
+      ...o,
+      log: old?.log ??
+        new EngineLog(plan.logFile, {
+          maxBytes: o.logMaxBytes,
+          keep: o.logKeep,
+        }),
+      records,
+      journal,
+      onChange: () => this.#onEngineChange(),
+      ...old ? { released, requestsCut: old.requestsCut } : {},
+      ...gpu
+        ? {
+          gate: gpu.gate,
+          memoryNeed: plan.memoryNeed ?? undefined,
+          loadPollMs: Math.min(1_000, o.healthIntervalMs),
+        }
+        : {},
+      serving: generated === undefined
+        ? o
+        : { ...o, generatedBefore: generated },
+    });
+  }
+
+  /** A reload changed what reaches engine `index`: the old run stops, the new one takes its place and starts. */
+  async #replace(index: number, plan: EnginePlan): Promise<void> {
+    const { supervisors, gpu, watchdog } = this.#live!;
+    const old = supervisors[index]!;
+    // Before the launcher stops an engine itself: a neighbour's release mid-load aborts or mis-sizes vLLM's profiling.
+    await gpu?.gate.quiet(
+      old.gpus ?? [],
+      old.name,
+      `the reload's restart of engine ${old.name}`,
+    );
+    const released = old.gpuReleased();
+    // A ready engine drains first; the new run starts once the old one is gone (its port).
+    await old.stop(this.#config.graceMs, { keepLog: true, why: "reload" });
+    const fresh = this.#engineRun(plan, old, released);
+    fresh.inherit(old);
+    supervisors[index] = fresh;
+    this.#onEngineChange();
+    fresh.start(watchdog);
   }
 
   /**
@@ -333,7 +387,7 @@ export class Semioserve implements AsyncDisposable {
     if (changes.secret) live.stance.auth.rotateSecret(next.idpSecret);
     live.state.catalogue = next.catalogue;
     live.plan = next;
-    const { supervisors, supervision, watchdog } = live;
+    const { supervisors, watchdog } = live;
     const starting = new Set(changes.start);
     const retried = supervisors.filter((s) =>
       !starting.has(s.name) && s.state === "failed" &&
@@ -353,14 +407,11 @@ export class Semioserve implements AsyncDisposable {
         return;
       }
       try {
-        await replaceEngine(
-          supervisors,
+        await this.#replace(
           i,
           retried.includes(engine.name)
             ? planEngine(engine.card, { ...engine, ...key })
             : engine,
-          supervision,
-          watchdog,
         );
       } catch (error) {
         failed.push({ name: engine.name, error: oneLine(error) });
@@ -386,8 +437,7 @@ export class Semioserve implements AsyncDisposable {
 
   async #serve(signals: LauncherSignals): Promise<void> {
     const live = this.#live!;
-    const { plan, supervisors, stance } = live;
-    const { journal, gpu } = live.supervision;
+    const { plan, supervisors, stance, journal, gpu } = live;
     const o = this.#config;
     const startedAt = Date.now();
     // Raised before the engines start, so they inherit the higher limit too.
@@ -496,4 +546,19 @@ export class Semioserve implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
+}
+
+/** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
+function drainLine(engines: readonly EngineRun[], o: Config): string | null {
+  const ms = engines.flatMap((s) => {
+    const ms = s.state === "ready" || s.state === "draining"
+      ? plannedDrainMs(s.card, o.drainTimeoutMs)
+      : 0;
+    return ms > 0 ? [ms] : [];
+  });
+  if (ms.length === 0) return null;
+  const n = ms.length;
+  return `stopping: draining ${n} engine${n === 1 ? "" : "s"} (up to ${
+    Math.max(...ms) / 1000
+  } s)${o.handleSignals ? "; a second signal stops at once" : ""}`;
 }

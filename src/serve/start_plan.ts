@@ -29,21 +29,17 @@ import type { Plan } from "./plan.ts";
  * ```
  */
 export interface StartPlan {
-  /** Always true. */
   ok: true;
   /** The root directory. */
   directory: string;
-  /** Where the management API would listen. */
   management_url: string;
   /** Where the GPU pool comes from, as the start logs it. */
   gpu_pool: string;
   /** One entry per engine, in request order. */
   engines: {
-    /** The catalogue name. */
     name: string;
     /** What the model does (`chat`, `embed` …). */
     verb: string;
-    /** The port it would listen on. */
     port: number;
     /** Its OpenAI-compatible base URL. */
     url: string;
@@ -59,7 +55,6 @@ export interface StartPlan {
     env: Record<string, string>;
     /** Engines it waits for at the GPU start gate (rule 1: one load per device, request order). */
     waits_for: string[];
-    /** Its log file. */
     log: string;
     /** Its local weights' size in bytes; null when it fetches them from the hub (or they cannot be read). */
     weights_bytes: number | null;
@@ -78,9 +73,8 @@ export interface StartPlan {
     need_mib: number | null;
     /** Processes holding memory there now; no engine of this plan runs yet. */
     holders: {
-      /** Its pid as the driver reports it. */
+      /** As the driver reports it. */
       pid: number;
-      /** MiB it holds there. */
       used_mib: number;
       /** What it is: its command name, a running launcher's engine, or `not visible here`. */
       process: string;
@@ -92,10 +86,8 @@ export interface StartPlan {
   warnings: string[];
 }
 
-/** One engine a start would run. */
-export type PlanEngine = StartPlan["engines"][number];
-/** One GPU of the pool. */
-export type PlanGpu = StartPlan["gpus"][number];
+type PlanEngine = StartPlan["engines"][number];
+type PlanGpu = StartPlan["gpus"][number];
 
 /** The plan as `--dry-run --json` prints it (the engine API key as `***`). */
 export function startPlan(plan: Plan): StartPlan {
