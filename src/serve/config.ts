@@ -45,7 +45,7 @@ export const SEMIOSERVE_DEFAULTS = {
   idleTimeoutMs: 120_000,
   maxConnections: 1024,
   handleSignals: true,
-} as const;
+} as const satisfies Partial<SemioserveOptions>;
 
 /** How a {@linkcode Semioserve} is configured; unset fields fall back to the environment. */
 export interface SemioserveOptions {
@@ -116,8 +116,6 @@ export interface SemioserveOptions {
   /** Called once the management API listens. */
   onListen?: (url: URL) => void;
 }
-
-SEMIOSERVE_DEFAULTS satisfies Partial<SemioserveOptions>;
 
 type Defaulted = keyof typeof SEMIOSERVE_DEFAULTS;
 

@@ -183,23 +183,10 @@ export class Semioserve implements AsyncDisposable {
     const config = this.#config;
     const records = new EngineRecords(plan.directory);
     // A killed launcher's engines go first, so their ports are free again.
-    await records.reap(plan.survey!, config.graceMs);
+    await records.reap(facts.survey!, config.graceMs);
     const supervisors: EngineRun[] = [];
     const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
-    const stance = OpsStance.resolve({
-      dev_mode: plan.devMode,
-      secret: plan.idpSecret,
-      issuer: plan.idpIssuer,
-    });
-    const state: ManagementState = {
-      engines: supervisors,
-      catalogue: plan.catalogue,
-      pollTimeoutMs: config.pollTimeoutMs,
-    };
-    const app = stance.auth.wrap(createManagementHandler(state));
-    this.#live = {
-      plan,
-      supervisors,
+    const parts = {
       records,
       journal: new Journal(journalPath(plan.directory), {
         maxBytes: config.logMaxBytes,
@@ -213,11 +200,27 @@ export class Semioserve implements AsyncDisposable {
           monitor: this.#gpus,
         })
         : undefined,
+    };
+    supervisors.push(...plan.engines.map((e) => this.#engineRun(e, parts)));
+    const stance = OpsStance.resolve({
+      dev_mode: plan.devMode,
+      secret: plan.idpSecret,
+      issuer: plan.idpIssuer,
+    });
+    const state: ManagementState = {
+      engines: supervisors,
+      catalogue: plan.catalogue,
+      pollTimeoutMs: config.pollTimeoutMs,
+    };
+    const app = stance.auth.wrap(createManagementHandler(state));
+    this.#live = {
+      ...parts,
+      plan,
+      supervisors,
       stance,
       state,
       handler: withSecurityHeaders(app, { https: plan.tls !== undefined }),
     };
-    supervisors.push(...plan.engines.map((e) => this.#engineRun(e)));
   }
 
   /**
@@ -226,11 +229,11 @@ export class Semioserve implements AsyncDisposable {
    */
   #engineRun(
     plan: EnginePlan,
+    { records, journal, gpu }: Pick<Live, "records" | "journal" | "gpu">,
     old?: EngineRun,
     released?: Released,
   ): EngineRun {
     const o = this.#config;
-    const { records, journal, gpu } = this.#live!;
     const generated = old?.serving.generatedTokens;
     return new EngineRun(plan, {
       ...o,
@@ -258,7 +261,8 @@ export class Semioserve implements AsyncDisposable {
 
   /** A reload changed what reaches engine `index`: the old run stops, the new one takes its place and starts. */
   async #replace(index: number, plan: EnginePlan): Promise<void> {
-    const { supervisors, gpu, watchdog } = this.#live!;
+    const live = this.#live!;
+    const { supervisors, gpu, watchdog } = live;
     const old = supervisors[index]!;
     // Before the launcher stops an engine itself: a neighbour's release mid-load aborts or mis-sizes vLLM's profiling.
     await gpu?.gate.quiet(
@@ -269,7 +273,7 @@ export class Semioserve implements AsyncDisposable {
     const released = old.gpuReleased();
     // A ready engine drains first; the new run starts once the old one is gone (its port).
     await old.stop(this.#config.graceMs, { keepLog: true, why: "reload" });
-    const fresh = this.#engineRun(plan, old, released);
+    const fresh = this.#engineRun(plan, live, old, released);
     fresh.inherit(old);
     supervisors[index] = fresh;
     this.#onEngineChange();
@@ -300,7 +304,7 @@ export class Semioserve implements AsyncDisposable {
         ...plan.warnings,
         ...await flagWarnings(facts.cards),
       ],
-    });
+    }, facts);
   }
 
   /** The management API handler (with authentication in production); after {@linkcode Semioserve.prepare}. */

@@ -15,6 +15,7 @@ import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
 import { urlHost } from "../common/settings.ts";
 import type { Plan } from "./plan.ts";
+import type { Facts } from "./facts.ts";
 
 /**
  * What a start would do. `ok` is always true: a start that would be refused
@@ -90,13 +91,14 @@ type PlanEngine = StartPlan["engines"][number];
 type PlanGpu = StartPlan["gpus"][number];
 
 /** The plan as `--dry-run --json` prints it (the engine API key as `***`). */
-export function startPlan(plan: Plan): StartPlan {
-  const { placement, snapshot } = plan;
+export function startPlan(plan: Plan, facts: Facts): StartPlan {
+  const { placement } = plan;
+  const { snapshot } = facts;
   const waits = startWaits(
     plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
   const engines = plan.engines.map((e): PlanEngine => {
-    const weights = plan.weights[e.name];
+    const weights = facts.weights[e.name];
     return {
       name: e.name,
       verb: e.card.verb,
@@ -120,11 +122,10 @@ export function startPlan(plan: Plan): StartPlan {
       if (!devices.includes(device)) devices.push(device);
     }
   }
-  const owners = new Map(
-    (plan.survey?.live ?? []).map((
-      r,
-    ) => [r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`]),
-  );
+  const owners = new Map<number, string>();
+  for (const r of facts.survey?.live ?? []) {
+    owners.set(r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`);
+  }
   const listed = snapshot?.processes ?? [];
   const live = procStats(listed.map((p) => p.pid));
   const gpus = devices.map((entry): PlanGpu => {
