@@ -163,17 +163,11 @@ export function refuseStart(facts: Facts): void {
 export function dryRunNotes(facts: Facts, host: string): string[] {
   const survey = facts.survey!;
   const notes: string[] = [];
-  const serving = new Map<number, string[]>();
-  for (const record of survey.serving) {
-    serving.set(record.launcherPid, [
-      ...serving.get(record.launcherPid) ?? [],
-      record.model,
-    ]);
-  }
-  for (const [pid, models] of serving) {
+  const serving = Map.groupBy(survey.serving, (record) => record.launcherPid);
+  for (const [pid, records] of serving) {
     notes.push(
       `launcher pid ${pid} already serves ${
-        models.join(", ")
+        records.map((record) => record.model).join(", ")
       } from ${facts.directory}: a start beside it would refuse (stop it first); this plan is what a reload of it reads`,
     );
   }

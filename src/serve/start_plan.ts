@@ -116,19 +116,17 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
       weights_bytes: weights?.kind === "local" ? weights.bytes : null,
     };
   });
-  const devices = [...placement.detection.pool?.entries ?? []];
-  for (const engine of engines) {
-    for (const device of engine.gpus ?? []) {
-      if (!devices.includes(device)) devices.push(device);
-    }
-  }
+  const devices = new Set<string>([
+    ...placement.detection.pool?.entries ?? [],
+    ...engines.flatMap((engine) => engine.gpus ?? []),
+  ]);
   const owners = new Map<number, string>();
   for (const r of facts.survey?.live ?? []) {
     owners.set(r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`);
   }
   const listed = snapshot?.processes ?? [];
   const live = procStats(listed.map((p) => p.pid));
-  const gpus = devices.map((entry): PlanGpu => {
+  const gpus = [...devices].map((entry): PlanGpu => {
     const device = snapshot && deviceOf(entry, snapshot);
     const known = device?.memoryKnown === true;
     const placed = plan.engines.filter((e) => e.gpus?.includes(entry));
