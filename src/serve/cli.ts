@@ -101,7 +101,7 @@ function flagHint(flag: string): string {
 const TRUE = new Set(["true", "1", "yes", "on"]);
 const FALSE = new Set(["false", "0", "no", "off"]);
 
-const NEGATABLE = CLI_FLAGS.filter((flag): flag is BooleanFlag =>
+const NEGATABLE = CLI_FLAGS.filter((flag): flag is CliFlag & BooleanFlag =>
   flag.unit === "boolean" && flag.negatable === true
 ).map((flag) => ({
   name: flag.name,
