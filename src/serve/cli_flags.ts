@@ -77,101 +77,95 @@ export interface TextFlag extends FlagBase {
   readonly parse?: (text: string) => unknown;
 }
 
-type FlagEntry = NumberFlag | BooleanFlag | TextFlag;
+export type CliFlag = (NumberFlag | BooleanFlag | TextFlag) & {
+  readonly group: FlagGroup;
+};
 
-export type CliFlag = FlagEntry & { readonly group: FlagGroup };
+/** A row of the table: the flag without its option, which is the row's key. */
+type Row<K> = K extends NumberFlag["option"] ? Omit<NumberFlag, "option">
+  : K extends BooleanFlag["option"] ? Omit<BooleanFlag, "option">
+  : Omit<TextFlag, "option">;
 
-/** Every flag but `--help` and `--version`, by `--help` section, in its order. */
+/** Every flag but `--help` and `--version`, by `--help` section and by option, in its order. */
 const SECTIONS = {
-  Required: [
-    {
+  Required: {
+    directory: {
       name: "directory",
       unit: "text",
-      option: "directory",
       arg: "D",
       help:
         "root holding models/ logs/ metrics/ data/ (required unless env MY_LOCAL names it)",
     },
-  ],
-  Models: [
-    {
+  },
+  Models: {
+    catalogue: {
       name: "catalogue",
       unit: "text",
-      option: "catalogue",
       arg: "FILE",
       help:
         "catalogue YAML, a path or URL (default: the catalogue shipped with the package)",
     },
-  ],
-  Checks: [
-    {
+  },
+  Checks: {
+    dryRun: {
       name: "dry-run",
       unit: "boolean",
-      option: "dryRun",
       help:
         "run every check a start runs (directory, catalogue, models, ${NAME}, executables, weights, GPU placement, TLS and secrets, ports), print the plan (engines, command lines, GPUs, warnings) and exit: 0 when a start would proceed, 1 with the start's error; starts nothing, writes nothing",
     },
-    {
+    json: {
       name: "json",
       unit: "boolean",
-      option: "json",
       help: "with --dry-run: the plan as one JSON object on stdout",
     },
-  ],
-  "API and connections": [
-    {
+  },
+  "API and connections": {
+    host: {
       name: "host",
       unit: "text",
-      option: "host",
       arg: "H",
       help:
         "host of the API and every engine (env NUCLEUS_HOST, else localhost)",
     },
-    {
+    port: {
       name: "port",
       unit: "text",
-      option: "port",
       arg: "P",
       parse: (text) => parsePort(text, "--port"),
       help: "management port (env NUCLEUS_PORT, else 5000)",
     },
-    {
+    dev_mode: {
       name: "dev_mode",
       unit: "boolean",
-      option: "dev_mode",
       negatable: true,
       help:
         'development mode, no authentication (default: env NUCLEUS_MODE starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode; --dev_mode=false or --no-dev_mode forces production mode',
     },
-    {
+    headerTimeoutMs: {
       name: "header-timeout",
       unit: "seconds",
-      option: "headerTimeoutMs",
       min: 0.001,
       help:
         "an API connection that has not sent a complete request head (TLS handshake included) in this time is closed",
     },
-    {
+    idleTimeoutMs: {
       name: "idle-timeout",
       unit: "seconds",
-      option: "idleTimeoutMs",
       min: 0.001,
       help: "an API connection idle this long is closed",
     },
-    {
+    maxConnections: {
       name: "max-connections",
       unit: "count",
-      option: "maxConnections",
       min: 1,
       defaultNote: ", lowered to what the open-files limit leaves room for",
       help: "API connections open at once; more are closed at once",
     },
-  ],
-  GPUs: [
-    {
+  },
+  GPUs: {
+    gpus: {
       name: "gpus",
       unit: "text",
-      option: "gpus",
       arg: "LIST",
       parse: (text) => {
         parseGpuList(text, "--gpus");
@@ -180,20 +174,18 @@ const SECTIONS = {
       help:
         "devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else no placement)",
     },
-    {
+    gpuReleaseTimeoutMs: {
       name: "gpu-release-timeout",
       unit: "seconds",
-      option: "gpuReleaseTimeoutMs",
       min: 0,
       help:
         "before a restart, how long to wait for the dead run's GPU memory to be released (nvidia-smi no longer listing its pids); then a warning and the start proceeds",
     },
-  ],
-  Supervision: [
-    {
+  },
+  Supervision: {
+    restart: {
       name: "restart",
       unit: "text",
-      option: "restart",
       arg: "POLICY",
       parse: (text) => {
         if (!(RESTART_POLICIES as readonly string[]).includes(text)) {
@@ -208,110 +200,103 @@ const SECTIONS = {
       help:
         "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
     },
-    {
+    restartMaxDelayMs: {
       name: "restart-max-delay",
       unit: "seconds",
-      option: "restartMaxDelayMs",
       min: 1,
       help: "cap of the restart delay, 1 s doubling per restart",
     },
-    {
+    failedRetryMs: {
       name: "failed-retry",
       unit: "seconds",
-      option: "failedRetryMs",
       min: 0,
       help:
         "a failed engine is tried again after this long, its command line resolved anew; a card's failed_retry: field wins; 0 turns this off",
     },
-    {
+    healthIntervalMs: {
       name: "health-interval",
       unit: "seconds",
-      option: "healthIntervalMs",
       min: 0.1,
       help: "background /health poll of every engine",
     },
-    {
+    livenessFailures: {
       name: "liveness-failures",
       unit: "count",
-      option: "livenessFailures",
       min: 0,
       help:
         "failed polls in a row, after a first 200, that restart an engine; 0 turns this off",
     },
-    {
+    startTimeoutMs: {
       name: "start-timeout",
       unit: "seconds",
-      option: "startTimeoutMs",
       min: 0,
       help:
         "a run that has not answered its first 200 and has written no output for this long is stopped and the restart policy applies; 0 turns this off",
     },
-    {
+    stallTimeoutMs: {
       name: "stall-timeout",
       unit: "seconds",
-      option: "stallTimeoutMs",
       min: 0,
       help:
         "a ready engine with requests running whose token counters have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
     },
-    {
+    canaryIntervalMs: {
       name: "canary-interval",
       unit: "seconds",
-      option: "canaryIntervalMs",
       min: 0,
       help:
         "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row: stalled; a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
     },
-    {
+    canaryTimeoutMs: {
       name: "canary-timeout",
       unit: "seconds",
-      option: "canaryTimeoutMs",
       min: 0.001,
       help: "how long a canary request may take before it counts as failed",
     },
-    {
+    graceMs: {
       name: "grace",
       unit: "seconds",
-      option: "graceMs",
       min: 0,
       help: "time engines get between SIGTERM and SIGKILL at shutdown",
     },
-    {
+    drainTimeoutMs: {
       name: "drain-timeout",
       unit: "seconds",
-      option: "drainTimeoutMs",
       min: 0,
       help:
         "before a reload restarts an engine and at shutdown, wait at most this long for a ready engine's requests in flight (read from its metrics) before SIGTERM; a card's drain_timeout wins; 0 turns this off",
     },
-  ],
-  Logs: [
-    {
+  },
+  Logs: {
+    logMaxBytes: {
       name: "log-max-bytes",
       unit: "count",
-      option: "logMaxBytes",
       min: 1,
       help: "rotate logs/<name>.log past this size",
     },
-    {
+    logKeep: {
       name: "log-keep",
       unit: "count",
-      option: "logKeep",
       min: 0,
       help: "rotated files kept as <name>.log.1 ... <name>.log.N",
     },
-  ],
-} satisfies Record<string, readonly FlagEntry[]>;
+  },
+} satisfies Record<
+  string,
+  { readonly [K in TextFlag["option"]]?: Row<K> }
+>;
 
 export type FlagGroup = keyof typeof SECTIONS;
 
 /** The flags of every section, each naming its section. */
 export const CLI_FLAGS: readonly CliFlag[] = Object.entries(SECTIONS).flatMap(
-  ([group, flags]) =>
-    flags.map((flag: FlagEntry) => ({ ...flag, group: group as FlagGroup })),
+  ([group, rows]) =>
+    Object.entries(rows).map(([option, row]) =>
+      ({ ...row, option, group }) as CliFlag
+    ),
 );
 
-function argOf(flag: FlagEntry): string {
+function argOf(flag: CliFlag): string {
   switch (flag.unit) {
     case "seconds":
       return " SECONDS";
@@ -325,7 +310,7 @@ function argOf(flag: FlagEntry): string {
 }
 
 /** A default as the command line spells it. */
-export function shownDefault(flag: FlagEntry): string | undefined {
+export function shownDefault(flag: CliFlag): string | undefined {
   const value = (SEMIOSERVE_DEFAULTS as Record<string, unknown>)[flag.option];
   if (value === undefined) return undefined;
   return String(flag.unit === "seconds" ? (value as number) / 1000 : value);
@@ -350,7 +335,7 @@ function wrap(text: string, width: number): string[] {
 /** The `--help` entries of one section. */
 export function helpFor(group: FlagGroup): string {
   const indent = " ".repeat(HELP_COLUMN);
-  return SECTIONS[group].map((flag: FlagEntry) => {
+  return CLI_FLAGS.filter((flag) => flag.group === group).map((flag) => {
     const head = `  --${flag.name}${argOf(flag)}`;
     const shown = shownDefault(flag);
     // The default's own words stay on one line (NBSP while wrapping).
