@@ -138,8 +138,6 @@ export type Config = Readonly<
     devMode: boolean;
     /** `NUCLEUS_MODE` when it chose the mode (no `dev_mode` given). */
     modeVariable: string | undefined;
-    /** The launcher's `CUDA_VISIBLE_DEVICES`. */
-    visibleDevices: string | undefined;
     /** The launcher's environment as captured: `${NAME}` values, `nvidia-smi`. */
     env: Readonly<Record<string, string>>;
     /** What every engine inherits: `env` less the private variables. */
@@ -195,7 +193,6 @@ export function readConfig(
       : {},
     devMode: given.dev_mode ?? isDevMode(read.mode),
     modeVariable: given.dev_mode === undefined ? read.mode : undefined,
-    visibleDevices: env.CUDA_VISIBLE_DEVICES,
     env,
     engineEnv: inheritedEnv(env),
     engineKey: read.engineKey,

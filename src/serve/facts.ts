@@ -87,11 +87,11 @@ export async function gather(
     );
   }
   checkRoot(directory);
-  if (config.gpus === undefined) checkVisibleDevices(config.visibleDevices);
+  const visible = config.env.CUDA_VISIBLE_DEVICES;
+  if (config.gpus === undefined) checkVisibleDevices(visible);
   const { running } = options;
   const mayLook = config.gpus === undefined
-    ? config.visibleDevices === undefined ||
-      parseVisibleDevices(config.visibleDevices).length > 0
+    ? visible === undefined || parseVisibleDevices(visible).length > 0
     : config.gpus.trim().toLowerCase() !== "none";
   // Asked at once, so that it runs while the catalogue is read.
   let look: Promise<GpuQuery> | undefined = options.look && mayLook

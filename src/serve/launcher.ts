@@ -99,8 +99,8 @@ export class Semioserve implements AsyncDisposable {
   #shutdown = Promise.withResolvers<void>();
   /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
   #stopping = new AbortController();
-  #onEngineChange: () => void = () => {};
-  #onReloaded: (result: ReloadResult) => void = () => {};
+  /** The metrics file and the reload counts, while the engines run. */
+  #record: LauncherRecord | undefined;
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
     () => refusedReload(),
@@ -244,7 +244,7 @@ export class Semioserve implements AsyncDisposable {
         }),
       records,
       journal,
-      onChange: () => this.#onEngineChange(),
+      onChange: () => this.#record?.write(),
       ...old ? { released, requestsCut: old.requestsCut } : {},
       ...gpu
         ? {
@@ -276,7 +276,7 @@ export class Semioserve implements AsyncDisposable {
     const fresh = this.#engineRun(plan, live, old, released);
     fresh.inherit(old);
     supervisors[index] = fresh;
-    this.#onEngineChange();
+    this.#record?.write();
     fresh.start(watchdog);
   }
 
@@ -371,7 +371,7 @@ export class Semioserve implements AsyncDisposable {
       done = refusedReload(oneLine(error), performance.now() - began);
     }
     (done.ok ? log.info : log.warn)(done.summary);
-    this.#onReloaded(done);
+    this.#record?.reloaded(done);
     return done;
   }
 
@@ -461,7 +461,7 @@ export class Semioserve implements AsyncDisposable {
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#shutdown.resolve();
     live.watchdog = Watchdog.start(o.graceMs);
-    const record = new LauncherRecord(
+    const record = this.#record = new LauncherRecord(
       {
         directory: plan.directory,
         port: this.port,
@@ -474,8 +474,6 @@ export class Semioserve implements AsyncDisposable {
       journal,
     );
     const writeMetrics = () => record.write();
-    this.#onEngineChange = writeMetrics;
-    this.#onReloaded = (result) => record.reloaded(result);
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs,
       timeoutMs: o.pollTimeoutMs,
@@ -531,7 +529,7 @@ export class Semioserve implements AsyncDisposable {
       await Promise.all(supervisors.map((s) => s.stop(o.graceMs)));
       journal.record({ model: null, event: "stopped" });
       await journal.close();
-      this.#onEngineChange = () => {};
+      this.#record = undefined;
       await record.close();
       await live.watchdog?.close();
       await this.#server?.shutdown();

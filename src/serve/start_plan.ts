@@ -30,9 +30,11 @@ import type { Facts } from "./facts.ts";
  * ```
  */
 export interface StartPlan {
+  /** Always true. */
   ok: true;
   /** The root directory. */
   directory: string;
+  /** Where the management API would listen. */
   management_url: string;
   /** Where the GPU pool comes from, as the start logs it. */
   gpu_pool: string;
