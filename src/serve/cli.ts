@@ -20,7 +20,6 @@ import { VERSION } from "../common/version.ts";
 
 export { UsageError };
 
-/** The text `--help` prints. */
 export const USAGE = `Usage:
   deno run -A jsr:@mymodel/serve <model> [<model> ...] --directory D [options]
   deno task start <model> [<model> ...] [options]    (in a checkout; MY_LOCAL=D set)

@@ -11,7 +11,6 @@ import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./config.ts";
 
 type D = typeof SEMIOSERVE_DEFAULTS;
 
-/** What the command line asks for. */
 export type CliOptions =
   & Omit<
     SemioserveOptions,
@@ -332,7 +331,6 @@ function wrap(text: string, width: number): string[] {
   return [...lines, line];
 }
 
-/** The `--help` entries of one section. */
 export function helpFor(group: FlagGroup): string {
   const indent = " ".repeat(HELP_COLUMN);
   return CLI_FLAGS.filter((flag) => flag.group === group).map((flag) => {
