@@ -280,7 +280,7 @@ export class EngineRun {
   /**
    * A reload's change that does not reach the engine (its `restart:` policy,
    * `description`, `verb`, the engine key of later starts); one that does
-   * gets a new engine run (`serve/engine_supervisors.ts`).
+   * gets a new engine run (`serve/launcher.ts`).
    */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
     if (card.name !== this.name) {
