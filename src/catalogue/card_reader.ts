@@ -201,10 +201,13 @@ export function expandCard(
     const out = expandText(text, (name) => {
       const found = env[name];
       if (found !== undefined) return found;
-      throw new UnsetVariableError(body.ctx.file, card.name, {
-        field: f.where.field ?? "",
-        line: f.ctx.lineOf(f.where.node) ?? 0,
-      }, name);
+      throw new UnsetVariableError(
+        body.ctx.file,
+        card.name,
+        f.where.field ?? "",
+        f.ctx.lineOf(f.where.node) ?? 0,
+        name,
+      );
     });
     changed ||= out !== text;
     return out;

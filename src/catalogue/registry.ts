@@ -1,4 +1,5 @@
 import { log } from "../common/log.ts";
+import { readCapped } from "../common/read_capped.ts";
 import { CatalogueError, KeyError } from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";
 import { expandCard, type ReadCard, readCatalogue } from "./card_reader.ts";
@@ -200,10 +201,7 @@ export class Registry implements Iterable<ModelCard> {
   }
 }
 
-/**
- * Checked before the open: opening a FIFO blocks until a writer comes, and a
- * device may never end.
- */
+/** Checked before the open: opening a FIFO blocks until a writer comes, and a device may never end. */
 async function readFileText(
   path: string | URL,
   file: string,
@@ -219,7 +217,10 @@ async function readFileText(
     );
   }
   if (info.size > MAX_BYTES) throw tooLarge(file, info.size);
-  return await readAtMost((await Deno.open(path)).readable, file, signal);
+  const bytes = await Deno.readFile(path, signal ? { signal } : {});
+  // It grew while read.
+  if (bytes.length > MAX_BYTES) throw tooLarge(file);
+  return new TextDecoder().decode(bytes);
 }
 
 function kindOf(info: Deno.FileInfo): string {
@@ -229,35 +230,6 @@ function kindOf(info: Deno.FileInfo): string {
   if (info.isBlockDevice) return "a block device";
   if (info.isSocket) return "a socket";
   return "not a regular file";
-}
-
-/** At most {@linkcode MAX_BYTES}: a file that grows while read, or a body that never ends, is capped all the same. */
-async function readAtMost(
-  body: ReadableStream<Uint8Array<ArrayBuffer>>,
-  file: string,
-  signal?: AbortSignal,
-): Promise<string> {
-  const reader = body.getReader();
-  // A read that hangs (a stalled disk) ends with the signal.
-  const cancel = () => reader.cancel().catch(() => {});
-  signal?.addEventListener("abort", cancel, { once: true });
-  const chunks: Uint8Array<ArrayBuffer>[] = [];
-  let size = 0;
-  try {
-    for (
-      let read = await reader.read();
-      !read.done;
-      read = await reader.read()
-    ) {
-      size += read.value.length;
-      if (size > MAX_BYTES) throw tooLarge(file);
-      chunks.push(read.value);
-    }
-    return await new Blob(chunks).text();
-  } finally {
-    signal?.removeEventListener("abort", cancel);
-    await cancel();
-  }
 }
 
 function tooLarge(file: string, size?: number): CatalogueError {
@@ -308,7 +280,11 @@ async function fetchText(
       );
     }
     // The fetch's signal ends the body's read too.
-    return response.body ? await readAtMost(response.body, file) : "";
+    const text = response.body
+      ? await readCapped(response.body, MAX_BYTES)
+      : "";
+    if (text === undefined) throw tooLarge(file);
+    return text;
   } catch (error) {
     if (stop?.aborted || error instanceof CatalogueError) throw error;
     if (timer.signal.aborted) {
