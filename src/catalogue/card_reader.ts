@@ -35,13 +35,13 @@ const COMMAND = "command";
 const MODALITIES: readonly Modality[] = Object.values(Modality);
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SAMPLE_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const METRICS_KEYS: Record<string, keyof CardMetrics> = {
-  path: "path",
-  running: "running",
-  waiting: "waiting",
-  prompt_tokens: "promptTokens",
-  generated_tokens: "generatedTokens",
-};
+const METRICS_KEYS = [
+  "path",
+  "running",
+  "waiting",
+  "prompt_tokens",
+  "generated_tokens",
+];
 const METRICS =
   "a mapping of path (default /metrics), running, waiting, prompt_tokens and generated_tokens to Prometheus sample names";
 
@@ -49,54 +49,31 @@ type Card = { -readonly [K in keyof ModelCard]: ModelCard[K] };
 /** What an expandable value passes through: at load its references are checked, at expansion replaced. */
 type Expand = (f: Field, text: string) => string;
 
-type Reader = (f: Field, expand: Expand) => unknown;
-
-/** A card property and the reader of the field that sets it. */
-function sets<K extends keyof Card>(
-  key: K,
-  read: (f: Field, expand: Expand) => Card[K],
-): [keyof Card, Reader] {
-  return [key, read];
-}
-
-/** Each card field, in the order the reader checks them and messages list them. */
-const FIELDS: Record<string, [keyof Card, Reader]> = {
-  verb: sets("verb", (f) => oneOf(f, VERBS)),
-  modality: sets("modality", readModality),
-  hub: sets("hub", (f) => text(f, "a hub identifier such as org/model")),
-  local: sets("local", readLocal),
-  engine: sets("engine", (f) => oneOf(f, ENGINE_NAMES)),
-  executable: sets(
-    "executable",
-    (f, expand) => expand(f, text(f, "a program name or path")),
-  ),
-  command: sets("command", readCommand),
-  args: sets("args", readArgs),
-  env: sets("env", readEnv),
-  description: sets("description", (f) => text(f, "a text", true)),
-  restart: sets("restart", (f) => oneOf(f, RESTART_POLICIES)),
-  failed_retry: sets(
-    "failedRetry",
-    (f) =>
-      seconds(
-        f,
-        "seconds ≥ 0 before a failed engine is tried again (0: never)",
-      ),
-  ),
-  drain_timeout: sets(
-    "drainTimeout",
-    (f) => seconds(f, "a number of seconds, 0 or more (0: no drain)"),
-  ),
-  gpus: sets("gpus", readGpus),
-  metrics: sets("metrics", readMetrics),
-  stall_timeout: sets(
-    "stallTimeout",
-    (f) => seconds(f, "seconds (0 or more; 0 turns stall detection off)"),
-  ),
-  canary: sets("canary", (f) => {
+/** Each card field's reader, in the order the reader checks them and messages list them. */
+const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
+  verb: (f) => oneOf(f, VERBS),
+  modality: readModality,
+  hub: (f) => text(f, "a hub identifier such as org/model"),
+  local: readLocal,
+  engine: (f) => oneOf(f, ENGINE_NAMES),
+  executable: (f, expand) => expand(f, text(f, "a program name or path")),
+  command: readCommand,
+  args: readArgs,
+  env: readEnv,
+  description: (f) => text(f, "a text", true),
+  restart: (f) => oneOf(f, RESTART_POLICIES),
+  failed_retry: (f) =>
+    seconds(f, "seconds ≥ 0 before a failed engine is tried again (0: never)"),
+  drain_timeout: (f) =>
+    seconds(f, "a number of seconds, 0 or more (0: no drain)"),
+  gpus: readGpus,
+  metrics: readMetrics,
+  stall_timeout: (f) =>
+    seconds(f, "seconds (0 or more; 0 turns stall detection off)"),
+  canary: (f) => {
     if (typeof f.scalar !== "boolean") f.expected("true or false");
-    return f.scalar as boolean;
-  }),
+    return f.scalar;
+  },
 };
 const FIELD_NAMES = Object.keys(FIELDS);
 
@@ -249,10 +226,10 @@ function readCard(body: Field, expand: Expand): ModelCard {
     args: Object.freeze([]),
     env: Object.freeze({}),
   } as unknown as Card;
-  for (const [field, [key, read]] of Object.entries(FIELDS)) {
+  for (const [field, read] of Object.entries(FIELDS)) {
     const value = given.get(field);
     if (value !== undefined) {
-      (card as Record<string, unknown>)[key] = Object.freeze(
+      (card as Record<string, unknown>)[camel(field)] = Object.freeze(
         read(value, expand),
       );
     }
@@ -308,6 +285,11 @@ const AFTER: Record<
 };
 
 // The field readers: each takes one value of a card and returns it checked.
+
+/** `failed_retry` → `failedRetry`. */
+function camel(key: string): string {
+  return key.replace(/_(.)/g, (_, c: string) => c.toUpperCase());
+}
 
 function text(f: Field, expected: string, allowEmpty = false): string {
   const value = f.scalar;
@@ -465,25 +447,24 @@ function readMetrics(f: Field): CardMetrics {
   if (!isMap(f.value)) f.expected(METRICS);
   const read: Record<string, string> = { path: "/metrics" };
   for (const [key, entry] of f.entries()) {
-    if (!Object.hasOwn(METRICS_KEYS, key)) {
+    if (!METRICS_KEYS.includes(key)) {
       entry.fail(`unknown key (expected ${METRICS})`, entry.key);
     }
-    const name = METRICS_KEYS[key]!;
     const value = entry.scalar;
     if (
       typeof value !== "string" ||
-      !(name === "path" ? /^\/\S*$/.test(value) : SAMPLE_NAME.test(value))
+      !(key === "path" ? /^\/\S*$/.test(value) : SAMPLE_NAME.test(value))
     ) {
       entry.expected(
-        name === "path"
+        key === "path"
           ? "a path such as /metrics"
           : "a Prometheus sample name such as my_engine:requests_running",
       );
     }
-    read[name] = value as string;
+    read[camel(key)] = value as string;
   }
-  for (const [key, name] of Object.entries(METRICS_KEYS)) {
-    if (read[name] === undefined) {
+  for (const key of METRICS_KEYS) {
+    if (read[camel(key)] === undefined) {
       f.fail(`${key} is missing (expected ${METRICS})`);
     }
   }

@@ -7,21 +7,16 @@ export const MAX_PORT = 65535;
 
 /** `what` names the flag or variable in the message. */
 export function parsePort(text: string, what: string): number {
+  const port = portIn(text);
+  if (port !== undefined) return port;
   const trimmed = text.trim();
-  if (!/^\d+$/.test(trimmed)) {
-    throw new ConfigError(
-      `Cannot use ${what}=${
+  throw new ConfigError(
+    /^\d+$/.test(trimmed)
+      ? `Cannot use ${what}=${trimmed}: expected a port from 1 to ${MAX_PORT}`
+      : `Cannot use ${what}=${
         JSON.stringify(text)
       }: expected an integer from 1 to ${MAX_PORT}`,
-    );
-  }
-  const port = portIn(trimmed);
-  if (port === undefined) {
-    throw new ConfigError(
-      `Cannot use ${what}=${trimmed}: expected a port from 1 to ${MAX_PORT}`,
-    );
-  }
-  return port;
+  );
 }
 
 /** A TCP port from its digits, or undefined when not an integer from 1 to 65535. */

@@ -1,11 +1,4 @@
-/**
- * `@std/async`'s `delay` with a signal (JSR is not reachable where this is
- * built), and a bounded wait.
- *
- * @module
- */
-
-/** Resolves after `ms`, or at once when `signal` aborts; never rejects, leaves no timer. */
+/** `@std/async`'s `delay` (JSR is not reachable here), but never rejects: resolves at once when `signal` aborts. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise<void>((resolve) => {
     if (signal?.aborted) return resolve();
