@@ -1,10 +1,7 @@
 /**
- * The card reader: a catalogue's YAML validated into frozen model cards,
- * field by field.
- *
- * Folder `catalogue/`: the catalogue's YAML, its cards, `${NAME}` expansion
- * and its errors; public through `catalogue.ts`. It knows nothing of
- * processes, HTTP or GPUs.
+ * A catalogue's YAML validated into frozen model cards, field by field.
+ * Folder `catalogue/`: the YAML, the cards, `${NAME}` expansion, the errors;
+ * public through `catalogue.ts`. It knows nothing of processes, HTTP or GPUs.
  *
  * @module
  */
@@ -27,9 +24,8 @@ import { clip, Context, describe, Field } from "./yaml_nodes.ts";
 
 const VERBS: readonly Verb[] = Object.values(Verb);
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-// Names become file names, the longest the temporary
-// `data/.<name>.engine.json.<16 hex>.tmp` (34 bytes
-// more): 128 leaves room under Linux's 255-byte limit.
+// Names become file names, the longest `data/.<name>.engine.json.<16 hex>.tmp`
+// (34 bytes more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
 const COMMAND = "command";
 const MODALITIES: readonly Modality[] = Object.values(Modality);
@@ -89,15 +85,8 @@ export function readCatalogue(
   file: string,
 ): Map<string, ReadCard> {
   const ctx: Context = new Context(text, file);
-  const top = new Field(ctx, ctx.contents, {});
-  if (!isMap(top.value)) {
-    top.fail(
-      `expected a mapping with the one key 'models', got ${
-        describe(top.value)
-      }`,
-      top.value,
-    );
-  }
+  const top = new Field(ctx, ctx.contents, { node: ctx.contents });
+  if (!isMap(top.value)) top.expected("a mapping with the one key 'models'");
   let models: Field | undefined;
   for (const [key, entry] of top.entries()) {
     if (key !== "models") {
@@ -164,11 +153,7 @@ function checkReferences(f: Field, text: string): string {
   return text;
 }
 
-/**
- * The card read again with every `${NAME}` in its `executable`, `command`,
- * `args` values and `env` values replaced from `env`; `card` itself when
- * nothing changes.
- */
+/** The card read again with its `${NAME}`s replaced from `env`; `card` itself when nothing changes. */
 export function expandCard(
   { card, body }: ReadCard,
   env: Readonly<Record<string, string | undefined>>,

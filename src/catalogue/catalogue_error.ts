@@ -92,20 +92,16 @@ export class CatalogueError extends InputError {
     } = {},
   ) {
     const { card, field, line, cause } = options;
-    const where = [
-      card === undefined ? "" : `card '${card}'`,
-      field === undefined ? "" : `field '${field}'`,
-    ].filter(Boolean).join(", ");
-    const prefix = line === undefined
-      ? where
-      : where
-      ? `${where} (line ${line})`
-      : `line ${line}`;
+    let where = [
+      card === undefined ? [] : `card '${card}'`,
+      field === undefined ? [] : `field '${field}'`,
+    ].flat().join(", ");
+    if (line !== undefined) {
+      where = where ? `${where} (line ${line})` : `line ${line}`;
+    }
     super(
       foldLines(
-        `Cannot load catalogue ${file}: ${
-          prefix ? `${prefix}: ` : ""
-        }${detail}`,
+        `Cannot load catalogue ${file}: ${where && `${where}: `}${detail}`,
       ),
       cause === undefined ? undefined : { cause },
     );

@@ -53,11 +53,9 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * Reads and validates a catalogue: a file path, or a URL. A `file:` URL is
-   * read from the file system (a `deno compile` binary's embedded files
-   * cannot be fetched); `http:` and `https:` with `fetch`; other schemes are
-   * refused. Only a regular file is read (a FIFO, a device or a directory is
-   * refused before it is opened), and at most 16 MiB of a file or a body.
+   * Reads and validates a catalogue from a file path or an `http:`, `https:`
+   * or `file:` URL: at most 16 MiB, and only a regular file (never a FIFO or
+   * a device).
    *
    * @throws {CatalogueError} When it cannot be read or is not valid.
    */

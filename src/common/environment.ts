@@ -19,10 +19,7 @@ export const NUCLEUS_MODE: string = read.mode;
 /** True when {@linkcode NUCLEUS_MODE} starts with `dev`. */
 export const DEV_MODE_DEFAULT: boolean = isDevMode(read.mode);
 
-/**
- * API key every engine demands, from `LOCAL_ENGINE_API_KEY` or the file
- * `LOCAL_ENGINE_API_KEY_FILE` names; empty for none.
- */
+/** API key every engine demands, from `LOCAL_ENGINE_API_KEY` or the file `LOCAL_ENGINE_API_KEY_FILE` names; empty for none. */
 export const LOCAL_ENGINE_API_KEY: string = read.engineKey;
 
 /** Issuer every production token must carry, from `IDP_ISSUER`; empty when unset. */

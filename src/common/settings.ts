@@ -84,11 +84,7 @@ export interface Environment {
 
 export type EnvRecord = Readonly<Record<string, string | undefined>>;
 
-/**
- * Checks `MY_LOCAL`, `NUCLEUS_PORT`, then the two secrets, in that order. A
- * setting in `given` (the command line's) wins: its variable is not read, so
- * a stale one cannot refuse the start.
- */
+/** A setting in `given` (the command line's) wins: its variable is not read, so a stale one cannot refuse the start. */
 export function readEnvironment(
   env: EnvRecord,
   given: { directory?: string | undefined; port?: number | undefined } = {},
