@@ -117,11 +117,9 @@ export class CatalogueError extends InputError {
 const KNOWN_SHOWN = 10;
 
 function knownList(names: readonly string[]): string {
-  if (names.length === 0) return "none";
-  if (names.length <= KNOWN_SHOWN) return names.join(", ");
-  return `${names.slice(0, KNOWN_SHOWN).join(", ")} and ${
-    names.length - KNOWN_SHOWN
-  } more`;
+  const more = names.length - KNOWN_SHOWN;
+  const shown = names.slice(0, KNOWN_SHOWN).join(", ") || "none";
+  return more > 0 ? `${shown} and ${more} more` : shown;
 }
 
 /** `; did you mean x?`, or nothing. */

@@ -1,8 +1,8 @@
 // For library users, read at import (the table is in the door, `common.ts`);
 // the launcher reads the environment when it is made (`serve/config.ts`).
-import { type Environment, isDevMode, readEnvironment } from "./settings.ts";
+import { isDevMode, readEnvironment } from "./settings.ts";
 
-const read: Environment = readEnvironment(Deno.env.toObject());
+const read = readEnvironment(Deno.env.toObject());
 
 /** Root directory from `MY_LOCAL`, checked to exist at import; `undefined` when unset. */
 export const MY_LOCAL: string | undefined = read.myLocal;

@@ -70,25 +70,17 @@ export function isDevMode(mode: string): boolean {
   return mode.startsWith("dev");
 }
 
-/** The launcher's settings as the environment gives them (see `common.ts`); secrets empty when unset. */
-export interface Environment {
-  /** Undefined when unset, empty or replaced by `--directory`. */
-  readonly myLocal: string | undefined;
-  readonly host: string;
-  readonly port: number;
-  readonly mode: string;
-  readonly engineKey: string;
-  readonly idpSecret: string;
-  readonly idpIssuer: string;
-}
-
 export type EnvRecord = Readonly<Record<string, string | undefined>>;
 
-/** A setting in `given` (the command line's) wins: its variable is not read, so a stale one cannot refuse the start. */
+/**
+ * The settings as the environment gives them (see `common.ts`); secrets empty
+ * when unset. A setting in `given` (the command line's) wins: its variable is
+ * not read, so a stale one cannot refuse the start.
+ */
 export function readEnvironment(
   env: EnvRecord,
   given: { directory?: string | undefined; port?: number | undefined } = {},
-): Environment {
+) {
   const get = (name: string) => env[name];
   const myLocal = given.directory === undefined
     ? get("MY_LOCAL") || undefined

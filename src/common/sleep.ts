@@ -17,14 +17,14 @@ export async function within<T>(
   promise: Promise<T>,
   ms: number,
 ): Promise<T | undefined> {
-  let id: ReturnType<typeof setTimeout> | undefined;
-  const timer = new Promise<undefined>((resolve) => {
-    id = setTimeout(() => resolve(undefined), ms);
-  });
+  const timer = new AbortController();
   try {
-    return await Promise.race([promise, timer]);
+    return await Promise.race([
+      promise,
+      sleep(ms, timer.signal).then(() => undefined),
+    ]);
   } finally {
-    clearTimeout(id);
+    timer.abort();
   }
 }
 
