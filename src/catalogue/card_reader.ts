@@ -218,56 +218,51 @@ function readCard(body: Field, expand: Expand): ModelCard {
         read(value, expand),
       );
     }
-    AFTER[field]?.(card, given, body);
+    checkAfter(field, card, given, body);
   }
   return Object.freeze(card);
 }
 
 /** The checks across fields, each made once the field it follows is read. */
-const AFTER: Record<
-  string,
-  (card: Card, given: Map<string, Field>, body: Field) => void
-> = {
-  verb(_card, given, body) {
-    if (!given.has("verb")) {
-      body.ctx.fail(
-        { ...body.where, field: "verb" },
-        `missing (expected one of ${VERBS.join(", ")})`,
+function checkAfter(
+  field: string,
+  card: Card,
+  given: Map<string, Field>,
+  body: Field,
+): void {
+  const at = (name: string, node = body.where.node) => ({
+    ...body.where,
+    field: name,
+    node,
+  });
+  if (field === "verb" && !given.has("verb")) {
+    body.ctx.fail(at("verb"), `missing (expected one of ${VERBS.join(", ")})`);
+  }
+  if (field === "local" && card.hub === undefined && !given.has("local")) {
+    body.ctx.fail(
+      at("hub"),
+      "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
+    );
+  }
+  if (field !== "engine") return;
+  if (card.engine === COMMAND && !given.has("command")) {
+    body.ctx.fail(
+      at("command", given.get("engine")?.value),
+      'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
+    );
+  }
+  for (const only of ["command", "metrics"]) {
+    const f = given.get(only);
+    if (card.engine !== COMMAND && f !== undefined) {
+      f.fail(
+        `not allowed with engine ${card.engine} (expected only with engine: command${
+          only === "metrics" ? "; the other engines name their own" : ""
+        })`,
+        f.key,
       );
     }
-  },
-  local(card, given, body) {
-    if (card.hub === undefined && !given.has("local")) {
-      body.ctx.fail(
-        { ...body.where, field: "hub" },
-        "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
-      );
-    }
-  },
-  engine(card, given, body) {
-    if (card.engine === COMMAND && !given.has("command")) {
-      body.ctx.fail(
-        {
-          ...body.where,
-          field: "command",
-          node: given.get("engine")?.value ?? body.where.node,
-        },
-        'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
-      );
-    }
-    for (const only of ["command", "metrics"]) {
-      const field = given.get(only);
-      if (card.engine !== COMMAND && field !== undefined) {
-        field.fail(
-          `not allowed with engine ${card.engine} (expected only with engine: command${
-            only === "metrics" ? "; the other engines name their own" : ""
-          })`,
-          field.key,
-        );
-      }
-    }
-  },
-};
+  }
+}
 
 // The field readers: each takes one value of a card and returns it checked.
 
