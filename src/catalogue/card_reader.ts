@@ -279,7 +279,6 @@ function text(f: Field, expected: string, allowEmpty = false): string {
   return value;
 }
 
-/** Seconds, 0 or more; `expected` says what they are for. */
 function seconds(f: Field, expected: string): number {
   const value = f.scalar;
   if (typeof value !== "number" || !(value >= 0) || value === Infinity) {

@@ -15,11 +15,7 @@ const MAX_BYTES = 16 * 1024 * 1024;
 export interface LoadOptions {
   /** How long an `http:` or `https:` catalogue may take to arrive, body included, in ms. @default {10000} */
   timeout?: number;
-  /**
-   * Ends the load: a fetch or a read under way stops, and the load throws a
-   * {@linkcode CatalogueError} whose detail is the signal's reason when that
-   * is an `Error` (`controller.abort(new Error("…"))`).
-   */
+  /** Ends the load; a reason that is an `Error` (`controller.abort(new Error("…"))`) is the {@linkcode CatalogueError}'s detail. */
   signal?: AbortSignal;
 }
 
@@ -286,13 +282,10 @@ async function fetchText(
   } catch (error) {
     if (stop?.aborted || error instanceof CatalogueError) throw error;
     if (timer.signal.aborted) {
+      const within = `within ${timeout / 1000} s`;
       throw new CatalogueError(
         file,
-        `no complete answer within ${
-          timeout / 1000
-        } s (expected the server to send the catalogue within ${
-          timeout / 1000
-        } s)`,
+        `no complete answer ${within} (expected the server to send the catalogue ${within})`,
         { cause: error },
       );
     }

@@ -1,8 +1,6 @@
 /**
  * An input that cannot be used: the command line prints its one line (what
- * was wrong and what was expected) and exits 1. `ConfigError`,
- * `CatalogueError`, `KeyError`, `EngineError`, `SSLConfigError` and
- * `GpuPlacementError` extend it.
+ * was wrong and what was expected) and exits 1.
  *
  * @example
  * ```ts
