@@ -19,7 +19,6 @@ export interface LoadOptions {
   signal?: AbortSignal;
 }
 
-/** The catalogue shipped with the package. */
 export const DEFAULT_CATALOGUE: URL = new URL(
   "../../catalogue/optimizers.yaml",
   import.meta.url,
