@@ -6,7 +6,7 @@
  * @module
  */
 import { isMap, isSeq } from "yaml";
-import { hint } from "./catalogue_error.ts";
+import { hint, UnsetVariableError } from "./catalogue_error.ts";
 import {
   type CardMetrics,
   ENGINE_NAMES,
@@ -15,11 +15,6 @@ import {
   RESTART_POLICIES,
   Verb,
 } from "./model_card.ts";
-import {
-  expandText,
-  referenceProblem,
-  UnsetVariableError,
-} from "./card_expand.ts";
 import { clip, Context, describe, Field } from "./yaml_nodes.ts";
 
 const VERBS: readonly Verb[] = Object.values(Verb);
@@ -146,10 +141,19 @@ export function readCatalogue(
   return cards;
 }
 
+/** `${NAME}`, or `$${` for a literal `${`. */
+const REFERENCE = /\$\$\{|\$\{(?:([A-Za-z_][A-Za-z0-9_]*)\})?/g;
+
 /** References are checked at load time: a typo fails even in a card nobody requests. */
 function checkReferences(f: Field, text: string): string {
-  const problem = referenceProblem(text);
-  if (problem !== undefined) f.fail(problem);
+  for (const found of text.matchAll(REFERENCE)) {
+    if (found[0] === "$${" || found[1] !== undefined) continue;
+    f.fail(
+      `bad reference '${
+        text.slice(found.index, found.index + 24)
+      }' (expected \${NAME} with a name of letters, digits and _, or $\${ for a literal \${)`,
+    );
+  }
   return text;
 }
 
@@ -160,7 +164,9 @@ export function expandCard(
 ): ModelCard {
   let changed = false;
   const expanded = readCard(body, (f, text) => {
-    const out = expandText(text, (name) => {
+    // A bad reference never gets here: the load refused it.
+    const out = text.replace(REFERENCE, (match, name?: string) => {
+      if (name === undefined) return match === "$${" ? "${" : match;
       const found = env[name];
       if (found !== undefined) return found;
       throw new UnsetVariableError(

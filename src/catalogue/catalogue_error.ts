@@ -113,6 +113,23 @@ export class CatalogueError extends InputError {
   }
 }
 
+/** A requested card refers to a variable the launcher's environment does not set. */
+export class UnsetVariableError extends Error {
+  override name = "UnsetVariableError";
+
+  constructor(
+    readonly file: string,
+    readonly card: string,
+    readonly field: string,
+    readonly line: number,
+    readonly variable: string,
+  ) {
+    super(
+      `Cannot expand catalogue ${file}: card '${card}', field '${field}' (line ${line}): \${${variable}} is not set (expected ${variable} in the launcher's environment; write $\${ for a literal \${)`,
+    );
+  }
+}
+
 /** How many names a KeyError lists: a catalogue of thousands made a line of 70 KB. */
 const KNOWN_SHOWN = 10;
 
