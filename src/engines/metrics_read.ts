@@ -2,8 +2,8 @@
 // reader does it (a drain, the health round's traffic, sleep and canary): the
 // engine's API key (llama-server guards `/metrics` and `/props` with it), a
 // cleared timer, the body read in chunks and capped.
-import { readCapped } from "../common/read_capped.ts";
 import { isWildcardHost, urlHost } from "../common/settings.ts";
+import { readCapped } from "../common/read_capped.ts";
 import type { TrafficRule } from "./kinds/engine_kind.ts";
 import { METRICS_MAX_BYTES } from "./prometheus_text.ts";
 import { readTraffic, type TrafficReading } from "./traffic.ts";
