@@ -210,10 +210,22 @@ async function readFileText(
     );
   }
   if (info.size > MAX_BYTES) throw tooLarge(file, info.size);
-  const bytes = await Deno.readFile(path, signal ? { signal } : {});
-  // It grew while read.
-  if (bytes.length > MAX_BYTES) throw tooLarge(file);
-  return new TextDecoder().decode(bytes);
+  const opened = await Deno.open(path);
+  // A read that hangs (a stalled disk) ends when the file is closed.
+  const close = () => {
+    try {
+      opened.close();
+    } catch { /* the read had ended and closed it */ }
+  };
+  signal?.addEventListener("abort", close, { once: true });
+  try {
+    // Capped again: the file may grow while it is read (/proc files say 0).
+    const text = await readCapped(opened.readable, MAX_BYTES);
+    if (text === undefined) throw tooLarge(file);
+    return text;
+  } finally {
+    signal?.removeEventListener("abort", close);
+  }
 }
 
 function kindOf(info: Deno.FileInfo): string {
