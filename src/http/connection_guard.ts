@@ -19,10 +19,7 @@ import { FailureRun } from "../common/log_throttle.ts";
 import { oneLine } from "../common/one_line.ts";
 import { sleep } from "../common/sleep.ts";
 
-interface TlsPair {
-  cert: string;
-  key: string;
-}
+type TlsPair = { cert: string; key: string };
 
 export interface GuardedServeOptions {
   hostname: string;
@@ -67,9 +64,9 @@ export function connectionRoom(openFiles: number): number {
   );
 }
 
-function closeQuietly(conn: Deno.Conn | undefined): void {
+function closeQuietly(closable: { close(): void } | undefined): void {
   try {
-    conn?.close();
+    closable?.close();
   } catch {
     // Already closed: closing is idempotent here on purpose.
   }
@@ -139,15 +136,8 @@ export class GuardedServer implements AsyncDisposable {
     });
     this.addr = this.#listener.addr;
     // One timer for every deadline: cheaper than a timer per connection and byte.
-    const tick = Math.min(
-      1_000,
-      Math.max(
-        20,
-        Math.floor(
-          Math.min(options.headerTimeoutMs, options.idleTimeoutMs) / 10,
-        ),
-      ),
-    );
+    const shortest = Math.min(options.headerTimeoutMs, options.idleTimeoutMs);
+    const tick = Math.min(1_000, Math.max(20, shortest / 10));
     this.#sweep = setInterval(() => this.#expire(), tick);
     Deno.unrefTimer(this.#sweep);
     this.finished = this.#done.promise;
@@ -209,7 +199,9 @@ export class GuardedServer implements AsyncDisposable {
       t.lastActive = performance.now();
       let upstream: Deno.TcpConn;
       try {
-        t.server = this.#internalServer();
+        // Started again on the next connection after it stopped (an accept
+        // error ends it for good).
+        t.server = this.#internal ??= this.#listen(this.#tls);
         upstream = await Deno.connect({
           hostname: "127.0.0.1",
           port: t.server.addr.port,
@@ -262,12 +254,6 @@ export class GuardedServer implements AsyncDisposable {
     } else {
       drop(t);
     }
-  }
-
-  /** Started again on the next connection after it stopped (an accept error ends it for good). */
-  #internalServer(): InternalServer {
-    this.#internal ??= this.#listen(this.#tls);
-    return this.#internal;
   }
 
   #listen(tls: TlsPair | undefined): InternalServer {
@@ -331,11 +317,7 @@ export class GuardedServer implements AsyncDisposable {
     if (!this.#closing) {
       this.#closing = true;
       clearInterval(this.#sweep);
-      try {
-        this.#listener.close();
-      } catch {
-        // Already closed.
-      }
+      closeQuietly(this.#listener);
       for (const t of this.#tracked) drop(t);
       await this.#accepting;
       await Promise.all([...this.#handlers]);

@@ -1,19 +1,11 @@
-/**
- * The management API as a plain function of a `Request`.
- *
- * Folder `http/`: the handler, the connection guard, the open-files limit.
- * The guard knows nothing of routes; the handler knows nothing of how engines
- * are started.
- *
- * @module
- */
+// The management API as a plain function of a `Request`: the connection guard
+// knows nothing of routes, the handler nothing of how engines are started.
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { EngineDetail } from "../supervision/engine_detail.ts";
 import type { EngineRun } from "../supervision/engine_run.ts";
 import type { Handler } from "../web.ts";
 
 export interface ManagementState {
-  /** The configured engines, in request order. */
   engines: readonly EngineRun[];
   /** Every catalogue name; read per request, so a reload may replace it. */
   catalogue: readonly string[];

@@ -21,14 +21,16 @@ const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const SEGMENTS = ["header", "payload", "signature"];
 const strictDecoder = new TextDecoder("utf-8", { fatal: true });
 
-type TokenFailure = Exclude<AuthFailureReason, "missing">;
-
 /** `reason` is safe to log: it never holds any part of the token. */
 export class TokenError extends Error {
-  readonly kind: TokenFailure;
+  readonly kind: AuthFailureReason;
   readonly reason: string;
 
-  constructor(kind: TokenFailure, reason: string, options?: ErrorOptions) {
+  constructor(
+    kind: AuthFailureReason,
+    reason: string,
+    options?: ErrorOptions,
+  ) {
     super(`Cannot accept the token: ${reason}`, options);
     this.name = "TokenError";
     this.kind = kind;
@@ -36,7 +38,10 @@ export class TokenError extends Error {
   }
 }
 
-function malformed(reason: string, options?: ErrorOptions): TokenError {
+export function malformed(
+  reason: string,
+  options?: ErrorOptions,
+): TokenError {
   return new TokenError("malformed", reason, options);
 }
 
@@ -159,7 +164,7 @@ function checkTimes(claims: JWTPayload, now: number, leeway: number): void {
   }
 }
 
-const JOSE_FAILURES: Readonly<Record<string, TokenFailure>> = {
+const JOSE_FAILURES: Readonly<Record<string, AuthFailureReason>> = {
   ERR_JWS_SIGNATURE_VERIFICATION_FAILED: "signature",
   ERR_JOSE_ALG_NOT_ALLOWED: "signature",
   ERR_JWT_EXPIRED: "expired",

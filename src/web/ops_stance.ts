@@ -1,15 +1,8 @@
-/**
- * The operating mode: development (no authentication) or production (an HS512
- * JWT on every connection).
- *
- * @module
- */
 import { ConfigError } from "../common/config_error.ts";
 import { AuthMiddleware } from "./auth_middleware.ts";
 
 interface OpsStanceOptions {
   dev_mode: boolean;
-  /** HS512 secret (raw text). */
   secret?: string;
   issuer?: string;
 }
@@ -51,11 +44,7 @@ export class OpsStance {
     this.auth = auth;
   }
 
-  /**
-   * Resolves the stance.
-   *
-   * @throws {ConfigError} In production when the secret or issuer is missing or empty.
-   */
+  /** @throws {ConfigError} In production when the secret or issuer is missing or empty. */
   static resolve(options: OpsStanceOptions): OpsStance {
     if (options.dev_mode) {
       return new OpsStance("development", AuthMiddleware.development());
