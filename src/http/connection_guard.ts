@@ -82,6 +82,21 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));
 }
 
+/** Until `from` ends; a reset or a close by the other direction ends it too. */
+async function copy(t: Tracked, from: Deno.Conn, to: Deno.Conn): Promise<void> {
+  const buffer = new Uint8Array(PUMP_CHUNK);
+  try {
+    while (true) {
+      const n = await from.read(buffer);
+      if (n === null) return;
+      t.lastActive = performance.now();
+      await writeAll(to, buffer.subarray(0, n));
+    }
+  } catch {
+    // The caller closes.
+  }
+}
+
 function answerError(error: unknown): Response {
   log.error(`Cannot answer a request: ${oneLine(error)}`);
   return new Response("Internal Server Error", { status: 500 });
@@ -130,10 +145,8 @@ export class GuardedServer implements AsyncDisposable {
       );
     }
     // Plain TCP even for TLS: the internal server terminates it (module doc).
-    this.#listener = Deno.listen({
-      hostname: options.hostname,
-      port: options.port,
-    });
+    const { hostname, port } = options;
+    this.#listener = Deno.listen({ hostname, port });
     this.addr = this.#listener.addr;
     // One timer for every deadline: cheaper than a timer per connection and byte.
     const shortest = Math.min(options.headerTimeoutMs, options.idleTimeoutMs);
@@ -217,8 +230,10 @@ export class GuardedServer implements AsyncDisposable {
       if (this.#closing) return;
       await writeAll(upstream, head.subarray(0, n));
       await Promise.all([
-        this.#pump(t, conn, upstream, true),
-        this.#pump(t, upstream, conn, false),
+        // The response may still be on its way: half-close, let it come back.
+        copy(t, conn, upstream).then(() => upstream.closeWrite())
+          .catch(() => closeQuietly(upstream)),
+        copy(t, upstream, conn).then(() => drop(t)),
       ]);
     } catch {
       // A reset, a close by a deadline or by shutdown: the connection is done.
@@ -227,32 +242,6 @@ export class GuardedServer implements AsyncDisposable {
       if (key !== undefined) this.#byUpstreamPort.delete(key);
       drop(t);
       if (t.server) this.#shutdownIfUnused(t.server);
-    }
-  }
-
-  /** The client's end half-closes the upstream. */
-  async #pump(
-    t: Tracked,
-    from: Deno.Conn,
-    to: Deno.Conn,
-    fromClient: boolean,
-  ): Promise<void> {
-    const buffer = new Uint8Array(PUMP_CHUNK);
-    try {
-      while (true) {
-        const n = await from.read(buffer);
-        if (n === null) break;
-        t.lastActive = performance.now();
-        await writeAll(to, buffer.subarray(0, n));
-      }
-    } catch {
-      // Reset or closed by the other direction: fall through to close.
-    }
-    if (fromClient) {
-      // The response may still be on its way: half-close, let it come back.
-      await to.closeWrite().catch(() => closeQuietly(to));
-    } else {
-      drop(t);
     }
   }
 
