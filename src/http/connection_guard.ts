@@ -1,19 +1,15 @@
-/**
- * A connection guard in front of `Deno.serve`, which (Deno 2.9) has no
- * header-read, idle or connection-count limits and whose accept loop ends for
- * good on "Too many open files". The guard accepts in a loop that survives
- * every accept error, and only once a client's first bytes arrive connects it
- * to an internal `Deno.serve` on loopback: idle clients cost one descriptor,
- * not three. The internal server answers only the guard's connections (421 to
- * anyone else), ends a connection's header deadline when it sees its first
- * request (the guard parses nothing, and under TLS cannot), and is started
- * again when it stops.
- *
- * Under TLS the internal server terminates TLS (Deno cannot close a TLS
- * connection whose handshake never began); the guard copies encrypted bytes.
- *
- * @module
- */
+// A connection guard in front of `Deno.serve`, which (Deno 2.9) has no
+// header-read, idle or connection-count limits and whose accept loop ends for
+// good on "Too many open files". The guard accepts in a loop that survives
+// every accept error, and only once a client's first bytes arrive connects it
+// to an internal `Deno.serve` on loopback: idle clients cost one descriptor,
+// not three. The internal server answers only the guard's connections (421 to
+// anyone else), ends a connection's header deadline when it sees its first
+// request (the guard parses nothing, and under TLS cannot), and is started
+// again when it stops.
+//
+// Under TLS the internal server terminates TLS (Deno cannot close a TLS
+// connection whose handshake never began); the guard copies encrypted bytes.
 import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
 import { oneLine } from "../common/one_line.ts";
@@ -188,11 +184,11 @@ export class GuardedServer implements AsyncDisposable {
 
   #expire(): void {
     const now = performance.now();
+    const idle = this.#options.idleTimeoutMs;
     for (const t of this.#tracked) {
-      if (
-        (t.headDeadline !== undefined && now > t.headDeadline) ||
-        now - t.lastActive > this.#options.idleTimeoutMs
-      ) drop(t);
+      if (now > (t.headDeadline ?? Infinity) || now - t.lastActive > idle) {
+        drop(t);
+      }
     }
   }
 

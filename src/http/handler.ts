@@ -1,5 +1,10 @@
-// The management API as a plain function of a `Request`: the connection guard
-// knows nothing of routes, the handler nothing of how engines are started.
+/**
+ * The management API as a plain function of a `Request`. In `http/`, the
+ * connection guard knows nothing of routes, the handler nothing of how
+ * engines are started.
+ *
+ * @module
+ */
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import type { EngineDetail } from "../supervision/engine_detail.ts";
 import type { EngineRun } from "../supervision/engine_run.ts";
@@ -28,10 +33,7 @@ function engineUrl(engine: EngineRun, url: URL): string {
 }
 
 export function createManagementHandler(state: ManagementState): Handler {
-  const health = JSON.stringify({
-    status: "ok",
-    models: state.engines.length,
-  });
+  const health = JSON.stringify({ status: "ok", models: state.engines.length });
 
   async function models(url: URL): Promise<Response> {
     // Every poll runs at once, each with its own timeout: one hung engine costs one timeout.
@@ -39,18 +41,15 @@ export function createManagementHandler(state: ManagementState): Handler {
       state.engines.map((engine) => engine.healthy(state.pollTimeoutMs)),
     );
     // `?detail=1` (or `true`); the plain answer keeps the specification's shape.
-    const detail = ["1", "true"].includes(
-      url.searchParams.get("detail") ?? "",
-    );
-    const active: Record<string, ActiveModel> = {};
-    state.engines.forEach((engine, i) => {
+    const detail = /^(1|true)$/.test(url.searchParams.get("detail") ?? "");
+    const active = Object.fromEntries(state.engines.map((engine, i) => {
       const entry: ActiveModel = {
         verb: engine.card.verb,
         url: engineUrl(engine, url),
         healthy: healthy[i] === true,
       };
-      active[engine.name] = detail ? { ...entry, ...engine.detail() } : entry;
-    });
+      return [engine.name, detail ? { ...entry, ...engine.detail() } : entry];
+    }));
     return Response.json({ active, catalogue: [...state.catalogue].sort() });
   }
 

@@ -1,11 +1,7 @@
-/**
- * The open-files limit, which caps the connection limit. Deno 2.x raises the
- * soft limit to the hard one when it starts (as Go and Node.js do) but cannot
- * read it: util-linux's `prlimit` needs only `--allow-run=prlimit`, where FFI
- * would need `--allow-ffi`, which is all permissions.
- *
- * @module
- */
+// The open-files limit, which caps the connection limit. Deno 2.x raises the
+// soft limit to the hard one when it starts (as Go and Node.js do) but cannot
+// read it: util-linux's `prlimit` needs only `--allow-run=prlimit`, where FFI
+// would need `--allow-ffi`, which is all permissions.
 import { log } from "../common/log.ts";
 
 const decoder = new TextDecoder();

@@ -1,13 +1,3 @@
-/** In a stable order for reports. */
-export const AUTH_FAILURE_REASONS = [
-  "missing",
-  "malformed",
-  "signature",
-  "expired",
-  "claims",
-  "other",
-] as const;
-
 /**
  * Why a request was refused: the label of
  * `mymodel_auth_failures_total{reason}` and the log throttle's key.
@@ -21,7 +11,23 @@ export const AUTH_FAILURE_REASONS = [
  * - `claims`: `iss`, `aud`, `nbf`, `iat` or a non-finite `exp` refused;
  * - `other`: anything else the verifier threw.
  */
-export type AuthFailureReason = typeof AUTH_FAILURE_REASONS[number];
+export type AuthFailureReason =
+  | "missing"
+  | "malformed"
+  | "signature"
+  | "expired"
+  | "claims"
+  | "other";
+
+/** In a stable order for reports. */
+export const AUTH_FAILURE_REASONS: readonly AuthFailureReason[] = [
+  "missing",
+  "malformed",
+  "signature",
+  "expired",
+  "claims",
+  "other",
+];
 
 /** Refusals counted per reason since the middleware was created. */
 export type AuthFailures = Readonly<Record<AuthFailureReason, number>>;

@@ -126,10 +126,8 @@ function unauthorized(req: Request): Response {
 function describePeer(info: Deno.ServeHandlerInfo | undefined): string {
   const addr = info?.remoteAddr;
   if (addr === undefined) return "";
-  if (addr.transport === "tcp" || addr.transport === "udp") {
-    return ` from ${urlHost(addr.hostname)}:${addr.port}`;
-  }
-  return ` from ${addr.transport}`;
+  if (!("hostname" in addr)) return ` from ${addr.transport}`;
+  return ` from ${urlHost(addr.hostname)}:${addr.port}`;
 }
 
 /**
@@ -159,7 +157,10 @@ export class AuthMiddleware {
     AUTH_FAILURE_REASONS.map((reason) => [reason, 0]),
   ) as Record<AuthFailureReason, number>;
 
-  /** @throws {AuthConfigError} When an option cannot work (the message names it). */
+  /**
+   * Validates the options at once and imports the key (verify only).
+   * @throws {AuthConfigError} When an option cannot work (the message names it).
+   */
   constructor(options: AuthOptions) {
     if (options === DEVELOPMENT) return;
     // `unknown`: JavaScript callers may pass anything.

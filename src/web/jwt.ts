@@ -104,9 +104,7 @@ function checkStructure(token: string): void {
     throw malformed("header is not an object");
   }
   const alg: unknown = (header as Record<string, unknown>)["alg"];
-  if (typeof alg !== "string") {
-    throw malformed("alg missing or not a string");
-  }
+  if (typeof alg !== "string") throw malformed("alg missing or not a string");
   if (alg !== ALGORITHM) {
     // Fixed set of names so a crafted alg cannot write into the log. Another
     // algorithm is a signature we refuse to check (none, downgrade, confusion).

@@ -1,11 +1,7 @@
 import { ConfigError } from "../common/config_error.ts";
 import { AuthMiddleware } from "./auth_middleware.ts";
 
-interface OpsStanceOptions {
-  dev_mode: boolean;
-  secret?: string;
-  issuer?: string;
-}
+type OpsStanceOptions = { dev_mode: boolean; secret?: string; issuer?: string };
 
 /** Why production mode cannot start with this secret and issuer, or undefined. */
 export function productionRefusal(
@@ -44,7 +40,10 @@ export class OpsStance {
     this.auth = auth;
   }
 
-  /** @throws {ConfigError} In production when the secret or issuer is missing or empty. */
+  /**
+   * The stance these options ask for.
+   * @throws {ConfigError} In production when the secret or issuer is missing or empty.
+   */
   static resolve(options: OpsStanceOptions): OpsStance {
     if (options.dev_mode) {
       return new OpsStance("development", AuthMiddleware.development());

@@ -61,12 +61,8 @@ function internalError(req: Request, error: unknown): Response {
  */
 export function withSecurityHeaders(
   handler: Handler,
-  options: {
-    /** The server answers over HTTPS: add `Strict-Transport-Security`. */
-    https: boolean;
-  },
+  { https }: { https: boolean },
 ): Handler {
-  const { https } = options;
   const secure = (response: Response) => secureResponse(response, https);
   return function securityHeaders(
     req: Request,

@@ -14,12 +14,8 @@ export interface SSLConfigOptions {
 /** `Cannot configure TLS: <file>: <what is wrong>`. */
 export class SSLConfigError extends InputError {
   constructor(file: string, problem: string, cause?: unknown) {
-    super(
-      `Cannot configure TLS: ${file}: ${
-        cause === undefined ? problem : `${problem}: ${oneLine(cause)}`
-      }`,
-      { cause },
-    );
+    const detail = cause === undefined ? "" : `: ${oneLine(cause)}`;
+    super(`Cannot configure TLS: ${file}: ${problem}${detail}`, { cause });
     this.name = "SSLConfigError";
   }
 }
