@@ -123,7 +123,7 @@ export class SSLConfig {
     // HTTP several MiB of resident memory for nothing.
     const { X509Certificate, createPrivateKey } = await import("node:crypto");
     const parseCertificate = (path: string, pem: string) =>
-      parsePem("certificate", path, pem, (pem) => new X509Certificate(pem));
+      parsePem("certificate", path, pem, (text) => new X509Certificate(text));
     const certificate = parseCertificate(certFile, cert);
     if (key.includes("-----BEGIN ENCRYPTED PRIVATE KEY-----")) {
       throw new SSLConfigError(
@@ -138,13 +138,11 @@ export class SSLConfig {
         "the private key does not belong to the certificate",
       );
     }
-    const now = Date.now();
-    if (Date.parse(certificate.validTo) < now) {
-      log.warn(`${certFile}: certificate expired on ${certificate.validTo}`);
-    } else if (Date.parse(certificate.validFrom) > now) {
-      log.warn(
-        `${certFile}: certificate not valid before ${certificate.validFrom}`,
-      );
+    const { validFrom, validTo } = certificate;
+    if (Date.parse(validTo) < Date.now()) {
+      log.warn(`${certFile}: certificate expired on ${validTo}`);
+    } else if (Date.parse(validFrom) > Date.now()) {
+      log.warn(`${certFile}: certificate not valid before ${validFrom}`);
     }
     // Whole bytes, as `openssl x509 -serial` prints it: `serialNumber` drops a leading zero nibble.
     const hex = certificate.serialNumber.toLowerCase();
