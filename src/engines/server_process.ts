@@ -1,11 +1,8 @@
 /**
  * One engine subprocess: spawn a plan in its own process group, pump its
  * output to the log and the load watch, probe its `/health`, stop the group.
- *
- * Folder `engines/`: one engine run and what it needs (engine kinds, launch
- * facts, process groups, `/proc`, ports, the engine's log). The folder
- * knows nothing of restart policy, supervision, GPUs' start order or HTTP
- * routes.
+ * Folder `engines/`: one engine run and what it needs; it knows nothing of
+ * restart policy, supervision, GPUs' start order or HTTP routes.
  *
  * @module
  */
@@ -21,7 +18,6 @@ import { EngineLog } from "./log_sink.ts";
 import { hubCache, incompleteBytes, LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
 
-/** The outcome of one health poll. */
 export type HealthCheck = Awaited<ReturnType<ServerProcess["check"]>>;
 
 const DRAIN_WAIT_MS = 1_000;
@@ -56,10 +52,7 @@ const LOCAL_FAILURE =
 export class ServerProcess implements AsyncDisposable {
   /** What this run runs: its card, where, and its command line. */
   readonly plan: EnginePlan;
-  /**
-   * This run's phase and exit cause, read from its output by its kind's rules.
-   * @ignore The launcher's own plumbing.
-   */
+  /** @ignore The launcher's own plumbing: phase and exit cause, read from the output. */
   readonly watch: LoadWatch;
   /** The catalogue card this engine serves. */
   readonly card: ModelCard;
@@ -87,11 +80,7 @@ export class ServerProcess implements AsyncDisposable {
   #poll: Promise<HealthCheck> | undefined;
   #looking: Promise<void> | undefined;
 
-  /**
-   * Prepares a run of a plan (nothing is spawned). A `log` shared by
-   * successive runs is its owner's, who writes their exit lines; by default
-   * the run opens `plan.logFile` and announces its own exit.
-   */
+  /** Spawns nothing. A shared `log` is its owner's, who writes the exit lines; by default `plan.logFile`. */
   constructor(plan: EnginePlan, log?: EngineLog) {
     this.plan = plan;
     this.#ownLog = log === undefined;
@@ -131,7 +120,7 @@ export class ServerProcess implements AsyncDisposable {
     return this.#startedAt;
   }
 
-  /** Epoch ms of its last sign of life while it loads: the spawn, output, a phase line, a growing download. */
+  /** @ignore Epoch ms of the spawn, the last output, phase line or download growth. */
   get lastSignOfLife(): number {
     return Math.max(
       this.startedAt ?? Date.now(),
@@ -151,12 +140,7 @@ export class ServerProcess implements AsyncDisposable {
     return masked(this.plan, [this.executable, ...this.args].join(" "));
   }
 
-  /**
-   * While `loading()`: every `every` ms a look at its hub download (growing
-   * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
-   * a `/health` poll, yielded.
-   * @ignore The launcher's own plumbing.
-   */
+  /** @ignore While `loading()`, every `every` ms: a look at its hub download and, while `polls()`, a yielded `/health` poll. */
   async *loadPolls(
     every: number,
     signal: AbortSignal,
@@ -182,8 +166,7 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   /**
-   * Spawns the engine in its own process group, its output appended to its
-   * log; does not wait for the model to load.
+   * Spawns the engine in its own process group; does not wait for it to load.
    * @throws {EngineError} When already started or the spawn fails.
    */
   start(): void {
@@ -288,11 +271,7 @@ export class ServerProcess implements AsyncDisposable {
     }
   }
 
-  /**
-   * Stops the engine and its whole group: SIGTERM, then SIGKILL after
-   * `graceMs`; resolves once they are gone and the log is flushed. Safe to
-   * call more than once and after the engine exited.
-   */
+  /** SIGTERM to the group, SIGKILL after `graceMs`; resolves once gone and logged. Safe to repeat. */
   async stop(graceMs = 10_000): Promise<void> {
     const child = this.#child;
     if (!child) return;
@@ -312,7 +291,7 @@ export class ServerProcess implements AsyncDisposable {
           `engine ${this.name} (pgid ${pgid}) outlived ${graceMs} ms after SIGTERM: SIGKILL`,
         ),
     });
-    // While this promise is pending, the exit handler sees `#stopping` set and stays quiet.
+    // Until this resolves, the exit handler sees `#stopping` set and stays quiet.
     const status = await this.#exited;
     forget(pgid);
     await within(this.#drained ?? Promise.resolve(), DRAIN_WAIT_MS);
@@ -324,7 +303,6 @@ export class ServerProcess implements AsyncDisposable {
     await this.#log.close();
   }
 
-  /** A line of the launcher's own in the engine's log, after a timestamp. */
   #mark(text: string): void {
     this.#log.line(`--- ${new Date().toISOString()} ${text}`);
   }
