@@ -25,12 +25,15 @@ const READ_PER_SECOND = 256 * 1024;
 const MAX_STATS = 256;
 
 export class LoadWatch {
+  // Read by the run's owner, written only here.
+  phase: LoadPhase | null = null;
+  phaseSince: number | undefined;
+  progress: LoadProgress | null = null;
+  /** When a phase line last printed or the download last grew. */
+  progressAt: number | undefined;
+  /** The first line that named a cause since the first 200 (before it, while loading). */
+  cause: CauseLine | undefined;
   readonly #rules: OutputRules | undefined;
-  #phase: LoadPhase | null = null;
-  #phaseSince: number | undefined;
-  #progress: LoadProgress | null = null;
-  #progressAt: number | undefined;
-  #cause: CauseLine | undefined;
   #windowAt = 0;
   #windowBytes = 0;
   #bytes: number | null | undefined;
@@ -39,30 +42,9 @@ export class LoadWatch {
     this.#rules = rules;
   }
 
-  get phase(): LoadPhase | null {
-    return this.#phase;
-  }
-
-  get phaseSince(): number | undefined {
-    return this.#phaseSince;
-  }
-
-  get progress(): LoadProgress | null {
-    return this.#progress;
-  }
-
-  get progressAt(): number | undefined {
-    return this.#progressAt;
-  }
-
-  /** The first line that named a cause since the first 200 (before it, while loading). */
-  get cause(): CauseLine | undefined {
-    return this.#cause;
-  }
-
   // What it printed while loading (a missing optional file's 404) says nothing of how it will end.
   served(): void {
-    this.#cause = undefined;
+    this.cause = undefined;
   }
 
   /** One per stream: splits at `\n` and `\r` (progress bars redraw with `\r`). */
@@ -99,11 +81,11 @@ export class LoadWatch {
     if (!rules || raw.length === 0) return;
     // Cleaned at capture: whatever the launcher shows of it is harmless.
     const text = printable(raw).trim();
-    if (!this.#cause) {
+    if (!this.cause) {
       for (const { match, cause } of rules.causes) {
         const m = match.exec(text);
         if (m) {
-          this.#cause = { cause, message: around(text, m) };
+          this.cause = { cause, message: around(text, m) };
           break;
         }
       }
@@ -133,12 +115,12 @@ export class LoadWatch {
 
   #enter(phase: LoadPhase, progress: LoadProgress | null): void {
     const now = Date.now();
-    if (phase !== this.#phase) {
-      this.#phase = phase;
-      this.#phaseSince = now;
+    if (phase !== this.phase) {
+      this.phase = phase;
+      this.phaseSince = now;
     }
-    this.#progress = progress;
-    this.#progressAt = now;
+    this.progress = progress;
+    this.progressAt = now;
   }
 }
 
