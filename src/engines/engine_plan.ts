@@ -107,7 +107,6 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     isLocal,
     host: site.host,
     port: site.port,
-    name: card.name,
     apiKey,
     card,
   });

@@ -55,13 +55,6 @@ export function inheritedEnv(
   return Object.fromEntries(kept);
 }
 
-export function engineEnv(plan: {
-  readonly baseEnv: Readonly<Record<string, string>>;
-  readonly env: Readonly<Record<string, string>>;
-}): Record<string, string> {
-  return { ...plan.baseEnv, ...plan.env };
-}
-
 export function resolveModel(
   card: ModelCard,
   kind: EngineKind,

@@ -7,7 +7,6 @@ export interface EngineLogOptions {
   keep?: number;
   /** Bytes that may wait for the disk before new output is dropped. */
   maxQueuedBytes?: number;
-  /** Told of each write that failed (the bytes are dropped and counted). */
   onWriteError?: (error: unknown) => void;
 }
 

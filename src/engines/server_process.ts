@@ -8,7 +8,6 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
-import { engineEnv } from "./launch.ts";
 import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
@@ -158,7 +157,8 @@ export class ServerProcess implements AsyncDisposable {
   #lookForDownload(): void {
     const hub = this.card.hub;
     if (!hub || !this.args.includes(hub) || this.#looking) return;
-    this.#looking = incompleteBytes(hubCache(engineEnv(this.plan)), hub)
+    const cache = hubCache({ ...this.plan.baseEnv, ...this.plan.env });
+    this.#looking = incompleteBytes(cache, hub)
       .then((bytes) => this.watch.downloaded(bytes))
       .finally(() => {
         this.#looking = undefined;
@@ -176,7 +176,7 @@ export class ServerProcess implements AsyncDisposable {
     try {
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: engineEnv(this.plan),
+        env: { ...this.plan.baseEnv, ...this.plan.env },
         clearEnv: true,
         stdin: "null",
         stdout: "piped",

@@ -8,7 +8,6 @@ export interface EngineContext {
   readonly isLocal: boolean;
   readonly host: string;
   readonly port: number;
-  readonly name: string;
   readonly apiKey: string;
   readonly card: ModelCard;
 }
@@ -126,7 +125,7 @@ export function serveFlags(
     "--port",
     String(ctx.port),
     nameFlag,
-    ctx.name,
+    ctx.card.name,
     ...ctx.apiKey ? ["--api-key", ctx.apiKey] : [],
     ...enable === undefined ||
         ctx.card.args.some((a) => a === enable || a.startsWith(`${enable}=`))
