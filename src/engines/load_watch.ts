@@ -107,10 +107,9 @@ export class LoadWatch {
   downloaded(bytes: number | null): void {
     const before = this.#bytes;
     this.#bytes = bytes;
-    if (bytes === null || before === undefined || bytes <= (before ?? 0)) {
-      return;
+    if (bytes !== null && before !== undefined && bytes > (before ?? 0)) {
+      this.#enter("downloading", { done: bytes, total: null, unit: "bytes" });
     }
-    this.#enter("downloading", { done: bytes, total: null, unit: "bytes" });
   }
 
   #enter(phase: LoadPhase, progress: LoadProgress | null): void {

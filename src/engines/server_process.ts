@@ -26,10 +26,8 @@ const LOCAL_FAILURE =
   /too many open files|os error 24\b|no buffer space|os error 105\b|cannot allocate memory|os error 12\b/i;
 
 /**
- * One engine subprocess serving one catalogue model, run from its plan.
- * {@linkcode ServerProcess.start} spawns the engine in its own process group
- * without waiting for it to load; {@linkcode ServerProcess.stop} sends SIGTERM
- * to the group, waits up to a grace period, then SIGKILLs what is left.
+ * One engine subprocess serving one catalogue model, run from its plan, in
+ * its own process group.
  *
  * @example Start and stop one engine
  * ```ts ignore
