@@ -61,34 +61,32 @@ export function resolveModel(
   directory: string,
 ): { model: string; isLocal: boolean } {
   const path = `${directory}/models/${card.local}`;
-  let info: Deno.FileInfo | undefined;
+  let info: Deno.FileInfo;
   try {
     info = Deno.statSync(path);
   } catch (error) {
     const absent = error instanceof Deno.errors.NotFound ||
       error instanceof Deno.errors.NotCapable;
     if (!absent) throw error;
+    if (card.hub) return { model: card.hub, isLocal: false };
+    throw new EngineError(
+      `Cannot prepare ${card.name}: no weights at ${path} and the card has no hub id`,
+    );
   }
-  if (info) {
-    const absolute = Deno.realPathSync(path);
-    if (info.isDirectory && kind.localFile) {
-      try {
-        const files = [...Deno.readDirSync(absolute)]
-          .filter((entry) => entry.isFile).map((entry) => entry.name);
-        return { model: kind.localFile(absolute, files), isLocal: true };
-      } catch (cause) {
-        throw new EngineError(
-          `Cannot prepare ${card.name}: ${(cause as Error).message}`,
-          { cause },
-        );
-      }
-    }
+  const absolute = Deno.realPathSync(path);
+  if (!info.isDirectory || !kind.localFile) {
     return { model: absolute, isLocal: true };
   }
-  if (card.hub) return { model: card.hub, isLocal: false };
-  throw new EngineError(
-    `Cannot prepare ${card.name}: no weights at ${path} and the card has no hub id`,
-  );
+  try {
+    const files = [...Deno.readDirSync(absolute)]
+      .filter((entry) => entry.isFile).map((entry) => entry.name);
+    return { model: kind.localFile(absolute, files), isLocal: true };
+  } catch (cause) {
+    throw new EngineError(
+      `Cannot prepare ${card.name}: ${(cause as Error).message}`,
+      { cause },
+    );
+  }
 }
 
 /** What lies under `<directory>/models/<local>`; `hub`: nothing, the engine fetches the hub id. */
