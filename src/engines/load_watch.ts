@@ -19,7 +19,8 @@ export interface CauseLine {
 
 const MAX_LINE = 1024;
 const MAX_MESSAGE = 200;
-// Engines print their phases far slower: a flood must not cost the pipe its speed.
+// Past it, the rest of the second is skipped: engines print their phases far
+// slower, and a flood must not cost the pipe its speed.
 const READ_PER_SECOND = 256 * 1024;
 // A cache left with thousands of `.incomplete` blobs is never stat'ed whole.
 const MAX_STATS = 256;
