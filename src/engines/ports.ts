@@ -1,6 +1,5 @@
 // Whether a TCP port is free and, when it is not, which process listens on
-// it, from /proc: only this user's can be found. Deno reads /proc only under
-// `--allow-all`, so the files are read through `sh` under any permissions.
+// it, from /proc (through `sh`, as proc.ts says): only this user's are found.
 import { ConfigError } from "../common/config_error.ts";
 import { shLines } from "./proc.ts";
 
