@@ -70,12 +70,7 @@ const PURE: Record<string, readonly string[]> = {
   // Engine kinds: a card in; a command line, a need, a flag rule out.
   "engines/kinds.ts": ["catalogue", "engines/kinds/"],
   // Traffic (issue 36): a metrics text and readings in; numbers and verdicts out.
-  "engines/prometheus_text.ts": [],
-  "engines/traffic.ts": [
-    "catalogue",
-    "engines/kinds/",
-    "engines/prometheus_text.ts",
-  ],
+  "engines/traffic.ts": ["catalogue", "engines/kinds/"],
   "engines/unknown_flags.ts": [
     "catalogue",
     "common/close_matches.ts",
