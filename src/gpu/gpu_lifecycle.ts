@@ -10,8 +10,12 @@
  * @module
  */
 import { procStats } from "../engines/proc.ts";
-import type { GpuMonitor } from "./gpu_monitor.ts";
-import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
+import {
+  deviceOf,
+  type GpuMonitor,
+  type GpuSnapshot,
+  usedOn,
+} from "./nvidia_smi.ts";
 import {
   GpuStartGate,
   type Released,
