@@ -3,7 +3,7 @@
 // `nvidia-smi` is a warning and no pool, never an error.
 import { ConfigError } from "../common/config_error.ts";
 import { clip } from "../common/one_line.ts";
-import { formatGpuList, type GpuPool } from "./placement.ts";
+import type { GpuDetection, GpuPool } from "./placement.ts";
 import { parseVisibleDevices } from "./need.ts";
 import {
   type GpuQuery,
@@ -11,13 +11,6 @@ import {
   type QueryGpusOptions,
   runNvidiaSmi,
 } from "./nvidia_smi.ts";
-
-export interface GpuDetection {
-  readonly pool: GpuPool | undefined;
-  /** Where the pool came from, or why there is none, for the start-up line. */
-  readonly source: string;
-  readonly warning?: string;
-}
 
 // More devices than any machine holds: a typo such as `0-70000` is refused.
 const MAX_DEVICES = 1024;
@@ -135,15 +128,6 @@ export async function detectGpuPool(
 
 const NO_NVIDIA_SMI =
   "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
-
-/** `GPU pool 0-7 (from nvidia-smi)`, or why GPUs are not placed. */
-export function gpuPoolLine(detection: GpuDetection): string {
-  return detection.pool === undefined
-    ? `GPUs not placed (${detection.source}): engines get no CUDA_VISIBLE_DEVICES from the launcher`
-    : `GPU pool ${
-      formatGpuList(detection.pool.entries)
-    } (from ${detection.source})`;
-}
 
 function pooled(
   entries: string[],

@@ -22,7 +22,7 @@ import { HealthLoop } from "../supervision/health_loop.ts";
 import { Journal, journalPath } from "../supervision/journal.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { GpuMonitor } from "../gpu/nvidia_smi.ts";
-import { placementReport } from "../gpu/place_engines.ts";
+import { placementReport } from "../gpu/placement.ts";
 import { OpsStance } from "../web/ops_stance.ts";
 import {
   drainLine,

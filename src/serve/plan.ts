@@ -17,7 +17,7 @@ import {
   type Placement,
   placementEnv,
   replacePlacement,
-} from "../gpu/place_engines.ts";
+} from "../gpu/placement.ts";
 import type { GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
