@@ -139,19 +139,12 @@ export function runMemory(
 }
 
 /** Takes a request through the gate: each hold to `held`, then the slot; null when the wait was aborted. */
-export async function passGate(
+export function passGate(
   gate: GpuStartGate,
   request: StartRequest,
   held: (waiting: WaitingFor) => void,
 ): Promise<StartSlot | null> {
-  try {
-    const ticket = gate.admit(request);
-    let step = await ticket.next();
-    for (; !step.done; step = await ticket.next()) held(step.value);
-    return step.value;
-  } catch {
-    return null; // aborted: the engine is stopping
-  }
+  return gate.admit(request, held).catch(() => null); // aborted: the engine is stopping
 }
 
 export interface GateFacts {

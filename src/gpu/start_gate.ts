@@ -162,24 +162,27 @@ export class GpuStartGate {
     }
   }
 
-  /** Yields what holds the start at each look, then returns the slot; queues at the first `next()`. */
-  async *admit(request: StartRequest): AsyncGenerator<WaitingFor, StartSlot> {
+  /** The slot once the start may proceed; `held` hears what holds it at each look. Throws on abort. */
+  async admit(
+    request: StartRequest,
+    held?: (waiting: WaitingFor) => void,
+  ): Promise<StartSlot> {
     if (request.devices.length === 0) return { usedMiB: {}, release() {} };
     const waiter: Waiter = { request, wake() {}, lows: 0, noted: new Set() };
     this.#queue.push(waiter);
     try {
       while (true) {
         request.signal?.throwIfAborted();
-        let held = this.#busy(waiter);
-        if (held === undefined) {
-          held = await this.#facts(waiter);
+        let holds = this.#busy(waiter);
+        if (holds === undefined) {
+          holds = await this.#facts(waiter);
           // The world may have moved while nvidia-smi answered.
-          held ??= this.#busy(waiter);
-          if (held === undefined) return this.#grant(waiter);
+          holds ??= this.#busy(waiter);
+          if (holds === undefined) return this.#grant(waiter);
         }
-        // Armed before the yield: a wake while the asker reads it is not lost.
-        const woken = this.#wait(waiter, held.reason);
-        yield held;
+        // Armed before `held` runs: a wake it causes is not lost.
+        const woken = this.#wait(waiter, holds.reason);
+        held?.(holds);
         await woken;
       }
     } finally {
