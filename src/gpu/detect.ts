@@ -33,12 +33,10 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
   const entries: string[] = [];
   for (const raw of trimmed.split(",")) {
     const part = raw.trim();
-    const range = /^(\d+)\s*-\s*(\d+)$/.exec(part);
+    const [, first, last = first] = /^(\d+)(?:\s*-\s*(\d+))?$/.exec(part) ?? [];
     let items: string[];
-    if (/^\d+$/.test(part)) items = [String(Number(part))];
-    else if (range) {
-      const low = Number(range[1]);
-      const high = Number(range[2]);
+    if (first !== undefined) {
+      const [low, high] = [Number(first), Number(last)];
       if (high < low) {
         throw bad(
           `the range ${part} goes down (expected low-high, such as ${high}-${low})`,
@@ -92,8 +90,7 @@ export async function detectGpuPool(
   }
   const look = await options.query;
   if (look?.ok) {
-    const entries = [...new Set(look.snapshot.devices.map((d) => d.index))];
-    return pooled(entries, "nvidia-smi");
+    return pooled(look.snapshot.devices.map((d) => d.index), "nvidia-smi");
   }
   if (look?.absent) return none(NO_NVIDIA_SMI);
   const run = await runNvidiaSmi(

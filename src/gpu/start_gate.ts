@@ -97,7 +97,6 @@ export interface StartSlot {
 
 interface Waiter {
   readonly request: StartRequest;
-  wake: () => void;
   /** The mark after its last look: the next look needs newer facts. */
   looked?: number;
   last?: GpuSnapshot;
@@ -117,7 +116,8 @@ export class GpuStartGate {
   readonly #queue: Waiter[] = [];
   /** Device → the mark of the last event there. */
   readonly #changed = new Map<string, number>();
-  #quiet: (() => void)[] = [];
+  /** Woken when a load ends or a request leaves. */
+  readonly #wakers = new Set<() => void>();
 
   constructor(options: StartGateOptions) {
     this.#options = options;
@@ -154,10 +154,7 @@ export class GpuStartGate {
       } has started (it measures the device's free memory while it loads)`,
     );
     while (loading !== undefined && !signal?.aborted) {
-      await new Promise<void>((resolve) => {
-        this.#quiet.push(resolve);
-        signal?.addEventListener("abort", () => resolve(), { once: true });
-      });
+      await this.#wait(undefined, signal);
       loading = this.loadingOn(devices, name);
     }
   }
@@ -168,7 +165,7 @@ export class GpuStartGate {
     held?: (waiting: WaitingFor) => void,
   ): Promise<StartSlot> {
     if (request.devices.length === 0) return { usedMiB: {}, release() {} };
-    const waiter: Waiter = { request, wake() {}, lows: 0, noted: new Set() };
+    const waiter: Waiter = { request, lows: 0, noted: new Set() };
     this.#queue.push(waiter);
     try {
       while (true) {
@@ -180,8 +177,16 @@ export class GpuStartGate {
           holds ??= this.#busy(waiter);
           if (holds === undefined) return this.#grant(waiter);
         }
-        // Armed before `held` runs: a wake it causes is not lost.
-        const woken = this.#wait(waiter, holds.reason);
+        // Rule 1 waits for a wake; a release is looked at soon.
+        const { intervalMs } = this.#options;
+        const woken = this.#wait(
+          holds.reason === "gpu-busy-loading"
+            ? undefined
+            : holds.reason === "gpu-memory-release"
+            ? Math.min(RELEASE_POLL_MS, intervalMs)
+            : intervalMs,
+          request.signal,
+        ); // armed before `held` runs: a wake it causes is not lost
         held?.(holds);
         await woken;
       }
@@ -383,32 +388,25 @@ export class GpuStartGate {
     return `; held by ${who.join("; ")}`;
   }
 
-  /** Until woken (a load ended, a request left) or the next look is due. */
-  #wait(waiter: Waiter, reason: WaitReason): Promise<void> {
-    const signal = waiter.request.signal;
-    const ms = reason === "gpu-busy-loading"
-      ? undefined
-      : reason === "gpu-memory-release"
-      ? Math.min(RELEASE_POLL_MS, this.#options.intervalMs)
-      : this.#options.intervalMs;
+  /** Until woken, aborted or `ms` passed. */
+  #wait(ms: number | undefined, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve) => {
       // Aborted while the facts were read: that event will not come again.
       if (signal?.aborted) return resolve();
       const timer = ms === undefined ? undefined : setTimeout(done, ms);
+      const wakers = this.#wakers;
       function done(): void {
         clearTimeout(timer);
         signal?.removeEventListener("abort", done);
+        wakers.delete(done);
         resolve();
       }
-      waiter.wake = done;
+      wakers.add(done);
       signal?.addEventListener("abort", done, { once: true });
     });
   }
 
   #pump(): void {
-    for (const waiter of [...this.#queue]) waiter.wake();
-    const quiet = this.#quiet;
-    this.#quiet = [];
-    for (const wake of quiet) wake();
+    for (const wake of [...this.#wakers]) wake();
   }
 }
