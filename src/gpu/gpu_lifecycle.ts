@@ -46,18 +46,15 @@ export interface GpuLifecycleOptions {
 
 export class GpuLifecycle {
   readonly gate: GpuStartGate;
-  readonly #monitor: GpuMonitor;
-  readonly #intervalMs: number;
-  readonly #runs: () => readonly GpuRun[];
+  readonly #options: GpuLifecycleOptions;
   /** Each run's last reading while awake, and its reading now. */
   readonly #awake = new WeakMap<GpuRun, GpuReading>();
   readonly #now = new WeakMap<GpuRun, GpuReading>();
 
   constructor(options: GpuLifecycleOptions) {
-    this.#intervalMs = options.intervalMs;
-    this.#monitor = options.monitor;
+    this.#options = options;
     this.gate = new GpuStartGate({
-      facts: this.#monitor,
+      facts: options.monitor,
       intervalMs: options.intervalMs,
       releaseTimeoutMs: options.releaseTimeoutMs,
       processes: procStats,
@@ -80,22 +77,23 @@ export class GpuLifecycle {
         return kept;
       },
     });
-    this.#runs = options.runs;
   }
 
   /** At most one `nvidia-smi` query (shared with the gate), then each placed run's memory. */
   async round(): Promise<void> {
-    const placed = this.#runs().filter((run) => (run.gpus?.length ?? 0) > 0);
+    const { runs, monitor, intervalMs } = this.#options;
+    const placed = runs().filter((run) => (run.gpus?.length ?? 0) > 0);
     if (placed.length === 0) return;
     // Younger than half an interval: a fresh answer each round while nvidia-smi
     // is quick, never more than one query a round when it is slow.
-    const snapshot = await this.#monitor.snapshot(this.#intervalMs / 2);
+    const snapshot = await monitor.snapshot(intervalMs / 2);
     const groups = new Map<number, number>();
-    if (snapshot) {
-      const pids = snapshot.processes.map((p) => p.pid);
-      for (const [pid, facts] of procStats(pids)) {
-        groups.set(pid, facts.pgid);
-      }
+    for (
+      const [pid, facts] of procStats(
+        snapshot?.processes.map((p) => p.pid) ?? [],
+      )
+    ) {
+      groups.set(pid, facts.pgid);
     }
     for (const run of placed) {
       const reading = snapshot && run.pgid !== undefined

@@ -103,6 +103,8 @@ interface Waiter {
   lows: number;
   releaseSince?: number;
   releaseDone?: boolean;
+  sawPids?: boolean;
+  /** Entries whose unchecked memory was logged. */
   noted: Set<string>;
 }
 
@@ -277,27 +279,22 @@ export class GpuStartGate {
       }
     }
     waiter.lows = still.length === 0 ? waiter.lows + 1 : 0;
-    if (
-      waiter.lows >= 2 ||
-      (waiter.lows && (released.byPid || waiter.noted.has("pids")))
-    ) {
+    // Pids gone from the list is enough once; the device's memory, twice.
+    const enough = waiter.lows >= (released.byPid || waiter.sawPids ? 1 : 2);
+    waiter.sawPids ||= listed.length > 0;
+    const waited = Date.now() - (waiter.releaseSince ??= Date.now());
+    if (enough || waited >= this.#options.releaseTimeoutMs) {
       waiter.releaseDone = true;
-      return undefined;
-    }
-    const now = Date.now();
-    waiter.releaseSince ??= now;
-    if (now - waiter.releaseSince >= this.#options.releaseTimeoutMs) {
-      waiter.releaseDone = true;
+      if (enough) return undefined;
       log.warn(
         `engine ${name}: GPU ${devices.join(",")}: ${
           still.join(", ") || "memory back in one reading only"
         } ${
-          Math.round((now - waiter.releaseSince) / 1000)
+          Math.round(waited / 1000)
         } s after the exit (--gpu-release-timeout); starting anyway`,
       );
       return undefined;
     }
-    if (listed.length > 0) waiter.noted.add("pids");
     return {
       reason: "gpu-memory-release",
       devices: [...devices],
