@@ -118,17 +118,28 @@ function failed(
 export async function queryGpus(
   options: QueryGpusOptions,
 ): Promise<GpuQuery> {
-  const [deviceRun, processRun] = await Promise.all([
-    runNvidiaSmi(DEVICE_ARGS, options),
-    runNvidiaSmi(PROCESS_ARGS, options),
+  const [devices, processes] = await Promise.all([
+    read(DEVICE_ARGS, parseDevices, options),
+    read(PROCESS_ARGS, parseProcesses, options),
   ]);
-  if (!deviceRun.ok) return failure(deviceRun, DEVICE_ARGS);
-  if (!processRun.ok) return failure(processRun, PROCESS_ARGS);
-  const devices = parseDevices(deviceRun.stdout);
-  if (typeof devices === "string") return unread(DEVICE_ARGS, devices);
-  const processes = parseProcesses(processRun.stdout);
-  if (typeof processes === "string") return unread(PROCESS_ARGS, processes);
+  if (!Array.isArray(devices)) return devices;
+  if (!Array.isArray(processes)) return processes;
   return { ok: true, snapshot: { devices, processes, at: Date.now() } };
+}
+
+async function read<T>(
+  args: readonly string[],
+  parse: (stdout: string) => T[] | string,
+  options: QueryGpusOptions,
+): Promise<T[] | GpuQuery & { ok: false }> {
+  const run = await runNvidiaSmi(args, options);
+  if (!run.ok && run.reason === "absent") {
+    return { ok: false, error: `${NVIDIA_SMI}: ${run.detail}`, absent: true };
+  }
+  const parsed = run.ok ? parse(run.stdout) : run.detail;
+  if (typeof parsed !== "string") return parsed;
+  const query = args[0]!.replace(/=.*$/, "");
+  return { ok: false, error: `${NVIDIA_SMI} ${query}: ${parsed}` };
 }
 
 // As CUDA_VISIBLE_DEVICES reads an entry: an index, or a `GPU-<uuid>` or its
@@ -162,20 +173,6 @@ export function usedOn(
     if (device?.memoryKnown) used[entry] = device.usedMiB;
   }
   return used;
-}
-
-function failure(
-  run: NvidiaSmiRun & { ok: false },
-  args: readonly string[],
-): GpuQuery {
-  return run.reason === "absent"
-    ? { ok: false, error: `${NVIDIA_SMI}: ${run.detail}`, absent: true }
-    : unread(args, run.detail);
-}
-
-function unread(args: readonly string[], detail: string): GpuQuery {
-  const query = args[0]!.replace(/=.*$/, "");
-  return { ok: false, error: `${NVIDIA_SMI} ${query}: ${detail}` };
 }
 
 function parseDevices(text: string): GpuDevice[] | string {
