@@ -136,7 +136,6 @@ export function runMemory(
   return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
 }
 
-/** Takes a request through the gate: each hold to `held`, then the slot; null when the wait was aborted. */
 export function passGate(
   gate: GpuStartGate,
   request: StartRequest,
@@ -149,7 +148,6 @@ export interface GateFacts {
   waiting?: WaitingFor | null;
   since: number;
   ms: Partial<Record<WaitReason, number>>;
-  /** Held while its run loads. */
   slot?: StartSlot | undefined;
   startUsed: Readonly<Record<string, number>>;
   /** Each device's used MiB where run `pgid`'s load ended (it served): device attribution stops there. */

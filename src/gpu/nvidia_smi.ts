@@ -42,7 +42,6 @@ export type GpuQuery =
   };
 
 export interface QueryGpusOptions {
-  /** The launcher's captured environment: its `PATH` finds `nvidia-smi`. */
   readonly env: Readonly<Record<string, string>>;
   readonly timeoutMs?: number;
 }
@@ -162,7 +161,6 @@ export function deviceOf(
   return prefixed.length === 1 ? prefixed[0] : undefined;
 }
 
-/** Each entry's used MiB, where the snapshot gives it. */
 export function usedOn(
   entries: readonly string[],
   snapshot: GpuSnapshot | undefined,

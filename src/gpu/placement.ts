@@ -21,7 +21,7 @@ export interface GpuPool {
 
 export interface GpuDetection {
   readonly pool: GpuPool | undefined;
-  /** Where the pool came from, or why there is none, for the start-up line. */
+  /** Where the pool came from, or why there is none. */
   readonly source: string;
   readonly warning?: string;
 }
@@ -123,7 +123,6 @@ export function placementEnv(
   return env;
 }
 
-/** The pool and each engine's devices, as the start logs them. */
 export function placementReport(
   placement: Placement,
   cards: readonly ModelCard[],
@@ -419,20 +418,18 @@ function toUnits(share: number): number {
 }
 
 export function formatGpuList(entries: readonly string[]): string {
-  if (entries.length === 0) return "none";
-  const parts: string[] = [];
-  let i = 0;
-  while (i < entries.length) {
-    let j = i;
-    while (
-      j + 1 < entries.length && isIndex(entries[j]!) &&
-      isIndex(entries[j + 1]!) &&
-      Number(entries[j + 1]) === Number(entries[j]) + 1
-    ) j++;
-    parts.push(i === j ? entries[i]! : `${entries[i]}-${entries[j]}`);
-    i = j + 1;
+  const runs: string[][] = [];
+  for (const entry of entries) {
+    const last = runs.at(-1)?.at(-1);
+    if (
+      last && isIndex(last) && isIndex(entry) &&
+      Number(entry) === Number(last) + 1
+    ) {
+      runs.at(-1)!.push(entry);
+    } else runs.push([entry]);
   }
-  return parts.join(",");
+  return runs.map((run) => run.length > 1 ? `${run[0]}-${run.at(-1)}` : run[0])
+    .join(",") || "none";
 }
 
 function isIndex(entry: string): boolean {
@@ -461,7 +458,6 @@ export function gpuLine(name: string, assignment: GpuAssignment): string {
   return `${name}: ${what} (${need.from})`;
 }
 
-/** `GPU pool 0-7 (from nvidia-smi)`, or why GPUs are not placed. */
 export function gpuPoolLine(detection: GpuDetection): string {
   return detection.pool === undefined
     ? `GPUs not placed (${detection.source}): engines get no CUDA_VISIBLE_DEVICES from the launcher`

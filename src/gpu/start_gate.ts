@@ -54,9 +54,7 @@ export interface ProcessFacts {
 export interface StartGateOptions {
   /** Absent when no pool is placed: rules 2 to 4 are skipped. */
   readonly facts?: GpuFacts | undefined;
-  /** `--health-interval` */
   readonly intervalMs: number;
-  /** `--gpu-release-timeout`, rule 2's bound */
   readonly releaseTimeoutMs: number;
   /** The live processes among `pids`: rule 4's detail names who holds the memory. */
   readonly processes: (
