@@ -3,6 +3,7 @@
 // engine's API key (llama-server guards `/metrics` and `/props` with it), a
 // cleared timer, the body read in chunks and capped.
 import { isWildcardHost, urlHost } from "../common/settings.ts";
+import { readCapped } from "../common/read_capped.ts";
 import type { TrafficRule } from "./kinds/engine_kind.ts";
 import { METRICS_MAX_BYTES } from "./prometheus_text.ts";
 import { readTraffic, type TrafficReading } from "./traffic.ts";
@@ -74,22 +75,12 @@ export async function askEngine(
       await response.body?.cancel();
       return { ok: false, status, why: `answered ${status}` };
     }
-    const decoder = new TextDecoder();
-    let text = "";
-    let size = 0;
-    for await (const chunk of response.body ?? []) {
-      size += chunk.length;
-      if (size > o.maxBytes) {
-        // The loop's exit cancels the body.
-        return {
-          ok: false,
-          status,
-          why: `its answer passed ${o.maxBytes} bytes`,
-        };
-      }
-      text += decoder.decode(chunk, { stream: true });
-    }
-    return { ok: true, status, text: text + decoder.decode() };
+    const text = response.body
+      ? await readCapped(response.body, o.maxBytes)
+      : "";
+    return text === undefined
+      ? { ok: false, status, why: `its answer passed ${o.maxBytes} bytes` }
+      : { ok: true, status, text };
   } catch (error) {
     return {
       ok: false,

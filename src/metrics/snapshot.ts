@@ -38,26 +38,27 @@ export function metricsSnapshot(
     },
     engines: supervisors.map((s) => {
       const run = s.process;
-      const traffic = s.serving.detail().traffic;
+      const detail = s.detail();
       return {
         model: s.name,
         verb: s.card.verb,
         engine: s.card.engine,
         port: s.port,
         gpus: s.gpus,
-        up: s.up,
+        // What `ready` means, asleep or not: the current run's last poll answered 200.
+        up: run.running && (s.state === "ready" || s.state === "sleeping"),
         restarts: s.restarts,
         healthPollSeconds: s.lastPollSeconds,
         startTimeSeconds: run.running && run.startedAt !== undefined
           ? run.startedAt / 1000
           : undefined,
         state: s.state,
-        gpuMemoryMiB: s.detail().gpu_memory_mib,
+        gpuMemoryMiB: detail.gpu_memory_mib,
         exits: s.exitsByCause(),
         requestsCut: s.requestsCut,
-        phase: s.detail().phase,
-        requestsRunning: traffic?.running,
-        requestsWaiting: traffic?.waiting,
+        phase: detail.phase,
+        requestsRunning: detail.traffic?.running,
+        requestsWaiting: detail.traffic?.waiting,
         generatedTokens: s.serving.generatedTokens,
         startWaitSeconds: (s.gpus?.length ?? 0) > 0
           ? s.startWaitSeconds()

@@ -15,8 +15,6 @@ import {
   type AuthFailureReason,
 } from "../web/auth_failures.ts";
 
-export { AUTH_FAILURE_REASONS, type AuthFailureReason };
-
 type Counts<K extends string> = Readonly<Partial<Record<K, number>>>;
 
 export interface LauncherMetrics {
@@ -72,22 +70,13 @@ export interface MetricsSnapshot {
   updatedSeconds?: number | undefined;
 }
 
-type Labels = readonly (readonly [string, string])[];
-
 interface Sample {
-  labels: Labels;
+  labels: readonly (readonly [string, string])[];
   value: number;
 }
 
 function escapeLabelValue(value: string): string {
   return value.replace(/[\\"\n]/g, (c) => c === "\n" ? "\\n" : `\\${c}`);
-}
-
-// As Prometheus' Go parser reads floats.
-function formatValue(value: number): string {
-  return Math.abs(value) === Infinity
-    ? (value > 0 ? "+Inf" : "-Inf")
-    : String(value);
 }
 
 // `name type help`, in the order written; no help holds a backslash or line feed.
@@ -114,15 +103,17 @@ mymodel_auth_failures_total counter Management API requests refused by authentic
 mymodel_metrics_updated_timestamp_seconds gauge When the launcher last wrote this file, in Unix seconds; old means the launcher is gone or stuck.
 `.trim().split("\n").map((line) => line.split(" "));
 
-function perModel(
-  engines: readonly EngineMetrics[],
-  value: (engine: EngineMetrics) => number | undefined,
-): Sample[] {
-  return engines.flatMap((e) => {
-    const v = value(e);
-    return v === undefined ? [] : [{ labels: [["model", e.model]], value: v }];
-  });
-}
+// The families with one sample per model and no other label.
+const PER_MODEL: Record<string, (engine: EngineMetrics) => number | undefined> =
+  {
+    mymodel_engine_restarts_total: (e) => e.restarts,
+    mymodel_engine_health_poll_seconds: (e) => e.healthPollSeconds,
+    mymodel_engine_start_time_seconds: (e) => e.startTimeSeconds,
+    mymodel_engine_requests_running: (e) => e.requestsRunning,
+    mymodel_engine_requests_waiting: (e) => e.requestsWaiting,
+    mymodel_engine_generated_tokens_total: (e) => e.generatedTokens,
+    mymodel_engine_requests_cut_total: (e) => e.requestsCut,
+  };
 
 function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
   if (a.model !== b.model) return a.model < b.model ? -1 : 1;
@@ -139,6 +130,17 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
     return value === undefined ? [] : [{ labels: [launcherPort], value }];
   }
   const samples: Record<string, Sample[] | undefined> = {
+    ...Object.fromEntries(
+      Object.entries(PER_MODEL).map(([name, value]) => [
+        name,
+        engines.flatMap((e) => {
+          const v = value(e);
+          return v === undefined
+            ? []
+            : [{ labels: [["model", e.model]], value: v }];
+        }),
+      ]),
+    ),
     mymodel_engine_up: engines.map((e) => ({
       labels: [
         ["model", e.model],
@@ -149,15 +151,6 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       ],
       value: e.up ? 1 : 0,
     })),
-    mymodel_engine_restarts_total: perModel(engines, (e) => e.restarts),
-    mymodel_engine_health_poll_seconds: perModel(
-      engines,
-      (e) => e.healthPollSeconds,
-    ),
-    mymodel_engine_start_time_seconds: perModel(
-      engines,
-      (e) => e.startTimeSeconds,
-    ),
     mymodel_engine_state: engines.flatMap((e) =>
       e.state === undefined ? [] : ENGINE_STATES.map((state) => ({
         labels: [["model", e.model], ["state", state]],
@@ -181,25 +174,12 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: mib * 1024 * 1024,
       }))
     ),
-    mymodel_engine_requests_running: perModel(
-      engines,
-      (e) => e.requestsRunning,
-    ),
-    mymodel_engine_requests_waiting: perModel(
-      engines,
-      (e) => e.requestsWaiting,
-    ),
-    mymodel_engine_generated_tokens_total: perModel(
-      engines,
-      (e) => e.generatedTokens,
-    ),
     mymodel_engine_start_wait_seconds_total: engines.flatMap((e) =>
       e.startWaitSeconds === undefined ? [] : WAIT_REASONS.map((reason) => ({
         labels: [["model", e.model], ["reason", reason]],
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
-    mymodel_engine_requests_cut_total: perModel(engines, (e) => e.requestsCut),
     mymodel_launcher_info: [{
       labels: [
         launcherPort,
@@ -236,7 +216,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
     text += `# HELP ${name} ${help.join(" ")}\n# TYPE ${name} ${type}\n`;
     for (const { labels, value } of family) {
       const pairs = labels.map(([key, v]) => `${key}="${escapeLabelValue(v)}"`);
-      text += `${name}{${pairs.join(",")}} ${formatValue(value)}\n`;
+      text += `${name}{${pairs.join(",")}} ${value}\n`;
     }
   }
   return text;

@@ -4,6 +4,7 @@
  *
  * @module
  */
+import { isDeepStrictEqual } from "node:util";
 import type { ModelCard } from "../catalogue.ts";
 
 /** What happens to one engine on a reload. */
@@ -33,27 +34,14 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "drainTimeout",
 ]);
 
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    const entries = Object.entries(value).sort(([a], [b]) =>
-      a < b ? -1 : a > b ? 1 : 0
-    );
-    return `{${
-      entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(",")
-    }}`;
-  }
-  return JSON.stringify(value) ?? "undefined";
-}
-
-function sides(card: ModelCard): { engine: string; other: string } {
+function sides(card: ModelCard): { engine: object; other: object } {
   const engine: Record<string, unknown> = {};
   const other: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(card)) {
     if (value === undefined) continue;
     (NOT_ENGINE_FIELDS.has(key) ? other : engine)[key] = value;
   }
-  return { engine: canonical(engine), other: canonical(other) };
+  return { engine, other };
 }
 
 /**
@@ -68,8 +56,8 @@ function sides(card: ModelCard): { engine: string; other: string } {
 export function cardChange(before: ModelCard, after: ModelCard): CardChange {
   const a = sides(before);
   const b = sides(after);
-  if (a.engine !== b.engine) return "restart";
-  return a.other === b.other ? "same" : "amend";
+  if (!isDeepStrictEqual(a.engine, b.engine)) return "restart";
+  return isDeepStrictEqual(a.other, b.other) ? "same" : "amend";
 }
 
 /**

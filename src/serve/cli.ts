@@ -20,7 +20,6 @@ import { VERSION } from "../common/version.ts";
 
 export { UsageError };
 
-/** The text `--help` prints. */
 export const USAGE = `Usage:
   deno run -A jsr:@mymodel/serve <model> [<model> ...] --directory D [options]
   deno task start <model> [<model> ...] [options]    (in a checkout; MY_LOCAL=D set)
@@ -101,7 +100,7 @@ function flagHint(flag: string): string {
 const TRUE = new Set(["true", "1", "yes", "on"]);
 const FALSE = new Set(["false", "0", "no", "off"]);
 
-const NEGATABLE = CLI_FLAGS.filter((flag): flag is BooleanFlag =>
+const NEGATABLE = CLI_FLAGS.filter((flag): flag is CliFlag & BooleanFlag =>
   flag.unit === "boolean" && flag.negatable === true
 ).map((flag) => ({
   name: flag.name,

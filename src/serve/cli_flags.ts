@@ -7,9 +7,10 @@
 import { parsePort } from "../common/settings.ts";
 import { RESTART_POLICIES } from "../catalogue/model_card.ts";
 import { parseGpuList } from "../gpu/detect.ts";
-import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./options.ts";
+import { SEMIOSERVE_DEFAULTS, type SemioserveOptions } from "./config.ts";
 
-/** What the command line asks for. */
+type D = typeof SEMIOSERVE_DEFAULTS;
+
 export type CliOptions =
   & Omit<
     SemioserveOptions,
@@ -30,38 +31,33 @@ export type CliOptions =
     json?: boolean;
   };
 
+type NumberDefault = {
+  [K in keyof D]: D[K] extends number ? K : never;
+}[keyof D];
+
 type OptionOf<T> = {
   [K in keyof CliOptions]-?: NonNullable<CliOptions[K]> extends T ? K
     : never;
 }[keyof CliOptions];
 
-export type FlagGroup =
-  | "Required"
-  | "Models"
-  | "Checks"
-  | "API and connections"
-  | "GPUs"
-  | "Supervision"
-  | "Logs";
-
 interface FlagBase {
   /** Without `--`. */
   readonly name: string;
-  readonly group: FlagGroup;
   /** One sentence for `--help`, the default left out. */
   readonly help: string;
-}
-
-/** Seconds on the command line (milliseconds in the options), or a count. */
-export interface NumberFlag extends FlagBase {
-  readonly unit: "seconds" | "count";
-  readonly option: OptionOf<number>;
-  /** In the command line's unit. */
-  readonly min: number;
-  /** In the options' unit. */
-  readonly default: number;
   /** Said after the default in `--help`. */
   readonly defaultNote?: string;
+}
+
+/**
+ * Seconds on the command line (milliseconds in the options), or a count; the
+ * default is the option's in {@linkcode SEMIOSERVE_DEFAULTS}.
+ */
+export interface NumberFlag extends FlagBase {
+  readonly unit: "seconds" | "count";
+  readonly option: Extract<NumberDefault, OptionOf<number>>;
+  /** In the command line's unit. */
+  readonly min: number;
 }
 
 /** A negatable switch also takes `--no-<name>` and `=BOOL`; `-`/`_` are interchangeable. */
@@ -78,262 +74,226 @@ export interface TextFlag extends FlagBase {
   /** The placeholder in `--help`. */
   readonly arg: string;
   readonly parse?: (text: string) => unknown;
-  /** Said as `(default …)` in `--help`. */
-  readonly default?: string;
 }
 
-export type CliFlag = NumberFlag | BooleanFlag | TextFlag;
+export type CliFlag = (NumberFlag | BooleanFlag | TextFlag) & {
+  readonly group: FlagGroup;
+};
 
-const D = SEMIOSERVE_DEFAULTS;
+/** A row of the table: the flag without its option, which is the row's key. */
+type Row<K> = K extends NumberFlag["option"] ? Omit<NumberFlag, "option">
+  : K extends BooleanFlag["option"] ? Omit<BooleanFlag, "option">
+  : Omit<TextFlag, "option">;
 
-/** Every flag but `--help` and `--version`, in `--help`'s order. */
-export const CLI_FLAGS: readonly CliFlag[] = [
-  {
-    name: "directory",
-    group: "Required",
-    unit: "text",
-    option: "directory",
-    arg: "D",
-    help:
-      "root holding models/ logs/ metrics/ data/ (required unless env MY_LOCAL names it)",
-  },
-  {
-    name: "catalogue",
-    group: "Models",
-    unit: "text",
-    option: "catalogue",
-    arg: "FILE",
-    help:
-      "catalogue YAML, a path or URL (default: the catalogue shipped with the package)",
-  },
-  {
-    name: "dry-run",
-    group: "Checks",
-    unit: "boolean",
-    option: "dryRun",
-    help:
-      "run every check a start runs (directory, catalogue, models, ${NAME}, executables, weights, GPU placement, TLS and secrets, ports), print the plan (engines, command lines, GPUs, warnings) and exit: 0 when a start would proceed, 1 with the start's error; starts nothing, writes nothing",
-  },
-  {
-    name: "json",
-    group: "Checks",
-    unit: "boolean",
-    option: "json",
-    help: "with --dry-run: the plan as one JSON object on stdout",
-  },
-  {
-    name: "host",
-    group: "API and connections",
-    unit: "text",
-    option: "host",
-    arg: "H",
-    help: "host of the API and every engine (env NUCLEUS_HOST, else localhost)",
-  },
-  {
-    name: "port",
-    group: "API and connections",
-    unit: "text",
-    option: "port",
-    arg: "P",
-    parse: (text) => parsePort(text, "--port"),
-    help: "management port (env NUCLEUS_PORT, else 5000)",
-  },
-  {
-    name: "dev_mode",
-    group: "API and connections",
-    unit: "boolean",
-    option: "dev_mode",
-    negatable: true,
-    help:
-      'development mode, no authentication (default: env NUCLEUS_MODE starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode; --dev_mode=false or --no-dev_mode forces production mode',
-  },
-  {
-    name: "header-timeout",
-    group: "API and connections",
-    unit: "seconds",
-    option: "headerTimeoutMs",
-    min: 0.001,
-    default: D.headerTimeoutMs,
-    help:
-      "an API connection that has not sent a complete request head (TLS handshake included) in this time is closed",
-  },
-  {
-    name: "idle-timeout",
-    group: "API and connections",
-    unit: "seconds",
-    option: "idleTimeoutMs",
-    min: 0.001,
-    default: D.idleTimeoutMs,
-    help: "an API connection idle this long is closed",
-  },
-  {
-    name: "max-connections",
-    group: "API and connections",
-    unit: "count",
-    option: "maxConnections",
-    min: 1,
-    default: D.maxConnections,
-    defaultNote: ", lowered to what the open-files limit leaves room for",
-    help: "API connections open at once; more are closed at once",
-  },
-  {
-    name: "gpus",
-    group: "GPUs",
-    unit: "text",
-    option: "gpus",
-    arg: "LIST",
-    parse: (text) => {
-      parseGpuList(text, "--gpus");
-      return text;
+/** Every flag but `--help` and `--version`, by `--help` section and by option, in its order. */
+const SECTIONS = {
+  Required: {
+    directory: {
+      name: "directory",
+      unit: "text",
+      arg: "D",
+      help:
+        "root holding models/ logs/ metrics/ data/ (required unless env MY_LOCAL names it)",
     },
-    help:
-      "devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else no placement)",
   },
-  {
-    name: "gpu-release-timeout",
-    group: "GPUs",
-    unit: "seconds",
-    option: "gpuReleaseTimeoutMs",
-    min: 0,
-    default: D.gpuReleaseTimeoutMs,
-    help:
-      "before a restart, how long to wait for the dead run's GPU memory to be released (nvidia-smi no longer listing its pids); then a warning and the start proceeds",
-  },
-  {
-    name: "restart",
-    group: "Supervision",
-    unit: "text",
-    option: "restart",
-    arg: "POLICY",
-    parse: (text) => {
-      if (!(RESTART_POLICIES as readonly string[]).includes(text)) {
-        throw new Error(
-          `Cannot use --restart=${text}: expected one of ${
-            RESTART_POLICIES.join(", ")
-          }`,
-        );
-      }
-      return text;
+  Models: {
+    catalogue: {
+      name: "catalogue",
+      unit: "text",
+      arg: "FILE",
+      help:
+        "catalogue YAML, a path or URL (default: the catalogue shipped with the package)",
     },
-    default: D.restart,
-    help:
-      "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
   },
-  {
-    name: "restart-max-delay",
-    group: "Supervision",
-    unit: "seconds",
-    option: "restartMaxDelayMs",
-    min: 1,
-    default: D.restartMaxDelayMs,
-    help: "cap of the restart delay, 1 s doubling per restart",
+  Checks: {
+    dryRun: {
+      name: "dry-run",
+      unit: "boolean",
+      help:
+        "run every check a start runs (directory, catalogue, models, ${NAME}, executables, weights, GPU placement, TLS and secrets, ports), print the plan (engines, command lines, GPUs, warnings) and exit: 0 when a start would proceed, 1 with the start's error; starts nothing, writes nothing",
+    },
+    json: {
+      name: "json",
+      unit: "boolean",
+      help: "with --dry-run: the plan as one JSON object on stdout",
+    },
   },
-  {
-    name: "failed-retry",
-    group: "Supervision",
-    unit: "seconds",
-    option: "failedRetryMs",
-    min: 0,
-    default: D.failedRetryMs,
-    help:
-      "a failed engine is tried again after this long, its command line resolved anew; a card's failed_retry: field wins; 0 turns this off",
+  "API and connections": {
+    host: {
+      name: "host",
+      unit: "text",
+      arg: "H",
+      help:
+        "host of the API and every engine (env NUCLEUS_HOST, else localhost)",
+    },
+    port: {
+      name: "port",
+      unit: "text",
+      arg: "P",
+      parse: (text) => parsePort(text, "--port"),
+      help: "management port (env NUCLEUS_PORT, else 5000)",
+    },
+    dev_mode: {
+      name: "dev_mode",
+      unit: "boolean",
+      negatable: true,
+      help:
+        'development mode, no authentication (default: env NUCLEUS_MODE starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode; --dev_mode=false or --no-dev_mode forces production mode',
+    },
+    headerTimeoutMs: {
+      name: "header-timeout",
+      unit: "seconds",
+      min: 0.001,
+      help:
+        "an API connection that has not sent a complete request head (TLS handshake included) in this time is closed",
+    },
+    idleTimeoutMs: {
+      name: "idle-timeout",
+      unit: "seconds",
+      min: 0.001,
+      help: "an API connection idle this long is closed",
+    },
+    maxConnections: {
+      name: "max-connections",
+      unit: "count",
+      min: 1,
+      defaultNote: ", lowered to what the open-files limit leaves room for",
+      help: "API connections open at once; more are closed at once",
+    },
   },
-  {
-    name: "health-interval",
-    group: "Supervision",
-    unit: "seconds",
-    option: "healthIntervalMs",
-    min: 0.1,
-    default: D.healthIntervalMs,
-    help: "background /health poll of every engine",
+  GPUs: {
+    gpus: {
+      name: "gpus",
+      unit: "text",
+      arg: "LIST",
+      parse: (text) => {
+        parseGpuList(text, "--gpus");
+        return text;
+      },
+      help:
+        "devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else no placement)",
+    },
+    gpuReleaseTimeoutMs: {
+      name: "gpu-release-timeout",
+      unit: "seconds",
+      min: 0,
+      help:
+        "before a restart, how long to wait for the dead run's GPU memory to be released (nvidia-smi no longer listing its pids); then a warning and the start proceeds",
+    },
   },
-  {
-    name: "liveness-failures",
-    group: "Supervision",
-    unit: "count",
-    option: "livenessFailures",
-    min: 0,
-    default: D.livenessFailures,
-    help:
-      "failed polls in a row, after a first 200, that restart an engine; 0 turns this off",
+  Supervision: {
+    restart: {
+      name: "restart",
+      unit: "text",
+      arg: "POLICY",
+      parse: (text) => {
+        if (!(RESTART_POLICIES as readonly string[]).includes(text)) {
+          throw new Error(
+            `Cannot use --restart=${text}: expected one of ${
+              RESTART_POLICIES.join(", ")
+            }`,
+          );
+        }
+        return text;
+      },
+      help:
+        "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
+    },
+    restartMaxDelayMs: {
+      name: "restart-max-delay",
+      unit: "seconds",
+      min: 1,
+      help: "cap of the restart delay, 1 s doubling per restart",
+    },
+    failedRetryMs: {
+      name: "failed-retry",
+      unit: "seconds",
+      min: 0,
+      help:
+        "a failed engine is tried again after this long, its command line resolved anew; a card's failed_retry: field wins; 0 turns this off",
+    },
+    healthIntervalMs: {
+      name: "health-interval",
+      unit: "seconds",
+      min: 0.1,
+      help: "background /health poll of every engine",
+    },
+    livenessFailures: {
+      name: "liveness-failures",
+      unit: "count",
+      min: 0,
+      help:
+        "failed polls in a row, after a first 200, that restart an engine; 0 turns this off",
+    },
+    startTimeoutMs: {
+      name: "start-timeout",
+      unit: "seconds",
+      min: 0,
+      help:
+        "a run that has not answered its first 200 and has written no output for this long is stopped and the restart policy applies; 0 turns this off",
+    },
+    stallTimeoutMs: {
+      name: "stall-timeout",
+      unit: "seconds",
+      min: 0,
+      help:
+        "a ready engine with requests running whose token counters have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
+    },
+    canaryIntervalMs: {
+      name: "canary-interval",
+      unit: "seconds",
+      min: 0,
+      help:
+        "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row: stalled; a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
+    },
+    canaryTimeoutMs: {
+      name: "canary-timeout",
+      unit: "seconds",
+      min: 0.001,
+      help: "how long a canary request may take before it counts as failed",
+    },
+    graceMs: {
+      name: "grace",
+      unit: "seconds",
+      min: 0,
+      help: "time engines get between SIGTERM and SIGKILL at shutdown",
+    },
+    drainTimeoutMs: {
+      name: "drain-timeout",
+      unit: "seconds",
+      min: 0,
+      help:
+        "before a reload restarts an engine and at shutdown, wait at most this long for a ready engine's requests in flight (read from its metrics) before SIGTERM; a card's drain_timeout wins; 0 turns this off",
+    },
   },
-  {
-    name: "start-timeout",
-    group: "Supervision",
-    unit: "seconds",
-    option: "startTimeoutMs",
-    min: 0,
-    default: D.startTimeoutMs,
-    help:
-      "a run that has not answered its first 200 and has written no output for this long is stopped and the restart policy applies; 0 turns this off",
+  Logs: {
+    logMaxBytes: {
+      name: "log-max-bytes",
+      unit: "count",
+      min: 1,
+      help: "rotate logs/<name>.log past this size",
+    },
+    logKeep: {
+      name: "log-keep",
+      unit: "count",
+      min: 0,
+      help: "rotated files kept as <name>.log.1 ... <name>.log.N",
+    },
   },
-  {
-    name: "stall-timeout",
-    group: "Supervision",
-    unit: "seconds",
-    option: "stallTimeoutMs",
-    min: 0,
-    default: D.stallTimeoutMs,
-    help:
-      "a ready engine with requests running whose token counters have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
-  },
-  {
-    name: "canary-interval",
-    group: "Supervision",
-    unit: "seconds",
-    option: "canaryIntervalMs",
-    min: 0,
-    default: D.canaryIntervalMs,
-    help:
-      "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row: stalled; a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
-  },
-  {
-    name: "canary-timeout",
-    group: "Supervision",
-    unit: "seconds",
-    option: "canaryTimeoutMs",
-    min: 0.001,
-    default: D.canaryTimeoutMs,
-    help: "how long a canary request may take before it counts as failed",
-  },
-  {
-    name: "grace",
-    group: "Supervision",
-    unit: "seconds",
-    option: "graceMs",
-    min: 0,
-    default: D.graceMs,
-    help: "time engines get between SIGTERM and SIGKILL at shutdown",
-  },
-  {
-    name: "drain-timeout",
-    group: "Supervision",
-    unit: "seconds",
-    option: "drainTimeoutMs",
-    min: 0,
-    default: D.drainTimeoutMs,
-    help:
-      "before a reload restarts an engine and at shutdown, wait at most this long for a ready engine's requests in flight (read from its metrics) before SIGTERM; a card's drain_timeout wins; 0 turns this off",
-  },
-  {
-    name: "log-max-bytes",
-    group: "Logs",
-    unit: "count",
-    option: "logMaxBytes",
-    min: 1,
-    default: D.logMaxBytes,
-    help: "rotate logs/<name>.log past this size",
-  },
-  {
-    name: "log-keep",
-    group: "Logs",
-    unit: "count",
-    option: "logKeep",
-    min: 0,
-    default: D.logKeep,
-    help: "rotated files kept as <name>.log.1 ... <name>.log.N",
-  },
-];
+} satisfies Record<
+  string,
+  { readonly [K in TextFlag["option"]]?: Row<K> }
+>;
+
+export type FlagGroup = keyof typeof SECTIONS;
+
+/** The flags of every section, each naming its section. */
+export const CLI_FLAGS: readonly CliFlag[] = Object.entries(SECTIONS).flatMap(
+  ([group, rows]) =>
+    Object.entries(rows).map(([option, row]) =>
+      ({ ...row, option, group }) as CliFlag
+    ),
+);
 
 function argOf(flag: CliFlag): string {
   switch (flag.unit) {
@@ -350,10 +310,9 @@ function argOf(flag: CliFlag): string {
 
 /** A default as the command line spells it. */
 export function shownDefault(flag: CliFlag): string | undefined {
-  if (flag.unit === "seconds") return String(flag.default / 1000);
-  if (flag.unit === "count") return String(flag.default);
-  if (flag.unit === "text") return flag.default;
-  return undefined;
+  const value = (SEMIOSERVE_DEFAULTS as Record<string, unknown>)[flag.option];
+  if (value === undefined) return undefined;
+  return String(flag.unit === "seconds" ? (value as number) / 1000 : value);
 }
 
 /** A longer `--flag ARG` puts its help on the next line. */
@@ -372,19 +331,15 @@ function wrap(text: string, width: number): string[] {
   return [...lines, line];
 }
 
-/** The `--help` entries of one section. */
 export function helpFor(group: FlagGroup): string {
   const indent = " ".repeat(HELP_COLUMN);
   return CLI_FLAGS.filter((flag) => flag.group === group).map((flag) => {
     const head = `  --${flag.name}${argOf(flag)}`;
     const shown = shownDefault(flag);
-    const note = flag.unit === "count" || flag.unit === "seconds"
-      ? flag.defaultNote ?? ""
-      : "";
     // The default's own words stay on one line (NBSP while wrapping).
     const text = shown === undefined
       ? flag.help
-      : `${flag.help} (default\u00a0${shown}${note})`;
+      : `${flag.help} (default\u00a0${shown}${flag.defaultNote ?? ""})`;
     const lines = wrap(text, WIDTH - HELP_COLUMN).map((l) =>
       indent + l.replaceAll("\u00a0", " ")
     );

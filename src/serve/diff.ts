@@ -10,7 +10,6 @@ import { diffCards, type ReloadDiff } from "./card_change.ts";
 import type { Plan } from "./plan.ts";
 import type { TlsPair } from "./facts.ts";
 
-/** The difference of two plans. */
 export interface Changes extends ReloadDiff {
   /** Engines that do not run yet (a start: every one). */
   start: string[];

@@ -1,9 +1,7 @@
 /**
- * What the machine says, read once for a plan: the root's directories and
- * their writability, the catalogue, each engine's executable and weights, the
- * GPU pool and one `nvidia-smi` look, the TLS pair, the engine records and the
- * ports. A refusal that start-up gives later (an engine, TLS, a port) is kept
- * as a value, so the plan throws the first one in start-up's order.
+ * What the machine says, read once for a plan. A refusal that start-up gives
+ * later (an engine, TLS, a port) is kept as a value, so the plan throws the
+ * first one in start-up's order.
  *
  * @module
  */
@@ -31,17 +29,15 @@ export interface TlsPair {
   readonly serial: string;
 }
 
-/** A port a start needs, and whether it is free. */
+/** A port a start needs: `error` when it is not free. */
 export interface PortFact {
   readonly port: number;
   readonly what: string;
-  /** Why it cannot be used; absent when free. */
   readonly error?: Error;
   /** Who of this directory's launchers holds it, as a dry run words it. */
   readonly owner?: string;
 }
 
-/** The world as a plan reads it. */
 export interface Facts {
   readonly directory: string;
   readonly catalogue: Registry;
@@ -50,16 +46,14 @@ export interface Facts {
   /** Each resolved engine without its placement, or why it cannot run. */
   readonly engines: Readonly<Record<string, EnginePlan | Error>>;
   readonly weights: Readonly<Record<string, LocalWeights>>;
-  /** The GPU pool; undefined for a reload (it keeps its own). */
+  /** Undefined for a reload, as `survey` (it keeps its own). */
   readonly detection: GpuDetection | undefined;
   readonly snapshot: GpuSnapshot | undefined;
   readonly tls: TlsPair | Error | undefined;
-  /** The engine records; undefined for a reload (it keeps its own). */
   readonly survey: RecordSurvey | undefined;
   readonly ports: readonly PortFact[];
 }
 
-/** How to gather. */
 export interface GatherOptions {
   /** A reload's running plan: only the engines whose card changed are resolved. */
   readonly running?: {
@@ -91,11 +85,11 @@ export async function gather(
     );
   }
   checkRoot(directory);
-  if (config.gpus === undefined) checkVisibleDevices(config.visibleDevices);
+  const visible = config.env.CUDA_VISIBLE_DEVICES;
+  if (config.gpus === undefined) checkVisibleDevices(visible);
   const { running } = options;
   const mayLook = config.gpus === undefined
-    ? config.visibleDevices === undefined ||
-      parseVisibleDevices(config.visibleDevices).length > 0
+    ? visible === undefined || parseVisibleDevices(visible).length > 0
     : config.gpus.trim().toLowerCase() !== "none";
   // Asked at once, so that it runs while the catalogue is read.
   let look: Promise<GpuQuery> | undefined = options.look && mayLook

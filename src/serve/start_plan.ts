@@ -15,6 +15,7 @@ import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
 import { urlHost } from "../common/settings.ts";
 import type { Plan } from "./plan.ts";
+import type { Facts } from "./facts.ts";
 
 /**
  * What a start would do. `ok` is always true: a start that would be refused
@@ -39,11 +40,9 @@ export interface StartPlan {
   gpu_pool: string;
   /** One entry per engine, in request order. */
   engines: {
-    /** The catalogue name. */
     name: string;
     /** What the model does (`chat`, `embed` …). */
     verb: string;
-    /** The port it would listen on. */
     port: number;
     /** Its OpenAI-compatible base URL. */
     url: string;
@@ -59,7 +58,6 @@ export interface StartPlan {
     env: Record<string, string>;
     /** Engines it waits for at the GPU start gate (rule 1: one load per device, request order). */
     waits_for: string[];
-    /** Its log file. */
     log: string;
     /** Its local weights' size in bytes; null when it fetches them from the hub (or they cannot be read). */
     weights_bytes: number | null;
@@ -78,9 +76,8 @@ export interface StartPlan {
     need_mib: number | null;
     /** Processes holding memory there now; no engine of this plan runs yet. */
     holders: {
-      /** Its pid as the driver reports it. */
+      /** As the driver reports it. */
       pid: number;
-      /** MiB it holds there. */
       used_mib: number;
       /** What it is: its command name, a running launcher's engine, or `not visible here`. */
       process: string;
@@ -92,19 +89,18 @@ export interface StartPlan {
   warnings: string[];
 }
 
-/** One engine a start would run. */
-export type PlanEngine = StartPlan["engines"][number];
-/** One GPU of the pool. */
-export type PlanGpu = StartPlan["gpus"][number];
+type PlanEngine = StartPlan["engines"][number];
+type PlanGpu = StartPlan["gpus"][number];
 
 /** The plan as `--dry-run --json` prints it (the engine API key as `***`). */
-export function startPlan(plan: Plan): StartPlan {
-  const { placement, snapshot } = plan;
+export function startPlan(plan: Plan, facts: Facts): StartPlan {
+  const { placement } = plan;
+  const { snapshot } = facts;
   const waits = startWaits(
     plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
   const engines = plan.engines.map((e): PlanEngine => {
-    const weights = plan.weights[e.name];
+    const weights = facts.weights[e.name];
     return {
       name: e.name,
       verb: e.card.verb,
@@ -122,20 +118,17 @@ export function startPlan(plan: Plan): StartPlan {
       weights_bytes: weights?.kind === "local" ? weights.bytes : null,
     };
   });
-  const devices = [...placement.detection.pool?.entries ?? []];
-  for (const engine of engines) {
-    for (const device of engine.gpus ?? []) {
-      if (!devices.includes(device)) devices.push(device);
-    }
+  const devices = new Set<string>([
+    ...placement.detection.pool?.entries ?? [],
+    ...engines.flatMap((engine) => engine.gpus ?? []),
+  ]);
+  const owners = new Map<number, string>();
+  for (const r of facts.survey?.live ?? []) {
+    owners.set(r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`);
   }
-  const owners = new Map(
-    (plan.survey?.live ?? []).map((
-      r,
-    ) => [r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`]),
-  );
   const listed = snapshot?.processes ?? [];
   const live = procStats(listed.map((p) => p.pid));
-  const gpus = devices.map((entry): PlanGpu => {
+  const gpus = [...devices].map((entry): PlanGpu => {
     const device = snapshot && deviceOf(entry, snapshot);
     const known = device?.memoryKnown === true;
     const placed = plan.engines.filter((e) => e.gpus?.includes(entry));

@@ -10,7 +10,8 @@ import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { engineOrigin, readEngineTraffic } from "../engines/metrics_read.ts";
 import { type TrafficReading, trafficRule } from "../engines/traffic.ts";
-import type { Journal, JournalEvent } from "./journal.ts";
+import type { EngineDetail } from "./engine_detail.ts";
+import type { Journal } from "./journal.ts";
 
 const READ_EVERY_MS = 500;
 const READ_TIMEOUT_MS = 2_000;
@@ -47,21 +48,6 @@ export function plannedDrainMs(card: ModelCard, launcherMs: number): number {
     : 0;
 }
 
-/** The journal's line for a drain. */
-function drainRecord(
-  model: string,
-  end: DrainEnd,
-): Pick<JournalEvent, "model" | "event" | "reason" | "detail" | "drain"> {
-  const { reason, seconds, finished, cut } = end;
-  return {
-    model,
-    event: "drain",
-    reason,
-    detail: end.line,
-    drain: { seconds, finished, cut },
-  };
-}
-
 function inFlight(r: TrafficReading): number {
   return r.running + r.waiting;
 }
@@ -78,20 +64,18 @@ export class Drain {
   #finished = 0;
   #stop = new AbortController();
   #over = Promise.withResolvers<void>();
-  #emit: (event: DrainEvent) => void;
   #ended: (end: DrainEnd) => void;
 
   /** Starts the drain of a ready engine; undefined when it gets none (`say` tells why where it is not the operator's choice). */
   static begin(
     plan: EnginePlan,
     launcherMs: number,
-    to: {
+    { say, emit, journal }: {
       say: (line: string) => void;
       emit: (event: DrainEvent) => void;
       journal?: Journal | undefined;
     },
   ): Drain | undefined {
-    const { say, emit, journal } = to;
     const ms = drainMs(plan.card, launcherMs);
     if (ms <= 0) return undefined;
     const rule = trafficRule(plan.card, ENGINE_KINDS[plan.card.engine]!);
@@ -106,9 +90,15 @@ export class Drain {
       ms,
       (timeoutMs) => readEngineTraffic(origin, rule, plan.apiKey, timeoutMs),
       emit,
-      (end) => {
-        say(end.line);
-        journal?.record(drainRecord(plan.name, end));
+      ({ reason, seconds, finished, cut, line }) => {
+        say(line);
+        journal?.record({
+          model: plan.name,
+          event: "drain",
+          reason,
+          detail: line,
+          drain: { seconds, finished, cut },
+        });
       },
     );
   }
@@ -120,7 +110,6 @@ export class Drain {
     ended: (end: DrainEnd) => void = () => {},
   ) {
     this.deadline = this.since + ms;
-    this.#emit = emit;
     this.#ended = ended;
     void this.#loop(read, emit);
   }
@@ -131,12 +120,7 @@ export class Drain {
   }
 
   /** `?detail=1`'s `drain`: running and waiting null until the first reading. */
-  view(): {
-    since: string;
-    deadline: string;
-    running: number | null;
-    waiting: number | null;
-  } {
+  view(): NonNullable<EngineDetail["drain"]> {
     return {
       since: new Date(this.since).toISOString(),
       deadline: new Date(this.deadline).toISOString(),
@@ -146,25 +130,19 @@ export class Drain {
   }
 
   /** Takes one event: how the drain ended, or undefined while it goes on. */
-  step(event: DrainEvent, now = Date.now()): DrainEnd | undefined {
-    if (event.kind === "drain-over") return this.#end(event.why, now);
+  step(event: DrainEvent): DrainEnd | undefined {
+    if (event.kind === "drain-over") return this.#end(event.why);
     const reading = event.reading;
     // A later failed read (an engine busy past 2 s) waits on: the deadline bounds it.
     if (reading === null) {
-      return this.#last === null ? this.#end("unread", now) : undefined;
+      return this.#last === null ? this.#end("unread") : undefined;
     }
     // A lower bound: what arrived and left between two reads is not seen.
     if (this.#last) {
       this.#finished += Math.max(0, inFlight(this.#last) - inFlight(reading));
     }
     this.#last = reading;
-    return inFlight(reading) === 0 ? this.#end("drained", now) : undefined;
-  }
-
-  /** A second signal: the drain ends now (as an event, through the engine run). */
-  skip(): boolean {
-    this.#emit({ kind: "drain-over", why: "skipped" });
-    return true;
+    return inFlight(reading) === 0 ? this.#end("drained") : undefined;
   }
 
   /** Ends the reads (the engine left `draining` some other way). */
@@ -173,9 +151,9 @@ export class Drain {
     this.#over.resolve();
   }
 
-  #end(reason: DrainEnd["reason"], now: number): DrainEnd {
+  #end(reason: DrainEnd["reason"]): DrainEnd {
     this.close();
-    const seconds = Math.round((now - this.since) / 100) / 10;
+    const seconds = Math.round((Date.now() - this.since) / 100) / 10;
     const cut = reason === "drained" || reason === "unread" || !this.#last
       ? 0
       : inFlight(this.#last);

@@ -18,8 +18,9 @@ export {
 
 /**
  * One engine as an embedding program sees it: a snapshot of what
- * `GET /models?detail=1` reports, with its name, port and restart policy.
- * Nothing in it controls the engine.
+ * `GET /models?detail=1` reports (each field is described in
+ * docs/operations.md), with its name, port and restart policy. Nothing in it
+ * controls the engine.
  *
  * @example
  * ```ts ignore
@@ -33,57 +34,44 @@ export interface EngineView {
   readonly name: string;
   /** The port the engine listens on. */
   readonly port: number;
-  /** The restart policy in force: the card's, else the launcher's. */
+  /** The card's, else the launcher's. */
   readonly policy: RestartPolicy;
   /** Where the engine is in its lifecycle. */
   readonly state: EngineState;
   /** The running engine process's pid, or null. */
   readonly pid: number | null;
-  /** Restarts since the launcher started. */
+  /** Since the launcher started. */
   readonly restarts: number;
   /** ISO time of the last state change. */
   readonly since: string;
   /** How the last run ended, or null before any run ended. */
   readonly last_exit: {
-    /** Exit code, or null when a signal ended it. */
     readonly code: number | null;
-    /** The signal that ended it, or null. */
     readonly signal: string | null;
-    /** ISO time of the end. */
     readonly at: string;
-    /** How long the run lasted, in seconds. */
     readonly ran_seconds: number;
-    /** Whether the launcher ended it (liveness, start timeout, a stall), else `"exit"`. */
     readonly reason: "exit" | "unhealthy" | "start-timeout" | "stalled";
-    /** Why, from the exit and the engine's own output (`bad-arguments`, `gpu-out-of-memory` …). */
     readonly cause: ExitCause;
-    /** The engine's line that decided the cause (at most 200 characters), else null. */
+    /** The engine's line that decided the cause (at most 200 characters). */
     readonly message: string | null;
   } | null;
   /** ISO time of the next start while in backoff, else null. */
   readonly next_restart: string | null;
-  /** Devices handed to the engine (`CUDA_VISIBLE_DEVICES`), `[]` for none, null when not placed. */
+  /** `CUDA_VISIBLE_DEVICES`: `[]` for none, null when not placed. */
   readonly gpus: readonly string[] | null;
-  /** While `waiting`: what holds the start (the GPU start gate); else null. */
+  /** While `waiting`: which rule of the GPU start gate holds it. */
   readonly waiting_for: {
-    /** Which rule of the GPU start gate holds it. */
     readonly reason:
       | "gpu-busy-loading"
       | "gpu-memory-release"
       | "gpu-error"
       | "gpu-memory-free";
-    /** The devices concerned, as placed. */
     readonly devices: readonly string[];
-    /** One line for people: who loads there, which memory is not back, nvidia-smi's words. */
     readonly detail: string;
   } | null;
-  /** This run's GPU memory per device, in MiB, from `nvidia-smi`; null without it. */
+  /** This run's MiB per device, from `nvidia-smi`. */
   readonly gpu_memory_mib: Readonly<Record<string, number>> | null;
-  /**
-   * How `gpu_memory_mib` was attributed: `pid` (its pids in `nvidia-smi`'s
-   * list), `device` (the device's change across its start: in a container
-   * the listed pids are the host's); null without figures.
-   */
+  /** `pid`: its pids in `nvidia-smi`'s list; `device`: the device's change across its start (in a container the listed pids are the host's). */
   readonly gpu_memory_by?: "pid" | "device" | null;
   /** While `starting`: the load phase, null when not known (and in every other state). */
   readonly phase: LoadPhase | null;
@@ -91,34 +79,25 @@ export interface EngineView {
   readonly phase_since: string | null;
   /** While `starting`: how far the phase has come (shards read, bytes downloaded), or null. */
   readonly progress: {
-    /** Shards read, or bytes downloaded, so far. */
     readonly done: number;
-    /** How many in all, or null when not known (a download's size). */
+    /** Null when not known (a download's size). */
     readonly total: number | null;
-    /** What is counted. */
     readonly unit: "bytes" | "shards";
   } | null;
-  /** While `ready` or `sleeping`: the engine's own counts at the last health round; null while unknown or not counted. */
+  /** The engine's own counts at the last health round. */
   readonly traffic?: {
-    /** Requests being computed. */
     readonly running: number;
-    /** Requests queued. */
     readonly waiting: number;
-    /** Generated tokens per second since the round before, or null. */
     readonly tokens_per_s: number | null;
-    /** ISO time of the reading. */
     readonly at: string;
   } | null;
-  /** The last canary request sent to the idle engine, or null. */
+  /** The last canary request sent to the idle engine. */
   readonly canary?: {
-    /** ISO time of its answer (or its timeout). */
     readonly at: string;
-    /** Answered 200. */
     readonly ok: boolean;
-    /** How long it took. */
     readonly seconds: number;
   } | null;
-  /** While `draining`: since when, the deadline (ISO times), the requests in flight at the last read (null before it); else null. */
+  /** `running` and `waiting` are null before the first read. */
   readonly drain: {
     readonly since: string;
     readonly deadline: string;
@@ -139,28 +118,8 @@ export function engineView(
     detail(): EngineDetail;
   },
 ): EngineView {
-  return Object.freeze({
-    name: engine.name,
-    port: engine.port,
-    policy: engine.policy,
-    ...engine.detail(),
-  });
-}
-
-/** The load phase fields of `?detail=1`: the run's while it starts, else null. */
-export function phaseFields(
-  starting: boolean,
-  run: ServerProcess,
-): Pick<EngineDetail, "phase" | "phase_since" | "progress"> {
-  if (!starting || !run.running) {
-    return { phase: null, phase_since: null, progress: null };
-  }
-  const since = run.watch.phaseSince;
-  return {
-    phase: run.watch.phase,
-    phase_since: since === undefined ? null : new Date(since).toISOString(),
-    progress: run.watch.progress,
-  };
+  const { name, port, policy } = engine;
+  return Object.freeze({ name, port, policy, ...engine.detail() });
 }
 
 /** How a run ended: a stall the launcher saw (`seen`), else the engine's own line decides the cause, else the code or signal. */
@@ -168,7 +127,7 @@ export function lastExitOf(
   run: ServerProcess,
   status: Deno.CommandStatus,
   reason: EndReason,
-  seen: string | null = null,
+  seen: string | null,
 ): LastExit {
   const endedAt = Date.now();
   const ranMs = endedAt - (run.startedAt ?? endedAt);
@@ -184,4 +143,19 @@ export function lastExitOf(
     cause: line?.cause ?? (status.signal ? "signal" : "exit"),
     message: line?.message ?? null,
   };
+}
+
+/** `exit: code 1 after 0.3 s (bad-arguments: …)`: a cause the code or signal does not already say, with its line. */
+export function exitLine(end: LastExit): string {
+  const how = end.signal ? `signal ${end.signal}` : `code ${end.code}`;
+  const what = end.reason === "exit" ? how : `${end.reason}, then ${how}`;
+  const said = end.message ? ` (${end.cause}: ${end.message})` : "";
+  return `exit: ${what} after ${end.ran_seconds.toFixed(1)} s${said}`;
+}
+
+/** Why an engine is `failed`, and when it is tried again (`retry` seconds; 0: never). */
+export function failedLine(exit: string, end: LastExit, retry: number): string {
+  return `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)${
+    retry > 0 ? `; tried again in ${retry} s` : ""
+  }`;
 }

@@ -42,23 +42,22 @@ import {
   stalledVerdict,
   type Verdict,
 } from "./restart_policy.ts";
-import type { ServingOptions } from "./serving_watch.ts";
-import { ServingWatch } from "./serving_watch.ts";
-import type { EngineEvent } from "./engine_events.ts";
+import { type ServingOptions, ServingWatch } from "./serving_watch.ts";
 import {
   type EngineDetail,
+  exitLine,
+  failedLine,
   type LastExit,
   lastExitOf,
-  phaseFields,
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
 import type { EngineRecords } from "./records.ts";
-import { exitLine, failedLine, localFailure, retrySeconds } from "./run_end.ts";
 import type { Journal } from "./journal.ts";
 import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
 import { Drain } from "./drain.ts";
+import type { EngineEvent } from "./engine_events.ts";
 
 /** How a model's engine is run (where and what it runs is its plan). */
 export interface EngineRunOptions {
@@ -90,8 +89,6 @@ export interface EngineRunOptions {
   serving?: ServingOptions;
   /** A planned stop of a ready engine drains it this long at most (a card may say); 0: never. @default {0} */
   drainTimeoutMs?: number;
-  /** Requests cut by the drains of the runs this one replaces. */
-  requestsCut?: number;
 }
 
 /** Starts a model's engine, restarts it by policy, stops it when it stops answering. */
@@ -104,7 +101,6 @@ export class EngineRun {
   readonly url: string;
   #plan: EnginePlan;
   #o: EngineRunOptions;
-  #policy: RestartPolicy;
   #process: ServerProcess;
   #state: EngineState = "starting";
   #since = new Date();
@@ -118,6 +114,8 @@ export class EngineRun {
   #health: RunHealth = { firstOkAt: undefined, failures: 0 };
   /** Why the launcher is ending the current run itself, or "exit". */
   #endReason: EndReason = "exit";
+  /** What the last stall verdict saw (the exit's message). */
+  #seen: string | null = null;
   #stopWhy: string | undefined;
   /** Ends a backoff, a wait at the gate, the load and download watches. */
   #interrupt = new AbortController();
@@ -130,7 +128,7 @@ export class EngineRun {
   #lastPollMs: number | undefined;
   #silence: ReturnType<typeof setTimeout> | undefined;
   #drain: Drain | undefined;
-  #cut: number;
+  #cut = 0;
   /** Polls that failed on our side: one line per 10 s, then a count. */
   #local = new LogThrottle({ write: log.warn });
   readonly serving: ServingWatch;
@@ -138,9 +136,7 @@ export class EngineRun {
   constructor(plan: EnginePlan, options: EngineRunOptions) {
     this.#plan = plan;
     this.#o = options;
-    this.#policy = plan.card.restart ?? options.restart;
     this.#released = options.released;
-    this.#cut = options.requestsCut ?? 0;
     this.log = options.log;
     this.#process = new ServerProcess(plan, this.log);
     this.name = plan.name;
@@ -169,7 +165,7 @@ export class EngineRun {
   }
 
   get policy(): RestartPolicy {
-    return this.#policy;
+    return this.card.restart ?? this.#o.restart;
   }
 
   get state(): EngineState {
@@ -185,11 +181,6 @@ export class EngineRun {
     return this.#restarts;
   }
 
-  /** True when the current run's last poll answered 200 (that is what `ready` means, asleep or not). */
-  get up(): boolean {
-    return this.#process.running && ["ready", "sleeping"].includes(this.#state);
-  }
-
   /** Requests cut by drains (a deadline, a second signal), the replaced runs' included. */
   get requestsCut(): number {
     return this.#cut;
@@ -200,9 +191,12 @@ export class EngineRun {
   }
 
   detail(): EngineDetail {
+    const run = this.#process;
+    const loading = this.#state === "starting" && run.running;
+    const phaseSince = loading ? run.watch.phaseSince : undefined;
     return {
       state: this.#state,
-      pid: this.#process.running ? this.#process.pid ?? null : null,
+      pid: run.running ? run.pid ?? null : null,
       restarts: this.#restarts,
       since: this.#since.toISOString(),
       last_exit: this.#lastExit,
@@ -211,7 +205,11 @@ export class EngineRun {
       waiting_for: this.#gpu.waiting ?? null,
       gpu_memory_mib: this.#gpu.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.memory?.by ?? null,
-      ...phaseFields(this.#state === "starting", this.#process),
+      phase: loading ? run.watch.phase : null,
+      phase_since: phaseSince === undefined
+        ? null
+        : new Date(phaseSince).toISOString(),
+      progress: loading ? run.watch.progress : null,
       ...this.serving.detail(),
       drain: this.#state === "draining" ? this.#drain!.view() : null,
     };
@@ -282,7 +280,7 @@ export class EngineRun {
   /**
    * A reload's change that does not reach the engine (its `restart:` policy,
    * `description`, `verb`, the engine key of later starts); one that does
-   * gets a new engine run (`serve/engine_supervisors.ts`).
+   * gets a new engine run (`serve/launcher.ts`).
    */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
     if (card.name !== this.name) {
@@ -291,14 +289,15 @@ export class EngineRun {
       );
     }
     this.#plan = { ...this.#plan, card, ...next };
-    this.#policy = card.restart ?? this.#o.restart;
     this.#o.onChange();
   }
 
-  /** A reload's replacement of `old`: restarts, the last exit and the exit counts run for the launcher's life. */
+  /** A reload's replacement of `old`: restarts, the last exit, the exit counts, the requests cut and the tokens run for the launcher's life. */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
     this.#exits = { ...old.#exits };
+    this.#cut = old.#cut;
+    this.serving.inherit(old.serving);
   }
 
   kill(): void {
@@ -307,7 +306,9 @@ export class EngineRun {
 
   /** Cuts a drain short (a second signal): SIGTERM follows at once. False when not draining. */
   hurry(): boolean {
-    return this.#state === "draining" && this.#drain!.skip();
+    if (this.#state !== "draining") return false;
+    this.#on({ kind: "drain-over", why: "skipped" });
+    return true;
   }
 
   /** The transition function: every state change happens here. */
@@ -323,18 +324,13 @@ export class EngineRun {
       case "held": {
         const { waiting } = event;
         if (noteWait(this.#gpu, waiting)) {
+          const on = waiting.devices.join(",");
           log.info(
-            `engine ${this.name} waits for GPU ${
-              waiting.devices.join(",")
-            }: ${waiting.detail}`,
+            `engine ${this.name} waits for GPU ${on}: ${waiting.detail}`,
           );
         }
         if (state === "waiting") return this.#o.onChange();
-        return this.#enter(
-          "waiting",
-          event.waiting.reason,
-          event.waiting.detail,
-        );
+        return this.#enter("waiting", waiting.reason, waiting.detail);
       }
       case "admitted": {
         const waited = this.#gpu.waiting;
@@ -346,17 +342,15 @@ export class EngineRun {
         }
         if (slot) {
           if (waited) {
+            const on = this.gpus!.join(",");
             log.info(
-              `engine ${this.name} starts on GPU ${
-                this.gpus!.join(",")
-              } (waited for ${waited.reason})`,
+              `engine ${this.name} starts on GPU ${on} (waited for ${waited.reason})`,
             );
           }
           this.#gpu.slot = slot;
           this.#gpu.startUsed = slot.usedMiB;
         }
         const restart = this.#spawned;
-        let what: string;
         try {
           if (restart) {
             const old = this.#process;
@@ -370,7 +364,7 @@ export class EngineRun {
         } catch (error) {
           if (!restart && slot === undefined) throw error;
           this.#releaseGpu();
-          what = (error as Error).message;
+          const what = (error as Error).message;
           if (!restart) {
             this.#report("warn", `cannot start: ${what}`);
             return this.#enter("exited");
@@ -396,6 +390,7 @@ export class EngineRun {
         const run = event.run;
         if (run !== this.#process || !run.running) return;
         if (state === "stopping") return;
+        if (event.kind === "stalled") this.#seen = event.seen;
         const verdict = event.kind === "probe"
           ? this.#poll(event.result, event.counts)
           : event.kind === "silence"
@@ -431,37 +426,31 @@ export class EngineRun {
         this.#gpu.memory = null;
         this.#watchdog?.remove(run.pid!);
         this.#o.records.remove(this.name);
-        const end = this.#lastExit = lastExitOf(
-          run,
-          status,
-          this.#endReason,
-          this.serving.seen,
-        );
+        const end = lastExitOf(run, status, this.#endReason, this.#seen);
+        this.#lastExit = end;
         this.#exits[end.cause] = (this.#exits[end.cause] ?? 0) + 1;
         const exit = exitLine(end);
         if (this.#stopWhy !== undefined) {
           this.#report("info", `${exit}${this.#stopWhy}`);
           return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
         }
-        if (!shouldRestart(this.#policy, end)) {
-          const why = `${exit}; not restarted (restart: ${this.#policy})`;
+        if (!shouldRestart(this.policy, end)) {
+          const why = `${exit}; not restarted (restart: ${this.policy})`;
           this.#report("warn", why, true);
           return this.#enter("exited", end.cause, why);
         }
         const byCause = this.#causes.next(end.cause, !!this.#health.firstOkAt);
         if (byCause === "failed") {
-          const retry = retrySeconds(this.card, this.#o.failedRetryMs);
+          const retry = this.card.failedRetry ??
+            (this.#o.failedRetryMs ?? 0) / 1000;
           const why = failedLine(exit, end, retry);
           this.#report("warn", why, true);
           if (retry > 0) this.#later(retry * 1000, { kind: "retry" });
           return this.#enter("failed", end.cause, why);
         }
         // A run healthy for long enough earns a fresh, short delay.
-        const firstOkAt = this.#health.firstOkAt;
-        if (
-          firstOkAt !== undefined &&
-          Date.now() - firstOkAt >= this.#o.stableAfterMs
-        ) this.#step = 0;
+        const okFor = Date.now() - (this.#health.firstOkAt ?? Infinity);
+        if (okFor >= this.#o.stableAfterMs) this.#step = 0;
         if (byCause === "same-delay") this.#step = Math.max(this.#step - 1, 0);
         this.#released = this.gpuReleased();
         return this.#enter("backoff", end.cause, this.#backoff(exit));
@@ -496,10 +485,8 @@ export class EngineRun {
         }
         if (!this.#done) return; // never started
         // Exited, its group not yet cleared: its exit event ends the engine.
-        if (
-          this.#process.startedAt !== undefined && state !== "backoff" &&
-          state !== "waiting"
-        ) return;
+        const unspawned = state === "backoff" || state === "waiting";
+        if (this.#process.startedAt !== undefined && !unspawned) return;
         this.#nextRestart = null;
         return this.#enter("exited");
     }
@@ -562,11 +549,8 @@ export class EngineRun {
   #backoff(what: string): string {
     this.#step++;
     const delay = restartDelayMs(this.#step, this.#o.restartMaxDelayMs);
-    this.#report(
-      "warn",
-      `${what}; restart ${this.#restarts + 1} in ${delay / 1000} s`,
-      true,
-    );
+    const next = `restart ${this.#restarts + 1} in ${delay / 1000} s`;
+    this.#report("warn", `${what}; ${next}`, true);
     this.#later(delay, { kind: "backoff-over" });
     return what;
   }
@@ -580,7 +564,15 @@ export class EngineRun {
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
     this.#lastPollMs = result.ms;
-    if (result.local) return localFailure(this.#local, this.name, result.local);
+    if (result.local) {
+      // The key doubles as the summary's subject.
+      this.#local.hit(
+        `health polls of engine ${this.name} that failed on the launcher's side`,
+        () =>
+          `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${result.local}`,
+      );
+      return undefined;
+    }
     const [verdict, health] = pollVerdict(
       this.#health,
       result.ok,
@@ -607,9 +599,9 @@ export class EngineRun {
   /** To the second (a health round may be far longer): one timer per run, gone at its exit. */
   #armSilence(run: ServerProcess, ms: number): void {
     clearTimeout(this.#silence);
-    this.#silence = undefined;
-    if (ms <= 0) return;
-    this.#silence = setTimeout(() => this.#on({ kind: "silence", run }), ms);
+    this.#silence = ms > 0
+      ? setTimeout(() => this.#on({ kind: "silence", run }), ms)
+      : undefined;
   }
 
   /** While it loads: its download watched, and polled while its load holds the gate (neighbours start at its first 200, not a round later). */

@@ -6,9 +6,9 @@
  *
  * @module
  */
+import { sleep } from "../common/sleep.ts";
 import type { EngineRun } from "./engine_run.ts";
 
-/** How often and how long the loop polls. */
 export interface HealthLoopOptions {
   /** Time between the end of one round and the start of the next, in milliseconds. */
   intervalMs: number;
@@ -19,45 +19,31 @@ export interface HealthLoopOptions {
 export class HealthLoop {
   readonly #targets: readonly EngineRun[];
   readonly #options: HealthLoopOptions;
-  #timer: ReturnType<typeof setTimeout> | undefined;
-  #round: Promise<void> | undefined;
-  #stopped = false;
+  readonly #stop = new AbortController();
+  #loop: Promise<void> | undefined;
 
-  constructor(
-    targets: readonly EngineRun[],
-    options: HealthLoopOptions,
-  ) {
+  constructor(targets: readonly EngineRun[], options: HealthLoopOptions) {
     this.#targets = targets;
     this.#options = options;
   }
 
   start(): void {
-    if (this.#stopped || this.#timer !== undefined) return;
-    this.#schedule();
+    this.#loop ??= this.#run();
   }
 
-  #schedule(): void {
-    if (this.#stopped) return;
-    this.#timer = setTimeout(() => {
-      this.#timer = undefined;
-      this.#round = this.#runRound().finally(() => {
-        this.#round = undefined;
-        this.#schedule();
-      });
-    }, this.#options.intervalMs);
-  }
-
-  async #runRound(): Promise<void> {
-    await Promise.all(
-      this.#targets.map((t) => t.healthy(this.#options.timeoutMs, true)),
-    );
-    if (!this.#stopped) this.#options.onRound?.();
+  async #run(): Promise<void> {
+    const { signal } = this.#stop;
+    const { intervalMs, timeoutMs, onRound } = this.#options;
+    while (!signal.aborted) {
+      await sleep(intervalMs, signal);
+      if (signal.aborted) return;
+      await Promise.all(this.#targets.map((t) => t.healthy(timeoutMs, true)));
+      if (!signal.aborted) onRound?.();
+    }
   }
 
   async stop(): Promise<void> {
-    this.#stopped = true;
-    clearTimeout(this.#timer);
-    this.#timer = undefined;
-    await this.#round;
+    this.#stop.abort();
+    await this.#loop;
   }
 }

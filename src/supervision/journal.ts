@@ -84,21 +84,21 @@ export class Journal implements AsyncDisposable {
     this.#file?.line(JSON.stringify(line));
   }
 
-  /** Waits for what is queued, at most `ms` (a hung disk never holds a stop). */
-  flush(ms = CLOSE_MS): Promise<void> {
-    return this.#bounded(this.#file?.flush(), ms);
+  /** Waits for what is queued, a bounded time (a hung disk never holds a stop). */
+  flush(): Promise<void> {
+    return this.#bounded(this.#file?.flush());
   }
 
-  /** Writes what is queued and closes, waiting at most `ms`; the rest is dropped with a warning. */
-  close(ms = CLOSE_MS): Promise<void> {
-    return this.#bounded(this.#file?.close(), ms);
+  /** Writes what is queued and closes, a bounded time; the rest is dropped with a warning. */
+  close(): Promise<void> {
+    return this.#bounded(this.#file?.close());
   }
 
-  async #bounded(work: Promise<void> | undefined, ms: number): Promise<void> {
-    if (work && await late(work, ms)) {
+  async #bounded(work: Promise<void> | undefined): Promise<void> {
+    if (work && await late(work, CLOSE_MS)) {
       log.warn(
         `The journal ${this.path} was not written within ${
-          ms / 1000
+          CLOSE_MS / 1000
         } s (a disk that hangs?): its last events may be lost`,
       );
     }

@@ -77,27 +77,25 @@ export class EngineRecords {
     const records = [...this.#pending.values()];
     this.#pending.clear();
     const stats = procStats(records.map((r) => r.pid));
-    for (const record of records) {
-      this.#writeOne({
-        ...record,
-        startTime: stats.get(record.pid)?.startTime ?? "",
+    for (const run of records) {
+      const record: EngineRecord = {
+        ...run,
+        startTime: stats.get(run.pid)?.startTime ?? "",
         launcherPid: Deno.pid,
         launcherStartTime: this.#launcherStartTime,
-      });
-    }
-  }
-
-  #writeOne(record: EngineRecord): void {
-    const path = this.#path(record.model);
-    try {
-      // Never through a link planted at a predictable temporary name.
-      writeFileAtomicSync(path, JSON.stringify(record) + "\n");
-    } catch (error) {
-      log.warn(
-        `cannot write the record of engine ${record.model} in ${this.#dir}: ${
-          (error as Error).message
-        }`,
-      );
+      };
+      try {
+        // Never through a link planted at a predictable temporary name.
+        writeFileAtomicSync(
+          this.#path(run.model),
+          JSON.stringify(record) + "\n",
+        );
+      } catch (error) {
+        const why = (error as Error).message;
+        log.warn(
+          `cannot write the record of engine ${run.model} in ${this.#dir}: ${why}`,
+        );
+      }
     }
   }
 
@@ -111,17 +109,15 @@ export class EngineRecords {
   }
 
   #list(): { path: string; record: EngineRecord }[] {
-    let names: string[];
+    let entries: Deno.DirEntry[];
     try {
-      names = [...Deno.readDirSync(this.#dir)]
-        .filter((entry) => entry.isFile && entry.name.endsWith(SUFFIX))
-        .map((entry) => entry.name);
+      entries = [...Deno.readDirSync(this.#dir)];
     } catch {
       return [];
     }
-    return names.flatMap((name) => {
+    return entries.flatMap(({ name, isFile }) => {
       const path = `${this.#dir}/${name}`;
-      const record = readRecord(path);
+      const record = isFile && name.endsWith(SUFFIX) && readRecord(path);
       return record ? [{ path, record }] : [];
     }).sort((a, b) => a.record.model.localeCompare(b.record.model));
   }
@@ -169,7 +165,7 @@ export class EngineRecords {
         );
         await stopGroup(record.pid, graceMs, { alive: groupLiving });
         // The port is what the new launcher needs: give the kernel a moment to let go of it.
-        await portReleased(record.host, record.port, PORT_WAIT_MS);
+        await portReleased(record.host, record.port);
       }
       try {
         Deno.removeSync(path);
@@ -204,10 +200,9 @@ function groupIsRecorded(
   record: EngineRecord,
   leader: ProcStat | undefined,
 ): boolean {
-  if (leader !== undefined) {
-    return leader.startTime === record.startTime && leader.pgid === record.pid;
-  }
-  return groupLiving(record.pid);
+  return leader === undefined
+    ? groupLiving(record.pid)
+    : leader.startTime === record.startTime && leader.pgid === record.pid;
 }
 
 function readRecord(path: string): EngineRecord | undefined {
@@ -230,14 +225,10 @@ function groupLiving(pgid: number): boolean {
   );
 }
 
-async function portReleased(
-  hostname: string,
-  port: number,
-  ms: number,
-): Promise<void> {
-  const deadline = Date.now() + ms;
+async function portReleased(host: string, port: number): Promise<void> {
+  const deadline = Date.now() + PORT_WAIT_MS;
   while (Date.now() < deadline) {
-    if (isPortFree(hostname, port)) return;
+    if (isPortFree(host, port)) return;
     await sleep(50);
   }
 }

@@ -64,8 +64,6 @@ const HOPELESS: ReadonlySet<string> = new Set([
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
 
-export type CauseVerdict = "failed" | "same-delay" | "grow";
-
 /**
  * Recovery by cause: a cause a restart cannot fix ends in `failed` at its
  * second exit in a row of runs that never answered 200 (a run that served
@@ -77,7 +75,7 @@ export class CauseStreak {
   #hopeless = 0;
   #profiling = 0;
 
-  next(cause: string, served = false): CauseVerdict {
+  next(cause: string, served = false): "failed" | "same-delay" | "grow" {
     this.#hopeless = !served && HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
     if (this.#hopeless >= 2) return "failed";
     this.#profiling = cause === "gpu-memory-profiling"
@@ -125,20 +123,6 @@ export function restartDelayMs(n: number, maxMs: number): number {
   return Math.min(FIRST_RESTART_DELAY_MS * 2 ** exponent, maxMs);
 }
 
-/**
- * A run's end for a log line: `code 3`, `signal SIGKILL`, `unhealthy, then …`.
- *
- * @example
- * ```ts
- * import { describeEnd } from "./restart_policy.ts";
- * console.log(describeEnd({ code: null, signal: "SIGKILL", reason: "exit" })); // signal SIGKILL
- * ```
- */
-export function describeEnd(end: RunEnd): string {
-  const how = end.signal ? `signal ${end.signal}` : `code ${end.code}`;
-  return end.reason === "exit" ? how : `${end.reason}, then ${how}`;
-}
-
 /** What the engine run does with one health poll or silence check. */
 export type Verdict =
   /** Answered 200; `first` when it is the run's first (its load is over). */
@@ -166,12 +150,11 @@ export function pollVerdict(
   ok: boolean,
   counts: boolean,
   limit: number,
-  now: number = Date.now(),
 ): [Verdict, RunHealth] {
   if (ok) {
     const first = health.firstOkAt === undefined;
     return [{ kind: "ready", first }, {
-      firstOkAt: health.firstOkAt ?? now,
+      firstOkAt: health.firstOkAt ?? Date.now(),
       failures: 0,
     }];
   }
@@ -180,12 +163,8 @@ export function pollVerdict(
   const failures = health.failures + 1;
   const next = { ...health, failures };
   if (limit <= 0 || failures < limit) return [{ kind: "unhealthy" }, next];
-  return [{
-    kind: "stop",
-    reason: "unhealthy",
-    why:
-      `failed ${failures} health polls in a row after answering 200: stopping it (SIGTERM, then SIGKILL)`,
-  }, next];
+  const why = `failed ${failures} health polls in a row after answering 200`;
+  return [stop("unhealthy", why), next];
 }
 
 /** `--start-timeout`: a run that never answered 200 and gave no sign of life for `timeoutMs` is stopped (0: never). */
@@ -194,27 +173,24 @@ export function silenceVerdict(
   lastSignOfLife: number,
   timeoutMs: number,
   phase: string | null,
-  now: number = Date.now(),
 ): Verdict | undefined {
   if (timeoutMs <= 0 || firstOkAt !== undefined) return undefined;
-  const silent = now - lastSignOfLife;
+  const silent = Date.now() - lastSignOfLife;
   if (silent < timeoutMs) return undefined;
-  return {
-    kind: "stop",
-    reason: "start-timeout",
-    why: `has not answered 200 and wrote nothing for ${
-      Math.round(silent / 1000)
-    } s (--start-timeout${
-      phase ? `, stalled while ${phase}` : ""
-    }): stopping it (SIGTERM, then SIGKILL)`,
-  };
+  const seconds = Math.round(silent / 1000);
+  const where = phase ? `, stalled while ${phase}` : "";
+  return stop(
+    "start-timeout",
+    `has not answered 200 and wrote nothing for ${seconds} s (--start-timeout${where})`,
+  );
 }
 
 /** A ready engine that serves nothing: stopped as a liveness failure is, `seen` kept as its exit's message. */
 export function stalledVerdict(seen: string): Verdict {
-  return {
-    kind: "stop",
-    reason: "stalled",
-    why: `stalled: ${seen}: stopping it (SIGTERM, then SIGKILL)`,
-  };
+  return stop("stalled", `stalled: ${seen}`);
+}
+
+function stop(reason: EndReason, what: string): Verdict {
+  const why = `${what}: stopping it (SIGTERM, then SIGKILL)`;
+  return { kind: "stop", reason, why };
 }

@@ -10,7 +10,6 @@
 import type { ModelCard } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { askEngine, engineOrigin } from "../engines/metrics_read.ts";
-import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { METRICS_MAX_BYTES } from "../engines/prometheus_text.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
@@ -56,8 +55,6 @@ export interface ServingOptions {
   /** Nothing running nor counted this long: a canary; 0: off. */
   readonly canaryIntervalMs: number;
   readonly canaryTimeoutMs: number;
-  /** Generated tokens counted by the engine runs this one replaced. */
-  readonly generatedBefore?: number;
 }
 
 const READ_TIMEOUT_MS = 2_000;
@@ -82,11 +79,9 @@ export class ServingWatch {
   /** The metrics could not be read: warned once, until they read again. */
   #failing = false;
   /** Generated tokens of earlier runs and before counter resets; the current counter. */
-  #carried: number;
+  #carried = 0;
   #generated = 0;
   #counted = false;
-  /** What the last stall verdict saw (the exit's message). */
-  seen: string | null = null;
 
   /** `serving` absent: stalls and canaries off. */
   constructor(
@@ -99,8 +94,6 @@ export class ServingWatch {
       { stallTimeoutMs: 0, canaryIntervalMs: 0, canaryTimeoutMs: 0 };
     this.#journal = options.journal;
     this.#on = on;
-    this.#carried = this.#o.generatedBefore ?? 0;
-    this.#counted = this.#o.generatedBefore !== undefined;
   }
 
   /** The engine stops for good: what is under way ends. */
@@ -118,15 +111,25 @@ export class ServingWatch {
     return this.#counted ? this.#carried + this.#generated : undefined;
   }
 
+  /** A reload's replacement counts on from the tokens of the watch it replaces. */
+  inherit(old: ServingWatch): void {
+    this.#counted = old.#counted;
+    this.#carried = old.#carried + old.#generated;
+  }
+
   /** One round's look at `run`, in the state its health poll left it. */
   async round(run: ServerProcess, state: EngineState): Promise<void> {
     const { card, name } = this.#engine;
     const signal = this.#stop.signal;
-    if (run !== this.#run) this.#begin(run);
-    if (state !== "ready" && state !== "sleeping") {
+    if (run !== this.#run) {
+      // A new run: its counters start from 0, its marks afresh.
+      this.#carried += this.#generated;
+      this.#generated = 0;
+      this.#run = run;
       this.#forget();
-      return;
+      this.#canaryFailures = 0;
     }
+    if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
     const rule = kind && trafficRule(card, kind);
     const origin = engineOrigin(run.host, run.port);
@@ -138,8 +141,10 @@ export class ServingWatch {
         signal,
       });
     const sleep = kind?.traffic?.asleep;
+    // The plan's `env` over its `baseEnv`, without copying the whole of it each round.
+    const { env, baseEnv } = run.plan;
     const [slept, metrics] = await Promise.all([
-      sleep && (!sleep.env || envVar(run.plan, sleep.env) === "1")
+      sleep && (!sleep.env || (env[sleep.env] ?? baseEnv[sleep.env]) === "1")
         ? ask(sleep.path)
         : undefined,
       rule ? ask(rule.path) : undefined,
@@ -170,9 +175,7 @@ export class ServingWatch {
         } (traffic unknown; said once until it reads again)`,
       );
     }
-    if (this.#failing) {
-      log.info(`engine ${name}: its traffic reads again`);
-    }
+    if (this.#failing) log.info(`engine ${name}: its traffic reads again`);
     this.#failing = false;
     if (reading.generated < this.#generated) this.#carried += this.#generated;
     this.#generated = reading.generated;
@@ -184,27 +187,17 @@ export class ServingWatch {
       return;
     }
     this.#stall = stallMark(this.#stall, reading);
-    const stall = stalled(this.#stall, reading, this.#stallMs(card));
-    if (stall !== null) {
-      this.seen = stall;
-      return this.#on({ kind: "stalled", run, seen: stall });
-    }
+    const stallMs = card.stallTimeout === undefined
+      ? this.#o.stallTimeoutMs
+      : card.stallTimeout * 1000;
+    const stall = stalled(this.#stall, reading, stallMs);
+    if (stall !== null) return this.#on({ kind: "stalled", run, seen: stall });
     this.#quiet = quietMark(this.#quiet, reading);
     const canary = kind && canaryRequest(card, kind);
     const every = card.canary === false ? 0 : this.#o.canaryIntervalMs;
     if (canary && !this.#canaryBusy && canaryDue(this.#quiet, reading, every)) {
       void this.#send(run, origin + canary.path, canary.body);
     }
-  }
-
-  /** A new run: its counters start from 0, its marks afresh. */
-  #begin(run: ServerProcess): void {
-    this.#carried += this.#generated;
-    this.#generated = 0;
-    this.#run = run;
-    this.#forget();
-    this.#canaryFailures = 0;
-    this.seen = null;
   }
 
   /** No reading to go on: traffic unknown, the marks afresh. */
@@ -216,18 +209,8 @@ export class ServingWatch {
         null;
   }
 
-  #stallMs(card: ModelCard): number {
-    return card.stallTimeout === undefined
-      ? this.#o.stallTimeoutMs
-      : card.stallTimeout * 1000;
-  }
-
   /** The canary: an answer, even a refusal (4xx), is life; no answer or a 5xx, twice in a row, is a stall. */
-  async #send(
-    run: ServerProcess,
-    url: string,
-    body: unknown,
-  ): Promise<void> {
+  async #send(run: ServerProcess, url: string, body: unknown): Promise<void> {
     const { name } = this.#engine;
     const signal = this.#stop.signal;
     this.#canaryBusy = true;
@@ -258,8 +241,8 @@ export class ServingWatch {
       detail: why,
     });
     if (n < CANARY_FAILURES || this.#engine.state !== "ready") return;
-    this.seen = `${n} canary requests in a row failed (${answer.why})`;
-    this.#on({ kind: "stalled", run, seen: this.seen });
+    const seen = `${n} canary requests in a row failed (${answer.why})`;
+    this.#on({ kind: "stalled", run, seen });
   }
 }
 
@@ -271,9 +254,4 @@ function isSleeping(text: string): boolean | undefined {
   } catch {
     return undefined;
   }
-}
-
-/** One variable of the engine's environment ({@linkcode EnginePlan}'s `env` over its `baseEnv`), without copying the whole of it each round. */
-function envVar(plan: EnginePlan, name: string): string | undefined {
-  return plan.env[name] ?? plan.baseEnv[name];
 }

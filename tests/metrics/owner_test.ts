@@ -6,7 +6,7 @@
 import assert from "node:assert/strict";
 import { configureLogging, type LogLevel } from "../../src/common/log.ts";
 import { MetricsWriter } from "../../src/metrics/file.ts";
-import { ownerComment, ownerOf } from "../../src/metrics/owner.ts";
+import { ownerComment, ownerOf } from "../../src/metrics/file.ts";
 import type { MetricsSnapshot } from "../../src/metrics/text.ts";
 import { processStartTimes } from "../../src/supervision/records.ts";
 import { listDir, makeRoot } from "../support/helpers.ts";

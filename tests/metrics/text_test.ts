@@ -1,11 +1,11 @@
 import assert from "node:assert/strict";
 import { get, parse } from "../support/prometheus.ts";
 import {
-  AUTH_FAILURE_REASONS,
   type EngineMetrics,
   type MetricsSnapshot,
   renderMetrics,
 } from "../../src/metrics/text.ts";
+import { AUTH_FAILURE_REASONS } from "../../src/web/auth_failures.ts";
 
 function engine(overrides: Partial<EngineMetrics> = {}): EngineMetrics {
   return {
