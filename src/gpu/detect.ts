@@ -3,7 +3,7 @@
 // `nvidia-smi` is a warning and no pool, never an error.
 import { ConfigError } from "../common/config_error.ts";
 import { clip } from "../common/one_line.ts";
-import type { GpuDetection, GpuPool } from "./placement.ts";
+import type { GpuDetection } from "./placement.ts";
 import { parseVisibleDevices } from "./need.ts";
 import {
   type GpuQuery,

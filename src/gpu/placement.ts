@@ -196,7 +196,11 @@ export function replacePlacement(
 export function placeGpus(
   cards: readonly ModelCard[],
   pool: GpuPool | undefined,
-  options: PlaceOptions = {},
+  options: {
+    readonly held?: ReadonlyMap<string, GpuAssignment>;
+    /** Left out of automatic placement; a pin there still holds. */
+    readonly avoid?: ReadonlySet<string>;
+  } = {},
 ): Map<string, GpuAssignment> {
   const twice = cards.find((card, i) =>
     cards.findIndex((other) => other.name === card.name) < i
@@ -242,12 +246,6 @@ export function placeGpus(
     }
   }
   return result;
-}
-
-export interface PlaceOptions {
-  held?: ReadonlyMap<string, GpuAssignment>;
-  /** Left out of automatic placement; a pin there still holds. */
-  avoid?: ReadonlySet<string>;
 }
 
 function unplacedLayout(
