@@ -153,12 +153,11 @@ export function deviceOf(
   }
   if (!/^GPU-./i.test(name)) return undefined;
   const wanted = name.toLowerCase();
-  const exact = snapshot.devices.find((d) => d.uuid.toLowerCase() === wanted);
-  if (exact) return exact;
   const prefixed = snapshot.devices.filter((d) =>
     d.uuid.toLowerCase().startsWith(wanted)
   );
-  return prefixed.length === 1 ? prefixed[0] : undefined;
+  return prefixed.find((d) => d.uuid.toLowerCase() === wanted) ??
+    (prefixed.length === 1 ? prefixed[0] : undefined);
 }
 
 export function usedOn(
