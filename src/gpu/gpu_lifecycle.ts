@@ -136,12 +136,20 @@ export function runMemory(
   return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
 }
 
-export function passGate(
+/** Takes a request through the gate: each hold to `held`, then the slot; null when the wait was aborted. */
+export async function passGate(
   gate: GpuStartGate,
   request: StartRequest,
   held: (waiting: WaitingFor) => void,
 ): Promise<StartSlot | null> {
-  return gate.admit(request, held).catch(() => null); // aborted: the engine is stopping
+  try {
+    const ticket = gate.admit(request);
+    let step = await ticket.next();
+    for (; !step.done; step = await ticket.next()) held(step.value);
+    return step.value;
+  } catch {
+    return null; // aborted: the engine is stopping
+  }
 }
 
 export interface GateFacts {

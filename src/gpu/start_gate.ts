@@ -159,35 +159,33 @@ export class GpuStartGate {
     }
   }
 
-  /** The slot once the start may proceed; `held` hears what holds it at each look. Throws on abort. */
-  async admit(
-    request: StartRequest,
-    held?: (waiting: WaitingFor) => void,
-  ): Promise<StartSlot> {
+  /** Yields what holds the start at each look, then returns the slot; queues at the first `next()`. */
+  async *admit(request: StartRequest): AsyncGenerator<WaitingFor, StartSlot> {
     if (request.devices.length === 0) return { usedMiB: {}, release() {} };
     const waiter: Waiter = { request, lows: 0, noted: new Set() };
     this.#queue.push(waiter);
     try {
       while (true) {
         request.signal?.throwIfAborted();
-        let holds = this.#busy(waiter);
-        if (holds === undefined) {
-          holds = await this.#facts(waiter);
+        let held = this.#busy(waiter);
+        if (held === undefined) {
+          held = await this.#facts(waiter);
           // The world may have moved while nvidia-smi answered.
-          holds ??= this.#busy(waiter);
-          if (holds === undefined) return this.#grant(waiter);
+          held ??= this.#busy(waiter);
+          if (held === undefined) return this.#grant(waiter);
         }
         // Rule 1 waits for a wake; a release is looked at soon.
         const { intervalMs } = this.#options;
+        // Armed before the yield: a wake while the asker reads it is not lost.
         const woken = this.#wait(
-          holds.reason === "gpu-busy-loading"
+          held.reason === "gpu-busy-loading"
             ? undefined
-            : holds.reason === "gpu-memory-release"
+            : held.reason === "gpu-memory-release"
             ? Math.min(RELEASE_POLL_MS, intervalMs)
             : intervalMs,
           request.signal,
-        ); // armed before `held` runs: a wake it causes is not lost
-        held?.(holds);
+        );
+        yield held;
         await woken;
       }
     } finally {

@@ -43,18 +43,20 @@ Deno.test("a start on a sleeping engine's device counts what it takes back when 
   async function look(): Promise<string | undefined> {
     gpu.gate.changed(["0"]);
     const abort = new AbortController();
-    let detail: string | undefined;
-    const slot = await gpu.gate.admit({
+    const ticket = gpu.gate.admit({
       name: "other",
       devices: ["0"],
       memory: need,
       signal: abort.signal,
-    }, (waiting) => {
-      detail = waiting.detail;
-      abort.abort();
-    }).catch(() => undefined);
-    slot?.release();
-    return detail;
+    });
+    const step = await ticket.next();
+    if (step.done) {
+      step.value?.release();
+      return undefined;
+    }
+    abort.abort();
+    await ticket.next().catch(() => {});
+    return step.value.detail;
   }
   const round = async () => {
     await new Promise((r) => setTimeout(r, 20)); // past the snapshot's age

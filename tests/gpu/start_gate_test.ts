@@ -102,8 +102,13 @@ function ask(g: GpuStartGate, request: StartRequest) {
     error: undefined as unknown,
     waits,
   };
-  const done = g.admit(request, (waiting) => waits.push(waiting))
-    .then((slot) => state.slot = slot, (error) => state.error = error);
+  const done = (async () => {
+    const ticket = g.admit(request);
+    for (let step = await ticket.next();; step = await ticket.next()) {
+      if (step.done) return state.slot = step.value;
+      waits.push(step.value);
+    }
+  })().catch((error) => state.error = error);
   return Object.assign(state, { done });
 }
 

@@ -67,8 +67,11 @@ function gate(): GpuStartGate {
 }
 
 /** Holds `devices` at `g` as another engine's load would. */
-function hold(g: GpuStartGate, devices: string[]): Promise<StartSlot> {
-  return g.admit({ name: "neighbour", devices });
+async function hold(g: GpuStartGate, devices: string[]): Promise<StartSlot> {
+  const ticket = g.admit({ name: "neighbour", devices });
+  let step = await ticket.next();
+  while (!step.done) step = await ticket.next();
+  return step.value;
 }
 
 Deno.test("an engine that exits at once goes starting, backoff, starting …; a stop ends it in exited", async () => {
