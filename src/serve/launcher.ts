@@ -23,8 +23,8 @@ import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
 import { Journal, journalPath } from "../supervision/journal.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
-import { GpuMonitor } from "../gpu/gpu_monitor.ts";
-import { placementReport } from "../gpu/place_engines.ts";
+import { GpuMonitor } from "../gpu/nvidia_smi.ts";
+import { placementReport } from "../gpu/placement.ts";
 import type { Released } from "../gpu/start_gate.ts";
 import { OpsStance } from "../web/ops_stance.ts";
 import {

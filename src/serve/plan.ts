@@ -16,7 +16,7 @@ import {
   type Placement,
   placementEnv,
   replacePlacement,
-} from "../gpu/place_engines.ts";
+} from "../gpu/placement.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { productionRefusal } from "../web/ops_stance.ts";

@@ -9,7 +9,7 @@
 import { alignColumns } from "../common/columns.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
-import { gpuPoolLine } from "../gpu/detect.ts";
+import { gpuPoolLine } from "../gpu/placement.ts";
 import { startWaits } from "../gpu/start_order.ts";
 import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
