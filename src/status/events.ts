@@ -17,7 +17,7 @@ export interface EventsOptions {
   json?: boolean;
   /** Until `signal` aborts. */
   follow?: boolean;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   print?: (line: string) => void;
 }
 

@@ -1,13 +1,8 @@
-/**
- * The status view's command line.
- *
- * @module
- */
 import { parseArgs } from "node:util";
 import { ConfigError } from "../common/config_error.ts";
 import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
-import { fetchDetail, type StatusOptions } from "./client.ts";
+import { fetchDetail } from "./client.ts";
 import { renderTable, rowsOf } from "./table.ts";
 import { durationMs, escapedJson, showEvents } from "./events.ts";
 
@@ -98,7 +93,8 @@ function parseCli(args: readonly string[]) {
   return { ...v, port, since, watch };
 }
 
-type Cli = ReturnType<typeof parseCli>;
+/** The command line, with the token it names. */
+type Cli = ReturnType<typeof parseCli> & { token?: string | undefined };
 
 /**
  * Runs the status command line.
@@ -129,15 +125,12 @@ export async function main(
   if (cli.events) return await events(cli);
   try {
     const file = cli["token-file"];
-    const options: StatusOptions = {
+    const asked = {
       ...cli,
       token: file === undefined ? undefined : readToken(file),
     };
-    if (cli.watch === undefined) {
-      const healthy = await showOnce(options, cli);
-      return cli.check && !healthy ? 3 : 0;
-    }
-    return await watch(options, cli.watch, cli);
+    if (cli.watch !== undefined) return await watch(asked, cli.watch);
+    return (await showOnce(asked)) || !cli.check ? 0 : 3;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     console.error(message.replaceAll("\n", " "));
@@ -167,8 +160,8 @@ function readToken(path: string): string {
 }
 
 /** Whether every engine is healthy. */
-async function showOnce(options: StatusOptions, cli: Cli): Promise<boolean> {
-  const detail = await fetchDetail(options);
+async function showOnce(cli: Cli): Promise<boolean> {
+  const detail = await fetchDetail(cli);
   const rows = rowsOf(detail);
   const terminal = Deno.stdout.isTerminal();
   if (cli.json) console.log(escapedJson(JSON.stringify(detail, null, 2)));
@@ -186,26 +179,25 @@ async function showOnce(options: StatusOptions, cli: Cli): Promise<boolean> {
 }
 
 /** A failed round shows its line and goes on. */
-function watch(options: StatusOptions, seconds: number, cli: Cli) {
+async function watch(cli: Cli, seconds: number): Promise<number> {
+  using stop = onStop();
   const terminal = Deno.stdout.isTerminal();
-  return untilStopped(true, async (signal) => {
-    while (!signal.aborted) {
-      // Home and clear on a terminal; in a pipe or a log, rounds follow each other.
-      if (terminal) console.log("\x1b[H\x1b[2J");
-      console.log(`every ${seconds} s, ${new Date().toISOString()}`);
-      try {
-        await showOnce(options, cli);
-      } catch (error) {
-        if (error instanceof ConfigError) throw error;
-        console.error((error as Error).message);
-      }
-      await sleep(seconds * 1000, signal);
+  while (!stop.signal.aborted) {
+    // Home and clear on a terminal; in a pipe or a log, rounds follow each other.
+    if (terminal) console.log("\x1b[H\x1b[2J");
+    console.log(`every ${seconds} s, ${new Date().toISOString()}`);
+    try {
+      await showOnce(cli);
+    } catch (error) {
+      if (error instanceof ConfigError) throw error;
+      console.error((error as Error).message);
     }
-    return 0;
-  });
+    await sleep(seconds * 1000, stop.signal);
+  }
+  return 0;
 }
 
-function events(cli: Cli): Promise<number> | number {
+async function events(cli: Cli): Promise<number> {
   const directory = cli.directory ?? Deno.env.get("MY_LOCAL");
   if (!directory) {
     console.error(
@@ -213,27 +205,26 @@ function events(cli: Cli): Promise<number> | number {
     );
     return 1;
   }
-  return untilStopped(cli.follow, (signal) =>
-    showEvents({
-      ...cli,
-      directory,
-      signal,
-      since: cli.since === undefined ? undefined : Date.now() - cli.since,
-    }));
+  using stop = cli.follow ? onStop() : undefined;
+  return await showEvents({
+    ...cli,
+    directory,
+    signal: stop?.signal,
+    since: cli.since === undefined ? undefined : Date.now() - cli.since,
+  });
 }
 
-/** `body`'s signal aborts on SIGINT or SIGTERM (when `listen`). */
-async function untilStopped(
-  listen: boolean,
-  body: (signal: AbortSignal) => Promise<number>,
-): Promise<number> {
+const STOP_SIGNALS: Deno.Signal[] = ["SIGINT", "SIGTERM"];
+
+/** Ctrl-C ends --watch and --follow with exit 0: the signal aborts, until disposed. */
+function onStop(): { signal: AbortSignal } & Disposable {
   const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  const signals: Deno.Signal[] = listen ? ["SIGINT", "SIGTERM"] : [];
-  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
-  try {
-    return await body(stop.signal);
-  } finally {
-    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
-  }
+  const abort = () => stop.abort();
+  for (const name of STOP_SIGNALS) Deno.addSignalListener(name, abort);
+  return {
+    signal: stop.signal,
+    [Symbol.dispose]() {
+      for (const name of STOP_SIGNALS) Deno.removeSignalListener(name, abort);
+    },
+  };
 }
