@@ -3,7 +3,7 @@ import { ConfigError } from "../common/config_error.ts";
 import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
 import { fetchDetail } from "./client.ts";
-import { renderTable, rowsOf } from "./table.ts";
+import { healthy, renderTable, rowsOf } from "./table.ts";
 import { durationMs, escapedJson, showEvents } from "./events.ts";
 
 const STATUS_USAGE =
@@ -175,7 +175,7 @@ async function showOnce(cli: Cli): Promise<boolean> {
       width: terminal && !cli.wide ? Deno.consoleSize().columns : undefined,
     }));
   }
-  return rows.every((row) => row.healthy);
+  return rows.every(healthy);
 }
 
 /** A failed round shows its line and goes on. */

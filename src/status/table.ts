@@ -1,8 +1,8 @@
 /**
  * The status table over `GET /models?detail=1`: one row per engine, times as
- * people read them ("4m ago", "in 3s"), coloured only when asked. The answer
- * is read as untrusted JSON (another version of the launcher, or something
- * else): each field is used only when it has the expected type.
+ * people read them ("4m ago", "in 3s"). The answer is read as untrusted JSON
+ * (another version of the launcher, or something else): each column uses a
+ * field only when it has the expected type.
  *
  * @module
  */
@@ -18,8 +18,11 @@ export interface ModelsDetail {
   [extra: string]: unknown;
 }
 
-/** One engine as the launcher reported it (`-`, `unknown` or null where it did not). */
-export type StatusRow = ReturnType<typeof rowOf>;
+/** One engine: its catalogue name and what the launcher said of it. */
+export interface StatusRow {
+  model: string;
+  engine: Json;
+}
 
 function text(value: unknown): string | null {
   return typeof value === "string" ? value : null;
@@ -54,60 +57,16 @@ export function relativeTime(iso: string | null, now: number): string {
     : `in ${shortDuration(delta)}`;
 }
 
-function rowOf(model: string, engine: Json) {
-  const waiting = obj(engine.waiting_for);
-  const phase = text(engine.phase);
-  const traffic = obj(engine.traffic);
-  const running = num(traffic?.running);
-  const drain = obj(engine.drain);
-  const deadline = text(drain?.deadline);
-  const drained = num(drain?.running);
-  return {
-    model,
-    verb: text(engine.verb) ?? "-",
-    state: text(engine.state) ?? "unknown",
-    // Why a `waiting` engine waits (`gpu-memory-free`).
-    waitingFor: waiting && (text(waiting.reason) ?? "unknown"),
-    healthy: engine.healthy === true,
-    pid: num(engine.pid),
-    // `[]` for none, null when not placed.
-    gpus: Array.isArray(engine.gpus) ? engine.gpus.map(String) : null,
-    restarts: num(engine.restarts),
-    since: text(engine.since),
-    lastExit: obj(engine.last_exit),
-    nextRestart: text(engine.next_restart),
-    ...(phase === null ? {} : {
-      load: {
-        phase,
-        since: text(engine.phase_since),
-        progress: obj(engine.progress),
-      },
-    }),
-    url: text(engine.url) ?? "-",
-    ...(running === null ? {} : {
-      traffic: {
-        running,
-        waiting: num(traffic?.waiting) ?? 0,
-        tokensPerS: num(traffic?.tokens_per_s),
-      },
-    }),
-    // In flight at the last read (null before it), and the SIGTERM deadline.
-    ...(deadline === null ? {} : {
-      drain: {
-        inFlight: drained === null
-          ? null
-          : drained + (num(drain?.waiting) ?? 0),
-        deadline,
-      },
-    }),
-  };
-}
-
 /** In request order. */
 export function rowsOf(detail: ModelsDetail): StatusRow[] {
-  return Object.entries(detail.active).map(([model, engine]) =>
-    rowOf(model, obj(engine) ?? {})
-  );
+  return Object.entries(detail.active).map(([model, engine]) => ({
+    model,
+    engine: obj(engine) ?? {},
+  }));
+}
+
+export function healthy({ engine }: StatusRow): boolean {
+  return engine.healthy === true;
 }
 
 /** `code 3, 2m ago`, `signal SIGKILL, 5s ago`, `unhealthy, signal SIGTERM, 1h ago`, or `-`. */
@@ -149,25 +108,45 @@ function progressText(progress: Json): string {
 }
 
 /** The STATE cell: `waiting (gpu-memory-free)`, `backoff (restart in 4s)`, or the state. */
-export function stateText(row: StatusRow, now: number): string {
-  if (row.waitingFor !== null) return `${row.state} (${row.waitingFor})`;
-  if (row.state === "starting" && row.load) {
-    const { phase, since, progress } = row.load;
+export function stateText({ engine }: StatusRow, now: number): string {
+  const state = text(engine.state) ?? "unknown";
+  const waiting = obj(engine.waiting_for);
+  if (waiting) return `${state} (${text(waiting.reason) ?? "unknown"})`;
+  const phase = text(engine.phase);
+  if (state === "starting" && phase !== null) {
+    const progress = obj(engine.progress);
     const done = progress ? progressText(progress) : "";
+    const since = text(engine.phase_since);
     const ago = since === null
       ? ""
       : `, ${shortDuration(now - Date.parse(since))}`;
     return `starting (${phase}${done ? ` ${done}` : ""}${ago})`;
   }
-  if (row.state === "draining" && row.drain) {
-    const n = row.drain.inFlight;
-    const left = `SIGTERM ${relativeTime(row.drain.deadline, now)} at most`;
-    return `draining (${n === null ? "" : `${n} in flight, `}${left})`;
+  const drain = obj(engine.drain);
+  const deadline = text(drain?.deadline);
+  if (state === "draining" && deadline !== null) {
+    // In flight at the last read (null before it).
+    const running = num(drain?.running);
+    const inFlight = running === null
+      ? ""
+      : `${running + (num(drain?.waiting) ?? 0)} in flight, `;
+    return `draining (${inFlight}SIGTERM ${
+      relativeTime(deadline, now)
+    } at most)`;
   }
-  if (row.state === "backoff" && row.nextRestart !== null) {
-    return `backoff (restart ${relativeTime(row.nextRestart, now)})`;
+  const next = text(engine.next_restart);
+  if (state === "backoff" && next !== null) {
+    return `backoff (restart ${relativeTime(next, now)})`;
   }
-  return row.state;
+  return state;
+}
+
+/** Requests running and waiting, and tokens per second, when the launcher read them. */
+function traffic(engine: Json) {
+  const t = obj(engine.traffic);
+  const running = num(t?.running);
+  if (running === null) return null;
+  return { running, waiting: num(t?.waiting) ?? 0, rate: num(t?.tokens_per_s) };
 }
 
 const GREEN = "\x1b[32m";
@@ -184,51 +163,49 @@ type Column = readonly [
 
 const TABLE: readonly Column[] = [
   ["MODEL", (row) => row.model],
-  ["VERB", (row) => row.verb],
-  [
-    "STATE",
-    stateText,
-    (row) =>
-      row.state === "ready"
-        ? GREEN
-        : ["unhealthy", "exited", "failed"].includes(row.state)
-        ? RED
-        : YELLOW,
-  ],
+  ["VERB", ({ engine }) => text(engine.verb) ?? "-"],
+  ["STATE", stateText, ({ engine }) => {
+    const state = text(engine.state);
+    if (state === "ready") return GREEN;
+    return ["unhealthy", "exited", "failed"].includes(state!) ? RED : YELLOW;
+  }],
   [
     "HEALTHY",
-    (row) => row.healthy ? "yes" : "no",
-    (row) => row.healthy ? GREEN : RED,
+    (row) => healthy(row) ? "yes" : "no",
+    (row) => healthy(row) ? GREEN : RED,
   ],
-  // Running, `+N` waiting.
-  [
-    "REQ",
-    ({ traffic: t }) =>
-      t === undefined
-        ? "-"
-        : t.waiting > 0
-        ? `${t.running}+${t.waiting}`
-        : String(t.running),
-  ],
+  ["REQ", ({ engine }) => {
+    const t = traffic(engine);
+    if (t === null) return "-";
+    return t.waiting > 0 ? `${t.running}+${t.waiting}` : String(t.running);
+  }],
   // Whole from 100, else one decimal.
-  ["TOK/S", ({ traffic }) => {
-    const rate = traffic?.tokensPerS ?? null;
+  ["TOK/S", ({ engine }) => {
+    const rate = traffic(engine)?.rate ?? null;
     if (rate === null) return "-";
     return rate >= 100 ? String(Math.round(rate)) : rate.toFixed(1);
   }],
-  ["PID", (row) => String(row.pid ?? "-")],
+  ["PID", ({ engine }) => String(num(engine.pid) ?? "-")],
+  ["GPUS", ({ engine: { gpus } }) => {
+    // `[]` for none, null when not placed.
+    if (!Array.isArray(gpus)) return "-";
+    return gpus.length === 0 ? "none" : gpus.map(String).join(",");
+  }],
+  ["RESTARTS", ({ engine }) => String(num(engine.restarts) ?? "-")],
+  ["SINCE", ({ engine }, now) => relativeTime(text(engine.since), now)],
   [
-    "GPUS",
-    ({ gpus }) =>
-      gpus === null ? "-" : gpus.length === 0 ? "none" : gpus.join(","),
+    "LAST EXIT",
+    ({ engine }, now) => lastExitText(obj(engine.last_exit), now),
   ],
-  ["RESTARTS", (row) => String(row.restarts ?? "-")],
-  ["SINCE", (row, now) => relativeTime(row.since, now)],
-  ["LAST EXIT", (row, now) => lastExitText(row.lastExit, now)],
-  ["URL", (row) => row.url],
+  ["URL", ({ engine }) => text(engine.url) ?? "-"],
 ];
 
 export const COLUMNS: readonly string[] = TABLE.map(([title]) => title);
+
+/** A row's cells, cleaned: engine text may carry escapes (a retitle, a clipboard write, a faked line). */
+export function cellsOf(row: StatusRow, now: number): string[] {
+  return TABLE.map(([, cell]) => printable(cell(row, now)));
+}
 
 // The free-text columns, cut in this order down to these widths; then the
 // gaps narrow to 2; then the cuts go further. A 100-column terminal holds a
@@ -278,25 +255,16 @@ function fitCells(
   };
 }
 
-/** How to render the table. */
-export interface RenderOptions {
-  /** Epoch milliseconds, for the relative times. */
-  now: number;
-  /** ANSI colours for the title, STATE and HEALTHY. */
-  color?: boolean;
-  /** Cut the free-text columns with `…` so each line fits this many columns; unset: whole rows. */
-  width?: number | undefined;
-}
-
-/** The table as text, aligned like `docker ps`: one title line and one line per engine. */
+/**
+ * The table aligned like `docker ps`: one title line and one line per engine;
+ * `color` paints the titles, STATE and HEALTHY; `width` cuts the free text
+ * with `…` so each line fits it (unset: whole rows).
+ */
 export function renderTable(
   rows: readonly StatusRow[],
-  options: RenderOptions,
+  options: { now: number; color?: boolean; width?: number | undefined },
 ): string {
-  // Engine text may carry escapes (a retitle, a clipboard write, a faked line).
-  const all = rows.map((row) =>
-    TABLE.map(([, cell]) => printable(cell(row, options.now)))
-  );
+  const all = rows.map((row) => cellsOf(row, options.now));
   const fit = options.width === undefined
     ? { rows: all, gap: 3 }
     : fitCells(all, options.width);
