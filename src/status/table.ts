@@ -207,17 +207,15 @@ export function cellsOf(row: StatusRow, now: number): string[] {
   return TABLE.map(([, cell]) => printable(cell(row, now)));
 }
 
-// The free-text columns, cut in this order down to these widths; then the
-// gaps narrow to 2; then the cuts go further. A 100-column terminal holds a
-// row this way; `--wide` shows it whole.
-type Cuts = readonly (readonly [string, number])[];
-const CUTS: Cuts = [
+// Until a row fits: the free-text columns cut in this order down to these
+// widths, the gaps narrowed to 2, then cut further. A 100-column terminal
+// holds a row this way; `--wide` shows it whole.
+const CUTS: readonly (readonly [string, number])[] = [
   ["LAST EXIT", 9],
   ["URL", 12],
   ["STATE", 12],
   ["MODEL", 12],
-];
-const LAST_CUTS: Cuts = [
+  ["gap", 2],
   ["MODEL", 9],
   ["STATE", 9],
   ["URL", 3],
@@ -236,15 +234,12 @@ function fitCells(
   let gap = 3;
   const over = () =>
     widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1) - width;
-  const cut = (cuts: Cuts) => {
-    for (const [title, floor] of cuts) {
-      const i = COLUMNS.indexOf(title);
-      widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
-    }
-  };
-  cut(CUTS);
-  if (over() > 0) gap = 2;
-  if (over() > 0) cut(LAST_CUTS);
+  for (const [title, floor] of CUTS) {
+    if (over() <= 0) break;
+    const i = COLUMNS.indexOf(title);
+    if (i < 0) gap = floor;
+    else widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
+  }
   return {
     gap,
     rows: rows.map((cells) =>
