@@ -1,4 +1,3 @@
-/** The status view's client: where the launcher is, whether it serves TLS. @module */
 import { ConfigError } from "../common/config_error.ts";
 import { isWildcardHost, portIn, urlHost } from "../common/settings.ts";
 import { oneLine } from "../common/one_line.ts";
@@ -176,7 +175,7 @@ async function ask(
   }
 }
 
-/** `GET /models?detail=1`, the answer as received; every failure is one line. */
+/** The answer as received. */
 export async function fetchDetail(
   options: StatusOptions,
 ): Promise<ModelsDetail> {

@@ -1,10 +1,3 @@
-/**
- * `status --events`: the launcher's journal (`<directory>/logs/events.jsonl`,
- * rotated files first) printed for people, newest last, or its lines passed
- * through (`--json`); `--follow` keeps printing what is appended.
- *
- * @module
- */
 import { printable } from "../common/printable.ts";
 import { sleep } from "../common/sleep.ts";
 
@@ -15,7 +8,6 @@ export interface EventsOptions {
   /** Epoch milliseconds. */
   since?: number | undefined;
   json?: boolean;
-  /** Until `signal` aborts. */
   follow?: boolean;
   signal?: AbortSignal | undefined;
   print?: (line: string) => void;

@@ -93,7 +93,6 @@ function parseCli(args: readonly string[]) {
   return { ...v, port, since, watch };
 }
 
-/** The command line, with the token it names. */
 type Cli = ReturnType<typeof parseCli> & { token?: string | undefined };
 
 /**
@@ -124,11 +123,7 @@ export async function main(
   }
   if (cli.events) return await events(cli);
   try {
-    const file = cli["token-file"];
-    const asked = {
-      ...cli,
-      token: file === undefined ? undefined : readToken(file),
-    };
+    const asked = { ...cli, token: readToken(cli["token-file"]) };
     if (cli.watch !== undefined) return await watch(asked, cli.watch);
     return (await showOnce(asked)) || !cli.check ? 0 : 3;
   } catch (error) {
@@ -138,7 +133,8 @@ export async function main(
   }
 }
 
-function readToken(path: string): string {
+function readToken(path: string | undefined): string | undefined {
+  if (path === undefined) return undefined;
   let text: string;
   try {
     text = Deno.readTextFileSync(path);

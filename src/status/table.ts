@@ -1,29 +1,21 @@
-/**
- * The status table over `GET /models?detail=1`: one row per engine, times as
- * people read them ("4m ago", "in 3s"). The answer is read as untrusted JSON
- * (another version of the launcher, or something else): each column uses a
- * field only when it has the expected type.
- *
- * @module
- */
 import { alignColumns } from "../common/columns.ts";
 import { printable } from "../common/printable.ts";
 
-/** A JSON object as received; unknown fields are kept (and shown by `--json`). */
 export type Json = Record<string, unknown>;
 
-/** The answer: engines by catalogue name, in request order. */
+/** Engines by catalogue name, in request order. */
 export interface ModelsDetail {
   active: Record<string, Json>;
   [extra: string]: unknown;
 }
 
-/** One engine: its catalogue name and what the launcher said of it. */
 export interface StatusRow {
   model: string;
   engine: Json;
 }
 
+// The answer is untrusted JSON (another version of the launcher, or something
+// else): each column uses a field only when it has the expected type.
 function text(value: unknown): string | null {
   return typeof value === "string" ? value : null;
 }
@@ -57,7 +49,6 @@ export function relativeTime(iso: string | null, now: number): string {
     : `in ${shortDuration(delta)}`;
 }
 
-/** In request order. */
 export function rowsOf(detail: ModelsDetail): StatusRow[] {
   return Object.entries(detail.active).map(([model, engine]) => ({
     model,
@@ -141,7 +132,6 @@ export function stateText({ engine }: StatusRow, now: number): string {
   return state;
 }
 
-/** Requests running and waiting, and tokens per second, when the launcher read them. */
 function traffic(engine: Json) {
   const t = obj(engine.traffic);
   const running = num(t?.running);
@@ -154,7 +144,6 @@ const YELLOW = "\x1b[33m";
 const RED = "\x1b[31m";
 const BOLD = "\x1b[1m";
 
-/** A column: its title, its cell, and its colour when colours are asked. */
 type Column = readonly [
   title: string,
   cell: (row: StatusRow, now: number) => string,
@@ -202,7 +191,7 @@ const TABLE: readonly Column[] = [
 
 export const COLUMNS: readonly string[] = TABLE.map(([title]) => title);
 
-/** A row's cells, cleaned: engine text may carry escapes (a retitle, a clipboard write, a faked line). */
+/** Engine text may carry escapes (a retitle, a clipboard write, a faked line). */
 export function cellsOf(row: StatusRow, now: number): string[] {
   return TABLE.map(([, cell]) => printable(cell(row, now)));
 }
@@ -250,11 +239,7 @@ function fitCells(
   };
 }
 
-/**
- * The table aligned like `docker ps`: one title line and one line per engine;
- * `color` paints the titles, STATE and HEALTHY; `width` cuts the free text
- * with `…` so each line fits it (unset: whole rows).
- */
+/** Aligned like `docker ps`; `width` cuts the free text so each line fits it. */
 export function renderTable(
   rows: readonly StatusRow[],
   options: { now: number; color?: boolean; width?: number | undefined },
