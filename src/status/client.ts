@@ -158,14 +158,10 @@ async function ask(
       headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
       signal: AbortSignal.any([AbortSignal.timeout(TIMEOUT_MS), plain.signal]),
       ...(client === undefined ? {} : { client }),
-    }).catch(async (error) => {
-      const problem = await reachProblem(error, target, lookAtPlain);
-      throw new Error(
-        `Cannot reach the launcher at ${target.base}: ${problem}`,
-        {
-          cause: error,
-        },
-      );
+    }).catch(async (cause) => {
+      const problem = await reachProblem(cause, target, lookAtPlain);
+      const message = `Cannot reach the launcher at ${target.base}: ${problem}`;
+      throw new Error(message, { cause });
     });
     return { status: response.status, text: await response.text() };
   } finally {

@@ -2,7 +2,8 @@ import { printable } from "../common/printable.ts";
 import { sleep } from "../common/sleep.ts";
 
 export interface EventsOptions {
-  directory: string;
+  /** Else `MY_LOCAL`. */
+  directory?: string | undefined;
   /** This model's events and the launcher's own. */
   model?: string | undefined;
   /** Epoch milliseconds. */
@@ -59,9 +60,16 @@ export function escapedJson(line: string): string {
   );
 }
 
-/** 1 when the directory has no journal. */
+/** 1 without a journal. */
 export async function showEvents(options: EventsOptions): Promise<number> {
-  const path = `${options.directory}/logs/events.jsonl`;
+  const directory = options.directory ?? Deno.env.get("MY_LOCAL");
+  if (!directory) {
+    console.error(
+      "Cannot read the journal: no directory (pass --directory or set MY_LOCAL)",
+    );
+    return 1;
+  }
+  const path = `${directory}/logs/events.jsonl`;
   const print = options.print ?? console.log;
   const show = (line: string) => {
     const e = parsed(line);

@@ -65,7 +65,7 @@ function parseCli(args: readonly string[]) {
   const empty = (["host", "directory", "url", "token-file"] as const)
     .find((key) => v[key]?.trim() === "");
   const port = v.port === undefined ? undefined : portIn(v.port);
-  const since = v.since === undefined ? undefined : durationMs(v.since);
+  const last = v.since === undefined ? undefined : durationMs(v.since);
   const watch = v.watch === undefined ? undefined : Number(v.watch);
   // The first problem is the one said.
   const problem = [
@@ -78,7 +78,7 @@ function parseCli(args: readonly string[]) {
     }: expected an integer from 1 to 65535`,
     !v.events && (v.follow || v.model !== undefined || v.since !== undefined) &&
     "Cannot use --follow, --model or --since without --events (expected --events)",
-    v.since !== undefined && since === undefined &&
+    v.since !== undefined && last === undefined &&
     `Cannot use --since ${
       JSON.stringify(v.since)
     }: expected a duration such as 45s, 30m, 2h or 1d`,
@@ -90,6 +90,7 @@ function parseCli(args: readonly string[]) {
     "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
   ].find((message) => message !== false);
   if (problem) throw new Error(problem);
+  const since = last === undefined ? undefined : Date.now() - last;
   return { ...v, port, since, watch };
 }
 
@@ -121,7 +122,10 @@ export async function main(
     console.log(STATUS_USAGE);
     return 0;
   }
-  if (cli.events) return await events(cli);
+  if (cli.events) {
+    using stop = cli.follow ? onStop() : undefined;
+    return await showEvents({ ...cli, signal: stop?.signal });
+  }
   try {
     const asked = { ...cli, token: readToken(cli["token-file"]) };
     if (cli.watch !== undefined) return await watch(asked, cli.watch);
@@ -191,23 +195,6 @@ async function watch(cli: Cli, seconds: number): Promise<number> {
     await sleep(seconds * 1000, stop.signal);
   }
   return 0;
-}
-
-async function events(cli: Cli): Promise<number> {
-  const directory = cli.directory ?? Deno.env.get("MY_LOCAL");
-  if (!directory) {
-    console.error(
-      "Cannot read the journal: no directory (pass --directory or set MY_LOCAL)",
-    );
-    return 1;
-  }
-  using stop = cli.follow ? onStop() : undefined;
-  return await showEvents({
-    ...cli,
-    directory,
-    signal: stop?.signal,
-    since: cli.since === undefined ? undefined : Date.now() - cli.since,
-  });
 }
 
 const STOP_SIGNALS: Deno.Signal[] = ["SIGINT", "SIGTERM"];
