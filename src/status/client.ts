@@ -171,7 +171,6 @@ async function ask(
   }
 }
 
-/** The answer as received. */
 export async function fetchDetail(
   options: StatusOptions,
 ): Promise<ModelsDetail> {

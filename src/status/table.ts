@@ -88,7 +88,6 @@ function progressText(progress: Json): string {
   if (progress.unit !== "bytes") {
     return of === null ? `${done}` : `${done}/${of}`;
   }
-  // GB with one decimal once it reaches a GB, else whole MB.
   const big = Math.max(done, of ?? 0) >= 1e9;
   const size = (n: number) =>
     big
@@ -168,7 +167,6 @@ const TABLE: readonly Column[] = [
     if (t === null) return "-";
     return t.waiting > 0 ? `${t.running}+${t.waiting}` : String(t.running);
   }],
-  // Whole from 100, else one decimal.
   ["TOK/S", ({ engine }) => {
     const rate = traffic(engine)?.rate ?? null;
     if (rate === null) return "-";
@@ -212,7 +210,6 @@ const CUTS: readonly (readonly [string, number])[] = [
   ["MODEL", 5],
 ];
 
-/** The cells cut with `…`, and the gap, so that each line fits `width` as far as the cuts allow. */
 function fitCells(
   rows: string[][],
   width: number,
