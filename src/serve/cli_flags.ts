@@ -41,7 +41,7 @@ type OptionOf<T> = {
 }[keyof CliOptions];
 
 interface FlagBase {
-  /** Without `--`. */
+  /** As typed, without `--`: its option in kebab case, seconds without `Ms` (graceMs is --grace). */
   readonly name: string;
   /** One sentence for `--help`, the default left out. */
   readonly help: string;
@@ -53,7 +53,7 @@ interface FlagBase {
  * Seconds on the command line (milliseconds in the options), or a count; the
  * default is the option's in {@linkcode SEMIOSERVE_DEFAULTS}.
  */
-export interface NumberFlag extends FlagBase {
+interface NumberFlag extends FlagBase {
   readonly unit: "seconds" | "count";
   readonly option: Extract<NumberDefault, OptionOf<number>>;
   /** In the command line's unit. */
@@ -68,7 +68,7 @@ export interface BooleanFlag extends FlagBase {
 }
 
 /** A value `parse` checks (one line when bad) and converts. */
-export interface TextFlag extends FlagBase {
+interface TextFlag extends FlagBase {
   readonly unit: "text";
   readonly option: Exclude<keyof CliOptions, "models" | "help" | "version">;
   /** The placeholder in `--help`. */
@@ -80,113 +80,98 @@ export type CliFlag = (NumberFlag | BooleanFlag | TextFlag) & {
   readonly group: FlagGroup;
 };
 
+type Unnamed<F> = Omit<F, "option" | "name">;
+
 /** A row of the table: the flag without its option, which is the row's key. */
-type Row<K> = K extends NumberFlag["option"] ? Omit<NumberFlag, "option">
-  : K extends BooleanFlag["option"] ? Omit<BooleanFlag, "option">
-  : Omit<TextFlag, "option">;
+type Row<K> = K extends NumberFlag["option"] ? Unnamed<NumberFlag>
+  : K extends BooleanFlag["option"] ? Unnamed<BooleanFlag>
+  : Unnamed<TextFlag>;
+
+function seconds(min: number, help: string): Unnamed<NumberFlag> {
+  return { unit: "seconds", min, help };
+}
+
+function count(min: number, help: string): Unnamed<NumberFlag> {
+  return { unit: "count", min, help };
+}
+
+function toggle(help: string): Unnamed<BooleanFlag> {
+  return { unit: "boolean", help };
+}
+
+function text(
+  arg: string,
+  help: string,
+  parse?: (text: string) => unknown,
+): Unnamed<TextFlag> {
+  return { unit: "text", arg, help, ...parse ? { parse } : {} };
+}
 
 /** Every flag but `--help` and `--version`, by `--help` section and by option, in its order. */
 const SECTIONS = {
   Required: {
-    directory: {
-      name: "directory",
-      unit: "text",
-      arg: "D",
-      help:
-        "root holding models/ logs/ metrics/ data/ (required unless env MY_LOCAL names it)",
-    },
+    directory: text(
+      "D",
+      "root holding models/ logs/ metrics/ data/ (required unless env MY_LOCAL names it)",
+    ),
   },
   Models: {
-    catalogue: {
-      name: "catalogue",
-      unit: "text",
-      arg: "FILE",
-      help:
-        "catalogue YAML, a path or URL (default: the catalogue shipped with the package)",
-    },
+    catalogue: text(
+      "FILE",
+      "catalogue YAML, a path or URL (default: the catalogue shipped with the package)",
+    ),
   },
   Checks: {
-    dryRun: {
-      name: "dry-run",
-      unit: "boolean",
-      help:
-        "run every check a start runs (directory, catalogue, models, ${NAME}, executables, weights, GPU placement, TLS and secrets, ports), print the plan (engines, command lines, GPUs, warnings) and exit: 0 when a start would proceed, 1 with the start's error; starts nothing, writes nothing",
-    },
-    json: {
-      name: "json",
-      unit: "boolean",
-      help: "with --dry-run: the plan as one JSON object on stdout",
-    },
+    dryRun: toggle(
+      "run every check a start runs (directory, catalogue, models, ${NAME}, executables, weights, GPU placement, TLS and secrets, ports), print the plan (engines, command lines, GPUs, warnings) and exit: 0 when a start would proceed, 1 with the start's error; starts nothing, writes nothing",
+    ),
+    json: toggle("with --dry-run: the plan as one JSON object on stdout"),
   },
   "API and connections": {
-    host: {
-      name: "host",
-      unit: "text",
-      arg: "H",
-      help:
-        "host of the API and every engine (env NUCLEUS_HOST, else localhost)",
-    },
-    port: {
-      name: "port",
-      unit: "text",
-      arg: "P",
-      parse: (text) => parsePort(text, "--port"),
-      help: "management port (env NUCLEUS_PORT, else 5000)",
-    },
+    host: text(
+      "H",
+      "host of the API and every engine (env NUCLEUS_HOST, else localhost)",
+    ),
+    port: text(
+      "P",
+      "management port (env NUCLEUS_PORT, else 5000)",
+      (text) => parsePort(text, "--port"),
+    ),
     dev_mode: {
-      name: "dev_mode",
-      unit: "boolean",
-      negatable: true,
-      help:
+      ...toggle(
         'development mode, no authentication (default: env NUCLEUS_MODE starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode; --dev_mode=false or --no-dev_mode forces production mode',
+      ),
+      negatable: true,
     },
-    headerTimeoutMs: {
-      name: "header-timeout",
-      unit: "seconds",
-      min: 0.001,
-      help:
-        "an API connection that has not sent a complete request head (TLS handshake included) in this time is closed",
-    },
-    idleTimeoutMs: {
-      name: "idle-timeout",
-      unit: "seconds",
-      min: 0.001,
-      help: "an API connection idle this long is closed",
-    },
+    headerTimeoutMs: seconds(
+      0.001,
+      "an API connection that has not sent a complete request head (TLS handshake included) in this time is closed",
+    ),
+    idleTimeoutMs: seconds(0.001, "an API connection idle this long is closed"),
     maxConnections: {
-      name: "max-connections",
-      unit: "count",
-      min: 1,
+      ...count(1, "API connections open at once; more are closed at once"),
       defaultNote: ", lowered to what the open-files limit leaves room for",
-      help: "API connections open at once; more are closed at once",
     },
   },
   GPUs: {
-    gpus: {
-      name: "gpus",
-      unit: "text",
-      arg: "LIST",
-      parse: (text) => {
+    gpus: text(
+      "LIST",
+      "devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else no placement)",
+      (text) => {
         parseGpuList(text, "--gpus");
         return text;
       },
-      help:
-        "devices to hand out: 0-7, 0,2,4-5, GPU-<uuid> entries, or none (default: the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else no placement)",
-    },
-    gpuReleaseTimeoutMs: {
-      name: "gpu-release-timeout",
-      unit: "seconds",
-      min: 0,
-      help:
-        "before a restart, how long to wait for the dead run's GPU memory to be released (nvidia-smi no longer listing its pids); then a warning and the start proceeds",
-    },
+    ),
+    gpuReleaseTimeoutMs: seconds(
+      0,
+      "before a restart, how long to wait for the dead run's GPU memory to be released (nvidia-smi no longer listing its pids); then a warning and the start proceeds",
+    ),
   },
   Supervision: {
-    restart: {
-      name: "restart",
-      unit: "text",
-      arg: "POLICY",
-      parse: (text) => {
+    restart: text(
+      "POLICY",
+      "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
+      (text) => {
         if (!(RESTART_POLICIES as readonly string[]).includes(text)) {
           throw new Error(
             `Cannot use --restart=${text}: expected one of ${
@@ -196,89 +181,48 @@ const SECTIONS = {
         }
         return text;
       },
-      help:
-        "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
-    },
-    restartMaxDelayMs: {
-      name: "restart-max-delay",
-      unit: "seconds",
-      min: 1,
-      help: "cap of the restart delay, 1 s doubling per restart",
-    },
-    failedRetryMs: {
-      name: "failed-retry",
-      unit: "seconds",
-      min: 0,
-      help:
-        "a failed engine is tried again after this long, its command line resolved anew; a card's failed_retry: field wins; 0 turns this off",
-    },
-    healthIntervalMs: {
-      name: "health-interval",
-      unit: "seconds",
-      min: 0.1,
-      help: "background /health poll of every engine",
-    },
-    livenessFailures: {
-      name: "liveness-failures",
-      unit: "count",
-      min: 0,
-      help:
-        "failed polls in a row, after a first 200, that restart an engine; 0 turns this off",
-    },
-    startTimeoutMs: {
-      name: "start-timeout",
-      unit: "seconds",
-      min: 0,
-      help:
-        "a run that has not answered its first 200 and has written no output for this long is stopped and the restart policy applies; 0 turns this off",
-    },
-    stallTimeoutMs: {
-      name: "stall-timeout",
-      unit: "seconds",
-      min: 0,
-      help:
-        "a ready engine with requests running whose token counters have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
-    },
-    canaryIntervalMs: {
-      name: "canary-interval",
-      unit: "seconds",
-      min: 0,
-      help:
-        "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row: stalled; a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
-    },
-    canaryTimeoutMs: {
-      name: "canary-timeout",
-      unit: "seconds",
-      min: 0.001,
-      help: "how long a canary request may take before it counts as failed",
-    },
-    graceMs: {
-      name: "grace",
-      unit: "seconds",
-      min: 0,
-      help: "time engines get between SIGTERM and SIGKILL at shutdown",
-    },
-    drainTimeoutMs: {
-      name: "drain-timeout",
-      unit: "seconds",
-      min: 0,
-      help:
-        "before a reload restarts an engine and at shutdown, wait at most this long for a ready engine's requests in flight (read from its metrics) before SIGTERM; a card's drain_timeout wins; 0 turns this off",
-    },
+    ),
+    restartMaxDelayMs: seconds(
+      1,
+      "cap of the restart delay, 1 s doubling per restart",
+    ),
+    failedRetryMs: seconds(
+      0,
+      "a failed engine is tried again after this long, its command line resolved anew; a card's failed_retry: field wins; 0 turns this off",
+    ),
+    healthIntervalMs: seconds(0.1, "background /health poll of every engine"),
+    livenessFailures: count(
+      0,
+      "failed polls in a row, after a first 200, that restart an engine; 0 turns this off",
+    ),
+    startTimeoutMs: seconds(
+      0,
+      "a run that has not answered its first 200 and has written no output for this long is stopped and the restart policy applies; 0 turns this off",
+    ),
+    stallTimeoutMs: seconds(
+      0,
+      "a ready engine with requests running whose token counters have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
+    ),
+    canaryIntervalMs: seconds(
+      0,
+      "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row: stalled; a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
+    ),
+    canaryTimeoutMs: seconds(
+      0.001,
+      "how long a canary request may take before it counts as failed",
+    ),
+    graceMs: seconds(
+      0,
+      "time engines get between SIGTERM and SIGKILL at shutdown",
+    ),
+    drainTimeoutMs: seconds(
+      0,
+      "before a reload restarts an engine and at shutdown, wait at most this long for a ready engine's requests in flight (read from its metrics) before SIGTERM; a card's drain_timeout wins; 0 turns this off",
+    ),
   },
   Logs: {
-    logMaxBytes: {
-      name: "log-max-bytes",
-      unit: "count",
-      min: 1,
-      help: "rotate logs/<name>.log past this size",
-    },
-    logKeep: {
-      name: "log-keep",
-      unit: "count",
-      min: 0,
-      help: "rotated files kept as <name>.log.1 ... <name>.log.N",
-    },
+    logMaxBytes: count(1, "rotate logs/<name>.log past this size"),
+    logKeep: count(0, "rotated files kept as <name>.log.1 ... <name>.log.N"),
   },
 } satisfies Record<
   string,
@@ -291,7 +235,15 @@ export type FlagGroup = keyof typeof SECTIONS;
 export const CLI_FLAGS: readonly CliFlag[] = Object.entries(SECTIONS).flatMap(
   ([group, rows]) =>
     Object.entries(rows).map(([option, row]) =>
-      ({ ...row, option, group }) as CliFlag
+      ({
+        ...row,
+        name: option.replace(/Ms$/, "").replace(
+          /[A-Z]/g,
+          (letter) => `-${letter.toLowerCase()}`,
+        ),
+        option,
+        group,
+      }) as CliFlag
     ),
 );
 
