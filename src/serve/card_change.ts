@@ -11,11 +11,7 @@ import type { ModelCard } from "../catalogue.ts";
 export type CardChange = "restart" | "amend" | "same";
 
 /** The engines of a reload, by what happens to them, each in request order. */
-export interface ReloadDiff {
-  restart: string[];
-  amend: string[];
-  same: string[];
-}
+export type ReloadDiff = Record<CardChange, string[]>;
 
 /**
  * Fields that never reach the engine process. Any other field does, one added
@@ -60,11 +56,7 @@ export function cardChange(before: ModelCard, after: ModelCard): CardChange {
   return isDeepStrictEqual(a.other, b.other) ? "same" : "amend";
 }
 
-/**
- * Sorts the requested engines by what a reload does to them.
- *
- * @throws {RangeError} When the lists do not name the same engines in order.
- */
+/** @throws {RangeError} When the lists do not name the same engines in order. */
 export function diffCards(
   before: readonly ModelCard[],
   after: readonly ModelCard[],

@@ -1,9 +1,7 @@
 /**
  * The launcher's options, their defaults, and the configuration read from
- * them once when the launcher is made: the options (the command line's or an
- * embedder's) win over the variables they mirror; the secrets come from their
- * `*_FILE` files; the engines' base environment is the launcher's, captured
- * here, minus its private variables. A test holds the `@default` tags to
+ * them and the environment once, when the launcher is made: an option wins
+ * over the variable it mirrors. A test holds the `@default` tags to
  * {@linkcode SEMIOSERVE_DEFAULTS}.
  *
  * @module
@@ -121,11 +119,7 @@ type Defaulted = keyof typeof SEMIOSERVE_DEFAULTS;
 
 /** A command line (or options) that cannot be used: exit code 2. */
 export class UsageError extends Error {
-  /** @param message One line naming the input and what was expected. */
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
-  }
+  override name = "UsageError";
 }
 
 /** Everything the launcher takes from its options and its environment, frozen. */
@@ -149,11 +143,7 @@ export type Config = Readonly<
 >;
 
 /**
- * Reads the configuration: the models and the port range first (usage
- * errors), then `MY_LOCAL`, `NUCLEUS_PORT` and the secrets.
- *
- * @throws {UsageError} Without a model, or when a given port leaves no room
- *   for the engines.
+ * @throws {UsageError} Without a model, or when a given port leaves no room for the engines.
  * @throws {ConfigError} On a bad variable or secret file.
  */
 export function readConfig(

@@ -1,8 +1,6 @@
 /**
- * The difference of two plans, a value: which engines start, restart, are
- * amended or kept; a new TLS pair; a new secret; catalogue names. A start
- * applies `diff(undefined, plan)`, a reload `diff(running, next)`. Also what
- * a reload reports, and its one summary line.
+ * The difference of two plans, a value: a start applies `diff(undefined,
+ * plan)`, a reload `diff(running, next)`; and what a reload reports.
  *
  * @module
  */
@@ -17,7 +15,6 @@ export interface Changes extends ReloadDiff {
   tls?: TlsPair;
   /** The production secret changed. */
   secret: boolean;
-  /** The engine API key changed. */
   engineKey: boolean;
   catalogue: { added: string[]; removed: string[] };
 }
@@ -99,7 +96,7 @@ function some(names: readonly string[]): string {
   return names.length > MAX_NAMED ? `${named} ${more(names.length)}` : named;
 }
 
-/** The summary line of a reload, as logged (`summary` and `ms` are not read). */
+/** The summary line of a reload, as logged. */
 export function reloadSummary(
   result: Omit<ReloadResult, "summary" | "ms">,
 ): string {

@@ -23,12 +23,7 @@ import type { Config } from "./config.ts";
 import { cardChange } from "./card_change.ts";
 
 /** The TLS pair under `<directory>/ssl/`, as plain data. */
-export interface TlsPair {
-  readonly cert: string;
-  readonly key: string;
-  readonly certFile: string;
-  readonly serial: string;
-}
+export type TlsPair = Pick<SSLConfig, "cert" | "key" | "certFile" | "serial">;
 
 /** A port a start needs: `error` when it is not free. */
 export interface PortFact {
@@ -67,13 +62,7 @@ export interface GatherOptions {
   readonly signal?: AbortSignal;
 }
 
-/**
- * Reads the world for a plan.
- *
- * @throws {AssertionError} When the root directory lacks a subdirectory.
- * @throws {KeyError} When a model is not in the catalogue.
- * @throws {ConfigError | CatalogueError} On a bad root, pool or catalogue.
- */
+/** @throws {AssertionError | KeyError | ConfigError | CatalogueError} A bad root, model, pool or catalogue. */
 export async function gather(
   config: Config,
   monitor: GpuMonitor,

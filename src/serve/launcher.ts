@@ -271,11 +271,9 @@ export class Semioserve implements AsyncDisposable {
   }
 
   /**
-   * What a start would do, without doing it (the same checks): each engine's
-   * command line (the API key as `***`), devices and waits, each GPU, the
-   * warnings; a running launcher's ports and leftovers are warnings here.
+   * What a start would do, after the same checks: the plan `--dry-run --json`
+   * prints. A running launcher's ports and leftovers are warnings here.
    *
-   * @returns The plan `--dry-run --json` prints.
    * @throws The errors of {@linkcode Semioserve.prepare}.
    *
    * @example
@@ -365,7 +363,7 @@ export class Semioserve implements AsyncDisposable {
     return done;
   }
 
-  /** Applies a difference: a failed engine restarts whatever its card (the fix may be under models/). */
+  /** A failed engine restarts whatever its card: the fix may be under models/. */
   async #apply(
     changes: Changes,
     next: Plan,
