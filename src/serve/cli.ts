@@ -58,6 +58,8 @@ interface FlagBase {
   readonly help: string;
   /** Said after the default in `--help`. */
   readonly defaultNote?: string;
+  /** What `--help` writes after `--<name>`: ` SECONDS`, ` N`, `[=BOOL]`, a placeholder. */
+  readonly arg: string;
 }
 
 /**
@@ -82,8 +84,6 @@ interface BooleanFlag extends FlagBase {
 interface TextFlag extends FlagBase {
   readonly unit: "text";
   readonly option: Exclude<keyof CliOptions, "models" | "help" | "version">;
-  /** The placeholder in `--help`. */
-  readonly arg: string;
   readonly parse?: (text: string) => unknown;
 }
 
@@ -99,15 +99,15 @@ type Row<K> = K extends NumberFlag["option"] ? Unnamed<NumberFlag>
   : Unnamed<TextFlag>;
 
 function seconds(min: number, help: string): Unnamed<NumberFlag> {
-  return { unit: "seconds", min, help };
+  return { unit: "seconds", arg: " SECONDS", min, help };
 }
 
 function count(min: number, help: string): Unnamed<NumberFlag> {
-  return { unit: "count", min, help };
+  return { unit: "count", arg: " N", min, help };
 }
 
 function toggle(help: string): Unnamed<BooleanFlag> {
-  return { unit: "boolean", help };
+  return { unit: "boolean", arg: "", help };
 }
 
 function text(
@@ -115,7 +115,7 @@ function text(
   help: string,
   parse?: (text: string) => unknown,
 ): Unnamed<TextFlag> {
-  return { unit: "text", arg, help, ...parse ? { parse } : {} };
+  return { unit: "text", arg: ` ${arg}`, help, ...parse ? { parse } : {} };
 }
 
 /** Every flag but `--help` and `--version`, by `--help` section and by option, in its order. */
@@ -153,6 +153,7 @@ const SECTIONS = {
         'development mode, no authentication (default: env NUCLEUS_MODE starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode; --dev_mode=false or --no-dev_mode forces production mode',
       ),
       negatable: true,
+      arg: "[=BOOL]",
     },
     headerTimeoutMs: seconds(
       0.001,
@@ -258,19 +259,6 @@ export const CLI_FLAGS: readonly CliFlag[] = Object.entries(SECTIONS).flatMap(
     ),
 );
 
-function argOf(flag: CliFlag): string {
-  switch (flag.unit) {
-    case "seconds":
-      return " SECONDS";
-    case "count":
-      return " N";
-    case "boolean":
-      return flag.negatable ? "[=BOOL]" : "";
-    case "text":
-      return ` ${flag.arg}`;
-  }
-}
-
 /** A default as the command line spells it. */
 export function shownDefault(flag: CliFlag): string | undefined {
   const value = (SEMIOSERVE_DEFAULTS as Record<string, unknown>)[flag.option];
@@ -297,7 +285,7 @@ function wrap(text: string, width: number): string[] {
 function helpFor(group: FlagGroup): string {
   const indent = " ".repeat(HELP_COLUMN);
   return CLI_FLAGS.filter((flag) => flag.group === group).map((flag) => {
-    const head = `  --${flag.name}${argOf(flag)}`;
+    const head = `  --${flag.name}${flag.arg}`;
     const shown = shownDefault(flag);
     // The default's own words stay on one line (NBSP while wrapping).
     const text = shown === undefined
