@@ -81,11 +81,7 @@ export interface SemioserveOptions {
   logMaxBytes?: number;
   /** Rotated log files kept. @default {5} */
   logKeep?: number;
-  /**
-   * The GPUs to hand out, as `--gpus` takes them (`0-7`, `0,2,4-5`,
-   * `GPU-<uuid>`) or `none`.
-   * @default {the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else none}
-   */
+  /** The GPUs to hand out, as `--gpus` takes them (`0-7`, `0,2,4-5`, `GPU-<uuid>`) or `none`. @default {the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else none} */
   gpus?: string;
   /** Before a restart on GPUs, how long to wait for the dead run's memory (ms). @default {30000} */
   gpuReleaseTimeoutMs?: number;
@@ -105,11 +101,7 @@ export interface SemioserveOptions {
   maxConnections?: number;
   /** Aborting it shuts the launcher down, like SIGTERM. */
   signal?: AbortSignal;
-  /**
-   * Shut down on SIGTERM and SIGINT, reload on SIGHUP; false: the embedding
-   * program owns its signals and calls `reload()` itself.
-   * @default {true}
-   */
+  /** Shut down on SIGTERM and SIGINT, reload on SIGHUP; false: the embedding program owns its signals. @default {true} */
   handleSignals?: boolean;
   /** Called once the management API listens. */
   onListen?: (url: URL) => void;
