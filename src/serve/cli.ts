@@ -20,8 +20,6 @@ import {
   UsageError,
 } from "./config.ts";
 
-type D = typeof SEMIOSERVE_DEFAULTS;
-
 export type CliOptions =
   & Omit<
     SemioserveOptions,
@@ -41,10 +39,6 @@ export type CliOptions =
     dryRun?: boolean;
     json?: boolean;
   };
-
-type NumberDefault = {
-  [K in keyof D]: D[K] extends number ? K : never;
-}[keyof D];
 
 type OptionOf<T> = {
   [K in keyof CliOptions]-?: NonNullable<CliOptions[K]> extends T ? K
@@ -68,7 +62,7 @@ interface FlagBase {
  */
 interface NumberFlag extends FlagBase {
   readonly unit: "seconds" | "count";
-  readonly option: Extract<NumberDefault, OptionOf<number>>;
+  readonly option: Extract<keyof typeof SEMIOSERVE_DEFAULTS, OptionOf<number>>;
   /** In the command line's unit. */
   readonly min: number;
 }
