@@ -125,10 +125,18 @@ export async function gather(
         engines[card.name] = error as Error;
       }
     }
-    const tls = await readTls(
-      directory,
-      running?.devMode ?? config.devMode,
-      config.env.SSLKEYLOGFILE,
+    const tls = await SSLConfig.fromDirectory(directory, {
+      devMode: running?.devMode ?? config.devMode,
+      keyLogFile: config.env.SSLKEYLOGFILE,
+    }).then(
+      (pair): TlsPair | undefined =>
+        pair && {
+          cert: pair.cert,
+          key: pair.key,
+          certFile: pair.certFile,
+          serial: pair.serial,
+        },
+      (error: Error) => error,
     );
     const survey = running ? undefined : new EngineRecords(directory).survey(
       cards.map((card) => card.name),
@@ -148,27 +156,6 @@ export async function gather(
   } finally {
     // A refusal before placement leaves no nvidia-smi run behind.
     await look;
-  }
-}
-
-async function readTls(
-  directory: string,
-  devMode: boolean,
-  keyLogFile: string | undefined,
-): Promise<TlsPair | Error | undefined> {
-  try {
-    const tls = await SSLConfig.fromDirectory(directory, {
-      devMode,
-      keyLogFile,
-    });
-    return tls && {
-      cert: tls.cert,
-      key: tls.key,
-      certFile: tls.certFile,
-      serial: tls.serial,
-    };
-  } catch (error) {
-    return error as Error;
   }
 }
 
