@@ -1,9 +1,7 @@
 /**
  * The launcher's options, their defaults, and the configuration read from
- * them once when the launcher is made: the options (the command line's or an
- * embedder's) win over the variables they mirror; the secrets come from their
- * `*_FILE` files; the engines' base environment is the launcher's, captured
- * here, minus its private variables. A test holds the `@default` tags to
+ * them and the environment once, when the launcher is made: an option wins
+ * over the variable it mirrors. A test holds the `@default` tags to
  * {@linkcode SEMIOSERVE_DEFAULTS}.
  *
  * @module
@@ -83,11 +81,7 @@ export interface SemioserveOptions {
   logMaxBytes?: number;
   /** Rotated log files kept. @default {5} */
   logKeep?: number;
-  /**
-   * The GPUs to hand out, as `--gpus` takes them (`0-7`, `0,2,4-5`,
-   * `GPU-<uuid>`) or `none`.
-   * @default {the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else none}
-   */
+  /** The GPUs to hand out, as `--gpus` takes them (`0-7`, `0,2,4-5`, `GPU-<uuid>`) or `none`. @default {the launcher's CUDA_VISIBLE_DEVICES, else nvidia-smi's devices, else none} */
   gpus?: string;
   /** Before a restart on GPUs, how long to wait for the dead run's memory (ms). @default {30000} */
   gpuReleaseTimeoutMs?: number;
@@ -107,11 +101,7 @@ export interface SemioserveOptions {
   maxConnections?: number;
   /** Aborting it shuts the launcher down, like SIGTERM. */
   signal?: AbortSignal;
-  /**
-   * Shut down on SIGTERM and SIGINT, reload on SIGHUP; false: the embedding
-   * program owns its signals and calls `reload()` itself.
-   * @default {true}
-   */
+  /** Shut down on SIGTERM and SIGINT, reload on SIGHUP; false: the embedding program owns its signals. @default {true} */
   handleSignals?: boolean;
   /** Called once the management API listens. */
   onListen?: (url: URL) => void;
@@ -121,11 +111,7 @@ type Defaulted = keyof typeof SEMIOSERVE_DEFAULTS;
 
 /** A command line (or options) that cannot be used: exit code 2. */
 export class UsageError extends Error {
-  /** @param message One line naming the input and what was expected. */
-  constructor(message: string) {
-    super(message);
-    this.name = "UsageError";
-  }
+  override name = "UsageError";
 }
 
 /** Everything the launcher takes from its options and its environment, frozen. */
@@ -149,11 +135,7 @@ export type Config = Readonly<
 >;
 
 /**
- * Reads the configuration: the models and the port range first (usage
- * errors), then `MY_LOCAL`, `NUCLEUS_PORT` and the secrets.
- *
- * @throws {UsageError} Without a model, or when a given port leaves no room
- *   for the engines.
+ * @throws {UsageError} Without a model, or when a given port leaves no room for the engines.
  * @throws {ConfigError} On a bad variable or secret file.
  */
 export function readConfig(

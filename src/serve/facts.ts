@@ -22,12 +22,7 @@ import type { Config } from "./config.ts";
 import { cardChange } from "./card_change.ts";
 
 /** The TLS pair under `<directory>/ssl/`, as plain data. */
-export interface TlsPair {
-  readonly cert: string;
-  readonly key: string;
-  readonly certFile: string;
-  readonly serial: string;
-}
+export type TlsPair = Pick<SSLConfig, "cert" | "key" | "certFile" | "serial">;
 
 /** A port a start needs: `error` when it is not free. */
 export interface PortFact {
@@ -66,13 +61,7 @@ export interface GatherOptions {
   readonly signal?: AbortSignal;
 }
 
-/**
- * Reads the world for a plan.
- *
- * @throws {AssertionError} When the root directory lacks a subdirectory.
- * @throws {KeyError} When a model is not in the catalogue.
- * @throws {ConfigError | CatalogueError} On a bad root, pool or catalogue.
- */
+/** @throws {AssertionError | KeyError | ConfigError | CatalogueError} A bad root, model, pool or catalogue. */
 export async function gather(
   config: Config,
   monitor: GpuMonitor,
@@ -135,10 +124,18 @@ export async function gather(
         engines[card.name] = error as Error;
       }
     }
-    const tls = await readTls(
-      directory,
-      running?.devMode ?? config.devMode,
-      config.env.SSLKEYLOGFILE,
+    const tls = await SSLConfig.fromDirectory(directory, {
+      devMode: running?.devMode ?? config.devMode,
+      keyLogFile: config.env.SSLKEYLOGFILE,
+    }).then(
+      (pair): TlsPair | undefined =>
+        pair && {
+          cert: pair.cert,
+          key: pair.key,
+          certFile: pair.certFile,
+          serial: pair.serial,
+        },
+      (error: Error) => error,
     );
     const survey = running ? undefined : new EngineRecords(directory).survey(
       cards.map((card) => card.name),
@@ -158,27 +155,6 @@ export async function gather(
   } finally {
     // A refusal before placement leaves no nvidia-smi run behind.
     await look;
-  }
-}
-
-async function readTls(
-  directory: string,
-  devMode: boolean,
-  keyLogFile: string | undefined,
-): Promise<TlsPair | Error | undefined> {
-  try {
-    const tls = await SSLConfig.fromDirectory(directory, {
-      devMode,
-      keyLogFile,
-    });
-    return tls && {
-      cert: tls.cert,
-      key: tls.key,
-      certFile: tls.certFile,
-      serial: tls.serial,
-    };
-  } catch (error) {
-    return error as Error;
   }
 }
 

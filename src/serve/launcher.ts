@@ -1,7 +1,5 @@
 /**
- * The launcher: {@linkcode Semioserve} reads its config once, gathers the
- * facts, plans a value and applies the difference from what runs (nothing, at
- * start; the running plan, at a reload) in one place, then serves the
+ * The launcher: config → facts → plan → diff from what runs → apply, then the
  * management API over the engines until it stops them.
  *
  * @module
@@ -90,7 +88,7 @@ export class Semioserve implements AsyncDisposable {
   /** The resolved management port. */
   readonly port!: number;
   #config!: Config;
-  /** The one road to GPU facts: the plan's look, the gate, the memory rounds. */
+  /** One for the plan's look, the gate and the memory rounds. */
   #gpus!: GpuMonitor;
   #live: Live | undefined;
   #server: GuardedServer | undefined;
@@ -99,7 +97,6 @@ export class Semioserve implements AsyncDisposable {
   #shutdown = Promise.withResolvers<void>();
   /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
   #stopping = new AbortController();
-  /** The metrics file and the reload counts, while the engines run. */
   #record: LauncherRecord | undefined;
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
@@ -223,11 +220,7 @@ export class Semioserve implements AsyncDisposable {
     };
   }
 
-  /**
-   * One engine run for a plan (nothing started); the replacement of `old`
-   * keeps its log (its counts come with `inherit`) and waits for its GPU
-   * memory to be `released`.
-   */
+  /** The replacement of `old` keeps its log and waits for its GPU memory to be `released`. */
   #engineRun(
     plan: EnginePlan,
     { records, journal, gpu }: Pick<Live, "records" | "journal" | "gpu">,
@@ -257,7 +250,6 @@ export class Semioserve implements AsyncDisposable {
     });
   }
 
-  /** A reload changed what reaches engine `index`: the old run stops, the new one takes its place and starts. */
   async #replace(index: number, plan: EnginePlan): Promise<void> {
     const live = this.#live!;
     const { supervisors, gpu, watchdog } = live;
@@ -269,7 +261,7 @@ export class Semioserve implements AsyncDisposable {
       `the reload's restart of engine ${old.name}`,
     );
     const released = old.gpuReleased();
-    // A ready engine drains first; the new run starts once the old one is gone (its port).
+    // The new run starts once the old one is gone (its port).
     await old.stop(this.#config.graceMs, { keepLog: true, why: "reload" });
     const fresh = this.#engineRun(plan, live, old, released);
     fresh.inherit(old);
@@ -279,11 +271,9 @@ export class Semioserve implements AsyncDisposable {
   }
 
   /**
-   * What a start would do, without doing it (the same checks): each engine's
-   * command line (the API key as `***`), devices and waits, each GPU, the
-   * warnings; a running launcher's ports and leftovers are warnings here.
+   * What a start would do, after the same checks: the plan `--dry-run --json`
+   * prints. A running launcher's ports and leftovers are warnings here.
    *
-   * @returns The plan `--dry-run --json` prints.
    * @throws The errors of {@linkcode Semioserve.prepare}.
    *
    * @example
@@ -373,7 +363,7 @@ export class Semioserve implements AsyncDisposable {
     return done;
   }
 
-  /** Applies a difference: a failed engine restarts whatever its card (the fix may be under models/). */
+  /** A failed engine restarts whatever its card: the fix may be under models/. */
   async #apply(
     changes: Changes,
     next: Plan,

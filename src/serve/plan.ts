@@ -1,9 +1,7 @@
 /**
- * A plan is a value: `plan(config, facts, running?)` computes, without I/O,
- * what runs (one {@linkcode EnginePlan} per model, their placement, the mode,
- * the TLS pair and the secrets) and throws the first refusal in start-up's
- * order. `--dry-run` renders it, a start applies it, a reload applies its
- * difference from the running one (`diff.ts`).
+ * What runs, as a value computed without I/O; the first refusal in start-up's
+ * order is thrown. `--dry-run` renders it, a start applies it, a reload
+ * applies its difference from the running one (`diff.ts`).
  *
  * @module
  */

@@ -1,8 +1,6 @@
 /**
- * A plan rendered: `--dry-run --json` and {@linkcode Semioserve.plan}
- * ({@linkcode startPlan}), and the text for people ({@linkcode renderPlan}).
- * The JSON is a contract for scripts: `snake_case` keys, none renamed or
- * removed.
+ * A plan rendered: the JSON of `--dry-run --json` and {@linkcode Semioserve.plan},
+ * a contract for scripts (no key renamed or removed), and the text for people.
  *
  * @module
  */
@@ -41,12 +39,9 @@ export interface StartPlan {
   /** One entry per engine, in request order. */
   engines: {
     name: string;
-    /** What the model does (`chat`, `embed` …). */
     verb: string;
     port: number;
-    /** Its OpenAI-compatible base URL. */
     url: string;
-    /** The engine kind (`vllm`, `llama.cpp`, `sglang`, `command`). */
     engine: string;
     /** Its devices; `[]` for none, null when not placed. */
     gpus: string[] | null;
@@ -66,9 +61,8 @@ export interface StartPlan {
   gpus: {
     /** The entry as `CUDA_VISIBLE_DEVICES` gets it. */
     device: string;
-    /** Its memory in MiB, from `nvidia-smi`; null when unknown. */
+    /** From `nvidia-smi`; null when unknown. */
     total_mib: number | null;
-    /** Its free memory in MiB now; null when unknown. */
     free_mib: number | null;
     /** The engines placed on it, with the share each takes (1: the whole device). */
     engines: { name: string; share: number }[];
@@ -76,7 +70,6 @@ export interface StartPlan {
     need_mib: number | null;
     /** Processes holding memory there now; no engine of this plan runs yet. */
     holders: {
-      /** As the driver reports it. */
       pid: number;
       used_mib: number;
       /** What it is: its command name, a running launcher's engine, or `not visible here`. */
@@ -172,33 +165,67 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
   };
 }
 
-/** The engine table's columns; those the status view shows too come in its order. */
-export const PLAN_COLUMNS = [
-  "MODEL",
-  "VERB",
-  "ENGINE",
-  "PORT",
-  "GPUS",
-  "WAITS FOR",
-  "URL",
-  "LOG",
-] as const;
+/** Each column's title and its cell. */
+type Table<T> = readonly (readonly [string, (row: T) => string])[];
 
-const GPU_COLUMNS = [
-  "GPU",
-  "TOTAL",
-  "FREE",
-  "ENGINES",
-  "THEY NEED",
-  "HELD BY OTHERS",
-] as const;
+/** Those the status view shows too come in its order. */
+const ENGINE_TABLE: Table<PlanEngine> = [
+  ["MODEL", (e) => e.name],
+  ["VERB", (e) => e.verb],
+  ["ENGINE", (e) => e.engine],
+  ["PORT", (e) => String(e.port)],
+  [
+    "GPUS",
+    (e) =>
+      e.gpus === null
+        ? "-"
+        : e.gpus.length === 0
+        ? "none"
+        : e.share !== null && e.share < 1
+        ? `${e.gpus.join(",")} (${e.share})`
+        : e.gpus.join(","),
+  ],
+  ["WAITS FOR", (e) => e.waits_for.join(",") || "-"],
+  ["URL", (e) => e.url],
+  ["LOG", (e) => e.log],
+];
+
+export const PLAN_COLUMNS: readonly string[] = ENGINE_TABLE.map(([title]) =>
+  title
+);
+
+const GPU_TABLE: Table<PlanGpu> = [
+  ["GPU", (g) => g.device],
+  ["TOTAL", (g) => mib(g.total_mib)],
+  ["FREE", (g) => g.error ?? mib(g.free_mib)],
+  [
+    "ENGINES",
+    (g) =>
+      g.engines.map((e) => e.share < 1 ? `${e.name} ${e.share}` : e.name)
+        .join(", ") || "-",
+  ],
+  ["THEY NEED", (g) => mib(g.need_mib)],
+  [
+    "HELD BY OTHERS",
+    (g) =>
+      g.holders.map((h) => `pid ${h.pid} (${h.process}, ${h.used_mib} MiB)`)
+        .join("; ") || "-",
+  ],
+];
+
+function table<T>(columns: Table<T>, rows: readonly T[]): string {
+  return alignColumns(
+    columns.map(([title]) => title),
+    rows.map((row) => columns.map(([, cell]) => cell(row))),
+  );
+}
 
 /** The plan for people, ending without a newline. */
 export function renderPlan(plan: StartPlan): string {
   const out = [
     `Plan (dry run: nothing started): ${plan.engines.length} engine(s), management API ${plan.management_url}, root ${plan.directory}`,
     "",
-    alignColumns(PLAN_COLUMNS, plan.engines.map(engineCells)),
+    table(ENGINE_TABLE, plan.engines),
     "",
     "Command lines:",
   ];
@@ -211,9 +238,7 @@ export function renderPlan(plan: StartPlan): string {
     out.push(`    ${engine.command.map(shellWord).join(" ")}`);
   }
   out.push("", plan.gpu_pool);
-  if (plan.gpus.length > 0) {
-    out.push(alignColumns(GPU_COLUMNS, plan.gpus.map(gpuCells)));
-  }
+  if (plan.gpus.length > 0) out.push(table(GPU_TABLE, plan.gpus));
   out.push("");
   if (plan.warnings.length === 0) out.push("No warnings.");
   else {
@@ -221,43 +246,6 @@ export function renderPlan(plan: StartPlan): string {
     for (const warning of plan.warnings) out.push(`  ${warning}`);
   }
   return out.join("\n");
-}
-
-function engineCells(e: PlanEngine): string[] {
-  const gpus = e.gpus === null
-    ? "-"
-    : e.gpus.length === 0
-    ? "none"
-    : e.share !== null && e.share < 1
-    ? `${e.gpus.join(",")} (${e.share})`
-    : e.gpus.join(",");
-  return [
-    e.name,
-    e.verb,
-    e.engine,
-    String(e.port),
-    gpus,
-    e.waits_for.length === 0 ? "-" : e.waits_for.join(","),
-    e.url,
-    e.log,
-  ];
-}
-
-function gpuCells(g: PlanGpu): string[] {
-  return [
-    g.device,
-    mib(g.total_mib),
-    g.error ?? mib(g.free_mib),
-    g.engines.length === 0
-      ? "-"
-      : g.engines.map((e) => e.share < 1 ? `${e.name} ${e.share}` : e.name)
-        .join(", "),
-    mib(g.need_mib),
-    g.holders.length === 0
-      ? "-"
-      : g.holders.map((h) => `pid ${h.pid} (${h.process}, ${h.used_mib} MiB)`)
-        .join("; "),
-  ];
 }
 
 function mib(value: number | null): string {

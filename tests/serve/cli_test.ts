@@ -5,12 +5,13 @@
  */
 import assert from "node:assert/strict";
 import {
+  CLI_FLAGS,
   FLAG_NAMES,
   parseCli,
+  shownDefault,
   USAGE,
   UsageError,
 } from "../../src/serve/cli.ts";
-import { CLI_FLAGS, shownDefault } from "../../src/serve/cli_flags.ts";
 import { SEMIOSERVE_DEFAULTS } from "../../src/serve/config.ts";
 import { ROOT_SUBDIRECTORIES } from "../../src/common/settings.ts";
 import { Registry } from "../../src/catalogue.ts";
