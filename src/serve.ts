@@ -25,7 +25,7 @@ export {
   planEngine,
 } from "./engines/engine_plan.ts";
 export { OpsStance } from "./web/ops_stance.ts";
-export type { SemioserveOptions } from "./serve/options.ts";
+export type { SemioserveOptions } from "./serve/config.ts";
 export type { EngineView } from "./supervision/engine_detail.ts";
 export type { ExitCause, LoadPhase } from "./engines/kinds/engine_kind.ts";
 export type { EngineState } from "./supervision/restart_policy.ts";

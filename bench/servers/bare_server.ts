@@ -11,7 +11,7 @@
  * @module
  */
 import { serveGuarded } from "../../src/http/connection_guard.ts";
-import { SEMIOSERVE_DEFAULTS } from "../../src/serve/options.ts";
+import { SEMIOSERVE_DEFAULTS } from "../../src/serve/config.ts";
 
 const BODY = JSON.stringify({ status: "ok", models: 1 });
 

@@ -1,15 +1,12 @@
 /**
- * The card reader: a catalogue's YAML validated into frozen model cards,
- * field by field.
- *
- * Folder `catalogue/`: the catalogue's YAML, its cards, `${NAME}` expansion
- * and its errors; public through `catalogue.ts`. It knows nothing of
- * processes, HTTP or GPUs.
+ * A catalogue's YAML validated into frozen model cards, field by field.
+ * Folder `catalogue/`: the YAML, the cards, `${NAME}` expansion, the errors;
+ * public through `catalogue.ts`. It knows nothing of processes, HTTP or GPUs.
  *
  * @module
  */
 import { isMap, isSeq } from "yaml";
-import { hint } from "./catalogue_error.ts";
+import { hint, UnsetVariableError } from "./catalogue_error.ts";
 import {
   type CardMetrics,
   ENGINE_NAMES,
@@ -18,30 +15,24 @@ import {
   RESTART_POLICIES,
   Verb,
 } from "./model_card.ts";
-import {
-  expandText,
-  referenceProblem,
-  UnsetVariableError,
-} from "./card_expand.ts";
 import { clip, Context, describe, Field } from "./yaml_nodes.ts";
 
 const VERBS: readonly Verb[] = Object.values(Verb);
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
-// Names become file names, the longest the temporary
-// `data/.<name>.engine.json.<16 hex>.tmp` (34 bytes
-// more): 128 leaves room under Linux's 255-byte limit.
+// Names become file names, the longest `data/.<name>.engine.json.<16 hex>.tmp`
+// (34 bytes more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
 const COMMAND = "command";
 const MODALITIES: readonly Modality[] = Object.values(Modality);
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SAMPLE_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const METRICS_KEYS: Record<string, keyof CardMetrics> = {
-  path: "path",
-  running: "running",
-  waiting: "waiting",
-  prompt_tokens: "promptTokens",
-  generated_tokens: "generatedTokens",
-};
+const METRICS_KEYS = [
+  "path",
+  "running",
+  "waiting",
+  "prompt_tokens",
+  "generated_tokens",
+];
 const METRICS =
   "a mapping of path (default /metrics), running, waiting, prompt_tokens and generated_tokens to Prometheus sample names";
 
@@ -49,54 +40,31 @@ type Card = { -readonly [K in keyof ModelCard]: ModelCard[K] };
 /** What an expandable value passes through: at load its references are checked, at expansion replaced. */
 type Expand = (f: Field, text: string) => string;
 
-type Reader = (f: Field, expand: Expand) => unknown;
-
-/** A card property and the reader of the field that sets it. */
-function sets<K extends keyof Card>(
-  key: K,
-  read: (f: Field, expand: Expand) => Card[K],
-): [keyof Card, Reader] {
-  return [key, read];
-}
-
-/** Each card field, in the order the reader checks them and messages list them. */
-const FIELDS: Record<string, [keyof Card, Reader]> = {
-  verb: sets("verb", (f) => oneOf(f, VERBS)),
-  modality: sets("modality", readModality),
-  hub: sets("hub", (f) => text(f, "a hub identifier such as org/model")),
-  local: sets("local", readLocal),
-  engine: sets("engine", (f) => oneOf(f, ENGINE_NAMES)),
-  executable: sets(
-    "executable",
-    (f, expand) => expand(f, text(f, "a program name or path")),
-  ),
-  command: sets("command", readCommand),
-  args: sets("args", readArgs),
-  env: sets("env", readEnv),
-  description: sets("description", (f) => text(f, "a text", true)),
-  restart: sets("restart", (f) => oneOf(f, RESTART_POLICIES)),
-  failed_retry: sets(
-    "failedRetry",
-    (f) =>
-      seconds(
-        f,
-        "seconds ≥ 0 before a failed engine is tried again (0: never)",
-      ),
-  ),
-  drain_timeout: sets(
-    "drainTimeout",
-    (f) => seconds(f, "a number of seconds, 0 or more (0: no drain)"),
-  ),
-  gpus: sets("gpus", readGpus),
-  metrics: sets("metrics", readMetrics),
-  stall_timeout: sets(
-    "stallTimeout",
-    (f) => seconds(f, "seconds (0 or more; 0 turns stall detection off)"),
-  ),
-  canary: sets("canary", (f) => {
+/** Each card field's reader, in the order the reader checks them and messages list them. */
+const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
+  verb: (f) => oneOf(f, VERBS),
+  modality: readModality,
+  hub: (f) => text(f, "a hub identifier such as org/model"),
+  local: readLocal,
+  engine: (f) => oneOf(f, ENGINE_NAMES),
+  executable: (f, expand) => expand(f, text(f, "a program name or path")),
+  command: readCommand,
+  args: readArgs,
+  env: readEnv,
+  description: (f) => text(f, "a text", true),
+  restart: (f) => oneOf(f, RESTART_POLICIES),
+  failed_retry: (f) =>
+    seconds(f, "seconds ≥ 0 before a failed engine is tried again (0: never)"),
+  drain_timeout: (f) =>
+    seconds(f, "a number of seconds, 0 or more (0: no drain)"),
+  gpus: readGpus,
+  metrics: readMetrics,
+  stall_timeout: (f) =>
+    seconds(f, "seconds (0 or more; 0 turns stall detection off)"),
+  canary: (f) => {
     if (typeof f.scalar !== "boolean") f.expected("true or false");
-    return f.scalar as boolean;
-  }),
+    return f.scalar;
+  },
 };
 const FIELD_NAMES = Object.keys(FIELDS);
 
@@ -112,15 +80,8 @@ export function readCatalogue(
   file: string,
 ): Map<string, ReadCard> {
   const ctx: Context = new Context(text, file);
-  const top = new Field(ctx, ctx.contents, {});
-  if (!isMap(top.value)) {
-    top.fail(
-      `expected a mapping with the one key 'models', got ${
-        describe(top.value)
-      }`,
-      top.value,
-    );
-  }
+  const top = new Field(ctx, ctx.contents, { node: ctx.contents });
+  if (!isMap(top.value)) top.expected("a mapping with the one key 'models'");
   let models: Field | undefined;
   for (const [key, entry] of top.entries()) {
     if (key !== "models") {
@@ -180,31 +141,41 @@ export function readCatalogue(
   return cards;
 }
 
+/** `${NAME}`, or `$${` for a literal `${`. */
+const REFERENCE = /\$\$\{|\$\{(?:([A-Za-z_][A-Za-z0-9_]*)\})?/g;
+
 /** References are checked at load time: a typo fails even in a card nobody requests. */
 function checkReferences(f: Field, text: string): string {
-  const problem = referenceProblem(text);
-  if (problem !== undefined) f.fail(problem);
+  for (const found of text.matchAll(REFERENCE)) {
+    if (found[0] === "$${" || found[1] !== undefined) continue;
+    f.fail(
+      `bad reference '${
+        text.slice(found.index, found.index + 24)
+      }' (expected \${NAME} with a name of letters, digits and _, or $\${ for a literal \${)`,
+    );
+  }
   return text;
 }
 
-/**
- * The card read again with every `${NAME}` in its `executable`, `command`,
- * `args` values and `env` values replaced from `env`; `card` itself when
- * nothing changes.
- */
+/** The card read again with its `${NAME}`s replaced from `env`; `card` itself when nothing changes. */
 export function expandCard(
   { card, body }: ReadCard,
   env: Readonly<Record<string, string | undefined>>,
 ): ModelCard {
   let changed = false;
   const expanded = readCard(body, (f, text) => {
-    const out = expandText(text, (name) => {
+    // A bad reference never gets here: the load refused it.
+    const out = text.replace(REFERENCE, (match, name?: string) => {
+      if (name === undefined) return match === "$${" ? "${" : match;
       const found = env[name];
       if (found !== undefined) return found;
-      throw new UnsetVariableError(body.ctx.file, card.name, {
-        field: f.where.field ?? "",
-        line: f.ctx.lineOf(f.where.node) ?? 0,
-      }, name);
+      throw new UnsetVariableError(
+        body.ctx.file,
+        card.name,
+        f.where.field ?? "",
+        f.ctx.lineOf(f.where.node) ?? 0,
+        name,
+      );
     });
     changed ||= out !== text;
     return out;
@@ -246,65 +217,65 @@ function readCard(body: Field, expand: Expand): ModelCard {
     args: Object.freeze([]),
     env: Object.freeze({}),
   } as unknown as Card;
-  for (const [field, [key, read]] of Object.entries(FIELDS)) {
+  for (const [field, read] of Object.entries(FIELDS)) {
     const value = given.get(field);
     if (value !== undefined) {
-      (card as Record<string, unknown>)[key] = Object.freeze(
+      (card as Record<string, unknown>)[camel(field)] = Object.freeze(
         read(value, expand),
       );
     }
-    AFTER[field]?.(card, given, body);
+    checkAfter(field, card, given, body);
   }
   return Object.freeze(card);
 }
 
 /** The checks across fields, each made once the field it follows is read. */
-const AFTER: Record<
-  string,
-  (card: Card, given: Map<string, Field>, body: Field) => void
-> = {
-  verb(_card, given, body) {
-    if (!given.has("verb")) {
-      body.ctx.fail(
-        { ...body.where, field: "verb" },
-        `missing (expected one of ${VERBS.join(", ")})`,
+function checkAfter(
+  field: string,
+  card: Card,
+  given: Map<string, Field>,
+  body: Field,
+): void {
+  const at = (name: string, node = body.where.node) => ({
+    ...body.where,
+    field: name,
+    node,
+  });
+  if (field === "verb" && !given.has("verb")) {
+    body.ctx.fail(at("verb"), `missing (expected one of ${VERBS.join(", ")})`);
+  }
+  if (field === "local" && card.hub === undefined && !given.has("local")) {
+    body.ctx.fail(
+      at("hub"),
+      "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
+    );
+  }
+  if (field !== "engine") return;
+  if (card.engine === COMMAND && !given.has("command")) {
+    body.ctx.fail(
+      at("command", given.get("engine")?.value),
+      'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
+    );
+  }
+  for (const only of ["command", "metrics"]) {
+    const f = given.get(only);
+    if (card.engine !== COMMAND && f !== undefined) {
+      f.fail(
+        `not allowed with engine ${card.engine} (expected only with engine: command${
+          only === "metrics" ? "; the other engines name their own" : ""
+        })`,
+        f.key,
       );
     }
-  },
-  local(card, given, body) {
-    if (card.hub === undefined && !given.has("local")) {
-      body.ctx.fail(
-        { ...body.where, field: "hub" },
-        "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
-      );
-    }
-  },
-  engine(card, given, body) {
-    if (card.engine === COMMAND && !given.has("command")) {
-      body.ctx.fail(
-        {
-          ...body.where,
-          field: "command",
-          node: given.get("engine")?.value ?? body.where.node,
-        },
-        'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
-      );
-    }
-    for (const only of ["command", "metrics"]) {
-      const field = given.get(only);
-      if (card.engine !== COMMAND && field !== undefined) {
-        field.fail(
-          `not allowed with engine ${card.engine} (expected only with engine: command${
-            only === "metrics" ? "; the other engines name their own" : ""
-          })`,
-          field.key,
-        );
-      }
-    }
-  },
-};
+  }
+}
 
 // The field readers: each takes one value of a card and returns it checked.
+
+/** `failed_retry` → `failedRetry`. */
+function camel(key: string): string {
+  return key.replace(/_(.)/g, (_, c: string) => c.toUpperCase());
+}
 
 function text(f: Field, expected: string, allowEmpty = false): string {
   const value = f.scalar;
@@ -314,7 +285,6 @@ function text(f: Field, expected: string, allowEmpty = false): string {
   return value;
 }
 
-/** Seconds, 0 or more; `expected` says what they are for. */
 function seconds(f: Field, expected: string): number {
   const value = f.scalar;
   if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
@@ -462,25 +432,24 @@ function readMetrics(f: Field): CardMetrics {
   if (!isMap(f.value)) f.expected(METRICS);
   const read: Record<string, string> = { path: "/metrics" };
   for (const [key, entry] of f.entries()) {
-    if (!Object.hasOwn(METRICS_KEYS, key)) {
+    if (!METRICS_KEYS.includes(key)) {
       entry.fail(`unknown key (expected ${METRICS})`, entry.key);
     }
-    const name = METRICS_KEYS[key]!;
     const value = entry.scalar;
     if (
       typeof value !== "string" ||
-      !(name === "path" ? /^\/\S*$/.test(value) : SAMPLE_NAME.test(value))
+      !(key === "path" ? /^\/\S*$/.test(value) : SAMPLE_NAME.test(value))
     ) {
       entry.expected(
-        name === "path"
+        key === "path"
           ? "a path such as /metrics"
           : "a Prometheus sample name such as my_engine:requests_running",
       );
     }
-    read[name] = value as string;
+    read[camel(key)] = value as string;
   }
-  for (const [key, name] of Object.entries(METRICS_KEYS)) {
-    if (read[name] === undefined) {
+  for (const key of METRICS_KEYS) {
+    if (read[camel(key)] === undefined) {
       f.fail(`${key} is missing (expected ${METRICS})`);
     }
   }

@@ -92,20 +92,16 @@ export class CatalogueError extends InputError {
     } = {},
   ) {
     const { card, field, line, cause } = options;
-    const where = [
-      card === undefined ? "" : `card '${card}'`,
-      field === undefined ? "" : `field '${field}'`,
-    ].filter(Boolean).join(", ");
-    const prefix = line === undefined
-      ? where
-      : where
-      ? `${where} (line ${line})`
-      : `line ${line}`;
+    let where = [
+      card === undefined ? [] : `card '${card}'`,
+      field === undefined ? [] : `field '${field}'`,
+    ].flat().join(", ");
+    if (line !== undefined) {
+      where = where ? `${where} (line ${line})` : `line ${line}`;
+    }
     super(
       foldLines(
-        `Cannot load catalogue ${file}: ${
-          prefix ? `${prefix}: ` : ""
-        }${detail}`,
+        `Cannot load catalogue ${file}: ${where && `${where}: `}${detail}`,
       ),
       cause === undefined ? undefined : { cause },
     );
@@ -117,15 +113,30 @@ export class CatalogueError extends InputError {
   }
 }
 
+/** A requested card refers to a variable the launcher's environment does not set. */
+export class UnsetVariableError extends Error {
+  override name = "UnsetVariableError";
+
+  constructor(
+    readonly file: string,
+    readonly card: string,
+    readonly field: string,
+    readonly line: number,
+    readonly variable: string,
+  ) {
+    super(
+      `Cannot expand catalogue ${file}: card '${card}', field '${field}' (line ${line}): \${${variable}} is not set (expected ${variable} in the launcher's environment; write $\${ for a literal \${)`,
+    );
+  }
+}
+
 /** How many names a KeyError lists: a catalogue of thousands made a line of 70 KB. */
 const KNOWN_SHOWN = 10;
 
 function knownList(names: readonly string[]): string {
-  if (names.length === 0) return "none";
-  if (names.length <= KNOWN_SHOWN) return names.join(", ");
-  return `${names.slice(0, KNOWN_SHOWN).join(", ")} and ${
-    names.length - KNOWN_SHOWN
-  } more`;
+  const more = names.length - KNOWN_SHOWN;
+  const shown = names.slice(0, KNOWN_SHOWN).join(", ") || "none";
+  return more > 0 ? `${shown} and ${more} more` : shown;
 }
 
 /** `; did you mean x?`, or nothing. */

@@ -126,11 +126,7 @@ export const RESTART_POLICIES: readonly RestartPolicy[] = [
   "never",
 ];
 
-/**
- * The names a card's `engine` field may take, in the order messages list
- * them: plain data, so the catalogue need not import `engines/kinds.ts`
- * (whose `registerEngineKind` adds a name here).
- */
+/** Plain data, so the catalogue need not import `engines/kinds.ts` (whose `registerEngineKind` adds a name here). */
 export const ENGINE_NAMES: string[] = [
   "vllm",
   "llama.cpp",

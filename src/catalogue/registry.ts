@@ -1,4 +1,5 @@
 import { log } from "../common/log.ts";
+import { readCapped } from "../common/read_capped.ts";
 import { CatalogueError, KeyError } from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";
 import { expandCard, type ReadCard, readCatalogue } from "./card_reader.ts";
@@ -14,15 +15,10 @@ const MAX_BYTES = 16 * 1024 * 1024;
 export interface LoadOptions {
   /** How long an `http:` or `https:` catalogue may take to arrive, body included, in ms. @default {10000} */
   timeout?: number;
-  /**
-   * Ends the load: a fetch or a read under way stops, and the load throws a
-   * {@linkcode CatalogueError} whose detail is the signal's reason when that
-   * is an `Error` (`controller.abort(new Error("…"))`).
-   */
+  /** Ends the load; a reason that is an `Error` (`controller.abort(new Error("…"))`) is the {@linkcode CatalogueError}'s detail. */
   signal?: AbortSignal;
 }
 
-/** The catalogue shipped with the package. */
 export const DEFAULT_CATALOGUE: URL = new URL(
   "../../catalogue/optimizers.yaml",
   import.meta.url,
@@ -52,11 +48,9 @@ export class Registry implements Iterable<ModelCard> {
   }
 
   /**
-   * Reads and validates a catalogue: a file path, or a URL. A `file:` URL is
-   * read from the file system (a `deno compile` binary's embedded files
-   * cannot be fetched); `http:` and `https:` with `fetch`; other schemes are
-   * refused. Only a regular file is read (a FIFO, a device or a directory is
-   * refused before it is opened), and at most 16 MiB of a file or a body.
+   * Reads and validates a catalogue from a file path or an `http:`, `https:`
+   * or `file:` URL: at most 16 MiB, and only a regular file (never a FIFO or
+   * a device).
    *
    * @throws {CatalogueError} When it cannot be read or is not valid.
    */
@@ -200,10 +194,7 @@ export class Registry implements Iterable<ModelCard> {
   }
 }
 
-/**
- * Checked before the open: opening a FIFO blocks until a writer comes, and a
- * device may never end.
- */
+/** Checked before the open: opening a FIFO blocks until a writer comes, and a device may never end. */
 async function readFileText(
   path: string | URL,
   file: string,
@@ -219,7 +210,22 @@ async function readFileText(
     );
   }
   if (info.size > MAX_BYTES) throw tooLarge(file, info.size);
-  return await readAtMost((await Deno.open(path)).readable, file, signal);
+  const opened = await Deno.open(path);
+  // A read that hangs (a stalled disk) ends when the file is closed.
+  const close = () => {
+    try {
+      opened.close();
+    } catch { /* the read had ended and closed it */ }
+  };
+  signal?.addEventListener("abort", close, { once: true });
+  try {
+    // Capped again: the file may grow while it is read (/proc files say 0).
+    const text = await readCapped(opened.readable, MAX_BYTES);
+    if (text === undefined) throw tooLarge(file);
+    return text;
+  } finally {
+    signal?.removeEventListener("abort", close);
+  }
 }
 
 function kindOf(info: Deno.FileInfo): string {
@@ -229,35 +235,6 @@ function kindOf(info: Deno.FileInfo): string {
   if (info.isBlockDevice) return "a block device";
   if (info.isSocket) return "a socket";
   return "not a regular file";
-}
-
-/** At most {@linkcode MAX_BYTES}: a file that grows while read, or a body that never ends, is capped all the same. */
-async function readAtMost(
-  body: ReadableStream<Uint8Array<ArrayBuffer>>,
-  file: string,
-  signal?: AbortSignal,
-): Promise<string> {
-  const reader = body.getReader();
-  // A read that hangs (a stalled disk) ends with the signal.
-  const cancel = () => reader.cancel().catch(() => {});
-  signal?.addEventListener("abort", cancel, { once: true });
-  const chunks: Uint8Array<ArrayBuffer>[] = [];
-  let size = 0;
-  try {
-    for (
-      let read = await reader.read();
-      !read.done;
-      read = await reader.read()
-    ) {
-      size += read.value.length;
-      if (size > MAX_BYTES) throw tooLarge(file);
-      chunks.push(read.value);
-    }
-    return await new Blob(chunks).text();
-  } finally {
-    signal?.removeEventListener("abort", cancel);
-    await cancel();
-  }
 }
 
 function tooLarge(file: string, size?: number): CatalogueError {
@@ -308,17 +285,18 @@ async function fetchText(
       );
     }
     // The fetch's signal ends the body's read too.
-    return response.body ? await readAtMost(response.body, file) : "";
+    const text = response.body
+      ? await readCapped(response.body, MAX_BYTES)
+      : "";
+    if (text === undefined) throw tooLarge(file);
+    return text;
   } catch (error) {
     if (stop?.aborted || error instanceof CatalogueError) throw error;
     if (timer.signal.aborted) {
+      const within = `within ${timeout / 1000} s`;
       throw new CatalogueError(
         file,
-        `no complete answer within ${
-          timeout / 1000
-        } s (expected the server to send the catalogue within ${
-          timeout / 1000
-        } s)`,
+        `no complete answer ${within} (expected the server to send the catalogue ${within})`,
         { cause: error },
       );
     }

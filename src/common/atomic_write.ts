@@ -1,17 +1,11 @@
-/**
- * Files replaced whole, never seen half-written: the content goes to a new
- * file created exclusively (`createNew`, which never follows a link) under an
- * unpredictable name beside `path`, then a rename puts it in place. The
- * temporary file is removed when the write or the rename fails.
- *
- * @module
- */
+// Files replaced whole, never seen half-written: the text goes to a new file
+// created exclusively (`createNew` never follows a link) under an unpredictable
+// name beside `path`, then a rename puts it in place.
 
 // A name taken (by a link planted in a shared directory, or by chance) costs
 // a new name; this many in a row means something is wrong with the directory.
 const TRIES = 8;
 
-/** `.<name>.<16 random hex digits>.tmp` beside `path`: a link planted there ahead of time is never hit. */
 function temporaryPath(path: string): string {
   const slash = path.lastIndexOf("/");
   const random = Array.from(
@@ -19,10 +13,6 @@ function temporaryPath(path: string): string {
     (byte) => byte.toString(16).padStart(2, "0"),
   ).join("");
   return `${path.slice(0, slash + 1)}.${path.slice(slash + 1)}.${random}.tmp`;
-}
-
-function bytesOf(data: string | Uint8Array): Uint8Array {
-  return typeof data === "string" ? new TextEncoder().encode(data) : data;
 }
 
 /** A name taken is not ours to remove: another is tried. */
@@ -34,58 +24,39 @@ function taken(error: unknown, tries: number): boolean {
 
 export async function writeFileAtomic(
   path: string,
-  data: string | Uint8Array,
+  text: string,
   options: { mode?: number } = {},
 ): Promise<void> {
   for (let tries = 1;; tries++) {
     const temporary = temporaryPath(path);
     try {
-      await Deno.writeFile(temporary, bytesOf(data), {
+      await Deno.writeTextFile(temporary, text, {
         ...options,
         createNew: true,
       });
+      return await Deno.rename(temporary, path);
     } catch (error) {
       if (taken(error, tries)) continue;
       await Deno.remove(temporary).catch(() => {});
       throw error;
     }
-    return await Deno.rename(temporary, path).catch(async (error) => {
-      await Deno.remove(temporary).catch(() => {});
-      throw error;
-    });
   }
 }
 
-export function writeFileAtomicSync(
-  path: string,
-  data: string | Uint8Array,
-  options: { mode?: number } = {},
-): void {
+export function writeFileAtomicSync(path: string, text: string): void {
   for (let tries = 1;; tries++) {
     const temporary = temporaryPath(path);
     try {
-      Deno.writeFileSync(temporary, bytesOf(data), {
-        ...options,
-        createNew: true,
-      });
-    } catch (error) {
-      if (taken(error, tries)) continue;
-      removeQuietly(temporary);
-      throw error;
-    }
-    try {
+      Deno.writeTextFileSync(temporary, text, { createNew: true });
       return Deno.renameSync(temporary, path);
     } catch (error) {
-      removeQuietly(temporary);
+      if (taken(error, tries)) continue;
+      try {
+        Deno.removeSync(temporary);
+      } catch {
+        // never created, or already gone
+      }
       throw error;
     }
-  }
-}
-
-function removeQuietly(path: string): void {
-  try {
-    Deno.removeSync(path);
-  } catch {
-    // never created, or already gone
   }
 }

@@ -1,15 +1,6 @@
 /**
- * The input errors, in their own module so that what `common.ts` runs at
- * import can throw them without an import cycle.
- *
- * @module
- */
-
-/**
  * An input that cannot be used: the command line prints its one line (what
- * was wrong and what was expected) and exits 1. `ConfigError`,
- * `CatalogueError`, `KeyError`, `EngineError`, `SSLConfigError` and
- * `GpuPlacementError` extend it.
+ * was wrong and what was expected) and exits 1.
  *
  * @example
  * ```ts

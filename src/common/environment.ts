@@ -1,8 +1,8 @@
 // For library users, read at import (the table is in the door, `common.ts`);
 // the launcher reads the environment when it is made (`serve/config.ts`).
-import { type Environment, isDevMode, readEnvironment } from "./settings.ts";
+import { isDevMode, readEnvironment } from "./settings.ts";
 
-const read: Environment = readEnvironment(Deno.env.toObject());
+const read = readEnvironment(Deno.env.toObject());
 
 /** Root directory from `MY_LOCAL`, checked to exist at import; `undefined` when unset. */
 export const MY_LOCAL: string | undefined = read.myLocal;
@@ -19,10 +19,7 @@ export const NUCLEUS_MODE: string = read.mode;
 /** True when {@linkcode NUCLEUS_MODE} starts with `dev`. */
 export const DEV_MODE_DEFAULT: boolean = isDevMode(read.mode);
 
-/**
- * API key every engine demands, from `LOCAL_ENGINE_API_KEY` or the file
- * `LOCAL_ENGINE_API_KEY_FILE` names; empty for none.
- */
+/** API key every engine demands, from `LOCAL_ENGINE_API_KEY` or the file `LOCAL_ENGINE_API_KEY_FILE` names; empty for none. */
 export const LOCAL_ENGINE_API_KEY: string = read.engineKey;
 
 /** Issuer every production token must carry, from `IDP_ISSUER`; empty when unset. */

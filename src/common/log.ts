@@ -1,10 +1,7 @@
 /**
  * The one logger library code writes through: a line a message on stderr,
- * unless an embedding program replaces the sink.
- *
- * Folder `common/`: what every room shares (the logger, `ConfigError`,
- * secrets from files, the version). It knows nothing of processes, HTTP, the
- * catalogue or engines.
+ * unless an embedding program replaces the sink. Folder `common/`: what every
+ * room shares. It knows nothing of processes, HTTP, the catalogue or engines.
  *
  * @module
  */
@@ -24,11 +21,9 @@ let sink: LogSink = stderrSink;
 let threshold: LogLevel = "info";
 
 /**
- * Replaces where log lines go and which level is kept.
+ * Replaces, from now on, the level below which lines are dropped and/or the
+ * sink that receives the lines kept.
  *
- * @param options The level below which lines are dropped
- *   (`"debug" | "info" | "warn" | "error"`) and/or the sink that receives the
- *   lines kept, from now on.
  * @returns The settings before, to restore later.
  *
  * @example

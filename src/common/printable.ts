@@ -1,10 +1,6 @@
-/**
- * Text that an engine (or a journal from elsewhere) wrote, made safe to print
- * on a terminal: no escape sequence can retitle it, write the clipboard, move
- * the cursor or fake a launcher line.
- *
- * @module
- */
+// Text that an engine (or a journal from elsewhere) wrote, made safe to print
+// on a terminal: no escape sequence can retitle it, write the clipboard, move
+// the cursor or fake a launcher line.
 
 /** Anything a terminal may act on: C0 (tab kept), DEL, C1. */
 // deno-lint-ignore no-control-regex -- finding them is the point
@@ -24,11 +20,7 @@ const SEQUENCES = new RegExp(
   "g",
 );
 
-/**
- * `text` without control characters (C0 but tab, DEL, C1) and without ANSI
- * and OSC escape sequences; line breaks become one space so words stay apart.
- * Printable Unicode is kept as is.
- */
+/** Line breaks become one space, so words stay apart. */
 export function printable(text: string): string {
   if (!CONTROL.test(text)) return text;
   return text

@@ -1,14 +1,6 @@
-/**
- * Secrets from files: `NAME_FILE` names a file whose content (less one
- * trailing newline) is the value of `NAME`. Containers and systemd hand
- * secrets over this way, which keeps them out of the environment every child
- * process inherits and `/proc/<pid>/environ` shows.
- *
- * Never puts a secret into a message: errors and warnings name the variable
- * and the file only.
- *
- * @module
- */
+// Secrets from files (`NAME_FILE`), as containers and systemd hand them over:
+// they stay out of the environment every child inherits. A message names the
+// variable and the file, never the secret.
 
 import { ConfigError } from "./config_error.ts";
 import { log } from "./log.ts";
@@ -57,13 +49,7 @@ function readSecretFile(variable: string, path: string): string {
   return value;
 }
 
-/**
- * The value of the secret `name`: from the variable itself, or from the file
- * `<name>_FILE` names. An empty variable counts as unset.
- *
- * @throws {ConfigError} When both forms are set, or the file is missing,
- * unreadable, not UTF-8 or empty.
- */
+/** From `name` itself or the file `<name>_FILE` names; an empty variable counts as unset. */
 export function secretFromEnv(
   name: string,
   env: (variable: string) => string | undefined,

@@ -7,21 +7,16 @@ export const MAX_PORT = 65535;
 
 /** `what` names the flag or variable in the message. */
 export function parsePort(text: string, what: string): number {
+  const port = portIn(text);
+  if (port !== undefined) return port;
   const trimmed = text.trim();
-  if (!/^\d+$/.test(trimmed)) {
-    throw new ConfigError(
-      `Cannot use ${what}=${
+  throw new ConfigError(
+    /^\d+$/.test(trimmed)
+      ? `Cannot use ${what}=${trimmed}: expected a port from 1 to ${MAX_PORT}`
+      : `Cannot use ${what}=${
         JSON.stringify(text)
       }: expected an integer from 1 to ${MAX_PORT}`,
-    );
-  }
-  const port = portIn(trimmed);
-  if (port === undefined) {
-    throw new ConfigError(
-      `Cannot use ${what}=${trimmed}: expected a port from 1 to ${MAX_PORT}`,
-    );
-  }
-  return port;
+  );
 }
 
 /** A TCP port from its digits, or undefined when not an integer from 1 to 65535. */
@@ -75,29 +70,17 @@ export function isDevMode(mode: string): boolean {
   return mode.startsWith("dev");
 }
 
-/** The launcher's settings as the environment gives them (see `common.ts`); secrets empty when unset. */
-export interface Environment {
-  /** Undefined when unset, empty or replaced by `--directory`. */
-  readonly myLocal: string | undefined;
-  readonly host: string;
-  readonly port: number;
-  readonly mode: string;
-  readonly engineKey: string;
-  readonly idpSecret: string;
-  readonly idpIssuer: string;
-}
-
 export type EnvRecord = Readonly<Record<string, string | undefined>>;
 
 /**
- * Checks `MY_LOCAL`, `NUCLEUS_PORT`, then the two secrets, in that order. A
- * setting in `given` (the command line's) wins: its variable is not read, so
- * a stale one cannot refuse the start.
+ * The settings as the environment gives them (see `common.ts`); secrets empty
+ * when unset. A setting in `given` (the command line's) wins: its variable is
+ * not read, so a stale one cannot refuse the start.
  */
 export function readEnvironment(
   env: EnvRecord,
   given: { directory?: string | undefined; port?: number | undefined } = {},
-): Environment {
+) {
   const get = (name: string) => env[name];
   const myLocal = given.directory === undefined
     ? get("MY_LOCAL") || undefined

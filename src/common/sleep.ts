@@ -1,11 +1,4 @@
-/**
- * `@std/async`'s `delay` with a signal (JSR is not reachable where this is
- * built), and a bounded wait.
- *
- * @module
- */
-
-/** Resolves after `ms`, or at once when `signal` aborts; never rejects, leaves no timer. */
+/** `@std/async`'s `delay` (JSR is not reachable here), but never rejects: resolves at once when `signal` aborts. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise<void>((resolve) => {
     if (signal?.aborted) return resolve();
@@ -24,14 +17,14 @@ export async function within<T>(
   promise: Promise<T>,
   ms: number,
 ): Promise<T | undefined> {
-  let id: ReturnType<typeof setTimeout> | undefined;
-  const timer = new Promise<undefined>((resolve) => {
-    id = setTimeout(() => resolve(undefined), ms);
-  });
+  const timer = new AbortController();
   try {
-    return await Promise.race([promise, timer]);
+    return await Promise.race([
+      promise,
+      sleep(ms, timer.signal).then(() => undefined),
+    ]);
   } finally {
-    clearTimeout(id);
+    timer.abort();
   }
 }
 

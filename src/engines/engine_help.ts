@@ -12,10 +12,8 @@ export async function flagWarnings(
   cards: readonly ModelCard[],
   options: { readonly timeoutMs?: number } = {},
 ): Promise<string[]> {
-  const asks = new Map<
-    string,
-    { cards: ModelCard[]; listed: Promise<string[] | string> }
-  >();
+  type Ask = { cards: ModelCard[]; listed: Promise<string[] | string> };
+  const asks = new Map<string, Ask>();
   for (const card of cards) {
     const kind = ENGINE_KINDS[card.engine];
     if (kind?.flags === undefined) continue;

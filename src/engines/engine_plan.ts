@@ -1,11 +1,5 @@
-/**
- * One engine as a plain value (`JSON.stringify` round-trips it): where it
- * runs, the whole command line, the environment, its devices, its memory
- * need and its restart policy, resolved once from its card and handed from
- * the launcher's plan to the spawn. Nothing here starts anything.
- *
- * @module
- */
+// One engine as a plain value (`JSON.stringify` round-trips it), resolved once
+// from its card and handed from the launcher's plan to the spawn.
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
@@ -113,7 +107,6 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     isLocal,
     host: site.host,
     port: site.port,
-    name: card.name,
     apiKey,
     card,
   });
@@ -136,15 +129,11 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   };
 }
 
-/** The engine's OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
 export function baseUrl(plan: EnginePlan): string {
   return `http://${urlHost(plan.host)}:${plan.port}/v1`;
 }
 
-/**
- * `text` with every API key of the engine replaced by `***`: the launcher's,
- * and any `--api-key` value of its command line (a `command` card's own).
- */
+/** Every API key replaced by `***`: the launcher's and any `--api-key` of the command line (a `command` card's own). */
 export function masked(plan: EnginePlan, text: string): string {
   const keys = plan.args.flatMap((arg, i) =>
     arg === "--api-key"

@@ -1,6 +1,6 @@
-// The engine kinds by the name a card's `engine` field uses. Adding a kind is
-// one more object here, its name in `catalogue/engine_names.ts` and
-// `catalogue/catalogue.schema.json` (tests check all three agree).
+// The engine kinds by a card's `engine` name. Adding a kind is one more object
+// here, its name in ENGINE_NAMES (src/catalogue/model_card.ts) and in
+// catalogue/catalogue.schema.json (tests check all three agree).
 import type { ModelCard } from "../catalogue.ts";
 import { ENGINE_NAMES } from "../catalogue/model_card.ts";
 import type { EngineKind } from "./kinds/engine_kind.ts";

@@ -1,20 +1,11 @@
-/**
- * What launching an engine needs from the machine, resolved from its card: the
- * executable (on PATH or by path), the weights (local, else the hub id; their
- * size) and the environment (the launcher's, minus its secrets, plus the card's).
- *
- * @module
- */
+// What launching an engine needs from the machine: the executable, the
+// weights (local, else the hub id; their size) and the environment.
 import type { ModelCard } from "../catalogue.ts";
 import { oneLine } from "../common/one_line.ts";
 import type { EngineKind } from "./kinds.ts";
 import { EngineError } from "./engine_error.ts";
 
-/**
- * Looks for an executable in one walk: a name with a slash is checked as a
- * path, a bare name on `path` (PATH). `why` says what the first file found
- * is when none can run (a directory, a file without execute permission).
- */
+/** A name with a slash is a path, a bare name is looked up on `path`; `why` says why the first one found cannot run. */
 export function locateExecutable(
   name: string,
   path: string | undefined,
@@ -47,7 +38,7 @@ export function locateExecutable(
   return why === undefined ? { found: false } : { found: false, why };
 }
 
-/** The launcher's own variables that no engine sees. */
+// The launcher's own variables that no engine sees.
 const PRIVATE_ENV: readonly string[] = [
   "IDP_SECRET",
   "IDP_ISSUER",
@@ -55,7 +46,6 @@ const PRIVATE_ENV: readonly string[] = [
   "LOCAL_ENGINE_API_KEY_FILE",
 ];
 
-/** What an engine inherits from `env`: all but {@linkcode PRIVATE_ENV}. */
 export function inheritedEnv(
   env: Readonly<Record<string, string | undefined>>,
 ): Record<string, string> {
@@ -65,62 +55,49 @@ export function inheritedEnv(
   return Object.fromEntries(kept);
 }
 
-export function engineEnv(plan: {
-  readonly baseEnv: Readonly<Record<string, string>>;
-  readonly env: Readonly<Record<string, string>>;
-}): Record<string, string> {
-  return { ...plan.baseEnv, ...plan.env };
-}
-
-/** Local weights when `<directory>/models/<local>` exists, else the hub id. */
 export function resolveModel(
   card: ModelCard,
   kind: EngineKind,
   directory: string,
 ): { model: string; isLocal: boolean } {
   const path = `${directory}/models/${card.local}`;
-  let info: Deno.FileInfo | undefined;
+  let info: Deno.FileInfo;
   try {
     info = Deno.statSync(path);
   } catch (error) {
     const absent = error instanceof Deno.errors.NotFound ||
       error instanceof Deno.errors.NotCapable;
     if (!absent) throw error;
+    if (card.hub) return { model: card.hub, isLocal: false };
+    throw new EngineError(
+      `Cannot prepare ${card.name}: no weights at ${path} and the card has no hub id`,
+    );
   }
-  if (info) {
-    const absolute = Deno.realPathSync(path);
-    if (info.isDirectory && kind.localFile) {
-      try {
-        const files = [...Deno.readDirSync(absolute)]
-          .filter((entry) => entry.isFile).map((entry) => entry.name);
-        return { model: kind.localFile(absolute, files), isLocal: true };
-      } catch (cause) {
-        throw new EngineError(
-          `Cannot prepare ${card.name}: ${(cause as Error).message}`,
-          { cause },
-        );
-      }
-    }
+  const absolute = Deno.realPathSync(path);
+  if (!info.isDirectory || !kind.localFile) {
     return { model: absolute, isLocal: true };
   }
-  if (card.hub) return { model: card.hub, isLocal: false };
-  throw new EngineError(
-    `Cannot prepare ${card.name}: no weights at ${path} and the card has no hub id`,
-  );
+  try {
+    const files = [...Deno.readDirSync(absolute)]
+      .filter((entry) => entry.isFile).map((entry) => entry.name);
+    return { model: kind.localFile(absolute, files), isLocal: true };
+  } catch (cause) {
+    throw new EngineError(
+      `Cannot prepare ${card.name}: ${(cause as Error).message}`,
+      { cause },
+    );
+  }
 }
 
-/** What lies under `<directory>/models/<local>`. */
+/** What lies under `<directory>/models/<local>`; `hub`: nothing, the engine fetches the hub id. */
 export type LocalWeights =
-  /** Nothing there: the engine fetches the card's hub id. */
   | { readonly kind: "hub" }
-  /** Weight files there, `bytes` in all (see {@linkcode localWeights}). */
   | {
     readonly kind: "local";
     readonly path: string;
     readonly bytes: number;
     readonly files: number;
   }
-  /** There, but not readable: `reason` says why, in one line. */
   | {
     readonly kind: "unreadable";
     readonly path: string;
@@ -130,15 +107,10 @@ export type LocalWeights =
 const WEIGHTS = /\.(safetensors|bin|pt|gguf)$/;
 
 /**
- * Sums a card's local weight files by their `stat` size (never opened: a
- * sparse file counts by its size, a 100 GiB checkpoint costs a few system
- * calls; what the size means for a GPU is `gpu/weights_fit.ts`). A file at
- * `<directory>/models/<local>` counts whole; in a directory, the files
- * directly in it (symbolic links followed, as a hub cache lays them out) that
- * end in `.safetensors`, `.bin`, `.pt` or `.gguf`. When the directory holds
- * `.safetensors` files only those count: many hub repositories ship the same
- * weights twice (`model.safetensors` and `pytorch_model.bin`), and vLLM and
- * SGLang load the safetensors copy, from that directory alone.
+ * The weight files' `stat` sizes (never opened), directly in the directory,
+ * links followed as a hub cache lays them out. Only `.safetensors` count when
+ * there are any: many repositories ship the weights twice (`pytorch_model.bin`
+ * too), and vLLM and SGLang load the safetensors copy.
  */
 export function localWeights(card: ModelCard, directory: string): LocalWeights {
   const path = `${directory}/models/${card.local}`;

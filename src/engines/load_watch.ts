@@ -1,92 +1,54 @@
-/**
- * One run's load phase and exit cause, read from its output by its kind's
- * rules (`EngineKind.output`) and from the bytes a hub download has written.
- * Lines are cut at a bound while they arrive: a binary, huge or endless line
- * is never held whole.
- *
- * @module
- */
+// One run's load phase and exit cause, read from its output by its kind's
+// rules and from the bytes a hub download has written. Lines are cut at a
+// bound while they arrive: a binary, huge or endless line is never held whole.
 import { printable } from "../common/printable.ts";
 import type { ExitCause, LoadPhase, OutputRules } from "./kinds/engine_kind.ts";
 
-/** Weight shards read, or bytes downloaded; `total` null when not known (a download's size). */
+/** `total` null when not known (a download's size). */
 export interface LoadProgress {
   readonly done: number;
   readonly total: number | null;
   readonly unit: "bytes" | "shards";
 }
 
-/** The engine line that decided a run's exit cause. */
 export interface CauseLine {
   readonly cause: Exclude<ExitCause, "signal" | "exit">;
-  /** The line cleaned (`printable`), trimmed, at most 200 characters around the matched words. */
+  /** Cleaned (`printable`), at most 200 characters around the match. */
   readonly message: string;
 }
 
 const MAX_LINE = 1024;
 const MAX_MESSAGE = 200;
-/** Output bytes a second read for the rules; beyond, skipped until the next second. */
+// Past it, the rest of the second is skipped: engines print their phases far
+// slower, and a flood must not cost the pipe its speed.
 const READ_PER_SECOND = 256 * 1024;
-/** Blobs sized per look: a cache left with thousands of `.incomplete` blobs is never stat'ed whole at once. */
+// A cache left with thousands of `.incomplete` blobs is never stat'ed whole.
 const MAX_STATS = 256;
 
-/**
- * Watches one run: fed output chunks (one feeder per stream) and the bytes a
- * download has on disk, it says the phase, its progress and the exit cause.
- */
 export class LoadWatch {
+  // Read by the run's owner, written only here.
+  phase: LoadPhase | null = null;
+  phaseSince: number | undefined;
+  progress: LoadProgress | null = null;
+  /** When a phase line last printed or the download last grew. */
+  progressAt: number | undefined;
+  /** The first line that named a cause since the first 200 (before it, while loading). */
+  cause: CauseLine | undefined;
   readonly #rules: OutputRules | undefined;
-  #phase: LoadPhase | null = null;
-  #phaseSince: number | undefined;
-  #progress: LoadProgress | null = null;
-  #progressAt: number | undefined;
-  #cause: CauseLine | undefined;
   #windowAt = 0;
   #windowBytes = 0;
   #bytes: number | null | undefined;
 
-  /** No rules: nothing is ever read. */
   constructor(rules: OutputRules | undefined) {
     this.#rules = rules;
   }
 
-  get phase(): LoadPhase | null {
-    return this.#phase;
-  }
-
-  /** When the phase began (`Date.now()` time). */
-  get phaseSince(): number | undefined {
-    return this.#phaseSince;
-  }
-
-  get progress(): LoadProgress | null {
-    return this.#progress;
-  }
-
-  /** When a phase line last printed or the download last grew (`Date.now()` time). */
-  get progressAt(): number | undefined {
-    return this.#progressAt;
-  }
-
-  /** The first line that named a cause since the run answered 200 (before it, while it loaded), if any did. */
-  get cause(): CauseLine | undefined {
-    return this.#cause;
-  }
-
-  /**
-   * The run answered its first 200: what it printed while loading (a missing
-   * optional file's 404, say) says nothing of how it will end.
-   */
+  // What it printed while loading (a missing optional file's 404) says nothing of how it will end.
   served(): void {
-    this.#cause = undefined;
+    this.cause = undefined;
   }
 
-  /**
-   * A line splitter for one stream: splits at `\n` and `\r` (progress bars
-   * redraw with `\r`). Past 256 KiB in a second, the rest of that second is
-   * skipped: engines print their phases far slower, and a flood must not cost
-   * the pipe its speed.
-   */
+  /** One per stream: splits at `\n` and `\r` (progress bars redraw with `\r`). */
   feeder(): (chunk: Uint8Array) => void {
     if (!this.#rules) return () => {};
     const decoder = new TextDecoder();
@@ -115,17 +77,16 @@ export class LoadWatch {
     };
   }
 
-  /** Reads one line, already cut to a bound, without its end. */
   line(raw: string): void {
     const rules = this.#rules;
     if (!rules || raw.length === 0) return;
     // Cleaned at capture: whatever the launcher shows of it is harmless.
     const text = printable(raw).trim();
-    if (!this.#cause) {
+    if (!this.cause) {
       for (const { match, cause } of rules.causes) {
         const m = match.exec(text);
         if (m) {
-          this.#cause = { cause, message: around(text, m) };
+          this.cause = { cause, message: around(text, m) };
           break;
         }
       }
@@ -143,29 +104,26 @@ export class LoadWatch {
     }
   }
 
-  /** The bytes of a download under way (null: none); growth is the `downloading` phase. */
+  /** Only growth counts: a blob a killed run left behind is no download. */
   downloaded(bytes: number | null): void {
-    // Only growth counts: a blob a killed run left behind is no download.
     const before = this.#bytes;
     this.#bytes = bytes;
-    if (bytes === null || before === undefined || bytes <= (before ?? 0)) {
-      return;
+    if (bytes !== null && before !== undefined && bytes > (before ?? 0)) {
+      this.#enter("downloading", { done: bytes, total: null, unit: "bytes" });
     }
-    this.#enter("downloading", { done: bytes, total: null, unit: "bytes" });
   }
 
   #enter(phase: LoadPhase, progress: LoadProgress | null): void {
     const now = Date.now();
-    if (phase !== this.#phase) {
-      this.#phase = phase;
-      this.#phaseSince = now;
+    if (phase !== this.phase) {
+      this.phase = phase;
+      this.phaseSince = now;
     }
-    this.#progress = progress;
-    this.#progressAt = now;
+    this.progress = progress;
+    this.progressAt = now;
   }
 }
 
-/** At most 200 characters of `text` around the match, a cut end marked `…`. */
 function around(text: string, m: RegExpExecArray): string {
   if (text.length <= MAX_MESSAGE) return text;
   const middle = m.index + Math.floor(m[0].length / 2);
@@ -188,12 +146,10 @@ export function hubCache(env: Readonly<Record<string, string>>): string {
 }
 
 /**
- * Bytes in one repository's `*.incomplete` blobs (the first 256 listed), or
- * null when there are none: `huggingface_hub` writes each file to
- * `models--ORG--NAME/blobs/<hash>.incomplete` and renames it when done
- * (src/huggingface_hub/file_download.py, `_download_to_tmp_and_move`).
- * Asynchronous: 50,000 blobs cost the event loop no stall (they cost
- * `/health` 263 ms when read synchronously).
+ * Bytes in a repository's `*.incomplete` blobs, null when none: huggingface_hub
+ * writes `models--ORG--NAME/blobs/<hash>.incomplete` and renames it when done
+ * (file_download.py, `_download_to_tmp_and_move`). Asynchronous: 50,000 blobs
+ * read synchronously cost `/health` 263 ms.
  */
 export async function incompleteBytes(
   cache: string,

@@ -1,13 +1,12 @@
 import { late } from "../common/sleep.ts";
 
 export interface EngineLogOptions {
-  /** Rotate once the current file passes this many bytes; 0 never rotates. @default {104857600} */
+  /** 0 never rotates. */
   maxBytes?: number;
-  /** Older files kept as `<file>.1` (newest) … `<file>.N`. @default {5} */
+  /** Older files kept as `<file>.1` (newest) … `<file>.N`. */
   keep?: number;
-  /** Bytes that may wait for the disk before new output is dropped. @default {16777216} */
+  /** Bytes that may wait for the disk before new output is dropped. */
   maxQueuedBytes?: number;
-  /** Told of each write that failed (the bytes are dropped and counted). */
   onWriteError?: (error: unknown) => void;
 }
 
@@ -16,16 +15,13 @@ export const DEFAULT_LOG_KEEP = 5;
 const encoder = new TextEncoder();
 
 /**
- * One engine's log: append-only, bounded by rotation, lossy rather than
- * blocking. Output is written in the background; when the queue is full or
- * writing fails (disk full, directory removed) bytes are dropped and counted,
- * and one line saying how many were lost is written once writing works again.
- * The file is opened (and created) on the first write.
+ * One engine's log: append-only, rotated, lossy rather than blocking. When the
+ * queue is full or writing fails (disk full), bytes are dropped and counted,
+ * and one line says how many once writing works again.
  */
-export class EngineLog implements AsyncDisposable {
+export class EngineLog {
   readonly path: string;
-  readonly #o: Required<Omit<EngineLogOptions, "onWriteError">>;
-  readonly #onWriteError: ((error: unknown) => void) | undefined;
+  readonly #o: Required<EngineLogOptions>;
   #queue: Uint8Array[] = [];
   #queued = 0;
   #file: Deno.FsFile | undefined;
@@ -43,16 +39,15 @@ export class EngineLog implements AsyncDisposable {
       maxBytes: options.maxBytes ?? DEFAULT_LOG_MAX_BYTES,
       keep: options.keep ?? DEFAULT_LOG_KEEP,
       maxQueuedBytes: options.maxQueuedBytes ?? 16 * 1024 * 1024,
+      onWriteError: options.onWriteError ?? (() => {}),
     };
-    this.#onWriteError = options.onWriteError;
   }
 
-  /** Dropped so far and not yet reported in the file. */
   get lostBytes(): number {
     return this.#lost;
   }
 
-  /** `Date.now()` of the engine's last output; the launcher's own lines do not count. */
+  /** The launcher's own lines do not count. */
   get lastOutputAt(): number | undefined {
     return this.#lastOutputAt;
   }
@@ -65,7 +60,6 @@ export class EngineLog implements AsyncDisposable {
     this.#enqueue(chunk);
   }
 
-  /** A line of the launcher's own (a header, an exit line). */
   line(text: string): void {
     this.#enqueue(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
   }
@@ -81,7 +75,6 @@ export class EngineLog implements AsyncDisposable {
     this.#writing ??= this.#drain();
   }
 
-  /** Resolves once everything queued so far is written or dropped. */
   async flush(): Promise<void> {
     while (this.#writing) await this.#writing;
   }
@@ -122,7 +115,7 @@ export class EngineLog implements AsyncDisposable {
     } catch (error) {
       // Disk full, directory gone: drop, count, and try a fresh file next time.
       this.#lost += bytes.length;
-      this.#onWriteError?.(error);
+      this.#o.onWriteError(error);
       this.#file?.close();
       this.#file = undefined;
       return;
@@ -146,7 +139,7 @@ export class EngineLog implements AsyncDisposable {
     return this.#file = file;
   }
 
-  /** A failure is told once, and the file stops growing (`#stuck`) until a rotation works. */
+  /** A failure is told once; the file stops growing until a rotation works. */
   async #rotate(): Promise<boolean> {
     const { keep, maxBytes } = this.#o;
     this.#file?.close();
@@ -167,7 +160,7 @@ export class EngineLog implements AsyncDisposable {
     } catch (error) {
       const why = (error as Error).message;
       if (!this.#stuck) {
-        this.#onWriteError?.(
+        this.#o.onWriteError(
           new Error(`cannot rotate it past ${maxBytes} bytes: ${why}`),
         );
       }
@@ -176,15 +169,11 @@ export class EngineLog implements AsyncDisposable {
     }
   }
 
-  /** Writes what is queued (waiting at most `waitMs`: a disk that hangs never holds a stop), then closes; later writes are ignored. */
+  /** Waits at most `waitMs` for the disk (one that hangs never holds a stop); later writes are ignored. */
   async close(waitMs = Infinity): Promise<void> {
     await (waitMs === Infinity ? this.flush() : late(this.flush(), waitMs));
     this.#closed = true;
     this.#file?.close();
     this.#file = undefined;
-  }
-
-  async [Symbol.asyncDispose](): Promise<void> {
-    await this.close();
   }
 }

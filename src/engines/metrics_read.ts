@@ -1,13 +1,15 @@
-// What the launcher asks a running engine besides `/health`, the way every
-// reader does it (a drain, the health round's traffic, sleep and canary): the
-// engine's API key (llama-server guards `/metrics` and `/props` with it), a
-// cleared timer, the body read in chunks and capped.
+// What the launcher asks a running engine besides `/health` (a drain, the
+// health round's traffic, sleep and canary): with the engine's API key
+// (llama-server guards `/metrics` and `/props` with it), the body capped.
 import { isWildcardHost, urlHost } from "../common/settings.ts";
+import { readCapped } from "../common/read_capped.ts";
 import type { TrafficRule } from "./kinds/engine_kind.ts";
-import { METRICS_MAX_BYTES } from "./prometheus_text.ts";
 import { readTraffic, type TrafficReading } from "./traffic.ts";
 
-/** Where the launcher reaches an engine bound to `host`: a wildcard is this machine. */
+/** vLLM's `/metrics` is about 100 KB per engine. */
+export const METRICS_MAX_BYTES = 4 * 1024 * 1024;
+
+/** A wildcard `host` is this machine. */
 export function engineOrigin(host: string, port: number): string {
   const reach = isWildcardHost(host)
     ? (host.includes(":") ? "[::1]" : "127.0.0.1")
@@ -15,11 +17,8 @@ export function engineOrigin(host: string, port: number): string {
   return `http://${reach}:${port}`;
 }
 
-/**
- * A signal that aborts after `timeoutMs` or with `outer`, until `clear()`. A
- * cleared timer, not AbortSignal.timeout(): that one lives on for the whole
- * timeout after the request ends, and under load thousands pile up (RSS grew 2x).
- */
+// Not AbortSignal.timeout(): that one lives on for the whole timeout after the
+// request ends, and under load thousands pile up (RSS grew 2x).
 export function abortAfter(
   timeoutMs: number,
   outer?: AbortSignal,
@@ -37,15 +36,12 @@ export function abortAfter(
   };
 }
 
-/** An answer read whole, or why not (`answered 404`, `no answer within 2 s` …). */
+/** `why`: `answered 404`, `no answer within 2 s` … */
 export type EngineAnswer =
   | { readonly ok: true; readonly status: number; readonly text: string }
   | { readonly ok: false; readonly status?: number; readonly why: string };
 
-/**
- * GET (or POST `body` as JSON) `url` with the engine's key; past `maxBytes`
- * (the body read in chunks, then cancelled) or `timeoutMs` it is a failure.
- */
+/** GET, or POST `body` as JSON; past `maxBytes` or `timeoutMs` it is a failure. */
 export async function askEngine(
   url: string,
   o: {
@@ -74,22 +70,12 @@ export async function askEngine(
       await response.body?.cancel();
       return { ok: false, status, why: `answered ${status}` };
     }
-    const decoder = new TextDecoder();
-    let text = "";
-    let size = 0;
-    for await (const chunk of response.body ?? []) {
-      size += chunk.length;
-      if (size > o.maxBytes) {
-        // The loop's exit cancels the body.
-        return {
-          ok: false,
-          status,
-          why: `its answer passed ${o.maxBytes} bytes`,
-        };
-      }
-      text += decoder.decode(chunk, { stream: true });
-    }
-    return { ok: true, status, text: text + decoder.decode() };
+    const text = response.body
+      ? await readCapped(response.body, o.maxBytes)
+      : "";
+    return text === undefined
+      ? { ok: false, status, why: `its answer passed ${o.maxBytes} bytes` }
+      : { ok: true, status, text };
   } catch (error) {
     return {
       ok: false,
@@ -102,7 +88,7 @@ export async function askEngine(
   }
 }
 
-/** The engine's running and waiting requests and token counters; null when unreadable (refused, late, not 200, too large, families missing). */
+/** Null when unreadable (refused, late, not 200, too large, families missing). */
 export async function readEngineTraffic(
   origin: string,
   rule: TrafficRule,

@@ -1,6 +1,5 @@
 // Whether a TCP port is free and, when it is not, which process listens on
-// it, from /proc: only this user's can be found. Deno reads /proc only under
-// `--allow-all`, so the files are read through `sh` under any permissions.
+// it, from /proc (through `sh`, as proc.ts says): only this user's are found.
 import { ConfigError } from "../common/config_error.ts";
 import { shLines } from "./proc.ts";
 
@@ -54,12 +53,6 @@ function inUse(port: number, what: string): string {
   return `already in use${by} (expected a free port: ${stop}${move})`;
 }
 
-interface PortHolder {
-  pid: number;
-  /** Empty when it could not be read. */
-  command: string;
-}
-
 // `st` of a socket in LISTEN state.
 const LISTEN = "0A";
 
@@ -88,8 +81,8 @@ done | while IFS=/ read -r _ _ pid _; do
 done 2>/dev/null
 `;
 
-/** Lowest pid first; empty when nothing can be known. */
-export function portHolders(port: number): PortHolder[] {
+/** Lowest pid first; `command` empty when it could not be read. */
+export function portHolders(port: number): { pid: number; command: string }[] {
   const tables = shLines('cat "$@" 2>/dev/null', [
     "port-tables",
     "/proc/net/tcp",
@@ -97,7 +90,7 @@ export function portHolders(port: number): PortHolder[] {
   ]);
   const inodes = listeningInodes(tables.join("\n"), port);
   if (inodes.length === 0) return [];
-  const unique = new Map<number, PortHolder>();
+  const unique = new Map<number, { pid: number; command: string }>();
   for (const line of shLines(HOLDERS, ["port-holder", ...inodes])) {
     const match = /^(\d+) ?(.*)$/.exec(line);
     const pid = Number(match?.[1]);

@@ -54,19 +54,16 @@ export async function stopGroup(
 
 // Groups that must not outlive this process, even when it exits abruptly.
 const live = new Set<number>();
-let unloadHooked = false;
 
 export function track(pgid: number): void {
   live.add(pgid);
-  if (!unloadHooked) {
-    unloadHooked = true;
-    // Last resort on Deno.exit() or a crash: nothing can be awaited there, so SIGKILL.
-    globalThis.addEventListener("unload", killAllTracked);
-    // An uncaught error ends the process without "unload"; unless a listener
-    // before us handled it, the process is about to die.
-    globalThis.addEventListener("error", killUnlessHandled);
-    globalThis.addEventListener("unhandledrejection", killUnlessHandled);
-  }
+  // Added once: a listener already added is not added again.
+  // Last resort on Deno.exit() or a crash: nothing can be awaited there, so SIGKILL.
+  globalThis.addEventListener("unload", killAllTracked);
+  // An uncaught error ends the process without "unload"; unless a listener
+  // before us handled it, the process is about to die.
+  globalThis.addEventListener("error", killUnlessHandled);
+  globalThis.addEventListener("unhandledrejection", killUnlessHandled);
 }
 
 export function forget(pgid: number): void {

@@ -1,17 +1,13 @@
 /**
  * One engine subprocess: spawn a plan in its own process group, pump its
  * output to the log and the load watch, probe its `/health`, stop the group.
- *
- * Folder `engines/`: one engine run and what it needs (engine kinds, launch
- * facts, process groups, `/proc`, ports, the engine's log). The folder
- * knows nothing of restart policy, supervision, GPUs' start order or HTTP
- * routes.
+ * Folder `engines/`: one engine run and what it needs; it knows nothing of
+ * restart policy, supervision, GPUs' start order or HTTP routes.
  *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
-import { engineEnv } from "./launch.ts";
 import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
@@ -21,7 +17,6 @@ import { EngineLog } from "./log_sink.ts";
 import { hubCache, incompleteBytes, LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
 
-/** The outcome of one health poll. */
 export type HealthCheck = Awaited<ReturnType<ServerProcess["check"]>>;
 
 const DRAIN_WAIT_MS = 1_000;
@@ -31,10 +26,8 @@ const LOCAL_FAILURE =
   /too many open files|os error 24\b|no buffer space|os error 105\b|cannot allocate memory|os error 12\b/i;
 
 /**
- * One engine subprocess serving one catalogue model, run from its plan.
- * {@linkcode ServerProcess.start} spawns the engine in its own process group
- * without waiting for it to load; {@linkcode ServerProcess.stop} sends SIGTERM
- * to the group, waits up to a grace period, then SIGKILLs what is left.
+ * One engine subprocess serving one catalogue model, run from its plan, in
+ * its own process group.
  *
  * @example Start and stop one engine
  * ```ts ignore
@@ -56,10 +49,7 @@ const LOCAL_FAILURE =
 export class ServerProcess implements AsyncDisposable {
   /** What this run runs: its card, where, and its command line. */
   readonly plan: EnginePlan;
-  /**
-   * This run's phase and exit cause, read from its output by its kind's rules.
-   * @ignore The launcher's own plumbing.
-   */
+  /** @ignore The launcher's own plumbing: phase and exit cause, read from the output. */
   readonly watch: LoadWatch;
   /** The catalogue card this engine serves. */
   readonly card: ModelCard;
@@ -87,11 +77,7 @@ export class ServerProcess implements AsyncDisposable {
   #poll: Promise<HealthCheck> | undefined;
   #looking: Promise<void> | undefined;
 
-  /**
-   * Prepares a run of a plan (nothing is spawned). A `log` shared by
-   * successive runs is its owner's, who writes their exit lines; by default
-   * the run opens `plan.logFile` and announces its own exit.
-   */
+  /** Spawns nothing. A shared `log` is its owner's, who writes the exit lines; by default `plan.logFile`. */
   constructor(plan: EnginePlan, log?: EngineLog) {
     this.plan = plan;
     this.#ownLog = log === undefined;
@@ -131,7 +117,7 @@ export class ServerProcess implements AsyncDisposable {
     return this.#startedAt;
   }
 
-  /** Epoch ms of its last sign of life while it loads: the spawn, output, a phase line, a growing download. */
+  /** @ignore Epoch ms of the spawn, the last output, phase line or download growth. */
   get lastSignOfLife(): number {
     return Math.max(
       this.startedAt ?? Date.now(),
@@ -151,12 +137,7 @@ export class ServerProcess implements AsyncDisposable {
     return masked(this.plan, [this.executable, ...this.args].join(" "));
   }
 
-  /**
-   * While `loading()`: every `every` ms a look at its hub download (growing
-   * bytes are the `downloading` phase, a sign of life) and, while `polls()`,
-   * a `/health` poll, yielded.
-   * @ignore The launcher's own plumbing.
-   */
+  /** @ignore While `loading()`, every `every` ms: a look at its hub download and, while `polls()`, a yielded `/health` poll. */
   async *loadPolls(
     every: number,
     signal: AbortSignal,
@@ -174,7 +155,8 @@ export class ServerProcess implements AsyncDisposable {
   #lookForDownload(): void {
     const hub = this.card.hub;
     if (!hub || !this.args.includes(hub) || this.#looking) return;
-    this.#looking = incompleteBytes(hubCache(engineEnv(this.plan)), hub)
+    const cache = hubCache({ ...this.plan.baseEnv, ...this.plan.env });
+    this.#looking = incompleteBytes(cache, hub)
       .then((bytes) => this.watch.downloaded(bytes))
       .finally(() => {
         this.#looking = undefined;
@@ -182,8 +164,7 @@ export class ServerProcess implements AsyncDisposable {
   }
 
   /**
-   * Spawns the engine in its own process group, its output appended to its
-   * log; does not wait for the model to load.
+   * Spawns the engine in its own process group; does not wait for it to load.
    * @throws {EngineError} When already started or the spawn fails.
    */
   start(): void {
@@ -193,7 +174,7 @@ export class ServerProcess implements AsyncDisposable {
     try {
       this.#child = new Deno.Command(this.executable, {
         args: [...this.args],
-        env: engineEnv(this.plan),
+        env: { ...this.plan.baseEnv, ...this.plan.env },
         clearEnv: true,
         stdin: "null",
         stdout: "piped",
@@ -288,11 +269,7 @@ export class ServerProcess implements AsyncDisposable {
     }
   }
 
-  /**
-   * Stops the engine and its whole group: SIGTERM, then SIGKILL after
-   * `graceMs`; resolves once they are gone and the log is flushed. Safe to
-   * call more than once and after the engine exited.
-   */
+  /** SIGTERM to the group, SIGKILL after `graceMs`; resolves once gone and logged. Safe to repeat. */
   async stop(graceMs = 10_000): Promise<void> {
     const child = this.#child;
     if (!child) return;
@@ -312,7 +289,7 @@ export class ServerProcess implements AsyncDisposable {
           `engine ${this.name} (pgid ${pgid}) outlived ${graceMs} ms after SIGTERM: SIGKILL`,
         ),
     });
-    // While this promise is pending, the exit handler sees `#stopping` set and stays quiet.
+    // Until this resolves, the exit handler sees `#stopping` set and stays quiet.
     const status = await this.#exited;
     forget(pgid);
     await within(this.#drained ?? Promise.resolve(), DRAIN_WAIT_MS);
@@ -324,7 +301,6 @@ export class ServerProcess implements AsyncDisposable {
     await this.#log.close();
   }
 
-  /** A line of the launcher's own in the engine's log, after a timestamp. */
   #mark(text: string): void {
     this.#log.line(`--- ${new Date().toISOString()} ${text}`);
   }

@@ -1,12 +1,11 @@
-// Traffic from an engine's own counters, and the pure rules the engine object
-// applies each health round: tokens/s, stalled under load, the idle canary.
-// Two marks carry the history: the stall mark stays put while requests run and
-// no token counter moves; the quiet mark stays put while nothing runs and no
+// Traffic from an engine's own counters (its Prometheus text), and the pure
+// rules applied each health round: tokens/s, stalled under load, the idle
+// canary. Two marks carry the history: the stall mark stays put while requests
+// run and no token counter moves; the quiet mark while nothing runs and no
 // counter moves. A counter that goes down (the engine restarted) has moved.
 import type { ModelCard, Verb } from "../catalogue.ts";
 import type { EngineKind, TrafficRule } from "./kinds/engine_kind.ts";
 import { flagValue } from "./kinds/flag_values.ts";
-import { sumSamples } from "./prometheus_text.ts";
 
 /** One read of the engine's `/metrics`; `at` in epoch ms. */
 export interface TrafficReading {
@@ -26,7 +25,6 @@ export interface Traffic {
   readonly at: string;
 }
 
-/** The kind's rule, else (`engine: command`) the card's `metrics`, else none. */
 export function trafficRule(
   card: ModelCard,
   kind: EngineKind,
@@ -56,7 +54,6 @@ export function readTraffic(
   return { running, waiting, prompt, generated, at };
 }
 
-/** Generated tokens per second since `previous`, one decimal. */
 export function trafficOf(
   previous: TrafficReading | null,
   current: TrafficReading,
@@ -75,12 +72,10 @@ export function trafficOf(
   };
 }
 
-/** Either token counter changed: progress (a reset too: the engine restarted). */
 function countersMoved(a: TrafficReading, b: TrafficReading): boolean {
   return a.prompt !== b.prompt || a.generated !== b.generated;
 }
 
-/** The reading the stall clock counts from: it moves on while idle or while tokens flow. */
 export function stallMark(
   mark: TrafficReading | null,
   current: TrafficReading,
@@ -91,12 +86,7 @@ export function stallMark(
     : mark;
 }
 
-/**
- * `3 requests running, no token for 300 s` once requests have run for
- * `stallTimeoutMs` with neither token counter moving; null otherwise, and
- * always with a timeout of 0 (off). A slow token, or only the prompt counter
- * moving (a long prefill), is progress.
- */
+/** `3 requests running, no token for 300 s`; a timeout of 0 is off. Only the prompt counter moving (a long prefill) is progress. */
 export function stalled(
   mark: TrafficReading,
   current: TrafficReading,
@@ -113,7 +103,6 @@ export function stalled(
   } s`;
 }
 
-/** The reading the canary's interval counts from: it moves on while anything runs, waits or counts. */
 export function quietMark(
   mark: TrafficReading | null,
   current: TrafficReading,
@@ -124,7 +113,6 @@ export function quietMark(
     : mark;
 }
 
-/** Nothing ran and no counter moved for `intervalMs` (0: off). */
 export function canaryDue(
   mark: TrafficReading,
   current: TrafficReading,
@@ -134,7 +122,6 @@ export function canaryDue(
     !countersMoved(mark, current) && current.at - mark.at >= intervalMs;
 }
 
-/** The cheapest request a canary sends: a path under the engine's base URL and a JSON body. */
 export interface CanaryRequest {
   readonly path: string;
   readonly body: Readonly<Record<string, unknown>>;
@@ -152,11 +139,7 @@ const CANARY: Partial<Record<Verb, CanaryRequest>> = {
   embed: { path: "/v1/embeddings", body: { input: "hi" } },
 };
 
-/**
- * The canary for a card, with the served name as `model`; null for a verb
- * with no cheap request, and for an engine set to sleep when idle (a canary
- * would count as activity and keep it awake for ever).
- */
+/** Null for a verb with no cheap request, and for an engine set to sleep when idle (a canary would keep it awake). */
 export function canaryRequest(
   card: ModelCard,
   kind: EngineKind,
@@ -168,4 +151,46 @@ export function canaryRequest(
     return null;
   }
   return { path: canary.path, body: { model: card.name, ...canary.body } };
+}
+
+// The Prometheus text format 0.0.4, the subset the engines write. Only the
+// samples named are read, so a large body (vLLM's histograms) costs one scan
+// of its lines. A counter's `_created` sample has a name of its own.
+const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
+const NUMBER = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$/;
+
+export function sampleValue(text: string): number | undefined {
+  if (text === "NaN") return NaN;
+  if (text === "+Inf" || text === "Inf") return Infinity;
+  if (text === "-Inf") return -Infinity;
+  return NUMBER.test(text) ? Number(text) : undefined;
+}
+
+/** Each sample's sum over its label sets (vLLM writes one per engine core); null where none is finite. */
+export function sumSamples(
+  text: string,
+  names: readonly string[],
+): Record<string, number | null> {
+  const wanted = new Set(names);
+  const sums: Record<string, number | null> = {};
+  for (const name of names) sums[name] = null;
+  for (const raw of text.split("\n")) {
+    const line = raw.trim();
+    if (line === "" || line.startsWith("#")) continue;
+    const name = NAME.exec(line)?.[0];
+    if (name === undefined || !wanted.has(name)) continue;
+    // Only numbers follow a label set: the last `}` closes it, whatever its values hold.
+    const rest = line[name.length] === "{"
+      ? line.lastIndexOf("}") + 1
+      : name.length;
+    if (rest === 0) continue;
+    const fields = line.slice(rest).trim().split(/\s+/);
+    if (fields.length > 2 || (fields[1] && !/^-?\d+$/.test(fields[1]))) {
+      continue;
+    }
+    const value = sampleValue(fields[0] ?? "");
+    if (value === undefined || !Number.isFinite(value)) continue;
+    sums[name] = (sums[name] ?? 0) + value;
+  }
+  return sums;
 }

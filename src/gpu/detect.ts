@@ -3,7 +3,7 @@
 // `nvidia-smi` is a warning and no pool, never an error.
 import { ConfigError } from "../common/config_error.ts";
 import { clip } from "../common/one_line.ts";
-import { formatGpuList, type GpuPool } from "./placement.ts";
+import type { GpuDetection } from "./placement.ts";
 import { parseVisibleDevices } from "./need.ts";
 import {
   type GpuQuery,
@@ -11,13 +11,6 @@ import {
   type QueryGpusOptions,
   runNvidiaSmi,
 } from "./nvidia_smi.ts";
-
-export interface GpuDetection {
-  readonly pool: GpuPool | undefined;
-  /** Where the pool came from, or why there is none, for the start-up line. */
-  readonly source: string;
-  readonly warning?: string;
-}
 
 // More devices than any machine holds: a typo such as `0-70000` is refused.
 const MAX_DEVICES = 1024;
@@ -40,12 +33,10 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
   const entries: string[] = [];
   for (const raw of trimmed.split(",")) {
     const part = raw.trim();
-    const range = /^(\d+)\s*-\s*(\d+)$/.exec(part);
+    const [, first, last = first] = /^(\d+)(?:\s*-\s*(\d+))?$/.exec(part) ?? [];
     let items: string[];
-    if (/^\d+$/.test(part)) items = [String(Number(part))];
-    else if (range) {
-      const low = Number(range[1]);
-      const high = Number(range[2]);
+    if (first !== undefined) {
+      const [low, high] = [Number(first), Number(last)];
       if (high < low) {
         throw bad(
           `the range ${part} goes down (expected low-high, such as ${high}-${low})`,
@@ -99,8 +90,7 @@ export async function detectGpuPool(
   }
   const look = await options.query;
   if (look?.ok) {
-    const entries = [...new Set(look.snapshot.devices.map((d) => d.index))];
-    return pooled(entries, "nvidia-smi");
+    return pooled(look.snapshot.devices.map((d) => d.index), "nvidia-smi");
   }
   if (look?.absent) return none(NO_NVIDIA_SMI);
   const run = await runNvidiaSmi(
@@ -135,15 +125,6 @@ export async function detectGpuPool(
 
 const NO_NVIDIA_SMI =
   "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
-
-/** `GPU pool 0-7 (from nvidia-smi)`, or why GPUs are not placed. */
-export function gpuPoolLine(detection: GpuDetection): string {
-  return detection.pool === undefined
-    ? `GPUs not placed (${detection.source}): engines get no CUDA_VISIBLE_DEVICES from the launcher`
-    : `GPU pool ${
-      formatGpuList(detection.pool.entries)
-    } (from ${detection.source})`;
-}
 
 function pooled(
   entries: string[],

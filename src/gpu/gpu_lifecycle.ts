@@ -1,17 +1,14 @@
-/**
- * The GPU lifecycle as the launcher composes it: one `nvidia-smi` monitor, the
- * start gate every start passes, and the memory each run holds, refreshed
- * once per health round. It exists only when some engine is placed on GPUs:
- * without a pool, nothing here runs and nothing is queried. Each engine run
- * keeps its passage as plain data ({@linkcode GateFacts}): what holds its
- * start and for how long, the slot its load holds, what a restart must see
- * released, and what it is charged; pure functions here keep it.
- *
- * @module
- */
+// The GPU lifecycle as the launcher composes it when some engine is placed on
+// GPUs: the start gate, and the memory each run holds, read once per health
+// round. Each engine run keeps its passage through the gate as plain data
+// (`GateFacts`) that the pure functions here keep.
 import { procStats } from "../engines/proc.ts";
-import type { GpuMonitor } from "./gpu_monitor.ts";
-import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
+import {
+  deviceOf,
+  type GpuMonitor,
+  type GpuSnapshot,
+  usedOn,
+} from "./nvidia_smi.ts";
 import {
   GpuStartGate,
   type Released,
@@ -21,9 +18,8 @@ import {
   type WaitReason,
 } from "./start_gate.ts";
 
-/** A run's memory as one reading saw it. */
 export interface GpuReading {
-  /** MiB the run holds per device entry (devices `nvidia-smi` does not list, MIG ones, left out). */
+  /** MiB the run holds per device entry `nvidia-smi` lists. */
   readonly mib: Readonly<Record<string, number>>;
   /** `pid`: its listed pids; `device`: the device's change across its start. */
   readonly by: "pid" | "device";
@@ -31,7 +27,6 @@ export interface GpuReading {
   readonly usedMiB: Readonly<Record<string, number>>;
 }
 
-/** One supervised run, as the memory round sees it. */
 export interface GpuRun {
   readonly name: string;
   readonly state: string;
@@ -43,29 +38,23 @@ export interface GpuRun {
 }
 
 export interface GpuLifecycleOptions {
-  /** `--health-interval`, in ms: the pace of re-checks and queries. */
   readonly intervalMs: number;
-  /** `--gpu-release-timeout`, in ms. */
   readonly releaseTimeoutMs: number;
   readonly runs: () => readonly GpuRun[];
-  /** The launcher's one monitor (its plan looked through it too). */
   readonly monitor: GpuMonitor;
 }
 
 export class GpuLifecycle {
   readonly gate: GpuStartGate;
-  readonly #monitor: GpuMonitor;
-  readonly #intervalMs: number;
-  readonly #runs: () => readonly GpuRun[];
+  readonly #options: GpuLifecycleOptions;
   /** Each run's last reading while awake, and its reading now. */
   readonly #awake = new WeakMap<GpuRun, GpuReading>();
   readonly #now = new WeakMap<GpuRun, GpuReading>();
 
   constructor(options: GpuLifecycleOptions) {
-    this.#intervalMs = options.intervalMs;
-    this.#monitor = options.monitor;
+    this.#options = options;
     this.gate = new GpuStartGate({
-      facts: this.#monitor,
+      facts: options.monitor,
       intervalMs: options.intervalMs,
       releaseTimeoutMs: options.releaseTimeoutMs,
       processes: procStats,
@@ -88,22 +77,23 @@ export class GpuLifecycle {
         return kept;
       },
     });
-    this.#runs = options.runs;
   }
 
-  /** At most one `nvidia-smi` query (shared with the gate's re-checks), then each placed run's memory. */
+  /** At most one `nvidia-smi` query (shared with the gate), then each placed run's memory. */
   async round(): Promise<void> {
-    const placed = this.#runs().filter((run) => (run.gpus?.length ?? 0) > 0);
+    const { runs, monitor, intervalMs } = this.#options;
+    const placed = runs().filter((run) => (run.gpus?.length ?? 0) > 0);
     if (placed.length === 0) return;
     // Younger than half an interval: a fresh answer each round while nvidia-smi
     // is quick, never more than one query a round when it is slow.
-    const snapshot = await this.#monitor.snapshot(this.#intervalMs / 2);
+    const snapshot = await monitor.snapshot(intervalMs / 2);
     const groups = new Map<number, number>();
-    if (snapshot) {
-      const pids = snapshot.processes.map((p) => p.pid);
-      for (const [pid, facts] of procStats(pids)) {
-        groups.set(pid, facts.pgid);
-      }
+    for (
+      const [pid, facts] of procStats(
+        snapshot?.processes.map((p) => p.pid) ?? [],
+      )
+    ) {
+      groups.set(pid, facts.pgid);
     }
     for (const run of placed) {
       const reading = snapshot && run.pgid !== undefined
@@ -118,13 +108,11 @@ export class GpuLifecycle {
 }
 
 /**
- * The MiB a run holds on each of its devices. By pid where the listed pids
- * are in the run's process group (vLLM's workers are children of the engine;
- * `groups`: each listed live pid's group); else (a container lists the host's
- * pids, which match nothing here) by the device's change since just before
- * the spawn: rule 1 of the start gate lets one load at a time onto a device,
- * so what the device gained during the load is the run's (`chargedLoad` stops
- * the figure there).
+ * The MiB a run holds on each of its devices: by pid where listed pids are in
+ * its process group (`groups`: each listed live pid's; vLLM's workers are the
+ * engine's children); else (a container lists the host's pids) by the
+ * device's change since just before the spawn: the gate's rule 1 lets one
+ * load at a time onto a device.
  */
 export function runMemory(
   snapshot: GpuSnapshot,
@@ -164,12 +152,10 @@ export async function passGate(
   }
 }
 
-/** One engine's passage through the gate, as plain data its engine run keeps. */
 export interface GateFacts {
   waiting?: WaitingFor | null;
   since: number;
   ms: Partial<Record<WaitReason, number>>;
-  /** Held while its run loads: released on the first 200, on exit, on stop, on a failed spawn. */
   slot?: StartSlot | undefined;
   startUsed: Readonly<Record<string, number>>;
   /** Each device's used MiB where run `pgid`'s load ended (it served): device attribution stops there. */
@@ -212,7 +198,6 @@ export function waitSeconds(
   return out;
 }
 
-/** What a run held, for its restart or replacement (rule 2). */
 export function releasedBy(facts: GateFacts): Released {
   const { settled, startUsed, pgid } = facts;
   const devices: Record<string, number> = {};

@@ -4,6 +4,7 @@
 import { runHelper } from "../engines/helper_run.ts";
 import { locateExecutable } from "../engines/launch.ts";
 import { clip } from "../common/one_line.ts";
+import { FailureRun } from "../common/log_throttle.ts";
 
 export interface GpuDevice {
   readonly index: string;
@@ -41,7 +42,6 @@ export type GpuQuery =
   };
 
 export interface QueryGpusOptions {
-  /** The launcher's captured environment: its `PATH` finds `nvidia-smi`. */
   readonly env: Readonly<Record<string, string>>;
   readonly timeoutMs?: number;
 }
@@ -117,17 +117,28 @@ function failed(
 export async function queryGpus(
   options: QueryGpusOptions,
 ): Promise<GpuQuery> {
-  const [deviceRun, processRun] = await Promise.all([
-    runNvidiaSmi(DEVICE_ARGS, options),
-    runNvidiaSmi(PROCESS_ARGS, options),
+  const [devices, processes] = await Promise.all([
+    read(DEVICE_ARGS, parseDevices, options),
+    read(PROCESS_ARGS, parseProcesses, options),
   ]);
-  if (!deviceRun.ok) return failure(deviceRun, DEVICE_ARGS);
-  if (!processRun.ok) return failure(processRun, PROCESS_ARGS);
-  const devices = parseDevices(deviceRun.stdout);
-  if (typeof devices === "string") return unread(DEVICE_ARGS, devices);
-  const processes = parseProcesses(processRun.stdout);
-  if (typeof processes === "string") return unread(PROCESS_ARGS, processes);
+  if (!Array.isArray(devices)) return devices;
+  if (!Array.isArray(processes)) return processes;
   return { ok: true, snapshot: { devices, processes, at: Date.now() } };
+}
+
+async function read<T>(
+  args: readonly string[],
+  parse: (stdout: string) => T[] | string,
+  options: QueryGpusOptions,
+): Promise<T[] | GpuQuery & { ok: false }> {
+  const run = await runNvidiaSmi(args, options);
+  if (!run.ok && run.reason === "absent") {
+    return { ok: false, error: `${NVIDIA_SMI}: ${run.detail}`, absent: true };
+  }
+  const parsed = run.ok ? parse(run.stdout) : run.detail;
+  if (typeof parsed !== "string") return parsed;
+  const query = args[0]!.replace(/=.*$/, "");
+  return { ok: false, error: `${NVIDIA_SMI} ${query}: ${parsed}` };
 }
 
 // As CUDA_VISIBLE_DEVICES reads an entry: an index, or a `GPU-<uuid>` or its
@@ -142,15 +153,13 @@ export function deviceOf(
   }
   if (!/^GPU-./i.test(name)) return undefined;
   const wanted = name.toLowerCase();
-  const exact = snapshot.devices.find((d) => d.uuid.toLowerCase() === wanted);
-  if (exact) return exact;
   const prefixed = snapshot.devices.filter((d) =>
     d.uuid.toLowerCase().startsWith(wanted)
   );
-  return prefixed.length === 1 ? prefixed[0] : undefined;
+  return prefixed.find((d) => d.uuid.toLowerCase() === wanted) ??
+    (prefixed.length === 1 ? prefixed[0] : undefined);
 }
 
-/** Each entry's used MiB, where the snapshot gives it. */
 export function usedOn(
   entries: readonly string[],
   snapshot: GpuSnapshot | undefined,
@@ -161,20 +170,6 @@ export function usedOn(
     if (device?.memoryKnown) used[entry] = device.usedMiB;
   }
   return used;
-}
-
-function failure(
-  run: NvidiaSmiRun & { ok: false },
-  args: readonly string[],
-): GpuQuery {
-  return run.reason === "absent"
-    ? { ok: false, error: `${NVIDIA_SMI}: ${run.detail}`, absent: true }
-    : unread(args, run.detail);
-}
-
-function unread(args: readonly string[], detail: string): GpuQuery {
-  const query = args[0]!.replace(/=.*$/, "");
-  return { ok: false, error: `${NVIDIA_SMI} ${query}: ${detail}` };
 }
 
 function parseDevices(text: string): GpuDevice[] | string {
@@ -249,4 +244,123 @@ function mib(text: string): number | undefined {
 
 function unreadable(line: string, expected: string): string {
   return `it printed '${clip(line)}' (expected ${expected})`;
+}
+
+// The launcher's GPU facts: one query per interval and one in flight, whatever
+// the number of callers (the start gate, the memory rounds).
+const FIRST_BACKOFF_MS = 1000;
+
+interface Answer {
+  readonly snapshot: GpuSnapshot | undefined;
+  readonly came: number;
+  readonly backoffMs: number;
+  readonly mark: number;
+}
+
+// Failures are cached too, so that a failing or hanging `nvidia-smi` is not
+// run once a call: 1 s, 2 s, 4 s… up to `maxBackoffMs` (at once without one on
+// PATH), even past a mark, since an event does not mend `nvidia-smi`.
+export class GpuMonitor {
+  #options: QueryGpusOptions;
+  #query: (options: QueryGpusOptions) => Promise<GpuQuery>;
+  #maxBackoffMs: number;
+  #now: () => number;
+  #latest: Answer | undefined;
+  #inFlight:
+    | { answer: Promise<GpuSnapshot | undefined>; mark: number }
+    | undefined;
+  #marks = 0;
+  #queries = 0;
+  #failuresInRow = 0;
+  #failures = new FailureRun("query GPUs", "warn");
+  #next: { mark: number; resolve: (snapshot: GpuSnapshot) => void }[] = [];
+
+  constructor(
+    options: Partial<QueryGpusOptions> & {
+      readonly query?: (options: QueryGpusOptions) => Promise<GpuQuery>;
+      readonly maxBackoffMs?: number;
+      readonly now?: () => number;
+    } = {},
+  ) {
+    const { query, maxBackoffMs, now, ...queryOptions } = options;
+    this.#options = { ...queryOptions, env: queryOptions.env ?? {} };
+    this.#query = query ?? queryGpus;
+    this.#maxBackoffMs = maxBackoffMs ?? 60_000;
+    this.#now = now ?? (() => performance.now());
+  }
+
+  /** One whole look for the launcher's plan: neither counted nor kept, logging nothing. */
+  look(): Promise<GpuQuery> {
+    return this.#query(this.#options);
+  }
+
+  get queries(): number {
+    return this.#queries;
+  }
+
+  /** The facts may change from now on (a run exited or spawned). */
+  mark(): number {
+    return ++this.#marks;
+  }
+
+  /** The first successful answer to a query asked at `mark` or later, whoever asks it; asks nothing. */
+  next(mark: number): Promise<GpuSnapshot> {
+    return new Promise((resolve) => this.#next.push({ mark, resolve }));
+  }
+
+  /** The latest answer no older than `maxAgeMs`, asked at mark `after` or later; undefined while `nvidia-smi` fails. */
+  snapshot(maxAgeMs: number, after = 0): Promise<GpuSnapshot | undefined> {
+    const inFlight = this.#inFlight;
+    if (inFlight) {
+      return inFlight.mark >= after
+        ? inFlight.answer
+        : inFlight.answer.then(() => this.snapshot(maxAgeMs, after));
+    }
+    const latest = this.#latest;
+    if (latest !== undefined) {
+      const age = this.#now() - latest.came;
+      if (age < latest.backoffMs || (age < maxAgeMs && latest.mark >= after)) {
+        return Promise.resolve(latest.snapshot);
+      }
+    }
+    const mark = this.#marks;
+    const answer = this.#answer(mark).finally(() => {
+      this.#inFlight = undefined;
+    });
+    this.#inFlight = { answer, mark };
+    return answer;
+  }
+
+  async #answer(mark: number): Promise<GpuSnapshot | undefined> {
+    this.#queries++;
+    let answer: GpuQuery;
+    try {
+      answer = await this.#query(this.#options);
+    } catch (error) {
+      // queryGpus never throws; a replaced query might.
+      answer = { ok: false, error: (error as Error)?.message ?? String(error) };
+    }
+    if (answer.ok) {
+      this.#failures.ok();
+      this.#failuresInRow = 0;
+      const { snapshot } = answer;
+      this.#latest = { snapshot, came: this.#now(), backoffMs: 0, mark };
+      this.#next = this.#next.filter((next) => {
+        if (next.mark > mark) return true;
+        next.resolve(snapshot);
+        return false;
+      });
+      return snapshot;
+    }
+    this.#failures.fail(
+      `${answer.error}; rules needing GPU memory facts are skipped while it fails`,
+    );
+    const backoffMs = answer.absent ? this.#maxBackoffMs : Math.min(
+      this.#maxBackoffMs,
+      FIRST_BACKOFF_MS * 2 ** Math.min(this.#failuresInRow, 30),
+    );
+    this.#failuresInRow++;
+    this.#latest = { snapshot: undefined, came: this.#now(), backoffMs, mark };
+    return undefined;
+  }
 }

@@ -1,12 +1,15 @@
 /**
- * Folder `gpu/`: what a card needs and its placement on a pool (both pure),
- * pool detection and `nvidia-smi`, and the start gate. It knows nothing of
- * HTTP and spawns no engine.
+ * Folder `gpu/`: what a card needs and its placement on a pool (both pure:
+ * functions of the pool, the cards and one `nvidia-smi` look), pool detection
+ * and `nvidia-smi`, and the start gate. It knows nothing of HTTP and spawns no
+ * engine.
  *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { type GpuNeed, gpuNeed, GpuPlacementError } from "./need.ts";
+import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 
 export interface GpuPool {
   readonly entries: readonly string[];
@@ -16,10 +19,175 @@ export interface GpuPool {
   readonly explicit: boolean;
 }
 
+export interface GpuDetection {
+  readonly pool: GpuPool | undefined;
+  /** Where the pool came from, or why there is none. */
+  readonly source: string;
+  readonly warning?: string;
+}
+
 export interface GpuAssignment {
   /** `null`: not placed (its environment is left alone); `[]`: no GPU. */
   readonly devices: readonly string[] | null;
   readonly need: GpuNeed;
+}
+
+/** Where every engine runs: plain data (`JSON.stringify` round-trips it). */
+export interface Placement {
+  readonly detection: GpuDetection;
+  /** By catalogue name, in placement order. */
+  readonly assigned: Readonly<Record<string, GpuAssignment>>;
+  /** Pool entries left out of automatic placement: their memory reads as an error. */
+  readonly avoid: readonly string[];
+  readonly snapshot: GpuSnapshot | undefined;
+  /** Whether engines get `CUDA_DEVICE_ORDER=PCI_BUS_ID`. */
+  readonly pciOrder: boolean;
+}
+
+export interface ReportLine {
+  readonly level: "info" | "warn";
+  readonly text: string;
+}
+
+/** @throws {GpuPlacementError} When a card does not fit. */
+export function placeEngines(
+  cards: readonly ModelCard[],
+  detection: GpuDetection,
+  snapshot: GpuSnapshot | undefined,
+  cudaDeviceOrder: string | undefined,
+): Placement {
+  const avoid =
+    detection.pool?.entries.filter((e) =>
+      snapshot && deviceOf(e, snapshot)?.error
+    ) ?? [];
+  const nothing = {
+    detection,
+    assigned: {},
+    avoid,
+    snapshot,
+    // nvidia-smi numbers devices in PCI bus order, CUDA by default fastest
+    // first: make the indices mean the same devices to the engine.
+    pciOrder: detection.pool !== undefined &&
+      !detection.source.includes("CUDA_VISIBLE_DEVICES") &&
+      cudaDeviceOrder === undefined,
+  };
+  return replacePlacement(nothing, cards, new Set(cards.map((c) => c.name)));
+}
+
+/** vLLM reads `CUDA_VISIBLE_DEVICES` entries as integers. */
+export function readsIntegerDevices(card: ModelCard): boolean {
+  return ENGINE_KINDS[card.engine]?.integerDevices === true;
+}
+
+// For an engine reading integers, `GPU-<uuid>` entries become nvidia-smi's
+// index (PCI bus order) where it lists them; MIG and unmapped entries stay.
+function integerEntries(
+  placement: Placement,
+  card: ModelCard,
+): { entries: string[]; mapped: boolean; unmapped: string[] } | undefined {
+  const visible = gpuEnv(placement.assigned[card.name]).CUDA_VISIBLE_DEVICES;
+  if (!visible || !readsIntegerDevices(card)) return undefined;
+  let mapped = false;
+  const unmapped: string[] = [];
+  const entries = visible.split(",").map((entry) => {
+    if (/^\d+$/.test(entry) || entry.startsWith("MIG-")) return entry;
+    const index = placement.snapshot &&
+      deviceOf(entry, placement.snapshot)?.index;
+    if (index === undefined) unmapped.push(entry);
+    else mapped = true;
+    return index ?? entry;
+  });
+  return { entries, mapped, unmapped };
+}
+
+export function devicesOf(
+  placement: Placement,
+  card: ModelCard,
+): readonly string[] | null {
+  return placement.assigned[card.name]?.devices ?? null;
+}
+
+export function placementEnv(
+  placement: Placement,
+  card: ModelCard,
+): Record<string, string> {
+  const env = gpuEnv(placement.assigned[card.name]);
+  const integers = integerEntries(placement, card);
+  if (integers) env.CUDA_VISIBLE_DEVICES = integers.entries.join(",");
+  if (
+    (placement.pciOrder || integers?.mapped) && env.CUDA_VISIBLE_DEVICES &&
+    card.env.CUDA_DEVICE_ORDER === undefined
+  ) {
+    env.CUDA_DEVICE_ORDER = "PCI_BUS_ID";
+  }
+  return env;
+}
+
+export function placementReport(
+  placement: Placement,
+  cards: readonly ModelCard[],
+): ReportLine[] {
+  const { detection, snapshot } = placement;
+  const lines: ReportLine[] = [];
+  if (detection.warning) lines.push({ level: "warn", text: detection.warning });
+  lines.push({ level: "info", text: gpuPoolLine(detection) });
+  for (const entry of placement.avoid) {
+    lines.push({
+      level: "warn",
+      text: `GPU ${entry} reports its memory as an error (${
+        deviceOf(entry, snapshot!)?.error
+      }): left out of automatic placement; engines pinned there wait until it reports memory again`,
+    });
+  }
+  for (const [name, a] of Object.entries(placement.assigned)) {
+    lines.push({ level: "info", text: gpuLine(name, a) });
+  }
+  for (const card of cards) {
+    const unmapped = integerEntries(placement, card)?.unmapped ?? [];
+    if (unmapped.length === 0) continue;
+    lines.push({
+      level: "warn",
+      text: `engine ${card.name}: GPU ${
+        unmapped.join(",")
+      } passed as given, and its engine reads CUDA_VISIBLE_DEVICES as integers: nvidia-smi could not map them to indices`,
+    });
+  }
+  return lines;
+}
+
+/**
+ * The placement after a reload, on the same pool: engines not in `changed`
+ * keep their devices, the changed ones are placed in what is left.
+ *
+ * @throws {GpuPlacementError} When a changed card does not fit.
+ */
+export function replacePlacement(
+  placement: Placement,
+  cards: readonly ModelCard[],
+  changed: ReadonlySet<string>,
+): Placement {
+  const held = new Map<string, GpuAssignment>();
+  for (const card of cards) {
+    const kept = placement.assigned[card.name];
+    if (!changed.has(card.name) && kept) held.set(card.name, kept);
+  }
+  const changedCards = cards.filter((card) => changed.has(card.name));
+  const { pool } = placement.detection;
+  const avoid = new Set(placement.avoid);
+  let fresh;
+  try {
+    fresh = placeGpus(changedCards, pool, { held, avoid });
+  } catch (error) {
+    // Devices in trouble are left out where the rest has room, else used (their engines then wait).
+    if (avoid.size === 0) throw error;
+    fresh = placeGpus(changedCards, pool, { held });
+  }
+  const assigned: Record<string, GpuAssignment> = {};
+  for (const card of cards) {
+    const a = fresh.get(card.name) ?? held.get(card.name);
+    if (a) assigned[card.name] = a;
+  }
+  return { ...placement, assigned };
 }
 
 // The same request always gives the same layout. Whole devices: the lowest
@@ -28,7 +196,11 @@ export interface GpuAssignment {
 export function placeGpus(
   cards: readonly ModelCard[],
   pool: GpuPool | undefined,
-  options: PlaceOptions = {},
+  options: {
+    readonly held?: ReadonlyMap<string, GpuAssignment>;
+    /** Left out of automatic placement; a pin there still holds. */
+    readonly avoid?: ReadonlySet<string>;
+  } = {},
 ): Map<string, GpuAssignment> {
   const twice = cards.find((card, i) =>
     cards.findIndex((other) => other.name === card.name) < i
@@ -76,12 +248,6 @@ export function placeGpus(
   return result;
 }
 
-export interface PlaceOptions {
-  held?: ReadonlyMap<string, GpuAssignment>;
-  /** Left out of automatic placement (a device reporting a memory error); a pin there still holds. */
-  avoid?: ReadonlySet<string>;
-}
-
 function unplacedLayout(
   cards: readonly ModelCard[],
 ): Map<string, GpuAssignment> {
@@ -103,19 +269,20 @@ function unplacedLayout(
 // Shares in millionths of a device, so that 0.3 + 0.3 + 0.4 fills one exactly.
 const WHOLE = 1_000_000;
 
-interface Holding {
-  whole?: string;
-  shares: { name: string; units: number }[];
+/** `units` undefined: whole devices. */
+interface Hold {
+  readonly name: string;
+  readonly devices: string[];
+  readonly units?: number | undefined;
 }
 
 class Layout {
   readonly #pool: GpuPool;
   readonly #order: readonly string[];
   readonly #numeric: boolean;
-  readonly #held = new Map<string, Holding>();
-  // In placement order, for refusal messages.
-  readonly #holders: { name: string; devices: string[]; units?: number }[] = [];
   readonly #open: readonly string[];
+  /** In placement order, for refusal messages. */
+  readonly #holds: Hold[] = [];
 
   constructor(pool: GpuPool, avoid: ReadonlySet<string> = new Set()) {
     this.#pool = pool;
@@ -139,16 +306,8 @@ class Layout {
           } given by --gpus (expected devices from that pool, or a wider --gpus)`,
         );
       }
-      const holding = this.#held.get(device);
-      if (holding === undefined) continue;
-      const others = [
-        ...(holding.whole === undefined ? [] : [holding.whole]),
-        ...holding.shares.map((share) => share.name),
-      ];
-      if (
-        holding.whole !== undefined || units === undefined ||
-        used(holding) + units > WHOLE
-      ) {
+      const others = this.#on(device).map((hold) => hold.name);
+      if (others.length > 0 && !this.#fits(device, units)) {
         throw new GpuPlacementError(
           name,
           `its CUDA_VISIBLE_DEVICES pins GPU ${device}, which ${
@@ -159,7 +318,7 @@ class Layout {
         );
       }
     }
-    return this.#hold(name, devices, units);
+    return this.#hold({ name, devices, units });
   }
 
   keep(name: string, { devices, need }: GpuAssignment): void {
@@ -167,12 +326,12 @@ class Layout {
       return;
     }
     const units = need.kind === "share" ? toUnits(need.share) : undefined;
-    this.#hold(name, [...devices], units);
+    this.#hold({ name, devices: [...devices], units });
   }
 
   takeWhole(name: string, count: number): string[] {
     if (count === 0) return [];
-    const free = this.#open.filter((device) => !this.#held.has(device));
+    const free = this.#open.filter((device) => this.#isFree(device));
     if (free.length < count) {
       throw new GpuPlacementError(
         name,
@@ -181,44 +340,52 @@ class Layout {
         }, ${free.length} free ${this.#where()}`,
       );
     }
-    return this.#hold(name, this.#adjacentRun(count) ?? free.slice(0, count));
+    const devices = this.#adjacentRun(count) ?? free.slice(0, count);
+    return this.#hold({ name, devices });
   }
 
   takeShare(name: string, share: number): string[] {
     const units = toUnits(share);
-    const device = this.#open.find((entry) => {
-      const holding = this.#held.get(entry);
-      return holding !== undefined && holding.whole === undefined &&
-        used(holding) + units <= WHOLE;
-    }) ?? this.#open.find((entry) => !this.#held.has(entry));
+    const device =
+      this.#open.find((entry) =>
+        !this.#isFree(entry) && this.#fits(entry, units)
+      ) ?? this.#open.find((entry) => this.#isFree(entry));
     if (device === undefined) {
       throw new GpuPlacementError(
         name,
         `needs ${share} of a GPU, 0 free and none with ${share} left ${this.#where()}`,
       );
     }
-    return this.#hold(name, [device], units);
+    return this.#hold({ name, devices: [device], units });
   }
 
-  /** `units` undefined: whole devices. */
-  #hold(name: string, devices: string[], units?: number): string[] {
-    for (const device of devices) {
-      const holding = this.#held.get(device) ?? { shares: [] };
-      if (units === undefined) holding.whole = name;
-      else holding.shares.push({ name, units });
-      this.#held.set(device, holding);
+  #on(device: string): Hold[] {
+    return this.#holds.filter((hold) => hold.devices.includes(device));
+  }
+
+  #isFree(device: string): boolean {
+    return this.#on(device).length === 0;
+  }
+
+  /** Whether a share of `units` fits beside the device's holds; a whole device never does. */
+  #fits(device: string, units: number | undefined): boolean {
+    const holds = this.#on(device);
+    if (units === undefined || holds.some((h) => h.units === undefined)) {
+      return false;
     }
-    this.#holders.push(
-      units === undefined ? { name, devices } : { name, devices, units },
-    );
-    return devices;
+    return holds.reduce((sum, h) => sum + h.units!, units) <= WHOLE;
+  }
+
+  #hold(hold: Hold): string[] {
+    this.#holds.push(hold);
+    return hold.devices;
   }
 
   #adjacentRun(count: number): string[] | undefined {
     let run: string[] = [];
     for (const device of this.#open) {
       const last = run.at(-1);
-      if (this.#held.has(device)) run = [];
+      if (!this.#isFree(device)) run = [];
       else if (
         last !== undefined && this.#numeric &&
         Number(device) !== Number(last) + 1
@@ -231,7 +398,7 @@ class Layout {
   }
 
   #where(): string {
-    const held = this.#holders.flatMap(({ name, devices, units }) => {
+    const held = this.#holds.flatMap(({ name, devices, units }) => {
       const inPool = devices.filter((device) => this.#order.includes(device));
       const share = units === undefined ? "" : `${units / WHOLE} of `;
       return inPool.length > 0
@@ -244,29 +411,23 @@ class Layout {
   }
 }
 
-function used(holding: Holding): number {
-  return holding.shares.reduce((sum, s) => sum + s.units, 0);
-}
-
 function toUnits(share: number): number {
   return Math.max(1, Math.min(WHOLE, Math.round(share * WHOLE)));
 }
 
 export function formatGpuList(entries: readonly string[]): string {
-  if (entries.length === 0) return "none";
-  const parts: string[] = [];
-  let i = 0;
-  while (i < entries.length) {
-    let j = i;
-    while (
-      j + 1 < entries.length && isIndex(entries[j]!) &&
-      isIndex(entries[j + 1]!) &&
-      Number(entries[j + 1]) === Number(entries[j]) + 1
-    ) j++;
-    parts.push(i === j ? entries[i]! : `${entries[i]}-${entries[j]}`);
-    i = j + 1;
+  const runs: string[][] = [];
+  for (const entry of entries) {
+    const last = runs.at(-1)?.at(-1);
+    if (
+      last && isIndex(last) && isIndex(entry) &&
+      Number(entry) === Number(last) + 1
+    ) {
+      runs.at(-1)!.push(entry);
+    } else runs.push([entry]);
   }
-  return parts.join(",");
+  return runs.map((run) => run.length > 1 ? `${run[0]}-${run.at(-1)}` : run[0])
+    .join(",") || "none";
 }
 
 function isIndex(entry: string): boolean {
@@ -293,4 +454,12 @@ export function gpuLine(name: string, assignment: GpuAssignment): string {
     ? `${need.share} of GPU ${devices.join(",")}`
     : `${devices.length === 1 ? "GPU" : "GPUs"} ${devices.join(",")}`;
   return `${name}: ${what} (${need.from})`;
+}
+
+export function gpuPoolLine(detection: GpuDetection): string {
+  return detection.pool === undefined
+    ? `GPUs not placed (${detection.source}): engines get no CUDA_VISIBLE_DEVICES from the launcher`
+    : `GPU pool ${
+      formatGpuList(detection.pool.entries)
+    } (from ${detection.source})`;
 }

@@ -1,8 +1,6 @@
 /**
- * The GPU start gate: says when an engine placed on devices D may spawn. It
- * spawns nothing and stops nothing; supervision asks it before every start
- * (the first, every restart, a reload's) and tells it when a load is over.
- *
+ * The GPU start gate: says when an engine placed on devices D may spawn
+ * (supervision asks before every start). It spawns nothing and stops nothing.
  * A start on D proceeds only when:
  * 1. no other engine on D is loading, nor asked earlier (vLLM sizes its KV
  *    cache from device-wide free memory while it loads);
@@ -19,11 +17,15 @@
  * @module
  */
 import { log } from "../common/log.ts";
-import type { GpuMonitor } from "./gpu_monitor.ts";
+import {
+  deviceOf,
+  type GpuMonitor,
+  type GpuSnapshot,
+  usedOn,
+} from "./nvidia_smi.ts";
 import type { GpuMemoryNeed } from "./need.ts";
-import { deviceOf, type GpuSnapshot, usedOn } from "./nvidia_smi.ts";
 
-/** Why an engine is held (rules 1 to 4): `waiting_for.reason` in `GET /models?detail=1`. */
+/** Rules 1 to 4: `waiting_for.reason` in `GET /models?detail=1`. */
 export const WAIT_REASONS = [
   "gpu-busy-loading",
   "gpu-memory-release",
@@ -36,13 +38,10 @@ export type WaitReason = typeof WAIT_REASONS[number];
 /** As `waiting_for` reports it. */
 export interface WaitingFor {
   readonly reason: WaitReason;
-  /** The devices concerned, as placed (`CUDA_VISIBLE_DEVICES` entries). */
   readonly devices: readonly string[];
-  /** One line for people: who loads there, which memory is not back, nvidia-smi's words. */
   readonly detail: string;
 }
 
-/** Where the gate reads GPU facts: rules 2 to 4 read a snapshot asked after the last mark on their devices. */
 export type GpuFacts =
   & Pick<GpuMonitor, "snapshot" | "mark">
   & Partial<Pick<GpuMonitor, "next">>;
@@ -53,27 +52,24 @@ export interface ProcessFacts {
 }
 
 export interface StartGateOptions {
-  /** GPU facts; absent when no pool is placed: rules 2 to 4 are skipped. */
+  /** Absent when no pool is placed: rules 2 to 4 are skipped. */
   readonly facts?: GpuFacts | undefined;
-  /** How often a held start is checked again, in ms (`--health-interval`). */
   readonly intervalMs: number;
-  /** Bound of rule 2, in ms (`--gpu-release-timeout`). */
   readonly releaseTimeoutMs: number;
-  /** The live processes among `pids` (rule 4's detail names who holds the memory). */
+  /** The live processes among `pids`: rule 4's detail names who holds the memory. */
   readonly processes: (
     pids: readonly number[],
   ) => ReadonlyMap<number, ProcessFacts>;
-  /** The launcher's running engines: process group → engine name. */
+  /** Process group → engine name. */
   readonly ownGroups: () => ReadonlyMap<number, string>;
-  /** MiB the sleeping engines on a device entry take back when they wake (rule 4 counts them used). */
+  /** MiB the sleeping engines on a device take back when they wake: rule 4 counts them used. */
   readonly asleep?: (entry: string) => number;
 }
 
 /** What a dead run held, for its restart (rule 2). */
 export interface Released {
-  /** Per device entry, the used MiB it comes back to (its last reading less the run's; else its reading before the spawn). */
+  /** Per device entry, the used MiB it comes back to. */
   readonly devices: Readonly<Record<string, number>>;
-  /** The run's pids, deciding where `nvidia-smi` lists any of them. */
   readonly pids: readonly number[];
   /** Its pids were listed while it lived: none listed now means released. */
   readonly byPid?: boolean;
@@ -81,36 +77,32 @@ export interface Released {
 
 export interface StartRequest {
   readonly name: string;
-  /** Its devices as placed; `[]` is never held. */
+  /** `[]` is never held. */
   readonly devices: readonly string[];
   readonly memory?: GpuMemoryNeed | undefined;
   readonly released?: Released | undefined;
-  /** Aborting it ends the wait: `admit` throws the signal's reason. */
   readonly signal?: AbortSignal | undefined;
 }
 
 /** A granted start: release it when the load is over (first 200, exit or stop). */
 export interface StartSlot {
-  /** Each device's used MiB just before the spawn, where read: the start of device attribution. */
+  /** Each device's used MiB just before the spawn: where device attribution starts. */
   readonly usedMiB: Readonly<Record<string, number>>;
-  /**
-   * Once released: each device's used MiB at the first look asked after the
-   * release, which a neighbour's start on the device waits for too: the end
-   * of device attribution.
-   */
+  /** Once released, each device's used MiB at the first look after: where it ends. */
   readonly loadEnd?: Promise<Readonly<Record<string, number>>> | undefined;
   release(): void;
 }
 
 interface Waiter {
   readonly request: StartRequest;
-  wake: () => void;
   /** The mark after its last look: the next look needs newer facts. */
   looked?: number;
   last?: GpuSnapshot;
   lows: number;
   releaseSince?: number;
   releaseDone?: boolean;
+  sawPids?: boolean;
+  /** Entries whose unchecked memory was logged. */
   noted: Set<string>;
 }
 
@@ -119,18 +111,19 @@ const RELEASE_POLL_MS = 500;
 
 export class GpuStartGate {
   readonly #options: StartGateOptions;
-  /** Device → the engine loading there (rule 1). */
+  /** Device → the engine loading there. */
   readonly #loading = new Map<string, string>();
   readonly #queue: Waiter[] = [];
-  /** Device → the mark of the last event there that can change its facts. */
+  /** Device → the mark of the last event there. */
   readonly #changed = new Map<string, number>();
-  #quiet: (() => void)[] = [];
+  /** Woken when a load ends or a request leaves. */
+  readonly #wakers = new Set<() => void>();
 
   constructor(options: StartGateOptions) {
     this.#options = options;
   }
 
-  /** Notes an event that changes `devices`' facts (a spawn, a load's end, an exit): later decisions ask after it. */
+  /** A spawn, a load's end or an exit changed `devices`' facts: later decisions ask after it. */
   changed(devices: readonly string[]): void {
     const mark = this.#options.facts?.mark();
     if (mark === undefined) return;
@@ -161,22 +154,15 @@ export class GpuStartGate {
       } has started (it measures the device's free memory while it loads)`,
     );
     while (loading !== undefined && !signal?.aborted) {
-      await new Promise<void>((resolve) => {
-        this.#quiet.push(resolve);
-        signal?.addEventListener("abort", () => resolve(), { once: true });
-      });
+      await this.#wait(undefined, signal);
       loading = this.loadingOn(devices, name);
     }
   }
 
-  /**
-   * Yields what holds the start at each look, then returns the slot to
-   * release once the load is over; the request queues at the first `next()`
-   * and the signal's abort is thrown.
-   */
+  /** Yields what holds the start at each look, then returns the slot; queues at the first `next()`. */
   async *admit(request: StartRequest): AsyncGenerator<WaitingFor, StartSlot> {
     if (request.devices.length === 0) return { usedMiB: {}, release() {} };
-    const waiter: Waiter = { request, wake() {}, lows: 0, noted: new Set() };
+    const waiter: Waiter = { request, lows: 0, noted: new Set() };
     this.#queue.push(waiter);
     try {
       while (true) {
@@ -188,8 +174,17 @@ export class GpuStartGate {
           held ??= this.#busy(waiter);
           if (held === undefined) return this.#grant(waiter);
         }
+        // Rule 1 waits for a wake; a release is looked at soon.
+        const { intervalMs } = this.#options;
         // Armed before the yield: a wake while the asker reads it is not lost.
-        const woken = this.#wait(waiter, held.reason);
+        const woken = this.#wait(
+          held.reason === "gpu-busy-loading"
+            ? undefined
+            : held.reason === "gpu-memory-release"
+            ? Math.min(RELEASE_POLL_MS, intervalMs)
+            : intervalMs,
+          request.signal,
+        );
         yield held;
         await woken;
       }
@@ -224,22 +219,23 @@ export class GpuStartGate {
   /** Rule 1: a load on one of its devices, or an earlier request for one. */
   #busy(waiter: Waiter): WaitingFor | undefined {
     const { devices } = waiter.request;
+    const reason = "gpu-busy-loading";
     const device = devices.find((d) => this.#loading.has(d));
-    const earlier = this.#queue.slice(0, this.#queue.indexOf(waiter))
-      .find((e) => e.request.devices.some((d) => devices.includes(d)));
-    if (device === undefined && earlier === undefined) return undefined;
-    return {
-      reason: "gpu-busy-loading",
-      devices: [
-        device ?? earlier!.request.devices.find((d) => devices.includes(d))!,
-      ],
-      detail: device !== undefined
-        ? `engine ${this.#loading.get(device)} is loading there`
-        : `engine ${earlier!.request.name} asked first and starts before it`,
-    };
+    if (device !== undefined) {
+      const detail = `engine ${this.#loading.get(device)} is loading there`;
+      return { reason, devices: [device], detail };
+    }
+    for (const earlier of this.#queue.slice(0, this.#queue.indexOf(waiter))) {
+      const shared = earlier.request.devices.find((d) => devices.includes(d));
+      if (shared === undefined) continue;
+      const detail =
+        `engine ${earlier.request.name} asked first and starts before it`;
+      return { reason, devices: [shared], detail };
+    }
+    return undefined;
   }
 
-  /** Rules 2, 3 and 4, from one snapshot asked after the last event and look. */
+  /** Rules 2 to 4, from one snapshot asked after the last event and look. */
   async #facts(waiter: Waiter): Promise<WaitingFor | undefined> {
     const facts = this.#options.facts;
     if (!facts) return undefined;
@@ -279,27 +275,22 @@ export class GpuStartGate {
       }
     }
     waiter.lows = still.length === 0 ? waiter.lows + 1 : 0;
-    if (
-      waiter.lows >= 2 ||
-      (waiter.lows && (released.byPid || waiter.noted.has("pids")))
-    ) {
+    // Pids gone from the list is enough once; the device's memory, twice.
+    const enough = waiter.lows >= (released.byPid || waiter.sawPids ? 1 : 2);
+    waiter.sawPids ||= listed.length > 0;
+    const waited = Date.now() - (waiter.releaseSince ??= Date.now());
+    if (enough || waited >= this.#options.releaseTimeoutMs) {
       waiter.releaseDone = true;
-      return undefined;
-    }
-    const now = Date.now();
-    waiter.releaseSince ??= now;
-    if (now - waiter.releaseSince >= this.#options.releaseTimeoutMs) {
-      waiter.releaseDone = true;
+      if (enough) return undefined;
       log.warn(
         `engine ${name}: GPU ${devices.join(",")}: ${
           still.join(", ") || "memory back in one reading only"
         } ${
-          Math.round((now - waiter.releaseSince) / 1000)
+          Math.round(waited / 1000)
         } s after the exit (--gpu-release-timeout); starting anyway`,
       );
       return undefined;
     }
-    if (listed.length > 0) waiter.noted.add("pids");
     return {
       reason: "gpu-memory-release",
       devices: [...devices],
@@ -328,7 +319,7 @@ export class GpuStartGate {
     };
   }
 
-  /** Rule 4: each checked device has the fraction of its total free. */
+  /** Rule 4: each device has the fraction of its total free. */
   #free(
     waiter: Waiter,
     need: GpuMemoryNeed,
@@ -390,32 +381,25 @@ export class GpuStartGate {
     return `; held by ${who.join("; ")}`;
   }
 
-  /** Until woken (a load ended, a request left) or the next look is due: soon for a release, else an interval. */
-  #wait(waiter: Waiter, reason: WaitReason): Promise<void> {
-    const signal = waiter.request.signal;
-    const ms = reason === "gpu-busy-loading"
-      ? undefined
-      : reason === "gpu-memory-release"
-      ? Math.min(RELEASE_POLL_MS, this.#options.intervalMs)
-      : this.#options.intervalMs;
+  /** Until woken, aborted or `ms` passed. */
+  #wait(ms: number | undefined, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve) => {
       // Aborted while the facts were read: that event will not come again.
       if (signal?.aborted) return resolve();
       const timer = ms === undefined ? undefined : setTimeout(done, ms);
+      const wakers = this.#wakers;
       function done(): void {
         clearTimeout(timer);
         signal?.removeEventListener("abort", done);
+        wakers.delete(done);
         resolve();
       }
-      waiter.wake = done;
+      wakers.add(done);
       signal?.addEventListener("abort", done, { once: true });
     });
   }
 
   #pump(): void {
-    for (const waiter of [...this.#queue]) waiter.wake();
-    const quiet = this.#quiet;
-    this.#quiet = [];
-    for (const wake of quiet) wake();
+    for (const wake of [...this.#wakers]) wake();
   }
 }

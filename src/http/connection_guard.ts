@@ -1,28 +1,21 @@
-/**
- * A connection guard in front of `Deno.serve`, which (Deno 2.9) has no
- * header-read, idle or connection-count limits and whose accept loop ends for
- * good on "Too many open files". The guard accepts in a loop that survives
- * every accept error, and only once a client's first bytes arrive connects it
- * to an internal `Deno.serve` on loopback: idle clients cost one descriptor,
- * not three. The internal server answers only the guard's connections (421 to
- * anyone else), ends a connection's header deadline when it sees its first
- * request (the guard parses nothing, and under TLS cannot), and is started
- * again when it stops.
- *
- * Under TLS the internal server terminates TLS (Deno cannot close a TLS
- * connection whose handshake never began); the guard copies encrypted bytes.
- *
- * @module
- */
+// A connection guard in front of `Deno.serve`, which (Deno 2.9) has no
+// header-read, idle or connection-count limits and whose accept loop ends for
+// good on "Too many open files". The guard accepts in a loop that survives
+// every accept error, and only once a client's first bytes arrive connects it
+// to an internal `Deno.serve` on loopback: idle clients cost one descriptor,
+// not three. The internal server answers only the guard's connections (421 to
+// anyone else), ends a connection's header deadline when it sees its first
+// request (the guard parses nothing, and under TLS cannot), and is started
+// again when it stops.
+//
+// Under TLS the internal server terminates TLS (Deno cannot close a TLS
+// connection whose handshake never began); the guard copies encrypted bytes.
 import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
 import { oneLine } from "../common/one_line.ts";
 import { sleep } from "../common/sleep.ts";
 
-interface TlsPair {
-  cert: string;
-  key: string;
-}
+type TlsPair = { cert: string; key: string };
 
 export interface GuardedServeOptions {
   hostname: string;
@@ -67,9 +60,9 @@ export function connectionRoom(openFiles: number): number {
   );
 }
 
-function closeQuietly(conn: Deno.Conn | undefined): void {
+function closeQuietly(closable: { close(): void } | undefined): void {
   try {
-    conn?.close();
+    closable?.close();
   } catch {
     // Already closed: closing is idempotent here on purpose.
   }
@@ -83,6 +76,21 @@ function drop(t: Tracked): void {
 async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   let done = 0;
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));
+}
+
+/** Until `from` ends; a reset or a close by the other direction ends it too. */
+async function copy(t: Tracked, from: Deno.Conn, to: Deno.Conn): Promise<void> {
+  const buffer = new Uint8Array(PUMP_CHUNK);
+  try {
+    while (true) {
+      const n = await from.read(buffer);
+      if (n === null) return;
+      t.lastActive = performance.now();
+      await writeAll(to, buffer.subarray(0, n));
+    }
+  } catch {
+    // The caller closes.
+  }
 }
 
 function answerError(error: unknown): Response {
@@ -133,21 +141,12 @@ export class GuardedServer implements AsyncDisposable {
       );
     }
     // Plain TCP even for TLS: the internal server terminates it (module doc).
-    this.#listener = Deno.listen({
-      hostname: options.hostname,
-      port: options.port,
-    });
+    const { hostname, port } = options;
+    this.#listener = Deno.listen({ hostname, port });
     this.addr = this.#listener.addr;
     // One timer for every deadline: cheaper than a timer per connection and byte.
-    const tick = Math.min(
-      1_000,
-      Math.max(
-        20,
-        Math.floor(
-          Math.min(options.headerTimeoutMs, options.idleTimeoutMs) / 10,
-        ),
-      ),
-    );
+    const shortest = Math.min(options.headerTimeoutMs, options.idleTimeoutMs);
+    const tick = Math.min(1_000, Math.max(20, shortest / 10));
     this.#sweep = setInterval(() => this.#expire(), tick);
     Deno.unrefTimer(this.#sweep);
     this.finished = this.#done.promise;
@@ -185,11 +184,11 @@ export class GuardedServer implements AsyncDisposable {
 
   #expire(): void {
     const now = performance.now();
+    const idle = this.#options.idleTimeoutMs;
     for (const t of this.#tracked) {
-      if (
-        (t.headDeadline !== undefined && now > t.headDeadline) ||
-        now - t.lastActive > this.#options.idleTimeoutMs
-      ) drop(t);
+      if (now > (t.headDeadline ?? Infinity) || now - t.lastActive > idle) {
+        drop(t);
+      }
     }
   }
 
@@ -209,7 +208,9 @@ export class GuardedServer implements AsyncDisposable {
       t.lastActive = performance.now();
       let upstream: Deno.TcpConn;
       try {
-        t.server = this.#internalServer();
+        // Started again on the next connection after it stopped (an accept
+        // error ends it for good).
+        t.server = this.#internal ??= this.#listen(this.#tls);
         upstream = await Deno.connect({
           hostname: "127.0.0.1",
           port: t.server.addr.port,
@@ -225,8 +226,10 @@ export class GuardedServer implements AsyncDisposable {
       if (this.#closing) return;
       await writeAll(upstream, head.subarray(0, n));
       await Promise.all([
-        this.#pump(t, conn, upstream, true),
-        this.#pump(t, upstream, conn, false),
+        // The response may still be on its way: half-close, let it come back.
+        copy(t, conn, upstream).then(() => upstream.closeWrite())
+          .catch(() => closeQuietly(upstream)),
+        copy(t, upstream, conn).then(() => drop(t)),
       ]);
     } catch {
       // A reset, a close by a deadline or by shutdown: the connection is done.
@@ -236,38 +239,6 @@ export class GuardedServer implements AsyncDisposable {
       drop(t);
       if (t.server) this.#shutdownIfUnused(t.server);
     }
-  }
-
-  /** The client's end half-closes the upstream. */
-  async #pump(
-    t: Tracked,
-    from: Deno.Conn,
-    to: Deno.Conn,
-    fromClient: boolean,
-  ): Promise<void> {
-    const buffer = new Uint8Array(PUMP_CHUNK);
-    try {
-      while (true) {
-        const n = await from.read(buffer);
-        if (n === null) break;
-        t.lastActive = performance.now();
-        await writeAll(to, buffer.subarray(0, n));
-      }
-    } catch {
-      // Reset or closed by the other direction: fall through to close.
-    }
-    if (fromClient) {
-      // The response may still be on its way: half-close, let it come back.
-      await to.closeWrite().catch(() => closeQuietly(to));
-    } else {
-      drop(t);
-    }
-  }
-
-  /** Started again on the next connection after it stopped (an accept error ends it for good). */
-  #internalServer(): InternalServer {
-    this.#internal ??= this.#listen(this.#tls);
-    return this.#internal;
   }
 
   #listen(tls: TlsPair | undefined): InternalServer {
@@ -331,11 +302,7 @@ export class GuardedServer implements AsyncDisposable {
     if (!this.#closing) {
       this.#closing = true;
       clearInterval(this.#sweep);
-      try {
-        this.#listener.close();
-      } catch {
-        // Already closed.
-      }
+      closeQuietly(this.#listener);
       for (const t of this.#tracked) drop(t);
       await this.#accepting;
       await Promise.all([...this.#handlers]);

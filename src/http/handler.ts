@@ -1,9 +1,7 @@
 /**
- * The management API as a plain function of a `Request`.
- *
- * Folder `http/`: the handler, the connection guard, the open-files limit.
- * The guard knows nothing of routes; the handler knows nothing of how engines
- * are started.
+ * The management API as a plain function of a `Request`. In `http/`, the
+ * connection guard knows nothing of routes, the handler nothing of how
+ * engines are started.
  *
  * @module
  */
@@ -13,7 +11,6 @@ import type { EngineRun } from "../supervision/engine_run.ts";
 import type { Handler } from "../web.ts";
 
 export interface ManagementState {
-  /** The configured engines, in request order. */
   engines: readonly EngineRun[];
   /** Every catalogue name; read per request, so a reload may replace it. */
   catalogue: readonly string[];
@@ -36,10 +33,7 @@ function engineUrl(engine: EngineRun, url: URL): string {
 }
 
 export function createManagementHandler(state: ManagementState): Handler {
-  const health = JSON.stringify({
-    status: "ok",
-    models: state.engines.length,
-  });
+  const health = JSON.stringify({ status: "ok", models: state.engines.length });
 
   async function models(url: URL): Promise<Response> {
     // Every poll runs at once, each with its own timeout: one hung engine costs one timeout.
@@ -47,18 +41,15 @@ export function createManagementHandler(state: ManagementState): Handler {
       state.engines.map((engine) => engine.healthy(state.pollTimeoutMs)),
     );
     // `?detail=1` (or `true`); the plain answer keeps the specification's shape.
-    const detail = ["1", "true"].includes(
-      url.searchParams.get("detail") ?? "",
-    );
-    const active: Record<string, ActiveModel> = {};
-    state.engines.forEach((engine, i) => {
+    const detail = /^(1|true)$/.test(url.searchParams.get("detail") ?? "");
+    const active = Object.fromEntries(state.engines.map((engine, i) => {
       const entry: ActiveModel = {
         verb: engine.card.verb,
         url: engineUrl(engine, url),
         healthy: healthy[i] === true,
       };
-      active[engine.name] = detail ? { ...entry, ...engine.detail() } : entry;
-    });
+      return [engine.name, detail ? { ...entry, ...engine.detail() } : entry];
+    }));
     return Response.json({ active, catalogue: [...state.catalogue].sort() });
   }
 

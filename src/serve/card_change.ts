@@ -4,17 +4,14 @@
  *
  * @module
  */
+import { isDeepStrictEqual } from "node:util";
 import type { ModelCard } from "../catalogue.ts";
 
 /** What happens to one engine on a reload. */
 export type CardChange = "restart" | "amend" | "same";
 
 /** The engines of a reload, by what happens to them, each in request order. */
-export interface ReloadDiff {
-  restart: string[];
-  amend: string[];
-  same: string[];
-}
+export type ReloadDiff = Record<CardChange, string[]>;
 
 /**
  * Fields that never reach the engine process. Any other field does, one added
@@ -33,50 +30,18 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "drainTimeout",
 ]);
 
-function canonical(value: unknown): string {
-  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
-  if (value !== null && typeof value === "object") {
-    const entries = Object.entries(value).sort(([a], [b]) =>
-      a < b ? -1 : a > b ? 1 : 0
-    );
-    return `{${
-      entries.map(([k, v]) => `${JSON.stringify(k)}:${canonical(v)}`).join(",")
-    }}`;
-  }
-  return JSON.stringify(value) ?? "undefined";
-}
-
-function sides(card: ModelCard): { engine: string; other: string } {
-  const engine: Record<string, unknown> = {};
-  const other: Record<string, unknown> = {};
-  for (const [key, value] of Object.entries(card)) {
-    if (value === undefined) continue;
-    (NOT_ENGINE_FIELDS.has(key) ? other : engine)[key] = value;
-  }
-  return { engine: canonical(engine), other: canonical(other) };
-}
-
-/**
- * What a reload does to one engine: `restart` when a field reaching the
- * engine differs, else `amend` when another differs, else `same`.
- *
- * @example
- * ```ts ignore
- * cardChange(card, { ...card, description: "new words" }); // "amend"
- * ```
- */
+/** `restart` when a field reaching the engine differs, else `amend` when another differs, else `same`. */
 export function cardChange(before: ModelCard, after: ModelCard): CardChange {
-  const a = sides(before);
-  const b = sides(after);
-  if (a.engine !== b.engine) return "restart";
-  return a.other === b.other ? "same" : "amend";
+  const a: Record<string, unknown> = { ...before };
+  const b: Record<string, unknown> = { ...after };
+  const changed = Object.keys({ ...a, ...b }).filter((key) =>
+    !isDeepStrictEqual(a[key], b[key])
+  );
+  if (changed.some((key) => !NOT_ENGINE_FIELDS.has(key))) return "restart";
+  return changed.length > 0 ? "amend" : "same";
 }
 
-/**
- * Sorts the requested engines by what a reload does to them.
- *
- * @throws {RangeError} When the lists do not name the same engines in order.
- */
+/** @throws {RangeError} When the lists do not name the same engines in order. */
 export function diffCards(
   before: readonly ModelCard[],
   after: readonly ModelCard[],

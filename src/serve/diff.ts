@@ -1,8 +1,6 @@
 /**
- * The difference of two plans, a value: which engines start, restart, are
- * amended or kept; a new TLS pair; a new secret; catalogue names. A start
- * applies `diff(undefined, plan)`, a reload `diff(running, next)`. Also what
- * a reload reports, and its one summary line.
+ * The difference of two plans, a value: a start applies `diff(undefined,
+ * plan)`, a reload `diff(running, next)`; and what a reload reports.
  *
  * @module
  */
@@ -10,7 +8,6 @@ import { diffCards, type ReloadDiff } from "./card_change.ts";
 import type { Plan } from "./plan.ts";
 import type { TlsPair } from "./facts.ts";
 
-/** The difference of two plans. */
 export interface Changes extends ReloadDiff {
   /** Engines that do not run yet (a start: every one). */
   start: string[];
@@ -18,7 +15,6 @@ export interface Changes extends ReloadDiff {
   tls?: TlsPair;
   /** The production secret changed. */
   secret: boolean;
-  /** The engine API key changed. */
   engineKey: boolean;
   catalogue: { added: string[]; removed: string[] };
 }
@@ -100,45 +96,33 @@ function some(names: readonly string[]): string {
   return names.length > MAX_NAMED ? `${named} ${more(names.length)}` : named;
 }
 
-/** The summary line of a reload, as logged (`summary` and `ms` are not read). */
+/** The summary line of a reload, as logged. */
 export function reloadSummary(
   result: Omit<ReloadResult, "summary" | "ms">,
 ): string {
   if (!result.ok) return `reload refused: ${result.error ?? "unknown error"}`;
-  const parts: string[] = [];
-  const { restarted, changed, catalogue } = result;
-  if (restarted.length > 0) {
-    parts.push(
-      `${count(restarted.length, "engine", "engines")} restarted (${
-        some(restarted)
-      })`,
-    );
-  }
-  if (changed.length > 0) {
-    parts.push(
-      `${changed.length} changed without a restart (${some(changed)})`,
-    );
-  }
-  for (const { name, error } of result.failed.slice(0, MAX_NAMED)) {
-    parts.push(`engine ${name} could not start: ${error}`);
-  }
-  if (result.failed.length > MAX_NAMED) {
-    parts.push(`${more(result.failed.length)} could not start`);
-  }
-  if (catalogue.added.length + catalogue.removed.length > 0) {
-    const names = [
-      ...catalogue.added.map((name) => `+${name}`),
-      ...catalogue.removed.map((name) => `-${name}`),
-    ];
-    parts.push(`catalogue updated (${some(names)})`);
-  }
-  if (result.tlsSerial !== undefined) {
-    parts.push(`TLS pair reloaded (serial 0x${result.tlsSerial})`);
-  }
-  if (result.secrets.includes("IDP_SECRET")) parts.push("secret reloaded");
-  if (result.secrets.includes("LOCAL_ENGINE_API_KEY")) {
-    parts.push("engine API key reloaded (used from each engine's next start)");
-  }
+  const { restarted, changed, failed, catalogue, tlsSerial, secrets } = result;
+  const names = [
+    ...catalogue.added.map((name) => `+${name}`),
+    ...catalogue.removed.map((name) => `-${name}`),
+  ];
+  const parts = [
+    restarted.length > 0 &&
+    `${count(restarted.length, "engine", "engines")} restarted (${
+      some(restarted)
+    })`,
+    changed.length > 0 &&
+    `${changed.length} changed without a restart (${some(changed)})`,
+    ...failed.slice(0, MAX_NAMED).map(({ name, error }) =>
+      `engine ${name} could not start: ${error}`
+    ),
+    failed.length > MAX_NAMED && `${more(failed.length)} could not start`,
+    names.length > 0 && `catalogue updated (${some(names)})`,
+    tlsSerial !== undefined && `TLS pair reloaded (serial 0x${tlsSerial})`,
+    secrets.includes("IDP_SECRET") && "secret reloaded",
+    secrets.includes("LOCAL_ENGINE_API_KEY") &&
+    "engine API key reloaded (used from each engine's next start)",
+  ].filter((part) => part !== false);
   if (parts.length === 0) {
     return `reload: nothing changed (${
       count(result.unchanged.length, "engine", "engines")

@@ -1,9 +1,7 @@
 /**
- * What the machine says, read once for a plan: the root's directories and
- * their writability, the catalogue, each engine's executable and weights, the
- * GPU pool and one `nvidia-smi` look, the TLS pair, the engine records and the
- * ports. A refusal that start-up gives later (an engine, TLS, a port) is kept
- * as a value, so the plan throws the first one in start-up's order.
+ * What the machine says, read once for a plan. A refusal that start-up gives
+ * later (an engine, TLS, a port) is kept as a value, so the plan throws the
+ * first one in start-up's order.
  *
  * @module
  */
@@ -15,34 +13,26 @@ import { SSLConfig } from "../web.ts";
 import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { type LocalWeights, localWeights } from "../engines/launch.ts";
 import { checkPortFree, portHolders } from "../engines/ports.ts";
-import { detectGpuPool, type GpuDetection } from "../gpu/detect.ts";
-import type { GpuMonitor } from "../gpu/gpu_monitor.ts";
+import { detectGpuPool } from "../gpu/detect.ts";
+import type { GpuMonitor, GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
-import type { GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
-import { readsIntegerDevices } from "../gpu/place_engines.ts";
+import { type GpuDetection, readsIntegerDevices } from "../gpu/placement.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
 import type { Config } from "./config.ts";
 import { cardChange } from "./card_change.ts";
 
 /** The TLS pair under `<directory>/ssl/`, as plain data. */
-export interface TlsPair {
-  readonly cert: string;
-  readonly key: string;
-  readonly certFile: string;
-  readonly serial: string;
-}
+export type TlsPair = Pick<SSLConfig, "cert" | "key" | "certFile" | "serial">;
 
-/** A port a start needs, and whether it is free. */
+/** A port a start needs: `error` when it is not free. */
 export interface PortFact {
   readonly port: number;
   readonly what: string;
-  /** Why it cannot be used; absent when free. */
   readonly error?: Error;
   /** Who of this directory's launchers holds it, as a dry run words it. */
   readonly owner?: string;
 }
 
-/** The world as a plan reads it. */
 export interface Facts {
   readonly directory: string;
   readonly catalogue: Registry;
@@ -51,16 +41,14 @@ export interface Facts {
   /** Each resolved engine without its placement, or why it cannot run. */
   readonly engines: Readonly<Record<string, EnginePlan | Error>>;
   readonly weights: Readonly<Record<string, LocalWeights>>;
-  /** The GPU pool; undefined for a reload (it keeps its own). */
+  /** Undefined for a reload, as `survey` (it keeps its own). */
   readonly detection: GpuDetection | undefined;
   readonly snapshot: GpuSnapshot | undefined;
   readonly tls: TlsPair | Error | undefined;
-  /** The engine records; undefined for a reload (it keeps its own). */
   readonly survey: RecordSurvey | undefined;
   readonly ports: readonly PortFact[];
 }
 
-/** How to gather. */
 export interface GatherOptions {
   /** A reload's running plan: only the engines whose card changed are resolved. */
   readonly running?: {
@@ -73,13 +61,7 @@ export interface GatherOptions {
   readonly signal?: AbortSignal;
 }
 
-/**
- * Reads the world for a plan.
- *
- * @throws {AssertionError} When the root directory lacks a subdirectory.
- * @throws {KeyError} When a model is not in the catalogue.
- * @throws {ConfigError | CatalogueError} On a bad root, pool or catalogue.
- */
+/** @throws {AssertionError | KeyError | ConfigError | CatalogueError} A bad root, model, pool or catalogue. */
 export async function gather(
   config: Config,
   monitor: GpuMonitor,
@@ -92,11 +74,11 @@ export async function gather(
     );
   }
   checkRoot(directory);
-  if (config.gpus === undefined) checkVisibleDevices(config.visibleDevices);
+  const visible = config.env.CUDA_VISIBLE_DEVICES;
+  if (config.gpus === undefined) checkVisibleDevices(visible);
   const { running } = options;
   const mayLook = config.gpus === undefined
-    ? config.visibleDevices === undefined ||
-      parseVisibleDevices(config.visibleDevices).length > 0
+    ? visible === undefined || parseVisibleDevices(visible).length > 0
     : config.gpus.trim().toLowerCase() !== "none";
   // Asked at once, so that it runs while the catalogue is read.
   let look: Promise<GpuQuery> | undefined = options.look && mayLook
@@ -142,10 +124,18 @@ export async function gather(
         engines[card.name] = error as Error;
       }
     }
-    const tls = await readTls(
-      directory,
-      running?.devMode ?? config.devMode,
-      config.env.SSLKEYLOGFILE,
+    const tls = await SSLConfig.fromDirectory(directory, {
+      devMode: running?.devMode ?? config.devMode,
+      keyLogFile: config.env.SSLKEYLOGFILE,
+    }).then(
+      (pair): TlsPair | undefined =>
+        pair && {
+          cert: pair.cert,
+          key: pair.key,
+          certFile: pair.certFile,
+          serial: pair.serial,
+        },
+      (error: Error) => error,
     );
     const survey = running ? undefined : new EngineRecords(directory).survey(
       cards.map((card) => card.name),
@@ -165,27 +155,6 @@ export async function gather(
   } finally {
     // A refusal before placement leaves no nvidia-smi run behind.
     await look;
-  }
-}
-
-async function readTls(
-  directory: string,
-  devMode: boolean,
-  keyLogFile: string | undefined,
-): Promise<TlsPair | Error | undefined> {
-  try {
-    const tls = await SSLConfig.fromDirectory(directory, {
-      devMode,
-      keyLogFile,
-    });
-    return tls && {
-      cert: tls.cert,
-      key: tls.key,
-      certFile: tls.certFile,
-      serial: tls.serial,
-    };
-  } catch (error) {
-    return error as Error;
   }
 }
 

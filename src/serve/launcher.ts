@@ -1,7 +1,5 @@
 /**
- * The launcher: {@linkcode Semioserve} reads its config once, gathers the
- * facts, plans a value and applies the difference from what runs (nothing, at
- * start; the running plan, at a reload) in one place, then serves the
+ * The launcher: config → facts → plan → diff from what runs → apply, then the
  * management API over the engines until it stops them.
  *
  * @module
@@ -13,24 +11,26 @@ import {
 } from "../http/handler.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
-import { planEngine } from "../engines/engine_plan.ts";
-import type { EngineRun } from "../supervision/engine_run.ts";
+import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
+import { EngineLog } from "../engines/log_sink.ts";
+import { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
+import { plannedDrainMs } from "../supervision/drain.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
 import { Journal, journalPath } from "../supervision/journal.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
-import { GpuMonitor } from "../gpu/gpu_monitor.ts";
-import { placementReport } from "../gpu/place_engines.ts";
+import { GpuMonitor } from "../gpu/nvidia_smi.ts";
+import { placementReport } from "../gpu/placement.ts";
+import type { Released } from "../gpu/start_gate.ts";
 import { OpsStance } from "../web/ops_stance.ts";
 import {
-  drainLine,
-  replaceEngine,
-  supervise,
-  type Supervision,
-} from "./engine_supervisors.ts";
-import { type Config, readConfig, withSecretsReread } from "./config.ts";
+  type Config,
+  readConfig,
+  type SemioserveOptions,
+  withSecretsReread,
+} from "./config.ts";
 import { type Facts, gather, type GatherOptions } from "./facts.ts";
 import { dryRunNotes, type Plan, plan, refuseStart } from "./plan.ts";
 import {
@@ -41,7 +41,6 @@ import {
   reloadResult,
 } from "./diff.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
-import type { SemioserveOptions } from "./options.ts";
 import { LauncherSignals } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
@@ -55,7 +54,9 @@ import { LauncherRecord } from "./launcher_record.ts";
 interface Live {
   plan: Plan;
   supervisors: EngineRun[];
-  supervision: Supervision & { journal: Journal };
+  records: EngineRecords;
+  journal: Journal;
+  gpu: GpuLifecycle | undefined;
   stance: OpsStance;
   state: ManagementState;
   handler: Handler;
@@ -87,7 +88,7 @@ export class Semioserve implements AsyncDisposable {
   /** The resolved management port. */
   readonly port!: number;
   #config!: Config;
-  /** The one road to GPU facts: the plan's look, the gate, the memory rounds. */
+  /** One for the plan's look, the gate and the memory rounds. */
   #gpus!: GpuMonitor;
   #live: Live | undefined;
   #server: GuardedServer | undefined;
@@ -96,8 +97,7 @@ export class Semioserve implements AsyncDisposable {
   #shutdown = Promise.withResolvers<void>();
   /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
   #stopping = new AbortController();
-  #onEngineChange: () => void = () => {};
-  #onReloaded: (result: ReloadResult) => void = () => {};
+  #record: LauncherRecord | undefined;
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
     () => refusedReload(),
@@ -180,11 +180,10 @@ export class Semioserve implements AsyncDisposable {
     const config = this.#config;
     const records = new EngineRecords(plan.directory);
     // A killed launcher's engines go first, so their ports are free again.
-    await records.reap(plan.survey!, config.graceMs);
+    await records.reap(facts.survey!, config.graceMs);
     const supervisors: EngineRun[] = [];
     const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
-    const supervision = {
-      options: config,
+    const parts = {
       records,
       journal: new Journal(journalPath(plan.directory), {
         maxBytes: config.logMaxBytes,
@@ -198,9 +197,8 @@ export class Semioserve implements AsyncDisposable {
           monitor: this.#gpus,
         })
         : undefined,
-      onChange: () => this.#onEngineChange(),
     };
-    supervisors.push(...plan.engines.map((e) => supervise(e, supervision)));
+    supervisors.push(...plan.engines.map((e) => this.#engineRun(e, parts)));
     const stance = OpsStance.resolve({
       dev_mode: plan.devMode,
       secret: plan.idpSecret,
@@ -213,21 +211,69 @@ export class Semioserve implements AsyncDisposable {
     };
     const app = stance.auth.wrap(createManagementHandler(state));
     this.#live = {
+      ...parts,
       plan,
       supervisors,
-      supervision,
       stance,
       state,
       handler: withSecurityHeaders(app, { https: plan.tls !== undefined }),
     };
   }
 
+  /** The replacement of `old` keeps its log and waits for its GPU memory to be `released`. */
+  #engineRun(
+    plan: EnginePlan,
+    { records, journal, gpu }: Pick<Live, "records" | "journal" | "gpu">,
+    old?: EngineRun,
+    released?: Released,
+  ): EngineRun {
+    const o = this.#config;
+    return new EngineRun(plan, {
+      ...o,
+      log: old?.log ??
+        new EngineLog(plan.logFile, {
+          maxBytes: o.logMaxBytes,
+          keep: o.logKeep,
+        }),
+      records,
+      journal,
+      onChange: () => this.#record?.write(),
+      ...old ? { released } : {},
+      ...gpu
+        ? {
+          gate: gpu.gate,
+          memoryNeed: plan.memoryNeed ?? undefined,
+          loadPollMs: Math.min(1_000, o.healthIntervalMs),
+        }
+        : {},
+      serving: o,
+    });
+  }
+
+  async #replace(index: number, plan: EnginePlan): Promise<void> {
+    const live = this.#live!;
+    const { supervisors, gpu, watchdog } = live;
+    const old = supervisors[index]!;
+    // Before the launcher stops an engine itself: a neighbour's release mid-load aborts or mis-sizes vLLM's profiling.
+    await gpu?.gate.quiet(
+      old.gpus ?? [],
+      old.name,
+      `the reload's restart of engine ${old.name}`,
+    );
+    const released = old.gpuReleased();
+    // The new run starts once the old one is gone (its port).
+    await old.stop(this.#config.graceMs, { keepLog: true, why: "reload" });
+    const fresh = this.#engineRun(plan, live, old, released);
+    fresh.inherit(old);
+    supervisors[index] = fresh;
+    this.#record?.write();
+    fresh.start(watchdog);
+  }
+
   /**
-   * What a start would do, without doing it (the same checks): each engine's
-   * command line (the API key as `***`), devices and waits, each GPU, the
-   * warnings; a running launcher's ports and leftovers are warnings here.
+   * What a start would do, after the same checks: the plan `--dry-run --json`
+   * prints. A running launcher's ports and leftovers are warnings here.
    *
-   * @returns The plan `--dry-run --json` prints.
    * @throws The errors of {@linkcode Semioserve.prepare}.
    *
    * @example
@@ -246,7 +292,7 @@ export class Semioserve implements AsyncDisposable {
         ...plan.warnings,
         ...await flagWarnings(facts.cards),
       ],
-    });
+    }, facts);
   }
 
   /** The management API handler (with authentication in production); after {@linkcode Semioserve.prepare}. */
@@ -313,11 +359,11 @@ export class Semioserve implements AsyncDisposable {
       done = refusedReload(oneLine(error), performance.now() - began);
     }
     (done.ok ? log.info : log.warn)(done.summary);
-    this.#onReloaded(done);
+    this.#record?.reloaded(done);
     return done;
   }
 
-  /** Applies a difference: a failed engine restarts whatever its card (the fix may be under models/). */
+  /** A failed engine restarts whatever its card: the fix may be under models/. */
   async #apply(
     changes: Changes,
     next: Plan,
@@ -333,7 +379,7 @@ export class Semioserve implements AsyncDisposable {
     if (changes.secret) live.stance.auth.rotateSecret(next.idpSecret);
     live.state.catalogue = next.catalogue;
     live.plan = next;
-    const { supervisors, supervision, watchdog } = live;
+    const { supervisors, watchdog } = live;
     const starting = new Set(changes.start);
     const retried = supervisors.filter((s) =>
       !starting.has(s.name) && s.state === "failed" &&
@@ -353,14 +399,11 @@ export class Semioserve implements AsyncDisposable {
         return;
       }
       try {
-        await replaceEngine(
-          supervisors,
+        await this.#replace(
           i,
           retried.includes(engine.name)
             ? planEngine(engine.card, { ...engine, ...key })
             : engine,
-          supervision,
-          watchdog,
         );
       } catch (error) {
         failed.push({ name: engine.name, error: oneLine(error) });
@@ -386,8 +429,7 @@ export class Semioserve implements AsyncDisposable {
 
   async #serve(signals: LauncherSignals): Promise<void> {
     const live = this.#live!;
-    const { plan, supervisors, stance } = live;
-    const { journal, gpu } = live.supervision;
+    const { plan, supervisors, stance, journal, gpu } = live;
     const o = this.#config;
     const startedAt = Date.now();
     const openFiles = await reportOpenFiles();
@@ -406,7 +448,7 @@ export class Semioserve implements AsyncDisposable {
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#shutdown.resolve();
     live.watchdog = Watchdog.start(o.graceMs);
-    const record = new LauncherRecord(
+    const record = this.#record = new LauncherRecord(
       {
         directory: plan.directory,
         port: this.port,
@@ -419,8 +461,6 @@ export class Semioserve implements AsyncDisposable {
       journal,
     );
     const writeMetrics = () => record.write();
-    this.#onEngineChange = writeMetrics;
-    this.#onReloaded = (result) => record.reloaded(result);
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs,
       timeoutMs: o.pollTimeoutMs,
@@ -476,7 +516,7 @@ export class Semioserve implements AsyncDisposable {
       await Promise.all(supervisors.map((s) => s.stop(o.graceMs)));
       journal.record({ model: null, event: "stopped" });
       await journal.close();
-      this.#onEngineChange = () => {};
+      this.#record = undefined;
       await record.close();
       await live.watchdog?.close();
       await this.#server?.shutdown();
@@ -495,4 +535,19 @@ export class Semioserve implements AsyncDisposable {
   async [Symbol.asyncDispose](): Promise<void> {
     await this.stop();
   }
+}
+
+/** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
+function drainLine(engines: readonly EngineRun[], o: Config): string | null {
+  const ms = engines.flatMap((s) => {
+    const ms = s.state === "ready" || s.state === "draining"
+      ? plannedDrainMs(s.card, o.drainTimeoutMs)
+      : 0;
+    return ms > 0 ? [ms] : [];
+  });
+  if (ms.length === 0) return null;
+  const n = ms.length;
+  return `stopping: draining ${n} engine${n === 1 ? "" : "s"} (up to ${
+    Math.max(...ms) / 1000
+  } s)${o.handleSignals ? "; a second signal stops at once" : ""}`;
 }

@@ -1,7 +1,6 @@
 /**
  * What a running launcher records of itself: the metrics file, rewritten on
- * every engine change and health round, and each reload, counted there and
- * journaled.
+ * every engine change and health round; each reload, counted and journaled.
  *
  * @module
  */
@@ -14,7 +13,6 @@ import type { ReloadResult } from "./diff.ts";
 
 type LauncherFacts = Parameters<typeof metricsSnapshot>[0];
 
-/** The metrics file and the reload counts of one run of the launcher. */
 export class LauncherRecord {
   readonly #metrics: MetricsWriter;
   readonly #facts: LauncherFacts;
@@ -34,7 +32,6 @@ export class LauncherRecord {
     this.#journal = journal;
   }
 
-  /** Rewrites the metrics file from the engines as they are now. */
   write(): void {
     this.#metrics.update(metricsSnapshot(this.#facts, this.#engines));
   }
@@ -54,7 +51,7 @@ export class LauncherRecord {
     this.write();
   }
 
-  /** Removes the metrics file (the launcher stopped). */
+  /** Removes the metrics file. */
   async close(): Promise<void> {
     await this.#metrics.close();
   }

@@ -5,8 +5,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
-import { parseCli, USAGE, UsageError } from "./cli.ts";
-import type { CliOptions } from "./cli_flags.ts";
+import { type CliOptions, parseCli, USAGE, UsageError } from "./cli.ts";
 import { Semioserve } from "./launcher.ts";
 import { renderPlan } from "./start_plan.ts";
 import { VERSION } from "../common/version.ts";

@@ -1,26 +1,22 @@
 /**
- * A plan is a value: `plan(config, facts, running?)` computes, without I/O,
- * what runs (one {@linkcode EnginePlan} per model, their placement, the mode,
- * the TLS pair and the secrets) and throws the first refusal in start-up's
- * order. `--dry-run` renders it, a start applies it, a reload applies its
- * difference from the running one (`diff.ts`).
+ * What runs, as a value computed without I/O; the first refusal in start-up's
+ * order is thrown. `--dry-run` renders it, a start applies it, a reload
+ * applies its difference from the running one (`diff.ts`).
  *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
-import type { LocalWeights } from "../engines/launch.ts";
 import {
   devicesOf,
   placeEngines,
   type Placement,
   placementEnv,
   replacePlacement,
-} from "../gpu/place_engines.ts";
-import type { GpuSnapshot } from "../gpu/nvidia_smi.ts";
+} from "../gpu/placement.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
-import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
+import { EngineRecords } from "../supervision/records.ts";
 import { productionRefusal } from "../web/ops_stance.ts";
 import type { Config } from "./config.ts";
 import { type Facts, leftoverOn, type TlsPair } from "./facts.ts";
@@ -40,12 +36,6 @@ export interface Plan {
   readonly idpSecret: string;
   readonly idpIssuer: string;
   readonly engineKey: string;
-  /** The one `nvidia-smi` look taken, when one was needed and answered. */
-  readonly snapshot: GpuSnapshot | undefined;
-  /** The local weights of each engine this plan resolved, by name. */
-  readonly weights: Readonly<Record<string, LocalWeights>>;
-  /** The engine records as found; undefined for a reload. */
-  readonly survey: RecordSurvey | undefined;
   /** Weights that may not fit or cannot be read, for the engines this plan resolved. */
   readonly warnings: readonly string[];
 }
@@ -120,19 +110,15 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     idpSecret: config.idpSecret,
     idpIssuer: config.idpIssuer,
     engineKey: config.engineKey,
-    snapshot: facts.snapshot,
-    weights: facts.weights,
-    survey: facts.survey,
-    warnings: cardWarnings(fresh, facts.weights, placement, facts.snapshot),
+    warnings: cardWarnings(fresh, facts, placement),
   };
 }
 
 /** Weights that cannot be read, or may not fit the memory the card may use, in card order. */
 function cardWarnings(
   cards: readonly ModelCard[],
-  weights: Readonly<Record<string, LocalWeights>>,
+  { weights, snapshot }: Facts,
   placement: Placement,
-  snapshot: GpuSnapshot | undefined,
 ): string[] {
   const warnings: string[] = [];
   for (const card of cards) {
@@ -175,17 +161,11 @@ export function refuseStart(facts: Facts): void {
 export function dryRunNotes(facts: Facts, host: string): string[] {
   const survey = facts.survey!;
   const notes: string[] = [];
-  const serving = new Map<number, string[]>();
-  for (const record of survey.serving) {
-    serving.set(record.launcherPid, [
-      ...serving.get(record.launcherPid) ?? [],
-      record.model,
-    ]);
-  }
-  for (const [pid, models] of serving) {
+  const serving = Map.groupBy(survey.serving, (record) => record.launcherPid);
+  for (const [pid, records] of serving) {
     notes.push(
       `launcher pid ${pid} already serves ${
-        models.join(", ")
+        records.map((record) => record.model).join(", ")
       } from ${facts.directory}: a start beside it would refuse (stop it first); this plan is what a reload of it reads`,
     );
   }

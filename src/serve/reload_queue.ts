@@ -6,7 +6,6 @@
  * @module
  */
 
-/** Serializes and coalesces reload requests. */
 export class ReloadQueue<R> {
   readonly #run: () => Promise<R>;
   readonly #skip: () => R;

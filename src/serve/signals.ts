@@ -1,8 +1,5 @@
 /**
- * The signals a running launcher answers: SIGTERM and SIGINT shut it down (a
- * second one cuts the engines' drains short, SIGTERM at once; one more, or a
- * second when nothing drains, SIGKILLs every engine), SIGHUP reloads. None
- * with `handleSignals: false`.
+ * The signals a running launcher answers (none with `handleSignals: false`).
  *
  * @module
  */
@@ -11,7 +8,6 @@ import { log } from "../common/log.ts";
 /** Signals closer together than this are one signal delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;
 
-/** The launcher's signal listeners, removed on dispose. */
 export class LauncherSignals implements Disposable {
   readonly #enabled: boolean;
   readonly #listeners: [Deno.Signal, () => void][] = [];

@@ -1,20 +1,19 @@
 /**
- * A plan rendered: `--dry-run --json` and {@linkcode Semioserve.plan}
- * ({@linkcode startPlan}), and the text for people ({@linkcode renderPlan}).
- * The JSON is a contract for scripts: `snake_case` keys, none renamed or
- * removed.
+ * A plan rendered: the JSON of `--dry-run --json` and {@linkcode Semioserve.plan},
+ * a contract for scripts (no key renamed or removed), and the text for people.
  *
  * @module
  */
 import { alignColumns } from "../common/columns.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
-import { gpuPoolLine } from "../gpu/detect.ts";
+import { gpuPoolLine } from "../gpu/placement.ts";
 import { startWaits } from "../gpu/start_order.ts";
 import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
 import { urlHost } from "../common/settings.ts";
 import type { Plan } from "./plan.ts";
+import type { Facts } from "./facts.ts";
 
 /**
  * What a start would do. `ok` is always true: a start that would be refused
@@ -39,15 +38,10 @@ export interface StartPlan {
   gpu_pool: string;
   /** One entry per engine, in request order. */
   engines: {
-    /** The catalogue name. */
     name: string;
-    /** What the model does (`chat`, `embed` …). */
     verb: string;
-    /** The port it would listen on. */
     port: number;
-    /** Its OpenAI-compatible base URL. */
     url: string;
-    /** The engine kind (`vllm`, `llama.cpp`, `sglang`, `command`). */
     engine: string;
     /** Its devices; `[]` for none, null when not placed. */
     gpus: string[] | null;
@@ -59,7 +53,6 @@ export interface StartPlan {
     env: Record<string, string>;
     /** Engines it waits for at the GPU start gate (rule 1: one load per device, request order). */
     waits_for: string[];
-    /** Its log file. */
     log: string;
     /** Its local weights' size in bytes; null when it fetches them from the hub (or they cannot be read). */
     weights_bytes: number | null;
@@ -68,9 +61,8 @@ export interface StartPlan {
   gpus: {
     /** The entry as `CUDA_VISIBLE_DEVICES` gets it. */
     device: string;
-    /** Its memory in MiB, from `nvidia-smi`; null when unknown. */
+    /** From `nvidia-smi`; null when unknown. */
     total_mib: number | null;
-    /** Its free memory in MiB now; null when unknown. */
     free_mib: number | null;
     /** The engines placed on it, with the share each takes (1: the whole device). */
     engines: { name: string; share: number }[];
@@ -78,9 +70,7 @@ export interface StartPlan {
     need_mib: number | null;
     /** Processes holding memory there now; no engine of this plan runs yet. */
     holders: {
-      /** Its pid as the driver reports it. */
       pid: number;
-      /** MiB it holds there. */
       used_mib: number;
       /** What it is: its command name, a running launcher's engine, or `not visible here`. */
       process: string;
@@ -92,19 +82,18 @@ export interface StartPlan {
   warnings: string[];
 }
 
-/** One engine a start would run. */
-export type PlanEngine = StartPlan["engines"][number];
-/** One GPU of the pool. */
-export type PlanGpu = StartPlan["gpus"][number];
+type PlanEngine = StartPlan["engines"][number];
+type PlanGpu = StartPlan["gpus"][number];
 
 /** The plan as `--dry-run --json` prints it (the engine API key as `***`). */
-export function startPlan(plan: Plan): StartPlan {
-  const { placement, snapshot } = plan;
+export function startPlan(plan: Plan, facts: Facts): StartPlan {
+  const { placement } = plan;
+  const { snapshot } = facts;
   const waits = startWaits(
     plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
   );
   const engines = plan.engines.map((e): PlanEngine => {
-    const weights = plan.weights[e.name];
+    const weights = facts.weights[e.name];
     return {
       name: e.name,
       verb: e.card.verb,
@@ -122,20 +111,17 @@ export function startPlan(plan: Plan): StartPlan {
       weights_bytes: weights?.kind === "local" ? weights.bytes : null,
     };
   });
-  const devices = [...placement.detection.pool?.entries ?? []];
-  for (const engine of engines) {
-    for (const device of engine.gpus ?? []) {
-      if (!devices.includes(device)) devices.push(device);
-    }
+  const devices = new Set<string>([
+    ...placement.detection.pool?.entries ?? [],
+    ...engines.flatMap((engine) => engine.gpus ?? []),
+  ]);
+  const owners = new Map<number, string>();
+  for (const r of facts.survey?.live ?? []) {
+    owners.set(r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`);
   }
-  const owners = new Map(
-    (plan.survey?.live ?? []).map((
-      r,
-    ) => [r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`]),
-  );
   const listed = snapshot?.processes ?? [];
   const live = procStats(listed.map((p) => p.pid));
-  const gpus = devices.map((entry): PlanGpu => {
+  const gpus = [...devices].map((entry): PlanGpu => {
     const device = snapshot && deviceOf(entry, snapshot);
     const known = device?.memoryKnown === true;
     const placed = plan.engines.filter((e) => e.gpus?.includes(entry));
@@ -179,33 +165,67 @@ export function startPlan(plan: Plan): StartPlan {
   };
 }
 
-/** The engine table's columns; those the status view shows too come in its order. */
-export const PLAN_COLUMNS = [
-  "MODEL",
-  "VERB",
-  "ENGINE",
-  "PORT",
-  "GPUS",
-  "WAITS FOR",
-  "URL",
-  "LOG",
-] as const;
+/** Each column's title and its cell. */
+type Table<T> = readonly (readonly [string, (row: T) => string])[];
 
-const GPU_COLUMNS = [
-  "GPU",
-  "TOTAL",
-  "FREE",
-  "ENGINES",
-  "THEY NEED",
-  "HELD BY OTHERS",
-] as const;
+/** Those the status view shows too come in its order. */
+const ENGINE_TABLE: Table<PlanEngine> = [
+  ["MODEL", (e) => e.name],
+  ["VERB", (e) => e.verb],
+  ["ENGINE", (e) => e.engine],
+  ["PORT", (e) => String(e.port)],
+  [
+    "GPUS",
+    (e) =>
+      e.gpus === null
+        ? "-"
+        : e.gpus.length === 0
+        ? "none"
+        : e.share !== null && e.share < 1
+        ? `${e.gpus.join(",")} (${e.share})`
+        : e.gpus.join(","),
+  ],
+  ["WAITS FOR", (e) => e.waits_for.join(",") || "-"],
+  ["URL", (e) => e.url],
+  ["LOG", (e) => e.log],
+];
+
+export const PLAN_COLUMNS: readonly string[] = ENGINE_TABLE.map(([title]) =>
+  title
+);
+
+const GPU_TABLE: Table<PlanGpu> = [
+  ["GPU", (g) => g.device],
+  ["TOTAL", (g) => mib(g.total_mib)],
+  ["FREE", (g) => g.error ?? mib(g.free_mib)],
+  [
+    "ENGINES",
+    (g) =>
+      g.engines.map((e) => e.share < 1 ? `${e.name} ${e.share}` : e.name)
+        .join(", ") || "-",
+  ],
+  ["THEY NEED", (g) => mib(g.need_mib)],
+  [
+    "HELD BY OTHERS",
+    (g) =>
+      g.holders.map((h) => `pid ${h.pid} (${h.process}, ${h.used_mib} MiB)`)
+        .join("; ") || "-",
+  ],
+];
+
+function table<T>(columns: Table<T>, rows: readonly T[]): string {
+  return alignColumns(
+    columns.map(([title]) => title),
+    rows.map((row) => columns.map(([, cell]) => cell(row))),
+  );
+}
 
 /** The plan for people, ending without a newline. */
 export function renderPlan(plan: StartPlan): string {
   const out = [
     `Plan (dry run: nothing started): ${plan.engines.length} engine(s), management API ${plan.management_url}, root ${plan.directory}`,
     "",
-    alignColumns(PLAN_COLUMNS, plan.engines.map(engineCells)),
+    table(ENGINE_TABLE, plan.engines),
     "",
     "Command lines:",
   ];
@@ -218,9 +238,7 @@ export function renderPlan(plan: StartPlan): string {
     out.push(`    ${engine.command.map(shellWord).join(" ")}`);
   }
   out.push("", plan.gpu_pool);
-  if (plan.gpus.length > 0) {
-    out.push(alignColumns(GPU_COLUMNS, plan.gpus.map(gpuCells)));
-  }
+  if (plan.gpus.length > 0) out.push(table(GPU_TABLE, plan.gpus));
   out.push("");
   if (plan.warnings.length === 0) out.push("No warnings.");
   else {
@@ -228,43 +246,6 @@ export function renderPlan(plan: StartPlan): string {
     for (const warning of plan.warnings) out.push(`  ${warning}`);
   }
   return out.join("\n");
-}
-
-function engineCells(e: PlanEngine): string[] {
-  const gpus = e.gpus === null
-    ? "-"
-    : e.gpus.length === 0
-    ? "none"
-    : e.share !== null && e.share < 1
-    ? `${e.gpus.join(",")} (${e.share})`
-    : e.gpus.join(",");
-  return [
-    e.name,
-    e.verb,
-    e.engine,
-    String(e.port),
-    gpus,
-    e.waits_for.length === 0 ? "-" : e.waits_for.join(","),
-    e.url,
-    e.log,
-  ];
-}
-
-function gpuCells(g: PlanGpu): string[] {
-  return [
-    g.device,
-    mib(g.total_mib),
-    g.error ?? mib(g.free_mib),
-    g.engines.length === 0
-      ? "-"
-      : g.engines.map((e) => e.share < 1 ? `${e.name} ${e.share}` : e.name)
-        .join(", "),
-    mib(g.need_mib),
-    g.holders.length === 0
-      ? "-"
-      : g.holders.map((h) => `pid ${h.pid} (${h.process}, ${h.used_mib} MiB)`)
-        .join("; "),
-  ];
 }
 
 function mib(value: number | null): string {

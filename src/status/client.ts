@@ -1,17 +1,10 @@
-/**
- * The status view's client: where the launcher is, whether it serves TLS,
- * and one `GET /models?detail=1`, every failure one line.
- *
- * @module
- */
 import { ConfigError } from "../common/config_error.ts";
 import { isWildcardHost, portIn, urlHost } from "../common/settings.ts";
 import { oneLine } from "../common/one_line.ts";
 import type { ModelsDetail } from "./table.ts";
 
-/** Where and how to ask the launcher; unset fields follow the launcher's own variables and defaults. */
+/** Unset fields follow the launcher's own variables and defaults; `url` replaces host, port and the TLS guess. */
 export interface StatusOptions {
-  /** Instead of host, port and the TLS guess. */
   url?: string | undefined;
   host?: string | undefined;
   port?: number | undefined;
@@ -19,12 +12,7 @@ export interface StatusOptions {
   token?: string | undefined;
 }
 
-/** The launcher could not be asked, or its answer was not the state. */
-class StatusError extends Error {
-  override name = "StatusError";
-}
-
-/** The base URL (`http://localhost:5000`) and the PEM file trusted for TLS, with its text. */
+/** `base` is `http://localhost:5000`; `trusted` names the PEM file `caCert` was read from. */
 interface Target {
   base: string;
   trusted?: string;
@@ -97,14 +85,31 @@ function resolveTarget(options: StatusOptions): Target {
   return { base: `${scheme}://${urlHost(host)}:${port}`, ...trust };
 }
 
-function errorText(error: unknown): string {
-  return `${(error as Error)?.message ?? error} ${
-    ((error as Error)?.cause as Error | undefined)?.message ?? ""
-  }`;
-}
+const PLAIN_LOOK_MS = 2_000;
+const TIMEOUT_MS = 10_000;
 
-function networkProblem(error: unknown, target: Target): string {
-  const text = errorText(error);
+/** Why the launcher could not be reached; `answersPlainHttp` looks once. */
+async function reachProblem(
+  error: unknown,
+  target: Target,
+  answersPlainHttp: () => Promise<boolean>,
+): Promise<string> {
+  const cause = (error as Error)?.cause as Error | undefined;
+  const text = `${(error as Error)?.message ?? error} ${cause?.message ?? ""}`;
+  const https = target.base.startsWith("https:");
+  // A certificate problem proves a TLS server: no need to look.
+  if (
+    https && !/certificate|UnknownIssuer|NotValidForName|peer/i.test(text) &&
+    await answersPlainHttp()
+  ) {
+    const http = target.base.replace(/^https:/, "http:");
+    return `TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url ${http}, or give the launcher its certificate pair in <directory>/ssl/)`;
+  }
+  if ((error as Error)?.name === "TimeoutError") {
+    return `no answer within ${
+      TIMEOUT_MS / 1000
+    } s (expected /models to answer in about 2 s)`;
+  }
   if (/connection refused|ECONNREFUSED|os error 111/i.test(text)) {
     return "connection refused (is it running? --port?)";
   }
@@ -117,7 +122,7 @@ function networkProblem(error: unknown, target: Target): string {
   if (/dns|lookup|name or service|failed to lookup/i.test(text)) {
     return `cannot resolve the host: ${oneLine(text)} (--host?)`;
   }
-  if (/invalid HTTP version/i.test(text) && target.base.startsWith("http:")) {
+  if (!https && /invalid HTTP version/i.test(text)) {
     // A TLS server answers a plain request with a TLS alert, not HTTP.
     const https = target.base.replace(/^http:/, "https:");
     return `the answer is not HTTP: the launcher may serve TLS (expected plain HTTP at an http:// URL; try --url ${https}, with --directory naming its root to trust its ssl/ certificate)`;
@@ -125,114 +130,80 @@ function networkProblem(error: unknown, target: Target): string {
   return oneLine(text);
 }
 
-const PLAIN_LOOK_MS = 2_000;
-const TIMEOUT_MS = 10_000;
-
-/** A TLS handshake with a plain server fails, or hangs until the timeout, saying nothing of why. */
-async function answersPlainHttp(base: string): Promise<boolean> {
-  const url = new URL(base);
-  url.protocol = "http:";
-  try {
-    const response = await fetch(`${url.origin}/health`, {
+/** One `GET /models?detail=1`; a failure to reach the launcher is one line. */
+async function ask(
+  target: Target,
+  token: string | undefined,
+): Promise<{ status: number; text: string }> {
+  const client = target.caCert === undefined
+    ? undefined
+    : Deno.createHttpClient({ caCerts: [target.caCert] });
+  // A TLS handshake with a plain server fails, or hangs until the timeout,
+  // saying nothing of why: after a while, or when it fails, look whether plain
+  // HTTP answers there, and if so stop waiting for the handshake.
+  const plain = new AbortController();
+  let look: Promise<boolean> | undefined;
+  const lookAtPlain = () =>
+    look ??= fetch(`${target.base.replace(/^https:/, "http:")}/health`, {
       signal: AbortSignal.timeout(PLAIN_LOOK_MS),
+    }).then((response) => response.body?.cancel()).then(() => {
+      plain.abort();
+      return true;
+    }, () => false);
+  const timer = target.base.startsWith("https:")
+    ? setTimeout(lookAtPlain, PLAIN_LOOK_MS)
+    : undefined;
+  try {
+    const response = await fetch(`${target.base}/models?detail=1`, {
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      signal: AbortSignal.any([AbortSignal.timeout(TIMEOUT_MS), plain.signal]),
+      ...(client === undefined ? {} : { client }),
+    }).catch(async (cause) => {
+      const problem = await reachProblem(cause, target, lookAtPlain);
+      const message = `Cannot reach the launcher at ${target.base}: ${problem}`;
+      throw new Error(message, { cause });
     });
-    await response.body?.cancel();
-    return true;
-  } catch {
-    return false;
+    return { status: response.status, text: await response.text() };
+  } finally {
+    clearTimeout(timer);
+    await look;
+    client?.close();
   }
 }
 
-/** `GET /models?detail=1`, the answer as received; every {@linkcode StatusError} is one line. */
 export async function fetchDetail(
   options: StatusOptions,
 ): Promise<ModelsDetail> {
   const target = resolveTarget(options);
   const token = options.token ?? env("NUCLEUS_TOKEN");
-  const client = target.caCert === undefined
-    ? undefined
-    : Deno.createHttpClient({ caCerts: [target.caCert] });
-  // A handshake still pending after a while: look whether plain HTTP answers
-  // there, and if so stop waiting for the handshake.
-  const plain = new AbortController();
-  let look: Promise<boolean> | undefined;
-  const lookTimer = target.base.startsWith("https:")
-    ? setTimeout(() => {
-      look = answersPlainHttp(target.base).then((yes) => {
-        if (yes) plain.abort();
-        return yes;
-      });
-    }, PLAIN_LOOK_MS)
-    : undefined;
-  try {
-    let response: Response;
-    try {
-      response = await fetch(`${target.base}/models?detail=1`, {
-        headers: token === undefined
-          ? {}
-          : { authorization: `Bearer ${token}` },
-        signal: AbortSignal.any([
-          AbortSignal.timeout(TIMEOUT_MS),
-          plain.signal,
-        ]),
-        ...(client === undefined ? {} : { client }),
-      });
-    } catch (error) {
-      clearTimeout(lookTimer);
-      // A certificate problem proves a TLS server: no need to look.
-      const tlsToPlain = lookTimer !== undefined &&
-        !/certificate|UnknownIssuer|NotValidForName|peer/i.test(
-          errorText(error),
-        ) &&
-        await (look ?? answersPlainHttp(target.base));
-      const http = target.base.replace(/^https:/, "http:");
-      const detail = tlsToPlain
-        ? `TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url ${http}, or give the launcher its certificate pair in <directory>/ssl/)`
-        : (error as Error)?.name === "TimeoutError"
-        ? `no answer within ${
-          TIMEOUT_MS / 1000
-        } s (expected /models to answer in about 2 s)`
-        : networkProblem(error, target);
-      throw new StatusError(
-        `Cannot reach the launcher at ${target.base}: ${detail}`,
-        { cause: error },
-      );
-    }
-    const text = await response.text();
-    const cannot = (detail: string, options?: ErrorOptions) =>
-      new StatusError(
-        `Cannot read the launcher's state at ${target.base}: ${detail}`,
-        options,
-      );
-    if (response.status === 401) {
-      throw cannot(
-        token === undefined
-          ? "it answered 401: set NUCLEUS_TOKEN or --token-file"
-          : "it answered 401 to the token given (expected a valid, unexpired token for its IDP_SECRET and IDP_ISSUER)",
-      );
-    }
-    if (response.status !== 200) {
-      throw cannot(
-        `it answered ${response.status} (expected 200 from GET /models?detail=1; is this the launcher?)`,
-      );
-    }
-    const expected = "(expected the launcher's /models answer)";
-    let body: { active?: unknown } | null;
-    try {
-      body = JSON.parse(text);
-    } catch (cause) {
-      throw cannot(`the answer is not JSON ${expected}`, { cause });
-    }
-    const active = body?.active;
-    if (
-      typeof active !== "object" || active === null || Array.isArray(active)
-    ) {
-      throw cannot(`the answer has no 'active' mapping ${expected}`);
-    }
-    return body as ModelsDetail;
-  } finally {
-    clearTimeout(lookTimer);
-    await look;
-    client?.close();
+  const { status, text } = await ask(target, token);
+  const cannot = (detail: string, options?: ErrorOptions) =>
+    new Error(
+      `Cannot read the launcher's state at ${target.base}: ${detail}`,
+      options,
+    );
+  if (status === 401) {
+    throw cannot(
+      token === undefined
+        ? "it answered 401: set NUCLEUS_TOKEN or --token-file"
+        : "it answered 401 to the token given (expected a valid, unexpired token for its IDP_SECRET and IDP_ISSUER)",
+    );
   }
+  if (status !== 200) {
+    throw cannot(
+      `it answered ${status} (expected 200 from GET /models?detail=1; is this the launcher?)`,
+    );
+  }
+  const expected = "(expected the launcher's /models answer)";
+  let body: { active?: unknown } | null;
+  try {
+    body = JSON.parse(text);
+  } catch (cause) {
+    throw cannot(`the answer is not JSON ${expected}`, { cause });
+  }
+  const active = body?.active;
+  if (typeof active !== "object" || active === null || Array.isArray(active)) {
+    throw cannot(`the answer has no 'active' mapping ${expected}`);
+  }
+  return body as ModelsDetail;
 }

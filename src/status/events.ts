@@ -1,23 +1,16 @@
-/**
- * `status --events`: the launcher's journal (`<directory>/logs/events.jsonl`,
- * rotated files first) printed for people, newest last, or its lines passed
- * through (`--json`); `--follow` keeps printing what is appended.
- *
- * @module
- */
 import { printable } from "../common/printable.ts";
 import { sleep } from "../common/sleep.ts";
 
 export interface EventsOptions {
-  directory: string;
+  /** Else `MY_LOCAL`. */
+  directory?: string | undefined;
   /** This model's events and the launcher's own. */
   model?: string | undefined;
   /** Epoch milliseconds. */
   since?: number | undefined;
   json?: boolean;
-  /** Until `signal` aborts. */
   follow?: boolean;
-  signal?: AbortSignal;
+  signal?: AbortSignal | undefined;
   print?: (line: string) => void;
 }
 
@@ -67,9 +60,16 @@ export function escapedJson(line: string): string {
   );
 }
 
-/** 1 when the directory has no journal. */
+/** 1 without a journal. */
 export async function showEvents(options: EventsOptions): Promise<number> {
-  const path = `${options.directory}/logs/events.jsonl`;
+  const directory = options.directory ?? Deno.env.get("MY_LOCAL");
+  if (!directory) {
+    console.error(
+      "Cannot read the journal: no directory (pass --directory or set MY_LOCAL)",
+    );
+    return 1;
+  }
+  const path = `${directory}/logs/events.jsonl`;
   const print = options.print ?? console.log;
   const show = (line: string) => {
     const e = parsed(line);
@@ -82,43 +82,36 @@ export async function showEvents(options: EventsOptions): Promise<number> {
     const out = options.json ? escapedJson(line) : eventText(line);
     if (out !== undefined) print(out);
   };
-  const rotated = rotatedFiles(path);
-  // Without a journal file, the newest rotated one anchors a follow.
-  let current = openJournal(path) ?? rotated.pop();
-  if (current === undefined) {
-    console.error(`no journal at ${path} (has a launcher run there?)`);
-    return 1;
-  }
-  for (const file of rotated) {
-    try {
-      complete(file, show);
-    } finally {
-      file.file.close();
-    }
-  }
+  let held: Followed | undefined;
+  let rotated = true;
   try {
-    readLines(current, show);
-    while (options.follow && !options.signal?.aborted) {
+    for (;;) {
+      if (rotated) {
+        // The newest is held next (a rotated one while the journal is not yet
+        // written again); those before it, the one held first, are finished.
+        const newer = newerFiles(path, held);
+        const next = newer.pop();
+        if (next !== undefined) {
+          for (const file of held ? [held, ...newer] : newer) {
+            finish(file, show);
+          }
+          held = next;
+        }
+      }
+      if (held === undefined) {
+        console.error(`no journal at ${path} (has a launcher run there?)`);
+        return 1;
+      }
+      readLines(held, show);
+      if (!options.follow || options.signal?.aborted) break;
       await sleep(FOLLOW_POLL_MS, options.signal);
-      readLines(current, show);
-      if (!rotatedAway(path, current)) continue;
-      // Rotated, maybe more than once since the last look: the file held is
-      // finished by its handle, then those rotated after it, then the new one.
-      const since = rotatedFiles(path, current);
-      complete(current, show);
-      for (const file of since) complete(file, show);
-      const newest = openJournal(path) ?? since.pop();
-      for (const file of since) file.file.close();
-      // The journal not yet written again: the file held stays the anchor.
-      if (newest === undefined) continue;
-      current.file.close();
-      current = newest;
-      readLines(current, show);
+      rotated = rotatedAway(path, held);
     }
-    complete(current, show);
-  } finally {
-    current.file.close();
+  } catch (error) {
+    held?.file.close();
+    throw error;
   }
+  finish(held, show);
   return 0;
 }
 
@@ -127,7 +120,8 @@ interface Followed {
   file: Deno.FsFile;
   info: Deno.FileInfo;
   offset: number;
-  rest: Uint8Array;
+  decoder: TextDecoder;
+  rest: string;
 }
 
 /** Only a regular file: a FIFO's open would block. */
@@ -139,7 +133,8 @@ function openJournal(path: string): Followed | undefined {
   } catch {
     return undefined;
   }
-  return { file, info: file.statSync(), offset: 0, rest: new Uint8Array() };
+  const info = file.statSync();
+  return { file, info, offset: 0, decoder: new TextDecoder(), rest: "" };
 }
 
 function sameFile(a: Deno.FileInfo, b: Deno.FileInfo): boolean {
@@ -159,12 +154,11 @@ function rotatedAway(path: string, held: Followed): boolean {
     : !sameFile(info, held.info);
 }
 
-/** `path.1`, `path.2`… oldest first: all of them, or those newer than `held`. */
-function rotatedFiles(path: string, held?: Followed): Followed[] {
+/** `path.N` … `path.1`, `path`: all of them, or those written after `held`. */
+function newerFiles(path: string, held?: Followed): Followed[] {
   const files: Followed[] = [];
   // Without inodes, the file held cannot be told among the rotated ones.
-  if (held?.info.ino === null) return files;
-  for (let n = 1;; n++) {
+  for (let n = 1; held?.info.ino !== null; n++) {
     const file = openJournal(`${path}.${n}`);
     if (file === undefined) break;
     if (held && sameFile(file.info, held.info)) {
@@ -173,37 +167,35 @@ function rotatedFiles(path: string, held?: Followed): Followed[] {
     }
     files.unshift(file);
   }
-  return files;
+  const journal = openJournal(path);
+  return journal === undefined ? files : [...files, journal];
 }
 
 const CHUNK = 64 * 1024;
 // A journal from elsewhere may hold no line break at all: no unbounded line.
-const MAX_LINE_BYTES = 1024 * 1024;
-const decoder = new TextDecoder();
+const MAX_LINE = 1024 * 1024;
 
 /** Whole lines only; a line still being written waits for the next look. */
 function readLines(held: Followed, show: (line: string) => void): void {
   const buffer = new Uint8Array(CHUNK);
-  for (;;) {
-    const read = held.file.readSync(buffer);
-    if (read === null || read === 0) return;
+  for (let read; (read = held.file.readSync(buffer));) {
     held.offset += read;
-    const bytes = new Uint8Array(held.rest.length + read);
-    bytes.set(held.rest);
-    bytes.set(buffer.subarray(0, read), held.rest.length);
-    const end = bytes.lastIndexOf(10) + 1;
-    held.rest = bytes.length - end > MAX_LINE_BYTES
-      ? new Uint8Array()
-      : bytes.slice(end);
-    for (const line of decoder.decode(bytes.subarray(0, end)).split("\n")) {
-      show(line);
-    }
+    const text = held.decoder.decode(buffer.subarray(0, read), {
+      stream: true,
+    });
+    const lines = (held.rest + text).split("\n");
+    held.rest = lines.pop()!;
+    if (held.rest.length > MAX_LINE) held.rest = "";
+    lines.forEach(show);
   }
 }
 
 /** A rotated file is complete: its last line too. */
-function complete(held: Followed, show: (line: string) => void): void {
-  readLines(held, show);
-  show(decoder.decode(held.rest));
-  held.rest = new Uint8Array();
+function finish(held: Followed, show: (line: string) => void): void {
+  try {
+    readLines(held, show);
+    show(held.rest + held.decoder.decode());
+  } finally {
+    held.file.close();
+  }
 }

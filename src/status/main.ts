@@ -1,14 +1,9 @@
-/**
- * The status view's command line.
- *
- * @module
- */
 import { parseArgs } from "node:util";
 import { ConfigError } from "../common/config_error.ts";
 import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
-import { fetchDetail, type StatusOptions } from "./client.ts";
-import { renderTable, rowsOf } from "./table.ts";
+import { fetchDetail } from "./client.ts";
+import { healthy, renderTable, rowsOf } from "./table.ts";
 import { durationMs, escapedJson, showEvents } from "./events.ts";
 
 const STATUS_USAGE =
@@ -70,7 +65,7 @@ function parseCli(args: readonly string[]) {
   const empty = (["host", "directory", "url", "token-file"] as const)
     .find((key) => v[key]?.trim() === "");
   const port = v.port === undefined ? undefined : portIn(v.port);
-  const since = v.since === undefined ? undefined : durationMs(v.since);
+  const last = v.since === undefined ? undefined : durationMs(v.since);
   const watch = v.watch === undefined ? undefined : Number(v.watch);
   // The first problem is the one said.
   const problem = [
@@ -83,7 +78,7 @@ function parseCli(args: readonly string[]) {
     }: expected an integer from 1 to 65535`,
     !v.events && (v.follow || v.model !== undefined || v.since !== undefined) &&
     "Cannot use --follow, --model or --since without --events (expected --events)",
-    v.since !== undefined && since === undefined &&
+    v.since !== undefined && last === undefined &&
     `Cannot use --since ${
       JSON.stringify(v.since)
     }: expected a duration such as 45s, 30m, 2h or 1d`,
@@ -95,10 +90,11 @@ function parseCli(args: readonly string[]) {
     "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
   ].find((message) => message !== false);
   if (problem) throw new Error(problem);
+  const since = last === undefined ? undefined : Date.now() - last;
   return { ...v, port, since, watch };
 }
 
-type Cli = ReturnType<typeof parseCli>;
+type Cli = ReturnType<typeof parseCli> & { token?: string | undefined };
 
 /**
  * Runs the status command line.
@@ -126,18 +122,14 @@ export async function main(
     console.log(STATUS_USAGE);
     return 0;
   }
-  if (cli.events) return await events(cli);
+  if (cli.events) {
+    using stop = cli.follow ? onStop() : undefined;
+    return await showEvents({ ...cli, signal: stop?.signal });
+  }
   try {
-    const file = cli["token-file"];
-    const options: StatusOptions = {
-      ...cli,
-      token: file === undefined ? undefined : readToken(file),
-    };
-    if (cli.watch === undefined) {
-      const healthy = await showOnce(options, cli);
-      return cli.check && !healthy ? 3 : 0;
-    }
-    return await watch(options, cli.watch, cli);
+    const asked = { ...cli, token: readToken(cli["token-file"]) };
+    if (cli.watch !== undefined) return await watch(asked, cli.watch);
+    return (await showOnce(asked)) || !cli.check ? 0 : 3;
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
     console.error(message.replaceAll("\n", " "));
@@ -145,7 +137,8 @@ export async function main(
   }
 }
 
-function readToken(path: string): string {
+function readToken(path: string | undefined): string | undefined {
+  if (path === undefined) return undefined;
   let text: string;
   try {
     text = Deno.readTextFileSync(path);
@@ -167,8 +160,8 @@ function readToken(path: string): string {
 }
 
 /** Whether every engine is healthy. */
-async function showOnce(options: StatusOptions, cli: Cli): Promise<boolean> {
-  const detail = await fetchDetail(options);
+async function showOnce(cli: Cli): Promise<boolean> {
+  const detail = await fetchDetail(cli);
   const rows = rowsOf(detail);
   const terminal = Deno.stdout.isTerminal();
   if (cli.json) console.log(escapedJson(JSON.stringify(detail, null, 2)));
@@ -182,58 +175,39 @@ async function showOnce(options: StatusOptions, cli: Cli): Promise<boolean> {
       width: terminal && !cli.wide ? Deno.consoleSize().columns : undefined,
     }));
   }
-  return rows.every((row) => row.healthy);
+  return rows.every(healthy);
 }
 
 /** A failed round shows its line and goes on. */
-function watch(options: StatusOptions, seconds: number, cli: Cli) {
+async function watch(cli: Cli, seconds: number): Promise<number> {
+  using stop = onStop();
   const terminal = Deno.stdout.isTerminal();
-  return untilStopped(true, async (signal) => {
-    while (!signal.aborted) {
-      // Home and clear on a terminal; in a pipe or a log, rounds follow each other.
-      if (terminal) console.log("\x1b[H\x1b[2J");
-      console.log(`every ${seconds} s, ${new Date().toISOString()}`);
-      try {
-        await showOnce(options, cli);
-      } catch (error) {
-        if (error instanceof ConfigError) throw error;
-        console.error((error as Error).message);
-      }
-      await sleep(seconds * 1000, signal);
+  while (!stop.signal.aborted) {
+    // Home and clear on a terminal; in a pipe or a log, rounds follow each other.
+    if (terminal) console.log("\x1b[H\x1b[2J");
+    console.log(`every ${seconds} s, ${new Date().toISOString()}`);
+    try {
+      await showOnce(cli);
+    } catch (error) {
+      if (error instanceof ConfigError) throw error;
+      console.error((error as Error).message);
     }
-    return 0;
-  });
-}
-
-function events(cli: Cli): Promise<number> | number {
-  const directory = cli.directory ?? Deno.env.get("MY_LOCAL");
-  if (!directory) {
-    console.error(
-      "Cannot read the journal: no directory (pass --directory or set MY_LOCAL)",
-    );
-    return 1;
+    await sleep(seconds * 1000, stop.signal);
   }
-  return untilStopped(cli.follow, (signal) =>
-    showEvents({
-      ...cli,
-      directory,
-      signal,
-      since: cli.since === undefined ? undefined : Date.now() - cli.since,
-    }));
+  return 0;
 }
 
-/** `body`'s signal aborts on SIGINT or SIGTERM (when `listen`). */
-async function untilStopped(
-  listen: boolean,
-  body: (signal: AbortSignal) => Promise<number>,
-): Promise<number> {
+const STOP_SIGNALS: Deno.Signal[] = ["SIGINT", "SIGTERM"];
+
+/** Ctrl-C ends --watch and --follow with exit 0: the signal aborts, until disposed. */
+function onStop(): { signal: AbortSignal } & Disposable {
   const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  const signals: Deno.Signal[] = listen ? ["SIGINT", "SIGTERM"] : [];
-  for (const signal of signals) Deno.addSignalListener(signal, onSignal);
-  try {
-    return await body(stop.signal);
-  } finally {
-    for (const signal of signals) Deno.removeSignalListener(signal, onSignal);
-  }
+  const abort = () => stop.abort();
+  for (const name of STOP_SIGNALS) Deno.addSignalListener(name, abort);
+  return {
+    signal: stop.signal,
+    [Symbol.dispose]() {
+      for (const name of STOP_SIGNALS) Deno.removeSignalListener(name, abort);
+    },
+  };
 }

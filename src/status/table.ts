@@ -1,26 +1,21 @@
-/**
- * The status table over `GET /models?detail=1`: one row per engine, times as
- * people read them ("4m ago", "in 3s"), coloured only when asked. The answer
- * is read as untrusted JSON (another version of the launcher, or something
- * else): each field is used only when it has the expected type.
- *
- * @module
- */
 import { alignColumns } from "../common/columns.ts";
 import { printable } from "../common/printable.ts";
 
-/** A JSON object as received; unknown fields are kept (and shown by `--json`). */
 export type Json = Record<string, unknown>;
 
-/** The answer: engines by catalogue name, in request order. */
+/** Engines by catalogue name, in request order. */
 export interface ModelsDetail {
   active: Record<string, Json>;
   [extra: string]: unknown;
 }
 
-/** One engine as the launcher reported it (`-`, `unknown` or null where it did not). */
-export type StatusRow = ReturnType<typeof rowOf>;
+export interface StatusRow {
+  model: string;
+  engine: Json;
+}
 
+// The answer is untrusted JSON (another version of the launcher, or something
+// else): each column uses a field only when it has the expected type.
 function text(value: unknown): string | null {
   return typeof value === "string" ? value : null;
 }
@@ -54,60 +49,15 @@ export function relativeTime(iso: string | null, now: number): string {
     : `in ${shortDuration(delta)}`;
 }
 
-function rowOf(model: string, engine: Json) {
-  const waiting = obj(engine.waiting_for);
-  const phase = text(engine.phase);
-  const traffic = obj(engine.traffic);
-  const running = num(traffic?.running);
-  const drain = obj(engine.drain);
-  const deadline = text(drain?.deadline);
-  const drained = num(drain?.running);
-  return {
+export function rowsOf(detail: ModelsDetail): StatusRow[] {
+  return Object.entries(detail.active).map(([model, engine]) => ({
     model,
-    verb: text(engine.verb) ?? "-",
-    state: text(engine.state) ?? "unknown",
-    // Why a `waiting` engine waits (`gpu-memory-free`).
-    waitingFor: waiting && (text(waiting.reason) ?? "unknown"),
-    healthy: engine.healthy === true,
-    pid: num(engine.pid),
-    // `[]` for none, null when not placed.
-    gpus: Array.isArray(engine.gpus) ? engine.gpus.map(String) : null,
-    restarts: num(engine.restarts),
-    since: text(engine.since),
-    lastExit: obj(engine.last_exit),
-    nextRestart: text(engine.next_restart),
-    ...(phase === null ? {} : {
-      load: {
-        phase,
-        since: text(engine.phase_since),
-        progress: obj(engine.progress),
-      },
-    }),
-    url: text(engine.url) ?? "-",
-    ...(running === null ? {} : {
-      traffic: {
-        running,
-        waiting: num(traffic?.waiting) ?? 0,
-        tokensPerS: num(traffic?.tokens_per_s),
-      },
-    }),
-    // In flight at the last read (null before it), and the SIGTERM deadline.
-    ...(deadline === null ? {} : {
-      drain: {
-        inFlight: drained === null
-          ? null
-          : drained + (num(drain?.waiting) ?? 0),
-        deadline,
-      },
-    }),
-  };
+    engine: obj(engine) ?? {},
+  }));
 }
 
-/** In request order. */
-export function rowsOf(detail: ModelsDetail): StatusRow[] {
-  return Object.entries(detail.active).map(([model, engine]) =>
-    rowOf(model, obj(engine) ?? {})
-  );
+export function healthy({ engine }: StatusRow): boolean {
+  return engine.healthy === true;
 }
 
 /** `code 3, 2m ago`, `signal SIGKILL, 5s ago`, `unhealthy, signal SIGTERM, 1h ago`, or `-`. */
@@ -138,7 +88,6 @@ function progressText(progress: Json): string {
   if (progress.unit !== "bytes") {
     return of === null ? `${done}` : `${done}/${of}`;
   }
-  // GB with one decimal once it reaches a GB, else whole MB.
   const big = Math.max(done, of ?? 0) >= 1e9;
   const size = (n: number) =>
     big
@@ -149,25 +98,44 @@ function progressText(progress: Json): string {
 }
 
 /** The STATE cell: `waiting (gpu-memory-free)`, `backoff (restart in 4s)`, or the state. */
-export function stateText(row: StatusRow, now: number): string {
-  if (row.waitingFor !== null) return `${row.state} (${row.waitingFor})`;
-  if (row.state === "starting" && row.load) {
-    const { phase, since, progress } = row.load;
+export function stateText({ engine }: StatusRow, now: number): string {
+  const state = text(engine.state) ?? "unknown";
+  const waiting = obj(engine.waiting_for);
+  if (waiting) return `${state} (${text(waiting.reason) ?? "unknown"})`;
+  const phase = text(engine.phase);
+  if (state === "starting" && phase !== null) {
+    const progress = obj(engine.progress);
     const done = progress ? progressText(progress) : "";
+    const since = text(engine.phase_since);
     const ago = since === null
       ? ""
       : `, ${shortDuration(now - Date.parse(since))}`;
     return `starting (${phase}${done ? ` ${done}` : ""}${ago})`;
   }
-  if (row.state === "draining" && row.drain) {
-    const n = row.drain.inFlight;
-    const left = `SIGTERM ${relativeTime(row.drain.deadline, now)} at most`;
-    return `draining (${n === null ? "" : `${n} in flight, `}${left})`;
+  const drain = obj(engine.drain);
+  const deadline = text(drain?.deadline);
+  if (state === "draining" && deadline !== null) {
+    // In flight at the last read (null before it).
+    const running = num(drain?.running);
+    const inFlight = running === null
+      ? ""
+      : `${running + (num(drain?.waiting) ?? 0)} in flight, `;
+    return `draining (${inFlight}SIGTERM ${
+      relativeTime(deadline, now)
+    } at most)`;
   }
-  if (row.state === "backoff" && row.nextRestart !== null) {
-    return `backoff (restart ${relativeTime(row.nextRestart, now)})`;
+  const next = text(engine.next_restart);
+  if (state === "backoff" && next !== null) {
+    return `backoff (restart ${relativeTime(next, now)})`;
   }
-  return row.state;
+  return state;
+}
+
+function traffic(engine: Json) {
+  const t = obj(engine.traffic);
+  const running = num(t?.running);
+  if (running === null) return null;
+  return { running, waiting: num(t?.waiting) ?? 0, rate: num(t?.tokens_per_s) };
 }
 
 const GREEN = "\x1b[32m";
@@ -175,7 +143,6 @@ const YELLOW = "\x1b[33m";
 const RED = "\x1b[31m";
 const BOLD = "\x1b[1m";
 
-/** A column: its title, its cell, and its colour when colours are asked. */
 type Column = readonly [
   title: string,
   cell: (row: StatusRow, now: number) => string,
@@ -184,63 +151,58 @@ type Column = readonly [
 
 const TABLE: readonly Column[] = [
   ["MODEL", (row) => row.model],
-  ["VERB", (row) => row.verb],
-  [
-    "STATE",
-    stateText,
-    (row) =>
-      row.state === "ready"
-        ? GREEN
-        : ["unhealthy", "exited", "failed"].includes(row.state)
-        ? RED
-        : YELLOW,
-  ],
+  ["VERB", ({ engine }) => text(engine.verb) ?? "-"],
+  ["STATE", stateText, ({ engine }) => {
+    const state = text(engine.state);
+    if (state === "ready") return GREEN;
+    return ["unhealthy", "exited", "failed"].includes(state!) ? RED : YELLOW;
+  }],
   [
     "HEALTHY",
-    (row) => row.healthy ? "yes" : "no",
-    (row) => row.healthy ? GREEN : RED,
+    (row) => healthy(row) ? "yes" : "no",
+    (row) => healthy(row) ? GREEN : RED,
   ],
-  // Running, `+N` waiting.
-  [
-    "REQ",
-    ({ traffic: t }) =>
-      t === undefined
-        ? "-"
-        : t.waiting > 0
-        ? `${t.running}+${t.waiting}`
-        : String(t.running),
-  ],
-  // Whole from 100, else one decimal.
-  ["TOK/S", ({ traffic }) => {
-    const rate = traffic?.tokensPerS ?? null;
+  ["REQ", ({ engine }) => {
+    const t = traffic(engine);
+    if (t === null) return "-";
+    return t.waiting > 0 ? `${t.running}+${t.waiting}` : String(t.running);
+  }],
+  ["TOK/S", ({ engine }) => {
+    const rate = traffic(engine)?.rate ?? null;
     if (rate === null) return "-";
     return rate >= 100 ? String(Math.round(rate)) : rate.toFixed(1);
   }],
-  ["PID", (row) => String(row.pid ?? "-")],
+  ["PID", ({ engine }) => String(num(engine.pid) ?? "-")],
+  ["GPUS", ({ engine: { gpus } }) => {
+    // `[]` for none, null when not placed.
+    if (!Array.isArray(gpus)) return "-";
+    return gpus.length === 0 ? "none" : gpus.map(String).join(",");
+  }],
+  ["RESTARTS", ({ engine }) => String(num(engine.restarts) ?? "-")],
+  ["SINCE", ({ engine }, now) => relativeTime(text(engine.since), now)],
   [
-    "GPUS",
-    ({ gpus }) =>
-      gpus === null ? "-" : gpus.length === 0 ? "none" : gpus.join(","),
+    "LAST EXIT",
+    ({ engine }, now) => lastExitText(obj(engine.last_exit), now),
   ],
-  ["RESTARTS", (row) => String(row.restarts ?? "-")],
-  ["SINCE", (row, now) => relativeTime(row.since, now)],
-  ["LAST EXIT", (row, now) => lastExitText(row.lastExit, now)],
-  ["URL", (row) => row.url],
+  ["URL", ({ engine }) => text(engine.url) ?? "-"],
 ];
 
 export const COLUMNS: readonly string[] = TABLE.map(([title]) => title);
 
-// The free-text columns, cut in this order down to these widths; then the
-// gaps narrow to 2; then the cuts go further. A 100-column terminal holds a
-// row this way; `--wide` shows it whole.
-type Cuts = readonly (readonly [string, number])[];
-const CUTS: Cuts = [
+/** Engine text may carry escapes (a retitle, a clipboard write, a faked line). */
+export function cellsOf(row: StatusRow, now: number): string[] {
+  return TABLE.map(([, cell]) => printable(cell(row, now)));
+}
+
+// Until a row fits: the free-text columns cut in this order down to these
+// widths, the gaps narrowed to 2, then cut further. A 100-column terminal
+// holds a row this way; `--wide` shows it whole.
+const CUTS: readonly (readonly [string, number])[] = [
   ["LAST EXIT", 9],
   ["URL", 12],
   ["STATE", 12],
   ["MODEL", 12],
-];
-const LAST_CUTS: Cuts = [
+  ["gap", 2],
   ["MODEL", 9],
   ["STATE", 9],
   ["URL", 3],
@@ -248,7 +210,6 @@ const LAST_CUTS: Cuts = [
   ["MODEL", 5],
 ];
 
-/** The cells cut with `…`, and the gap, so that each line fits `width` as far as the cuts allow. */
 function fitCells(
   rows: string[][],
   width: number,
@@ -259,15 +220,12 @@ function fitCells(
   let gap = 3;
   const over = () =>
     widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1) - width;
-  const cut = (cuts: Cuts) => {
-    for (const [title, floor] of cuts) {
-      const i = COLUMNS.indexOf(title);
-      widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
-    }
-  };
-  cut(CUTS);
-  if (over() > 0) gap = 2;
-  if (over() > 0) cut(LAST_CUTS);
+  for (const [title, floor] of CUTS) {
+    if (over() <= 0) break;
+    const i = COLUMNS.indexOf(title);
+    if (i < 0) gap = floor;
+    else widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
+  }
   return {
     gap,
     rows: rows.map((cells) =>
@@ -278,25 +236,12 @@ function fitCells(
   };
 }
 
-/** How to render the table. */
-export interface RenderOptions {
-  /** Epoch milliseconds, for the relative times. */
-  now: number;
-  /** ANSI colours for the title, STATE and HEALTHY. */
-  color?: boolean;
-  /** Cut the free-text columns with `…` so each line fits this many columns; unset: whole rows. */
-  width?: number | undefined;
-}
-
-/** The table as text, aligned like `docker ps`: one title line and one line per engine. */
+/** Aligned like `docker ps`; `width` cuts the free text so each line fits it. */
 export function renderTable(
   rows: readonly StatusRow[],
-  options: RenderOptions,
+  options: { now: number; color?: boolean; width?: number | undefined },
 ): string {
-  // Engine text may carry escapes (a retitle, a clipboard write, a faked line).
-  const all = rows.map((row) =>
-    TABLE.map(([, cell]) => printable(cell(row, options.now)))
-  );
+  const all = rows.map((row) => cellsOf(row, options.now));
   const fit = options.width === undefined
     ? { rows: all, gap: 3 }
     : fitCells(all, options.width);

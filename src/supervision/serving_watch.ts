@@ -4,9 +4,12 @@
 // What the engine run must act on comes back as events.
 import type { ModelCard } from "../catalogue.ts";
 import { log } from "../common/log.ts";
-import { askEngine, engineOrigin } from "../engines/metrics_read.ts";
+import {
+  askEngine,
+  engineOrigin,
+  METRICS_MAX_BYTES,
+} from "../engines/metrics_read.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
-import { METRICS_MAX_BYTES } from "../engines/prometheus_text.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import {
   canaryDue,

@@ -1,10 +1,6 @@
 /**
  * Production authentication: an HS512 JWT on every request, checked before
- * any route runs.
- *
- * Folder `web/`: what wraps any handler (JWT, credentials, TLS files,
- * security headers, the mode); public through `web.ts`. It knows nothing of
- * `serve`, the catalogue, engines or routes.
+ * any route runs. `web/` wraps any handler and knows nothing of `serve`.
  *
  * @module
  */
@@ -13,6 +9,7 @@ import { urlHost } from "../common/settings.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
 import {
   importVerifyKey,
+  malformed,
   MIN_SECRET_BYTES,
   TokenError,
   verifyToken,
@@ -56,54 +53,48 @@ function configError(problem: string): AuthConfigError {
 /** Passed only by {@linkcode AuthMiddleware.development}, known by identity. */
 const DEVELOPMENT: AuthOptions = Object.freeze({ secret: "", issuer: "" });
 
-type Credentials = { token: string } | {
-  reason: string;
-  kind: AuthFailureReason;
-};
-
 // One or more spaces (RFC 6750: 1*SP); what follows is checked by the token
 // layer, so a stray space or tab inside is refused there with a clear reason.
 const BEARER = /^bearer +(.+)$/i;
 
+function missing(reason: string): TokenError {
+  return new TokenError("missing", reason);
+}
+
 /** `Authorization: Bearer <token>`, or `?auth=<token>` on a websocket upgrade, never both. */
-function extractToken(req: Request): Credentials {
-  const missing = (reason: string) => ({ reason, kind: "missing" as const });
-  const malformed = (reason: string) => ({
-    reason,
-    kind: "malformed" as const,
-  });
+function extractToken(req: Request): string {
   const authorization = req.headers.get("authorization");
   const query = new URL(req.url).searchParams.getAll("auth");
   const upgrade =
     req.headers.get("upgrade")?.trim().toLowerCase() === "websocket";
 
   if (query.length > 0 && !upgrade) {
-    return malformed("auth query parameter on a plain HTTP request");
+    throw malformed("auth query parameter on a plain HTTP request");
   }
   if (query.length > 0 && authorization !== null) {
-    return malformed(
+    throw malformed(
       "token both in Authorization and in the auth query parameter",
     );
   }
   if (upgrade) {
     if (query.length === 0) {
-      return missing("websocket upgrade without the auth query parameter");
+      throw missing("websocket upgrade without the auth query parameter");
     }
-    if (query.length > 1) return malformed("several auth query parameters");
-    const token = query[0] ?? "";
-    return token === "" ? missing("empty auth query parameter") : { token };
+    if (query.length > 1) throw malformed("several auth query parameters");
+    if (query[0] === "") throw missing("empty auth query parameter");
+    return query[0]!;
   }
-  if (authorization === null) return missing("no Authorization header");
+  if (authorization === null) throw missing("no Authorization header");
   // Fetch joins repeated headers with ", "; a JWT never holds a comma.
   if (authorization.includes(",")) {
-    return malformed("several Authorization headers");
+    throw malformed("several Authorization headers");
   }
   const match = BEARER.exec(authorization);
-  if (match !== null) return { token: match[1] ?? "" };
+  if (match !== null) return match[1]!;
   if (/^bearer$/i.test(authorization)) {
-    return missing("Bearer scheme without a token");
+    throw missing("Bearer scheme without a token");
   }
-  return /^bearer\b/i.test(authorization)
+  throw /^bearer\b/i.test(authorization)
     ? malformed("malformed Bearer credentials (expected one or more spaces)")
     : missing("Authorization scheme is not Bearer");
 }
@@ -135,10 +126,8 @@ function unauthorized(req: Request): Response {
 function describePeer(info: Deno.ServeHandlerInfo | undefined): string {
   const addr = info?.remoteAddr;
   if (addr === undefined) return "";
-  if (addr.transport === "tcp" || addr.transport === "udp") {
-    return ` from ${urlHost(addr.hostname)}:${addr.port}`;
-  }
-  return ` from ${addr.transport}`;
+  if (!("hostname" in addr)) return ` from ${addr.transport}`;
+  return ` from ${urlHost(addr.hostname)}:${addr.port}`;
 }
 
 /**
@@ -170,9 +159,7 @@ export class AuthMiddleware {
 
   /**
    * Validates the options at once and imports the key (verify only).
-   *
-   * @throws {AuthConfigError} When the secret or the issuer is missing or empty,
-   *   the audience is empty, or the leeway is not a finite number >= 0.
+   * @throws {AuthConfigError} When an option cannot work (the message names it).
    */
   constructor(options: AuthOptions) {
     if (options === DEVELOPMENT) return;
@@ -245,38 +232,25 @@ export class AuthMiddleware {
     // Read per request: rotateSecret() replaces the key.
     const currentKey = () => this.#key!;
 
-    function refuse(
-      req: Request,
-      info: Deno.ServeHandlerInfo | undefined,
-      { kind, reason }: { kind: AuthFailureReason; reason: string },
-    ): Response {
-      failures[kind]++;
-      throttle.hit(
-        `401 ${kind}`,
-        () =>
-          `401 ${req.method} ${loggedPath(req.url)}${
-            describePeer(info)
-          }: ${reason}`,
-      );
-      return unauthorized(req);
-    }
-
     return async function authenticated(
       req: Request,
       info?: Deno.ServeHandlerInfo,
     ): Promise<Response> {
-      const found = extractToken(req);
-      if ("reason" in found) return refuse(req, info, found);
       try {
-        await verifyToken(found.token, await currentKey(), verifyOptions);
+        await verifyToken(extractToken(req), await currentKey(), verifyOptions);
       } catch (error) {
-        return refuse(
-          req,
-          info,
-          error instanceof TokenError
-            ? error
-            : { kind: "other", reason: "verification failed" },
+        const { kind, reason } = error instanceof TokenError
+          ? error
+          : { kind: "other" as const, reason: "verification failed" };
+        failures[kind]++;
+        throttle.hit(
+          `401 ${kind}`,
+          () =>
+            `401 ${req.method} ${loggedPath(req.url)}${
+              describePeer(info)
+            }: ${reason}`,
         );
+        return unauthorized(req);
       }
       return await handler(req, info);
     };

@@ -1,12 +1,7 @@
-/**
- * Strict verification of compact HS512 JWTs; no HTTP here. jose's
- * `jwtVerify` checks the signature and standard claims; the checks around it
- * close the gaps it leaves (docs/security.md, "Token checks, case by case").
- *
- * @module
- */
-import { errors, jwtVerify } from "jose";
-import type { JWTPayload } from "jose";
+// Strict verification of compact HS512 JWTs; no HTTP here. jose's `jwtVerify`
+// checks the signature and standard claims; the checks around it close the
+// gaps it leaves (docs/security.md, "Token checks, case by case").
+import { errors, type JWTPayload, jwtVerify } from "jose";
 import type { AuthFailureReason } from "./auth_failures.ts";
 
 const ALGORITHM = "HS512";
@@ -21,23 +16,21 @@ const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const SEGMENTS = ["header", "payload", "signature"];
 const strictDecoder = new TextDecoder("utf-8", { fatal: true });
 
-type TokenFailure = Exclude<AuthFailureReason, "missing">;
-
 /** `reason` is safe to log: it never holds any part of the token. */
 export class TokenError extends Error {
-  readonly kind: TokenFailure;
+  readonly kind: AuthFailureReason;
   readonly reason: string;
 
-  constructor(kind: TokenFailure, reason: string, options?: ErrorOptions) {
-    super(`Cannot accept the token: ${reason}`, options);
+  constructor(kind: AuthFailureReason, reason: string, init?: ErrorOptions) {
+    super(`Cannot accept the token: ${reason}`, init);
     this.name = "TokenError";
     this.kind = kind;
     this.reason = reason;
   }
 }
 
-function malformed(reason: string, options?: ErrorOptions): TokenError {
-  return new TokenError("malformed", reason, options);
+export function malformed(reason: string, init?: ErrorOptions): TokenError {
+  return new TokenError("malformed", reason, init);
 }
 
 export interface VerifyTokenOptions {
@@ -111,9 +104,7 @@ function checkStructure(token: string): void {
     throw malformed("header is not an object");
   }
   const alg: unknown = (header as Record<string, unknown>)["alg"];
-  if (typeof alg !== "string") {
-    throw malformed("alg missing or not a string");
-  }
+  if (typeof alg !== "string") throw malformed("alg missing or not a string");
   if (alg !== ALGORITHM) {
     // Fixed set of names so a crafted alg cannot write into the log. Another
     // algorithm is a signature we refuse to check (none, downgrade, confusion).
@@ -159,14 +150,14 @@ function checkTimes(claims: JWTPayload, now: number, leeway: number): void {
   }
 }
 
-const JOSE_FAILURES: Readonly<Record<string, TokenFailure>> = {
-  ERR_JWS_SIGNATURE_VERIFICATION_FAILED: "signature",
-  ERR_JOSE_ALG_NOT_ALLOWED: "signature",
-  ERR_JWT_EXPIRED: "expired",
-  ERR_JWT_CLAIM_VALIDATION_FAILED: "claims",
-  ERR_JWS_INVALID: "malformed",
-  ERR_JWT_INVALID: "malformed",
-};
+const JOSE_FAILURES = new Map<string, AuthFailureReason>([
+  ["ERR_JWS_SIGNATURE_VERIFICATION_FAILED", "signature"],
+  ["ERR_JOSE_ALG_NOT_ALLOWED", "signature"],
+  ["ERR_JWT_EXPIRED", "expired"],
+  ["ERR_JWT_CLAIM_VALIDATION_FAILED", "claims"],
+  ["ERR_JWS_INVALID", "malformed"],
+  ["ERR_JWT_INVALID", "malformed"],
+]);
 
 /** jose throws `TypeError` and WebCrypto `DOMException` too, not only `JOSEError`. */
 function fromJose(cause: unknown): TokenError {
@@ -176,9 +167,7 @@ function fromJose(cause: unknown): TokenError {
       : "unknown failure while verifying";
     return new TokenError("other", reason, { cause });
   }
-  const kind = Object.hasOwn(JOSE_FAILURES, cause.code)
-    ? JOSE_FAILURES[cause.code]!
-    : "other";
+  const kind = JOSE_FAILURES.get(cause.code) ?? "other";
   // jose messages are fixed strings that never quote the token.
   return new TokenError(kind, `${cause.code}: ${cause.message}`, { cause });
 }
@@ -191,20 +180,16 @@ export async function verifyToken(
 ): Promise<JWTPayload> {
   checkStructure(token);
   const now = options.now ?? Date.now() / 1000;
-  let claims: JWTPayload;
-  try {
-    const result = await jwtVerify(token, key, {
-      algorithms: [ALGORITHM],
-      issuer: options.issuer,
-      audience: options.audience,
-      requiredClaims: ["exp"],
-      clockTolerance: options.leewaySeconds,
-      currentDate: new Date(now * 1000),
-    });
-    claims = result.payload;
-  } catch (cause) {
+  const { payload } = await jwtVerify(token, key, {
+    algorithms: [ALGORITHM],
+    issuer: options.issuer,
+    audience: options.audience,
+    requiredClaims: ["exp"],
+    clockTolerance: options.leewaySeconds,
+    currentDate: new Date(now * 1000),
+  }).catch((cause: unknown) => {
     throw fromJose(cause);
-  }
-  checkTimes(claims, now, options.leewaySeconds);
-  return claims;
+  });
+  checkTimes(payload, now, options.leewaySeconds);
+  return payload;
 }

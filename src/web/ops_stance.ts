@@ -1,18 +1,7 @@
-/**
- * The operating mode: development (no authentication) or production (an HS512
- * JWT on every connection).
- *
- * @module
- */
 import { ConfigError } from "../common/config_error.ts";
 import { AuthMiddleware } from "./auth_middleware.ts";
 
-interface OpsStanceOptions {
-  dev_mode: boolean;
-  /** HS512 secret (raw text). */
-  secret?: string;
-  issuer?: string;
-}
+type OpsStanceOptions = { dev_mode: boolean; secret?: string; issuer?: string };
 
 /** Why production mode cannot start with this secret and issuer, or undefined. */
 export function productionRefusal(
@@ -52,8 +41,7 @@ export class OpsStance {
   }
 
   /**
-   * Resolves the stance.
-   *
+   * The stance these options ask for.
    * @throws {ConfigError} In production when the secret or issuer is missing or empty.
    */
   static resolve(options: OpsStanceOptions): OpsStance {

@@ -1,9 +1,3 @@
-/**
- * The security headers of every management API answer (OWASP's REST
- * guidance): no sniffing, caching, framing or active content; HSTS over HTTPS.
- *
- * @module
- */
 import { log } from "../common/log.ts";
 
 /** A `Deno.serve` handler; `info` is optional so tests can pass a bare `Request`. */
@@ -32,9 +26,7 @@ function secureResponse(response: Response, https: boolean): Response {
     return response;
   } catch (error) {
     if (!(error instanceof TypeError)) throw error;
-    const copy = new Response(response.body, response);
-    setSecurityHeaders(copy.headers, https);
-    return copy;
+    return secureResponse(new Response(response.body, response), https);
   }
 }
 
@@ -43,29 +35,23 @@ export function loggedPath(url: string): string {
   return new URL(url).pathname;
 }
 
-function internalError(req: Request, error: unknown, https: boolean): Response {
+function internalError(req: Request, error: unknown): Response {
   const what = error instanceof Error
     ? `${error.name}: ${error.message}`
     : String(error);
   log.error(
     `500 ${req.method} ${loggedPath(req.url)}: ${what.replace(/\s+/g, " ")}`,
   );
-  const response = new Response("Internal Server Error", {
+  return new Response("Internal Server Error", {
     status: 500,
     headers: { "content-type": "text/plain" },
   });
-  setSecurityHeaders(response.headers, https);
-  return response;
 }
 
 /**
- * Wraps a handler so every answer carries the security headers, a `500` for
- * an exception included (logged in one line, without the query). A
- * synchronous handler stays synchronous.
- *
- * @param handler The handler to wrap.
- * @param options Whether the server answers over HTTPS.
- * @returns The wrapping handler.
+ * Wraps a handler so every answer carries the security headers (OWASP's REST
+ * guidance; HSTS over HTTPS), a `500` for an exception included (logged in
+ * one line, without the query). A synchronous handler stays synchronous.
  *
  * @example
  * ```ts
@@ -75,12 +61,8 @@ function internalError(req: Request, error: unknown, https: boolean): Response {
  */
 export function withSecurityHeaders(
   handler: Handler,
-  options: {
-    /** The server answers over HTTPS: add `Strict-Transport-Security`. */
-    https: boolean;
-  },
+  { https }: { https: boolean },
 ): Handler {
-  const https = options.https;
   const secure = (response: Response) => secureResponse(response, https);
   return function securityHeaders(
     req: Request,
@@ -90,12 +72,10 @@ export function withSecurityHeaders(
     try {
       result = handler(req, info);
     } catch (error) {
-      return internalError(req, error, https);
+      result = internalError(req, error);
     }
     if (result instanceof Response) return secure(result);
-    return result.then(
-      secure,
-      (error: unknown) => internalError(req, error, https),
-    );
+    return result.catch((error: unknown) => internalError(req, error))
+      .then(secure);
   };
 }

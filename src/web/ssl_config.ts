@@ -1,18 +1,7 @@
-/**
- * TLS for the management API: the PEM pair `Deno.serve` takes, read from
- * `<directory>/ssl/` and checked to belong together.
- *
- * @module
- */
 import { join } from "node:path";
-// node:crypto is loaded only when TLS files exist: it costs a launcher that
-// serves plain HTTP several MiB of resident memory for nothing.
-import type { KeyObject, X509Certificate } from "node:crypto";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
 import { InputError } from "../common/config_error.ts";
-
-type Crypto = typeof import("node:crypto");
 
 /** Settings of {@linkcode SSLConfig.fromDirectory}. */
 export interface SSLConfigOptions {
@@ -25,12 +14,8 @@ export interface SSLConfigOptions {
 /** `Cannot configure TLS: <file>: <what is wrong>`. */
 export class SSLConfigError extends InputError {
   constructor(file: string, problem: string, cause?: unknown) {
-    super(
-      `Cannot configure TLS: ${file}: ${
-        cause === undefined ? problem : `${problem}: ${oneLine(cause)}`
-      }`,
-      { cause },
-    );
+    const detail = cause === undefined ? "" : `: ${oneLine(cause)}`;
+    super(`Cannot configure TLS: ${file}: ${problem}${detail}`, { cause });
     this.name = "SSLConfigError";
   }
 }
@@ -47,45 +32,28 @@ async function readPem(path: string): Promise<string | undefined> {
   }
 }
 
-function parseCertificate(
-  crypto: Crypto,
-  path: string,
-  pem: string,
-): X509Certificate {
-  if (!pem.includes("-----BEGIN CERTIFICATE-----")) {
-    throw new SSLConfigError(
-      path,
-      "not a PEM certificate (expected -----BEGIN CERTIFICATE-----)",
-    );
-  }
-  try {
-    return new crypto.X509Certificate(pem);
-  } catch (error) {
-    throw new SSLConfigError(path, "not a valid PEM certificate", error);
-  }
-}
+/** The label each kind of PEM file must hold. */
+const BEGIN = {
+  certificate: /-----BEGIN CERTIFICATE-----/,
+  "private key": /-----BEGIN (RSA |EC )?PRIVATE KEY-----/,
+};
 
-function parsePrivateKey(
-  crypto: Crypto,
+function parsePem<T>(
+  what: keyof typeof BEGIN,
   path: string,
   pem: string,
-): KeyObject {
-  if (pem.includes("-----BEGIN ENCRYPTED PRIVATE KEY-----")) {
+  parse: (pem: string) => T,
+): T {
+  if (!BEGIN[what].test(pem)) {
     throw new SSLConfigError(
       path,
-      "encrypted private keys are not supported; store the key unencrypted (mode 600)",
-    );
-  }
-  if (!/-----BEGIN (RSA |EC )?PRIVATE KEY-----/.test(pem)) {
-    throw new SSLConfigError(
-      path,
-      "not a PEM private key (expected -----BEGIN PRIVATE KEY-----)",
+      `not a PEM ${what} (expected -----BEGIN ${what.toUpperCase()}-----)`,
     );
   }
   try {
-    return crypto.createPrivateKey(pem);
+    return parse(pem);
   } catch (error) {
-    throw new SSLConfigError(path, "not a valid PEM private key", error);
+    throw new SSLConfigError(path, `not a valid PEM ${what}`, error);
   }
 }
 
@@ -127,19 +95,11 @@ export class SSLConfig {
   }
 
   /**
-   * Reads `<directory>/ssl/server.crt` and `<directory>/ssl/server.key`.
+   * Reads `<directory>/ssl/server.crt` and `server.key`: `undefined` when
+   * neither exists.
    *
-   * @param directory The directory holding the `ssl` folder.
-   * @param options `devMode` to serve `ssl/ca.crt` along.
-   * @returns The configuration, or `undefined` when neither file exists.
    * @throws {SSLConfigError} When one file is missing, unreadable or not
    *   PEM, or the key does not belong to the certificate.
-   *
-   * @example
-   * ```ts
-   * import { SSLConfig } from "@mymodel/serve/web";
-   * console.log(await SSLConfig.fromDirectory("/nonexistent")); // undefined
-   * ```
    */
   static async fromDirectory(
     directory: string,
@@ -159,25 +119,34 @@ export class SSLConfig {
         `missing (found ${found}; both files are needed for HTTPS)`,
       );
     }
-    const crypto = await import("node:crypto");
-    const certificate = parseCertificate(crypto, certFile, cert);
-    if (!certificate.checkPrivateKey(parsePrivateKey(crypto, keyFile, key))) {
+    // Loaded only when TLS files exist: it costs a launcher that serves plain
+    // HTTP several MiB of resident memory for nothing.
+    const { X509Certificate, createPrivateKey } = await import("node:crypto");
+    const parseCertificate = (path: string, pem: string) =>
+      parsePem("certificate", path, pem, (text) => new X509Certificate(text));
+    const certificate = parseCertificate(certFile, cert);
+    if (key.includes("-----BEGIN ENCRYPTED PRIVATE KEY-----")) {
+      throw new SSLConfigError(
+        keyFile,
+        "encrypted private keys are not supported; store the key unencrypted (mode 600)",
+      );
+    }
+    const privateKey = parsePem("private key", keyFile, key, createPrivateKey);
+    if (!certificate.checkPrivateKey(privateKey)) {
       throw new SSLConfigError(
         `${certFile} and ${keyFile}`,
         "the private key does not belong to the certificate",
       );
     }
-    const now = Date.now();
-    if (Date.parse(certificate.validTo) < now) {
-      log.warn(`${certFile}: certificate expired on ${certificate.validTo}`);
-    } else if (Date.parse(certificate.validFrom) > now) {
-      log.warn(
-        `${certFile}: certificate not valid before ${certificate.validFrom}`,
-      );
+    const { validFrom, validTo } = certificate;
+    if (Date.parse(validTo) < Date.now()) {
+      log.warn(`${certFile}: certificate expired on ${validTo}`);
+    } else if (Date.parse(validFrom) > Date.now()) {
+      log.warn(`${certFile}: certificate not valid before ${validFrom}`);
     }
     // Whole bytes, as `openssl x509 -serial` prints it: `serialNumber` drops a leading zero nibble.
     const hex = certificate.serialNumber.toLowerCase();
-    const serial = hex.length % 2 === 1 ? `0${hex}` : hex;
+    const serial = hex.padStart(Math.ceil(hex.length / 2) * 2, "0");
     const served = { cert, key, certFile, keyFile, serial };
     if (!options.devMode) {
       if (options.keyLogFile) {
@@ -190,7 +159,7 @@ export class SSLConfig {
     const caFile = join(directory, "ssl", "ca.crt");
     const ca = await readPem(caFile);
     if (ca === undefined) return new SSLConfig(served);
-    if (!certificate.checkIssued(parseCertificate(crypto, caFile, ca))) {
+    if (!certificate.checkIssued(parseCertificate(caFile, ca))) {
       log.warn(`${certFile} was not issued by ${caFile}`);
     }
     const chain = `${cert.trimEnd()}\n${ca.trimStart()}`;

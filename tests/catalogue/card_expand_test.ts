@@ -4,7 +4,7 @@
  */
 import assert from "node:assert/strict";
 import { CatalogueError, Registry } from "../../src/catalogue.ts";
-import { UnsetVariableError } from "../../src/catalogue/card_expand.ts";
+import { UnsetVariableError } from "../../src/catalogue/catalogue_error.ts";
 import {
   GOOD,
   MALFORMED_REFERENCES,

@@ -22,7 +22,7 @@ Deno.test("writeFileAtomic replaces the file whole and leaves no temporary file"
   const dir = Deno.makeTempDirSync();
   try {
     await writeFileAtomic(`${dir}/a.json`, "one\n", { mode: 0o644 });
-    writeFileAtomicSync(`${dir}/a.json`, new TextEncoder().encode("two\n"));
+    writeFileAtomicSync(`${dir}/a.json`, "two\n");
     await writeFileAtomic(`${dir}/a.json`, "three\n", { mode: 0o644 });
     assert.equal(Deno.readTextFileSync(`${dir}/a.json`), "three\n");
     assert.equal(Deno.statSync(`${dir}/a.json`).mode! & 0o777, 0o644);

@@ -32,7 +32,6 @@ Deno.test("the real llama-server's /metrics: the kind's families, a completion m
     isLocal: true,
     host: "127.0.0.1",
     port,
-    name: "tiny",
     apiKey: "",
     card,
   });

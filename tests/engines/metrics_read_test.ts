@@ -7,9 +7,9 @@ import assert from "node:assert/strict";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import {
   engineOrigin,
+  METRICS_MAX_BYTES,
   readEngineTraffic,
 } from "../../src/engines/metrics_read.ts";
-import { METRICS_MAX_BYTES } from "../../src/engines/prometheus_text.ts";
 import { metricsText } from "../fixtures/engine_metrics.ts";
 
 /** Serves `answer` on a free loopback port for the length of `use`. */

@@ -1,6 +1,6 @@
 /** The Prometheus text parser on each engine's real `/metrics` text (tests/fixtures/engine_metrics.ts cites the sources). */
 import assert from "node:assert/strict";
-import { sampleValue, sumSamples } from "../../src/engines/prometheus_text.ts";
+import { sampleValue, sumSamples } from "../../src/engines/traffic.ts";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import {
   goFloat,

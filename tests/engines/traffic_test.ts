@@ -209,7 +209,6 @@ Deno.test("the launcher adds each kind's metrics flag before the card's args, on
       isLocal: true,
       host: "127.0.0.1",
       port: 5001,
-      name: "m",
       apiKey: "",
       card: card("chat", engine, args),
     });

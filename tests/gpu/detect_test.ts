@@ -1,10 +1,7 @@
 import assert from "node:assert/strict";
 import { ConfigError } from "../../src/common.ts";
-import {
-  detectGpuPool,
-  gpuPoolLine,
-  parseGpuList,
-} from "../../src/gpu/detect.ts";
+import { detectGpuPool, parseGpuList } from "../../src/gpu/detect.ts";
+import { gpuPoolLine } from "../../src/gpu/placement.ts";
 
 /**
  * A temp directory holding a stand-in `nvidia-smi` with this shell body (`@DIR@`

@@ -1,6 +1,9 @@
 import assert from "node:assert/strict";
-import { GpuMonitor } from "../../src/gpu/gpu_monitor.ts";
-import type { GpuQuery, GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
+import {
+  GpuMonitor,
+  type GpuQuery,
+  type GpuSnapshot,
+} from "../../src/gpu/nvidia_smi.ts";
 import { fakeDevices, fakeGpuMachine } from "../support/fake_gpus.ts";
 import { captureLog } from "../support/helpers.ts";
 

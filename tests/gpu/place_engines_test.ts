@@ -1,4 +1,4 @@
-/** The launcher's placement composition (src/gpu/place_engines.ts) on an explicit pool. */
+/** The launcher's placement composition (src/gpu/placement.ts) on an explicit pool. */
 import assert from "node:assert/strict";
 import type { ModelCard } from "../../src/catalogue.ts";
 import {
@@ -8,7 +8,7 @@ import {
   placementEnv,
   placementReport,
   replacePlacement,
-} from "../../src/gpu/place_engines.ts";
+} from "../../src/gpu/placement.ts";
 import { detectGpuPool } from "../../src/gpu/detect.ts";
 import { catalogue } from "../support/gpu_cards.ts";
 import type { GpuQuery } from "../../src/gpu/nvidia_smi.ts";

@@ -6,8 +6,7 @@
  */
 import assert from "node:assert/strict";
 import { GpuLifecycle, type GpuRun } from "../../src/gpu/gpu_lifecycle.ts";
-import { GpuMonitor } from "../../src/gpu/gpu_monitor.ts";
-import type { GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
+import { GpuMonitor, type GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
 import { procStats } from "../../src/engines/proc.ts";
 
 Deno.test("a start on a sleeping engine's device counts what it takes back when it wakes", async () => {

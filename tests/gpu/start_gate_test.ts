@@ -8,8 +8,11 @@ import {
   type StartSlot,
   type WaitingFor,
 } from "../../src/gpu/start_gate.ts";
-import type { GpuQuery, GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
-import { GpuMonitor } from "../../src/gpu/gpu_monitor.ts";
+import {
+  GpuMonitor,
+  type GpuQuery,
+  type GpuSnapshot,
+} from "../../src/gpu/nvidia_smi.ts";
 import { captureLog } from "../support/helpers.ts";
 
 const INTERVAL_MS = 20;

@@ -10,7 +10,7 @@ import {
   RESERVED_FDS,
   serveGuarded,
 } from "../../src/http/connection_guard.ts";
-import { SEMIOSERVE_DEFAULTS } from "../../src/serve/options.ts";
+import { SEMIOSERVE_DEFAULTS } from "../../src/serve/config.ts";
 import { makeMaterial } from "../support/certs.ts";
 import { captureLog } from "../support/helpers.ts";
 

@@ -5,12 +5,14 @@
  */
 import assert from "node:assert/strict";
 import {
+  CLI_FLAGS,
   FLAG_NAMES,
   parseCli,
+  shownDefault,
   USAGE,
   UsageError,
 } from "../../src/serve/cli.ts";
-import { CLI_FLAGS, shownDefault } from "../../src/serve/cli_flags.ts";
+import { SEMIOSERVE_DEFAULTS } from "../../src/serve/config.ts";
 import { ROOT_SUBDIRECTORIES } from "../../src/common/settings.ts";
 import { Registry } from "../../src/catalogue.ts";
 
@@ -136,7 +138,11 @@ Deno.test("every number flag: its default, typed as --help shows it, parses to t
   for (const flag of CLI_FLAGS) {
     if (flag.unit !== "seconds" && flag.unit !== "count") continue;
     const options = parseCli(["alpha", `--${flag.name}=${shownDefault(flag)}`]);
-    assert.equal(options[flag.option], flag.default, flag.name);
+    assert.equal(
+      options[flag.option],
+      SEMIOSERVE_DEFAULTS[flag.option],
+      flag.name,
+    );
     const below = String(flag.min > 0 ? flag.min / 2 : -1);
     const expected = flag.unit === "count"
       ? `expected a whole number, ${flag.min} or more`

@@ -4,15 +4,18 @@
  * `SemioserveOptions` say the same values.
  */
 import assert from "node:assert/strict";
-import { SEMIOSERVE_DEFAULTS } from "../../src/serve/options.ts";
-import { readConfig, UsageError } from "../../src/serve/config.ts";
+import {
+  readConfig,
+  SEMIOSERVE_DEFAULTS,
+  UsageError,
+} from "../../src/serve/config.ts";
 import { NUCLEUS_HOST, NUCLEUS_PORT } from "../../src/common.ts";
 
 /** The environment without a root directory: what is resolved from options alone. */
 const ENV = { ...Deno.env.toObject(), MY_LOCAL: undefined };
 
 const SOURCE = await Deno.readTextFile(
-  new URL("../../src/serve/options.ts", import.meta.url),
+  new URL("../../src/serve/config.ts", import.meta.url),
 );
 
 /** Each field of `SemioserveOptions` and the text of its `@default` tag. */

@@ -8,7 +8,7 @@ import { readConfig } from "../../src/serve/config.ts";
 import { gather } from "../../src/serve/facts.ts";
 import { plan } from "../../src/serve/plan.ts";
 import { diff } from "../../src/serve/diff.ts";
-import { GpuMonitor } from "../../src/gpu/gpu_monitor.ts";
+import { GpuMonitor } from "../../src/gpu/nvidia_smi.ts";
 import {
   fakeBin,
   makeRoot,

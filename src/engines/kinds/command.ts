@@ -7,7 +7,7 @@ function templateArgv(ctx: EngineContext): string[] {
     model: ctx.model,
     host: ctx.host,
     port: String(ctx.port),
-    name: ctx.name,
+    name: ctx.card.name,
     api_key: ctx.apiKey,
   };
   const template = (ctx.card.command ?? []).slice(1);

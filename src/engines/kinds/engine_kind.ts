@@ -8,20 +8,17 @@ export interface EngineContext {
   readonly isLocal: boolean;
   readonly host: string;
   readonly port: number;
-  readonly name: string;
-  /** Empty for none. */
   readonly apiKey: string;
   readonly card: ModelCard;
 }
 
-/** `unplaced`: the launcher leaves the engine's environment alone. `from` says, for people, where the need came from. */
+/** `unplaced`: the launcher leaves the engine's environment alone. `from` is for people. */
 export type EngineDevices =
   | { readonly kind: "unplaced"; readonly from: string }
   | { readonly kind: "whole"; readonly count: number; readonly from: string }
   | { readonly kind: "share"; readonly share: number; readonly from: string };
 
 export interface EngineFlags {
-  /** The arguments after the executable that print its help (`["serve", "--help=all"]`). */
   readonly helpArgv: readonly string[];
   parseHelp(text: string): string[];
   /** `_` read as `-` in long flags (vLLM). */
@@ -33,10 +30,7 @@ export interface EngineFlags {
 /** Where a loading engine is: fetching weights, reading them, or the rest (compiling, profiling, the KV cache, graphs). */
 export type LoadPhase = "downloading" | "loading" | "preparing";
 
-/**
- * Why an engine run ended, from its exit and its own output: a rule's cause,
- * else `signal` when a signal ended it, else `exit`.
- */
+/** Why an engine run ended: a rule's cause from its output, else `signal`, else `exit`. */
 export type ExitCause =
   | "gpu-out-of-memory"
   | "gpu-memory-profiling"
@@ -60,10 +54,8 @@ export const EXIT_CAUSES: readonly ExitCause[] = [
 ];
 
 /**
- * What an engine's output lines say: a line matching a phase rule puts the
- * run in that phase (its two captures, when present, are shards done and
- * total); the first line matching a cause rule decides the run's exit cause.
- * First match wins in each table; lines no rule knows change nothing.
+ * A phase rule's two captures, when present, are shards done and total; the
+ * first line matching a cause rule decides the exit cause. First match wins.
  */
 export interface OutputRules {
   readonly phases: readonly {
@@ -76,16 +68,11 @@ export interface OutputRules {
   }[];
 }
 
-/**
- * Where an engine counts its traffic: a path answering the Prometheus text
- * format and the sample names to read there, summed over their label sets.
- */
+/** A path answering the Prometheus text format, and the samples read there. */
 export interface TrafficRule {
   readonly path: string;
-  /** Gauges: requests being computed, requests queued. */
   readonly running: string;
   readonly waiting: string;
-  /** Counters of prompt and generated tokens. */
   readonly promptTokens: string;
   readonly generatedTokens: string;
   /** The flag the launcher adds to turn the endpoint on, unless the card's args give it. */
@@ -101,11 +88,10 @@ export interface EngineKind {
   /** `vllm` in the catalogue, `vLLM` for people. */
   readonly name: string;
   readonly title: string;
-  /** Looked up on PATH unless the card names one (`""`: the card's command names it). */
+  /** `""`: the card's command names it. */
   readonly executable: string;
   /** For the error when the executable is missing. */
   readonly install: string;
-  /** After the executable, the card's `args` last. */
   argv(ctx: EngineContext): string[];
   /** llama.cpp wants one GGUF file of a local directory. */
   localFile?(dir: string, files: readonly string[]): string;
@@ -118,18 +104,16 @@ export interface EngineKind {
   /** It reads `CUDA_VISIBLE_DEVICES` as integers: it is handed nvidia-smi's indices for `GPU-<uuid>` entries. */
   readonly integerDevices?: boolean;
   readonly flags?: EngineFlags;
-  /** Every spelling of the flags the launcher sets (host, port, name, key, model): a card may not set them, since the engine would take the card's, the last. */
+  /** Every spelling of the flags the launcher sets: the engine would take a card's, the last. */
   readonly ownedFlags?: readonly string[];
-  /** Absent (a command card): no phase, cause `exit` or `signal`. */
   readonly output?: OutputRules;
-  /** Absent: the launcher reads no traffic (a command card may name its own, `metrics`). */
+  /** Absent: no traffic is read (a command card may name its own, `metrics`). */
   readonly traffic?: TrafficRule;
 }
 
-/** The flags {@linkcode serveFlags} passes, which every kind using it owns. */
 export const SERVE_FLAGS: readonly string[] = ["--host", "--port", "--api-key"];
 
-/** `--host`, `--port`, the served-name flag, `--api-key`, `enable` (the metrics flag) unless the card's args give it, then the card's args. */
+/** `enable` (the metrics flag) unless the card's args give it; the card's args last. */
 export function serveFlags(
   ctx: EngineContext,
   nameFlag: string,
@@ -141,7 +125,7 @@ export function serveFlags(
     "--port",
     String(ctx.port),
     nameFlag,
-    ctx.name,
+    ctx.card.name,
     ...ctx.apiKey ? ["--api-key", ctx.apiKey] : [],
     ...enable === undefined ||
         ctx.card.args.some((a) => a === enable || a.startsWith(`${enable}=`))
@@ -151,7 +135,7 @@ export function serveFlags(
   ];
 }
 
-/** The flags of each help line's invocation (`-c, --ctx-size N`), value hints left out. */
+/** The flags of each help line's invocation (`-c, --ctx-size N`). */
 export function helpFlags(
   text: string,
   invocation: (line: string) => string | undefined,

@@ -3,10 +3,7 @@
 
 /** The detail of an unusable size or share; GPU placement prefixes the card's name. */
 export class FlagValueError extends Error {
-  constructor(detail: string) {
-    super(detail);
-    this.name = "FlagValueError";
-  }
+  override name: string = "FlagValueError";
 }
 
 /** The first of `names` without its dashes, and the last value given. */

@@ -48,9 +48,7 @@ export const SGLANG: EngineKind = {
   splitFlags: [TP, ["--pp-size", "--pipeline-parallel-size"]],
   ownedFlags: [
     ...SERVE_FLAGS,
-    "--served-model-name",
-    "--model-path",
-    "--model",
+    ..."--served-model-name --model-path --model".split(" "),
   ],
   flags: {
     helpArgv: ["-m", "sglang.launch_server", "--help"],
