@@ -2,7 +2,6 @@ import { printable } from "../common/printable.ts";
 import { sleep } from "../common/sleep.ts";
 
 export interface EventsOptions {
-  /** Else `MY_LOCAL`. */
   directory?: string | undefined;
   /** This model's events and the launcher's own. */
   model?: string | undefined;
@@ -83,20 +82,14 @@ export async function showEvents(options: EventsOptions): Promise<number> {
     if (out !== undefined) print(out);
   };
   let held: Followed | undefined;
-  let rotated = true;
   try {
     for (;;) {
-      if (rotated) {
+      if (held === undefined || rotatedAway(path, held)) {
         // The newest is held next (a rotated one while the journal is not yet
         // written again); those before it, the one held first, are finished.
-        const newer = newerFiles(path, held);
-        const next = newer.pop();
-        if (next !== undefined) {
-          for (const file of held ? [held, ...newer] : newer) {
-            finish(file, show);
-          }
-          held = next;
-        }
+        const files = newerFiles(path, held);
+        held = files.pop();
+        for (const file of files) finish(file, show);
       }
       if (held === undefined) {
         console.error(`no journal at ${path} (has a launcher run there?)`);
@@ -105,7 +98,6 @@ export async function showEvents(options: EventsOptions): Promise<number> {
       readLines(held, show);
       if (!options.follow || options.signal?.aborted) break;
       await sleep(FOLLOW_POLL_MS, options.signal);
-      rotated = rotatedAway(path, held);
     }
   } catch (error) {
     held?.file.close();
@@ -154,7 +146,7 @@ function rotatedAway(path: string, held: Followed): boolean {
     : !sameFile(info, held.info);
 }
 
-/** `path.N` … `path.1`, `path`: all of them, or those written after `held`. */
+/** `held` and the files written after it, oldest first (`path.N` … `path.1`, `path`); all of them without `held`. */
 function newerFiles(path: string, held?: Followed): Followed[] {
   const files: Followed[] = [];
   // Without inodes, the file held cannot be told among the rotated ones.
@@ -167,8 +159,8 @@ function newerFiles(path: string, held?: Followed): Followed[] {
     }
     files.unshift(file);
   }
-  const journal = openJournal(path);
-  return journal === undefined ? files : [...files, journal];
+  const all = [held, ...files, openJournal(path)];
+  return all.filter((file) => file !== undefined);
 }
 
 const CHUNK = 64 * 1024;

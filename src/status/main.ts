@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { ConfigError } from "../common/config_error.ts";
 import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
-import { fetchDetail } from "./client.ts";
+import { fetchDetail, readToken } from "./client.ts";
 import { healthy, renderTable, rowsOf } from "./table.ts";
 import { durationMs, escapedJson, showEvents } from "./events.ts";
 
@@ -135,28 +135,6 @@ export async function main(
     console.error(message.replaceAll("\n", " "));
     return 1;
   }
-}
-
-function readToken(path: string | undefined): string | undefined {
-  if (path === undefined) return undefined;
-  let text: string;
-  try {
-    text = Deno.readTextFileSync(path);
-  } catch (error) {
-    throw new ConfigError(
-      `Cannot read --token-file ${path}: ${
-        (error as Error).message
-      } (expected a readable file holding the token)`,
-      { cause: error },
-    );
-  }
-  const token = text.replace(/\r?\n$/, "");
-  if (token.trim() === "") {
-    throw new ConfigError(
-      `Cannot use --token-file ${path}: the file is empty (expected the token)`,
-    );
-  }
-  return token;
 }
 
 /** Whether every engine is healthy. */

@@ -242,9 +242,7 @@ export function renderTable(
   options: { now: number; color?: boolean; width?: number | undefined },
 ): string {
   const all = rows.map((row) => cellsOf(row, options.now));
-  const fit = options.width === undefined
-    ? { rows: all, gap: 3 }
-    : fitCells(all, options.width);
+  const fit = fitCells(all, options.width ?? Infinity);
   return alignColumns(COLUMNS, fit.rows, (r, i) => {
     if (options.color !== true) return "";
     if (r < 0) return BOLD;
