@@ -89,10 +89,9 @@ function resolveTarget(options: StatusOptions): Target {
   const text = env("NUCLEUS_PORT");
   const port = options.port ?? (text === undefined ? 5000 : portIn(text));
   if (port === undefined) {
+    const quoted = JSON.stringify(text);
     throw new ConfigError(
-      `Cannot use NUCLEUS_PORT=${
-        JSON.stringify(text)
-      }: expected a port from 1 to 65535`,
+      `Cannot use NUCLEUS_PORT=${quoted}: expected a port from 1 to 65535`,
     );
   }
   const scheme = trust.caCert === undefined ? "http" : "https";
@@ -144,7 +143,6 @@ async function reachProblem(
   return oneLine(text);
 }
 
-/** One `GET /models?detail=1`; a failure to reach the launcher is one line. */
 async function ask(
   target: Target,
   token: string | undefined,

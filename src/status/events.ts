@@ -133,26 +133,19 @@ function sameFile(a: Deno.FileInfo, b: Deno.FileInfo): boolean {
   return a.ino === b.ino && a.dev === b.dev;
 }
 
-/** Renamed or removed. Without inodes (Windows), a journal shorter than what was read is a new one. */
+/** Renamed or removed. */
 function rotatedAway(path: string, held: Followed): boolean {
-  let info: Deno.FileInfo;
   try {
-    info = Deno.statSync(path);
+    return !sameFile(Deno.statSync(path), held.info);
   } catch {
-    return held.info.ino !== null;
+    return true;
   }
-  return held.info.ino === null
-    ? info.size < held.offset
-    : !sameFile(info, held.info);
 }
 
 /** `held` and the files written after it, oldest first (`path.N` … `path.1`, `path`); all of them without `held`. */
 function newerFiles(path: string, held?: Followed): Followed[] {
   const files: Followed[] = [];
-  // Without inodes, the file held cannot be told among the rotated ones.
-  for (let n = 1; held?.info.ino !== null; n++) {
-    const file = openJournal(`${path}.${n}`);
-    if (file === undefined) break;
+  for (let n = 1, file; (file = openJournal(`${path}.${n}`)); n++) {
     if (held && sameFile(file.info, held.info)) {
       file.file.close();
       break;

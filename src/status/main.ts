@@ -67,25 +67,20 @@ function parseCli(args: readonly string[]) {
   const port = v.port === undefined ? undefined : portIn(v.port);
   const last = v.since === undefined ? undefined : durationMs(v.since);
   const watch = v.watch === undefined ? undefined : Number(v.watch);
-  // The first problem is the one said.
+  const bad = (flag: "port" | "since" | "watch", expected: string) =>
+    `Cannot use --${flag} ${JSON.stringify(v[flag])}: expected ${expected}`;
   const problem = [
     empty !== undefined && `Cannot use --${empty}: expected a non-empty value`,
     v.url !== undefined && (v.host !== undefined || v.port !== undefined) &&
     "Cannot use --url with --host or --port (expected one way to say where the launcher is)",
     v.port !== undefined && port === undefined &&
-    `Cannot use --port ${
-      JSON.stringify(v.port)
-    }: expected an integer from 1 to 65535`,
+    bad("port", "an integer from 1 to 65535"),
     !v.events && (v.follow || v.model !== undefined || v.since !== undefined) &&
     "Cannot use --follow, --model or --since without --events (expected --events)",
     v.since !== undefined && last === undefined &&
-    `Cannot use --since ${
-      JSON.stringify(v.since)
-    }: expected a duration such as 45s, 30m, 2h or 1d`,
+    bad("since", "a duration such as 45s, 30m, 2h or 1d"),
     watch !== undefined && !(Number.isFinite(watch) && watch >= 0.5) &&
-    `Cannot use --watch ${
-      JSON.stringify(v.watch)
-    }: expected seconds, 0.5 or more`,
+    bad("watch", "seconds, 0.5 or more"),
     watch !== undefined && v.check &&
     "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
   ].find((message) => message !== false);
@@ -99,7 +94,6 @@ type Cli = ReturnType<typeof parseCli> & { token?: string | undefined };
 /**
  * Runs the status command line.
  *
- * @param args The command-line arguments.
  * @returns 0 shown, 1 cannot ask, 2 usage error, 3 an engine not healthy (`--check`).
  *
  * @example
@@ -131,8 +125,7 @@ export async function main(
     if (cli.watch !== undefined) return await watch(asked, cli.watch);
     return (await showOnce(asked)) || !cli.check ? 0 : 3;
   } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    console.error(message.replaceAll("\n", " "));
+    console.error((error as Error).message.replaceAll("\n", " "));
     return 1;
   }
 }
