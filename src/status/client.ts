@@ -147,7 +147,7 @@ async function ask(
   target: Target,
   token: string | undefined,
 ): Promise<{ status: number; text: string }> {
-  const client = target.caCert === undefined
+  using client = target.caCert === undefined
     ? undefined
     : Deno.createHttpClient({ caCerts: [target.caCert] });
   // A TLS handshake with a plain server fails, or hangs until the timeout,
@@ -179,7 +179,6 @@ async function ask(
   } finally {
     clearTimeout(timer);
     await look;
-    client?.close();
   }
 }
 

@@ -69,15 +69,12 @@ export async function showEvents(options: EventsOptions): Promise<number> {
     return 1;
   }
   const path = `${directory}/logs/events.jsonl`;
-  const print = options.print ?? console.log;
+  const { model, since, print = console.log } = options;
   const show = (line: string) => {
     const e = parsed(line);
     if (e === undefined) return;
-    if (
-      options.model !== undefined && e.model !== null &&
-      e.model !== options.model
-    ) return;
-    if (options.since !== undefined && Date.parse(e.at) < options.since) return;
+    if (model !== undefined && e.model !== null && e.model !== model) return;
+    if (since !== undefined && Date.parse(e.at) < since) return;
     const out = options.json ? escapedJson(line) : eventText(line);
     if (out !== undefined) print(out);
   };

@@ -125,7 +125,8 @@ export async function main(
     if (cli.watch !== undefined) return await watch(asked, cli.watch);
     return (await showOnce(asked)) || !cli.check ? 0 : 3;
   } catch (error) {
-    console.error((error as Error).message.replaceAll("\n", " "));
+    const message = error instanceof Error ? error.message : String(error);
+    console.error(message.replaceAll("\n", " "));
     return 1;
   }
 }
@@ -171,14 +172,13 @@ async function watch(cli: Cli, seconds: number): Promise<number> {
 const STOP_SIGNALS: Deno.Signal[] = ["SIGINT", "SIGTERM"];
 
 /** Ctrl-C ends --watch and --follow with exit 0: the signal aborts, until disposed. */
-function onStop(): { signal: AbortSignal } & Disposable {
+function onStop(): AbortController & Disposable {
   const stop = new AbortController();
   const abort = () => stop.abort();
   for (const name of STOP_SIGNALS) Deno.addSignalListener(name, abort);
-  return {
-    signal: stop.signal,
+  return Object.assign(stop, {
     [Symbol.dispose]() {
       for (const name of STOP_SIGNALS) Deno.removeSignalListener(name, abort);
     },
-  };
+  });
 }

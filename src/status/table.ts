@@ -204,42 +204,33 @@ const CUTS: readonly (readonly [string, number])[] = [
   ["MODEL", 5],
 ];
 
-function fitCells(
-  rows: string[][],
-  width: number,
-): { rows: string[][]; gap: number } {
+/** Aligned like `docker ps`; `width` cuts the free text so each line fits it. */
+export function renderTable(
+  rows: readonly StatusRow[],
+  options: { now: number; color?: boolean; width?: number | undefined },
+): string {
+  const cells = rows.map((row) => cellsOf(row, options.now));
   const widths = COLUMNS.map((title, i) =>
-    Math.max(title.length, ...rows.map((cells) => cells[i]!.length))
+    Math.max(title.length, ...cells.map((line) => line[i]!.length))
   );
   let gap = 3;
   const over = () =>
-    widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1) - width;
+    widths.reduce((a, b) => a + b, gap * (widths.length - 1)) -
+    (options.width ?? Infinity);
   for (const [title, floor] of CUTS) {
     if (over() <= 0) break;
     const i = COLUMNS.indexOf(title);
     if (i < 0) gap = floor;
     else widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
   }
-  return {
-    gap,
-    rows: rows.map((cells) =>
-      cells.map((text, i) =>
-        text.length > widths[i]! ? `${text.slice(0, widths[i]! - 1)}…` : text
-      )
-    ),
-  };
-}
-
-/** Aligned like `docker ps`; `width` cuts the free text so each line fits it. */
-export function renderTable(
-  rows: readonly StatusRow[],
-  options: { now: number; color?: boolean; width?: number | undefined },
-): string {
-  const all = rows.map((row) => cellsOf(row, options.now));
-  const fit = fitCells(all, options.width ?? Infinity);
-  return alignColumns(COLUMNS, fit.rows, (r, i) => {
+  const fitted = cells.map((line) =>
+    line.map((text, i) =>
+      text.length > widths[i]! ? `${text.slice(0, widths[i]! - 1)}…` : text
+    )
+  );
+  return alignColumns(COLUMNS, fitted, (r, i) => {
     if (options.color !== true) return "";
     if (r < 0) return BOLD;
     return TABLE[i]![2]?.(rows[r]!) ?? "";
-  }, fit.gap);
+  }, gap);
 }
