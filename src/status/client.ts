@@ -23,29 +23,46 @@ function env(name: string): string | undefined {
   return Deno.env.get(name) || undefined;
 }
 
-function readIfFile(path: string): string | undefined {
+/** `what` names the file in a message; a missing one is undefined when `optional`. */
+function readText(
+  path: string,
+  what: string,
+  expected: string,
+  optional = false,
+): string | undefined {
   try {
     return Deno.readTextFileSync(path);
   } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return undefined;
+    if (optional && error instanceof Deno.errors.NotFound) return undefined;
     throw new ConfigError(
-      `Cannot read ${path}: ${
-        (error as Error).message
-      } (expected a readable PEM file)`,
+      `Cannot read ${what}: ${(error as Error).message} (expected ${expected})`,
       { cause: error },
     );
   }
 }
 
-/** The CA certificate is trusted when there is one, else the server's own. */
+/** The `--token-file`'s token, else `NUCLEUS_TOKEN`; read once, before asking. */
+export function readToken(path: string | undefined): string | undefined {
+  if (path === undefined) return env("NUCLEUS_TOKEN");
+  const what = `--token-file ${path}`;
+  const text = readText(path, what, "a readable file holding the token")!;
+  const token = text.replace(/\r?\n$/, "");
+  if (token.trim() === "") {
+    throw new ConfigError(
+      `Cannot use --token-file ${path}: the file is empty (expected the token)`,
+    );
+  }
+  return token;
+}
+
 function trustIn(directory: string | undefined): Omit<Target, "base"> {
   if (directory === undefined) return {};
   const ssl = `${directory}/ssl`;
-  const crt = readIfFile(`${ssl}/server.crt`);
-  if (crt === undefined || readIfFile(`${ssl}/server.key`) === undefined) {
-    return {};
-  }
-  const ca = readIfFile(`${ssl}/ca.crt`);
+  const pem = (name: string) =>
+    readText(`${ssl}/${name}`, `${ssl}/${name}`, "a readable PEM file", true);
+  const crt = pem("server.crt");
+  if (crt === undefined || pem("server.key") === undefined) return {};
+  const ca = pem("ca.crt");
   return ca !== undefined
     ? { trusted: `${ssl}/ca.crt`, caCert: ca }
     : { trusted: `${ssl}/server.crt`, caCert: crt };
@@ -55,19 +72,16 @@ function resolveTarget(options: StatusOptions): Target {
   const trust = trustIn(options.directory ?? env("MY_LOCAL"));
   if (options.url !== undefined) {
     const url = URL.parse(options.url);
-    if (url === null) {
+    if (url?.protocol !== "http:" && url?.protocol !== "https:") {
       throw new ConfigError(
-        `Cannot use --url ${options.url}: not a URL (expected http(s)://host:port)`,
+        `Cannot use --url ${options.url}: ${
+          url === null
+            ? "not a URL (expected http(s)://host:port)"
+            : "expected an http:// or https:// URL"
+        }`,
       );
     }
-    if (url.protocol !== "http:" && url.protocol !== "https:") {
-      throw new ConfigError(
-        `Cannot use --url ${options.url}: expected an http:// or https:// URL`,
-      );
-    }
-    return url.protocol === "http:"
-      ? { base: url.origin }
-      : { base: url.origin, ...trust };
+    return { base: url.origin, ...(url.protocol === "https:" ? trust : {}) };
   }
   const named = options.host ?? env("NUCLEUS_HOST") ?? "localhost";
   // A launcher bound to every interface is reached on this machine by its loopback name.
@@ -75,10 +89,9 @@ function resolveTarget(options: StatusOptions): Target {
   const text = env("NUCLEUS_PORT");
   const port = options.port ?? (text === undefined ? 5000 : portIn(text));
   if (port === undefined) {
+    const quoted = JSON.stringify(text);
     throw new ConfigError(
-      `Cannot use NUCLEUS_PORT=${
-        JSON.stringify(text)
-      }: expected a port from 1 to 65535`,
+      `Cannot use NUCLEUS_PORT=${quoted}: expected a port from 1 to 65535`,
     );
   }
   const scheme = trust.caCert === undefined ? "http" : "https";
@@ -130,12 +143,11 @@ async function reachProblem(
   return oneLine(text);
 }
 
-/** One `GET /models?detail=1`; a failure to reach the launcher is one line. */
 async function ask(
   target: Target,
   token: string | undefined,
 ): Promise<{ status: number; text: string }> {
-  const client = target.caCert === undefined
+  using client = target.caCert === undefined
     ? undefined
     : Deno.createHttpClient({ caCerts: [target.caCert] });
   // A TLS handshake with a plain server fails, or hangs until the timeout,
@@ -167,7 +179,6 @@ async function ask(
   } finally {
     clearTimeout(timer);
     await look;
-    client?.close();
   }
 }
 
@@ -175,16 +186,12 @@ export async function fetchDetail(
   options: StatusOptions,
 ): Promise<ModelsDetail> {
   const target = resolveTarget(options);
-  const token = options.token ?? env("NUCLEUS_TOKEN");
-  const { status, text } = await ask(target, token);
-  const cannot = (detail: string, options?: ErrorOptions) =>
-    new Error(
-      `Cannot read the launcher's state at ${target.base}: ${detail}`,
-      options,
-    );
+  const { status, text } = await ask(target, options.token);
+  const cannot = (detail: string) =>
+    new Error(`Cannot read the launcher's state at ${target.base}: ${detail}`);
   if (status === 401) {
     throw cannot(
-      token === undefined
+      options.token === undefined
         ? "it answered 401: set NUCLEUS_TOKEN or --token-file"
         : "it answered 401 to the token given (expected a valid, unexpired token for its IDP_SECRET and IDP_ISSUER)",
     );
@@ -198,8 +205,8 @@ export async function fetchDetail(
   let body: { active?: unknown } | null;
   try {
     body = JSON.parse(text);
-  } catch (cause) {
-    throw cannot(`the answer is not JSON ${expected}`, { cause });
+  } catch {
+    throw cannot(`the answer is not JSON ${expected}`);
   }
   const active = body?.active;
   if (typeof active !== "object" || active === null || Array.isArray(active)) {

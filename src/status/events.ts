@@ -2,7 +2,6 @@ import { printable } from "../common/printable.ts";
 import { sleep } from "../common/sleep.ts";
 
 export interface EventsOptions {
-  /** Else `MY_LOCAL`. */
   directory?: string | undefined;
   /** This model's events and the launcher's own. */
   model?: string | undefined;
@@ -70,33 +69,24 @@ export async function showEvents(options: EventsOptions): Promise<number> {
     return 1;
   }
   const path = `${directory}/logs/events.jsonl`;
-  const print = options.print ?? console.log;
+  const { model, since, print = console.log } = options;
   const show = (line: string) => {
     const e = parsed(line);
     if (e === undefined) return;
-    if (
-      options.model !== undefined && e.model !== null &&
-      e.model !== options.model
-    ) return;
-    if (options.since !== undefined && Date.parse(e.at) < options.since) return;
+    if (model !== undefined && e.model !== null && e.model !== model) return;
+    if (since !== undefined && Date.parse(e.at) < since) return;
     const out = options.json ? escapedJson(line) : eventText(line);
     if (out !== undefined) print(out);
   };
   let held: Followed | undefined;
-  let rotated = true;
   try {
     for (;;) {
-      if (rotated) {
+      if (held === undefined || rotatedAway(path, held)) {
         // The newest is held next (a rotated one while the journal is not yet
         // written again); those before it, the one held first, are finished.
-        const newer = newerFiles(path, held);
-        const next = newer.pop();
-        if (next !== undefined) {
-          for (const file of held ? [held, ...newer] : newer) {
-            finish(file, show);
-          }
-          held = next;
-        }
+        const files = newerFiles(path, held);
+        held = files.pop();
+        for (const file of files) finish(file, show);
       }
       if (held === undefined) {
         console.error(`no journal at ${path} (has a launcher run there?)`);
@@ -105,7 +95,6 @@ export async function showEvents(options: EventsOptions): Promise<number> {
       readLines(held, show);
       if (!options.follow || options.signal?.aborted) break;
       await sleep(FOLLOW_POLL_MS, options.signal);
-      rotated = rotatedAway(path, held);
     }
   } catch (error) {
     held?.file.close();
@@ -141,34 +130,27 @@ function sameFile(a: Deno.FileInfo, b: Deno.FileInfo): boolean {
   return a.ino === b.ino && a.dev === b.dev;
 }
 
-/** Renamed or removed. Without inodes (Windows), a journal shorter than what was read is a new one. */
+/** Renamed or removed. */
 function rotatedAway(path: string, held: Followed): boolean {
-  let info: Deno.FileInfo;
   try {
-    info = Deno.statSync(path);
+    return !sameFile(Deno.statSync(path), held.info);
   } catch {
-    return held.info.ino !== null;
+    return true;
   }
-  return held.info.ino === null
-    ? info.size < held.offset
-    : !sameFile(info, held.info);
 }
 
-/** `path.N` … `path.1`, `path`: all of them, or those written after `held`. */
+/** `held` and the files written after it, oldest first (`path.N` … `path.1`, `path`); all of them without `held`. */
 function newerFiles(path: string, held?: Followed): Followed[] {
   const files: Followed[] = [];
-  // Without inodes, the file held cannot be told among the rotated ones.
-  for (let n = 1; held?.info.ino !== null; n++) {
-    const file = openJournal(`${path}.${n}`);
-    if (file === undefined) break;
+  for (let n = 1, file; (file = openJournal(`${path}.${n}`)); n++) {
     if (held && sameFile(file.info, held.info)) {
       file.file.close();
       break;
     }
     files.unshift(file);
   }
-  const journal = openJournal(path);
-  return journal === undefined ? files : [...files, journal];
+  const all = [held, ...files, openJournal(path)];
+  return all.filter((file) => file !== undefined);
 }
 
 const CHUNK = 64 * 1024;

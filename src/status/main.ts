@@ -2,7 +2,7 @@ import { parseArgs } from "node:util";
 import { ConfigError } from "../common/config_error.ts";
 import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
-import { fetchDetail } from "./client.ts";
+import { fetchDetail, readToken } from "./client.ts";
 import { healthy, renderTable, rowsOf } from "./table.ts";
 import { durationMs, escapedJson, showEvents } from "./events.ts";
 
@@ -67,25 +67,20 @@ function parseCli(args: readonly string[]) {
   const port = v.port === undefined ? undefined : portIn(v.port);
   const last = v.since === undefined ? undefined : durationMs(v.since);
   const watch = v.watch === undefined ? undefined : Number(v.watch);
-  // The first problem is the one said.
+  const bad = (flag: "port" | "since" | "watch", expected: string) =>
+    `Cannot use --${flag} ${JSON.stringify(v[flag])}: expected ${expected}`;
   const problem = [
     empty !== undefined && `Cannot use --${empty}: expected a non-empty value`,
     v.url !== undefined && (v.host !== undefined || v.port !== undefined) &&
     "Cannot use --url with --host or --port (expected one way to say where the launcher is)",
     v.port !== undefined && port === undefined &&
-    `Cannot use --port ${
-      JSON.stringify(v.port)
-    }: expected an integer from 1 to 65535`,
+    bad("port", "an integer from 1 to 65535"),
     !v.events && (v.follow || v.model !== undefined || v.since !== undefined) &&
     "Cannot use --follow, --model or --since without --events (expected --events)",
     v.since !== undefined && last === undefined &&
-    `Cannot use --since ${
-      JSON.stringify(v.since)
-    }: expected a duration such as 45s, 30m, 2h or 1d`,
+    bad("since", "a duration such as 45s, 30m, 2h or 1d"),
     watch !== undefined && !(Number.isFinite(watch) && watch >= 0.5) &&
-    `Cannot use --watch ${
-      JSON.stringify(v.watch)
-    }: expected seconds, 0.5 or more`,
+    bad("watch", "seconds, 0.5 or more"),
     watch !== undefined && v.check &&
     "Cannot use --watch with --check (expected one: --check answers once, for scripts)",
   ].find((message) => message !== false);
@@ -99,7 +94,6 @@ type Cli = ReturnType<typeof parseCli> & { token?: string | undefined };
 /**
  * Runs the status command line.
  *
- * @param args The command-line arguments.
  * @returns 0 shown, 1 cannot ask, 2 usage error, 3 an engine not healthy (`--check`).
  *
  * @example
@@ -135,28 +129,6 @@ export async function main(
     console.error(message.replaceAll("\n", " "));
     return 1;
   }
-}
-
-function readToken(path: string | undefined): string | undefined {
-  if (path === undefined) return undefined;
-  let text: string;
-  try {
-    text = Deno.readTextFileSync(path);
-  } catch (error) {
-    throw new ConfigError(
-      `Cannot read --token-file ${path}: ${
-        (error as Error).message
-      } (expected a readable file holding the token)`,
-      { cause: error },
-    );
-  }
-  const token = text.replace(/\r?\n$/, "");
-  if (token.trim() === "") {
-    throw new ConfigError(
-      `Cannot use --token-file ${path}: the file is empty (expected the token)`,
-    );
-  }
-  return token;
 }
 
 /** Whether every engine is healthy. */
@@ -200,14 +172,13 @@ async function watch(cli: Cli, seconds: number): Promise<number> {
 const STOP_SIGNALS: Deno.Signal[] = ["SIGINT", "SIGTERM"];
 
 /** Ctrl-C ends --watch and --follow with exit 0: the signal aborts, until disposed. */
-function onStop(): { signal: AbortSignal } & Disposable {
+function onStop(): AbortController & Disposable {
   const stop = new AbortController();
   const abort = () => stop.abort();
   for (const name of STOP_SIGNALS) Deno.addSignalListener(name, abort);
-  return {
-    signal: stop.signal,
+  return Object.assign(stop, {
     [Symbol.dispose]() {
       for (const name of STOP_SIGNALS) Deno.removeSignalListener(name, abort);
     },
-  };
+  });
 }

@@ -61,7 +61,8 @@ export function healthy({ engine }: StatusRow): boolean {
 }
 
 /** `code 3, 2m ago`, `signal SIGKILL, 5s ago`, `unhealthy, signal SIGTERM, 1h ago`, or `-`. */
-export function lastExitText(exit: Json | null, now: number): string {
+export function lastExitText(value: unknown, now: number): string {
+  const exit = obj(value);
   if (exit === null) return "-";
   const cause = text(exit.cause);
   const at = text(exit.at);
@@ -131,13 +132,6 @@ export function stateText({ engine }: StatusRow, now: number): string {
   return state;
 }
 
-function traffic(engine: Json) {
-  const t = obj(engine.traffic);
-  const running = num(t?.running);
-  if (running === null) return null;
-  return { running, waiting: num(t?.waiting) ?? 0, rate: num(t?.tokens_per_s) };
-}
-
 const GREEN = "\x1b[32m";
 const YELLOW = "\x1b[33m";
 const RED = "\x1b[31m";
@@ -163,13 +157,16 @@ const TABLE: readonly Column[] = [
     (row) => healthy(row) ? GREEN : RED,
   ],
   ["REQ", ({ engine }) => {
-    const t = traffic(engine);
-    if (t === null) return "-";
-    return t.waiting > 0 ? `${t.running}+${t.waiting}` : String(t.running);
+    const traffic = obj(engine.traffic);
+    const running = num(traffic?.running);
+    const waiting = num(traffic?.waiting) ?? 0;
+    if (running === null) return "-";
+    return waiting > 0 ? `${running}+${waiting}` : String(running);
   }],
   ["TOK/S", ({ engine }) => {
-    const rate = traffic(engine)?.rate ?? null;
-    if (rate === null) return "-";
+    const traffic = obj(engine.traffic);
+    const rate = num(traffic?.tokens_per_s);
+    if (rate === null || num(traffic?.running) === null) return "-";
     return rate >= 100 ? String(Math.round(rate)) : rate.toFixed(1);
   }],
   ["PID", ({ engine }) => String(num(engine.pid) ?? "-")],
@@ -180,10 +177,7 @@ const TABLE: readonly Column[] = [
   }],
   ["RESTARTS", ({ engine }) => String(num(engine.restarts) ?? "-")],
   ["SINCE", ({ engine }, now) => relativeTime(text(engine.since), now)],
-  [
-    "LAST EXIT",
-    ({ engine }, now) => lastExitText(obj(engine.last_exit), now),
-  ],
+  ["LAST EXIT", ({ engine }, now) => lastExitText(engine.last_exit, now)],
   ["URL", ({ engine }) => text(engine.url) ?? "-"],
 ];
 
@@ -210,44 +204,33 @@ const CUTS: readonly (readonly [string, number])[] = [
   ["MODEL", 5],
 ];
 
-function fitCells(
-  rows: string[][],
-  width: number,
-): { rows: string[][]; gap: number } {
+/** Aligned like `docker ps`; `width` cuts the free text so each line fits it. */
+export function renderTable(
+  rows: readonly StatusRow[],
+  options: { now: number; color?: boolean; width?: number | undefined },
+): string {
+  const cells = rows.map((row) => cellsOf(row, options.now));
   const widths = COLUMNS.map((title, i) =>
-    Math.max(title.length, ...rows.map((cells) => cells[i]!.length))
+    Math.max(title.length, ...cells.map((line) => line[i]!.length))
   );
   let gap = 3;
   const over = () =>
-    widths.reduce((a, b) => a + b, 0) + gap * (widths.length - 1) - width;
+    widths.reduce((a, b) => a + b, gap * (widths.length - 1)) -
+    (options.width ?? Infinity);
   for (const [title, floor] of CUTS) {
     if (over() <= 0) break;
     const i = COLUMNS.indexOf(title);
     if (i < 0) gap = floor;
     else widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
   }
-  return {
-    gap,
-    rows: rows.map((cells) =>
-      cells.map((text, i) =>
-        text.length > widths[i]! ? `${text.slice(0, widths[i]! - 1)}…` : text
-      )
-    ),
-  };
-}
-
-/** Aligned like `docker ps`; `width` cuts the free text so each line fits it. */
-export function renderTable(
-  rows: readonly StatusRow[],
-  options: { now: number; color?: boolean; width?: number | undefined },
-): string {
-  const all = rows.map((row) => cellsOf(row, options.now));
-  const fit = options.width === undefined
-    ? { rows: all, gap: 3 }
-    : fitCells(all, options.width);
-  return alignColumns(COLUMNS, fit.rows, (r, i) => {
+  const fitted = cells.map((line) =>
+    line.map((text, i) =>
+      text.length > widths[i]! ? `${text.slice(0, widths[i]! - 1)}…` : text
+    )
+  );
+  return alignColumns(COLUMNS, fitted, (r, i) => {
     if (options.color !== true) return "";
     if (r < 0) return BOLD;
     return TABLE[i]![2]?.(rows[r]!) ?? "";
-  }, fit.gap);
+  }, gap);
 }
