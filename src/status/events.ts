@@ -73,8 +73,8 @@ export async function showEvents(options: EventsOptions): Promise<number> {
   const show = (line: string) => {
     const e = parsed(line);
     if (e === undefined) return;
-    if (model !== undefined && e.model !== null && e.model !== model) return;
-    if (since !== undefined && Date.parse(e.at) < since) return;
+    if (model !== undefined && e?.model !== null && e?.model !== model) return;
+    if (since !== undefined && Date.parse(e?.at) < since) return;
     const out = options.json ? escapedJson(line) : eventText(line);
     if (out !== undefined) print(out);
   };

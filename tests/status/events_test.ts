@@ -244,3 +244,29 @@ Deno.test("status --events skips a line of megabytes (a journal from elsewhere) 
     Deno.removeSync(dir, { recursive: true });
   }
 });
+
+Deno.test("status --events --model and --since pass over journal lines that are JSON but not an event (null, a number)", async () => {
+  const dir = Deno.makeTempDirSync();
+  try {
+    journal(dir, [ev("2026-11-25T08:00:01.000Z", "a", "loading", "ready")]);
+    Deno.writeTextFileSync(`${dir}/logs/events.jsonl`, "null\n3\n", {
+      append: true,
+    });
+    journal(dir, [ev("2026-11-25T08:00:02.000Z", "a", "ready", "stopped")]);
+    const r = await captured([
+      "--events",
+      "--directory",
+      dir,
+      "--model",
+      "a",
+      "--since",
+      "1000d",
+    ]);
+    assert.equal(r.code, 0, r.err.join("\n"));
+    assert.equal(r.out.length, 2);
+    assert.match(r.out[0]!, /a {2}loading → ready/);
+    assert.match(r.out[1]!, /a {2}ready → stopped/);
+  } finally {
+    Deno.removeSync(dir, { recursive: true });
+  }
+});
