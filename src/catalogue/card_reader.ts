@@ -22,7 +22,6 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 // Names become file names, the longest `data/.<name>.engine.json.<16 hex>.tmp`
 // (34 bytes more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
-const COMMAND = "command";
 const MODALITIES: readonly Modality[] = Object.values(Modality);
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SAMPLE_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
@@ -114,28 +113,24 @@ export function readCatalogue(
   const cards = new Map<string, ReadCard>();
   const folded = new Map<string, string>();
   for (const [name, entry] of models.entries()) {
-    const at = { card: name, node: entry.key };
+    const body = new Field(ctx, entry.node, { card: name, node: entry.key });
     if (name.length > MAX_NAME_LENGTH) {
-      ctx.fail(
-        at,
+      body.fail(
         `card name of ${name.length} characters (expected at most ${MAX_NAME_LENGTH}: the name becomes file names such as logs/<name>.log and data/<name>.engine.json, which must fit in 255 bytes)`,
       );
     }
     if (!NAME.test(name)) {
-      ctx.fail(
-        at,
+      body.fail(
         "bad card name (expected letters, digits, '.', '_' or '-', starting with a letter or digit: the name becomes a log file name)",
       );
     }
     const clash = folded.get(name.toLowerCase());
     if (clash !== undefined) {
-      ctx.fail(
-        at,
+      body.fail(
         `card name differs from '${clash}' only in case (expected names that differ in more than case: they become log file names)`,
       );
     }
     folded.set(name.toLowerCase(), name);
-    const body = new Field(ctx, entry.node, at);
     cards.set(name, { card: readCard(body, checkReferences), body });
   }
   return cards;
@@ -251,7 +246,7 @@ function checkAfter(
     );
   }
   if (field !== "engine") return;
-  if (card.engine === COMMAND && !given.has("command")) {
+  if (card.engine === "command" && !given.has("command")) {
     body.ctx.fail(
       at("command", given.get("engine")?.value),
       'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
@@ -259,7 +254,7 @@ function checkAfter(
   }
   for (const only of ["command", "metrics"]) {
     const f = given.get(only);
-    if (card.engine !== COMMAND && f !== undefined) {
+    if (card.engine !== "command" && f !== undefined) {
       f.fail(
         `not allowed with engine ${card.engine} (expected only with engine: command${
           only === "metrics" ? "; the other engines name their own" : ""
@@ -272,7 +267,6 @@ function checkAfter(
 
 // The field readers: each takes one value of a card and returns it checked.
 
-/** `failed_retry` → `failedRetry`. */
 function camel(key: string): string {
   return key.replace(/_(.)/g, (_, c: string) => c.toUpperCase());
 }
@@ -377,20 +371,15 @@ function readArgs(f: Field, expand: Expand): string[] {
     const list = isSeq(entry.value);
     for (const item of list ? entry.items() : [entry]) {
       const value = item.value;
-      argv.push(
-        flag,
-        expand(
+      const arg = isMap(value) || (list && isSeq(value))
+        ? JSON.stringify(item.plain())
+        : argText(
           item,
-          isMap(value) || (list && isSeq(value))
-            ? JSON.stringify(item.plain())
-            : argText(
-              item,
-              list
-                ? "a string, number, boolean or mapping"
-                : "true, false, a string, number, list or mapping",
-            ),
-        ),
-      );
+          list
+            ? "a string, number, boolean or mapping"
+            : "true, false, a string, number, list or mapping",
+        );
+      argv.push(flag, expand(item, arg));
     }
   }
   return argv;
@@ -448,10 +437,7 @@ function readMetrics(f: Field): CardMetrics {
     }
     read[camel(key)] = value as string;
   }
-  for (const key of METRICS_KEYS) {
-    if (read[camel(key)] === undefined) {
-      f.fail(`${key} is missing (expected ${METRICS})`);
-    }
-  }
+  const missing = METRICS_KEYS.find((key) => read[camel(key)] === undefined);
+  if (missing) f.fail(`${missing} is missing (expected ${METRICS})`);
   return Object.freeze(read) as unknown as CardMetrics;
 }

@@ -30,8 +30,11 @@ export const DEFAULT_CATALOGUE: URL = new URL(
  * @example
  * ```ts
  * import { Registry } from "@mymodel/serve/catalogue";
- * const registry = Registry.parse("models:\n  m: { verb: chat, hub: org/m, args: { max-model-len: 4096 } }\n");
- * console.log(registry.get("m").args); // ["--max-model-len", "4096"]
+ * const registry = Registry.parse(
+ *   'models:\n  m: { verb: chat, hub: org/m, args: { max-model-len: "${LEN}" } }\n',
+ * );
+ * const card = registry.get("m"); // args: ["--max-model-len", "${LEN}"]
+ * console.log(registry.expand(card, { LEN: "4096" }).args); // ["--max-model-len", "4096"]
  * ```
  */
 export class Registry implements Iterable<ModelCard> {
@@ -94,9 +97,7 @@ export class Registry implements Iterable<ModelCard> {
       );
     }
     // An operator who never passed --catalogue may not know one was read.
-    const shipped = url?.href === DEFAULT_CATALOGUE.href ||
-      file === displayName(DEFAULT_CATALOGUE);
-    return new Registry(text, file, shipped);
+    return new Registry(text, file, file === displayName(DEFAULT_CATALOGUE));
   }
 
   /** Validates a catalogue given as text; `file` names it in messages. */
@@ -156,15 +157,6 @@ export class Registry implements Iterable<ModelCard> {
    *
    * @throws {UnsetVariableError} When a variable is not set in `env`.
    * @throws {TypeError} When `card` is not this registry's own, as `get()` returns it.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = Registry.parse(
-   *   'models:\n  ds: { verb: chat, hub: org/ds, args: { node-rank: "${NODE_RANK}" } }\n',
-   * );
-   * console.log(registry.expand(registry.get("ds"), { NODE_RANK: "1" }).args); // ["--node-rank", "1"]
-   * ```
    */
   expand(
     card: ModelCard,
@@ -238,13 +230,10 @@ function kindOf(info: Deno.FileInfo): string {
 }
 
 function tooLarge(file: string, size?: number): CatalogueError {
+  const bytes = size === undefined ? "" : `${size} bytes, `;
   return new CatalogueError(
     file,
-    `it holds ${
-      size === undefined
-        ? "more than 16 MiB"
-        : `${size} bytes, more than 16 MiB`
-    } (expected a catalogue of at most 16 MiB)`,
+    `it holds ${bytes}more than 16 MiB (expected a catalogue of at most 16 MiB)`,
   );
 }
 
@@ -269,9 +258,8 @@ async function fetchText(
   timeout: number,
   stop: AbortSignal | undefined,
 ): Promise<string> {
-  const timer = new AbortController();
-  const id = setTimeout(() => timer.abort(), timeout);
-  const signal = stop ? AbortSignal.any([timer.signal, stop]) : timer.signal;
+  const deadline = AbortSignal.timeout(timeout);
+  const signal = stop ? AbortSignal.any([deadline, stop]) : deadline;
   try {
     const response = await fetch(url, { signal });
     const length = Number(response.headers.get("content-length") ?? NaN);
@@ -292,7 +280,7 @@ async function fetchText(
     return text;
   } catch (error) {
     if (stop?.aborted || error instanceof CatalogueError) throw error;
-    if (timer.signal.aborted) {
+    if (deadline.aborted) {
       const within = `within ${timeout / 1000} s`;
       throw new CatalogueError(
         file,
@@ -315,8 +303,6 @@ async function fetchText(
       } (expected a reachable HTTP server serving the catalogue at that URL)`,
       { cause: error },
     );
-  } finally {
-    clearTimeout(id);
   }
 }
 

@@ -22,7 +22,7 @@ const WINDOW_MS = 10_000;
 interface Window {
   opened: number;
   suppressed: number;
-  cancel: (() => void) | undefined;
+  cancel: () => void;
 }
 
 const COUNT = new Intl.NumberFormat("en-US");
@@ -54,10 +54,9 @@ export class LogThrottle {
         return false;
       }
       // The timer is late (a busy event loop): close the window here.
-      open.cancel?.();
       this.#close(key, open);
     }
-    const window: Window = { opened: now, suppressed: 0, cancel: undefined };
+    const window: Window = { opened: now, suppressed: 0, cancel: () => {} };
     this.#windows.set(key, window);
     window.cancel = this.#clock.schedule(
       () => this.#close(key, window),
@@ -68,14 +67,12 @@ export class LogThrottle {
   }
 
   flush(): void {
-    for (const [key, window] of [...this.#windows]) {
-      window.cancel?.();
-      this.#close(key, window);
-    }
+    for (const [key, window] of [...this.#windows]) this.#close(key, window);
   }
 
   #close(key: string, window: Window): void {
     if (this.#windows.get(key) !== window) return;
+    window.cancel();
     this.#windows.delete(key);
     if (window.suppressed > 0) {
       const more = COUNT.format(window.suppressed);
