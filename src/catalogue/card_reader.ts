@@ -35,7 +35,6 @@ const METRICS_KEYS = [
 const METRICS =
   "a mapping of path (default /metrics), running, waiting, prompt_tokens and generated_tokens to Prometheus sample names";
 
-type Card = { -readonly [K in keyof ModelCard]: ModelCard[K] };
 /** What an expandable value passes through: at load its references are checked, at expansion replaced. */
 type Expand = (f: Field, text: string) => string;
 
@@ -79,7 +78,7 @@ export function readCatalogue(
   file: string,
 ): Map<string, ReadCard> {
   const ctx: Context = new Context(text, file);
-  const top = new Field(ctx, ctx.contents, { node: ctx.contents });
+  const top: Field = new Field(ctx, ctx.contents, { node: ctx.contents });
   if (!isMap(top.value)) top.expected("a mapping with the one key 'models'");
   let models: Field | undefined;
   for (const [key, entry] of top.entries()) {
@@ -95,9 +94,10 @@ export function readCatalogue(
     models = entry;
   }
   if (models === undefined) {
-    ctx.fail(
-      { field: "models", node: top.value },
+    top.failAt(
+      "models",
       "missing (expected a mapping of catalogue names to model cards)",
+      top.value,
     );
   }
   const list = models.value;
@@ -202,8 +202,11 @@ function readCard(body: Field, expand: Expand): ModelCard {
     field.value;
     given.set(key, field);
   }
+  if (!given.has("verb")) {
+    body.failAt("verb", `missing (expected one of ${VERBS.join(", ")})`);
+  }
   // In the order of ModelCard's fields.
-  const card = {
+  const card: Record<string, unknown> = {
     name,
     verb: undefined,
     modality: Object.freeze([Modality.TEXT]),
@@ -211,52 +214,41 @@ function readCard(body: Field, expand: Expand): ModelCard {
     engine: "vllm",
     args: Object.freeze([]),
     env: Object.freeze({}),
-  } as unknown as Card;
+  };
   for (const [field, read] of Object.entries(FIELDS)) {
     const value = given.get(field);
     if (value !== undefined) {
-      (card as Record<string, unknown>)[camel(field)] = Object.freeze(
-        read(value, expand),
+      card[camel(field)] = Object.freeze(read(value, expand));
+    }
+    if (field === "local" && !given.has("hub") && !given.has("local")) {
+      body.failAt(
+        "hub",
+        "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
       );
     }
-    checkAfter(field, card, given, body);
+    if (field === "engine") checkEngine(String(card.engine), given, body);
   }
-  return Object.freeze(card);
+  return Object.freeze(card) as unknown as ModelCard;
 }
 
-/** The checks across fields, each made once the field it follows is read. */
-function checkAfter(
-  field: string,
-  card: Card,
+/** Only `engine: command` takes `command` (and needs it) and `metrics`. */
+function checkEngine(
+  engine: string,
   given: Map<string, Field>,
   body: Field,
 ): void {
-  const at = (name: string, node = body.where.node) => ({
-    ...body.where,
-    field: name,
-    node,
-  });
-  if (field === "verb" && !given.has("verb")) {
-    body.ctx.fail(at("verb"), `missing (expected one of ${VERBS.join(", ")})`);
-  }
-  if (field === "local" && card.hub === undefined && !given.has("local")) {
-    body.ctx.fail(
-      at("hub"),
-      "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
-    );
-  }
-  if (field !== "engine") return;
-  if (card.engine === "command" && !given.has("command")) {
-    body.ctx.fail(
-      at("command", given.get("engine")?.value),
+  if (engine === "command" && !given.has("command")) {
+    body.failAt(
+      "command",
       'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
+      given.get("engine")?.value,
     );
   }
   for (const only of ["command", "metrics"]) {
     const f = given.get(only);
-    if (card.engine !== "command" && f !== undefined) {
+    if (engine !== "command" && f !== undefined) {
       f.fail(
-        `not allowed with engine ${card.engine} (expected only with engine: command${
+        `not allowed with engine ${engine} (expected only with engine: command${
           only === "metrics" ? "; the other engines name their own" : ""
         })`,
         f.key,

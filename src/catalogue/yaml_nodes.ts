@@ -172,6 +172,11 @@ export class Field {
     this.ctx.fail({ ...this.where, node }, detail);
   }
 
+  /** A problem with the key `field` of this mapping, such as a missing one. */
+  failAt(field: string, detail: string, node = this.where.node): never {
+    this.ctx.fail({ ...this.where, field, node }, detail);
+  }
+
   expected(what: string, suffix = ""): never {
     this.fail(`expected ${what}, got ${describe(this.value)}${suffix}`);
   }
