@@ -24,14 +24,18 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 const MAX_NAME_LENGTH = 128;
 const MODALITIES: readonly Modality[] = Object.values(Modality);
 const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const SAMPLE_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const METRICS_KEYS = [
-  "path",
-  "running",
-  "waiting",
-  "prompt_tokens",
-  "generated_tokens",
+const SAMPLE: [RegExp, string] = [
+  /^[a-zA-Z_:][a-zA-Z0-9_:]*$/,
+  "a Prometheus sample name such as my_engine:requests_running",
 ];
+/** Each key of `metrics`, the pattern of its value and what that is. */
+const METRICS_KEYS = new Map<string, [RegExp, string]>([
+  ["path", [/^\/\S*$/, "a path such as /metrics"]],
+  ["running", SAMPLE],
+  ["waiting", SAMPLE],
+  ["prompt_tokens", SAMPLE],
+  ["generated_tokens", SAMPLE],
+]);
 const METRICS =
   "a mapping of path (default /metrics), running, waiting, prompt_tokens and generated_tokens to Prometheus sample names";
 
@@ -257,8 +261,6 @@ function checkEngine(
   }
 }
 
-// The field readers: each takes one value of a card and returns it checked.
-
 function camel(key: string): string {
   return key.replace(/_(.)/g, (_, c: string) => c.toUpperCase());
 }
@@ -413,23 +415,17 @@ function readMetrics(f: Field): CardMetrics {
   if (!isMap(f.value)) f.expected(METRICS);
   const read: Record<string, string> = { path: "/metrics" };
   for (const [key, entry] of f.entries()) {
-    if (!METRICS_KEYS.includes(key)) {
+    const [pattern, expected] = METRICS_KEYS.get(key) ??
       entry.fail(`unknown key (expected ${METRICS})`, entry.key);
-    }
     const value = entry.scalar;
-    if (
-      typeof value !== "string" ||
-      !(key === "path" ? /^\/\S*$/.test(value) : SAMPLE_NAME.test(value))
-    ) {
-      entry.expected(
-        key === "path"
-          ? "a path such as /metrics"
-          : "a Prometheus sample name such as my_engine:requests_running",
-      );
+    if (typeof value !== "string" || !pattern.test(value)) {
+      entry.expected(expected);
     }
     read[camel(key)] = value as string;
   }
-  const missing = METRICS_KEYS.find((key) => read[camel(key)] === undefined);
+  const missing = [...METRICS_KEYS.keys()].find((key) =>
+    read[camel(key)] === undefined
+  );
   if (missing) f.fail(`${missing} is missing (expected ${METRICS})`);
   return Object.freeze(read) as unknown as CardMetrics;
 }

@@ -41,13 +41,11 @@ const MAX_PLAIN_NODES = 10_000;
  * One walk here does both.
  */
 export class Context {
-  readonly file: string;
   readonly contents: unknown;
   #lines = new LineCounter();
   #aliases = new Map<Alias, Node>();
 
-  constructor(text: string, file: string) {
-    this.file = file;
+  constructor(text: string, readonly file: string) {
     const doc = parseDocument(text, {
       lineCounter: this.#lines,
       prettyErrors: false,
@@ -274,20 +272,17 @@ function spans(pair: Pair<unknown, unknown>, offset: number): boolean {
 
 /** The card and field a YAML syntax problem lies in. */
 function locate(contents: unknown, offset: number): Where {
-  const path: (string | undefined)[] = [];
+  const path: unknown[] = [];
   let node = contents;
   while (isMap(node) && path.length < 3) {
     const pair = node.items.find((p) => spans(p, offset));
     if (pair === undefined) break;
-    const key = isScalar(pair.key) ? pair.key.value : undefined;
-    path.push(
-      typeof key === "string" || typeof key === "number"
-        ? String(key)
-        : undefined,
-    );
+    path.push(isScalar(pair.key) ? pair.key.value : undefined);
     node = pair.value;
   }
-  const [top, card, field] = path;
+  const [top, card, field] = path.map((key) =>
+    typeof key === "string" || typeof key === "number" ? String(key) : undefined
+  );
   if (top !== "models") return { field: top };
   return path.length === 1 ? { field: "models" } : { card, field };
 }

@@ -3,7 +3,6 @@ import { log } from "./log.ts";
 /** Tests pass a clock they move by hand. */
 export interface Clock {
   now(): number;
-  /** Returns a cancel function. */
   schedule(callback: () => void, ms: number): () => void;
 }
 

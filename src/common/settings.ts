@@ -65,7 +65,6 @@ export function urlHost(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
 }
 
-/** A `NUCLEUS_MODE` starting with `dev` means development. */
 export function isDevMode(mode: string): boolean {
   return mode.startsWith("dev");
 }
