@@ -34,20 +34,14 @@ export class KeyError extends InputError {
     const names = [...known].sort();
     const suggestions = closeMatches(model, names);
     const which = shipped ? "the shipped catalogue" : "the catalogue";
-    const own =
-      "a model of your own, write a catalogue and pass it with --catalogue";
-    super(
-      `Unknown model '${model}': not in ${which}${
-        catalogue === undefined ? "" : ` ${catalogue}`
-      } (${
-        suggestions.length > 0
-          ? `did you mean ${orList(suggestions)}?${
-            shipped ? ` For ${own}` : ""
-          }`
-          : `known: ${knownList(names)}${shipped ? `; for ${own}` : ""}`
-      })`,
-      errorOptions,
-    );
+    const own = shipped
+      ? "a model of your own, write a catalogue and pass it with --catalogue"
+      : "";
+    const help = suggestions.length > 0
+      ? `did you mean ${orList(suggestions)}?${own && ` For ${own}`}`
+      : `known: ${knownList(names)}${own && `; for ${own}`}`;
+    const where = catalogue === undefined ? which : `${which} ${catalogue}`;
+    super(`Unknown model '${model}': not in ${where} (${help})`, errorOptions);
     this.name = "KeyError";
     this.model = model;
     this.suggestions = suggestions;
@@ -84,14 +78,13 @@ export class CatalogueError extends InputError {
   constructor(
     file: string,
     detail: string,
-    options: {
+    { card, field, line, cause }: {
       card?: string | undefined;
       field?: string | undefined;
       line?: number | undefined;
       cause?: unknown;
     } = {},
   ) {
-    const { card, field, line, cause } = options;
     let where = [
       card === undefined ? [] : `card '${card}'`,
       field === undefined ? [] : `field '${field}'`,

@@ -58,11 +58,8 @@ export class Context {
   }
 
   fail(where: Where, detail: string): never {
-    throw new CatalogueError(this.file, detail, {
-      card: where.card,
-      field: where.field,
-      line: this.lineOf(where.node),
-    });
+    const line = this.lineOf(where.node);
+    throw new CatalogueError(this.file, detail, { ...where, line });
   }
 
   lineOf(node: unknown): number | undefined {
