@@ -9,7 +9,6 @@ import {
   isSeq,
   LineCounter,
   type Node,
-  type Pair,
   parseDocument,
   type YAMLError,
   type YAMLMap,
@@ -258,21 +257,17 @@ function fieldPath(parts: readonly string[]): string {
   );
 }
 
-/** A problem found where a key starts belongs to what came before. */
-function spans(pair: Pair<unknown, unknown>, offset: number): boolean {
-  const start = (pair.key as Node | null)?.range?.[0];
-  const end = (pair.value as Node | null)?.range?.[2] ??
-    (pair.key as Node | null)?.range?.[2];
-  if (start === undefined || end === undefined) return false;
-  return start < offset && offset < end;
-}
-
 /** The card and field a YAML syntax problem lies in. */
 function locate(contents: unknown, offset: number): Where {
   const path: unknown[] = [];
   let node = contents;
   while (isMap(node) && path.length < 3) {
-    const pair = node.items.find((p) => spans(p, offset));
+    // A problem found where a key starts belongs to what came before.
+    const pair = node.items.find(({ key, value }) => {
+      const start = (key as Node | null)?.range?.[0] ?? Infinity;
+      const end = ((value ?? key) as Node | null)?.range?.[2] ?? -Infinity;
+      return start < offset && offset < end;
+    });
     if (pair === undefined) break;
     path.push(isScalar(pair.key) ? pair.key.value : undefined);
     node = pair.value;
