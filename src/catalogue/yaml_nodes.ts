@@ -91,9 +91,7 @@ export class Context {
       const seen = new Map<unknown, Node>();
       for (const pair of node.items) {
         this.#walk(pair.key, path, anchors);
-        const keyNode = isAlias(pair.key)
-          ? this.#aliases.get(pair.key)
-          : pair.key;
+        const keyNode = this.#aliases.get(pair.key as Alias) ?? pair.key;
         const key = isScalar(keyNode) ? keyNode.value : undefined;
         const first = key === undefined ? undefined : seen.get(key);
         if (first !== undefined) {
@@ -233,16 +231,12 @@ export class Field {
 
 /** For "got ..." in messages. */
 export function describe(node: unknown): string {
-  if (node === null || node === undefined) return "nothing";
   if (isMap(node)) return "a mapping";
   if (isSeq(node)) return "a list";
-  if (isScalar(node)) {
-    const value = node.value;
-    if (value === null || value === undefined) return "null";
-    if (typeof value === "string") return `'${clip(value)}'`;
-    return String(value);
-  }
-  return "an unsupported value";
+  if (!isScalar(node)) return "nothing";
+  const value = node.value;
+  if (value === null || value === undefined) return "null";
+  return typeof value === "string" ? `'${clip(value)}'` : String(value);
 }
 
 export function clip(text: string): string {
