@@ -345,14 +345,13 @@ function argText(f: Field, expected = "a string, number or boolean"): string {
 
 /** A list is literal argv; a mapping gives `--flag value` pairs. */
 function readArgs(f: Field, expand: Expand): string[] {
-  const argv: string[] = [];
   if (isSeq(f.value)) {
-    for (const item of f.items()) argv.push(expand(item, argText(item)));
-    return argv;
+    return f.items().map((item) => expand(item, argText(item)));
   }
   if (!isMap(f.value)) {
     f.expected("a mapping of flags to values or a list of arguments");
   }
+  const argv: string[] = [];
   for (const [key, entry] of f.entries()) {
     if (key === "" || key === "-" || key === "--") {
       entry.fail(`expected a flag name, got '${key}'`, entry.key);

@@ -93,13 +93,9 @@ export class FailureRun {
   }
 
   fail(error: unknown): void {
-    if (this.#count++ === 0) {
-      log[this.#level](
-        `Cannot ${this.#what}: ${(error instanceof Error
-          ? error.message
-          : String(error))} (retrying)`,
-      );
-    }
+    if (this.#count++ > 0) return;
+    const reason = error instanceof Error ? error.message : String(error);
+    log[this.#level](`Cannot ${this.#what}: ${reason} (retrying)`);
   }
 
   ok(): void {
