@@ -23,7 +23,6 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 // (34 bytes more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
 const MODALITIES: readonly Modality[] = Object.values(Modality);
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 const SAMPLE: [RegExp, string] = [
   /^[a-zA-Z_:][a-zA-Z0-9_:]*$/,
   "a Prometheus sample name such as my_engine:requests_running",
@@ -382,7 +381,7 @@ function readEnv(f: Field, expand: Expand): Record<string, string> {
   if (!isMap(f.value)) f.expected("a mapping of variable names to values");
   const env: Record<string, string> = {};
   for (const [key, entry] of f.entries()) {
-    if (!ENV_NAME.test(key)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
       entry.fail(
         `expected a variable name ([A-Za-z_][A-Za-z0-9_]*), got '${clip(key)}'`,
         entry.key,

@@ -59,7 +59,7 @@ export class Registry implements Iterable<ModelCard> {
    */
   static async load(
     source: string | URL = DEFAULT_CATALOGUE,
-    options: LoadOptions = {},
+    { signal, timeout = 10_000 }: LoadOptions = {},
   ): Promise<Registry> {
     const url = typeof source === "string"
       ? (URL_LIKE.test(source) ? URL.parse(source) : undefined)
@@ -77,7 +77,6 @@ export class Registry implements Iterable<ModelCard> {
         `unsupported URL scheme '${url.protocol}' (expected ${SOURCES})`,
       );
     }
-    const { signal, timeout = 10_000 } = options;
     let text: string;
     try {
       signal?.throwIfAborted();
@@ -239,16 +238,12 @@ function tooLarge(file: string, size?: number): CatalogueError {
 
 /** The caller's reason, when it is an `Error` of its own, is the line's detail. */
 function stopped(file: string, reason: unknown): CatalogueError {
+  const message = reason instanceof Error ? reason.message : String(reason);
   const own = reason instanceof Error && !(reason instanceof DOMException);
-  return new CatalogueError(
-    file,
-    own
-      ? reason.message
-      : `the load was stopped before the catalogue was read (${
-        reason instanceof Error ? reason.message : String(reason)
-      })`,
-    { cause: reason },
-  );
+  const detail = own
+    ? message
+    : `the load was stopped before the catalogue was read (${message})`;
+  return new CatalogueError(file, detail, { cause: reason });
 }
 
 /** A server that never answers, stops half-way, or never ends must not hang or grow a start or a reload. */

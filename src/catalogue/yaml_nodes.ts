@@ -189,11 +189,10 @@ export class Field {
       const out: Record<string, unknown> = Object.create(null);
       for (const pair of value.items) {
         const key = plain(pair.key);
-        out[
-          typeof key === "object" && key !== null
-            ? JSON.stringify(key)
-            : String(key ?? "")
-        ] = plain(pair.value);
+        const name = key !== null && typeof key === "object"
+          ? JSON.stringify(key)
+          : String(key ?? "");
+        out[name] = plain(pair.value);
       }
       return out;
     };

@@ -18,11 +18,7 @@ const SYSTEM_CLOCK: Clock = Object.freeze({
 
 const WINDOW_MS = 10_000;
 
-interface Window {
-  opened: number;
-  suppressed: number;
-  cancel: () => void;
-}
+type Window = { opened: number; suppressed: number; cancel: () => void };
 
 const COUNT = new Intl.NumberFormat("en-US");
 
