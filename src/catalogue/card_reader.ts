@@ -22,21 +22,22 @@ const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]*$/;
 // Names become file names, the longest `data/.<name>.engine.json.<16 hex>.tmp`
 // (34 bytes more): 128 leaves room under Linux's 255-byte limit.
 const MAX_NAME_LENGTH = 128;
-const COMMAND = "command";
 const MODALITIES: readonly Modality[] = Object.values(Modality);
-const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-const SAMPLE_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
-const METRICS_KEYS = [
-  "path",
-  "running",
-  "waiting",
-  "prompt_tokens",
-  "generated_tokens",
+const SAMPLE: [RegExp, string] = [
+  /^[a-zA-Z_:][a-zA-Z0-9_:]*$/,
+  "a Prometheus sample name such as my_engine:requests_running",
 ];
+/** Each key of `metrics`, the pattern of its value and what that is. */
+const METRICS_KEYS = new Map<string, [RegExp, string]>([
+  ["path", [/^\/\S*$/, "a path such as /metrics"]],
+  ["running", SAMPLE],
+  ["waiting", SAMPLE],
+  ["prompt_tokens", SAMPLE],
+  ["generated_tokens", SAMPLE],
+]);
 const METRICS =
   "a mapping of path (default /metrics), running, waiting, prompt_tokens and generated_tokens to Prometheus sample names";
 
-type Card = { -readonly [K in keyof ModelCard]: ModelCard[K] };
 /** What an expandable value passes through: at load its references are checked, at expansion replaced. */
 type Expand = (f: Field, text: string) => string;
 
@@ -80,7 +81,7 @@ export function readCatalogue(
   file: string,
 ): Map<string, ReadCard> {
   const ctx: Context = new Context(text, file);
-  const top = new Field(ctx, ctx.contents, { node: ctx.contents });
+  const top: Field = new Field(ctx, ctx.contents, { node: ctx.contents });
   if (!isMap(top.value)) top.expected("a mapping with the one key 'models'");
   let models: Field | undefined;
   for (const [key, entry] of top.entries()) {
@@ -96,9 +97,10 @@ export function readCatalogue(
     models = entry;
   }
   if (models === undefined) {
-    ctx.fail(
-      { field: "models", node: top.value },
+    top.failAt(
+      "models",
       "missing (expected a mapping of catalogue names to model cards)",
+      top.value,
     );
   }
   const list = models.value;
@@ -114,28 +116,24 @@ export function readCatalogue(
   const cards = new Map<string, ReadCard>();
   const folded = new Map<string, string>();
   for (const [name, entry] of models.entries()) {
-    const at = { card: name, node: entry.key };
+    const body = new Field(ctx, entry.node, { card: name, node: entry.key });
     if (name.length > MAX_NAME_LENGTH) {
-      ctx.fail(
-        at,
+      body.fail(
         `card name of ${name.length} characters (expected at most ${MAX_NAME_LENGTH}: the name becomes file names such as logs/<name>.log and data/<name>.engine.json, which must fit in 255 bytes)`,
       );
     }
     if (!NAME.test(name)) {
-      ctx.fail(
-        at,
+      body.fail(
         "bad card name (expected letters, digits, '.', '_' or '-', starting with a letter or digit: the name becomes a log file name)",
       );
     }
     const clash = folded.get(name.toLowerCase());
     if (clash !== undefined) {
-      ctx.fail(
-        at,
+      body.fail(
         `card name differs from '${clash}' only in case (expected names that differ in more than case: they become log file names)`,
       );
     }
     folded.set(name.toLowerCase(), name);
-    const body = new Field(ctx, entry.node, at);
     cards.set(name, { card: readCard(body, checkReferences), body });
   }
   return cards;
@@ -207,8 +205,11 @@ function readCard(body: Field, expand: Expand): ModelCard {
     field.value;
     given.set(key, field);
   }
+  if (!given.has("verb")) {
+    body.failAt("verb", `missing (expected one of ${VERBS.join(", ")})`);
+  }
   // In the order of ModelCard's fields.
-  const card = {
+  const card: Record<string, unknown> = {
     name,
     verb: undefined,
     modality: Object.freeze([Modality.TEXT]),
@@ -216,52 +217,41 @@ function readCard(body: Field, expand: Expand): ModelCard {
     engine: "vllm",
     args: Object.freeze([]),
     env: Object.freeze({}),
-  } as unknown as Card;
+  };
   for (const [field, read] of Object.entries(FIELDS)) {
     const value = given.get(field);
     if (value !== undefined) {
-      (card as Record<string, unknown>)[camel(field)] = Object.freeze(
-        read(value, expand),
+      card[camel(field)] = Object.freeze(read(value, expand));
+    }
+    if (field === "local" && !given.has("hub") && !given.has("local")) {
+      body.failAt(
+        "hub",
+        "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
       );
     }
-    checkAfter(field, card, given, body);
+    if (field === "engine") checkEngine(String(card.engine), given, body);
   }
-  return Object.freeze(card);
+  return Object.freeze(card) as unknown as ModelCard;
 }
 
-/** The checks across fields, each made once the field it follows is read. */
-function checkAfter(
-  field: string,
-  card: Card,
+/** Only `engine: command` takes `command` (and needs it) and `metrics`. */
+function checkEngine(
+  engine: string,
   given: Map<string, Field>,
   body: Field,
 ): void {
-  const at = (name: string, node = body.where.node) => ({
-    ...body.where,
-    field: name,
-    node,
-  });
-  if (field === "verb" && !given.has("verb")) {
-    body.ctx.fail(at("verb"), `missing (expected one of ${VERBS.join(", ")})`);
-  }
-  if (field === "local" && card.hub === undefined && !given.has("local")) {
-    body.ctx.fail(
-      at("hub"),
-      "neither 'hub' nor 'local' is given (expected at least one: where the weights come from)",
-    );
-  }
-  if (field !== "engine") return;
-  if (card.engine === COMMAND && !given.has("command")) {
-    body.ctx.fail(
-      at("command", given.get("engine")?.value),
+  if (engine === "command" && !given.has("command")) {
+    body.failAt(
+      "command",
       'missing (expected an argv list such as [my-engine, --model, "{model}", --port, "{port}"] when engine is command)',
+      given.get("engine")?.value,
     );
   }
   for (const only of ["command", "metrics"]) {
     const f = given.get(only);
-    if (card.engine !== COMMAND && f !== undefined) {
+    if (engine !== "command" && f !== undefined) {
       f.fail(
-        `not allowed with engine ${card.engine} (expected only with engine: command${
+        `not allowed with engine ${engine} (expected only with engine: command${
           only === "metrics" ? "; the other engines name their own" : ""
         })`,
         f.key,
@@ -270,9 +260,6 @@ function checkAfter(
   }
 }
 
-// The field readers: each takes one value of a card and returns it checked.
-
-/** `failed_retry` → `failedRetry`. */
 function camel(key: string): string {
   return key.replace(/_(.)/g, (_, c: string) => c.toUpperCase());
 }
@@ -357,14 +344,13 @@ function argText(f: Field, expected = "a string, number or boolean"): string {
 
 /** A list is literal argv; a mapping gives `--flag value` pairs. */
 function readArgs(f: Field, expand: Expand): string[] {
-  const argv: string[] = [];
   if (isSeq(f.value)) {
-    for (const item of f.items()) argv.push(expand(item, argText(item)));
-    return argv;
+    return f.items().map((item) => expand(item, argText(item)));
   }
   if (!isMap(f.value)) {
     f.expected("a mapping of flags to values or a list of arguments");
   }
+  const argv: string[] = [];
   for (const [key, entry] of f.entries()) {
     if (key === "" || key === "-" || key === "--") {
       entry.fail(`expected a flag name, got '${key}'`, entry.key);
@@ -377,20 +363,15 @@ function readArgs(f: Field, expand: Expand): string[] {
     const list = isSeq(entry.value);
     for (const item of list ? entry.items() : [entry]) {
       const value = item.value;
-      argv.push(
-        flag,
-        expand(
+      const arg = isMap(value) || (list && isSeq(value))
+        ? JSON.stringify(item.plain())
+        : argText(
           item,
-          isMap(value) || (list && isSeq(value))
-            ? JSON.stringify(item.plain())
-            : argText(
-              item,
-              list
-                ? "a string, number, boolean or mapping"
-                : "true, false, a string, number, list or mapping",
-            ),
-        ),
-      );
+          list
+            ? "a string, number, boolean or mapping"
+            : "true, false, a string, number, list or mapping",
+        );
+      argv.push(flag, expand(item, arg));
     }
   }
   return argv;
@@ -400,7 +381,7 @@ function readEnv(f: Field, expand: Expand): Record<string, string> {
   if (!isMap(f.value)) f.expected("a mapping of variable names to values");
   const env: Record<string, string> = {};
   for (const [key, entry] of f.entries()) {
-    if (!ENV_NAME.test(key)) {
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(key)) {
       entry.fail(
         `expected a variable name ([A-Za-z_][A-Za-z0-9_]*), got '${clip(key)}'`,
         entry.key,
@@ -432,26 +413,17 @@ function readMetrics(f: Field): CardMetrics {
   if (!isMap(f.value)) f.expected(METRICS);
   const read: Record<string, string> = { path: "/metrics" };
   for (const [key, entry] of f.entries()) {
-    if (!METRICS_KEYS.includes(key)) {
+    const [pattern, expected] = METRICS_KEYS.get(key) ??
       entry.fail(`unknown key (expected ${METRICS})`, entry.key);
-    }
     const value = entry.scalar;
-    if (
-      typeof value !== "string" ||
-      !(key === "path" ? /^\/\S*$/.test(value) : SAMPLE_NAME.test(value))
-    ) {
-      entry.expected(
-        key === "path"
-          ? "a path such as /metrics"
-          : "a Prometheus sample name such as my_engine:requests_running",
-      );
+    if (typeof value !== "string" || !pattern.test(value)) {
+      entry.expected(expected);
     }
     read[camel(key)] = value as string;
   }
-  for (const key of METRICS_KEYS) {
-    if (read[camel(key)] === undefined) {
-      f.fail(`${key} is missing (expected ${METRICS})`);
-    }
-  }
+  const missing = [...METRICS_KEYS.keys()].find((key) =>
+    read[camel(key)] === undefined
+  );
+  if (missing) f.fail(`${missing} is missing (expected ${METRICS})`);
   return Object.freeze(read) as unknown as CardMetrics;
 }

@@ -2,6 +2,9 @@ import { closeMatches, orList } from "../common/close_matches.ts";
 import { foldLines } from "../common/one_line.ts";
 import { InputError } from "../common/config_error.ts";
 
+/** How many names a KeyError lists: a catalogue of thousands made a line of 70 KB. */
+const KNOWN_SHOWN = 10;
+
 /**
  * A model name is not in the catalogue; the message suggests close names, or
  * lists the first few.
@@ -34,20 +37,18 @@ export class KeyError extends InputError {
     const names = [...known].sort();
     const suggestions = closeMatches(model, names);
     const which = shipped ? "the shipped catalogue" : "the catalogue";
-    const own =
-      "a model of your own, write a catalogue and pass it with --catalogue";
-    super(
-      `Unknown model '${model}': not in ${which}${
-        catalogue === undefined ? "" : ` ${catalogue}`
-      } (${
-        suggestions.length > 0
-          ? `did you mean ${orList(suggestions)}?${
-            shipped ? ` For ${own}` : ""
-          }`
-          : `known: ${knownList(names)}${shipped ? `; for ${own}` : ""}`
-      })`,
-      errorOptions,
-    );
+    const own = shipped
+      ? "a model of your own, write a catalogue and pass it with --catalogue"
+      : "";
+    const more = names.length - KNOWN_SHOWN;
+    const listed = `${names.slice(0, KNOWN_SHOWN).join(", ") || "none"}${
+      more > 0 ? ` and ${more} more` : ""
+    }`;
+    const help = suggestions.length > 0
+      ? `did you mean ${orList(suggestions)}?${own && ` For ${own}`}`
+      : `known: ${listed}${own && `; for ${own}`}`;
+    const where = catalogue === undefined ? which : `${which} ${catalogue}`;
+    super(`Unknown model '${model}': not in ${where} (${help})`, errorOptions);
     this.name = "KeyError";
     this.model = model;
     this.suggestions = suggestions;
@@ -84,14 +85,13 @@ export class CatalogueError extends InputError {
   constructor(
     file: string,
     detail: string,
-    options: {
+    { card, field, line, cause }: {
       card?: string | undefined;
       field?: string | undefined;
       line?: number | undefined;
       cause?: unknown;
     } = {},
   ) {
-    const { card, field, line, cause } = options;
     let where = [
       card === undefined ? [] : `card '${card}'`,
       field === undefined ? [] : `field '${field}'`,
@@ -128,15 +128,6 @@ export class UnsetVariableError extends Error {
       `Cannot expand catalogue ${file}: card '${card}', field '${field}' (line ${line}): \${${variable}} is not set (expected ${variable} in the launcher's environment; write $\${ for a literal \${)`,
     );
   }
-}
-
-/** How many names a KeyError lists: a catalogue of thousands made a line of 70 KB. */
-const KNOWN_SHOWN = 10;
-
-function knownList(names: readonly string[]): string {
-  const more = names.length - KNOWN_SHOWN;
-  const shown = names.slice(0, KNOWN_SHOWN).join(", ") || "none";
-  return more > 0 ? `${shown} and ${more} more` : shown;
 }
 
 /** `; did you mean x?`, or nothing. */

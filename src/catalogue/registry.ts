@@ -30,8 +30,11 @@ export const DEFAULT_CATALOGUE: URL = new URL(
  * @example
  * ```ts
  * import { Registry } from "@mymodel/serve/catalogue";
- * const registry = Registry.parse("models:\n  m: { verb: chat, hub: org/m, args: { max-model-len: 4096 } }\n");
- * console.log(registry.get("m").args); // ["--max-model-len", "4096"]
+ * const registry = Registry.parse(
+ *   'models:\n  m: { verb: chat, hub: org/m, args: { max-model-len: "${LEN}" } }\n',
+ * );
+ * const card = registry.get("m"); // args: ["--max-model-len", "${LEN}"]
+ * console.log(registry.expand(card, { LEN: "4096" }).args); // ["--max-model-len", "4096"]
  * ```
  */
 export class Registry implements Iterable<ModelCard> {
@@ -56,7 +59,7 @@ export class Registry implements Iterable<ModelCard> {
    */
   static async load(
     source: string | URL = DEFAULT_CATALOGUE,
-    options: LoadOptions = {},
+    { signal, timeout = 10_000 }: LoadOptions = {},
   ): Promise<Registry> {
     const url = typeof source === "string"
       ? (URL_LIKE.test(source) ? URL.parse(source) : undefined)
@@ -74,7 +77,6 @@ export class Registry implements Iterable<ModelCard> {
         `unsupported URL scheme '${url.protocol}' (expected ${SOURCES})`,
       );
     }
-    const { signal, timeout = 10_000 } = options;
     let text: string;
     try {
       signal?.throwIfAborted();
@@ -94,9 +96,7 @@ export class Registry implements Iterable<ModelCard> {
       );
     }
     // An operator who never passed --catalogue may not know one was read.
-    const shipped = url?.href === DEFAULT_CATALOGUE.href ||
-      file === displayName(DEFAULT_CATALOGUE);
-    return new Registry(text, file, shipped);
+    return new Registry(text, file, file === displayName(DEFAULT_CATALOGUE));
   }
 
   /** Validates a catalogue given as text; `file` names it in messages. */
@@ -156,15 +156,6 @@ export class Registry implements Iterable<ModelCard> {
    *
    * @throws {UnsetVariableError} When a variable is not set in `env`.
    * @throws {TypeError} When `card` is not this registry's own, as `get()` returns it.
-   *
-   * @example
-   * ```ts
-   * import { Registry } from "@mymodel/serve/catalogue";
-   * const registry = Registry.parse(
-   *   'models:\n  ds: { verb: chat, hub: org/ds, args: { node-rank: "${NODE_RANK}" } }\n',
-   * );
-   * console.log(registry.expand(registry.get("ds"), { NODE_RANK: "1" }).args); // ["--node-rank", "1"]
-   * ```
    */
   expand(
     card: ModelCard,
@@ -238,28 +229,21 @@ function kindOf(info: Deno.FileInfo): string {
 }
 
 function tooLarge(file: string, size?: number): CatalogueError {
+  const bytes = size === undefined ? "" : `${size} bytes, `;
   return new CatalogueError(
     file,
-    `it holds ${
-      size === undefined
-        ? "more than 16 MiB"
-        : `${size} bytes, more than 16 MiB`
-    } (expected a catalogue of at most 16 MiB)`,
+    `it holds ${bytes}more than 16 MiB (expected a catalogue of at most 16 MiB)`,
   );
 }
 
 /** The caller's reason, when it is an `Error` of its own, is the line's detail. */
 function stopped(file: string, reason: unknown): CatalogueError {
+  const message = reason instanceof Error ? reason.message : String(reason);
   const own = reason instanceof Error && !(reason instanceof DOMException);
-  return new CatalogueError(
-    file,
-    own
-      ? reason.message
-      : `the load was stopped before the catalogue was read (${
-        reason instanceof Error ? reason.message : String(reason)
-      })`,
-    { cause: reason },
-  );
+  const detail = own
+    ? message
+    : `the load was stopped before the catalogue was read (${message})`;
+  return new CatalogueError(file, detail, { cause: reason });
 }
 
 /** A server that never answers, stops half-way, or never ends must not hang or grow a start or a reload. */
@@ -269,9 +253,8 @@ async function fetchText(
   timeout: number,
   stop: AbortSignal | undefined,
 ): Promise<string> {
-  const timer = new AbortController();
-  const id = setTimeout(() => timer.abort(), timeout);
-  const signal = stop ? AbortSignal.any([timer.signal, stop]) : timer.signal;
+  const deadline = AbortSignal.timeout(timeout);
+  const signal = stop ? AbortSignal.any([deadline, stop]) : deadline;
   try {
     const response = await fetch(url, { signal });
     const length = Number(response.headers.get("content-length") ?? NaN);
@@ -292,7 +275,7 @@ async function fetchText(
     return text;
   } catch (error) {
     if (stop?.aborted || error instanceof CatalogueError) throw error;
-    if (timer.signal.aborted) {
+    if (deadline.aborted) {
       const within = `within ${timeout / 1000} s`;
       throw new CatalogueError(
         file,
@@ -315,8 +298,6 @@ async function fetchText(
       } (expected a reachable HTTP server serving the catalogue at that URL)`,
       { cause: error },
     );
-  } finally {
-    clearTimeout(id);
   }
 }
 

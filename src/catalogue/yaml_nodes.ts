@@ -9,7 +9,6 @@ import {
   isSeq,
   LineCounter,
   type Node,
-  type Pair,
   parseDocument,
   type YAMLError,
   type YAMLMap,
@@ -41,13 +40,11 @@ const MAX_PLAIN_NODES = 10_000;
  * One walk here does both.
  */
 export class Context {
-  readonly file: string;
   readonly contents: unknown;
   #lines = new LineCounter();
   #aliases = new Map<Alias, Node>();
 
-  constructor(text: string, file: string) {
-    this.file = file;
+  constructor(text: string, readonly file: string) {
     const doc = parseDocument(text, {
       lineCounter: this.#lines,
       prettyErrors: false,
@@ -60,11 +57,8 @@ export class Context {
   }
 
   fail(where: Where, detail: string): never {
-    throw new CatalogueError(this.file, detail, {
-      card: where.card,
-      field: where.field,
-      line: this.lineOf(where.node),
-    });
+    const line = this.lineOf(where.node);
+    throw new CatalogueError(this.file, detail, { ...where, line });
   }
 
   lineOf(node: unknown): number | undefined {
@@ -97,9 +91,7 @@ export class Context {
       const seen = new Map<unknown, Node>();
       for (const pair of node.items) {
         this.#walk(pair.key, path, anchors);
-        const keyNode = isAlias(pair.key)
-          ? this.#aliases.get(pair.key)
-          : pair.key;
+        const keyNode = this.#aliases.get(pair.key as Alias) ?? pair.key;
         const key = isScalar(keyNode) ? keyNode.value : undefined;
         const first = key === undefined ? undefined : seen.get(key);
         if (first !== undefined) {
@@ -172,6 +164,11 @@ export class Field {
     this.ctx.fail({ ...this.where, node }, detail);
   }
 
+  /** A problem with the key `field` of this mapping, such as a missing one. */
+  failAt(field: string, detail: string, node = this.where.node): never {
+    this.ctx.fail({ ...this.where, field, node }, detail);
+  }
+
   expected(what: string, suffix = ""): never {
     this.fail(`expected ${what}, got ${describe(this.value)}${suffix}`);
   }
@@ -192,11 +189,10 @@ export class Field {
       const out: Record<string, unknown> = Object.create(null);
       for (const pair of value.items) {
         const key = plain(pair.key);
-        out[
-          typeof key === "object" && key !== null
-            ? JSON.stringify(key)
-            : String(key ?? "")
-        ] = plain(pair.value);
+        const name = key !== null && typeof key === "object"
+          ? JSON.stringify(key)
+          : String(key ?? "");
+        out[name] = plain(pair.value);
       }
       return out;
     };
@@ -234,16 +230,12 @@ export class Field {
 
 /** For "got ..." in messages. */
 export function describe(node: unknown): string {
-  if (node === null || node === undefined) return "nothing";
   if (isMap(node)) return "a mapping";
   if (isSeq(node)) return "a list";
-  if (isScalar(node)) {
-    const value = node.value;
-    if (value === null || value === undefined) return "null";
-    if (typeof value === "string") return `'${clip(value)}'`;
-    return String(value);
-  }
-  return "an unsupported value";
+  if (!isScalar(node)) return "nothing";
+  const value = node.value;
+  if (value === null || value === undefined) return "null";
+  return typeof value === "string" ? `'${clip(value)}'` : String(value);
 }
 
 export function clip(text: string): string {
@@ -258,31 +250,24 @@ function fieldPath(parts: readonly string[]): string {
   );
 }
 
-/** A problem found where a key starts belongs to what came before. */
-function spans(pair: Pair<unknown, unknown>, offset: number): boolean {
-  const start = (pair.key as Node | null)?.range?.[0];
-  const end = (pair.value as Node | null)?.range?.[2] ??
-    (pair.key as Node | null)?.range?.[2];
-  if (start === undefined || end === undefined) return false;
-  return start < offset && offset < end;
-}
-
 /** The card and field a YAML syntax problem lies in. */
 function locate(contents: unknown, offset: number): Where {
-  const path: (string | undefined)[] = [];
+  const path: unknown[] = [];
   let node = contents;
   while (isMap(node) && path.length < 3) {
-    const pair = node.items.find((p) => spans(p, offset));
+    // A problem found where a key starts belongs to what came before.
+    const pair = node.items.find(({ key, value }) => {
+      const start = (key as Node | null)?.range?.[0] ?? Infinity;
+      const end = ((value ?? key) as Node | null)?.range?.[2] ?? -Infinity;
+      return start < offset && offset < end;
+    });
     if (pair === undefined) break;
-    const key = isScalar(pair.key) ? pair.key.value : undefined;
-    path.push(
-      typeof key === "string" || typeof key === "number"
-        ? String(key)
-        : undefined,
-    );
+    path.push(isScalar(pair.key) ? pair.key.value : undefined);
     node = pair.value;
   }
-  const [top, card, field] = path;
+  const [top, card, field] = path.map((key) =>
+    typeof key === "string" || typeof key === "number" ? String(key) : undefined
+  );
   if (top !== "models") return { field: top };
   return path.length === 1 ? { field: "models" } : { card, field };
 }

@@ -6,7 +6,6 @@
  * @module
  */
 export type LogLevel = "debug" | "info" | "warn" | "error";
-type LogSink = (level: LogLevel, message: string) => void;
 
 const RANK: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 const encoder = new TextEncoder();
@@ -17,7 +16,7 @@ function stderrSink(level: LogLevel, message: string): void {
   Deno.stderr.writeSync(encoder.encode(`[serve] ${tag}${message}\n`));
 }
 
-let sink: LogSink = stderrSink;
+let sink = stderrSink;
 let threshold: LogLevel = "info";
 
 /**

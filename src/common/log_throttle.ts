@@ -3,7 +3,6 @@ import { log } from "./log.ts";
 /** Tests pass a clock they move by hand. */
 export interface Clock {
   now(): number;
-  /** Returns a cancel function. */
   schedule(callback: () => void, ms: number): () => void;
 }
 
@@ -19,11 +18,7 @@ const SYSTEM_CLOCK: Clock = Object.freeze({
 
 const WINDOW_MS = 10_000;
 
-interface Window {
-  opened: number;
-  suppressed: number;
-  cancel: (() => void) | undefined;
-}
+type Window = { opened: number; suppressed: number; cancel: () => void };
 
 const COUNT = new Intl.NumberFormat("en-US");
 
@@ -54,10 +49,9 @@ export class LogThrottle {
         return false;
       }
       // The timer is late (a busy event loop): close the window here.
-      open.cancel?.();
       this.#close(key, open);
     }
-    const window: Window = { opened: now, suppressed: 0, cancel: undefined };
+    const window: Window = { opened: now, suppressed: 0, cancel: () => {} };
     this.#windows.set(key, window);
     window.cancel = this.#clock.schedule(
       () => this.#close(key, window),
@@ -68,14 +62,12 @@ export class LogThrottle {
   }
 
   flush(): void {
-    for (const [key, window] of [...this.#windows]) {
-      window.cancel?.();
-      this.#close(key, window);
-    }
+    for (const [key, window] of [...this.#windows]) this.#close(key, window);
   }
 
   #close(key: string, window: Window): void {
     if (this.#windows.get(key) !== window) return;
+    window.cancel();
     this.#windows.delete(key);
     if (window.suppressed > 0) {
       const more = COUNT.format(window.suppressed);
@@ -97,13 +89,9 @@ export class FailureRun {
   }
 
   fail(error: unknown): void {
-    if (this.#count++ === 0) {
-      log[this.#level](
-        `Cannot ${this.#what}: ${(error instanceof Error
-          ? error.message
-          : String(error))} (retrying)`,
-      );
-    }
+    if (this.#count++ > 0) return;
+    const reason = error instanceof Error ? error.message : String(error);
+    log[this.#level](`Cannot ${this.#what}: ${reason} (retrying)`);
   }
 
   ok(): void {

@@ -6,8 +6,6 @@ import { ConfigError } from "./config_error.ts";
 import { log } from "./log.ts";
 import { oneLine } from "./one_line.ts";
 
-const strictDecoder = new TextDecoder("utf-8", { fatal: true });
-
 function readSecretFile(variable: string, path: string): string {
   let bytes: Uint8Array;
   let mode: number | null;
@@ -25,7 +23,7 @@ function readSecretFile(variable: string, path: string): string {
   }
   let text: string;
   try {
-    text = strictDecoder.decode(bytes);
+    text = new TextDecoder("utf-8", { fatal: true }).decode(bytes);
   } catch (cause) {
     throw new ConfigError(
       `Cannot use ${variable}=${path}: not valid UTF-8 (expected the secret as text)`,

@@ -53,11 +53,9 @@ export const ROOT_SUBDIRECTORIES: readonly string[] = [
   "data",
 ];
 
-const WILDCARDS: ReadonlySet<string> = new Set(["0.0.0.0", "::", "[::]", ""]);
-
 /** A host that binds every interface names no address a client can reach. */
 export function isWildcardHost(host: string): boolean {
-  return WILDCARDS.has(host);
+  return ["0.0.0.0", "::", "[::]", ""].includes(host);
 }
 
 /** IPv6 literals get brackets. */
@@ -65,7 +63,6 @@ export function urlHost(host: string): string {
   return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
 }
 
-/** A `NUCLEUS_MODE` starting with `dev` means development. */
 export function isDevMode(mode: string): boolean {
   return mode.startsWith("dev");
 }
