@@ -37,7 +37,7 @@ type InternalServer = Deno.HttpServer<Deno.NetAddr>;
 
 interface Tracked {
   conn: Deno.Conn;
-  upstream?: Deno.Conn;
+  upstream?: Deno.TcpConn;
   /** The internal server it went to: each TLS pair has its own. */
   server?: InternalServer;
   /** Undefined once the internal server has seen a request. */
@@ -98,15 +98,10 @@ function answerError(error: unknown): Response {
   return new Response("Internal Server Error", { status: 500 });
 }
 
-export function serveGuarded(options: GuardedServeOptions): GuardedServer {
-  return new GuardedServer(options);
-}
-
 export class GuardedServer implements AsyncDisposable {
   readonly addr: Deno.NetAddr;
   /** After capping to the open-files limit. */
   readonly maxConnections: number;
-  readonly finished: Promise<void>;
   #listener: Deno.Listener<Deno.Conn, Deno.NetAddr>;
   #options: GuardedServeOptions;
   #tls: TlsPair | undefined;
@@ -123,7 +118,7 @@ export class GuardedServer implements AsyncDisposable {
   );
   #sweep: ReturnType<typeof setInterval>;
   #closing = false;
-  #done = Promise.withResolvers<void>();
+  #stopped: Promise<void> | undefined;
   #accepting: Promise<void>;
   #handlers = new Set<Promise<void>>();
 
@@ -149,7 +144,6 @@ export class GuardedServer implements AsyncDisposable {
     const tick = Math.min(1_000, Math.max(20, shortest / 10));
     this.#sweep = setInterval(() => this.#expire(), tick);
     Deno.unrefTimer(this.#sweep);
-    this.finished = this.#done.promise;
     this.#accepting = this.#acceptLoop();
     options.onListen?.(this.addr);
   }
@@ -200,7 +194,6 @@ export class GuardedServer implements AsyncDisposable {
       lastActive: now,
     };
     this.#tracked.add(t);
-    let key: number | undefined;
     try {
       const head = new Uint8Array(PUMP_CHUNK);
       const n = await conn.read(head);
@@ -221,8 +214,7 @@ export class GuardedServer implements AsyncDisposable {
       }
       this.#upstreamFailures.ok();
       t.upstream = upstream;
-      key = upstream.localAddr.port;
-      this.#byUpstreamPort.set(key, t);
+      this.#byUpstreamPort.set(upstream.localAddr.port, t);
       if (this.#closing) return;
       await writeAll(upstream, head.subarray(0, n));
       await Promise.all([
@@ -235,7 +227,7 @@ export class GuardedServer implements AsyncDisposable {
       // A reset, a close by a deadline or by shutdown: the connection is done.
     } finally {
       this.#tracked.delete(t);
-      if (key !== undefined) this.#byUpstreamPort.delete(key);
+      if (t.upstream) this.#byUpstreamPort.delete(t.upstream.localAddr.port);
       drop(t);
       if (t.server) this.#shutdownIfUnused(t.server);
     }
@@ -298,22 +290,20 @@ export class GuardedServer implements AsyncDisposable {
     if (old) this.#shutdownIfUnused(old);
   }
 
-  async shutdown(): Promise<void> {
-    if (!this.#closing) {
-      this.#closing = true;
-      clearInterval(this.#sweep);
-      closeQuietly(this.#listener);
-      for (const t of this.#tracked) drop(t);
-      await this.#accepting;
-      await Promise.all([...this.#handlers]);
-      // Older TLS pairs' servers are ending with their last connection.
-      await this.#internal?.shutdown().catch(() => {});
-      await Promise.all(
-        [...this.#servers].map((server) => server.finished.catch(() => {})),
-      );
-      this.#done.resolve();
-    }
-    await this.#done.promise;
+  shutdown(): Promise<void> {
+    return this.#stopped ??= this.#stop();
+  }
+
+  async #stop(): Promise<void> {
+    this.#closing = true;
+    clearInterval(this.#sweep);
+    closeQuietly(this.#listener);
+    for (const t of this.#tracked) drop(t);
+    await this.#accepting;
+    await Promise.all([...this.#handlers]);
+    await Promise.all(
+      [...this.#servers].map((server) => server.shutdown().catch(() => {})),
+    );
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
