@@ -24,8 +24,7 @@ function secureResponse(response: Response, https: boolean): Response {
   try {
     setSecurityHeaders(response.headers, https);
     return response;
-  } catch (error) {
-    if (!(error instanceof TypeError)) throw error;
+  } catch {
     return secureResponse(new Response(response.body, response), https);
   }
 }

@@ -147,17 +147,14 @@ export class SSLConfig {
     // Whole bytes, as `openssl x509 -serial` prints it: `serialNumber` drops a leading zero nibble.
     const hex = certificate.serialNumber.toLowerCase();
     const serial = hex.padStart(Math.ceil(hex.length / 2) * 2, "0");
-    const served = { cert, key, certFile, keyFile, serial };
-    if (!options.devMode) {
-      if (options.keyLogFile) {
-        log.warn(
-          "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
-        );
-      }
-      return new SSLConfig(served);
+    if (!options.devMode && options.keyLogFile) {
+      log.warn(
+        "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
+      );
     }
+    const served = { cert, key, certFile, keyFile, serial };
     const caFile = join(directory, "ssl", "ca.crt");
-    const ca = await readPem(caFile);
+    const ca = options.devMode ? await readPem(caFile) : undefined;
     if (ca === undefined) return new SSLConfig(served);
     if (!certificate.checkIssued(parseCertificate(caFile, ca))) {
       log.warn(`${certFile} was not issued by ${caFile}`);
