@@ -135,7 +135,6 @@ export class GuardedServer implements AsyncDisposable {
         `max connections ${wanted} lowered to ${this.maxConnections}: the open-files limit ${options.openFilesLimit} leaves room for that many at ${FDS_PER_CONNECTION} descriptors each, ${RESERVED_FDS} kept for the rest`,
       );
     }
-    // Plain TCP even for TLS: the internal server terminates it (module doc).
     const { hostname, port } = options;
     this.#listener = Deno.listen({ hostname, port });
     this.addr = this.#listener.addr;
@@ -283,10 +282,9 @@ export class GuardedServer implements AsyncDisposable {
         "Cannot replace the TLS pair: the server serves plain HTTP (expected a server started with tls)",
       );
     }
-    const next = this.#listen(tls);
-    this.#tls = tls;
     const old = this.#internal;
-    this.#internal = next;
+    this.#internal = this.#listen(tls);
+    this.#tls = tls;
     if (old) this.#shutdownIfUnused(old);
   }
 

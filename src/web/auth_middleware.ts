@@ -10,7 +10,6 @@ import { LogThrottle } from "../common/log_throttle.ts";
 import {
   importVerifyKey,
   malformed,
-  MIN_SECRET_BYTES,
   TokenError,
   verifyToken,
   type VerifyTokenOptions,
@@ -99,19 +98,6 @@ function extractToken(req: Request): string {
     : missing("Authorization scheme is not Bearer");
 }
 
-function verifyKeyOf(secret: string): Promise<CryptoKey> {
-  const secretBytes = new TextEncoder().encode(secret).length;
-  if (secretBytes < MIN_SECRET_BYTES) {
-    log.warn(
-      `IDP_SECRET is ${secretBytes} bytes; HS512 wants a secret of at least ${MIN_SECRET_BYTES} bytes`,
-    );
-  }
-  const key = importVerifyKey(secret);
-  // Awaited per request; this keeps a failed import from going unhandled before then.
-  key.catch(() => {});
-  return key;
-}
-
 function unauthorized(req: Request): Response {
   const headers = new Headers({
     "content-type": "text/plain",
@@ -185,7 +171,7 @@ export class AuthMiddleware {
       throw configError("leewaySeconds must be a finite number >= 0");
     }
     this.#verifier = {
-      key: verifyKeyOf(secret),
+      key: importVerifyKey(secret),
       options: { issuer, audience, leewaySeconds },
     };
   }
@@ -202,7 +188,7 @@ export class AuthMiddleware {
         "Cannot rotate the JWT secret (IDP_SECRET): the new secret is missing or empty",
       );
     }
-    this.#verifier.key = verifyKeyOf(secret);
+    this.#verifier.key = importVerifyKey(secret);
   }
 
   /** A pass-through for development: {@linkcode AuthMiddleware.wrap} returns the handler itself. */

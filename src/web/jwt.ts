@@ -2,6 +2,7 @@
 // checks the signature and standard claims; the checks around it close the
 // gaps it leaves (docs/security.md, "Token checks, case by case").
 import { errors, type JWTPayload, jwtVerify } from "jose";
+import { log } from "../common/log.ts";
 import type { AuthFailureReason } from "./auth_failures.ts";
 
 const ALGORITHM = "HS512";
@@ -10,7 +11,7 @@ const ALGORITHM = "HS512";
 export const MAX_TOKEN_BYTES = 8 * 1024;
 
 /** HS512 wants a key at least as long as its output (RFC 7518, section 3.2). */
-export const MIN_SECRET_BYTES = 64;
+const MIN_SECRET_BYTES = 64;
 
 const BASE64URL = /^[A-Za-z0-9_-]+$/;
 const SEGMENTS = ["header", "payload", "signature"];
@@ -41,14 +42,24 @@ export interface VerifyTokenOptions {
   now?: number;
 }
 
+/** `secret` is `IDP_SECRET`: a short one is used, with a warning. */
 export function importVerifyKey(secret: string): Promise<CryptoKey> {
-  return crypto.subtle.importKey(
+  const bytes = new TextEncoder().encode(secret);
+  if (bytes.length < MIN_SECRET_BYTES) {
+    log.warn(
+      `IDP_SECRET is ${bytes.length} bytes; HS512 wants a secret of at least ${MIN_SECRET_BYTES} bytes`,
+    );
+  }
+  const key = crypto.subtle.importKey(
     "raw",
-    new TextEncoder().encode(secret),
+    bytes,
     { name: "HMAC", hash: "SHA-512" },
     false,
     ["verify"],
   );
+  // Awaited per request; this keeps a failed import from going unhandled before then.
+  key.catch(() => {});
+  return key;
 }
 
 function decodeHeader(segment: string): unknown {

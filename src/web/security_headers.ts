@@ -35,12 +35,9 @@ export function loggedPath(url: string): string {
 }
 
 function internalError(req: Request, error: unknown): Response {
-  const what = error instanceof Error
-    ? `${error.name}: ${error.message}`
-    : String(error);
-  log.error(
-    `500 ${req.method} ${loggedPath(req.url)}: ${what.replace(/\s+/g, " ")}`,
-  );
+  // An Error reads `<name>: <message>`.
+  const what = String(error).replace(/\s+/g, " ");
+  log.error(`500 ${req.method} ${loggedPath(req.url)}: ${what}`);
   return new Response("Internal Server Error", {
     status: 500,
     headers: { "content-type": "text/plain" },

@@ -32,7 +32,6 @@ async function readPem(path: string): Promise<string | undefined> {
   }
 }
 
-/** The label each kind of PEM file must hold. */
 const BEGIN = {
   certificate: /-----BEGIN CERTIFICATE-----/,
   "private key": /-----BEGIN (RSA |EC )?PRIVATE KEY-----/,
