@@ -54,10 +54,8 @@ const FIRST_BACKOFF_MS = 10;
 const MAX_BACKOFF_MS = 1_000;
 
 export function connectionRoom(openFiles: number): number {
-  return Math.max(
-    1,
-    Math.floor((openFiles - RESERVED_FDS) / FDS_PER_CONNECTION),
-  );
+  const room = Math.floor((openFiles - RESERVED_FDS) / FDS_PER_CONNECTION);
+  return Math.max(1, room);
 }
 
 function closeQuietly(closable: { close(): void } | undefined): void {
@@ -200,8 +198,6 @@ export class GuardedServer implements AsyncDisposable {
       t.lastActive = performance.now();
       let upstream: Deno.TcpConn;
       try {
-        // Started again on the next connection after it stopped (an accept
-        // error ends it for good).
         t.server = this.#internal ??= this.#listen(this.#tls);
         upstream = await Deno.connect({
           hostname: "127.0.0.1",

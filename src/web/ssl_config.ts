@@ -60,17 +60,11 @@ function parsePem<T>(
  * The PEM certificate and key to give `Deno.serve`, read from
  * `<directory>/ssl/` and checked to belong together.
  *
- * @example Serve HTTPS when `ssl/server.crt` and `ssl/server.key` exist
+ * @example Read the pair (the module example serves it over HTTPS)
  * ```ts
  * import { SSLConfig } from "@mymodel/serve/web";
- *
  * const tls = await SSLConfig.fromDirectory(Deno.cwd());
- * await using server = Deno.serve({
- *   hostname: "127.0.0.1",
- *   port: 0,
- *   onListen: () => {},
- *   ...(tls ? { cert: tls.cert, key: tls.key } : {}),
- * }, () => new Response("ok"));
+ * console.log(tls ? `HTTPS, serial ${tls.serial}` : "plain HTTP");
  * ```
  */
 export class SSLConfig {
