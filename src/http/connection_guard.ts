@@ -91,11 +91,6 @@ async function copy(t: Tracked, from: Deno.Conn, to: Deno.Conn): Promise<void> {
   }
 }
 
-function answerError(error: unknown): Response {
-  log.error(`Cannot answer a request: ${oneLine(error)}`);
-  return new Response("Internal Server Error", { status: 500 });
-}
-
 export class GuardedServer implements AsyncDisposable {
   readonly addr: Deno.NetAddr;
   /** After capping to the open-files limit. */
@@ -233,7 +228,10 @@ export class GuardedServer implements AsyncDisposable {
       hostname: "127.0.0.1",
       port: 0,
       onListen: () => {},
-      onError: answerError,
+      onError(error) {
+        log.error(`Cannot answer a request: ${oneLine(error)}`);
+        return new Response("Internal Server Error", { status: 500 });
+      },
       ...(tls ?? {}),
     }, (req, info) => this.#serveInternal(req, info));
     this.#internalFailures.ok();

@@ -39,10 +39,7 @@ export interface AuthOptions {
 
 /** The options cannot work; the message names the setting (`IDP_SECRET`, ...). */
 export class AuthConfigError extends TypeError {
-  constructor(message: string) {
-    super(message);
-    this.name = "AuthConfigError";
-  }
+  override name = "AuthConfigError";
 }
 
 function configError(problem: string): AuthConfigError {

@@ -59,7 +59,6 @@ export function withSecurityHeaders(
   handler: Handler,
   { https }: { https: boolean },
 ): Handler {
-  const secure = (response: Response) => secureResponse(response, https);
   return function securityHeaders(
     req: Request,
     info?: Deno.ServeHandlerInfo,
@@ -70,8 +69,8 @@ export function withSecurityHeaders(
     } catch (error) {
       result = internalError(req, error);
     }
-    if (result instanceof Response) return secure(result);
+    if (result instanceof Response) return secureResponse(result, https);
     return result.catch((error: unknown) => internalError(req, error))
-      .then(secure);
+      .then((response) => secureResponse(response, https));
   };
 }
