@@ -65,10 +65,7 @@ export function importVerifyKey(secret: string): Promise<CryptoKey> {
 function decodeHeader(segment: string): unknown {
   let step = "base64url";
   try {
-    const bytes = Uint8Array.fromBase64(segment, {
-      alphabet: "base64url",
-      lastChunkHandling: "loose",
-    });
+    const bytes = Uint8Array.fromBase64(segment, { alphabet: "base64url" });
     step = "UTF-8";
     const text = strictDecoder.decode(bytes);
     step = "JSON";
