@@ -14,11 +14,7 @@ import {
   verifyToken,
   type VerifyTokenOptions,
 } from "./jwt.ts";
-import {
-  AUTH_FAILURE_REASONS,
-  type AuthFailureReason,
-  type AuthFailures,
-} from "./auth_failures.ts";
+import { AUTH_FAILURE_REASONS, type AuthFailures } from "./auth_failures.ts";
 import {
   type Handler,
   loggedPath,
@@ -139,7 +135,7 @@ export class AuthMiddleware {
     | undefined;
   #failures = Object.fromEntries(
     AUTH_FAILURE_REASONS.map((reason) => [reason, 0]),
-  ) as Record<AuthFailureReason, number>;
+  ) as Record<keyof AuthFailures, number>;
 
   /**
    * Validates the options at once and imports the key (verify only).
