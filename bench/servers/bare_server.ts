@@ -10,7 +10,7 @@
  *
  * @module
  */
-import { serveGuarded } from "../../src/http/connection_guard.ts";
+import { GuardedServer } from "../../src/http/connection_guard.ts";
 import { SEMIOSERVE_DEFAULTS } from "../../src/serve/config.ts";
 
 const BODY = JSON.stringify({ status: "ok", models: 1 });
@@ -35,7 +35,7 @@ if (Deno.args.includes("--guard")) {
   // The launcher's limits, as it serves the API with no flags.
   const { headerTimeoutMs, idleTimeoutMs, maxConnections } =
     SEMIOSERVE_DEFAULTS;
-  serveGuarded({
+  new GuardedServer({
     hostname: "127.0.0.1",
     port,
     handler,

@@ -37,7 +37,7 @@ type InternalServer = Deno.HttpServer<Deno.NetAddr>;
 
 interface Tracked {
   conn: Deno.Conn;
-  upstream?: Deno.Conn;
+  upstream?: Deno.TcpConn;
   /** The internal server it went to: each TLS pair has its own. */
   server?: InternalServer;
   /** Undefined once the internal server has seen a request. */
@@ -54,10 +54,8 @@ const FIRST_BACKOFF_MS = 10;
 const MAX_BACKOFF_MS = 1_000;
 
 export function connectionRoom(openFiles: number): number {
-  return Math.max(
-    1,
-    Math.floor((openFiles - RESERVED_FDS) / FDS_PER_CONNECTION),
-  );
+  const room = Math.floor((openFiles - RESERVED_FDS) / FDS_PER_CONNECTION);
+  return Math.max(1, room);
 }
 
 function closeQuietly(closable: { close(): void } | undefined): void {
@@ -93,20 +91,10 @@ async function copy(t: Tracked, from: Deno.Conn, to: Deno.Conn): Promise<void> {
   }
 }
 
-function answerError(error: unknown): Response {
-  log.error(`Cannot answer a request: ${oneLine(error)}`);
-  return new Response("Internal Server Error", { status: 500 });
-}
-
-export function serveGuarded(options: GuardedServeOptions): GuardedServer {
-  return new GuardedServer(options);
-}
-
 export class GuardedServer implements AsyncDisposable {
   readonly addr: Deno.NetAddr;
   /** After capping to the open-files limit. */
   readonly maxConnections: number;
-  readonly finished: Promise<void>;
   #listener: Deno.Listener<Deno.Conn, Deno.NetAddr>;
   #options: GuardedServeOptions;
   #tls: TlsPair | undefined;
@@ -123,7 +111,7 @@ export class GuardedServer implements AsyncDisposable {
   );
   #sweep: ReturnType<typeof setInterval>;
   #closing = false;
-  #done = Promise.withResolvers<void>();
+  #stopped: Promise<void> | undefined;
   #accepting: Promise<void>;
   #handlers = new Set<Promise<void>>();
 
@@ -140,7 +128,6 @@ export class GuardedServer implements AsyncDisposable {
         `max connections ${wanted} lowered to ${this.maxConnections}: the open-files limit ${options.openFilesLimit} leaves room for that many at ${FDS_PER_CONNECTION} descriptors each, ${RESERVED_FDS} kept for the rest`,
       );
     }
-    // Plain TCP even for TLS: the internal server terminates it (module doc).
     const { hostname, port } = options;
     this.#listener = Deno.listen({ hostname, port });
     this.addr = this.#listener.addr;
@@ -149,7 +136,6 @@ export class GuardedServer implements AsyncDisposable {
     const tick = Math.min(1_000, Math.max(20, shortest / 10));
     this.#sweep = setInterval(() => this.#expire(), tick);
     Deno.unrefTimer(this.#sweep);
-    this.finished = this.#done.promise;
     this.#accepting = this.#acceptLoop();
     options.onListen?.(this.addr);
   }
@@ -200,7 +186,6 @@ export class GuardedServer implements AsyncDisposable {
       lastActive: now,
     };
     this.#tracked.add(t);
-    let key: number | undefined;
     try {
       const head = new Uint8Array(PUMP_CHUNK);
       const n = await conn.read(head);
@@ -208,8 +193,6 @@ export class GuardedServer implements AsyncDisposable {
       t.lastActive = performance.now();
       let upstream: Deno.TcpConn;
       try {
-        // Started again on the next connection after it stopped (an accept
-        // error ends it for good).
         t.server = this.#internal ??= this.#listen(this.#tls);
         upstream = await Deno.connect({
           hostname: "127.0.0.1",
@@ -221,8 +204,7 @@ export class GuardedServer implements AsyncDisposable {
       }
       this.#upstreamFailures.ok();
       t.upstream = upstream;
-      key = upstream.localAddr.port;
-      this.#byUpstreamPort.set(key, t);
+      this.#byUpstreamPort.set(upstream.localAddr.port, t);
       if (this.#closing) return;
       await writeAll(upstream, head.subarray(0, n));
       await Promise.all([
@@ -235,7 +217,7 @@ export class GuardedServer implements AsyncDisposable {
       // A reset, a close by a deadline or by shutdown: the connection is done.
     } finally {
       this.#tracked.delete(t);
-      if (key !== undefined) this.#byUpstreamPort.delete(key);
+      if (t.upstream) this.#byUpstreamPort.delete(t.upstream.localAddr.port);
       drop(t);
       if (t.server) this.#shutdownIfUnused(t.server);
     }
@@ -246,7 +228,10 @@ export class GuardedServer implements AsyncDisposable {
       hostname: "127.0.0.1",
       port: 0,
       onListen: () => {},
-      onError: answerError,
+      onError(error) {
+        log.error(`Cannot answer a request: ${oneLine(error)}`);
+        return new Response("Internal Server Error", { status: 500 });
+      },
       ...(tls ?? {}),
     }, (req, info) => this.#serveInternal(req, info));
     this.#internalFailures.ok();
@@ -291,29 +276,26 @@ export class GuardedServer implements AsyncDisposable {
         "Cannot replace the TLS pair: the server serves plain HTTP (expected a server started with tls)",
       );
     }
-    const next = this.#listen(tls);
-    this.#tls = tls;
     const old = this.#internal;
-    this.#internal = next;
+    this.#internal = this.#listen(tls);
+    this.#tls = tls;
     if (old) this.#shutdownIfUnused(old);
   }
 
-  async shutdown(): Promise<void> {
-    if (!this.#closing) {
-      this.#closing = true;
-      clearInterval(this.#sweep);
-      closeQuietly(this.#listener);
-      for (const t of this.#tracked) drop(t);
-      await this.#accepting;
-      await Promise.all([...this.#handlers]);
-      // Older TLS pairs' servers are ending with their last connection.
-      await this.#internal?.shutdown().catch(() => {});
-      await Promise.all(
-        [...this.#servers].map((server) => server.finished.catch(() => {})),
-      );
-      this.#done.resolve();
-    }
-    await this.#done.promise;
+  shutdown(): Promise<void> {
+    return this.#stopped ??= this.#stop();
+  }
+
+  async #stop(): Promise<void> {
+    this.#closing = true;
+    clearInterval(this.#sweep);
+    closeQuietly(this.#listener);
+    for (const t of this.#tracked) drop(t);
+    await this.#accepting;
+    await Promise.all([...this.#handlers]);
+    await Promise.all(
+      [...this.#servers].map((server) => server.shutdown().catch(() => {})),
+    );
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -5,51 +5,43 @@
 import { log } from "../common/log.ts";
 
 const decoder = new TextDecoder();
-const WHAT = "Cannot read the open-files limit: prlimit";
 const FLAGS = ["--nofile", "--raw", "--noheadings", "--output=SOFT,HARD"];
 
-/** Soft and hard; `Infinity` when unlimited. */
-async function readOpenFilesLimit(): Promise<[number, number]> {
-  let output: Deno.CommandOutput;
+/** Logs the soft and hard limits; the soft one, or undefined when unknown. */
+export async function reportOpenFiles(): Promise<number | undefined> {
+  let problem: string;
   try {
-    output = await new Deno.Command("prlimit", {
+    const output = await new Deno.Command("prlimit", {
       args: ["--pid", String(Deno.pid), ...FLAGS],
       stdin: "null",
     }).output();
+    const out = decoder.decode(output.stdout).trim();
+    const limits = out.split(/\s+/).map((n) =>
+      n === "unlimited" ? Infinity : Number(n)
+    );
+    const [soft, hard] = limits;
+    if (!output.success) {
+      const err = decoder.decode(output.stderr).trim();
+      problem = ` exited with code ${output.code}: ${err}`;
+    } else if (
+      limits.length === 2 &&
+      limits.every((n) => n === Infinity || (Number.isSafeInteger(n) && n >= 0))
+    ) {
+      log.info(`open files: limit ${soft}, hard limit ${hard}`);
+      return soft;
+    } else {
+      problem = ` printed '${out}' (expected two numbers)`;
+    }
   } catch (cause) {
     const hint = cause instanceof Deno.errors.NotCapable
       ? " (allow it with --allow-run=prlimit)"
       : cause instanceof Deno.errors.NotFound
       ? " (install util-linux)"
       : "";
-    throw new Error(`${WHAT}: ${(cause as Error).message}${hint}`, { cause });
+    problem = `: ${(cause as Error).message}${hint}`;
   }
-  if (!output.success) {
-    const err = decoder.decode(output.stderr).trim();
-    throw new Error(`${WHAT} exited with code ${output.code}: ${err}`);
-  }
-  const out = decoder.decode(output.stdout).trim();
-  const limits = out.split(/\s+/).map((n) =>
-    n === "unlimited" ? Infinity : Number(n)
+  log.warn(
+    `Cannot read the open-files limit: prlimit${problem}; the connection limit is not capped to it`,
   );
-  if (
-    limits.length !== 2 ||
-    !limits.every((n) => n === Infinity || (Number.isSafeInteger(n) && n >= 0))
-  ) {
-    throw new Error(`${WHAT} printed '${out}' (expected two numbers)`);
-  }
-  return limits as [number, number];
-}
-/** Logs the limit; the soft one, or undefined when unknown. */
-export async function reportOpenFiles(): Promise<number | undefined> {
-  try {
-    const [soft, hard] = await readOpenFilesLimit();
-    log.info(`open files: limit ${soft}, hard limit ${hard}`);
-    return soft;
-  } catch (error) {
-    log.warn(
-      `${(error as Error).message}; the connection limit is not capped to it`,
-    );
-    return undefined;
-  }
+  return undefined;
 }

@@ -43,7 +43,7 @@ import {
 import { type StartPlan, startPlan } from "./start_plan.ts";
 import { LauncherSignals } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
-import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
+import { GuardedServer } from "../http/connection_guard.ts";
 import { reportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
@@ -482,7 +482,7 @@ export class Semioserve implements AsyncDisposable {
       healthLoop.start();
       writeMetrics();
       const scheme = tls ? "https" : "http";
-      this.#server = serveGuarded({
+      this.#server = new GuardedServer({
         hostname: this.host,
         port: this.port,
         ...(tls ? { tls: { cert: tls.cert, key: tls.key } } : {}),

@@ -10,16 +10,11 @@ import { LogThrottle } from "../common/log_throttle.ts";
 import {
   importVerifyKey,
   malformed,
-  MIN_SECRET_BYTES,
   TokenError,
   verifyToken,
   type VerifyTokenOptions,
 } from "./jwt.ts";
-import {
-  AUTH_FAILURE_REASONS,
-  type AuthFailureReason,
-  type AuthFailures,
-} from "./auth_failures.ts";
+import { AUTH_FAILURE_REASONS, type AuthFailures } from "./auth_failures.ts";
 import {
   type Handler,
   loggedPath,
@@ -40,10 +35,7 @@ export interface AuthOptions {
 
 /** The options cannot work; the message names the setting (`IDP_SECRET`, ...). */
 export class AuthConfigError extends TypeError {
-  constructor(message: string) {
-    super(message);
-    this.name = "AuthConfigError";
-  }
+  override name = "AuthConfigError";
 }
 
 function configError(problem: string): AuthConfigError {
@@ -99,19 +91,6 @@ function extractToken(req: Request): string {
     : missing("Authorization scheme is not Bearer");
 }
 
-function verifyKeyOf(secret: string): Promise<CryptoKey> {
-  const secretBytes = new TextEncoder().encode(secret).length;
-  if (secretBytes < MIN_SECRET_BYTES) {
-    log.warn(
-      `IDP_SECRET is ${secretBytes} bytes; HS512 wants a secret of at least ${MIN_SECRET_BYTES} bytes`,
-    );
-  }
-  const key = importVerifyKey(secret);
-  // Awaited per request; this keeps a failed import from going unhandled before then.
-  key.catch(() => {});
-  return key;
-}
-
 function unauthorized(req: Request): Response {
   const headers = new Headers({
     "content-type": "text/plain",
@@ -150,12 +129,13 @@ function describePeer(info: Deno.ServeHandlerInfo | undefined): string {
  * ```
  */
 export class AuthMiddleware {
-  // Both undefined in development.
-  #key: Promise<CryptoKey> | undefined;
-  #verifyOptions: VerifyTokenOptions | undefined;
+  // Undefined in development; rotateSecret() replaces the key.
+  #verifier:
+    | { key: Promise<CryptoKey>; options: VerifyTokenOptions }
+    | undefined;
   #failures = Object.fromEntries(
     AUTH_FAILURE_REASONS.map((reason) => [reason, 0]),
-  ) as Record<AuthFailureReason, number>;
+  ) as Record<keyof AuthFailures, number>;
 
   /**
    * Validates the options at once and imports the key (verify only).
@@ -164,10 +144,8 @@ export class AuthMiddleware {
   constructor(options: AuthOptions) {
     if (options === DEVELOPMENT) return;
     // `unknown`: JavaScript callers may pass anything.
-    const secret: unknown = options?.secret;
-    const issuer: unknown = options?.issuer;
-    const audience: unknown = options?.audience ?? "nexus";
-    const leewaySeconds: unknown = options?.leewaySeconds ?? 0;
+    const { secret, issuer, audience = "nexus", leewaySeconds = 0 } =
+      (options ?? {}) as Record<keyof AuthOptions, unknown>;
     if (typeof secret !== "string" || secret === "") {
       throw configError("the JWT secret (IDP_SECRET) is missing or empty");
     }
@@ -185,13 +163,15 @@ export class AuthMiddleware {
     ) {
       throw configError("leewaySeconds must be a finite number >= 0");
     }
-    this.#verifyOptions = { issuer, audience, leewaySeconds };
-    this.#key = verifyKeyOf(secret);
+    this.#verifier = {
+      key: importVerifyKey(secret),
+      options: { issuer, audience, leewaySeconds },
+    };
   }
 
   /** Verifies every later request with a new secret (a rotated `IDP_SECRET_FILE`). */
   rotateSecret(secret: string): void {
-    if (!this.enabled) {
+    if (!this.#verifier) {
       throw new AuthConfigError(
         "Cannot rotate the JWT secret: authentication is off (development mode)",
       );
@@ -201,7 +181,7 @@ export class AuthMiddleware {
         "Cannot rotate the JWT secret (IDP_SECRET): the new secret is missing or empty",
       );
     }
-    this.#key = verifyKeyOf(secret);
+    this.#verifier.key = importVerifyKey(secret);
   }
 
   /** A pass-through for development: {@linkcode AuthMiddleware.wrap} returns the handler itself. */
@@ -211,7 +191,7 @@ export class AuthMiddleware {
 
   /** Whether requests are checked (false in development). */
   get enabled(): boolean {
-    return this.#key !== undefined;
+    return this.#verifier !== undefined;
   }
 
   /** Refusals so far by reason, over every wrapped handler: a frozen snapshot. */
@@ -225,19 +205,18 @@ export class AuthMiddleware {
    * window; the counts are shared.
    */
   wrap(handler: Handler): Handler {
-    const verifyOptions = this.#verifyOptions;
-    if (!this.#key || !verifyOptions) return handler;
+    const verifier = this.#verifier;
+    if (!verifier) return handler;
     const failures = this.#failures;
     const throttle = new LogThrottle({ write: log.warn });
-    // Read per request: rotateSecret() replaces the key.
-    const currentKey = () => this.#key!;
 
     return async function authenticated(
       req: Request,
       info?: Deno.ServeHandlerInfo,
     ): Promise<Response> {
       try {
-        await verifyToken(extractToken(req), await currentKey(), verifyOptions);
+        const token = extractToken(req);
+        await verifyToken(token, await verifier.key, verifier.options);
       } catch (error) {
         const { kind, reason } = error instanceof TokenError
           ? error

@@ -9,12 +9,9 @@ export function productionRefusal(
   issuer: string,
 ): string | undefined {
   const missing = [secret ? "" : "IDP_SECRET", issuer ? "" : "IDP_ISSUER"]
-    .filter(Boolean);
-  return missing.length === 0
-    ? undefined
-    : `Cannot start in production mode: ${
-      missing.join(" and ")
-    } must be set and non-empty (or run with --dev_mode)`;
+    .filter(Boolean).join(" and ");
+  if (missing === "") return undefined;
+  return `Cannot start in production mode: ${missing} must be set and non-empty (or run with --dev_mode)`;
 }
 
 /**

@@ -24,8 +24,7 @@ function secureResponse(response: Response, https: boolean): Response {
   try {
     setSecurityHeaders(response.headers, https);
     return response;
-  } catch (error) {
-    if (!(error instanceof TypeError)) throw error;
+  } catch {
     return secureResponse(new Response(response.body, response), https);
   }
 }
@@ -36,12 +35,9 @@ export function loggedPath(url: string): string {
 }
 
 function internalError(req: Request, error: unknown): Response {
-  const what = error instanceof Error
-    ? `${error.name}: ${error.message}`
-    : String(error);
-  log.error(
-    `500 ${req.method} ${loggedPath(req.url)}: ${what.replace(/\s+/g, " ")}`,
-  );
+  // An Error reads `<name>: <message>`.
+  const what = String(error).replace(/\s+/g, " ");
+  log.error(`500 ${req.method} ${loggedPath(req.url)}: ${what}`);
   return new Response("Internal Server Error", {
     status: 500,
     headers: { "content-type": "text/plain" },
@@ -63,7 +59,6 @@ export function withSecurityHeaders(
   handler: Handler,
   { https }: { https: boolean },
 ): Handler {
-  const secure = (response: Response) => secureResponse(response, https);
   return function securityHeaders(
     req: Request,
     info?: Deno.ServeHandlerInfo,
@@ -74,8 +69,8 @@ export function withSecurityHeaders(
     } catch (error) {
       result = internalError(req, error);
     }
-    if (result instanceof Response) return secure(result);
+    if (result instanceof Response) return secureResponse(result, https);
     return result.catch((error: unknown) => internalError(req, error))
-      .then(secure);
+      .then((response) => secureResponse(response, https));
   };
 }

@@ -32,7 +32,6 @@ async function readPem(path: string): Promise<string | undefined> {
   }
 }
 
-/** The label each kind of PEM file must hold. */
 const BEGIN = {
   certificate: /-----BEGIN CERTIFICATE-----/,
   "private key": /-----BEGIN (RSA |EC )?PRIVATE KEY-----/,
@@ -61,17 +60,11 @@ function parsePem<T>(
  * The PEM certificate and key to give `Deno.serve`, read from
  * `<directory>/ssl/` and checked to belong together.
  *
- * @example Serve HTTPS when `ssl/server.crt` and `ssl/server.key` exist
+ * @example Read the pair (the module example serves it over HTTPS)
  * ```ts
  * import { SSLConfig } from "@mymodel/serve/web";
- *
  * const tls = await SSLConfig.fromDirectory(Deno.cwd());
- * await using server = Deno.serve({
- *   hostname: "127.0.0.1",
- *   port: 0,
- *   onListen: () => {},
- *   ...(tls ? { cert: tls.cert, key: tls.key } : {}),
- * }, () => new Response("ok"));
+ * console.log(tls ? `HTTPS, serial ${tls.serial}` : "plain HTTP");
  * ```
  */
 export class SSLConfig {
@@ -147,17 +140,14 @@ export class SSLConfig {
     // Whole bytes, as `openssl x509 -serial` prints it: `serialNumber` drops a leading zero nibble.
     const hex = certificate.serialNumber.toLowerCase();
     const serial = hex.padStart(Math.ceil(hex.length / 2) * 2, "0");
-    const served = { cert, key, certFile, keyFile, serial };
-    if (!options.devMode) {
-      if (options.keyLogFile) {
-        log.warn(
-          "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
-        );
-      }
-      return new SSLConfig(served);
+    if (!options.devMode && options.keyLogFile) {
+      log.warn(
+        "SSLKEYLOGFILE is set: TLS session keys are written to disk; unset it in production",
+      );
     }
+    const served = { cert, key, certFile, keyFile, serial };
     const caFile = join(directory, "ssl", "ca.crt");
-    const ca = await readPem(caFile);
+    const ca = options.devMode ? await readPem(caFile) : undefined;
     if (ca === undefined) return new SSLConfig(served);
     if (!certificate.checkIssued(parseCertificate(caFile, ca))) {
       log.warn(`${certFile} was not issued by ${caFile}`);

@@ -6,9 +6,8 @@ import assert from "node:assert/strict";
 import {
   connectionRoom,
   type GuardedServeOptions,
-  type GuardedServer,
+  GuardedServer,
   RESERVED_FDS,
-  serveGuarded,
 } from "../../src/http/connection_guard.ts";
 import { SEMIOSERVE_DEFAULTS } from "../../src/serve/config.ts";
 import { makeMaterial } from "../support/certs.ts";
@@ -31,7 +30,7 @@ function echoRemote(
 function start(options: Partial<GuardedServeOptions> = {}): GuardedServer {
   const { headerTimeoutMs, idleTimeoutMs, maxConnections } =
     SEMIOSERVE_DEFAULTS;
-  return serveGuarded({
+  return new GuardedServer({
     hostname: "127.0.0.1",
     port: 0,
     handler: echoRemote,
@@ -232,7 +231,7 @@ Deno.test("shutdown closes held connections and frees the port", async () => {
   const closed = closedAfter(conn, 5_000);
   await server.shutdown();
   assert.ok(await closed < 2_000);
-  await server.finished;
+  await server.shutdown();
   Deno.listen({ hostname: "127.0.0.1", port }).close();
 });
 
