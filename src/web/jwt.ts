@@ -102,6 +102,9 @@ function checkStructure(token: string): void {
     if (!BASE64URL.test(segment)) {
       throw malformed(`${label} has characters outside base64url`);
     }
+    if (segment.length % 4 === 1) {
+      throw malformed(`${label} has an impossible base64url length`);
+    }
   }
   const header = decodeHeader(segments[0]!);
   if (typeof header !== "object" || header === null || Array.isArray(header)) {
