@@ -44,10 +44,7 @@ export interface Placement {
   readonly pciOrder: boolean;
 }
 
-export interface ReportLine {
-  readonly level: "info" | "warn";
-  readonly text: string;
-}
+export type ReportLine = { level: "info" | "warn"; text: string };
 
 /** @throws {GpuPlacementError} When a card does not fit. */
 export function placeEngines(
@@ -74,7 +71,6 @@ export function placeEngines(
   return replacePlacement(nothing, cards, new Set(cards.map((c) => c.name)));
 }
 
-/** vLLM reads `CUDA_VISIBLE_DEVICES` entries as integers. */
 export function readsIntegerDevices(card: ModelCard): boolean {
   return ENGINE_KINDS[card.engine]?.integerDevices === true;
 }
@@ -213,23 +209,23 @@ export function placeGpus(
   }
   if (pool === undefined) return unplacedLayout(cards);
   const layout = new Layout(pool, options.avoid);
-  for (const [name, assignment] of options.held ?? []) {
-    layout.keep(name, assignment);
+  for (const [name, { devices, need }] of options.held ?? []) {
+    if (devices?.length) layout.hold({ name, devices, units: unitsOf(need) });
   }
   // Keys in request order; pinned cards are placed before the rest.
   const result = new Map<string, GpuAssignment>(
     cards.map((card) => [card.name, { devices: null, need: gpuNeed(card) }]),
   );
   for (const [name, { need }] of result) {
-    if (need.kind !== "unplaced" && need.pinned !== undefined) {
+    if (need.pinned) {
       result.set(name, { devices: layout.pin(name, need), need });
     }
   }
   for (const [name, { need }] of result) {
-    if (need.kind === "unplaced" || need.pinned !== undefined) continue;
+    if (need.kind === "unplaced" || need.pinned) continue;
     const devices = need.kind === "whole"
       ? layout.takeWhole(name, need.count)
-      : layout.takeShare(name, need.share);
+      : layout.takeShare(name, need);
     result.set(name, { devices, need });
   }
   for (const [name, { devices, need }] of result) {
@@ -252,17 +248,12 @@ function unplacedLayout(
   cards: readonly ModelCard[],
 ): Map<string, GpuAssignment> {
   return new Map(cards.map((card): [string, GpuAssignment] => {
-    if (card.env["CUDA_VISIBLE_DEVICES"] === undefined && card.gpus !== 0) {
-      return [card.name, {
-        devices: null,
-        need: { kind: "unplaced", from: "no GPU pool" },
-      }];
-    }
-    const need = gpuNeed(card);
-    return [card.name, {
-      devices: need.kind === "unplaced" ? null : need.pinned ?? [],
-      need,
-    }];
+    const need: GpuNeed =
+      card.env["CUDA_VISIBLE_DEVICES"] === undefined && card.gpus !== 0
+        ? { kind: "unplaced", from: "no GPU pool" }
+        : gpuNeed(card);
+    const devices = need.kind === "unplaced" ? null : need.pinned ?? [];
+    return [card.name, { devices, need }];
   }));
 }
 
@@ -272,7 +263,7 @@ const WHOLE = 1_000_000;
 /** `units` undefined: whole devices. */
 interface Hold {
   readonly name: string;
-  readonly devices: string[];
+  readonly devices: readonly string[];
   readonly units?: number | undefined;
 }
 
@@ -294,9 +285,9 @@ class Layout {
     this.#open = this.#order.filter((entry) => !avoid.has(entry));
   }
 
-  pin(name: string, need: Exclude<GpuNeed, { kind: "unplaced" }>): string[] {
-    const devices = [...need.pinned!];
-    const units = need.kind === "share" ? toUnits(need.share) : undefined;
+  pin(name: string, need: GpuNeed): readonly string[] {
+    const devices = need.pinned!;
+    const units = unitsOf(need);
     for (const device of devices) {
       if (this.#pool.explicit && !this.#order.includes(device)) {
         throw new GpuPlacementError(
@@ -318,18 +309,10 @@ class Layout {
         );
       }
     }
-    return this.#hold({ name, devices, units });
+    return this.hold({ name, devices, units });
   }
 
-  keep(name: string, { devices, need }: GpuAssignment): void {
-    if (devices === null || devices.length === 0 || need.kind === "unplaced") {
-      return;
-    }
-    const units = need.kind === "share" ? toUnits(need.share) : undefined;
-    this.#hold({ name, devices: [...devices], units });
-  }
-
-  takeWhole(name: string, count: number): string[] {
+  takeWhole(name: string, count: number): readonly string[] {
     if (count === 0) return [];
     const free = this.#open.filter((device) => this.#isFree(device));
     if (free.length < count) {
@@ -341,11 +324,15 @@ class Layout {
       );
     }
     const devices = this.#adjacentRun(count) ?? free.slice(0, count);
-    return this.#hold({ name, devices });
+    return this.hold({ name, devices });
   }
 
-  takeShare(name: string, share: number): string[] {
-    const units = toUnits(share);
+  takeShare(
+    name: string,
+    need: GpuNeed & { kind: "share" },
+  ): readonly string[] {
+    const { share } = need;
+    const units = unitsOf(need);
     const device =
       this.#open.find((entry) =>
         !this.#isFree(entry) && this.#fits(entry, units)
@@ -356,7 +343,7 @@ class Layout {
         `needs ${share} of a GPU, 0 free and none with ${share} left ${this.#where()}`,
       );
     }
-    return this.#hold({ name, devices: [device], units });
+    return this.hold({ name, devices: [device], units });
   }
 
   #on(device: string): Hold[] {
@@ -376,7 +363,7 @@ class Layout {
     return holds.reduce((sum, h) => sum + h.units!, units) <= WHOLE;
   }
 
-  #hold(hold: Hold): string[] {
+  hold(hold: Hold): readonly string[] {
     this.#holds.push(hold);
     return hold.devices;
   }
@@ -411,8 +398,9 @@ class Layout {
   }
 }
 
-function toUnits(share: number): number {
-  return Math.max(1, Math.min(WHOLE, Math.round(share * WHOLE)));
+function unitsOf(need: GpuNeed): number | undefined {
+  if (need.kind !== "share") return undefined;
+  return Math.max(1, Math.min(WHOLE, Math.round(need.share * WHOLE)));
 }
 
 export function formatGpuList(entries: readonly string[]): string {
@@ -438,9 +426,7 @@ function isIndex(entry: string): boolean {
 export function gpuEnv(
   assignment: GpuAssignment | undefined,
 ): Record<string, string> {
-  if (assignment === undefined || assignment.devices === null) return {};
-  const need = assignment.need;
-  if (need.kind !== "unplaced" && need.pinned !== undefined) return {};
+  if (!assignment?.devices || assignment.need.pinned) return {};
   return { CUDA_VISIBLE_DEVICES: assignment.devices.join(",") };
 }
 
@@ -462,4 +448,20 @@ export function gpuPoolLine(detection: GpuDetection): string {
     : `GPU pool ${
       formatGpuList(detection.pool.entries)
     } (from ${detection.source})`;
+}
+
+// The start gate's rule 1 known in advance, for `--dry-run`: engine name →
+// the earlier engines (request order) sharing one of its devices.
+export function startWaits(
+  engines: readonly {
+    readonly name: string;
+    readonly devices: readonly string[] | null;
+  }[],
+): Map<string, string[]> {
+  return new Map(engines.map((engine, i) => [
+    engine.name,
+    engines.slice(0, i).filter((earlier) =>
+      earlier.devices?.some((device) => engine.devices?.includes(device))
+    ).map((earlier) => earlier.name),
+  ]));
 }
