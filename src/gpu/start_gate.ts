@@ -35,7 +35,6 @@ export const WAIT_REASONS = [
 
 export type WaitReason = typeof WAIT_REASONS[number];
 
-/** As `waiting_for` reports it. */
 export interface WaitingFor {
   readonly reason: WaitReason;
   readonly devices: readonly string[];
@@ -146,16 +145,15 @@ export class GpuStartGate {
     what: string,
     signal?: AbortSignal,
   ): Promise<void> {
-    let loading = this.loadingOn(devices, name);
+    const loading = this.loadingOn(devices, name);
     if (loading === undefined) return;
     log.info(
       `${what} waits until engine ${loading} on GPU ${
         devices.join(",")
       } has started (it measures the device's free memory while it loads)`,
     );
-    while (loading !== undefined && !signal?.aborted) {
+    while (this.loadingOn(devices, name) !== undefined && !signal?.aborted) {
       await this.#wait(undefined, signal);
-      loading = this.loadingOn(devices, name);
     }
   }
 
@@ -381,7 +379,6 @@ export class GpuStartGate {
     return `; held by ${who.join("; ")}`;
   }
 
-  /** Until woken, aborted or `ms` passed. */
   #wait(ms: number | undefined, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve) => {
       // Aborted while the facts were read: that event will not come again.
