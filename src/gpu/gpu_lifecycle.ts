@@ -32,7 +32,6 @@ export interface GpuRun {
   readonly state: string;
   readonly gpus: readonly string[] | null;
   readonly pgid: number | undefined;
-  /** Each device's used MiB just before the run spawned. */
   readonly gpuStartUsed: Readonly<Record<string, number>>;
   observeGpuMemory(reading: GpuReading | null): void;
 }

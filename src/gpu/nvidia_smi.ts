@@ -57,14 +57,9 @@ export type NvidiaSmiRun =
   };
 
 const NVIDIA_SMI = "nvidia-smi";
-const DEVICE_ARGS = [
-  "--query-gpu=index,uuid,memory.total,memory.used",
-  "--format=csv,noheader,nounits",
-];
-const PROCESS_ARGS = [
-  "--query-compute-apps=pid,used_memory,gpu_uuid",
-  "--format=csv,noheader,nounits",
-];
+const CSV = "--format=csv,noheader,nounits";
+const DEVICE_ARGS = ["--query-gpu=index,uuid,memory.total,memory.used", CSV];
+const PROCESS_ARGS = ["--query-compute-apps=pid,used_memory,gpu_uuid", CSV];
 // More output is a failure: a cut line would read as a fact.
 const CAP = 64 * 1024;
 

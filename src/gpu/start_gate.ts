@@ -17,6 +17,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import type { ProcStat } from "../engines/proc.ts";
 import {
   deviceOf,
   type GpuMonitor,
@@ -45,10 +46,7 @@ export type GpuFacts =
   & Pick<GpuMonitor, "snapshot" | "mark">
   & Partial<Pick<GpuMonitor, "next">>;
 
-export interface ProcessFacts {
-  readonly pgid: number;
-  readonly comm: string;
-}
+export type ProcessFacts = Pick<ProcStat, "pgid" | "comm">;
 
 export interface StartGateOptions {
   /** Absent when no pool is placed: rules 2 to 4 are skipped. */
