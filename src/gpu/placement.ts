@@ -80,20 +80,15 @@ export function readsIntegerDevices(card: ModelCard): boolean {
 function integerEntries(
   placement: Placement,
   card: ModelCard,
-): { entries: string[]; mapped: boolean; unmapped: string[] } | undefined {
+): string[] | undefined {
   const visible = gpuEnv(placement.assigned[card.name]).CUDA_VISIBLE_DEVICES;
   if (!visible || !readsIntegerDevices(card)) return undefined;
-  let mapped = false;
-  const unmapped: string[] = [];
-  const entries = visible.split(",").map((entry) => {
-    if (/^\d+$/.test(entry) || entry.startsWith("MIG-")) return entry;
-    const index = placement.snapshot &&
-      deviceOf(entry, placement.snapshot)?.index;
-    if (index === undefined) unmapped.push(entry);
-    else mapped = true;
-    return index ?? entry;
-  });
-  return { entries, mapped, unmapped };
+  const { snapshot } = placement;
+  return visible.split(",").map((entry) =>
+    isIndex(entry) || entry.startsWith("MIG-")
+      ? entry
+      : (snapshot && deviceOf(entry, snapshot)?.index) ?? entry
+  );
 }
 
 export function devicesOf(
@@ -108,10 +103,11 @@ export function placementEnv(
   card: ModelCard,
 ): Record<string, string> {
   const env = gpuEnv(placement.assigned[card.name]);
-  const integers = integerEntries(placement, card);
-  if (integers) env.CUDA_VISIBLE_DEVICES = integers.entries.join(",");
+  const integers = integerEntries(placement, card)?.join(",");
+  const mapped = integers && integers !== env.CUDA_VISIBLE_DEVICES;
+  if (integers) env.CUDA_VISIBLE_DEVICES = integers;
   if (
-    (placement.pciOrder || integers?.mapped) && env.CUDA_VISIBLE_DEVICES &&
+    (placement.pciOrder || mapped) && env.CUDA_VISIBLE_DEVICES &&
     card.env.CUDA_DEVICE_ORDER === undefined
   ) {
     env.CUDA_DEVICE_ORDER = "PCI_BUS_ID";
@@ -139,7 +135,8 @@ export function placementReport(
     lines.push({ level: "info", text: gpuLine(name, a) });
   }
   for (const card of cards) {
-    const unmapped = integerEntries(placement, card)?.unmapped ?? [];
+    const unmapped = integerEntries(placement, card)
+      ?.filter((entry) => !isIndex(entry) && !entry.startsWith("MIG-")) ?? [];
     if (unmapped.length === 0) continue;
     lines.push({
       level: "warn",
