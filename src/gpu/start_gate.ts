@@ -163,13 +163,10 @@ export class GpuStartGate {
     try {
       while (true) {
         request.signal?.throwIfAborted();
-        let held = this.#busy(waiter);
-        if (held === undefined) {
-          held = await this.#facts(waiter);
+        const held = this.#busy(waiter) ?? await this.#facts(waiter) ??
           // The world may have moved while nvidia-smi answered.
-          held ??= this.#busy(waiter);
-          if (held === undefined) return this.#grant(waiter);
-        }
+          this.#busy(waiter);
+        if (held === undefined) return this.#grant(waiter);
         // Rule 1 waits for a wake; a release is looked at soon.
         const { intervalMs } = this.#options;
         // Armed before the yield: a wake while the asker reads it is not lost.
@@ -243,10 +240,8 @@ export class GpuStartGate {
     waiter.looked = facts.mark();
     if (!snapshot) return undefined;
     waiter.last = snapshot;
-    const { request } = waiter;
     return this.#release(waiter, snapshot) ??
-      this.#errored(request.devices, snapshot) ??
-      (request.memory && this.#free(waiter, request.memory, snapshot));
+      this.#errored(waiter, snapshot) ?? this.#free(waiter, snapshot);
   }
 
   /** Rule 2: the dead run's pids gone, or its memory back in two readings in a row. */
@@ -301,11 +296,10 @@ export class GpuStartGate {
   }
 
   /** Rule 3: a device whose memory reads as an error (Xid: `ERR!`, `[GPU requires reset]`). */
-  #errored(
-    devices: readonly string[],
-    snapshot: GpuSnapshot,
-  ): WaitingFor | undefined {
-    const bad = devices.filter((e) => deviceOf(e, snapshot)?.error);
+  #errored(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
+    const bad = waiter.request.devices.filter((e) =>
+      deviceOf(e, snapshot)?.error
+    );
     if (bad.length === 0) return undefined;
     return {
       reason: "gpu-error",
@@ -316,12 +310,9 @@ export class GpuStartGate {
   }
 
   /** Rule 4: each device has the fraction of its total free. */
-  #free(
-    waiter: Waiter,
-    need: GpuMemoryNeed,
-    snapshot: GpuSnapshot,
-  ): WaitingFor | undefined {
-    const { name, devices } = waiter.request;
+  #free(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
+    const { name, devices, memory: need } = waiter.request;
+    if (!need) return undefined;
     for (const entry of devices) {
       const device = deviceOf(entry, snapshot);
       if (!device?.memoryKnown) {
