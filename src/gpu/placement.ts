@@ -205,26 +205,22 @@ export function placeGpus(
     );
   }
   if (pool === undefined) return unplacedLayout(cards);
-  const layout = new Layout(pool, options.avoid);
-  for (const [name, { devices, need }] of options.held ?? []) {
-    if (devices?.length) layout.hold({ name, devices, units: unitsOf(need) });
+  const layout = new Layout(pool, options.held, options.avoid);
+  const needs = cards.map((card) => [card.name, gpuNeed(card)] as const);
+  // Pinned cards are placed before the rest.
+  for (const [name, need] of needs) {
+    if (need.pinned) layout.pin(name, need);
   }
-  // Keys in request order; pinned cards are placed before the rest.
-  const result = new Map<string, GpuAssignment>(
-    cards.map((card) => [card.name, { devices: null, need: gpuNeed(card) }]),
-  );
-  for (const [name, { need }] of result) {
-    if (need.pinned) {
-      result.set(name, { devices: layout.pin(name, need), need });
-    }
+  for (const [name, need] of needs) {
+    if (need.pinned) continue;
+    if (need.kind === "whole") layout.takeWhole(name, need);
+    if (need.kind === "share") layout.takeShare(name, need);
   }
-  for (const [name, { need }] of result) {
-    if (need.kind === "unplaced" || need.pinned) continue;
-    const devices = need.kind === "whole"
-      ? layout.takeWhole(name, need.count)
-      : layout.takeShare(name, need);
-    result.set(name, { devices, need });
-  }
+  // Keys in request order.
+  const result = new Map(needs.map(([name, need]) => [
+    name,
+    layout.placed.get(name) ?? { devices: null, need },
+  ]));
   for (const [name, { devices, need }] of result) {
     if (
       devices && devices.length > 1 && devices.some((d) => d.startsWith("MIG-"))
@@ -257,23 +253,21 @@ function unplacedLayout(
 // Shares in millionths of a device, so that 0.3 + 0.3 + 0.4 fills one exactly.
 const WHOLE = 1_000_000;
 
-/** `units` undefined: whole devices. */
-interface Hold {
-  readonly name: string;
-  readonly devices: readonly string[];
-  readonly units?: number | undefined;
-}
-
 class Layout {
-  readonly #pool: GpuPool;
+  readonly #explicit: boolean;
   readonly #order: readonly string[];
   readonly #numeric: boolean;
   readonly #open: readonly string[];
-  /** In placement order, for refusal messages. */
-  readonly #holds: Hold[] = [];
+  /** The held ones, then in placement order (for refusal messages). */
+  readonly placed: Map<string, GpuAssignment>;
 
-  constructor(pool: GpuPool, avoid: ReadonlySet<string> = new Set()) {
-    this.#pool = pool;
+  constructor(
+    pool: GpuPool,
+    held: ReadonlyMap<string, GpuAssignment> = new Map(),
+    avoid: ReadonlySet<string> = new Set(),
+  ) {
+    this.#explicit = pool.explicit;
+    this.placed = new Map(held);
     const entries = [...new Set(pool.entries)];
     this.#numeric = entries.every(isIndex);
     this.#order = this.#numeric
@@ -282,11 +276,10 @@ class Layout {
     this.#open = this.#order.filter((entry) => !avoid.has(entry));
   }
 
-  pin(name: string, need: GpuNeed): readonly string[] {
-    const devices = need.pinned!;
+  pin(name: string, need: GpuNeed): void {
     const units = unitsOf(need);
-    for (const device of devices) {
-      if (this.#pool.explicit && !this.#order.includes(device)) {
+    for (const device of need.pinned!) {
+      if (this.#explicit && !this.#order.includes(device)) {
         throw new GpuPlacementError(
           name,
           `its CUDA_VISIBLE_DEVICES pins GPU ${device}, outside the pool ${
@@ -294,7 +287,7 @@ class Layout {
           } given by --gpus (expected devices from that pool, or a wider --gpus)`,
         );
       }
-      const others = this.#on(device).map((hold) => hold.name);
+      const others = this.#on(device).map(([other]) => other);
       if (others.length > 0 && !this.#fits(device, units)) {
         throw new GpuPlacementError(
           name,
@@ -306,11 +299,11 @@ class Layout {
         );
       }
     }
-    return this.hold({ name, devices, units });
+    this.placed.set(name, { devices: need.pinned!, need });
   }
 
-  takeWhole(name: string, count: number): readonly string[] {
-    if (count === 0) return [];
+  takeWhole(name: string, need: GpuNeed & { kind: "whole" }): void {
+    const { count } = need;
     const free = this.#open.filter((device) => this.#isFree(device));
     if (free.length < count) {
       throw new GpuPlacementError(
@@ -321,13 +314,10 @@ class Layout {
       );
     }
     const devices = this.#adjacentRun(count) ?? free.slice(0, count);
-    return this.hold({ name, devices });
+    this.placed.set(name, { devices, need });
   }
 
-  takeShare(
-    name: string,
-    need: GpuNeed & { kind: "share" },
-  ): readonly string[] {
+  takeShare(name: string, need: GpuNeed & { kind: "share" }): void {
     const { share } = need;
     const units = unitsOf(need);
     const device =
@@ -340,11 +330,11 @@ class Layout {
         `needs ${share} of a GPU, 0 free and none with ${share} left ${this.#where()}`,
       );
     }
-    return this.hold({ name, devices: [device], units });
+    this.placed.set(name, { devices: [device], need });
   }
 
-  #on(device: string): Hold[] {
-    return this.#holds.filter((hold) => hold.devices.includes(device));
+  #on(device: string): [string, GpuAssignment][] {
+    return [...this.placed].filter(([, a]) => a.devices?.includes(device));
   }
 
   #isFree(device: string): boolean {
@@ -353,16 +343,9 @@ class Layout {
 
   /** Whether a share of `units` fits beside the device's holds; a whole device never does. */
   #fits(device: string, units: number | undefined): boolean {
-    const holds = this.#on(device);
-    if (units === undefined || holds.some((h) => h.units === undefined)) {
-      return false;
-    }
-    return holds.reduce((sum, h) => sum + h.units!, units) <= WHOLE;
-  }
-
-  hold(hold: Hold): readonly string[] {
-    this.#holds.push(hold);
-    return hold.devices;
+    const held = this.#on(device).map(([, a]) => unitsOf(a.need));
+    if (units === undefined || held.includes(undefined)) return false;
+    return held.reduce((sum: number, u) => sum + u!, units) <= WHOLE;
   }
 
   #adjacentRun(count: number): string[] | undefined {
@@ -382,8 +365,9 @@ class Layout {
   }
 
   #where(): string {
-    const held = this.#holds.flatMap(({ name, devices, units }) => {
-      const inPool = devices.filter((device) => this.#order.includes(device));
+    const held = [...this.placed].flatMap(([name, { devices, need }]) => {
+      const inPool = devices?.filter((d) => this.#order.includes(d)) ?? [];
+      const units = unitsOf(need);
       const share = units === undefined ? "" : `${units / WHOLE} of `;
       return inPool.length > 0
         ? [`${name} holds ${share}${inPool.join(",")}`]
