@@ -216,7 +216,6 @@ export function placeGpus(
     if (need.kind === "whole") layout.takeWhole(name, need);
     if (need.kind === "share") layout.takeShare(name, need);
   }
-  // Keys in request order.
   const result = new Map(needs.map(([name, need]) => [
     name,
     layout.placed.get(name) ?? { devices: null, need },
