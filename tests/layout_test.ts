@@ -66,7 +66,6 @@ const PURE: Record<string, readonly string[]> = {
     "engines/kinds",
   ],
   "supervision/restart_policy.ts": ["catalogue"],
-  "gpu/start_order.ts": [],
   // Pure but for the facts handed in: the weight size and one nvidia-smi look.
   "gpu/weights_fit.ts": [
     "catalogue",

@@ -2,7 +2,7 @@
 // `CUDA_VISIBLE_DEVICES`, else `nvidia-smi`, else no pool. A failing
 // `nvidia-smi` is a warning and no pool, never an error.
 import { ConfigError } from "../common/config_error.ts";
-import { clip } from "../common/one_line.ts";
+import { clip, foldLines } from "../common/one_line.ts";
 import type { GpuDetection } from "./placement.ts";
 import { parseVisibleDevices } from "./need.ts";
 import {
@@ -22,10 +22,7 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
   const trimmed = text.trim();
   function bad(detail: string): ConfigError {
     return new ConfigError(
-      `Cannot use ${what}=${JSON.stringify(text)}: ${detail}`.replace(
-        /[\r\n]+/g,
-        " ",
-      ),
+      foldLines(`Cannot use ${what}=${JSON.stringify(text)}: ${detail}`),
     );
   }
   if (trimmed.toLowerCase() === "none") return "none";

@@ -32,7 +32,6 @@ export interface GpuRun {
   readonly state: string;
   readonly gpus: readonly string[] | null;
   readonly pgid: number | undefined;
-  /** Each device's used MiB just before the run spawned. */
   readonly gpuStartUsed: Readonly<Record<string, number>>;
   observeGpuMemory(reading: GpuReading | null): void;
 }
@@ -58,13 +57,12 @@ export class GpuLifecycle {
       intervalMs: options.intervalMs,
       releaseTimeoutMs: options.releaseTimeoutMs,
       processes: procStats,
-      ownGroups: () => {
-        const groups = new Map<number, string>();
-        for (const run of options.runs()) {
-          if (run.pgid !== undefined) groups.set(run.pgid, run.name);
-        }
-        return groups;
-      },
+      ownGroups: () =>
+        new Map(
+          options.runs().flatMap((run) =>
+            run.pgid === undefined ? [] : [[run.pgid, run.name]]
+          ),
+        ),
       // Asleep (llama-server's --sleep-idle-seconds, vLLM's /sleep) an engine
       // frees most of its memory; the gate keeps it for its wake.
       asleep: (entry) => {
@@ -87,14 +85,8 @@ export class GpuLifecycle {
     // Younger than half an interval: a fresh answer each round while nvidia-smi
     // is quick, never more than one query a round when it is slow.
     const snapshot = await monitor.snapshot(intervalMs / 2);
-    const groups = new Map<number, number>();
-    for (
-      const [pid, facts] of procStats(
-        snapshot?.processes.map((p) => p.pid) ?? [],
-      )
-    ) {
-      groups.set(pid, facts.pgid);
-    }
+    const live = procStats(snapshot?.processes.map((p) => p.pid) ?? []);
+    const groups = new Map([...live].map(([pid, { pgid }]) => [pid, pgid]));
     for (const run of placed) {
       const reading = snapshot && run.pgid !== undefined
         ? runMemory(snapshot, run.gpus!, run.pgid, groups, run.gpuStartUsed)
@@ -187,10 +179,9 @@ export function waitSeconds(
   facts: GateFacts,
   now: number = Date.now(),
 ): Partial<Record<WaitReason, number>> {
-  const out: Partial<Record<WaitReason, number>> = {};
-  for (const [reason, ms] of Object.entries(facts.ms)) {
-    out[reason as WaitReason] = ms / 1000;
-  }
+  const out: Partial<Record<WaitReason, number>> = Object.fromEntries(
+    Object.entries(facts.ms).map(([reason, ms]) => [reason, ms / 1000]),
+  );
   const current = facts.waiting?.reason;
   if (current !== undefined) {
     out[current] = (out[current] ?? 0) + (now - facts.since) / 1000;
@@ -200,12 +191,12 @@ export function waitSeconds(
 
 export function releasedBy(facts: GateFacts): Released {
   const { settled, startUsed, pgid } = facts;
-  const devices: Record<string, number> = {};
-  if (settled) {
-    for (const [entry, used] of Object.entries(settled.usedMiB)) {
-      devices[entry] = used - (settled.mib[entry] ?? 0);
-    }
-  } else Object.assign(devices, startUsed); // died loading
+  const devices = settled
+    ? Object.fromEntries(
+      Object.entries(settled.usedMiB)
+        .map(([entry, used]) => [entry, used - (settled.mib[entry] ?? 0)]),
+    )
+    : startUsed; // died loading
   const pids = new Set(settled?.pids ?? []);
   if (pgid !== undefined) pids.add(pgid);
   return { devices, pids: [...pids], byPid: settled?.by === "pid" };

@@ -87,13 +87,12 @@ export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
 }
 
 // Data-parallel replicas each hold the whole model: they do not divide it.
-export function weightSplit(card: ModelCard): { ways: number; from: string } {
+export function weightSplit(card: ModelCard): { count: number; from: string } {
   const names = ENGINE_KINDS[card.engine]?.splitFlags ?? [];
-  const { count, from } = sizeProduct(
+  return sizeProduct(
     asPlacement(card, () => names.map((flags) => sizeFlag(card.args, flags)))
-      .filter((f) => f !== undefined && f.size > 1),
+      .filter((size) => size && size.size > 1),
   );
-  return { ways: count, from };
 }
 
 function isShare(gpus: number | undefined): gpus is number {

@@ -57,14 +57,9 @@ export type NvidiaSmiRun =
   };
 
 const NVIDIA_SMI = "nvidia-smi";
-const DEVICE_ARGS = [
-  "--query-gpu=index,uuid,memory.total,memory.used",
-  "--format=csv,noheader,nounits",
-];
-const PROCESS_ARGS = [
-  "--query-compute-apps=pid,used_memory,gpu_uuid",
-  "--format=csv,noheader,nounits",
-];
+const CSV = "--format=csv,noheader,nounits";
+const DEVICE_ARGS = ["--query-gpu=index,uuid,memory.total,memory.used", CSV];
+const PROCESS_ARGS = ["--query-compute-apps=pid,used_memory,gpu_uuid", CSV];
 // More output is a failure: a cut line would read as a fact.
 const CAP = 64 * 1024;
 
@@ -271,7 +266,6 @@ export class GpuMonitor {
     | undefined;
   #marks = 0;
   #queries = 0;
-  #failuresInRow = 0;
   #failures = new FailureRun("query GPUs", "warn");
   #next: { mark: number; resolve: (snapshot: GpuSnapshot) => void }[] = [];
 
@@ -342,7 +336,6 @@ export class GpuMonitor {
     }
     if (answer.ok) {
       this.#failures.ok();
-      this.#failuresInRow = 0;
       const { snapshot } = answer;
       this.#latest = { snapshot, came: this.#now(), backoffMs: 0, mark };
       this.#next = this.#next.filter((next) => {
@@ -355,11 +348,11 @@ export class GpuMonitor {
     this.#failures.fail(
       `${answer.error}; rules needing GPU memory facts are skipped while it fails`,
     );
+    const doubled = 2 * (this.#latest?.backoffMs || FIRST_BACKOFF_MS / 2);
     const backoffMs = answer.absent ? this.#maxBackoffMs : Math.min(
       this.#maxBackoffMs,
-      FIRST_BACKOFF_MS * 2 ** Math.min(this.#failuresInRow, 30),
+      doubled,
     );
-    this.#failuresInRow++;
     this.#latest = { snapshot: undefined, came: this.#now(), backoffMs, mark };
     return undefined;
   }

@@ -44,10 +44,7 @@ export interface Placement {
   readonly pciOrder: boolean;
 }
 
-export interface ReportLine {
-  readonly level: "info" | "warn";
-  readonly text: string;
-}
+export type ReportLine = { level: "info" | "warn"; text: string };
 
 /** @throws {GpuPlacementError} When a card does not fit. */
 export function placeEngines(
@@ -74,7 +71,6 @@ export function placeEngines(
   return replacePlacement(nothing, cards, new Set(cards.map((c) => c.name)));
 }
 
-/** vLLM reads `CUDA_VISIBLE_DEVICES` entries as integers. */
 export function readsIntegerDevices(card: ModelCard): boolean {
   return ENGINE_KINDS[card.engine]?.integerDevices === true;
 }
@@ -84,20 +80,15 @@ export function readsIntegerDevices(card: ModelCard): boolean {
 function integerEntries(
   placement: Placement,
   card: ModelCard,
-): { entries: string[]; mapped: boolean; unmapped: string[] } | undefined {
+): string[] | undefined {
   const visible = gpuEnv(placement.assigned[card.name]).CUDA_VISIBLE_DEVICES;
   if (!visible || !readsIntegerDevices(card)) return undefined;
-  let mapped = false;
-  const unmapped: string[] = [];
-  const entries = visible.split(",").map((entry) => {
-    if (/^\d+$/.test(entry) || entry.startsWith("MIG-")) return entry;
-    const index = placement.snapshot &&
-      deviceOf(entry, placement.snapshot)?.index;
-    if (index === undefined) unmapped.push(entry);
-    else mapped = true;
-    return index ?? entry;
-  });
-  return { entries, mapped, unmapped };
+  const { snapshot } = placement;
+  return visible.split(",").map((entry) =>
+    isIndex(entry) || entry.startsWith("MIG-")
+      ? entry
+      : (snapshot && deviceOf(entry, snapshot)?.index) ?? entry
+  );
 }
 
 export function devicesOf(
@@ -112,10 +103,11 @@ export function placementEnv(
   card: ModelCard,
 ): Record<string, string> {
   const env = gpuEnv(placement.assigned[card.name]);
-  const integers = integerEntries(placement, card);
-  if (integers) env.CUDA_VISIBLE_DEVICES = integers.entries.join(",");
+  const integers = integerEntries(placement, card)?.join(",");
+  const mapped = integers && integers !== env.CUDA_VISIBLE_DEVICES;
+  if (integers) env.CUDA_VISIBLE_DEVICES = integers;
   if (
-    (placement.pciOrder || integers?.mapped) && env.CUDA_VISIBLE_DEVICES &&
+    (placement.pciOrder || mapped) && env.CUDA_VISIBLE_DEVICES &&
     card.env.CUDA_DEVICE_ORDER === undefined
   ) {
     env.CUDA_DEVICE_ORDER = "PCI_BUS_ID";
@@ -143,7 +135,8 @@ export function placementReport(
     lines.push({ level: "info", text: gpuLine(name, a) });
   }
   for (const card of cards) {
-    const unmapped = integerEntries(placement, card)?.unmapped ?? [];
+    const unmapped = integerEntries(placement, card)
+      ?.filter((entry) => !isIndex(entry) && !entry.startsWith("MIG-")) ?? [];
     if (unmapped.length === 0) continue;
     lines.push({
       level: "warn",
@@ -212,26 +205,21 @@ export function placeGpus(
     );
   }
   if (pool === undefined) return unplacedLayout(cards);
-  const layout = new Layout(pool, options.avoid);
-  for (const [name, assignment] of options.held ?? []) {
-    layout.keep(name, assignment);
+  const layout = new Layout(pool, options.held, options.avoid);
+  const needs = cards.map((card) => [card.name, gpuNeed(card)] as const);
+  // Pinned cards are placed before the rest.
+  for (const [name, need] of needs) {
+    if (need.pinned) layout.pin(name, need);
   }
-  // Keys in request order; pinned cards are placed before the rest.
-  const result = new Map<string, GpuAssignment>(
-    cards.map((card) => [card.name, { devices: null, need: gpuNeed(card) }]),
-  );
-  for (const [name, { need }] of result) {
-    if (need.kind !== "unplaced" && need.pinned !== undefined) {
-      result.set(name, { devices: layout.pin(name, need), need });
-    }
+  for (const [name, need] of needs) {
+    if (need.pinned) continue;
+    if (need.kind === "whole") layout.takeWhole(name, need);
+    if (need.kind === "share") layout.takeShare(name, need);
   }
-  for (const [name, { need }] of result) {
-    if (need.kind === "unplaced" || need.pinned !== undefined) continue;
-    const devices = need.kind === "whole"
-      ? layout.takeWhole(name, need.count)
-      : layout.takeShare(name, need.share);
-    result.set(name, { devices, need });
-  }
+  const result = new Map(needs.map(([name, need]) => [
+    name,
+    layout.placed.get(name) ?? { devices: null, need },
+  ]));
   for (const [name, { devices, need }] of result) {
     if (
       devices && devices.length > 1 && devices.some((d) => d.startsWith("MIG-"))
@@ -252,40 +240,33 @@ function unplacedLayout(
   cards: readonly ModelCard[],
 ): Map<string, GpuAssignment> {
   return new Map(cards.map((card): [string, GpuAssignment] => {
-    if (card.env["CUDA_VISIBLE_DEVICES"] === undefined && card.gpus !== 0) {
-      return [card.name, {
-        devices: null,
-        need: { kind: "unplaced", from: "no GPU pool" },
-      }];
-    }
-    const need = gpuNeed(card);
-    return [card.name, {
-      devices: need.kind === "unplaced" ? null : need.pinned ?? [],
-      need,
-    }];
+    const need: GpuNeed =
+      card.env["CUDA_VISIBLE_DEVICES"] === undefined && card.gpus !== 0
+        ? { kind: "unplaced", from: "no GPU pool" }
+        : gpuNeed(card);
+    const devices = need.kind === "unplaced" ? null : need.pinned ?? [];
+    return [card.name, { devices, need }];
   }));
 }
 
 // Shares in millionths of a device, so that 0.3 + 0.3 + 0.4 fills one exactly.
 const WHOLE = 1_000_000;
 
-/** `units` undefined: whole devices. */
-interface Hold {
-  readonly name: string;
-  readonly devices: string[];
-  readonly units?: number | undefined;
-}
-
 class Layout {
-  readonly #pool: GpuPool;
+  readonly #explicit: boolean;
   readonly #order: readonly string[];
   readonly #numeric: boolean;
   readonly #open: readonly string[];
-  /** In placement order, for refusal messages. */
-  readonly #holds: Hold[] = [];
+  /** The held ones, then in placement order (for refusal messages). */
+  readonly placed: Map<string, GpuAssignment>;
 
-  constructor(pool: GpuPool, avoid: ReadonlySet<string> = new Set()) {
-    this.#pool = pool;
+  constructor(
+    pool: GpuPool,
+    held: ReadonlyMap<string, GpuAssignment> = new Map(),
+    avoid: ReadonlySet<string> = new Set(),
+  ) {
+    this.#explicit = pool.explicit;
+    this.placed = new Map(held);
     const entries = [...new Set(pool.entries)];
     this.#numeric = entries.every(isIndex);
     this.#order = this.#numeric
@@ -294,11 +275,10 @@ class Layout {
     this.#open = this.#order.filter((entry) => !avoid.has(entry));
   }
 
-  pin(name: string, need: Exclude<GpuNeed, { kind: "unplaced" }>): string[] {
-    const devices = [...need.pinned!];
-    const units = need.kind === "share" ? toUnits(need.share) : undefined;
-    for (const device of devices) {
-      if (this.#pool.explicit && !this.#order.includes(device)) {
+  pin(name: string, need: GpuNeed): void {
+    const units = unitsOf(need);
+    for (const device of need.pinned!) {
+      if (this.#explicit && !this.#order.includes(device)) {
         throw new GpuPlacementError(
           name,
           `its CUDA_VISIBLE_DEVICES pins GPU ${device}, outside the pool ${
@@ -306,7 +286,7 @@ class Layout {
           } given by --gpus (expected devices from that pool, or a wider --gpus)`,
         );
       }
-      const others = this.#on(device).map((hold) => hold.name);
+      const others = this.#on(device).map(([other]) => other);
       if (others.length > 0 && !this.#fits(device, units)) {
         throw new GpuPlacementError(
           name,
@@ -318,19 +298,11 @@ class Layout {
         );
       }
     }
-    return this.#hold({ name, devices, units });
+    this.placed.set(name, { devices: need.pinned!, need });
   }
 
-  keep(name: string, { devices, need }: GpuAssignment): void {
-    if (devices === null || devices.length === 0 || need.kind === "unplaced") {
-      return;
-    }
-    const units = need.kind === "share" ? toUnits(need.share) : undefined;
-    this.#hold({ name, devices: [...devices], units });
-  }
-
-  takeWhole(name: string, count: number): string[] {
-    if (count === 0) return [];
+  takeWhole(name: string, need: GpuNeed & { kind: "whole" }): void {
+    const { count } = need;
     const free = this.#open.filter((device) => this.#isFree(device));
     if (free.length < count) {
       throw new GpuPlacementError(
@@ -341,11 +313,12 @@ class Layout {
       );
     }
     const devices = this.#adjacentRun(count) ?? free.slice(0, count);
-    return this.#hold({ name, devices });
+    this.placed.set(name, { devices, need });
   }
 
-  takeShare(name: string, share: number): string[] {
-    const units = toUnits(share);
+  takeShare(name: string, need: GpuNeed & { kind: "share" }): void {
+    const { share } = need;
+    const units = unitsOf(need);
     const device =
       this.#open.find((entry) =>
         !this.#isFree(entry) && this.#fits(entry, units)
@@ -356,11 +329,11 @@ class Layout {
         `needs ${share} of a GPU, 0 free and none with ${share} left ${this.#where()}`,
       );
     }
-    return this.#hold({ name, devices: [device], units });
+    this.placed.set(name, { devices: [device], need });
   }
 
-  #on(device: string): Hold[] {
-    return this.#holds.filter((hold) => hold.devices.includes(device));
+  #on(device: string): [string, GpuAssignment][] {
+    return [...this.placed].filter(([, a]) => a.devices?.includes(device));
   }
 
   #isFree(device: string): boolean {
@@ -369,16 +342,9 @@ class Layout {
 
   /** Whether a share of `units` fits beside the device's holds; a whole device never does. */
   #fits(device: string, units: number | undefined): boolean {
-    const holds = this.#on(device);
-    if (units === undefined || holds.some((h) => h.units === undefined)) {
-      return false;
-    }
-    return holds.reduce((sum, h) => sum + h.units!, units) <= WHOLE;
-  }
-
-  #hold(hold: Hold): string[] {
-    this.#holds.push(hold);
-    return hold.devices;
+    const held = this.#on(device).map(([, a]) => unitsOf(a.need));
+    if (units === undefined || held.includes(undefined)) return false;
+    return held.reduce((sum: number, u) => sum + u!, units) <= WHOLE;
   }
 
   #adjacentRun(count: number): string[] | undefined {
@@ -398,8 +364,9 @@ class Layout {
   }
 
   #where(): string {
-    const held = this.#holds.flatMap(({ name, devices, units }) => {
-      const inPool = devices.filter((device) => this.#order.includes(device));
+    const held = [...this.placed].flatMap(([name, { devices, need }]) => {
+      const inPool = devices?.filter((d) => this.#order.includes(d)) ?? [];
+      const units = unitsOf(need);
       const share = units === undefined ? "" : `${units / WHOLE} of `;
       return inPool.length > 0
         ? [`${name} holds ${share}${inPool.join(",")}`]
@@ -411,8 +378,9 @@ class Layout {
   }
 }
 
-function toUnits(share: number): number {
-  return Math.max(1, Math.min(WHOLE, Math.round(share * WHOLE)));
+function unitsOf(need: GpuNeed): number | undefined {
+  if (need.kind !== "share") return undefined;
+  return Math.max(1, Math.min(WHOLE, Math.round(need.share * WHOLE)));
 }
 
 export function formatGpuList(entries: readonly string[]): string {
@@ -438,9 +406,7 @@ function isIndex(entry: string): boolean {
 export function gpuEnv(
   assignment: GpuAssignment | undefined,
 ): Record<string, string> {
-  if (assignment === undefined || assignment.devices === null) return {};
-  const need = assignment.need;
-  if (need.kind !== "unplaced" && need.pinned !== undefined) return {};
+  if (!assignment?.devices || assignment.need.pinned) return {};
   return { CUDA_VISIBLE_DEVICES: assignment.devices.join(",") };
 }
 
@@ -462,4 +428,20 @@ export function gpuPoolLine(detection: GpuDetection): string {
     : `GPU pool ${
       formatGpuList(detection.pool.entries)
     } (from ${detection.source})`;
+}
+
+// The start gate's rule 1 known in advance, for `--dry-run`: engine name →
+// the earlier engines (request order) sharing one of its devices.
+export function startWaits(
+  engines: readonly {
+    readonly name: string;
+    readonly devices: readonly string[] | null;
+  }[],
+): Map<string, string[]> {
+  return new Map(engines.map((engine, i) => [
+    engine.name,
+    engines.slice(0, i).filter((earlier) =>
+      earlier.devices?.some((device) => engine.devices?.includes(device))
+    ).map((earlier) => earlier.name),
+  ]));
 }

@@ -17,6 +17,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import type { ProcStat } from "../engines/proc.ts";
 import {
   deviceOf,
   type GpuMonitor,
@@ -35,7 +36,6 @@ export const WAIT_REASONS = [
 
 export type WaitReason = typeof WAIT_REASONS[number];
 
-/** As `waiting_for` reports it. */
 export interface WaitingFor {
   readonly reason: WaitReason;
   readonly devices: readonly string[];
@@ -46,10 +46,7 @@ export type GpuFacts =
   & Pick<GpuMonitor, "snapshot" | "mark">
   & Partial<Pick<GpuMonitor, "next">>;
 
-export interface ProcessFacts {
-  readonly pgid: number;
-  readonly comm: string;
-}
+export type ProcessFacts = Pick<ProcStat, "pgid" | "comm">;
 
 export interface StartGateOptions {
   /** Absent when no pool is placed: rules 2 to 4 are skipped. */
@@ -146,16 +143,15 @@ export class GpuStartGate {
     what: string,
     signal?: AbortSignal,
   ): Promise<void> {
-    let loading = this.loadingOn(devices, name);
+    const loading = this.loadingOn(devices, name);
     if (loading === undefined) return;
     log.info(
       `${what} waits until engine ${loading} on GPU ${
         devices.join(",")
       } has started (it measures the device's free memory while it loads)`,
     );
-    while (loading !== undefined && !signal?.aborted) {
+    while (this.loadingOn(devices, name) !== undefined && !signal?.aborted) {
       await this.#wait(undefined, signal);
-      loading = this.loadingOn(devices, name);
     }
   }
 
@@ -167,13 +163,10 @@ export class GpuStartGate {
     try {
       while (true) {
         request.signal?.throwIfAborted();
-        let held = this.#busy(waiter);
-        if (held === undefined) {
-          held = await this.#facts(waiter);
+        const held = this.#busy(waiter) ?? await this.#facts(waiter) ??
           // The world may have moved while nvidia-smi answered.
-          held ??= this.#busy(waiter);
-          if (held === undefined) return this.#grant(waiter);
-        }
+          this.#busy(waiter);
+        if (held === undefined) return this.#grant(waiter);
         // Rule 1 waits for a wake; a release is looked at soon.
         const { intervalMs } = this.#options;
         // Armed before the yield: a wake while the asker reads it is not lost.
@@ -247,10 +240,8 @@ export class GpuStartGate {
     waiter.looked = facts.mark();
     if (!snapshot) return undefined;
     waiter.last = snapshot;
-    const { request } = waiter;
     return this.#release(waiter, snapshot) ??
-      this.#errored(request.devices, snapshot) ??
-      (request.memory && this.#free(waiter, request.memory, snapshot));
+      this.#errored(waiter, snapshot) ?? this.#free(waiter, snapshot);
   }
 
   /** Rule 2: the dead run's pids gone, or its memory back in two readings in a row. */
@@ -305,11 +296,10 @@ export class GpuStartGate {
   }
 
   /** Rule 3: a device whose memory reads as an error (Xid: `ERR!`, `[GPU requires reset]`). */
-  #errored(
-    devices: readonly string[],
-    snapshot: GpuSnapshot,
-  ): WaitingFor | undefined {
-    const bad = devices.filter((e) => deviceOf(e, snapshot)?.error);
+  #errored(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
+    const bad = waiter.request.devices.filter((e) =>
+      deviceOf(e, snapshot)?.error
+    );
     if (bad.length === 0) return undefined;
     return {
       reason: "gpu-error",
@@ -320,12 +310,9 @@ export class GpuStartGate {
   }
 
   /** Rule 4: each device has the fraction of its total free. */
-  #free(
-    waiter: Waiter,
-    need: GpuMemoryNeed,
-    snapshot: GpuSnapshot,
-  ): WaitingFor | undefined {
-    const { name, devices } = waiter.request;
+  #free(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
+    const { name, devices, memory: need } = waiter.request;
+    if (!need) return undefined;
     for (const entry of devices) {
       const device = deviceOf(entry, snapshot);
       if (!device?.memoryKnown) {
@@ -381,7 +368,6 @@ export class GpuStartGate {
     return `; held by ${who.join("; ")}`;
   }
 
-  /** Until woken, aborted or `ms` passed. */
   #wait(ms: number | undefined, signal?: AbortSignal): Promise<void> {
     return new Promise<void>((resolve) => {
       // Aborted while the facts were read: that event will not come again.

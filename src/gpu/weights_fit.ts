@@ -10,16 +10,13 @@ import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
 const TIGHT = 0.9;
 const GIB = 1024 ** 3;
 
-interface WeightFit {
+// The smallest of the engine's devices decides.
+export function weightFitWarning({ card, devices, weightBytes, snapshot }: {
   readonly card: ModelCard;
   readonly devices: readonly string[] | null;
   readonly weightBytes: number;
   readonly snapshot: GpuSnapshot | undefined;
-}
-
-// The smallest of the engine's devices decides.
-export function weightFitWarning(fit: WeightFit): string | undefined {
-  const { card, devices, weightBytes, snapshot } = fit;
+}): string | undefined {
   if (!snapshot || !devices || devices.length === 0) return undefined;
   const need = gpuMemoryNeed(card);
   if (need === undefined) return undefined;
@@ -29,7 +26,7 @@ export function weightFitWarning(fit: WeightFit): string | undefined {
   if (totals.length === 0) return undefined;
   const totalMiB = Math.min(...totals);
   const split = weightSplit(card);
-  const mayUse = need.fraction * totalMiB * 1024 * 1024 * split.ways;
+  const mayUse = need.fraction * totalMiB * 1024 * 1024 * split.count;
   // A known need means the kind names its share flag.
   const kind = ENGINE_KINDS[card.engine]!;
   const flag = kind.memoryShare!.flag.slice(2);
@@ -37,7 +34,7 @@ export function weightFitWarning(fit: WeightFit): string | undefined {
   const where = `${devices.length === 1 ? "GPU" : "GPUs"} ${
     devices.join(",")
   } (${flag} ${need.fraction} × ${gib(totalMiB / 1024)} GiB${
-    split.ways > 1 ? ` × ${split.from}` : ""
+    split.count > 1 ? ` × ${split.from}` : ""
   })`;
   const weights = `${card.name}: weights ${(weightBytes / GIB).toFixed(1)} GiB`;
   const limit = `${(mayUse / GIB).toFixed(1)} GiB it may use on ${where}`;

@@ -7,8 +7,7 @@
 import { alignColumns } from "../common/columns.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed } from "../gpu/need.ts";
-import { gpuPoolLine } from "../gpu/placement.ts";
-import { startWaits } from "../gpu/start_order.ts";
+import { gpuPoolLine, startWaits } from "../gpu/placement.ts";
 import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
 import { urlHost } from "../common/settings.ts";

@@ -1,7 +1,7 @@
 import assert from "node:assert/strict";
 import { card } from "../support/gpu_cards.ts";
 import { weightFitWarning } from "../../src/gpu/weights_fit.ts";
-import { startWaits } from "../../src/gpu/start_order.ts";
+import { startWaits } from "../../src/gpu/placement.ts";
 import type { GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
 
 const GIB = 1024 ** 3;
