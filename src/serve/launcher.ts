@@ -41,14 +41,16 @@ import {
   reloadResult,
 } from "./diff.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
-import { LauncherSignals } from "./signals.ts";
+import { onShutdownSignal, SignalListeners } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { type GuardedServer, serveGuarded } from "../http/connection_guard.ts";
 import { reportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
 import { urlHost } from "../common/settings.ts";
-import { LauncherRecord } from "./launcher_record.ts";
+import { MetricsWriter } from "../metrics/file.ts";
+import { metricsSnapshot } from "../metrics/snapshot.ts";
+import type { ReloadMetrics } from "../metrics/text.ts";
 
 /** What runs: the plan in force and the objects that apply it. */
 interface Live {
@@ -74,7 +76,11 @@ interface Live {
  * import { Semioserve } from "@mymodel/serve";
  *
  * await using serve = new Semioserve({ models: ["llama-3"], directory: "/srv/mymodel" });
- * await serve.run();
+ * console.log((await serve.plan()).engines[0]?.command.join(" ")); // what a start runs
+ * const running = serve.run();
+ * const result = await serve.reload(); // as SIGHUP: "reload: 1 engine restarted (llama-3)"
+ * console.log(result.summary, serve.engineViews()[0]?.state);
+ * await running;
  * ```
  */
 export class Semioserve implements AsyncDisposable {
@@ -97,7 +103,9 @@ export class Semioserve implements AsyncDisposable {
   #shutdown = Promise.withResolvers<void>();
   /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
   #stopping = new AbortController();
-  #record: LauncherRecord | undefined;
+  /** Rewrites the metrics file: on every engine change, health round and reload. */
+  #writeMetrics: (() => void) | undefined;
+  readonly #reloadCounts: ReloadMetrics = { ok: 0, refused: 0 };
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
     () => refusedReload(),
@@ -142,15 +150,7 @@ export class Semioserve implements AsyncDisposable {
     return this.#supervisors().map((s) => s.process);
   }
 
-  /**
-   * Each model's engine as `GET /models?detail=1` shows it, a snapshot.
-   *
-   * @example
-   * ```ts ignore
-   * const [engine] = serve.engineViews();
-   * console.log(engine?.state, engine?.restarts, engine?.last_exit?.code);
-   * ```
-   */
+  /** Each model's engine as `GET /models?detail=1` shows it, a snapshot. */
   engineViews(): readonly EngineView[] {
     return this.#supervisors().map(engineView);
   }
@@ -237,7 +237,7 @@ export class Semioserve implements AsyncDisposable {
         }),
       records,
       journal,
-      onChange: () => this.#record?.write(),
+      onChange: () => this.#writeMetrics?.(),
       ...old ? { released } : {},
       ...gpu
         ? {
@@ -266,7 +266,7 @@ export class Semioserve implements AsyncDisposable {
     const fresh = this.#engineRun(plan, live, old, released);
     fresh.inherit(old);
     supervisors[index] = fresh;
-    this.#record?.write();
+    this.#writeMetrics?.();
     fresh.start(watchdog);
   }
 
@@ -275,12 +275,6 @@ export class Semioserve implements AsyncDisposable {
    * prints. A running launcher's ports and leftovers are warnings here.
    *
    * @throws The errors of {@linkcode Semioserve.prepare}.
-   *
-   * @example
-   * ```ts ignore
-   * const plan = await new Semioserve({ models: ["bge-m3"], directory: "/srv/mymodel" }).plan();
-   * console.log(plan.engines[0]?.command.join(" "));
-   * ```
    */
   async plan(): Promise<StartPlan> {
     const { facts, plan } = await this.#plan({ look: true });
@@ -316,12 +310,6 @@ export class Semioserve implements AsyncDisposable {
    * overlap, and wait for the API to listen.
    *
    * @returns What the reload did, or why it was refused.
-   *
-   * @example
-   * ```ts ignore
-   * const result = await serve.reload();
-   * console.log(result.summary); // "reload: 1 engine restarted (qwen3-8b)"
-   * ```
    */
   reload(): Promise<ReloadResult> {
     return this.#reloads.request();
@@ -359,7 +347,18 @@ export class Semioserve implements AsyncDisposable {
       done = refusedReload(oneLine(error), performance.now() - began);
     }
     (done.ok ? log.info : log.warn)(done.summary);
-    this.#record?.reloaded(done);
+    live.journal.record({
+      model: null,
+      event: "reload",
+      reason: done.ok ? "applied" : "refused",
+      detail: done.summary,
+    });
+    const counts = this.#reloadCounts;
+    if (done.ok) {
+      counts.ok++;
+      counts.lastOkSeconds = Date.now() / 1000;
+    } else counts.refused++;
+    this.#writeMetrics?.();
     return done;
   }
 
@@ -413,9 +412,9 @@ export class Semioserve implements AsyncDisposable {
   }
 
   async #run(): Promise<void> {
-    using signals = new LauncherSignals(this.#config.handleSignals);
-    // A SIGHUP before the API listens waits for it (see ReloadQueue).
-    signals.onHangup(() => void this.reload());
+    using signals = new SignalListeners(this.#config.handleSignals);
+    // From the first moment (its default action would end the process); a SIGHUP before the API listens waits for it (see ReloadQueue).
+    signals.on(["SIGHUP"], () => void this.reload());
     try {
       await this.prepare();
       // Stopped during the checks (or the reaping): start nothing.
@@ -427,7 +426,7 @@ export class Semioserve implements AsyncDisposable {
     }
   }
 
-  async #serve(signals: LauncherSignals): Promise<void> {
+  async #serve(signals: SignalListeners): Promise<void> {
     const live = this.#live!;
     const { plan, supervisors, stance, journal, gpu } = live;
     const o = this.#config;
@@ -439,28 +438,30 @@ export class Semioserve implements AsyncDisposable {
       log[line.level](line.text);
     }
     for (const warning of plan.warnings) log.warn(warning);
-    signals.onShutdown(
-      () => this.#shutdown.resolve(),
-      () => supervisors.forEach((s) => s.kill()),
-      () => supervisors.map((s) => s.hurry()).includes(true),
+    signals.on(
+      ["SIGTERM", "SIGINT"],
+      onShutdownSignal(
+        () => this.#shutdown.resolve(),
+        () => supervisors.forEach((s) => s.kill()),
+        () => supervisors.map((s) => s.hurry()).includes(true),
+        log.warn,
+      ),
     );
     const onAbort = () => this.#shutdown.resolve();
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#shutdown.resolve();
     live.watchdog = Watchdog.start(o.graceMs);
-    const record = this.#record = new LauncherRecord(
-      {
-        directory: plan.directory,
-        port: this.port,
-        stance,
-        tls: plan.tls !== undefined,
-        startedAt,
-        startWarnings: plan.warnings.length,
-      },
-      supervisors,
-      journal,
-    );
-    const writeMetrics = () => record.write();
+    const metrics = new MetricsWriter(plan.directory, this.port);
+    const launcher = {
+      port: this.port,
+      stance,
+      tls: plan.tls !== undefined,
+      startedAt,
+      startWarnings: plan.warnings.length,
+      reloads: this.#reloadCounts,
+    };
+    const writeMetrics = this.#writeMetrics = () =>
+      metrics.update(metricsSnapshot(launcher, supervisors));
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs,
       timeoutMs: o.pollTimeoutMs,
@@ -516,8 +517,8 @@ export class Semioserve implements AsyncDisposable {
       await Promise.all(supervisors.map((s) => s.stop(o.graceMs)));
       journal.record({ model: null, event: "stopped" });
       await journal.close();
-      this.#record = undefined;
-      await record.close();
+      this.#writeMetrics = undefined;
+      await metrics.close();
       await live.watchdog?.close();
       await this.#server?.shutdown();
       o.signal?.removeEventListener("abort", onAbort);
