@@ -28,17 +28,9 @@ import {
 export type CliOptions =
   & Omit<
     SemioserveOptions,
-    | "models"
-    | "catalogue"
-    | "pollTimeoutMs"
-    | "stableAfterMs"
-    | "signal"
-    | "handleSignals"
-    | "onListen"
+    "pollTimeoutMs" | "stableAfterMs" | "signal" | "handleSignals" | "onListen"
   >
   & {
-    models: string[];
-    catalogue?: string;
     help: boolean;
     version?: boolean;
     dryRun?: boolean;
@@ -418,10 +410,9 @@ function normalizeSwitches(args: readonly string[]): string[] {
     }
     // parseArgs reads `-port` as -p -o -r -t and names only `-p`.
     if (/^-[^-]{2,}/.test(arg) && !/^-\d/.test(arg)) {
-      const name = arg.slice(1).replace(/=.*$/, "");
       throw new UsageError(
         `Cannot parse the command line: Unknown option '${arg}'${
-          name in FLAGS ? `; did you mean --${name}?` : flagHint(arg)
+          flagHint(arg)
         }`,
       );
     }

@@ -85,9 +85,7 @@ export async function gather(
     ? monitor.look()
     : undefined;
   try {
-    const catalogue = await Registry.load(config.catalogue, {
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
+    const catalogue = await Registry.load(config.catalogue, options);
     const cards = requestedCards(
       catalogue,
       config,
@@ -127,16 +125,7 @@ export async function gather(
     const tls = await SSLConfig.fromDirectory(directory, {
       devMode: running?.devMode ?? config.devMode,
       keyLogFile: config.env.SSLKEYLOGFILE,
-    }).then(
-      (pair): TlsPair | undefined =>
-        pair && {
-          cert: pair.cert,
-          key: pair.key,
-          certFile: pair.certFile,
-          serial: pair.serial,
-        },
-      (error: Error) => error,
-    );
+    }).then((pair) => pair && { ...pair }, (error: Error) => error);
     const survey = running ? undefined : new EngineRecords(directory).survey(
       cards.map((card) => card.name),
     );
@@ -220,7 +209,6 @@ function checkVisibleDevices(visible: string | undefined): void {
   }
 }
 
-/** The requested cards, `${NAME}` filled in from the launcher's environment, each model once. */
 function requestedCards(
   registry: Registry,
   config: Config,
@@ -250,7 +238,6 @@ function wantsLook(
   );
 }
 
-/** The management port and every engine port, each probed by binding and closing it. */
 function probePorts(
   config: Config,
   cards: readonly ModelCard[],
@@ -274,7 +261,6 @@ function probePorts(
   });
 }
 
-/** The running engine a killed launcher left on a port, if any. */
 export function leftoverOn(
   port: number,
   survey: RecordSurvey,

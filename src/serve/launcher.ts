@@ -147,16 +147,12 @@ export class Semioserve implements AsyncDisposable {
 
   /** Each model's current engine run, in request order. */
   get engines(): readonly ServerProcess[] {
-    return this.#supervisors().map((s) => s.process);
+    return (this.#live?.supervisors ?? []).map((s) => s.process);
   }
 
   /** Each model's engine as `GET /models?detail=1` shows it, a snapshot. */
   engineViews(): readonly EngineView[] {
-    return this.#supervisors().map(engineView);
-  }
-
-  #supervisors(): readonly EngineRun[] {
-    return this.#live?.supervisors ?? [];
+    return (this.#live?.supervisors ?? []).map(engineView);
   }
 
   async #plan(
@@ -198,6 +194,7 @@ export class Semioserve implements AsyncDisposable {
         })
         : undefined,
     };
+    // Before the handler: it counts the engines once.
     supervisors.push(...plan.engines.map((e) => this.#engineRun(e, parts)));
     const stance = OpsStance.resolve({
       dev_mode: plan.devMode,
@@ -278,11 +275,10 @@ export class Semioserve implements AsyncDisposable {
    */
   async plan(): Promise<StartPlan> {
     const { facts, plan } = await this.#plan({ look: true });
-    const notes = dryRunNotes(facts, plan.host);
     return startPlan({
       ...plan,
       warnings: [
-        ...notes,
+        ...dryRunNotes(facts, plan.host),
         ...plan.warnings,
         ...await flagWarnings(facts.cards),
       ],
@@ -334,15 +330,9 @@ export class Semioserve implements AsyncDisposable {
       const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
       for (const warning of warnings) log.warn(warning);
       const changes = diff(running, plan);
-      const { retried, failed } = await this.#apply(changes, plan);
+      const applied = await this.#apply(changes, plan);
       this.#config = config;
-      done = reloadResult(
-        changes,
-        retried,
-        failed,
-        warnings,
-        performance.now() - began,
-      );
+      done = reloadResult(changes, applied, warnings, began);
     } catch (error) {
       done = refusedReload(oneLine(error), performance.now() - began);
     }
@@ -379,20 +369,19 @@ export class Semioserve implements AsyncDisposable {
     live.state.catalogue = next.catalogue;
     live.plan = next;
     const { supervisors, watchdog } = live;
-    const starting = new Set(changes.start);
+    const { start, amend } = changes;
     const retried = supervisors.filter((s) =>
-      !starting.has(s.name) && s.state === "failed" &&
+      !start.includes(s.name) && s.state === "failed" &&
       !changes.restart.includes(s.name)
     ).map((s) => s.name);
-    const restart = new Set([...changes.restart, ...retried]);
-    const amend = new Set(changes.amend);
+    const restart = [...changes.restart, ...retried];
     const key = changes.engineKey ? { apiKey: next.engineKey } : {};
     const failed: { name: string; error: string }[] = [];
     await Promise.all(supervisors.map(async (s, i) => {
       const engine = next.engines[i]!;
-      if (starting.has(engine.name)) return s.start(watchdog);
-      if (!restart.has(engine.name)) {
-        if (amend.has(engine.name) || changes.engineKey) {
+      if (start.includes(engine.name)) return s.start(watchdog);
+      if (!restart.includes(engine.name)) {
+        if (amend.includes(engine.name) || changes.engineKey) {
           s.amend(engine.card, key);
         }
         return;
@@ -421,8 +410,7 @@ export class Semioserve implements AsyncDisposable {
       if (!this.#config.signal?.aborted) await this.#serve(signals);
     } finally {
       this.#stopping.abort(STOPPING);
-      this.#reloads.close();
-      await this.#reloads.settled();
+      await this.#reloads.close();
     }
   }
 
@@ -482,7 +470,6 @@ export class Semioserve implements AsyncDisposable {
       await this.#apply(diff(undefined, plan), plan);
       healthLoop.start();
       writeMetrics();
-      const scheme = tls ? "https" : "http";
       this.#server = serveGuarded({
         hostname: this.host,
         port: this.port,
@@ -493,6 +480,7 @@ export class Semioserve implements AsyncDisposable {
         maxConnections: o.maxConnections,
         ...(openFiles === undefined ? {} : { openFilesLimit: openFiles }),
         onListen: ({ port }) => {
+          const scheme = tls ? "https" : "http";
           this.#url = new URL(`${scheme}://${urlHost(this.host)}:${port}`);
           log.info(
             `listening on ${this.#url.origin} (${
@@ -511,8 +499,7 @@ export class Semioserve implements AsyncDisposable {
       journal.record({ model: null, event: "stopping" });
       // A reload under way finishes first (its read ends now): no engine starts after the others stopped.
       this.#stopping.abort(STOPPING);
-      this.#reloads.close();
-      await this.#reloads.settled();
+      await this.#reloads.close();
       await healthLoop.stop();
       await Promise.all(supervisors.map((s) => s.stop(o.graceMs)));
       journal.record({ model: null, event: "stopped" });

@@ -26,9 +26,7 @@ export interface Plan {
   readonly directory: string;
   readonly host: string;
   readonly port: number;
-  /** Every name in the catalogue. */
   readonly catalogue: readonly string[];
-  /** One per requested model, in request order. */
   readonly engines: readonly EnginePlan[];
   readonly placement: Placement;
   readonly devMode: boolean;

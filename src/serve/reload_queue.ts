@@ -38,14 +38,10 @@ export class ReloadQueue<R> {
     this.#gate.resolve();
   }
 
-  /** Waiting requests get the skip result. */
-  close(): void {
+  /** Waiting requests get the skip result; resolves once the reload under way (if any) and every request have finished. */
+  async close(): Promise<void> {
     this.#closed = true;
     this.#gate.resolve();
-  }
-
-  /** Resolves once the reload under way (if any) and every request have finished. */
-  async settled(): Promise<void> {
     await this.#tail;
   }
 }
