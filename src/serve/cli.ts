@@ -530,8 +530,7 @@ export function parseCli(args: readonly string[]): CliOptions {
         `Cannot use both --${flag.name} and --no-${flag.name}: expected one`,
       );
     }
-    if (value) set[flag.option] = true;
-    if (negated) set[flag.option] = false;
+    if (value || negated) set[flag.option] = !negated;
   }
   if (options.json && !options.dryRun) {
     throw new UsageError(

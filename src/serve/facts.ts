@@ -86,11 +86,19 @@ export async function gather(
     : undefined;
   try {
     const catalogue = await Registry.load(config.catalogue, options);
-    const cards = requestedCards(
-      catalogue,
-      config,
-      running ? "reload" : "start",
-    );
+    // `${NAME}` filled in from the launcher's environment, each model once.
+    const cards: ModelCard[] = [];
+    for (const spec of config.models) {
+      const card = catalogue.expand(catalogue.resolve(spec), config.env);
+      if (cards.some((c) => c.name === card.name)) {
+        throw new ConfigError(
+          `Cannot ${
+            running ? "reload" : "start"
+          }: model '${card.name}' is requested twice (expected each model once)`,
+        );
+      }
+      cards.push(card);
+    }
     const fresh = cards.filter((card, i) => {
       const was = running?.engines[i]?.card;
       return !was || cardChange(was, card) === "restart";
@@ -207,24 +215,6 @@ function checkVisibleDevices(visible: string | undefined): void {
       `Cannot use CUDA_VISIBLE_DEVICES=${visible}: entry '${bad}' is not a device (expected device indices such as 0,1 or GPU-/MIG- UUIDs; or pass --gpus)`,
     );
   }
-}
-
-function requestedCards(
-  registry: Registry,
-  config: Config,
-  doing: "start" | "reload",
-): ModelCard[] {
-  const cards: ModelCard[] = [];
-  for (const spec of config.models) {
-    const card = registry.expand(registry.resolve(spec), config.env);
-    if (cards.some((c) => c.name === card.name)) {
-      throw new ConfigError(
-        `Cannot ${doing}: model '${card.name}' is requested twice (expected each model once)`,
-      );
-    }
-    cards.push(card);
-  }
-  return cards;
 }
 
 /** Whether a look tells these cards anything: local weights to compare, or an engine reading integer devices. */

@@ -344,10 +344,8 @@ export class Semioserve implements AsyncDisposable {
       detail: done.summary,
     });
     const counts = this.#reloadCounts;
-    if (done.ok) {
-      counts.ok++;
-      counts.lastOkSeconds = Date.now() / 1000;
-    } else counts.refused++;
+    counts[done.ok ? "ok" : "refused"]++;
+    if (done.ok) counts.lastOkSeconds = Date.now() / 1000;
     this.#writeMetrics?.();
     return done;
   }

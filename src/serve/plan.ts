@@ -77,10 +77,9 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     };
   });
   const devMode = running?.devMode ?? config.devMode;
-  const refusal = devMode
-    ? undefined
-    : productionRefusal(config.idpSecret, config.idpIssuer);
-  if (refusal && !running) {
+  const refusal = !running && !devMode &&
+    productionRefusal(config.idpSecret, config.idpIssuer);
+  if (refusal) {
     throw new ConfigError(
       config.modeVariable === undefined
         ? refusal

@@ -45,6 +45,7 @@ const PROGRAM = new URL("../../mod.ts", import.meta.url).href;
  */
 export class EarlySignals extends SignalListeners {
   readonly #controller = new AbortController();
+  readonly signal: AbortSignal = this.#controller.signal;
   #hangups = 0;
   #handedOver = false;
   received: "SIGTERM" | "SIGINT" | undefined;
@@ -60,10 +61,6 @@ export class EarlySignals extends SignalListeners {
     this.on(["SIGHUP"], () => {
       if (!this.#handedOver) this.#hangups++;
     });
-  }
-
-  get signal(): AbortSignal {
-    return this.#controller.signal;
   }
 
   /** The launcher answers SIGHUP from now on; one that came before is replayed once. */
