@@ -261,16 +261,9 @@ export function shownDefault(flag: CliFlag): string | undefined {
 const HELP_COLUMN = 23;
 const WIDTH = 90;
 
+/** Lines of at most `width`, broken at spaces; a longer word stands alone. */
 function wrap(text: string, width: number): string[] {
-  const lines: string[] = [];
-  let line = "";
-  for (const word of text.split(" ")) {
-    if (line && line.length + 1 + word.length > width) {
-      lines.push(line);
-      line = word;
-    } else line = line ? `${line} ${word}` : word;
-  }
-  return [...lines, line];
+  return text.match(new RegExp(`\\S.{0,${width - 1}}(?= |$)|\\S+`, "g"))!;
 }
 
 function helpFor(group: FlagGroup): string {
@@ -389,12 +382,8 @@ const NEGATABLE = CLI_FLAGS.filter((flag): flag is CliFlag & BooleanFlag =>
  */
 function normalizeSwitches(args: readonly string[]): string[] {
   const out: string[] = [];
-  let skip = false;
-  for (const [index, arg] of args.entries()) {
-    if (skip) {
-      skip = false;
-      continue;
-    }
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index]!;
     if (arg === "--") {
       out.push(...args.slice(index));
       break;
@@ -404,8 +393,7 @@ function normalizeSwitches(args: readonly string[]): string[] {
       FLAGS[arg.slice(2)]?.type === "string" && arg.startsWith("--") &&
       /^-[\d.]/.test(args[index + 1] ?? "")
     ) {
-      out.push(`${arg}=${args[index + 1]}`);
-      skip = true;
+      out.push(`${arg}=${args[++index]}`);
       continue;
     }
     // parseArgs reads `-port` as -p -o -r -t and names only `-p`.

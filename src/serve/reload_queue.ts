@@ -25,11 +25,10 @@ export class ReloadQueue<R> {
   /** Joins the reload waiting to begin, else queues one after the one under way. */
   request(): Promise<R> {
     if (this.#waiting) return this.#waiting;
-    const waiting = this.#tail.then(() => {
+    const waiting = this.#waiting = this.#tail.then(() => {
       this.#waiting = undefined;
       return this.#closed ? this.#skip() : this.#run();
     });
-    this.#waiting = waiting;
     this.#tail = waiting.catch(() => {});
     return waiting;
   }
