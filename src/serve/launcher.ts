@@ -178,14 +178,13 @@ export class Semioserve implements AsyncDisposable {
     // A killed launcher's engines go first, so their ports are free again.
     await records.reap(facts.survey!, config.graceMs);
     const supervisors: EngineRun[] = [];
-    const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
     const parts = {
       records,
       journal: new Journal(journalPath(plan.directory), {
         maxBytes: config.logMaxBytes,
         keep: config.logKeep,
       }),
-      gpu: placed
+      gpu: plan.engines.some((e) => (e.gpus?.length ?? 0) > 0)
         ? new GpuLifecycle({
           intervalMs: config.healthIntervalMs,
           releaseTimeoutMs: config.gpuReleaseTimeoutMs,
@@ -357,12 +356,8 @@ export class Semioserve implements AsyncDisposable {
   ): Promise<{ retried: string[]; failed: { name: string; error: string }[] }> {
     const live = this.#live!;
     // First: the one step that can still be refused, before anything changed.
-    if (changes.tls) {
-      this.#server?.replaceTls({
-        cert: changes.tls.cert,
-        key: changes.tls.key,
-      });
-    }
+    const { tls } = changes;
+    if (tls) this.#server?.replaceTls({ cert: tls.cert, key: tls.key });
     if (changes.secret) live.stance.auth.rotateSecret(next.idpSecret);
     live.state.catalogue = next.catalogue;
     live.plan = next;
