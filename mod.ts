@@ -22,7 +22,7 @@
  * @module
  */
 // First: its signal listeners are installed before any other module runs.
-import "./src/serve/early_signals.ts";
+import "./src/serve/signals.ts";
 import { main } from "./src/serve.ts";
 
 export { Semioserve, ServerProcess } from "./src/serve.ts";

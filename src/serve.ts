@@ -32,4 +32,4 @@ export type { EngineState } from "./supervision/restart_policy.ts";
 export type { ReloadResult } from "./serve/diff.ts";
 export { Semioserve } from "./serve/launcher.ts";
 export type { StartPlan } from "./serve/start_plan.ts";
-export { main } from "./serve/main.ts";
+export { main } from "./serve/cli.ts";

@@ -47,15 +47,11 @@ export function diffCards(
   after: readonly ModelCard[],
 ): ReloadDiff {
   const diff: ReloadDiff = { restart: [], amend: [], same: [] };
-  if (
-    before.length !== after.length ||
-    before.some((card, i) => card.name !== after[i]!.name)
-  ) {
+  const names = (cards: readonly ModelCard[]) => cards.map((c) => c.name);
+  if (!isDeepStrictEqual(names(before), names(after))) {
     throw new RangeError(
-      `Cannot compare the cards: [${
-        before.map((c) => c.name).join(", ")
-      }] and [${
-        after.map((c) => c.name).join(", ")
+      `Cannot compare the cards: [${names(before).join(", ")}] and [${
+        names(after).join(", ")
       }] (expected the same engines)`,
     );
   }

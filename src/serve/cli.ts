@@ -1,7 +1,8 @@
 /**
- * The command line: flags in, options out; a usage error is one line, exit 2.
- * One table of flags: `parseCli` reads through it, `--help` prints it, the
- * tests check the docs against it.
+ * The command line: flags in, options out; a usage error is one line, exit 2;
+ * `main` runs the launcher and turns the outcome into an exit code. One table
+ * of flags: `parseCli` reads through it, `--help` prints it, the tests check
+ * the docs against it.
  *
  * Folder `serve/`: config → facts → plan → diff → apply (`launcher.ts`).
  * `serve` knows every other room; every other room knows nothing of it.
@@ -14,6 +15,10 @@ import { parsePort } from "../common/settings.ts";
 import { VERSION } from "../common/version.ts";
 import { RESTART_POLICIES } from "../catalogue/model_card.ts";
 import { parseGpuList } from "../gpu/detect.ts";
+import { log } from "../common/log.ts";
+import { Semioserve } from "./launcher.ts";
+import { renderPlan } from "./start_plan.ts";
+import { holdEarlySignals } from "./signals.ts";
 import {
   SEMIOSERVE_DEFAULTS,
   type SemioserveOptions,
@@ -23,17 +28,9 @@ import {
 export type CliOptions =
   & Omit<
     SemioserveOptions,
-    | "models"
-    | "catalogue"
-    | "pollTimeoutMs"
-    | "stableAfterMs"
-    | "signal"
-    | "handleSignals"
-    | "onListen"
+    "pollTimeoutMs" | "stableAfterMs" | "signal" | "handleSignals" | "onListen"
   >
   & {
-    models: string[];
-    catalogue?: string;
     help: boolean;
     version?: boolean;
     dryRun?: boolean;
@@ -264,16 +261,9 @@ export function shownDefault(flag: CliFlag): string | undefined {
 const HELP_COLUMN = 23;
 const WIDTH = 90;
 
+/** Lines of at most `width`, broken at spaces; a longer word stands alone. */
 function wrap(text: string, width: number): string[] {
-  const lines: string[] = [];
-  let line = "";
-  for (const word of text.split(" ")) {
-    if (line && line.length + 1 + word.length > width) {
-      lines.push(line);
-      line = word;
-    } else line = line ? `${line} ${word}` : word;
-  }
-  return [...lines, line];
+  return text.match(new RegExp(`\\S.{0,${width - 1}}(?= |$)|\\S+`, "g"))!;
 }
 
 function helpFor(group: FlagGroup): string {
@@ -294,8 +284,6 @@ function helpFor(group: FlagGroup): string {
     return lines.join("\n");
   }).join("\n");
 }
-
-export { UsageError };
 
 export const USAGE = `Usage:
   deno run -A jsr:@mymodel/serve <model> [<model> ...] --directory D [options]
@@ -394,12 +382,8 @@ const NEGATABLE = CLI_FLAGS.filter((flag): flag is CliFlag & BooleanFlag =>
  */
 function normalizeSwitches(args: readonly string[]): string[] {
   const out: string[] = [];
-  let skip = false;
-  for (const [index, arg] of args.entries()) {
-    if (skip) {
-      skip = false;
-      continue;
-    }
+  for (let index = 0; index < args.length; index++) {
+    const arg = args[index]!;
     if (arg === "--") {
       out.push(...args.slice(index));
       break;
@@ -409,16 +393,14 @@ function normalizeSwitches(args: readonly string[]): string[] {
       FLAGS[arg.slice(2)]?.type === "string" && arg.startsWith("--") &&
       /^-[\d.]/.test(args[index + 1] ?? "")
     ) {
-      out.push(`${arg}=${args[index + 1]}`);
-      skip = true;
+      out.push(`${arg}=${args[++index]}`);
       continue;
     }
     // parseArgs reads `-port` as -p -o -r -t and names only `-p`.
     if (/^-[^-]{2,}/.test(arg) && !/^-\d/.test(arg)) {
-      const name = arg.slice(1).replace(/=.*$/, "");
       throw new UsageError(
         `Cannot parse the command line: Unknown option '${arg}'${
-          name in FLAGS ? `; did you mean --${name}?` : flagHint(arg)
+          flagHint(arg)
         }`,
       );
     }
@@ -536,8 +518,7 @@ export function parseCli(args: readonly string[]): CliOptions {
         `Cannot use both --${flag.name} and --no-${flag.name}: expected one`,
       );
     }
-    if (value) set[flag.option] = true;
-    if (negated) set[flag.option] = false;
+    if (value || negated) set[flag.option] = !negated;
   }
   if (options.json && !options.dryRun) {
     throw new UsageError(
@@ -545,4 +526,70 @@ export function parseCli(args: readonly string[]): CliOptions {
     );
   }
   return options;
+}
+
+/**
+ * The command-line program: parses `args`, runs the launcher until SIGTERM or
+ * SIGINT, and returns the exit code (0 after a clean stop, 1 when start-up
+ * fails, 2 on a usage error). With `--dry-run` it prints the plan (as JSON
+ * with `--json`) and returns 0 when a start would proceed, 1 with the start's
+ * own error line when it would not.
+ *
+ * @param args The command-line arguments.
+ * @returns The process exit code.
+ *
+ * @example
+ * ```ts ignore
+ * import { main } from "@mymodel/serve/serve";
+ * Deno.exit(await main(["llama-3", "--port", "5000"]));
+ * ```
+ */
+export async function main(
+  args: readonly string[] = Deno.args,
+): Promise<number> {
+  // Before anything is awaited: a SIGTERM from now on stops the start-up cleanly.
+  using early = holdEarlySignals();
+  /** Exit 0 with one line, when a signal came before the API listened. */
+  const stoppedEarly = (listening: boolean) => {
+    if (!early.received || listening) return false;
+    log.info(
+      `stopped during start-up (${early.received}): nothing left running`,
+    );
+    return true;
+  };
+  let cli: CliOptions | undefined;
+  try {
+    cli = parseCli(args);
+    const { help, version, dryRun, json, ...options } = cli;
+    if (help || version) {
+      console.log(help ? USAGE : VERSION);
+      return 0;
+    }
+    if (stoppedEarly(false)) return 0;
+    const serve = new Semioserve({ ...options, signal: early.signal });
+    if (dryRun) {
+      const plan = await serve.plan();
+      if (stoppedEarly(false)) return 0;
+      console.log(json ? JSON.stringify(plan, null, 2) : renderPlan(plan));
+      return 0;
+    }
+    const running = serve.run();
+    early.handOver(() => void serve.reload());
+    await running;
+    stoppedEarly(serve.url !== undefined);
+    return 0;
+  } catch (error) {
+    if (error instanceof UsageError) {
+      log.error(`${error.message} (see --help)`);
+      return 2;
+    }
+    const message = error instanceof Error ? error.message : String(error);
+    const line = message.replaceAll("\n", " ");
+    log.error(line);
+    // A program reading --json gets an answer on stdout too.
+    if (cli?.dryRun && cli.json) {
+      console.log(JSON.stringify({ ok: false, error: line }));
+    }
+    return 1;
+  }
 }

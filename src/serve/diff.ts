@@ -13,7 +13,6 @@ export interface Changes extends ReloadDiff {
   start: string[];
   /** The new TLS pair, when its files changed. */
   tls?: TlsPair;
-  /** The production secret changed. */
   secret: boolean;
   engineKey: boolean;
   catalogue: { added: string[]; removed: string[] };
@@ -131,13 +130,12 @@ export function reloadSummary(
   return `reload: ${parts.join(", ")}`;
 }
 
-/** What a reload applying `changes` did; `retried`: failed engines restarted whatever their card. */
+/** What a reload begun at `began` (`performance.now()`) applying `changes` did; `retried`: failed engines restarted whatever their card. */
 export function reloadResult(
   changes: Changes,
-  retried: readonly string[],
-  failed: { name: string; error: string }[],
+  { retried, failed }: Pick<ReloadResult, "failed"> & { retried: string[] },
   warnings: readonly string[],
-  ms: number,
+  began: number,
 ): ReloadResult {
   const result = {
     ok: true,
@@ -153,6 +151,7 @@ export function reloadResult(
     ],
     warnings: [...warnings],
   };
+  const ms = performance.now() - began;
   return { ...result, summary: reloadSummary(result), ms };
 }
 

@@ -85,14 +85,20 @@ export async function gather(
     ? monitor.look()
     : undefined;
   try {
-    const catalogue = await Registry.load(config.catalogue, {
-      ...(options.signal ? { signal: options.signal } : {}),
-    });
-    const cards = requestedCards(
-      catalogue,
-      config,
-      running ? "reload" : "start",
-    );
+    const catalogue = await Registry.load(config.catalogue, options);
+    // `${NAME}` filled in from the launcher's environment, each model once.
+    const cards: ModelCard[] = [];
+    for (const spec of config.models) {
+      const card = catalogue.expand(catalogue.resolve(spec), config.env);
+      if (cards.some((c) => c.name === card.name)) {
+        throw new ConfigError(
+          `Cannot ${
+            running ? "reload" : "start"
+          }: model '${card.name}' is requested twice (expected each model once)`,
+        );
+      }
+      cards.push(card);
+    }
     const fresh = cards.filter((card, i) => {
       const was = running?.engines[i]?.card;
       return !was || cardChange(was, card) === "restart";
@@ -127,16 +133,7 @@ export async function gather(
     const tls = await SSLConfig.fromDirectory(directory, {
       devMode: running?.devMode ?? config.devMode,
       keyLogFile: config.env.SSLKEYLOGFILE,
-    }).then(
-      (pair): TlsPair | undefined =>
-        pair && {
-          cert: pair.cert,
-          key: pair.key,
-          certFile: pair.certFile,
-          serial: pair.serial,
-        },
-      (error: Error) => error,
-    );
+    }).then((pair) => pair && { ...pair }, (error: Error) => error);
     const survey = running ? undefined : new EngineRecords(directory).survey(
       cards.map((card) => card.name),
     );
@@ -220,25 +217,6 @@ function checkVisibleDevices(visible: string | undefined): void {
   }
 }
 
-/** The requested cards, `${NAME}` filled in from the launcher's environment, each model once. */
-function requestedCards(
-  registry: Registry,
-  config: Config,
-  doing: "start" | "reload",
-): ModelCard[] {
-  const cards: ModelCard[] = [];
-  for (const spec of config.models) {
-    const card = registry.expand(registry.resolve(spec), config.env);
-    if (cards.some((c) => c.name === card.name)) {
-      throw new ConfigError(
-        `Cannot ${doing}: model '${card.name}' is requested twice (expected each model once)`,
-      );
-    }
-    cards.push(card);
-  }
-  return cards;
-}
-
 /** Whether a look tells these cards anything: local weights to compare, or an engine reading integer devices. */
 function wantsLook(
   cards: readonly ModelCard[],
@@ -250,7 +228,6 @@ function wantsLook(
   );
 }
 
-/** The management port and every engine port, each probed by binding and closing it. */
 function probePorts(
   config: Config,
   cards: readonly ModelCard[],
@@ -274,7 +251,6 @@ function probePorts(
   });
 }
 
-/** The running engine a killed launcher left on a port, if any. */
 export function leftoverOn(
   port: number,
   survey: RecordSurvey,

@@ -41,14 +41,16 @@ import {
   reloadResult,
 } from "./diff.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
-import { LauncherSignals } from "./signals.ts";
+import { onShutdownSignal, SignalListeners } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { GuardedServer } from "../http/connection_guard.ts";
 import { reportOpenFiles } from "../http/open_files.ts";
 import { log } from "../common/log.ts";
 import { oneLine } from "../common/one_line.ts";
 import { urlHost } from "../common/settings.ts";
-import { LauncherRecord } from "./launcher_record.ts";
+import { MetricsWriter } from "../metrics/file.ts";
+import { metricsSnapshot } from "../metrics/snapshot.ts";
+import type { ReloadMetrics } from "../metrics/text.ts";
 
 /** What runs: the plan in force and the objects that apply it. */
 interface Live {
@@ -74,7 +76,11 @@ interface Live {
  * import { Semioserve } from "@mymodel/serve";
  *
  * await using serve = new Semioserve({ models: ["llama-3"], directory: "/srv/mymodel" });
- * await serve.run();
+ * console.log((await serve.plan()).engines[0]?.command.join(" ")); // what a start runs
+ * const running = serve.run();
+ * const result = await serve.reload(); // as SIGHUP: "reload: 1 engine restarted (llama-3)"
+ * console.log(result.summary, serve.engineViews()[0]?.state);
+ * await running;
  * ```
  */
 export class Semioserve implements AsyncDisposable {
@@ -97,7 +103,9 @@ export class Semioserve implements AsyncDisposable {
   #shutdown = Promise.withResolvers<void>();
   /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
   #stopping = new AbortController();
-  #record: LauncherRecord | undefined;
+  /** Rewrites the metrics file: on every engine change, health round and reload. */
+  #writeMetrics: (() => void) | undefined;
+  readonly #reloadCounts: ReloadMetrics = { ok: 0, refused: 0 };
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
     () => refusedReload(),
@@ -139,24 +147,12 @@ export class Semioserve implements AsyncDisposable {
 
   /** Each model's current engine run, in request order. */
   get engines(): readonly ServerProcess[] {
-    return this.#supervisors().map((s) => s.process);
+    return (this.#live?.supervisors ?? []).map((s) => s.process);
   }
 
-  /**
-   * Each model's engine as `GET /models?detail=1` shows it, a snapshot.
-   *
-   * @example
-   * ```ts ignore
-   * const [engine] = serve.engineViews();
-   * console.log(engine?.state, engine?.restarts, engine?.last_exit?.code);
-   * ```
-   */
+  /** Each model's engine as `GET /models?detail=1` shows it, a snapshot. */
   engineViews(): readonly EngineView[] {
-    return this.#supervisors().map(engineView);
-  }
-
-  #supervisors(): readonly EngineRun[] {
-    return this.#live?.supervisors ?? [];
+    return (this.#live?.supervisors ?? []).map(engineView);
   }
 
   async #plan(
@@ -182,14 +178,13 @@ export class Semioserve implements AsyncDisposable {
     // A killed launcher's engines go first, so their ports are free again.
     await records.reap(facts.survey!, config.graceMs);
     const supervisors: EngineRun[] = [];
-    const placed = plan.engines.some((e) => (e.gpus?.length ?? 0) > 0);
     const parts = {
       records,
       journal: new Journal(journalPath(plan.directory), {
         maxBytes: config.logMaxBytes,
         keep: config.logKeep,
       }),
-      gpu: placed
+      gpu: plan.engines.some((e) => (e.gpus?.length ?? 0) > 0)
         ? new GpuLifecycle({
           intervalMs: config.healthIntervalMs,
           releaseTimeoutMs: config.gpuReleaseTimeoutMs,
@@ -198,6 +193,7 @@ export class Semioserve implements AsyncDisposable {
         })
         : undefined,
     };
+    // Before the handler: it counts the engines once.
     supervisors.push(...plan.engines.map((e) => this.#engineRun(e, parts)));
     const stance = OpsStance.resolve({
       dev_mode: plan.devMode,
@@ -237,7 +233,7 @@ export class Semioserve implements AsyncDisposable {
         }),
       records,
       journal,
-      onChange: () => this.#record?.write(),
+      onChange: () => this.#writeMetrics?.(),
       ...old ? { released } : {},
       ...gpu
         ? {
@@ -266,7 +262,7 @@ export class Semioserve implements AsyncDisposable {
     const fresh = this.#engineRun(plan, live, old, released);
     fresh.inherit(old);
     supervisors[index] = fresh;
-    this.#record?.write();
+    this.#writeMetrics?.();
     fresh.start(watchdog);
   }
 
@@ -275,20 +271,13 @@ export class Semioserve implements AsyncDisposable {
    * prints. A running launcher's ports and leftovers are warnings here.
    *
    * @throws The errors of {@linkcode Semioserve.prepare}.
-   *
-   * @example
-   * ```ts ignore
-   * const plan = await new Semioserve({ models: ["bge-m3"], directory: "/srv/mymodel" }).plan();
-   * console.log(plan.engines[0]?.command.join(" "));
-   * ```
    */
   async plan(): Promise<StartPlan> {
     const { facts, plan } = await this.#plan({ look: true });
-    const notes = dryRunNotes(facts, plan.host);
     return startPlan({
       ...plan,
       warnings: [
-        ...notes,
+        ...dryRunNotes(facts, plan.host),
         ...plan.warnings,
         ...await flagWarnings(facts.cards),
       ],
@@ -316,12 +305,6 @@ export class Semioserve implements AsyncDisposable {
    * overlap, and wait for the API to listen.
    *
    * @returns What the reload did, or why it was refused.
-   *
-   * @example
-   * ```ts ignore
-   * const result = await serve.reload();
-   * console.log(result.summary); // "reload: 1 engine restarted (qwen3-8b)"
-   * ```
    */
   reload(): Promise<ReloadResult> {
     return this.#reloads.request();
@@ -346,20 +329,23 @@ export class Semioserve implements AsyncDisposable {
       const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
       for (const warning of warnings) log.warn(warning);
       const changes = diff(running, plan);
-      const { retried, failed } = await this.#apply(changes, plan);
+      const applied = await this.#apply(changes, plan);
       this.#config = config;
-      done = reloadResult(
-        changes,
-        retried,
-        failed,
-        warnings,
-        performance.now() - began,
-      );
+      done = reloadResult(changes, applied, warnings, began);
     } catch (error) {
       done = refusedReload(oneLine(error), performance.now() - began);
     }
     (done.ok ? log.info : log.warn)(done.summary);
-    this.#record?.reloaded(done);
+    live.journal.record({
+      model: null,
+      event: "reload",
+      reason: done.ok ? "applied" : "refused",
+      detail: done.summary,
+    });
+    const counts = this.#reloadCounts;
+    counts[done.ok ? "ok" : "refused"]++;
+    if (done.ok) counts.lastOkSeconds = Date.now() / 1000;
+    this.#writeMetrics?.();
     return done;
   }
 
@@ -370,30 +356,25 @@ export class Semioserve implements AsyncDisposable {
   ): Promise<{ retried: string[]; failed: { name: string; error: string }[] }> {
     const live = this.#live!;
     // First: the one step that can still be refused, before anything changed.
-    if (changes.tls) {
-      this.#server?.replaceTls({
-        cert: changes.tls.cert,
-        key: changes.tls.key,
-      });
-    }
+    const { tls } = changes;
+    if (tls) this.#server?.replaceTls({ cert: tls.cert, key: tls.key });
     if (changes.secret) live.stance.auth.rotateSecret(next.idpSecret);
     live.state.catalogue = next.catalogue;
     live.plan = next;
     const { supervisors, watchdog } = live;
-    const starting = new Set(changes.start);
+    const { start, amend } = changes;
     const retried = supervisors.filter((s) =>
-      !starting.has(s.name) && s.state === "failed" &&
+      !start.includes(s.name) && s.state === "failed" &&
       !changes.restart.includes(s.name)
     ).map((s) => s.name);
-    const restart = new Set([...changes.restart, ...retried]);
-    const amend = new Set(changes.amend);
+    const restart = [...changes.restart, ...retried];
     const key = changes.engineKey ? { apiKey: next.engineKey } : {};
     const failed: { name: string; error: string }[] = [];
     await Promise.all(supervisors.map(async (s, i) => {
       const engine = next.engines[i]!;
-      if (starting.has(engine.name)) return s.start(watchdog);
-      if (!restart.has(engine.name)) {
-        if (amend.has(engine.name) || changes.engineKey) {
+      if (start.includes(engine.name)) return s.start(watchdog);
+      if (!restart.includes(engine.name)) {
+        if (amend.includes(engine.name) || changes.engineKey) {
           s.amend(engine.card, key);
         }
         return;
@@ -413,21 +394,20 @@ export class Semioserve implements AsyncDisposable {
   }
 
   async #run(): Promise<void> {
-    using signals = new LauncherSignals(this.#config.handleSignals);
-    // A SIGHUP before the API listens waits for it (see ReloadQueue).
-    signals.onHangup(() => void this.reload());
+    using signals = new SignalListeners(this.#config.handleSignals);
+    // From the first moment (its default action would end the process); a SIGHUP before the API listens waits for it (see ReloadQueue).
+    signals.on(["SIGHUP"], () => void this.reload());
     try {
       await this.prepare();
       // Stopped during the checks (or the reaping): start nothing.
       if (!this.#config.signal?.aborted) await this.#serve(signals);
     } finally {
       this.#stopping.abort(STOPPING);
-      this.#reloads.close();
-      await this.#reloads.settled();
+      await this.#reloads.close();
     }
   }
 
-  async #serve(signals: LauncherSignals): Promise<void> {
+  async #serve(signals: SignalListeners): Promise<void> {
     const live = this.#live!;
     const { plan, supervisors, stance, journal, gpu } = live;
     const o = this.#config;
@@ -439,28 +419,30 @@ export class Semioserve implements AsyncDisposable {
       log[line.level](line.text);
     }
     for (const warning of plan.warnings) log.warn(warning);
-    signals.onShutdown(
-      () => this.#shutdown.resolve(),
-      () => supervisors.forEach((s) => s.kill()),
-      () => supervisors.map((s) => s.hurry()).includes(true),
+    signals.on(
+      ["SIGTERM", "SIGINT"],
+      onShutdownSignal(
+        () => this.#shutdown.resolve(),
+        () => supervisors.forEach((s) => s.kill()),
+        () => supervisors.map((s) => s.hurry()).includes(true),
+        log.warn,
+      ),
     );
     const onAbort = () => this.#shutdown.resolve();
     o.signal?.addEventListener("abort", onAbort, { once: true });
     if (o.signal?.aborted) this.#shutdown.resolve();
     live.watchdog = Watchdog.start(o.graceMs);
-    const record = this.#record = new LauncherRecord(
-      {
-        directory: plan.directory,
-        port: this.port,
-        stance,
-        tls: plan.tls !== undefined,
-        startedAt,
-        startWarnings: plan.warnings.length,
-      },
-      supervisors,
-      journal,
-    );
-    const writeMetrics = () => record.write();
+    const metrics = new MetricsWriter(plan.directory, this.port);
+    const launcher = {
+      port: this.port,
+      stance,
+      tls: plan.tls !== undefined,
+      startedAt,
+      startWarnings: plan.warnings.length,
+      reloads: this.#reloadCounts,
+    };
+    const writeMetrics = this.#writeMetrics = () =>
+      metrics.update(metricsSnapshot(launcher, supervisors));
     const healthLoop = new HealthLoop(supervisors, {
       intervalMs: o.healthIntervalMs,
       timeoutMs: o.pollTimeoutMs,
@@ -481,7 +463,6 @@ export class Semioserve implements AsyncDisposable {
       await this.#apply(diff(undefined, plan), plan);
       healthLoop.start();
       writeMetrics();
-      const scheme = tls ? "https" : "http";
       this.#server = new GuardedServer({
         hostname: this.host,
         port: this.port,
@@ -492,6 +473,7 @@ export class Semioserve implements AsyncDisposable {
         maxConnections: o.maxConnections,
         ...(openFiles === undefined ? {} : { openFilesLimit: openFiles }),
         onListen: ({ port }) => {
+          const scheme = tls ? "https" : "http";
           this.#url = new URL(`${scheme}://${urlHost(this.host)}:${port}`);
           log.info(
             `listening on ${this.#url.origin} (${
@@ -510,14 +492,13 @@ export class Semioserve implements AsyncDisposable {
       journal.record({ model: null, event: "stopping" });
       // A reload under way finishes first (its read ends now): no engine starts after the others stopped.
       this.#stopping.abort(STOPPING);
-      this.#reloads.close();
-      await this.#reloads.settled();
+      await this.#reloads.close();
       await healthLoop.stop();
       await Promise.all(supervisors.map((s) => s.stop(o.graceMs)));
       journal.record({ model: null, event: "stopped" });
       await journal.close();
-      this.#record = undefined;
-      await record.close();
+      this.#writeMetrics = undefined;
+      await metrics.close();
       await live.watchdog?.close();
       await this.#server?.shutdown();
       o.signal?.removeEventListener("abort", onAbort);

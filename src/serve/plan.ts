@@ -26,9 +26,7 @@ export interface Plan {
   readonly directory: string;
   readonly host: string;
   readonly port: number;
-  /** Every name in the catalogue. */
   readonly catalogue: readonly string[];
-  /** One per requested model, in request order. */
   readonly engines: readonly EnginePlan[];
   readonly placement: Placement;
   readonly devMode: boolean;
@@ -79,10 +77,9 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     };
   });
   const devMode = running?.devMode ?? config.devMode;
-  const refusal = devMode
-    ? undefined
-    : productionRefusal(config.idpSecret, config.idpIssuer);
-  if (refusal && !running) {
+  const refusal = !running && !devMode &&
+    productionRefusal(config.idpSecret, config.idpIssuer);
+  if (refusal) {
     throw new ConfigError(
       config.modeVariable === undefined
         ? refusal

@@ -25,11 +25,10 @@ export class ReloadQueue<R> {
   /** Joins the reload waiting to begin, else queues one after the one under way. */
   request(): Promise<R> {
     if (this.#waiting) return this.#waiting;
-    const waiting = this.#tail.then(() => {
+    const waiting = this.#waiting = this.#tail.then(() => {
       this.#waiting = undefined;
       return this.#closed ? this.#skip() : this.#run();
     });
-    this.#waiting = waiting;
     this.#tail = waiting.catch(() => {});
     return waiting;
   }
@@ -38,14 +37,10 @@ export class ReloadQueue<R> {
     this.#gate.resolve();
   }
 
-  /** Waiting requests get the skip result. */
-  close(): void {
+  /** Waiting requests get the skip result; resolves once the reload under way (if any) and every request have finished. */
+  async close(): Promise<void> {
     this.#closed = true;
     this.#gate.resolve();
-  }
-
-  /** Resolves once the reload under way (if any) and every request have finished. */
-  async settled(): Promise<void> {
     await this.#tail;
   }
 }

@@ -10,9 +10,8 @@ import {
   parseCli,
   shownDefault,
   USAGE,
-  UsageError,
 } from "../../src/serve/cli.ts";
-import { SEMIOSERVE_DEFAULTS } from "../../src/serve/config.ts";
+import { SEMIOSERVE_DEFAULTS, UsageError } from "../../src/serve/config.ts";
 import { ROOT_SUBDIRECTORIES } from "../../src/common/settings.ts";
 import { Registry } from "../../src/catalogue.ts";
 

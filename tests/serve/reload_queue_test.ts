@@ -58,7 +58,7 @@ Deno.test("requests during a reload run one more after it, never at once", async
   assert.deepEqual(await Promise.all(more), [2, 2, 2]);
   assert.equal(c.runs, 2);
   assert.equal(c.most, 1, "never two at once");
-  await c.queue.settled();
+  await c.queue.close();
 });
 
 Deno.test("close(): a waiting request gets the skip result, the running one finishes", async () => {
