@@ -1,14 +1,11 @@
 // The metrics as Prometheus text exposition format 0.0.4, from a plain
 // snapshot. Pure.
-import {
-  ENGINE_STATES,
-  type EngineState,
-} from "../supervision/restart_policy.ts";
+import { ENGINE_STATES } from "../supervision/restart_policy.ts";
 import { WAIT_REASONS, type WaitReason } from "../gpu/start_gate.ts";
 import {
+  type EngineDetail,
   EXIT_CAUSES,
   type ExitCause,
-  type LoadPhase,
 } from "../supervision/engine_detail.ts";
 import {
   AUTH_FAILURE_REASONS,
@@ -29,26 +26,23 @@ export interface LauncherMetrics {
   startWarnings?: number | undefined;
 }
 
-// An absent field gives no sample.
-export interface EngineMetrics {
+// The detail view's facts and those only the metrics have; an absent field
+// gives no sample.
+export interface EngineMetrics
+  extends
+    Pick<EngineDetail, "gpus" | "restarts">,
+    Partial<
+      Pick<EngineDetail, "state" | "gpu_memory_mib" | "phase" | "traffic">
+    > {
   model: string;
   verb: string;
   engine: string;
   port: number;
-  /** `[]` for none, `null` when not placed. */
-  gpus: readonly string[] | null;
   up: boolean;
-  restarts: number;
   healthPollSeconds?: number | undefined;
   startTimeSeconds?: number | undefined;
-  state?: EngineState | undefined;
-  gpuMemoryMiB?: Readonly<Record<string, number>> | null | undefined;
   startWaitSeconds?: Counts<WaitReason> | undefined;
   exits?: Counts<ExitCause> | undefined;
-  phase?: LoadPhase | null | undefined;
-  /** The engine's own gauges and counter, where read. */
-  requestsRunning?: number | undefined;
-  requestsWaiting?: number | undefined;
   generatedTokens?: number | undefined;
   requestsCut?: number | undefined;
 }
@@ -108,8 +102,8 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
   mymodel_engine_restarts_total: (e) => e.restarts,
   mymodel_engine_health_poll_seconds: (e) => e.healthPollSeconds,
   mymodel_engine_start_time_seconds: (e) => e.startTimeSeconds,
-  mymodel_engine_requests_running: (e) => e.requestsRunning,
-  mymodel_engine_requests_waiting: (e) => e.requestsWaiting,
+  mymodel_engine_requests_running: (e) => e.traffic?.running,
+  mymodel_engine_requests_waiting: (e) => e.traffic?.waiting,
   mymodel_engine_generated_tokens_total: (e) => e.generatedTokens,
   mymodel_engine_requests_cut_total: (e) => e.requestsCut,
 };
@@ -168,7 +162,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         : []
     ),
     mymodel_engine_gpu_memory_bytes: engines.flatMap((e) =>
-      Object.entries(e.gpuMemoryMiB ?? {}).map(([gpu, mib]) => ({
+      Object.entries(e.gpu_memory_mib ?? {}).map(([gpu, mib]) => ({
         labels: [["model", e.model], ["gpu", gpu]],
         value: mib * 1024 * 1024,
       }))
