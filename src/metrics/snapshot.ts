@@ -38,25 +38,19 @@ export function metricsSnapshot(
     },
     engines: supervisors.map((s) => {
       const run = s.process;
-      const detail = s.detail();
       return {
-        ...detail,
+        ...s.detail(),
         model: s.name,
         verb: s.card.verb,
         engine: s.card.engine,
         port: s.port,
         // What `ready` means, asleep or not: the current run's last poll answered 200.
         up: run.running && (s.state === "ready" || s.state === "sleeping"),
-        healthPollSeconds: s.lastPollSeconds,
         startTimeSeconds: run.running && run.startedAt !== undefined
           ? run.startedAt / 1000
           : undefined,
-        exits: s.exitsByCause(),
-        requestsCut: s.requestsCut,
         generatedTokens: s.serving.generatedTokens,
-        startWaitSeconds: (s.gpus?.length ?? 0) > 0
-          ? s.startWaitSeconds()
-          : undefined,
+        ...s.counts(),
       };
     }),
     ...(production ? { authFailures: launcher.stance.auth.failures } : {}),

@@ -191,18 +191,6 @@ export class EngineRun {
     return this.#plan.gpus;
   }
 
-  get restarts(): number {
-    return this.#restarts;
-  }
-
-  get requestsCut(): number {
-    return this.#cut;
-  }
-
-  get lastPollSeconds(): number | undefined {
-    return this.#lastPollMs === undefined ? undefined : this.#lastPollMs / 1000;
-  }
-
   detail(): EngineDetail {
     const run = this.#process;
     const loading = this.#state === "starting" && run.running;
@@ -228,12 +216,20 @@ export class EngineRun {
     };
   }
 
-  exitsByCause(): Partial<Record<ExitCause, number>> {
-    return { ...this.#exits };
-  }
-
-  startWaitSeconds(): Partial<Record<WaitReason, number>> {
-    return waitSeconds(this.#gpu);
+  /** What the metrics count beyond the detail view. */
+  counts(): {
+    exits: Partial<Record<ExitCause, number>>;
+    requestsCut: number;
+    healthPollSeconds: number | undefined;
+    startWaitSeconds: Partial<Record<WaitReason, number>> | undefined;
+  } {
+    const pollMs = this.#lastPollMs;
+    return {
+      exits: { ...this.#exits },
+      requestsCut: this.#cut,
+      healthPollSeconds: pollMs === undefined ? undefined : pollMs / 1000,
+      startWaitSeconds: this.gpus?.length ? waitSeconds(this.#gpu) : undefined,
+    };
   }
 
   observeGpuMemory(reading: GpuReading | null): void {

@@ -2,12 +2,6 @@
 // itself, whether an ended run is started again, and after how long.
 import type { RestartPolicy } from "../catalogue.ts";
 
-interface RunEnd {
-  readonly code: number | null;
-  readonly signal: string | null;
-  readonly reason: EndReason;
-}
-
 /** Why the launcher ended a run itself; `"exit"`: the engine ended on its own. */
 export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
 
@@ -74,7 +68,10 @@ export class CauseStreak {
   }
 }
 
-export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
+export function shouldRestart(
+  policy: RestartPolicy,
+  end: { code: number | null; signal: string | null; reason: EndReason },
+): boolean {
   if (policy === "never") return false;
   if (policy === "always") return true;
   return end.reason !== "exit" || end.signal !== null || end.code !== 0;
