@@ -68,7 +68,6 @@ export class MetricsWriter implements AsyncDisposable {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return await this.idle();
     this.#closed = true;
     this.#pending = undefined;
     await this.idle();

@@ -53,7 +53,8 @@ export class Drain {
   #last: TrafficReading | null = null;
   #finished = 0;
   #stop = new AbortController();
-  #over = Promise.withResolvers<void>();
+  readonly #over = Promise.withResolvers<void>();
+  readonly over: Promise<void> = this.#over.promise;
 
   /** Undefined when the engine gets none (`say` tells why where it is not the operator's choice). */
   static begin(
@@ -88,10 +89,6 @@ export class Drain {
     void this.#loop(read, emit);
   }
 
-  get over(): Promise<void> {
-    return this.#over.promise;
-  }
-
   view(): NonNullable<EngineDetail["drain"]> {
     return {
       since: new Date(this.since).toISOString(),
@@ -101,7 +98,6 @@ export class Drain {
     };
   }
 
-  /** How the drain ended, or undefined while it goes on. */
   step(event: DrainEvent): DrainEnd | undefined {
     if (event.kind === "drain-over") return this.#end(event.why);
     const reading = event.reading;

@@ -40,7 +40,7 @@ import {
   type RunHealth,
   shouldRestart,
   silenceVerdict,
-  stalledVerdict,
+  stopVerdict,
   type Verdict,
 } from "./restart_policy.ts";
 import {
@@ -287,11 +287,6 @@ export class EngineRun {
 
   /** A reload's change that does not reach the engine (one that does gets a new engine run). */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
-    if (card.name !== this.name) {
-      throw new RangeError(
-        `Cannot give engine ${this.name} the card ${card.name} (expected the same name)`,
-      );
-    }
     this.#plan = { ...this.#plan, card, ...next };
     this.#o.onChange();
   }
@@ -398,7 +393,7 @@ export class EngineRun {
           ? this.#poll(event.result, event.counts)
           : event.kind === "silence"
           ? this.#silent(run)
-          : stalledVerdict(event.seen);
+          : stopVerdict("stalled", `stalled: ${event.seen}`);
         switch (verdict?.kind) {
           case "ready":
             if (verdict.first) this.#releaseGpu(true);

@@ -124,7 +124,7 @@ export function pollVerdict(
   const next = { ...health, failures };
   if (limit <= 0 || failures < limit) return [{ kind: "unhealthy" }, next];
   const why = `failed ${failures} health polls in a row after answering 200`;
-  return [stop("unhealthy", why), next];
+  return [stopVerdict("unhealthy", why), next];
 }
 
 /** `--start-timeout`: a run that never answered 200 and gave no sign of life for `timeoutMs` is stopped (0: never). */
@@ -139,17 +139,13 @@ export function silenceVerdict(
   if (silent < timeoutMs) return undefined;
   const seconds = Math.round(silent / 1000);
   const where = phase ? `, stalled while ${phase}` : "";
-  return stop(
+  return stopVerdict(
     "start-timeout",
     `has not answered 200 and wrote nothing for ${seconds} s (--start-timeout${where})`,
   );
 }
 
-export function stalledVerdict(seen: string): Verdict {
-  return stop("stalled", `stalled: ${seen}`);
-}
-
-function stop(reason: EndReason, what: string): Verdict {
+export function stopVerdict(reason: EndReason, what: string): Verdict {
   const why = `${what}: stopping it (SIGTERM, then SIGKILL)`;
   return { kind: "stop", reason, why };
 }
