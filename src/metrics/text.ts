@@ -1,18 +1,16 @@
 // The metrics as Prometheus text exposition format 0.0.4, from a plain
 // snapshot. Pure.
 import { ENGINE_STATES } from "../supervision/restart_policy.ts";
-import { WAIT_REASONS, type WaitReason } from "../gpu/start_gate.ts";
+import { WAIT_REASONS } from "../gpu/start_gate.ts";
 import {
   type EngineDetail,
   EXIT_CAUSES,
-  type ExitCause,
 } from "../supervision/engine_detail.ts";
+import type { EngineCounts } from "../supervision/engine_run.ts";
 import {
   AUTH_FAILURE_REASONS,
   type AuthFailureReason,
 } from "../web/auth_failures.ts";
-
-type Counts<K extends string> = Readonly<Partial<Record<K, number>>>;
 
 export interface LauncherMetrics {
   version: string;
@@ -33,18 +31,15 @@ export interface EngineMetrics
     Pick<EngineDetail, "gpus" | "restarts">,
     Partial<
       Pick<EngineDetail, "state" | "gpu_memory_mib" | "phase" | "traffic">
-    > {
+    >,
+    Partial<EngineCounts> {
   model: string;
   verb: string;
   engine: string;
   port: number;
   up: boolean;
-  healthPollSeconds?: number | undefined;
   startTimeSeconds?: number | undefined;
-  startWaitSeconds?: Counts<WaitReason> | undefined;
-  exits?: Counts<ExitCause> | undefined;
   generatedTokens?: number | undefined;
-  requestsCut?: number | undefined;
 }
 
 export interface ReloadMetrics {
@@ -58,7 +53,7 @@ export interface MetricsSnapshot {
   /** In any order: rendering sorts them. */
   engines: readonly EngineMetrics[];
   /** Rendered only in production mode; missing reasons count 0. */
-  authFailures?: Counts<AuthFailureReason> | undefined;
+  authFailures?: Readonly<Partial<Record<AuthFailureReason, number>>>;
   reloads?: ReloadMetrics | undefined;
   /** A gauge an alert can age: a launcher killed outright leaves its file behind. */
   updatedSeconds?: number | undefined;
@@ -108,15 +103,12 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
   mymodel_engine_requests_cut_total: (e) => e.requestsCut,
 };
 
-function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
-  if (a.model !== b.model) return a.model < b.model ? -1 : 1;
-  return a.port - b.port;
-}
-
 // No timestamps: node_exporter's textfile collector refuses them. A family
 // whose samples are undefined is left out.
 export function renderMetrics(snapshot: MetricsSnapshot): string {
-  const engines = [...snapshot.engines].sort(byModelThenPort);
+  const engines = [...snapshot.engines].sort((a, b) =>
+    a.model === b.model ? a.port - b.port : a.model < b.model ? -1 : 1
+  );
   const { launcher, reloads } = snapshot;
   const launcherPort = ["port", String(launcher.port)] as const;
   function ofLauncher(value: number | undefined): Sample[] {

@@ -6,7 +6,7 @@ import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 
 // The metrics (which see supervision, not engines) list causes and phases from here.
-export { EXIT_CAUSES, type ExitCause } from "../engines/kinds/engine_kind.ts";
+export { EXIT_CAUSES } from "../engines/kinds/engine_kind.ts";
 
 /**
  * One engine as an embedding program sees it: a snapshot of what

@@ -87,6 +87,13 @@ type EngineEvent =
   | ServingEvent
   | DrainEvent;
 
+export interface EngineCounts {
+  exits: Partial<Record<ExitCause, number>>;
+  requestsCut: number;
+  healthPollSeconds: number | undefined;
+  startWaitSeconds: Partial<Record<WaitReason, number>> | undefined;
+}
+
 export interface EngineRunOptions {
   log: EngineLog;
   restart: RestartPolicy; // when the card sets none
@@ -217,12 +224,7 @@ export class EngineRun {
   }
 
   /** What the metrics count beyond the detail view. */
-  counts(): {
-    exits: Partial<Record<ExitCause, number>>;
-    requestsCut: number;
-    healthPollSeconds: number | undefined;
-    startWaitSeconds: Partial<Record<WaitReason, number>> | undefined;
-  } {
+  counts(): EngineCounts {
     const pollMs = this.#lastPollMs;
     return {
       exits: { ...this.#exits },
