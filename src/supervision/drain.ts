@@ -64,14 +64,13 @@ export class Drain {
     say: (line: string) => void,
   ): Drain | undefined {
     const ms = drainMs(plan.card, launcherMs);
-    if (ms <= 0) return undefined;
     const rule = trafficRule(plan.card, ENGINE_KINDS[plan.card.engine]!);
-    if (!rule) {
+    if (ms > 0 && !rule) {
       say(
         "not drained: no traffic reading (an engine: command card without metrics:)",
       );
-      return undefined;
     }
+    if (ms <= 0 || !rule) return undefined;
     const origin = engineOrigin(plan.host, plan.port);
     return new Drain(
       ms,

@@ -149,7 +149,7 @@ export class EngineRun {
   #released: Released | undefined;
   #watchdog: Watchdog | undefined;
   #done: PromiseWithResolvers<void> | undefined;
-  #lastPollMs: number | undefined;
+  #lastPollSeconds: number | undefined;
   #silence: ReturnType<typeof setTimeout> | undefined;
   #drain: Drain | undefined;
   #cut = 0;
@@ -225,11 +225,10 @@ export class EngineRun {
 
   /** What the metrics count beyond the detail view. */
   counts(): EngineCounts {
-    const pollMs = this.#lastPollMs;
     return {
       exits: { ...this.#exits },
       requestsCut: this.#cut,
-      healthPollSeconds: pollMs === undefined ? undefined : pollMs / 1000,
+      healthPollSeconds: this.#lastPollSeconds,
       startWaitSeconds: this.gpus?.length ? waitSeconds(this.#gpu) : undefined,
     };
   }
@@ -560,7 +559,7 @@ export class EngineRun {
   }
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
-    this.#lastPollMs = result.ms;
+    this.#lastPollSeconds = result.ms / 1000;
     if (result.local) {
       // The key doubles as the summary's subject.
       this.#local.hit(
@@ -581,7 +580,6 @@ export class EngineRun {
   }
 
   #silent(run: ServerProcess): Verdict | undefined {
-    this.#silence = undefined;
     if (this.#health.firstOkAt !== undefined) return undefined;
     const last = run.lastSignOfLife;
     const timeout = this.#o.startTimeoutMs;

@@ -100,7 +100,6 @@ export class Journal implements AsyncDisposable {
 
 const CLOSE_MS = 2_000;
 
-/** What the path is when it exists and is not a regular file. */
 function notRegular(path: string): string | undefined {
   let info: Deno.FileInfo;
   try {

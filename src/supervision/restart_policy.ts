@@ -77,11 +77,7 @@ export function shouldRestart(
   return end.reason !== "exit" || end.signal !== null || end.code !== 0;
 }
 
-/**
- * Restart `n` (1-based, since the last reset) waits 1 s, 2 s, 4 s … capped at
- * `maxMs`. No jitter: engines on one server rarely share a failure that a
- * spread would help.
- */
+// No jitter: engines on one server rarely share a failure that a spread would help.
 export function restartDelayMs(n: number, maxMs: number): number {
   const exponent = Math.min(Math.max(n, 1) - 1, 30);
   return Math.min(1_000 * 2 ** exponent, maxMs);
