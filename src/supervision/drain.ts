@@ -121,9 +121,7 @@ export class Drain {
   #end(reason: DrainEnd["reason"]): DrainEnd {
     this.close();
     const seconds = Math.round((Date.now() - this.since) / 100) / 10;
-    const cut = reason === "drained" || reason === "unread" || !this.#last
-      ? 0
-      : inFlight(this.#last);
+    const cut = this.#last ? inFlight(this.#last) : 0; // 0 when drained
     const n = this.#finished;
     const tally = `${n} request${n === 1 ? "" : "s"} finished, ${cut} cut`;
     const detail = reason === "unread"

@@ -242,7 +242,6 @@ export class EngineRun {
     return this.#gpu.startUsed;
   }
 
-  /** What the last run held on its GPUs, for its replacement. */
   gpuReleased(): Released | undefined {
     return this.#gated() ? releasedBy(this.#gpu) : undefined;
   }
@@ -292,7 +291,7 @@ export class EngineRun {
     this.#o.onChange();
   }
 
-  /** A reload's replacement counts on from `old` (restarts, exits, requests cut, tokens). */
+  /** A reload's replacement counts on from `old`. */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
     this.#exits = { ...old.#exits };
