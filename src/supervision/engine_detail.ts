@@ -141,10 +141,3 @@ export function exitLine(end: LastExit): string {
   const said = end.message ? ` (${end.cause}: ${end.message})` : "";
   return `exit: ${what} after ${end.ran_seconds.toFixed(1)} s${said}`;
 }
-
-/** `retry`: seconds before it is tried again; 0: never. */
-export function failedLine(exit: string, end: LastExit, retry: number): string {
-  return `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)${
-    retry > 0 ? `; tried again in ${retry} s` : ""
-  }`;
-}

@@ -51,7 +51,6 @@ import {
 import {
   type EngineDetail,
   exitLine,
-  failedLine,
   type LastExit,
   lastExitOf,
 } from "./engine_detail.ts";
@@ -338,9 +337,10 @@ export class EngineRun {
         }
         if (slot) {
           if (waited) {
-            const on = this.gpus!.join(",");
             log.info(
-              `engine ${this.name} starts on GPU ${on} (waited for ${waited.reason})`,
+              `engine ${this.name} starts on GPU ${
+                this.gpus!.join(",")
+              } (waited for ${waited.reason})`,
             );
           }
           this.#gpu.slot = slot;
@@ -440,7 +440,9 @@ export class EngineRun {
         if (byCause === "failed") {
           const retry = this.card.failedRetry ??
             (this.#o.failedRetryMs ?? 0) / 1000;
-          const why = failedLine(exit, end, retry);
+          const again = retry > 0 ? `; tried again in ${retry} s` : "";
+          const why =
+            `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)${again}`;
           this.#report("warn", why, true);
           if (retry > 0) this.#later(retry * 1000, { kind: "retry" });
           return this.#enter("failed", end.cause, why);
