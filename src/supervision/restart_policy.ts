@@ -39,10 +39,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "exited",
 ];
 
-const HOPELESS: ReadonlySet<string> = new Set([
-  "bad-arguments",
-  "model-not-found",
-]);
+const HOPELESS = new Set(["bad-arguments", "model-not-found"]);
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
 

@@ -36,8 +36,6 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 exit 0
 `;
 
-const encoder = new TextEncoder();
-
 export class Watchdog {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
@@ -80,7 +78,7 @@ export class Watchdog {
 
   #send(line: string): void {
     if (this.#off) return;
-    this.#writer.write(encoder.encode(line)).catch((error) => {
+    this.#writer.write(new TextEncoder().encode(line)).catch((error) => {
       if (this.#off) return;
       this.#off = true;
       log.warn(
