@@ -1,9 +1,7 @@
-// The drain before a planned stop: the engine's running and waiting requests,
-// read from its own metrics every 0.5 s, until both are 0 or the deadline
-// passes; SIGTERM comes after. vLLM aborts every request in flight at SIGTERM
-// unless `--shutdown-timeout` is set (its default is 0, vLLM PR #36666);
-// llama-server and SGLang cut theirs too. Each read goes to the engine run as
-// an event.
+// The drain before a planned stop: the engine's own running and waiting
+// requests, read until both are 0 or the deadline passes; SIGTERM comes after.
+// vLLM aborts every request in flight at SIGTERM unless `--shutdown-timeout`
+// is set (its default is 0, vLLM PR #36666); llama-server and SGLang cut too.
 import type { ModelCard } from "../catalogue.ts";
 import { sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";

@@ -5,7 +5,7 @@ import type { EndReason, EngineState } from "./restart_policy.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 
-// The metrics (which see supervision, not engines) list causes and phases from here.
+// The metrics (which see supervision, not engines) list the exit causes from here.
 export { EXIT_CAUSES } from "../engines/kinds/engine_kind.ts";
 
 /**
