@@ -290,7 +290,7 @@ export class EngineRun {
     this.#o.onChange();
   }
 
-  /** A reload's replacement counts on from `old`. */
+  /** A reload's replacement counts on from `old` (restarts, exits, requests cut, tokens). */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
     this.#exits = { ...old.#exits };
