@@ -63,7 +63,7 @@ async function storm(
     startTimeoutMs: 0,
     journal,
     onChange() {
-      if (supervisor?.restarts >= PLAN.journalRestarts) done();
+      if ((supervisor?.detail().restarts ?? 0) >= PLAN.journalRestarts) done();
     },
   });
   const began = performance.now();

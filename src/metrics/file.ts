@@ -68,18 +68,10 @@ export class MetricsWriter implements AsyncDisposable {
   }
 
   async close(): Promise<void> {
-    if (this.#closed) return await this.idle();
     this.#closed = true;
     this.#pending = undefined;
     await this.idle();
-    try {
-      await Deno.remove(this.path);
-    } catch (error) {
-      if (error instanceof Deno.errors.NotFound) return;
-      log.warn(
-        `Cannot remove metrics file ${this.path}: ${(error as Error).message}`,
-      );
-    }
+    await removeFile(this.path, "");
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
@@ -176,19 +168,24 @@ async function removeDeadOwnersFiles(
     for (const temporary of temporaries.filter((t) => t.of === of)) {
       await Deno.remove(temporary.path).catch(() => {});
     }
-    try {
-      await Deno.remove(path);
+    if (await removeFile(path, ` of launcher pid ${owner.pid} (gone)`)) {
       log.info(
         `removed metrics file ${path}: its launcher (pid ${owner.pid}) is gone`,
       );
-    } catch (error) {
-      if (error instanceof Deno.errors.NotFound) continue; // another launcher removed it
-      log.warn(
-        `Cannot remove metrics file ${path} of launcher pid ${owner.pid} (gone): ${
-          (error as Error).message
-        }`,
-      );
     }
+  }
+}
+
+/** False when it was gone already (another launcher removed it) or cannot go (said). */
+async function removeFile(path: string, whose: string): Promise<boolean> {
+  try {
+    await Deno.remove(path);
+    return true;
+  } catch (error) {
+    if (error instanceof Deno.errors.NotFound) return false;
+    const why = (error as Error).message;
+    log.warn(`Cannot remove metrics file ${path}${whose}: ${why}`);
+    return false;
   }
 }
 

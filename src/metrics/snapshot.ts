@@ -38,31 +38,19 @@ export function metricsSnapshot(
     },
     engines: supervisors.map((s) => {
       const run = s.process;
-      const detail = s.detail();
       return {
+        ...s.detail(),
         model: s.name,
         verb: s.card.verb,
         engine: s.card.engine,
         port: s.port,
-        gpus: s.gpus,
         // What `ready` means, asleep or not: the current run's last poll answered 200.
         up: run.running && (s.state === "ready" || s.state === "sleeping"),
-        restarts: s.restarts,
-        healthPollSeconds: s.lastPollSeconds,
         startTimeSeconds: run.running && run.startedAt !== undefined
           ? run.startedAt / 1000
           : undefined,
-        state: s.state,
-        gpuMemoryMiB: detail.gpu_memory_mib,
-        exits: s.exitsByCause(),
-        requestsCut: s.requestsCut,
-        phase: detail.phase,
-        requestsRunning: detail.traffic?.running,
-        requestsWaiting: detail.traffic?.waiting,
         generatedTokens: s.serving.generatedTokens,
-        startWaitSeconds: (s.gpus?.length ?? 0) > 0
-          ? s.startWaitSeconds()
-          : undefined,
+        ...s.counts(),
       };
     }),
     ...(production ? { authFailures: launcher.stance.auth.failures } : {}),

@@ -1,21 +1,16 @@
 // The metrics as Prometheus text exposition format 0.0.4, from a plain
 // snapshot. Pure.
+import { ENGINE_STATES } from "../supervision/restart_policy.ts";
+import { WAIT_REASONS } from "../gpu/start_gate.ts";
 import {
-  ENGINE_STATES,
-  type EngineState,
-} from "../supervision/restart_policy.ts";
-import { WAIT_REASONS, type WaitReason } from "../gpu/start_gate.ts";
-import {
+  type EngineDetail,
   EXIT_CAUSES,
-  type ExitCause,
-  type LoadPhase,
 } from "../supervision/engine_detail.ts";
+import type { EngineCounts } from "../supervision/engine_run.ts";
 import {
   AUTH_FAILURE_REASONS,
   type AuthFailureReason,
 } from "../web/auth_failures.ts";
-
-type Counts<K extends string> = Readonly<Partial<Record<K, number>>>;
 
 export interface LauncherMetrics {
   version: string;
@@ -29,28 +24,22 @@ export interface LauncherMetrics {
   startWarnings?: number | undefined;
 }
 
-// An absent field gives no sample.
-export interface EngineMetrics {
+// The detail view's facts and those only the metrics have; an absent field
+// gives no sample.
+export interface EngineMetrics
+  extends
+    Pick<EngineDetail, "gpus" | "restarts">,
+    Partial<
+      Pick<EngineDetail, "state" | "gpu_memory_mib" | "phase" | "traffic">
+    >,
+    Partial<EngineCounts> {
   model: string;
   verb: string;
   engine: string;
   port: number;
-  /** `[]` for none, `null` when not placed. */
-  gpus: readonly string[] | null;
   up: boolean;
-  restarts: number;
-  healthPollSeconds?: number | undefined;
   startTimeSeconds?: number | undefined;
-  state?: EngineState | undefined;
-  gpuMemoryMiB?: Readonly<Record<string, number>> | null | undefined;
-  startWaitSeconds?: Counts<WaitReason> | undefined;
-  exits?: Counts<ExitCause> | undefined;
-  phase?: LoadPhase | null | undefined;
-  /** The engine's own gauges and counter, where read. */
-  requestsRunning?: number | undefined;
-  requestsWaiting?: number | undefined;
   generatedTokens?: number | undefined;
-  requestsCut?: number | undefined;
 }
 
 export interface ReloadMetrics {
@@ -64,7 +53,7 @@ export interface MetricsSnapshot {
   /** In any order: rendering sorts them. */
   engines: readonly EngineMetrics[];
   /** Rendered only in production mode; missing reasons count 0. */
-  authFailures?: Counts<AuthFailureReason> | undefined;
+  authFailures?: Readonly<Partial<Record<AuthFailureReason, number>>>;
   reloads?: ReloadMetrics | undefined;
   /** A gauge an alert can age: a launcher killed outright leaves its file behind. */
   updatedSeconds?: number | undefined;
@@ -108,21 +97,18 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
   mymodel_engine_restarts_total: (e) => e.restarts,
   mymodel_engine_health_poll_seconds: (e) => e.healthPollSeconds,
   mymodel_engine_start_time_seconds: (e) => e.startTimeSeconds,
-  mymodel_engine_requests_running: (e) => e.requestsRunning,
-  mymodel_engine_requests_waiting: (e) => e.requestsWaiting,
+  mymodel_engine_requests_running: (e) => e.traffic?.running,
+  mymodel_engine_requests_waiting: (e) => e.traffic?.waiting,
   mymodel_engine_generated_tokens_total: (e) => e.generatedTokens,
   mymodel_engine_requests_cut_total: (e) => e.requestsCut,
 };
 
-function byModelThenPort(a: EngineMetrics, b: EngineMetrics): number {
-  if (a.model !== b.model) return a.model < b.model ? -1 : 1;
-  return a.port - b.port;
-}
-
 // No timestamps: node_exporter's textfile collector refuses them. A family
 // whose samples are undefined is left out.
 export function renderMetrics(snapshot: MetricsSnapshot): string {
-  const engines = [...snapshot.engines].sort(byModelThenPort);
+  const engines = [...snapshot.engines].sort((a, b) =>
+    a.model === b.model ? a.port - b.port : a.model < b.model ? -1 : 1
+  );
   const { launcher, reloads } = snapshot;
   const launcherPort = ["port", String(launcher.port)] as const;
   function ofLauncher(value: number | undefined): Sample[] {
@@ -168,7 +154,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         : []
     ),
     mymodel_engine_gpu_memory_bytes: engines.flatMap((e) =>
-      Object.entries(e.gpuMemoryMiB ?? {}).map(([gpu, mib]) => ({
+      Object.entries(e.gpu_memory_mib ?? {}).map(([gpu, mib]) => ({
         labels: [["model", e.model], ["gpu", gpu]],
         value: mib * 1024 * 1024,
       }))

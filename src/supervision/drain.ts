@@ -1,9 +1,7 @@
-// The drain before a planned stop: the engine's running and waiting requests,
-// read from its own metrics every 0.5 s, until both are 0 or the deadline
-// passes; SIGTERM comes after. vLLM aborts every request in flight at SIGTERM
-// unless `--shutdown-timeout` is set (its default is 0, vLLM PR #36666);
-// llama-server and SGLang cut theirs too. Each read goes to the engine run as
-// an event.
+// The drain before a planned stop: the engine's own running and waiting
+// requests, read until both are 0 or the deadline passes; SIGTERM comes after.
+// vLLM aborts every request in flight at SIGTERM unless `--shutdown-timeout`
+// is set (its default is 0, vLLM PR #36666); llama-server and SGLang cut too.
 import type { ModelCard } from "../catalogue.ts";
 import { sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
@@ -53,7 +51,8 @@ export class Drain {
   #last: TrafficReading | null = null;
   #finished = 0;
   #stop = new AbortController();
-  #over = Promise.withResolvers<void>();
+  readonly #over = Promise.withResolvers<void>();
+  readonly over: Promise<void> = this.#over.promise;
 
   /** Undefined when the engine gets none (`say` tells why where it is not the operator's choice). */
   static begin(
@@ -63,14 +62,13 @@ export class Drain {
     say: (line: string) => void,
   ): Drain | undefined {
     const ms = drainMs(plan.card, launcherMs);
-    if (ms <= 0) return undefined;
     const rule = trafficRule(plan.card, ENGINE_KINDS[plan.card.engine]!);
-    if (!rule) {
+    if (ms > 0 && !rule) {
       say(
         "not drained: no traffic reading (an engine: command card without metrics:)",
       );
-      return undefined;
     }
+    if (ms <= 0 || !rule) return undefined;
     const origin = engineOrigin(plan.host, plan.port);
     return new Drain(
       ms,
@@ -88,10 +86,6 @@ export class Drain {
     void this.#loop(read, emit);
   }
 
-  get over(): Promise<void> {
-    return this.#over.promise;
-  }
-
   view(): NonNullable<EngineDetail["drain"]> {
     return {
       since: new Date(this.since).toISOString(),
@@ -101,7 +95,6 @@ export class Drain {
     };
   }
 
-  /** How the drain ended, or undefined while it goes on. */
   step(event: DrainEvent): DrainEnd | undefined {
     if (event.kind === "drain-over") return this.#end(event.why);
     const reading = event.reading;
@@ -126,9 +119,7 @@ export class Drain {
   #end(reason: DrainEnd["reason"]): DrainEnd {
     this.close();
     const seconds = Math.round((Date.now() - this.since) / 100) / 10;
-    const cut = reason === "drained" || reason === "unread" || !this.#last
-      ? 0
-      : inFlight(this.#last);
+    const cut = this.#last ? inFlight(this.#last) : 0; // 0 when drained
     const n = this.#finished;
     const tally = `${n} request${n === 1 ? "" : "s"} finished, ${cut} cut`;
     const detail = reason === "unread"

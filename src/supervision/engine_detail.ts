@@ -5,12 +5,8 @@ import type { EndReason, EngineState } from "./restart_policy.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 
-// The metrics (which see supervision, not engines) list causes and phases from here.
-export {
-  EXIT_CAUSES,
-  type ExitCause,
-  type LoadPhase,
-} from "../engines/kinds/engine_kind.ts";
+// The metrics (which see supervision, not engines) list the exit causes from here.
+export { EXIT_CAUSES } from "../engines/kinds/engine_kind.ts";
 
 /**
  * One engine as an embedding program sees it: a snapshot of what
@@ -144,11 +140,4 @@ export function exitLine(end: LastExit): string {
   const what = end.reason === "exit" ? how : `${end.reason}, then ${how}`;
   const said = end.message ? ` (${end.cause}: ${end.message})` : "";
   return `exit: ${what} after ${end.ran_seconds.toFixed(1)} s${said}`;
-}
-
-/** `retry`: seconds before it is tried again; 0: never. */
-export function failedLine(exit: string, end: LastExit, retry: number): string {
-  return `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)${
-    retry > 0 ? `; tried again in ${retry} s` : ""
-  }`;
 }

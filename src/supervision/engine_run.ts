@@ -40,7 +40,7 @@ import {
   type RunHealth,
   shouldRestart,
   silenceVerdict,
-  stalledVerdict,
+  stopVerdict,
   type Verdict,
 } from "./restart_policy.ts";
 import {
@@ -51,7 +51,6 @@ import {
 import {
   type EngineDetail,
   exitLine,
-  failedLine,
   type LastExit,
   lastExitOf,
 } from "./engine_detail.ts";
@@ -86,6 +85,13 @@ type EngineEvent =
   | { readonly kind: "stop"; readonly why: string }
   | ServingEvent
   | DrainEvent;
+
+export interface EngineCounts {
+  exits: Partial<Record<ExitCause, number>>;
+  requestsCut: number;
+  healthPollSeconds: number | undefined;
+  startWaitSeconds: Partial<Record<WaitReason, number>> | undefined;
+}
 
 export interface EngineRunOptions {
   log: EngineLog;
@@ -142,7 +148,7 @@ export class EngineRun {
   #released: Released | undefined;
   #watchdog: Watchdog | undefined;
   #done: PromiseWithResolvers<void> | undefined;
-  #lastPollMs: number | undefined;
+  #lastPollSeconds: number | undefined;
   #silence: ReturnType<typeof setTimeout> | undefined;
   #drain: Drain | undefined;
   #cut = 0;
@@ -191,18 +197,6 @@ export class EngineRun {
     return this.#plan.gpus;
   }
 
-  get restarts(): number {
-    return this.#restarts;
-  }
-
-  get requestsCut(): number {
-    return this.#cut;
-  }
-
-  get lastPollSeconds(): number | undefined {
-    return this.#lastPollMs === undefined ? undefined : this.#lastPollMs / 1000;
-  }
-
   detail(): EngineDetail {
     const run = this.#process;
     const loading = this.#state === "starting" && run.running;
@@ -228,12 +222,14 @@ export class EngineRun {
     };
   }
 
-  exitsByCause(): Partial<Record<ExitCause, number>> {
-    return { ...this.#exits };
-  }
-
-  startWaitSeconds(): Partial<Record<WaitReason, number>> {
-    return waitSeconds(this.#gpu);
+  /** What the metrics count beyond the detail view. */
+  counts(): EngineCounts {
+    return {
+      exits: { ...this.#exits },
+      requestsCut: this.#cut,
+      healthPollSeconds: this.#lastPollSeconds,
+      startWaitSeconds: this.gpus?.length ? waitSeconds(this.#gpu) : undefined,
+    };
   }
 
   observeGpuMemory(reading: GpuReading | null): void {
@@ -245,7 +241,6 @@ export class EngineRun {
     return this.#gpu.startUsed;
   }
 
-  /** What the last run held on its GPUs, for its replacement. */
   gpuReleased(): Released | undefined {
     return this.#gated() ? releasedBy(this.#gpu) : undefined;
   }
@@ -291,11 +286,6 @@ export class EngineRun {
 
   /** A reload's change that does not reach the engine (one that does gets a new engine run). */
   amend(card: ModelCard, next: { apiKey?: string } = {}): void {
-    if (card.name !== this.name) {
-      throw new RangeError(
-        `Cannot give engine ${this.name} the card ${card.name} (expected the same name)`,
-      );
-    }
     this.#plan = { ...this.#plan, card, ...next };
     this.#o.onChange();
   }
@@ -347,9 +337,10 @@ export class EngineRun {
         }
         if (slot) {
           if (waited) {
-            const on = this.gpus!.join(",");
             log.info(
-              `engine ${this.name} starts on GPU ${on} (waited for ${waited.reason})`,
+              `engine ${this.name} starts on GPU ${
+                this.gpus!.join(",")
+              } (waited for ${waited.reason})`,
             );
           }
           this.#gpu.slot = slot;
@@ -402,7 +393,7 @@ export class EngineRun {
           ? this.#poll(event.result, event.counts)
           : event.kind === "silence"
           ? this.#silent(run)
-          : stalledVerdict(event.seen);
+          : stopVerdict("stalled", `stalled: ${event.seen}`);
         switch (verdict?.kind) {
           case "ready":
             if (verdict.first) this.#releaseGpu(true);
@@ -449,7 +440,9 @@ export class EngineRun {
         if (byCause === "failed") {
           const retry = this.card.failedRetry ??
             (this.#o.failedRetryMs ?? 0) / 1000;
-          const why = failedLine(exit, end, retry);
+          const again = retry > 0 ? `; tried again in ${retry} s` : "";
+          const why =
+            `${exit}; not restarted: ${end.cause} twice in a row (fix the card or its files, then reload)${again}`;
           this.#report("warn", why, true);
           if (retry > 0) this.#later(retry * 1000, { kind: "retry" });
           return this.#enter("failed", end.cause, why);
@@ -567,7 +560,7 @@ export class EngineRun {
   }
 
   #poll(result: HealthCheck, counts: boolean): Verdict | undefined {
-    this.#lastPollMs = result.ms;
+    this.#lastPollSeconds = result.ms / 1000;
     if (result.local) {
       // The key doubles as the summary's subject.
       this.#local.hit(
@@ -588,7 +581,6 @@ export class EngineRun {
   }
 
   #silent(run: ServerProcess): Verdict | undefined {
-    this.#silence = undefined;
     if (this.#health.firstOkAt !== undefined) return undefined;
     const last = run.lastSignOfLife;
     const timeout = this.#o.startTimeoutMs;

@@ -5,39 +5,31 @@ import { sleep } from "../common/sleep.ts";
 import type { EngineRun } from "./engine_run.ts";
 
 export class HealthLoop {
-  readonly #targets: readonly EngineRun[];
-  readonly #options: HealthLoopOptions;
   readonly #stop = new AbortController();
+  readonly #run: () => Promise<void>;
   #loop: Promise<void> | undefined;
 
-  constructor(targets: readonly EngineRun[], options: HealthLoopOptions) {
-    this.#targets = targets;
-    this.#options = options;
+  constructor(
+    targets: readonly EngineRun[],
+    o: { intervalMs: number; timeoutMs: number; onRound?: () => void },
+  ) {
+    const { signal } = this.#stop;
+    this.#run = async () => {
+      while (!signal.aborted) {
+        await sleep(o.intervalMs, signal); // from the end of the last round
+        if (signal.aborted) return;
+        await Promise.all(targets.map((t) => t.healthy(o.timeoutMs, true)));
+        if (!signal.aborted) o.onRound?.();
+      }
+    };
   }
 
   start(): void {
     this.#loop ??= this.#run();
   }
 
-  async #run(): Promise<void> {
-    const { signal } = this.#stop;
-    const { intervalMs, timeoutMs, onRound } = this.#options;
-    while (!signal.aborted) {
-      await sleep(intervalMs, signal); // from the end of the last round
-      if (signal.aborted) return;
-      await Promise.all(this.#targets.map((t) => t.healthy(timeoutMs, true)));
-      if (!signal.aborted) onRound?.();
-    }
-  }
-
   async stop(): Promise<void> {
     this.#stop.abort();
     await this.#loop;
   }
-}
-
-interface HealthLoopOptions {
-  intervalMs: number;
-  timeoutMs: number;
-  onRound?: () => void;
 }

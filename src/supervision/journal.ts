@@ -30,12 +30,10 @@ export function journalPath(directory: string): string {
 }
 
 export class Journal implements AsyncDisposable {
-  readonly path: string;
   readonly #file: EngineLog | undefined;
   #warned = false;
 
   constructor(path: string, options: EngineLogOptions = {}) {
-    this.path = path;
     const kind = notRegular(path);
     if (kind) {
       log.warn(
@@ -86,7 +84,7 @@ export class Journal implements AsyncDisposable {
   async #bounded(work: Promise<void> | undefined): Promise<void> {
     if (work && await late(work, CLOSE_MS)) {
       log.warn(
-        `The journal ${this.path} was not written within ${
+        `The journal ${this.#file!.path} was not written within ${
           CLOSE_MS / 1000
         } s (a disk that hangs?): its last events may be lost`,
       );
@@ -100,7 +98,6 @@ export class Journal implements AsyncDisposable {
 
 const CLOSE_MS = 2_000;
 
-/** What the path is when it exists and is not a regular file. */
 function notRegular(path: string): string | undefined {
   let info: Deno.FileInfo;
   try {

@@ -117,12 +117,10 @@ export class EngineRecords {
   }
 
   #list(): { path: string; record: EngineRecord }[] {
-    let entries: Deno.DirEntry[];
+    let entries: Deno.DirEntry[] = [];
     try {
       entries = [...Deno.readDirSync(this.#dir)];
-    } catch {
-      return [];
-    }
+    } catch { /* no records yet */ }
     return entries.flatMap(({ name, isFile }) => {
       const path = `${this.#dir}/${name}`;
       const record = isFile && name.endsWith(SUFFIX) && readRecord(path);

@@ -2,12 +2,6 @@
 // itself, whether an ended run is started again, and after how long.
 import type { RestartPolicy } from "../catalogue.ts";
 
-interface RunEnd {
-  readonly code: number | null;
-  readonly signal: string | null;
-  readonly reason: EndReason;
-}
-
 /** Why the launcher ended a run itself; `"exit"`: the engine ended on its own. */
 export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
 
@@ -45,10 +39,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "exited",
 ];
 
-const HOPELESS: ReadonlySet<string> = new Set([
-  "bad-arguments",
-  "model-not-found",
-]);
+const HOPELESS = new Set(["bad-arguments", "model-not-found"]);
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
 
@@ -74,17 +65,16 @@ export class CauseStreak {
   }
 }
 
-export function shouldRestart(policy: RestartPolicy, end: RunEnd): boolean {
+export function shouldRestart(
+  policy: RestartPolicy,
+  end: { code: number | null; signal: string | null; reason: EndReason },
+): boolean {
   if (policy === "never") return false;
   if (policy === "always") return true;
   return end.reason !== "exit" || end.signal !== null || end.code !== 0;
 }
 
-/**
- * Restart `n` (1-based, since the last reset) waits 1 s, 2 s, 4 s … capped at
- * `maxMs`. No jitter: engines on one server rarely share a failure that a
- * spread would help.
- */
+// No jitter: engines on one server rarely share a failure that a spread would help.
 export function restartDelayMs(n: number, maxMs: number): number {
   const exponent = Math.min(Math.max(n, 1) - 1, 30);
   return Math.min(1_000 * 2 ** exponent, maxMs);
@@ -127,7 +117,7 @@ export function pollVerdict(
   const next = { ...health, failures };
   if (limit <= 0 || failures < limit) return [{ kind: "unhealthy" }, next];
   const why = `failed ${failures} health polls in a row after answering 200`;
-  return [stop("unhealthy", why), next];
+  return [stopVerdict("unhealthy", why), next];
 }
 
 /** `--start-timeout`: a run that never answered 200 and gave no sign of life for `timeoutMs` is stopped (0: never). */
@@ -142,17 +132,13 @@ export function silenceVerdict(
   if (silent < timeoutMs) return undefined;
   const seconds = Math.round(silent / 1000);
   const where = phase ? `, stalled while ${phase}` : "";
-  return stop(
+  return stopVerdict(
     "start-timeout",
     `has not answered 200 and wrote nothing for ${seconds} s (--start-timeout${where})`,
   );
 }
 
-export function stalledVerdict(seen: string): Verdict {
-  return stop("stalled", `stalled: ${seen}`);
-}
-
-function stop(reason: EndReason, what: string): Verdict {
+export function stopVerdict(reason: EndReason, what: string): Verdict {
   const why = `${what}: stopping it (SIGTERM, then SIGKILL)`;
   return { kind: "stop", reason, why };
 }

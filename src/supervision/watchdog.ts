@@ -36,13 +36,10 @@ for g in $groups; do kill -s KILL -- "-$g" 2>/dev/null; done
 exit 0
 `;
 
-const encoder = new TextEncoder();
-
 export class Watchdog {
   readonly #child: Deno.ChildProcess;
   readonly #writer: WritableStreamDefaultWriter<Uint8Array>;
-  #broken = false;
-  #closed: Promise<void> | undefined;
+  #off = false; // closed, or its pipe broke
 
   private constructor(child: Deno.ChildProcess) {
     this.#child = child;
@@ -80,10 +77,10 @@ export class Watchdog {
   }
 
   #send(line: string): void {
-    if (this.#broken || this.#closed) return;
-    this.#writer.write(encoder.encode(line)).catch((error) => {
-      if (this.#broken) return;
-      this.#broken = true;
+    if (this.#off) return;
+    this.#writer.write(new TextEncoder().encode(line)).catch((error) => {
+      if (this.#off) return;
+      this.#off = true;
       log.warn(
         `the watchdog (pid ${this.#child.pid}) is gone: ${
           (error as Error).message
@@ -92,14 +89,12 @@ export class Watchdog {
     });
   }
 
-  close(): Promise<void> {
-    this.#closed ??= (async () => {
-      await this.#writer.close().catch(() => {});
-      if ((await within(this.#child.status, EXIT_WAIT_MS)) === undefined) {
-        signalGroup(this.#child.pid, "SIGKILL");
-        await this.#child.status;
-      }
-    })();
-    return this.#closed;
+  async close(): Promise<void> {
+    this.#off = true;
+    await this.#writer.close().catch(() => {});
+    if ((await within(this.#child.status, EXIT_WAIT_MS)) === undefined) {
+      signalGroup(this.#child.pid, "SIGKILL");
+      await this.#child.status;
+    }
   }
 }

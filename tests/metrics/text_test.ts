@@ -293,7 +293,7 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
   const families = parse(renderMetrics(snapshot({
     engines: [engine({
       state: "waiting",
-      gpuMemoryMiB: { "0": 1024 },
+      gpu_memory_mib: { "0": 1024 },
       startWaitSeconds: { "gpu-memory-free": 12.5 },
     })],
   })));
@@ -363,7 +363,10 @@ Deno.test("renderMetrics counts exits by cause and gives a starting engine's loa
 Deno.test("renderMetrics gives each engine's running and waiting requests and generated tokens where read", () => {
   const families = parse(renderMetrics(snapshot({
     engines: [
-      engine({ requestsRunning: 3, requestsWaiting: 1, generatedTokens: 1234 }),
+      engine({
+        traffic: { running: 3, waiting: 1, tokens_per_s: null, at: "" },
+        generatedTokens: 1234,
+      }),
       engine({ model: "bge-m3", port: 5002 }),
     ],
   })));

@@ -81,11 +81,11 @@ Deno.test("an engine that exits at once goes starting, backoff, starting …; a 
     await captureLog(async () => {
       const run = engine("crash", root, events);
       run.start();
-      await waitFor(() => run.restarts >= 2, "two restarts");
+      await waitFor(() => run.detail().restarts >= 2, "two restarts");
       await run.stop();
       assert.equal(run.state, "exited");
       assert.equal(run.detail().next_restart, null);
-      assert.equal(run.exitsByCause().exit! >= 2, true);
+      assert.equal(run.counts().exits.exit! >= 2, true);
     });
     const path = events.map((e) => `${e.from}>${e.to}`);
     assert.deepEqual(path.slice(0, 3), [
@@ -116,7 +116,9 @@ Deno.test("an engine held at the gate waits with the gate's reason, and a stop w
       assert.equal(run.detail().pid, null);
       await run.stop();
       assert.equal(run.state, "exited");
-      assert.ok((run.startWaitSeconds()["gpu-busy-loading"] ?? -1) >= 0);
+      assert.ok(
+        (run.counts().startWaitSeconds?.["gpu-busy-loading"] ?? -1) >= 0,
+      );
       slot.release();
       // Nothing of the stopped engine is left in the queue.
       await hold(g, ["0"]).then((s) => s.release());
