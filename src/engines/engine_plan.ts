@@ -3,7 +3,7 @@
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
-import { ENGINE_KINDS, executableOf } from "./kinds.ts";
+import { ENGINE_KINDS, executableOf, SERVE_FLAGS } from "./kinds.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 
 /** Where an engine runs: what its plan is made from besides its card. */
@@ -78,15 +78,15 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
       `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
     );
   }
-  const owned = card.args.map((arg) => arg.replace(/=.*$/, "")).find((flag) =>
-    kind.ownedFlags?.includes(
-      flag.replace(/^--.*/, (long) => long.replaceAll("_", "-")),
-    )
+  const owned = kind.ownedFlags && [...SERVE_FLAGS, ...kind.ownedFlags];
+  const set = card.args.map((arg) => arg.replace(/=.*$/, "")).find((flag) =>
+    owned?.includes(flag.replace(/^--.*/, (long) => long.replaceAll("_", "-")))
   );
-  if (owned !== undefined) {
-    const all = kind.ownedFlags!.join(", ");
+  if (set !== undefined) {
     throw new EngineError(
-      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${owned}, which the launcher sets (expected none of ${all} in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
+      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${set}, which the launcher sets (expected none of ${
+        owned!.join(", ")
+      } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
     );
   }
   const executable = executableOf(card, kind);
@@ -101,10 +101,8 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     );
   }
   const apiKey = site.apiKey ?? "";
-  const { model, isLocal } = resolveModel(card, kind, site.directory);
   const args = kind.argv({
-    model,
-    isLocal,
+    ...resolveModel(card, kind, site.directory),
     host: site.host,
     port: site.port,
     apiKey,

@@ -31,7 +31,6 @@ export class EngineLog {
   #closed = false;
   /** At its size limit and not rotated: nothing more is written until a rotation works. */
   #stuck = false;
-  #lastOutputAt: number | undefined;
 
   constructor(path: string, options: EngineLogOptions = {}) {
     this.path = path;
@@ -47,25 +46,9 @@ export class EngineLog {
     return this.#lost;
   }
 
-  /** The launcher's own lines do not count. */
-  get lastOutputAt(): number | undefined {
-    return this.#lastOutputAt;
-  }
-
   /** Never waits. The chunk is kept as it is: do not reuse its buffer. */
   write(chunk: Uint8Array): void {
-    if (chunk.length === 0) return;
-    // Output dropped past the bound is still a sign of life (`--start-timeout`).
-    this.#lastOutputAt = Date.now();
-    this.#enqueue(chunk);
-  }
-
-  line(text: string): void {
-    this.#enqueue(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
-  }
-
-  #enqueue(chunk: Uint8Array): void {
-    if (this.#closed) return;
+    if (this.#closed || chunk.length === 0) return;
     if (this.#queued + chunk.length > this.#o.maxQueuedBytes) {
       this.#lost += chunk.length;
       return;
@@ -73,6 +56,10 @@ export class EngineLog {
     this.#queue.push(chunk);
     this.#queued += chunk.length;
     this.#writing ??= this.#drain();
+  }
+
+  line(text: string): void {
+    this.write(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
   }
 
   async flush(): Promise<void> {

@@ -46,11 +46,8 @@ export function readTraffic(
   ];
   const sums = sumSamples(text, names);
   const [running, waiting, prompt, generated] = names.map((name) => sums[name]);
-  if (
-    running == null || waiting == null || prompt == null || generated == null
-  ) {
-    return null;
-  }
+  if (running == null || waiting == null) return null;
+  if (prompt == null || generated == null) return null;
   return { running, waiting, prompt, generated, at };
 }
 
@@ -146,8 +143,7 @@ export function canaryRequest(
 ): CanaryRequest | null {
   const canary = CANARY[card.verb];
   const sleep = kind.traffic?.sleepFlag;
-  if (canary === undefined) return null;
-  if (sleep !== undefined && flagValue(card.args, [sleep]) !== undefined) {
+  if (canary === undefined || (sleep && flagValue(card.args, [sleep]))) {
     return null;
   }
   return { path: canary.path, body: { model: card.name, ...canary.body } };
