@@ -3,7 +3,8 @@
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
-import { ENGINE_KINDS, executableOf, SERVE_FLAGS } from "./kinds.ts";
+import { ENGINE_KINDS, executableOf } from "./kinds.ts";
+import { SERVE_FLAGS } from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 
 /** Where an engine runs: what its plan is made from besides its card. */
@@ -109,11 +110,9 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     card,
   });
   return {
+    ...site,
     name: card.name,
     card,
-    host: site.host,
-    port: site.port,
-    directory: site.directory,
     logFile: `${site.directory}/logs/${card.name}.log`,
     gpus: site.gpus ?? null,
     share: site.share ?? null,
@@ -121,7 +120,6 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     executable,
     args,
     env: { ...card.env, ...site.env },
-    baseEnv: site.baseEnv,
     memoryNeed: site.memoryNeed ?? null,
     restart: site.restart ?? card.restart ?? "on-failure",
   };

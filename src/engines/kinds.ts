@@ -10,7 +10,6 @@ import { SGLANG } from "./kinds/sglang.ts";
 import { VLLM } from "./kinds/vllm.ts";
 
 export type { EngineKind } from "./kinds/engine_kind.ts";
-export { SERVE_FLAGS } from "./kinds/engine_kind.ts";
 
 const KINDS: Record<string, EngineKind> = Object.fromEntries(
   [VLLM, LLAMA_CPP, SGLANG, COMMAND].map((kind) => [kind.name, kind]),

@@ -16,8 +16,7 @@ export function llamaServerFlags(text: string): string[] {
 
 // The only GGUF file, or the first shard of a split model.
 function singleGguf(dir: string, names: readonly string[]): string {
-  const files = names.filter((name) => name.endsWith(".gguf"));
-  files.sort();
+  const files = names.filter((name) => name.endsWith(".gguf")).sort();
   const shards = files.filter((f) => /-00001-of-\d{5}\.gguf$/.test(f));
   if (files.length === 1) return `${dir}/${files[0]}`;
   if (
