@@ -43,7 +43,6 @@ export async function flagWarnings(
   return warnings;
 }
 
-/** The flags an engine's help lists, or why none could be read. */
 async function readHelp(
   executable: string,
   flags: EngineFlags,

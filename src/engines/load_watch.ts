@@ -26,7 +26,6 @@ const READ_PER_SECOND = 256 * 1024;
 const MAX_STATS = 256;
 
 export class LoadWatch {
-  // Read by the run's owner, written only here.
   phase: LoadPhase | null = null;
   phaseSince: number | undefined;
   progress: LoadProgress | null = null;

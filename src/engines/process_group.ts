@@ -75,7 +75,6 @@ function killUnlessHandled(event: Event): void {
 }
 
 function killAllTracked(): void {
-  // Nothing more can be done while exiting than try.
   for (const pgid of live) attempt(() => signalGroup(pgid, "SIGKILL"), false);
   live.clear();
 }

@@ -129,10 +129,7 @@ const CANARY: Partial<Record<Verb, CanaryRequest>> = {
     path: "/v1/chat/completions",
     body: { messages: [{ role: "user", content: "hi" }], max_tokens: 1 },
   },
-  complete: {
-    path: "/v1/completions",
-    body: { prompt: "hi", max_tokens: 1 },
-  },
+  complete: { path: "/v1/completions", body: { prompt: "hi", max_tokens: 1 } },
   embed: { path: "/v1/embeddings", body: { input: "hi" } },
 };
 
@@ -167,14 +164,13 @@ export function sumSamples(
   text: string,
   names: readonly string[],
 ): Record<string, number | null> {
-  const wanted = new Set(names);
   const sums: Record<string, number | null> = {};
   for (const name of names) sums[name] = null;
   for (const raw of text.split("\n")) {
+    // A comment, a blank line: no name.
     const line = raw.trim();
-    if (line === "" || line.startsWith("#")) continue;
     const name = NAME.exec(line)?.[0];
-    if (name === undefined || !wanted.has(name)) continue;
+    if (name === undefined || !Object.hasOwn(sums, name)) continue;
     // Only numbers follow a label set: the last `}` closes it, whatever its values hold.
     const rest = line[name.length] === "{"
       ? line.lastIndexOf("}") + 1
