@@ -3,7 +3,6 @@
  * output to the log and the load watch, probe its `/health`, stop the group.
  * Folder `engines/`: one engine run and what it needs; it knows nothing of
  * restart policy, supervision, GPUs' start order or HTTP routes.
- *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
