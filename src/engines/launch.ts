@@ -39,12 +39,8 @@ export function locateExecutable(
 }
 
 // The launcher's own variables that no engine sees.
-const PRIVATE_ENV: readonly string[] = [
-  "IDP_SECRET",
-  "IDP_ISSUER",
-  "IDP_SECRET_FILE",
-  "LOCAL_ENGINE_API_KEY_FILE",
-];
+const PRIVATE_ENV: readonly string[] =
+  "IDP_SECRET IDP_ISSUER IDP_SECRET_FILE LOCAL_ENGINE_API_KEY_FILE".split(" ");
 
 export function inheritedEnv(
   env: Readonly<Record<string, string | undefined>>,

@@ -1,15 +1,13 @@
 // Whether a TCP port is free and, when it is not, which process listens on
 // it, from /proc (through `sh`, as proc.ts says): only this user's are found.
 import { ConfigError } from "../common/config_error.ts";
-import { shLines } from "./proc.ts";
+import { attempt, shLines } from "./proc.ts";
 
 export function isPortFree(hostname: string, port: number): boolean {
-  try {
+  return attempt(() => {
     Deno.listen({ hostname, port }).close();
     return true;
-  } catch {
-    return false;
-  }
+  }, false);
 }
 
 /** @throws {ConfigError} `Cannot use port 5000 on localhost for the management API: already in use by pid 4711 (python3) (expected a free port: stop that process, or choose another with --port)` */

@@ -127,10 +127,8 @@ export class ServerProcess implements AsyncDisposable {
 
   /** The command line as logged: the API key masked. */
   get commandLine(): string {
-    return masked(
-      this.plan,
-      [this.plan.executable, ...this.plan.args].join(" "),
-    );
+    const { executable, args } = this.plan;
+    return masked(this.plan, [executable, ...args].join(" "));
   }
 
   /** @ignore While `loading()`, every `every` ms: a look at its hub download and, while `polls()`, a yielded `/health` poll. */
