@@ -25,6 +25,8 @@ export class EngineLog {
   #queued = 0;
   /** The last write queued: each waits for the one before. */
   #tail: Promise<void> = Promise.resolve();
+  #file: Deno.FsFile | undefined;
+  #size = 0;
   #lost = 0;
   #closed = false;
   /** At its size limit and not rotated: nothing more is written until a rotation works. */
@@ -73,41 +75,54 @@ export class EngineLog {
       this.#lost += bytes.length;
       return;
     }
-    let size: number;
     try {
-      // Opening a FIFO blocks until a reader comes: only a regular file is written.
-      const info = await Deno.stat(this.path).catch(() => undefined);
-      if (info && !info.isFile) {
-        throw new Error(`${this.path} is not a regular file`);
-      }
-      const lost = this.#lost;
-      const note = lost === 0 ? [] : [
+      const file = await this.#open();
+      const note = this.#lost === 0 ? [] : [
         encoder.encode(
           `--- ${
             new Date().toISOString()
-          } log: ${lost} bytes of engine output were lost (the log could not be written)\n`,
+          } log: ${this.#lost} bytes of engine output were lost (the log could not be written)\n`,
         ),
       ];
-      size = info?.size ?? 0;
+      this.#lost = 0;
       for (const out of [...note, bytes]) {
-        await Deno.writeFile(this.path, out, { append: true });
-        size += out.length;
+        for (let done = 0; done < out.length;) {
+          done += await file.write(out.subarray(done));
+        }
+        this.#size += out.length;
       }
-      this.#lost -= lost;
     } catch (error) {
-      // Disk full, directory gone: drop, count, and try again next time.
+      // Disk full, directory gone: drop, count, and try a fresh file next time.
       this.#lost += bytes.length;
       this.#o.onWriteError(error);
+      this.#file?.close();
+      this.#file = undefined;
       return;
     }
     // Written: a rotation that fails loses none of these bytes. A file passes
     // the limit by one chunk at most.
-    if (this.#o.maxBytes > 0 && size >= this.#o.maxBytes) await this.#rotate();
+    if (this.#o.maxBytes > 0 && this.#size >= this.#o.maxBytes) {
+      await this.#rotate();
+    }
+  }
+
+  async #open(): Promise<Deno.FsFile> {
+    if (this.#file) return this.#file;
+    // Opening a FIFO blocks until a reader comes: only a regular file is opened.
+    const info = await Deno.stat(this.path).catch(() => undefined);
+    if (info && !info.isFile) {
+      throw new Error(`${this.path} is not a regular file`);
+    }
+    const file = await Deno.open(this.path, { append: true, create: true });
+    this.#size = (await file.stat()).size;
+    return this.#file = file;
   }
 
   /** A failure is told once; the file stops growing until a rotation works. */
   async #rotate(): Promise<boolean> {
     const { keep, maxBytes } = this.#o;
+    this.#file?.close();
+    this.#file = undefined;
     try {
       if (keep <= 0) await Deno.remove(this.path).catch(() => {});
       else {
@@ -118,6 +133,7 @@ export class EngineLog {
         }
         await Deno.rename(this.path, `${this.path}.1`);
       }
+      this.#size = 0;
       this.#stuck = false;
       return true;
     } catch (error) {
@@ -136,5 +152,7 @@ export class EngineLog {
   async close(waitMs = Infinity): Promise<void> {
     await (waitMs === Infinity ? this.flush() : late(this.flush(), waitMs));
     this.#closed = true;
+    this.#file?.close();
+    this.#file = undefined;
   }
 }
