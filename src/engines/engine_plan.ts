@@ -63,12 +63,8 @@ export interface EnginePlan extends Readonly<Required<EngineSite>> {
  * ```ts ignore
  * import { planEngine } from "@mymodel/serve/serve";
  *
- * const plan = planEngine(card, {
- *   host: "localhost",
- *   port: 5001,
- *   directory: "/srv/mymodel",
- *   baseEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" },
- * });
+ * const site = { host: "localhost", port: 5001, directory: "/srv/mymodel" };
+ * const plan = planEngine(card, { ...site, baseEnv: Deno.env.toObject() });
  * console.log(plan.executable, plan.args.join(" "));
  * ```
  */

@@ -34,12 +34,9 @@ const LOCAL_FAILURE =
  * import { Registry } from "@mymodel/serve/catalogue";
  *
  * const card = (await Registry.load()).get("llama-3");
- * const plan = planEngine(card, {
- *   host: "localhost",
- *   port: 5001,
- *   directory: "/srv/mymodel",
- *   baseEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" }, // what it inherits; PATH finds it
- * });
+ * const site = { host: "localhost", port: 5001, directory: "/srv/mymodel" };
+ * // baseEnv: what the engine inherits; its PATH finds the executable.
+ * const plan = planEngine(card, { ...site, baseEnv: Deno.env.toObject() });
  * await using engine = new ServerProcess(plan);
  * engine.start();
  * console.log(engine.url, await engine.healthy());

@@ -56,9 +56,7 @@ export function trafficOf(
   current: TrafficReading,
 ): Traffic {
   const seconds = previous === null ? 0 : (current.at - previous.at) / 1000;
-  const tokens = previous === null
-    ? -1
-    : current.generated - previous.generated;
+  const tokens = current.generated - (previous?.generated ?? 0);
   return {
     running: current.running,
     waiting: current.waiting,
