@@ -26,24 +26,19 @@ export async function flagWarnings(
     }
     ask.cards.push(card);
   }
-  const warnings: string[] = [];
-  for (const { cards: group, listed } of asks.values()) {
+  const warnings = [...asks.values()].map(async ({ cards: group, listed }) => {
     const flags = await listed;
-    if (typeof flags === "string") {
-      const names = group.map((card) => card.name).join(", ");
-      warnings.push(`${names}: flags not checked (${flags})`);
-      continue;
-    }
-    for (const card of group) {
-      warnings.push(
-        ...unknownFlagWarnings(card, ENGINE_KINDS[card.engine]!, flags),
+    if (typeof flags !== "string") {
+      return group.flatMap((card) =>
+        unknownFlagWarnings(card, ENGINE_KINDS[card.engine]!, flags)
       );
     }
-  }
-  return warnings;
+    const names = group.map((card) => card.name).join(", ");
+    return [`${names}: flags not checked (${flags})`];
+  });
+  return (await Promise.all(warnings)).flat();
 }
 
-/** The flags an engine's help lists, or why none could be read. */
 async function readHelp(
   executable: string,
   flags: EngineFlags,

@@ -4,6 +4,7 @@ import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
+import { SERVE_FLAGS } from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 
 /** Where an engine runs: what its plan is made from besides its card. */
@@ -62,12 +63,8 @@ export interface EnginePlan extends Readonly<Required<EngineSite>> {
  * ```ts ignore
  * import { planEngine } from "@mymodel/serve/serve";
  *
- * const plan = planEngine(card, {
- *   host: "localhost",
- *   port: 5001,
- *   directory: "/srv/mymodel",
- *   baseEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" },
- * });
+ * const site = { host: "localhost", port: 5001, directory: "/srv/mymodel" };
+ * const plan = planEngine(card, { ...site, baseEnv: Deno.env.toObject() });
  * console.log(plan.executable, plan.args.join(" "));
  * ```
  */
@@ -78,15 +75,15 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
       `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
     );
   }
-  const owned = card.args.map((arg) => arg.replace(/=.*$/, "")).find((flag) =>
-    kind.ownedFlags?.includes(
-      flag.replace(/^--.*/, (long) => long.replaceAll("_", "-")),
-    )
+  const owned = kind.ownedFlags && [...SERVE_FLAGS, ...kind.ownedFlags];
+  const set = card.args.map((arg) => arg.replace(/=.*$/, "")).find((flag) =>
+    owned?.includes(flag.replace(/^--.*/, (long) => long.replaceAll("_", "-")))
   );
-  if (owned !== undefined) {
-    const all = kind.ownedFlags!.join(", ");
+  if (set !== undefined) {
     throw new EngineError(
-      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${owned}, which the launcher sets (expected none of ${all} in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
+      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${set}, which the launcher sets (expected none of ${
+        owned!.join(", ")
+      } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
     );
   }
   const executable = executableOf(card, kind);
@@ -101,21 +98,17 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     );
   }
   const apiKey = site.apiKey ?? "";
-  const { model, isLocal } = resolveModel(card, kind, site.directory);
   const args = kind.argv({
-    model,
-    isLocal,
+    ...resolveModel(card, kind, site.directory),
     host: site.host,
     port: site.port,
     apiKey,
     card,
   });
   return {
+    ...site,
     name: card.name,
     card,
-    host: site.host,
-    port: site.port,
-    directory: site.directory,
     logFile: `${site.directory}/logs/${card.name}.log`,
     gpus: site.gpus ?? null,
     share: site.share ?? null,
@@ -123,7 +116,6 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     executable,
     args,
     env: { ...card.env, ...site.env },
-    baseEnv: site.baseEnv,
     memoryNeed: site.memoryNeed ?? null,
     restart: site.restart ?? card.restart ?? "on-failure",
   };

@@ -4,7 +4,6 @@ import { signalGroup } from "./process_group.ts";
 import { attempt } from "./proc.ts";
 import { within } from "../common/sleep.ts";
 
-/** What the helper printed and how it ended; `"timeout"` when it was killed. */
 export type HelperRun = {
   readonly status: Deno.CommandStatus;
   readonly stdout: string;

@@ -39,12 +39,8 @@ export function locateExecutable(
 }
 
 // The launcher's own variables that no engine sees.
-const PRIVATE_ENV: readonly string[] = [
-  "IDP_SECRET",
-  "IDP_ISSUER",
-  "IDP_SECRET_FILE",
-  "LOCAL_ENGINE_API_KEY_FILE",
-];
+const PRIVATE_ENV: readonly string[] =
+  "IDP_SECRET IDP_ISSUER IDP_SECRET_FILE LOCAL_ENGINE_API_KEY_FILE".split(" ");
 
 export function inheritedEnv(
   env: Readonly<Record<string, string | undefined>>,
@@ -92,12 +88,7 @@ export function resolveModel(
 /** What lies under `<directory>/models/<local>`; `hub`: nothing, the engine fetches the hub id. */
 export type LocalWeights =
   | { readonly kind: "hub" }
-  | {
-    readonly kind: "local";
-    readonly path: string;
-    readonly bytes: number;
-    readonly files: number;
-  }
+  | { readonly kind: "local"; readonly path: string; readonly bytes: number }
   | {
     readonly kind: "unreadable";
     readonly path: string;
@@ -121,28 +112,18 @@ export function localWeights(card: ModelCard, directory: string): LocalWeights {
     if (error instanceof Deno.errors.NotFound) return { kind: "hub" };
     return { kind: "unreadable", path, reason: oneLine(error) };
   }
-  if (!info.isDirectory) {
-    return { kind: "local", path, bytes: info.size, files: 1 };
-  }
-  const sizes = new Map<string, number[]>();
+  if (!info.isDirectory) return { kind: "local", path, bytes: info.size };
+  const bytes = new Map<string, number>();
   try {
     for (const entry of Deno.readDirSync(path)) {
       const kind = WEIGHTS.exec(entry.name)?.[1];
       if (kind === undefined || entry.isDirectory) continue;
       const file = Deno.statSync(`${path}/${entry.name}`);
-      if (!file.isFile) continue;
-      sizes.set(kind, [...sizes.get(kind) ?? [], file.size]);
+      if (file.isFile) bytes.set(kind, (bytes.get(kind) ?? 0) + file.size);
     }
   } catch (error) {
     return { kind: "unreadable", path, reason: oneLine(error) };
   }
-  const counted = sizes.has("safetensors")
-    ? sizes.get("safetensors")!
-    : [...sizes.values()].flat();
-  return {
-    kind: "local",
-    path,
-    bytes: counted.reduce((sum, size) => sum + size, 0),
-    files: counted.length,
-  };
+  const all = [...bytes.values()].reduce((sum, size) => sum + size, 0);
+  return { kind: "local", path, bytes: bytes.get("safetensors") ?? all };
 }

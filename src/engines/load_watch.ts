@@ -26,7 +26,6 @@ const READ_PER_SECOND = 256 * 1024;
 const MAX_STATS = 256;
 
 export class LoadWatch {
-  // Read by the run's owner, written only here.
   phase: LoadPhase | null = null;
   phaseSince: number | undefined;
   progress: LoadProgress | null = null;
@@ -156,20 +155,17 @@ export async function incompleteBytes(
   hubId: string,
 ): Promise<number | null> {
   const blobs = `${cache}/models--${hubId.replaceAll("/", "--")}/blobs`;
-  const names: string[] = [];
+  const sizes: number[] = [];
   try {
     for await (const entry of Deno.readDir(blobs)) {
-      if (entry.name.endsWith(".incomplete")) names.push(entry.name);
-      if (names.length >= MAX_STATS) break;
+      if (!entry.name.endsWith(".incomplete")) continue;
+      // Renamed between the listing and the stat: finished.
+      const info = await Deno.stat(`${blobs}/${entry.name}`).catch(() => null);
+      sizes.push(info?.size ?? 0);
+      if (sizes.length >= MAX_STATS) break;
     }
   } catch {
     return null;
   }
-  if (names.length === 0) return null;
-  let total = 0;
-  for (const name of names) {
-    // Renamed between the listing and the stat: finished.
-    total += (await Deno.stat(`${blobs}/${name}`).catch(() => null))?.size ?? 0;
-  }
-  return total;
+  return sizes.length === 0 ? null : sizes.reduce((sum, size) => sum + size);
 }

@@ -22,16 +22,15 @@ const encoder = new TextEncoder();
 export class EngineLog {
   readonly path: string;
   readonly #o: Required<EngineLogOptions>;
-  #queue: Uint8Array[] = [];
   #queued = 0;
+  /** The last write queued: each waits for the one before. */
+  #tail: Promise<void> = Promise.resolve();
   #file: Deno.FsFile | undefined;
   #size = 0;
   #lost = 0;
-  #writing: Promise<void> | undefined;
   #closed = false;
   /** At its size limit and not rotated: nothing more is written until a rotation works. */
   #stuck = false;
-  #lastOutputAt: number | undefined;
 
   constructor(path: string, options: EngineLogOptions = {}) {
     this.path = path;
@@ -47,48 +46,28 @@ export class EngineLog {
     return this.#lost;
   }
 
-  /** The launcher's own lines do not count. */
-  get lastOutputAt(): number | undefined {
-    return this.#lastOutputAt;
-  }
-
   /** Never waits. The chunk is kept as it is: do not reuse its buffer. */
   write(chunk: Uint8Array): void {
-    if (chunk.length === 0) return;
-    // Output dropped past the bound is still a sign of life (`--start-timeout`).
-    this.#lastOutputAt = Date.now();
-    this.#enqueue(chunk);
-  }
-
-  line(text: string): void {
-    this.#enqueue(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
-  }
-
-  #enqueue(chunk: Uint8Array): void {
-    if (this.#closed) return;
+    if (this.#closed || chunk.length === 0) return;
     if (this.#queued + chunk.length > this.#o.maxQueuedBytes) {
       this.#lost += chunk.length;
       return;
     }
-    this.#queue.push(chunk);
     this.#queued += chunk.length;
-    this.#writing ??= this.#drain();
+    this.#tail = this.#tail.then(() => {
+      this.#queued -= chunk.length;
+      return this.#writeOut(chunk);
+    });
   }
 
+  line(text: string): void {
+    this.write(encoder.encode(text.endsWith("\n") ? text : `${text}\n`));
+  }
+
+  /** Also waits for what is written meanwhile. */
   async flush(): Promise<void> {
-    while (this.#writing) await this.#writing;
-  }
-
-  async #drain(): Promise<void> {
-    try {
-      while (this.#queue.length > 0) {
-        const chunk = this.#queue.shift()!;
-        this.#queued -= chunk.length;
-        await this.#writeOut(chunk);
-      }
-    } finally {
-      this.#writing = undefined;
-    }
+    let tail: Promise<void> | undefined;
+    while (tail !== this.#tail) await (tail = this.#tail);
   }
 
   async #writeOut(bytes: Uint8Array): Promise<void> {

@@ -1,15 +1,13 @@
 // Whether a TCP port is free and, when it is not, which process listens on
 // it, from /proc (through `sh`, as proc.ts says): only this user's are found.
 import { ConfigError } from "../common/config_error.ts";
-import { shLines } from "./proc.ts";
+import { attempt, shLines } from "./proc.ts";
 
 export function isPortFree(hostname: string, port: number): boolean {
-  try {
+  return attempt(() => {
     Deno.listen({ hostname, port }).close();
     return true;
-  } catch {
-    return false;
-  }
+  }, false);
 }
 
 /** @throws {ConfigError} `Cannot use port 5000 on localhost for the management API: already in use by pid 4711 (python3) (expected a free port: stop that process, or choose another with --port)` */
@@ -53,19 +51,17 @@ function inUse(port: number, what: string): string {
   return `already in use${by} (expected a free port: ${stop}${move})`;
 }
 
-// `st` of a socket in LISTEN state.
-const LISTEN = "0A";
-
 /** From the text of `/proc/net/tcp` or `/proc/net/tcp6`. */
 export function listeningInodes(table: string, port: number): string[] {
   const hex = port.toString(16).toUpperCase().padStart(4, "0");
   const out: string[] = [];
   for (const line of table.split("\n").slice(1)) {
-    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode
+    // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode;
+    // st 0A is LISTEN.
     const fields = line.trim().split(/\s+/);
     const local = fields[1];
     const inode = fields[9];
-    if (fields[3] !== LISTEN || !local || !inode || inode === "0") continue;
+    if (fields[3] !== "0A" || !local || !inode || inode === "0") continue;
     if (local.slice(local.lastIndexOf(":") + 1).toUpperCase() !== hex) continue;
     if (!out.includes(inode)) out.push(inode);
   }

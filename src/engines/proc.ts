@@ -72,8 +72,7 @@ export function procStats(pids?: readonly number[]): Map<number, ProcStat> {
   const paths = pids?.filter((pid) => pid > 0).map((p) => `/proc/${p}/stat`);
   const out = new Map<number, ProcStat>();
   if (paths?.length === 0) return out;
-  const lines = statLines(paths);
-  for (const line of lines) {
+  for (const line of statLines(paths)) {
     const stat = parse(line);
     if (stat) out.set(stat.pid, stat);
   }

@@ -4,12 +4,10 @@
 import { sleep } from "../common/sleep.ts";
 import { attempt } from "./proc.ts";
 
-type GroupSignal = "SIGTERM" | "SIGKILL" | "SIGCONT";
-
 let canKillDirectly: boolean | undefined;
 
 /** false when the group has no process left. */
-export function signalGroup(pgid: number, signal: GroupSignal): boolean {
+export function signalGroup(pgid: number, signal: Deno.Signal): boolean {
   if (!(pgid > 1)) return false; // never signal our own group (0) or init's (1)
   canKillDirectly ??=
     Deno.permissions.querySync({ name: "run" }).state === "granted";
@@ -75,7 +73,6 @@ function killUnlessHandled(event: Event): void {
 }
 
 function killAllTracked(): void {
-  // Nothing more can be done while exiting than try.
   for (const pgid of live) attempt(() => signalGroup(pgid, "SIGKILL"), false);
   live.clear();
 }

@@ -3,7 +3,6 @@
  * output to the log and the load watch, probe its `/health`, stop the group.
  * Folder `engines/`: one engine run and what it needs; it knows nothing of
  * restart policy, supervision, GPUs' start order or HTTP routes.
- *
  * @module
  */
 import type { ModelCard } from "../catalogue.ts";
@@ -35,12 +34,9 @@ const LOCAL_FAILURE =
  * import { Registry } from "@mymodel/serve/catalogue";
  *
  * const card = (await Registry.load()).get("llama-3");
- * const plan = planEngine(card, {
- *   host: "localhost",
- *   port: 5001,
- *   directory: "/srv/mymodel",
- *   baseEnv: { PATH: "/usr/local/bin:/usr/bin:/bin" }, // what it inherits; PATH finds it
- * });
+ * const site = { host: "localhost", port: 5001, directory: "/srv/mymodel" };
+ * // baseEnv: what the engine inherits; its PATH finds the executable.
+ * const plan = planEngine(card, { ...site, baseEnv: Deno.env.toObject() });
  * await using engine = new ServerProcess(plan);
  * engine.start();
  * console.log(engine.url, await engine.healthy());
@@ -57,10 +53,6 @@ export class ServerProcess implements AsyncDisposable {
   readonly host: string;
   /** Port the engine listens on. */
   readonly port: number;
-  /** The executable that is run. */
-  readonly executable: string;
-  /** Its arguments. */
-  readonly args: readonly string[];
   /** The catalogue name. */
   readonly name: string;
   /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
@@ -68,9 +60,9 @@ export class ServerProcess implements AsyncDisposable {
   #log: EngineLog;
   #ownLog: boolean;
   #startedAt: number | undefined;
+  #outputAt: number | undefined;
   #child: Deno.ChildProcess | undefined;
   #status: Deno.CommandStatus | undefined;
-  #exited: Promise<Deno.CommandStatus> | undefined;
   #ended: Promise<Deno.CommandStatus> | undefined;
   #drained: Promise<unknown> | undefined;
   #stopping: Promise<void> | undefined;
@@ -86,8 +78,6 @@ export class ServerProcess implements AsyncDisposable {
     this.card = plan.card;
     this.host = plan.host;
     this.port = plan.port;
-    this.executable = plan.executable;
-    this.args = plan.args;
     this.name = plan.card.name;
     this.url = baseUrl(plan);
   }
@@ -121,7 +111,7 @@ export class ServerProcess implements AsyncDisposable {
   get lastSignOfLife(): number {
     return Math.max(
       this.startedAt ?? Date.now(),
-      this.#log.lastOutputAt ?? 0,
+      this.#outputAt ?? 0,
       this.watch.progressAt ?? 0,
     );
   }
@@ -134,7 +124,8 @@ export class ServerProcess implements AsyncDisposable {
 
   /** The command line as logged: the API key masked. */
   get commandLine(): string {
-    return masked(this.plan, [this.executable, ...this.args].join(" "));
+    const { executable, args } = this.plan;
+    return masked(this.plan, [executable, ...args].join(" "));
   }
 
   /** @ignore While `loading()`, every `every` ms: a look at its hub download and, while `polls()`, a yielded `/health` poll. */
@@ -154,7 +145,7 @@ export class ServerProcess implements AsyncDisposable {
   // Only a run given the hub id downloads. One look at a time: a slow disk never piles them up.
   #lookForDownload(): void {
     const hub = this.card.hub;
-    if (!hub || !this.args.includes(hub) || this.#looking) return;
+    if (!hub || !this.plan.args.includes(hub) || this.#looking) return;
     const cache = hubCache({ ...this.plan.baseEnv, ...this.plan.env });
     this.#looking = incompleteBytes(cache, hub)
       .then((bytes) => this.watch.downloaded(bytes))
@@ -172,8 +163,8 @@ export class ServerProcess implements AsyncDisposable {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
     try {
-      this.#child = new Deno.Command(this.executable, {
-        args: [...this.args],
+      this.#child = new Deno.Command(this.plan.executable, {
+        args: [...this.plan.args],
         env: { ...this.plan.baseEnv, ...this.plan.env },
         clearEnv: true,
         stdin: "null",
@@ -185,7 +176,7 @@ export class ServerProcess implements AsyncDisposable {
       this.#mark(`cannot start: ${this.commandLine}`);
       const why = cause instanceof Error ? cause.message : cause;
       throw new EngineError(
-        `Cannot start ${this.name}: ${this.executable}: ${why}`,
+        `Cannot start ${this.name}: ${this.plan.executable}: ${why}`,
         { cause },
       );
     }
@@ -197,6 +188,8 @@ export class ServerProcess implements AsyncDisposable {
     const pump = async (stream: ReadableStream<Uint8Array>) => {
       const watch = this.watch.feeder();
       for await (const chunk of stream) {
+        // Output the log drops past its bound is still a sign of life (`--start-timeout`).
+        this.#outputAt = Date.now();
         watch(chunk);
         this.#log.write(chunk);
       }
@@ -205,7 +198,7 @@ export class ServerProcess implements AsyncDisposable {
       pump(child.stdout),
       pump(child.stderr),
     ]);
-    this.#exited = child.status.then((status) => {
+    this.#ended = child.status.then(async (status) => {
       this.#status = status;
       if (!this.#stopping) {
         if (this.#ownLog) {
@@ -216,11 +209,8 @@ export class ServerProcess implements AsyncDisposable {
           );
         }
         // Its children may live on (vLLM's EngineCore does): clear the group.
-        this.#stopping = this.#terminate(child.pid, ORPHAN_GRACE_MS);
+        this.#stopping = this.#terminate(child, ORPHAN_GRACE_MS);
       }
-      return status;
-    });
-    this.#ended = this.#exited.then(async (status) => {
       await this.#stopping;
       return status;
     });
@@ -273,7 +263,7 @@ export class ServerProcess implements AsyncDisposable {
   async stop(graceMs = 10_000): Promise<void> {
     const child = this.#child;
     if (!child) return;
-    this.#stopping ??= this.#terminate(child.pid, graceMs);
+    this.#stopping ??= this.#terminate(child, graceMs);
     await this.#stopping;
   }
 
@@ -282,7 +272,8 @@ export class ServerProcess implements AsyncDisposable {
     if (this.#child) signalGroup(this.#child.pid, "SIGKILL");
   }
 
-  async #terminate(pgid: number, graceMs: number): Promise<void> {
+  async #terminate(child: Deno.ChildProcess, graceMs: number): Promise<void> {
+    const pgid = child.pid;
     await stopGroup(pgid, graceMs, {
       onKill: () =>
         log.warn(
@@ -290,14 +281,12 @@ export class ServerProcess implements AsyncDisposable {
         ),
     });
     // Until this resolves, the exit handler sees `#stopping` set and stays quiet.
-    const status = await this.#exited;
+    const status = await child.status;
     forget(pgid);
-    await within(this.#drained ?? Promise.resolve(), DRAIN_WAIT_MS);
+    await within(this.#drained!, DRAIN_WAIT_MS);
     if (!this.#ownLog) return await this.#log.flush();
-    if (status) {
-      const ran = (Date.now() - (this.#startedAt ?? Date.now())) / 1000;
-      this.#mark(`exit: ${describe(status)} after ${ran.toFixed(1)} s`);
-    }
+    const ran = (Date.now() - this.#startedAt!) / 1000;
+    this.#mark(`exit: ${describe(status)} after ${ran.toFixed(1)} s`);
     await this.#log.close();
   }
 
@@ -313,8 +302,7 @@ export class ServerProcess implements AsyncDisposable {
 
 function localFailure(error: unknown): string | undefined {
   for (let e = error; e instanceof Error; e = e.cause) {
-    const match = LOCAL_FAILURE.exec(e.message);
-    if (match) return e.message.split("\n")[0];
+    if (LOCAL_FAILURE.test(e.message)) return e.message.split("\n")[0];
   }
   return undefined;
 }

@@ -46,11 +46,8 @@ export function readTraffic(
   ];
   const sums = sumSamples(text, names);
   const [running, waiting, prompt, generated] = names.map((name) => sums[name]);
-  if (
-    running == null || waiting == null || prompt == null || generated == null
-  ) {
-    return null;
-  }
+  if (running == null || waiting == null) return null;
+  if (prompt == null || generated == null) return null;
   return { running, waiting, prompt, generated, at };
 }
 
@@ -59,9 +56,7 @@ export function trafficOf(
   current: TrafficReading,
 ): Traffic {
   const seconds = previous === null ? 0 : (current.at - previous.at) / 1000;
-  const tokens = previous === null
-    ? -1
-    : current.generated - previous.generated;
+  const tokens = current.generated - (previous?.generated ?? 0);
   return {
     running: current.running,
     waiting: current.waiting,
@@ -132,10 +127,7 @@ const CANARY: Partial<Record<Verb, CanaryRequest>> = {
     path: "/v1/chat/completions",
     body: { messages: [{ role: "user", content: "hi" }], max_tokens: 1 },
   },
-  complete: {
-    path: "/v1/completions",
-    body: { prompt: "hi", max_tokens: 1 },
-  },
+  complete: { path: "/v1/completions", body: { prompt: "hi", max_tokens: 1 } },
   embed: { path: "/v1/embeddings", body: { input: "hi" } },
 };
 
@@ -146,8 +138,7 @@ export function canaryRequest(
 ): CanaryRequest | null {
   const canary = CANARY[card.verb];
   const sleep = kind.traffic?.sleepFlag;
-  if (canary === undefined) return null;
-  if (sleep !== undefined && flagValue(card.args, [sleep]) !== undefined) {
+  if (canary === undefined || (sleep && flagValue(card.args, [sleep]))) {
     return null;
   }
   return { path: canary.path, body: { model: card.name, ...canary.body } };
@@ -171,14 +162,13 @@ export function sumSamples(
   text: string,
   names: readonly string[],
 ): Record<string, number | null> {
-  const wanted = new Set(names);
   const sums: Record<string, number | null> = {};
   for (const name of names) sums[name] = null;
   for (const raw of text.split("\n")) {
+    // A comment, a blank line: no name.
     const line = raw.trim();
-    if (line === "" || line.startsWith("#")) continue;
     const name = NAME.exec(line)?.[0];
-    if (name === undefined || !wanted.has(name)) continue;
+    if (name === undefined || !Object.hasOwn(sums, name)) continue;
     // Only numbers follow a label set: the last `}` closes it, whatever its values hold.
     const rest = line[name.length] === "{"
       ? line.lastIndexOf("}") + 1

@@ -63,8 +63,8 @@ function engine(name: string, root: string, apiKey = ""): ServerProcess {
 Deno.test("vllm: serve <model> --host --port --served-model-name [--api-key] <args>", async () => {
   await using e = await env();
   const p = engine("v", e.root, "k3y");
-  assert.equal(p.executable, "vllm");
-  assert.deepEqual(p.args, [
+  assert.equal(p.plan.executable, "vllm");
+  assert.deepEqual(p.plan.args, [
     "serve",
     "org/v",
     "--host",
@@ -88,14 +88,14 @@ Deno.test("vllm: local weights win over the hub id", async () => {
   await using e = await env();
   await Deno.mkdir(`${e.root}/models/v`);
   const p = engine("v", e.root);
-  assert.equal(p.args[1], await Deno.realPath(`${e.root}/models/v`));
+  assert.equal(p.plan.args[1], await Deno.realPath(`${e.root}/models/v`));
 });
 
 Deno.test("llama.cpp: a hub id becomes -hf, --alias names the model", async () => {
   await using e = await env();
   const p = engine("l", e.root);
-  assert.equal(p.executable, "llama-server");
-  assert.deepEqual(p.args, [
+  assert.equal(p.plan.executable, "llama-server");
+  assert.deepEqual(p.plan.args, [
     "-hf",
     "bartowski/Some-GGUF:Q4_K_M",
     "--host",
@@ -117,8 +117,8 @@ Deno.test("llama.cpp: a local directory with one .gguf file resolves to that fil
   await Deno.writeTextFile(`${e.root}/models/tiny/README.md`, "");
   const p = engine("ll", e.root, "key");
   const dir = await Deno.realPath(`${e.root}/models/tiny`);
-  assert.deepEqual(p.args.slice(0, 2), ["-m", `${dir}/model.gguf`]);
-  assert.deepEqual(p.args.slice(-5), [
+  assert.deepEqual(p.plan.args.slice(0, 2), ["-m", `${dir}/model.gguf`]);
+  assert.deepEqual(p.plan.args.slice(-5), [
     "--api-key",
     "key",
     "--metrics", // issue 36: the launcher reads its /metrics
@@ -136,7 +136,7 @@ Deno.test("llama.cpp: a split model resolves to its first shard; two unrelated f
       "",
     );
   }
-  assert.match(engine("ll", e.root).args[1]!, /m-00001-of-00003\.gguf$/);
+  assert.match(engine("ll", e.root).plan.args[1]!, /m-00001-of-00003\.gguf$/);
   await Deno.writeTextFile(`${e.root}/models/tiny/other.gguf`, "");
   assert.throws(() => engine("ll", e.root), {
     name: "EngineError",
@@ -147,8 +147,8 @@ Deno.test("llama.cpp: a split model resolves to its first shard; two unrelated f
 Deno.test("sglang: python3 -m sglang.launch_server --model-path ... --served-model-name", async () => {
   await using e = await env();
   const p = engine("s", e.root);
-  assert.equal(p.executable, "python3");
-  assert.deepEqual(p.args, [
+  assert.equal(p.plan.executable, "python3");
+  assert.deepEqual(p.plan.args, [
     "-m",
     "sglang.launch_server",
     "--model-path",
@@ -168,8 +168,8 @@ Deno.test("sglang: python3 -m sglang.launch_server --model-path ... --served-mod
 Deno.test("command: the template's placeholders are filled, the card's args appended", async () => {
   await using e = await env();
   const p = engine("c", e.root, "s3cret");
-  assert.equal(p.executable, "my-engine");
-  assert.deepEqual(p.args, [
+  assert.equal(p.plan.executable, "my-engine");
+  assert.deepEqual(p.plan.args, [
     "serve",
     "org/c",
     "--bind=127.0.0.1:5001",
@@ -184,7 +184,7 @@ Deno.test("command: the template's placeholders are filled, the card's args appe
 Deno.test("command: without an API key the key and its flag are left out", async () => {
   await using e = await env();
   const p = engine("c", e.root, "");
-  assert.deepEqual(p.args, [
+  assert.deepEqual(p.plan.args, [
     "serve",
     "org/c",
     "--bind=127.0.0.1:5001",

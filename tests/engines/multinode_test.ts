@@ -48,7 +48,11 @@ async function commandFor(
         directory: root,
       }),
     );
-    return { executable: engine.executable, args: engine.args, env: card.env };
+    return {
+      executable: engine.plan.executable,
+      args: engine.plan.args,
+      env: card.env,
+    };
   } finally {
     Deno.env.set("PATH", path);
     await Deno.remove(root, { recursive: true });

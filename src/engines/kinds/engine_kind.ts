@@ -104,7 +104,7 @@ export interface EngineKind {
   /** It reads `CUDA_VISIBLE_DEVICES` as integers: it is handed nvidia-smi's indices for `GPU-<uuid>` entries. */
   readonly integerDevices?: boolean;
   readonly flags?: EngineFlags;
-  /** Every spelling of the flags the launcher sets: the engine would take a card's, the last. */
+  /** Every spelling of the flags the launcher sets besides {@linkcode SERVE_FLAGS}: the engine would take a card's, the last. */
   readonly ownedFlags?: readonly string[];
   readonly output?: OutputRules;
   /** Absent: no traffic is read (a command card may name its own, `metrics`). */

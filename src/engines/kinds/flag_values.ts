@@ -19,11 +19,7 @@ export function flagValue(
     let name = eq > 0 ? token.slice(0, eq) : token;
     if (name.startsWith("--")) name = name.replaceAll("_", "-");
     if (!names.includes(name)) continue;
-    if (eq > 0) found = token.slice(eq + 1);
-    else {
-      found = argv[i + 1] ?? "";
-      i++;
-    }
+    found = eq > 0 ? token.slice(eq + 1) : argv[++i] ?? "";
   }
   return found === undefined
     ? undefined

@@ -1,5 +1,5 @@
 import type { EngineKind, TrafficRule } from "./engine_kind.ts";
-import { helpFlags, SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
+import { helpFlags, serveFlags } from "./engine_kind.ts";
 
 // Its help (`common/arg.cpp`, `common_arg::to_string`) prints each option
 // from the first column, aliases comma-separated, the value hint after them,
@@ -16,8 +16,7 @@ export function llamaServerFlags(text: string): string[] {
 
 // The only GGUF file, or the first shard of a split model.
 function singleGguf(dir: string, names: readonly string[]): string {
-  const files = names.filter((name) => name.endsWith(".gguf"));
-  files.sort();
+  const files = names.filter((name) => name.endsWith(".gguf")).sort();
   const shards = files.filter((f) => /-00001-of-\d{5}\.gguf$/.test(f));
   if (files.length === 1) return `${dir}/${files[0]}`;
   if (
@@ -61,11 +60,9 @@ export const LLAMA_CPP: EngineKind = {
     ];
   },
   localFile: singleGguf,
-  ownedFlags: [
-    ...SERVE_FLAGS,
-    ..."--api-key-file --alias -a -m --model -hf -hfr --hf-repo -mu --model-url"
+  ownedFlags:
+    "--api-key-file --alias -a -m --model -hf -hfr --hf-repo -mu --model-url"
       .split(" "),
-  ],
   devices() {
     return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
   },

@@ -35,8 +35,5 @@ export const PYTHON_CAUSES: OutputRules["causes"] = [
       /RepositoryNotFoundError|GatedRepoError|Repository Not Found|40[14] Client Error|is not a local folder and is not a valid model identifier|Invalid repository ID or local directory/,
     cause: "model-not-found",
   },
-  {
-    match: /\[Errno 98\]|[Aa]ddress already in use/,
-    cause: "port-in-use",
-  },
+  { match: /\[Errno 98\]|[Aa]ddress already in use/, cause: "port-in-use" },
 ];

@@ -1,7 +1,7 @@
 // SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
 // a plain argparse parser (abbreviations allowed, `_` not read as `-`).
 import type { EngineDevices, EngineKind, TrafficRule } from "./engine_kind.ts";
-import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
+import { serveFlags } from "./engine_kind.ts";
 import { argparseFlags, PYTHON_CAUSES, SHARDS } from "./python.ts";
 import { sizeFlag } from "./flag_values.ts";
 
@@ -46,10 +46,7 @@ export const SGLANG: EngineKind = {
   devices,
   memoryShare: { flag: "--mem-fraction-static" },
   splitFlags: [TP, ["--pp-size", "--pipeline-parallel-size"]],
-  ownedFlags: [
-    ...SERVE_FLAGS,
-    ..."--served-model-name --model-path --model".split(" "),
-  ],
+  ownedFlags: ["--served-model-name", "--model-path", "--model"],
   flags: {
     helpArgv: ["-m", "sglang.launch_server", "--help"],
     parseHelp: argparseFlags,

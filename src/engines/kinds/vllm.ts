@@ -1,6 +1,6 @@
 // vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { SERVE_FLAGS, serveFlags } from "./engine_kind.ts";
+import { serveFlags } from "./engine_kind.ts";
 import {
   flagValue,
   FlagValueError,
@@ -62,7 +62,7 @@ export const VLLM: EngineKind = {
   // vllm/platforms/interface.py: int(device_ids[physical_device_id]) (vllm #41848).
   integerDevices: true,
   splitFlags: [TP, PP],
-  ownedFlags: [...SERVE_FLAGS, "--served-model-name", "--model"],
+  ownedFlags: ["--served-model-name", "--model"],
   // vLLM's FlexibleArgumentParser reads `_` as `-` and takes no abbreviations.
   flags: {
     helpArgv: ["serve", "--help=all"],
