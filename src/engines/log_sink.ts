@@ -12,6 +12,7 @@ export interface EngineLogOptions {
 
 export const DEFAULT_LOG_MAX_BYTES = 104_857_600;
 export const DEFAULT_LOG_KEEP = 5;
+const MAX_BATCH = 1024 * 1024;
 const encoder = new TextEncoder();
 
 /**
@@ -22,9 +23,9 @@ const encoder = new TextEncoder();
 export class EngineLog {
   readonly path: string;
   readonly #o: Required<EngineLogOptions>;
+  #queue: Uint8Array[] = [];
   #queued = 0;
-  /** The last write queued: each waits for the one before. */
-  #tail: Promise<void> = Promise.resolve();
+  #writing: Promise<void> | undefined;
   #file: Deno.FsFile | undefined;
   #size = 0;
   #lost = 0;
@@ -53,11 +54,9 @@ export class EngineLog {
       this.#lost += chunk.length;
       return;
     }
+    this.#queue.push(chunk);
     this.#queued += chunk.length;
-    this.#tail = this.#tail.then(() => {
-      this.#queued -= chunk.length;
-      return this.#writeOut(chunk);
-    });
+    this.#writing ??= this.#drain();
   }
 
   line(text: string): void {
@@ -66,8 +65,35 @@ export class EngineLog {
 
   /** Also waits for what is written meanwhile. */
   async flush(): Promise<void> {
-    let tail: Promise<void> | undefined;
-    while (tail !== this.#tail) await (tail = this.#tail);
+    while (this.#writing) await this.#writing;
+  }
+
+  // What queued meanwhile goes out as one write (up to 1 MiB, and no further
+  // than the rotation): a write per pipe read fell behind a flood and dropped
+  // output.
+  async #drain(): Promise<void> {
+    try {
+      while (this.#queue.length > 0) {
+        const { maxBytes } = this.#o;
+        const room = maxBytes > 0 ? maxBytes - this.#size : Infinity;
+        const limit = Math.max(1, Math.min(MAX_BATCH, room));
+        let taken = 0;
+        let length = 0;
+        while (taken < this.#queue.length && length < limit) {
+          length += this.#queue[taken++]!.length;
+        }
+        const bytes = new Uint8Array(length);
+        let at = 0;
+        for (const chunk of this.#queue.splice(0, taken)) {
+          bytes.set(chunk, at);
+          at += chunk.length;
+        }
+        this.#queued -= length;
+        await this.#writeOut(bytes);
+      }
+    } finally {
+      this.#writing = undefined;
+    }
   }
 
   async #writeOut(bytes: Uint8Array): Promise<void> {
@@ -100,7 +126,7 @@ export class EngineLog {
       return;
     }
     // Written: a rotation that fails loses none of these bytes. A file passes
-    // the limit by one chunk at most.
+    // the limit by one pipe read at most.
     if (this.#o.maxBytes > 0 && this.#size >= this.#o.maxBytes) {
       await this.#rotate();
     }
