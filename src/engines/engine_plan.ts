@@ -64,7 +64,8 @@ export interface EnginePlan extends Readonly<Required<EngineSite>> {
  * import { planEngine } from "@mymodel/serve/serve";
  *
  * const site = { host: "localhost", port: 5001, directory: "/srv/mymodel" };
- * const plan = planEngine(card, { ...site, baseEnv: Deno.env.toObject() });
+ * const baseEnv = { PATH: "/usr/local/bin:/usr/bin:/bin" };
+ * const plan = planEngine(card, { ...site, baseEnv });
  * console.log(plan.executable, plan.args.join(" "));
  * ```
  */

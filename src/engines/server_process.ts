@@ -36,7 +36,8 @@ const LOCAL_FAILURE =
  * const card = (await Registry.load()).get("llama-3");
  * const site = { host: "localhost", port: 5001, directory: "/srv/mymodel" };
  * // baseEnv: what the engine inherits; its PATH finds the executable.
- * const plan = planEngine(card, { ...site, baseEnv: Deno.env.toObject() });
+ * const baseEnv = { PATH: "/usr/local/bin:/usr/bin:/bin" };
+ * const plan = planEngine(card, { ...site, baseEnv });
  * await using engine = new ServerProcess(plan);
  * engine.start();
  * console.log(engine.url, await engine.healthy());
