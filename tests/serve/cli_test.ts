@@ -4,13 +4,8 @@
  * codes, flags grouped by purpose), and an unknown flag names the closest one.
  */
 import assert from "node:assert/strict";
-import {
-  CLI_FLAGS,
-  FLAG_NAMES,
-  parseCli,
-  shownDefault,
-  USAGE,
-} from "../../src/serve/cli.ts";
+import { FLAG_NAMES, parseCli, USAGE } from "../../src/serve/cli.ts";
+import { CLI_FLAGS, shownDefault } from "../../src/serve/cli_flags.ts";
 import { SEMIOSERVE_DEFAULTS, UsageError } from "../../src/serve/config.ts";
 import { ROOT_SUBDIRECTORIES } from "../../src/common/settings.ts";
 import { Registry } from "../../src/catalogue.ts";
