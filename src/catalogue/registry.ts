@@ -1,5 +1,6 @@
 import { log } from "../common/log.ts";
 import { readCapped } from "../common/read_capped.ts";
+import { abortAfter } from "../common/sleep.ts";
 import { CatalogueError, KeyError } from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";
 import { expandCard, type ReadCard, readCatalogue } from "./card_reader.ts";
@@ -253,10 +254,9 @@ async function fetchText(
   timeout: number,
   stop: AbortSignal | undefined,
 ): Promise<string> {
-  const deadline = AbortSignal.timeout(timeout);
-  const signal = stop ? AbortSignal.any([deadline, stop]) : deadline;
+  const deadline = abortAfter(timeout, stop);
   try {
-    const response = await fetch(url, { signal });
+    const response = await fetch(url, { signal: deadline.signal });
     const length = Number(response.headers.get("content-length") ?? NaN);
     if (!response.ok || length > MAX_BYTES) {
       await response.body?.cancel();
@@ -275,7 +275,7 @@ async function fetchText(
     return text;
   } catch (error) {
     if (stop?.aborted || error instanceof CatalogueError) throw error;
-    if (deadline.aborted) {
+    if (deadline.signal.aborted) {
       const within = `within ${timeout / 1000} s`;
       throw new CatalogueError(
         file,
@@ -298,6 +298,8 @@ async function fetchText(
       } (expected a reachable HTTP server serving the catalogue at that URL)`,
       { cause: error },
     );
+  } finally {
+    deadline.clear();
   }
 }
 

@@ -35,3 +35,23 @@ export async function late(
 ): Promise<boolean> {
   return (await within(work.then(() => false), ms)) ?? true;
 }
+
+// Not AbortSignal.timeout(): that one lives on for the whole timeout after the
+// request ends, and under load thousands pile up (RSS grew 2x).
+export function abortAfter(
+  timeoutMs: number,
+  outer?: AbortSignal,
+): { readonly signal: AbortSignal; clear(): void } {
+  const abort = new AbortController();
+  const stop = () => abort.abort();
+  const timer = setTimeout(stop, timeoutMs);
+  if (outer?.aborted) stop();
+  else outer?.addEventListener("abort", stop, { once: true });
+  return {
+    signal: abort.signal,
+    clear() {
+      clearTimeout(timer);
+      outer?.removeEventListener("abort", stop);
+    },
+  };
+}

@@ -3,6 +3,7 @@
 // (llama-server guards `/metrics` and `/props` with it), the body capped.
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import { readCapped } from "../common/read_capped.ts";
+import { abortAfter } from "../common/sleep.ts";
 import type { TrafficRule } from "./kinds/engine_kind.ts";
 import { readTraffic, type TrafficReading } from "./traffic.ts";
 
@@ -15,25 +16,6 @@ export function engineOrigin(host: string, port: number): string {
     ? (host.includes(":") ? "[::1]" : "127.0.0.1")
     : urlHost(host);
   return `http://${reach}:${port}`;
-}
-
-// Not AbortSignal.timeout(): that one lives on for the whole timeout after the
-// request ends, and under load thousands pile up (RSS grew 2x).
-export function abortAfter(
-  timeoutMs: number,
-  outer?: AbortSignal,
-): { readonly signal: AbortSignal; clear(): void } {
-  const abort = new AbortController();
-  const stop = () => abort.abort();
-  const timer = setTimeout(stop, timeoutMs);
-  outer?.addEventListener("abort", stop, { once: true });
-  return {
-    signal: abort.signal,
-    clear() {
-      clearTimeout(timer);
-      outer?.removeEventListener("abort", stop);
-    },
-  };
 }
 
 /** `why`: `answered 404`, `no answer within 2 s` … */
