@@ -456,8 +456,10 @@ export class EngineRun {
       }
       case "retry": // --failed-retry ran out: as a restart, its command line resolved anew
       case "backoff-over":
-        if (event.kind === "retry") this.#done = Promise.withResolvers();
-        if (event.kind === "retry") this.#enter("backoff", "retry");
+        if (event.kind === "retry") {
+          this.#done = Promise.withResolvers();
+          this.#enter("backoff", "retry");
+        }
         this.#nextRestart = null;
         return void this.#admit();
       case "drain-read":
