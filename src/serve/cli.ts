@@ -16,7 +16,7 @@ import { log } from "../common/log.ts";
 import { Semioserve } from "./launcher.ts";
 import { renderPlan } from "./start_plan.ts";
 import { holdEarlySignals } from "./signals.ts";
-import { type SemioserveOptions, UsageError } from "./config.ts";
+import { UsageError } from "./config.ts";
 import {
   type BooleanFlag,
   CLI_FLAGS,
