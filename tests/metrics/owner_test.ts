@@ -42,26 +42,44 @@ async function deadPid(): Promise<number> {
   return child.pid;
 }
 
-Deno.test("a launcher's first metrics write removes the files of dead launchers and keeps those of live ones", async () => {
-  const root = await makeRoot(["metrics"]);
-  // Another launcher, alive: any live process with its real start time.
+/**
+ * In `dir`, the file of launcher 9001, which is dead, and that of 9003, alive: any live process
+ * with its real start time, killed when the result is disposed.
+ */
+async function deadAndLive(dir: string) {
   const live = new Deno.Command("sleep", { args: ["30"] }).spawn();
+  const gone = async () => {
+    live.kill("SIGKILL");
+    await live.status;
+  };
   try {
-    const liveStart = procStats([live.pid]).get(live.pid)!.startTime;
-    const dir = `${root}/metrics`;
     const dead = await deadPid();
+    const liveStart = procStats([live.pid]).get(live.pid)!.startTime;
     await Deno.writeTextFile(
       `${dir}/mymodel_serve_9001.prom`,
       leftBy(dead, "1"),
     );
+    await Deno.writeTextFile(
+      `${dir}/mymodel_serve_9003.prom`,
+      leftBy(live.pid, liveStart),
+    );
+    return { dead, [Symbol.asyncDispose]: gone };
+  } catch (e) {
+    await gone();
+    throw e;
+  }
+}
+
+Deno.test("a launcher's first metrics write removes the files of dead launchers and keeps those of live ones", async () => {
+  const root = await makeRoot(["metrics"]);
+  try {
+    const dir = `${root}/metrics`;
+    await using launchers = await deadAndLive(dir);
+    const { dead } = launchers;
     // This very pid, but another start time: a reused pid, its launcher gone.
     await Deno.writeTextFile(
       `${dir}/mymodel_serve_9002.prom`,
       leftBy(Deno.pid, "1"),
-    );
-    await Deno.writeTextFile(
-      `${dir}/mymodel_serve_9003.prom`,
-      leftBy(live.pid, liveStart),
     );
     await Deno.writeTextFile(`${dir}/mymodel_serve_9004.prom`, "a 1\n");
     await Deno.writeTextFile(`${dir}/other.prom`, leftBy(dead, "1"));
@@ -96,8 +114,6 @@ Deno.test("a launcher's first metrics write removes the files of dead launchers 
       "other.prom",
     ]);
   } finally {
-    live.kill("SIGKILL");
-    await live.status;
     await Deno.remove(root, { recursive: true });
   }
 });
@@ -208,22 +224,12 @@ Deno.test("the sweep reads only a file's first line, bounded: a 400 MB file cost
 
 Deno.test("a dead launcher's temporary metrics file (killed between write and rename) goes with its file; a live one's and a planted link's target stay", async () => {
   const root = await makeRoot(["metrics"]);
-  const live = new Deno.Command("sleep", { args: ["30"] }).spawn();
   try {
-    const liveStart = procStats([live.pid]).get(live.pid)!.startTime;
     const dir = `${root}/metrics`;
-    const dead = await deadPid();
-    await Deno.writeTextFile(
-      `${dir}/mymodel_serve_9001.prom`,
-      leftBy(dead, "1"),
-    );
+    await using _launchers = await deadAndLive(dir);
     await Deno.writeTextFile(
       `${dir}/.mymodel_serve_9001.prom.0123456789abcdef.tmp`,
       "half",
-    );
-    await Deno.writeTextFile(
-      `${dir}/mymodel_serve_9003.prom`,
-      leftBy(live.pid, liveStart),
     );
     await Deno.writeTextFile(
       `${dir}/.mymodel_serve_9003.prom.fedcba9876543210.tmp`,
@@ -247,8 +253,6 @@ Deno.test("a dead launcher's temporary metrics file (killed between write and re
     ]);
     assert.equal(await Deno.readTextFile(target), "not the launcher's");
   } finally {
-    live.kill("SIGKILL");
-    await live.status;
     await Deno.remove(root, { recursive: true });
   }
 });
