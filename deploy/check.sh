@@ -7,6 +7,9 @@
 # 3. The Kubernetes manifests against the Kubernetes API schemas, offline:
 #    kubernetes-models (npm, through Deno) always; kubernetes-validate --strict
 #    (PyPI) as well where PyPI is reachable.
+# 4. promtool check rules on the alert rules (Debian's prometheus package);
+#    their unit tests and the dashboard's queries run in
+#    tests/deploy/monitoring_test.ts.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 UNIT=deploy/systemd/mymodel-serve.service
@@ -71,4 +74,12 @@ if [ -x "$venv/bin/kubernetes-validate" ]; then
 else
   echo "kubernetes (kubernetes-validate): not installable here (PyPI unreachable); kubernetes-models ran instead"
 fi
+
+# --- 4. alert rules ------------------------------------------------------------
+if ! command -v promtool >/dev/null; then
+  echo "installing prometheus (for promtool)"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+promtool check rules deploy/prometheus/alerts.yml || { echo "prometheus rules: FAILED"; exit 1; }
+echo "prometheus rules: ok"
 echo "deploy checks: ok"

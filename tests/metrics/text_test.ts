@@ -1,5 +1,6 @@
 import assert from "node:assert/strict";
 import { get, parse } from "../support/prometheus.ts";
+import { hasPromtool, promtool } from "../support/promtool.ts";
 import {
   type EngineMetrics,
   type MetricsSnapshot,
@@ -242,27 +243,9 @@ Deno.test("renderMetrics gives the same text whatever the engines' order", () =>
   assert.ok(text.endsWith("\n"));
 });
 
-const promtool = await Deno.permissions.query({
-  name: "run",
-  command: "promtool",
-})
-  .then(async (p) => {
-    if (p.state !== "granted") return false;
-    try {
-      const { success } = await new Deno.Command("promtool", {
-        args: ["--version"],
-        stdout: "null",
-        stderr: "null",
-      }).output();
-      return success;
-    } catch {
-      return false;
-    }
-  });
-
 Deno.test({
   name: "renderMetrics output passes promtool check metrics",
-  ignore: !promtool,
+  ignore: !hasPromtool,
   async fn() {
     const text = renderMetrics(snapshot({
       launcher: { ...snapshot().launcher, mode: "production", tls: true },
@@ -272,18 +255,7 @@ Deno.test({
       ],
       authFailures: { claims: 1 },
     }));
-    const child = new Deno.Command("promtool", {
-      args: ["check", "metrics"],
-      stdin: "piped",
-      stdout: "piped",
-      stderr: "piped",
-    }).spawn();
-    const writer = child.stdin.getWriter();
-    await writer.write(new TextEncoder().encode(text));
-    await writer.close();
-    const { success, stdout, stderr } = await child.output();
-    const said = new TextDecoder().decode(stdout) +
-      new TextDecoder().decode(stderr);
+    const { success, said } = await promtool(["check", "metrics"], text);
     assert.equal(said.trim(), "", `promtool says:\n${said}\n${text}`);
     assert.ok(success);
   },
