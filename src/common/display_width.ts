@@ -1,7 +1,5 @@
-// How many terminal columns text takes: East Asian Wide and Fullwidth
-// characters (CJK, Hangul, fullwidth forms) and emoji take two, combining marks
-// none, the rest one. Cuts fall between user-perceived characters (grapheme
-// clusters), never inside a surrogate pair or a combining sequence.
+// Terminal columns: East Asian Wide and Fullwidth characters and emoji take
+// two, combining marks none; cuts fall between grapheme clusters.
 
 /** The W and F blocks of Unicode's EastAsianWidth.txt, by block (a gap inside a block counts as wide too). */
 const WIDE: readonly (readonly [number, number])[] = [
@@ -25,9 +23,7 @@ const WIDE: readonly (readonly [number, number])[] = [
   [0x20000, 0x3fffd], // CJK extensions B and later
 ];
 
-// Emoji shown as emoji by default take two columns too (EastAsianWidth.txt
-// marks them W; a flag's regional indicators, one cluster, as terminals draw
-// it); marks, joiners and variation selectors take none.
+// Emoji take two too (W in EastAsianWidth.txt; a flag, as terminals draw it).
 const EMOJI = /\p{Emoji_Presentation}/u;
 const ZERO = /[\p{Mn}\p{Me}\u200b-\u200f\u2060-\u2064\ufeff]/u;
 
@@ -59,8 +55,7 @@ function clusterWidth(cluster: string): number {
  * ```
  */
 export function displayWidth(text: string): number {
-  // ASCII, the common case, is one column a character.
-  // deno-lint-ignore no-control-regex -- the ASCII range
+  // deno-lint-ignore no-control-regex -- ASCII, the common case
   if (/^[\x00-\x7f]*$/.test(text)) return text.length;
   let width = 0;
   for (const { segment } of GRAPHEMES.segment(text)) {

@@ -200,8 +200,9 @@ const CUTS: readonly (readonly [string, number])[] = [
 
 /**
  * The columns a terminal too narrow for the cut row loses, first to last (the
- * help lists them): the URL follows from the port, the PID and GPUs from the
- * journal. MODEL, the row's identity, and STATE stay, and MODEL is never cut.
+ * help lists them; a new column joins): the URL follows from the port, and
+ * `--json` has them all. MODEL, the row's identity, and STATE stay; MODEL is
+ * never cut.
  */
 export const DROPS: readonly string[] = [
   "URL",
