@@ -7,9 +7,11 @@
  * deno task engine:llama --print-path  # prints the path, builds nothing (exit 1 if not built yet)
  * ```
  *
- * The build is idempotent: a finished build is reused at once; an interrupted one
- * resumes (cmake builds incrementally). The cache lives in `$MYMODEL_CACHE`, else
- * `$XDG_CACHE_HOME/mymodel-serve`, else `~/.cache/mymodel-serve`.
+ * The build is idempotent: a finished build is reused at once; one interrupted
+ * anywhere (Ctrl-C during the fetch, the clone or the compile) resumes: each
+ * step's result counts only once whole, and cmake builds incrementally. The
+ * cache lives in `$MYMODEL_CACHE`, else `$XDG_CACHE_HOME/mymodel-serve`, else
+ * `~/.cache/mymodel-serve`.
  *
  * `buildLlamaServer({ cuda: true })` (used by `deno task gpu-check`) builds a
  * second, CUDA one (`-DGGML_CUDA=ON`, needs `nvcc`) in its own cache folder;
@@ -290,6 +292,8 @@ export async function buildLlamaServer(
       ? `building llama-server; its output follows and goes to ${logPath} too`
       : `building llama-server; its whole output goes to ${logPath} (--verbose or ${VERBOSE_ENV}=1 shows it here)`,
   );
+  // A mark from an earlier build must not vouch for what this one leaves.
+  await removeIfThere(`${root}/BUILT`);
   const log = await Deno.open(logPath, {
     write: true,
     create: true,
@@ -319,37 +323,65 @@ export async function buildLlamaServer(
   return bin;
 }
 
-/** Fetches the source unless it is there, configures and compiles; every step's output goes to `output`. */
-async function buildSteps(
+// Each step leaves its result whole or not at all, so that a build stopped
+// anywhere (Ctrl-C, a kill) resumes: npm writes the package in a folder of its
+// own, moved into place when whole; tar extracts again; an interrupted clone
+// leaves a partial tree (git keeps what a checkout had written, see git's
+// builtin/clone.c remove_junk), so only SOURCE, written after it, vouches for
+// src/; cmake reconfigures and make resumes the compile; BUILT goes first and
+// comes last.
+
+/** The mark of a finished clone in `root`, naming where it came from. */
+function sourceMark(root: string): string {
+  return `${root}/SOURCE`;
+}
+
+/** Whether `root/src` holds a whole clone. */
+function hasSource(root: string): boolean {
+  return exists(sourceMark(root)) && exists(`${root}/src/CMakeLists.txt`);
+}
+
+async function removeIfThere(path: string): Promise<void> {
+  await Deno.remove(path, { recursive: true }).catch((error) => {
+    if (!(error instanceof Deno.errors.NotFound)) throw error;
+  });
+}
+
+/** Clones the source into `root/src` from `LLAMA_CPP_SOURCE`, the CPU build's source, else npm's bundle. */
+async function fetchSource(
   root: string,
   cuda: boolean,
   output: StepOutput,
   signal: AbortSignal | undefined,
 ): Promise<void> {
-  const src = `${root}/src`;
+  const cpu = buildRoot();
   const local = Deno.env.get("LLAMA_CPP_SOURCE") ??
-    (cuda && exists(`${buildRoot()}/src/CMakeLists.txt`)
-      ? `${buildRoot()}/src`
+    (cuda && (isLlamaServerBuilt() || hasSource(cpu))
+      ? `${cpu}/src`
       : undefined);
-  if (!exists(`${src}/CMakeLists.txt`) && local !== undefined) {
-    say(`cloning the llama.cpp source from ${local}`);
-    await Deno.remove(src, { recursive: true }).catch(() => {});
-    await run("git", ["clone", "-q", local, "src"], root, output, signal);
-  }
-  if (!exists(`${src}/CMakeLists.txt`)) {
+  await removeIfThere(sourceMark(root));
+  await removeIfThere(`${root}/src`);
+  let from = local;
+  const tgz = `${root}/node-llama-cpp-${NODE_LLAMA_CPP_VERSION}.tgz`;
+  if (from === undefined) {
     say(
       `fetching node-llama-cpp@${NODE_LLAMA_CPP_VERSION} from npm (about 35 MB)`,
     );
-    const tgz = `${root}/node-llama-cpp-${NODE_LLAMA_CPP_VERSION}.tgz`;
     if (!exists(tgz)) {
+      const fetching = `${root}/npm.partial`;
+      await removeIfThere(fetching);
+      await Deno.mkdir(fetching);
       await run(
         "npm",
         ["pack", "--silent", `node-llama-cpp@${NODE_LLAMA_CPP_VERSION}`],
-        root,
+        fetching,
         output,
         signal,
       );
+      await Deno.rename(`${fetching}/${tgz.slice(root.length + 1)}`, tgz);
+      await Deno.remove(fetching, { recursive: true });
     }
+    await removeIfThere(`${root}/package`);
     await run(
       "tar",
       ["xzf", tgz, "package/llama/gitRelease.bundle"],
@@ -357,25 +389,30 @@ async function buildSteps(
       output,
       signal,
     );
-    await Deno.remove(src, { recursive: true }).catch(() => {});
+    from = "package/llama/gitRelease.bundle";
     say("cloning the llama.cpp source out of the bundle");
-    await run(
-      "git",
-      [
-        "-c",
-        "advice.detachedHead=false",
-        "clone",
-        "-q",
-        "package/llama/gitRelease.bundle",
-        "src",
-      ],
-      root,
-      output,
-      signal,
-    );
-    await Deno.remove(`${root}/package`, { recursive: true });
-    await Deno.remove(tgz);
-  }
+  } else say(`cloning the llama.cpp source from ${local}`);
+  await run(
+    "git",
+    ["-c", "advice.detachedHead=false", "clone", "-q", from, "src"],
+    root,
+    output,
+    signal,
+  );
+  await Deno.writeTextFile(sourceMark(root), `${from}\n`);
+  await removeIfThere(`${root}/package`);
+  await removeIfThere(tgz);
+}
+
+/** Fetches the source unless a whole clone is there, configures and compiles; every step's output goes to `output`. */
+async function buildSteps(
+  root: string,
+  cuda: boolean,
+  output: StepOutput,
+  signal: AbortSignal | undefined,
+): Promise<void> {
+  if (!hasSource(root)) await fetchSource(root, cuda, output, signal);
+  const src = `${root}/src`;
   say("configuring with cmake");
   // Only a verbose run shows cmake's warnings; the log carries the note either way.
   if (output.verbose) say(UI_NOTE);

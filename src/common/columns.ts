@@ -1,6 +1,8 @@
+import { displayWidth, padToWidth } from "./display_width.ts";
+
 const RESET = "\x1b[0m";
 
-/** A table aligned like `docker ps` (no trailing spaces); `paint` gives a cell's ANSI code (`row` -1: the titles); only the text is painted, not the padding. */
+/** A table aligned like `docker ps` (no trailing spaces; widths in terminal columns, CJK two); `paint` gives a cell's ANSI code (`row` -1: the titles); only the text is painted, not the padding. */
 export function alignColumns(
   titles: readonly string[],
   rows: readonly (readonly string[])[],
@@ -8,11 +10,16 @@ export function alignColumns(
   gap = 3,
 ): string {
   const widths = titles.map((title, i) =>
-    Math.max(title.length, ...rows.map((cells) => cells[i]?.length ?? 0))
+    Math.max(
+      displayWidth(title),
+      ...rows.map((cells) => displayWidth(cells[i] ?? "")),
+    )
   );
   function line(cells: readonly string[], row: number): string {
     return cells.map((text, i) => {
-      const padded = i === cells.length - 1 ? text : text.padEnd(widths[i]!);
+      const padded = i === cells.length - 1
+        ? text
+        : padToWidth(text, widths[i]!);
       const code = paint(row, i);
       return code === ""
         ? padded

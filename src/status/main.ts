@@ -3,7 +3,7 @@ import { ConfigError } from "../common/config_error.ts";
 import { portIn } from "../common/settings.ts";
 import { sleep } from "../common/sleep.ts";
 import { fetchDetail, readToken } from "./client.ts";
-import { healthy, renderTable, rowsOf } from "./table.ts";
+import { DROPS, healthy, renderTable, rowsOf } from "./table.ts";
 import { durationMs, escapedJson, showEvents } from "./events.ts";
 
 const STATUS_USAGE =
@@ -13,8 +13,11 @@ const STATUS_USAGE =
 
 Shows every engine of a running launcher (GET /models?detail=1), one row each
 (REQ: requests running, +N waiting; TOK/S: generated tokens per second; both
-read from the engine's own metrics); on a terminal each row fits its width, the
-free text cut with …; with --events, the journal of D/logs/events.jsonl instead (newest last).
+read from the engine's own metrics). On a terminal each row fits its width:
+LAST EXIT and STATE are cut with …, then columns are dropped, first to last:
+  ${DROPS.join(", ")}
+(MODEL stays whole). With --events, the journal of D/logs/events.jsonl instead
+(newest last).
 
   --host H            the launcher's host (env NUCLEUS_HOST, else localhost)
   --port P            its management port (env NUCLEUS_PORT, else 5000)
@@ -23,7 +26,7 @@ free text cut with …; with --events, the journal of D/logs/events.jsonl instea
   --url URL           the launcher's URL outright (https://gpu-7:5000)
   --token-file FILE   a file holding the production token (else env NUCLEUS_TOKEN)
   --json              print the answer as received
-  --wide              whole rows on a terminal too (as in a pipe)
+  --wide              every column, whole, on a terminal too (as in a pipe)
   --watch SECONDS     redraw every SECONDS until Ctrl-C
   --check             exit 3 when any engine is not healthy, else 0
   --events            print the journal: every state change and launcher event

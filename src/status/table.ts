@@ -1,4 +1,5 @@
 import { alignColumns } from "../common/columns.ts";
+import { cutToWidth, displayWidth } from "../common/display_width.ts";
 import { printable } from "../common/printable.ts";
 
 export type Json = Record<string, unknown>;
@@ -188,49 +189,87 @@ export function cellsOf(row: StatusRow, now: number): string[] {
   return TABLE.map(([, cell]) => printable(cell(row, now)));
 }
 
-// Until a row fits: the free-text columns cut in this order down to these
-// widths, the gaps narrowed to 2, then cut further. A 100-column terminal
-// holds a row this way; `--wide` shows it whole.
+// Until a row fits: the free text cut in this order down to these widths and
+// the gaps narrowed to 2, each only as far as needed.
 const CUTS: readonly (readonly [string, number])[] = [
   ["LAST EXIT", 9],
-  ["URL", 12],
   ["STATE", 12],
-  ["MODEL", 12],
   ["gap", 2],
-  ["MODEL", 9],
   ["STATE", 9],
-  ["URL", 3],
-  ["STATE", 5],
-  ["MODEL", 5],
 ];
 
-/** Aligned like `docker ps`; `width` cuts the free text so each line fits it. */
+/**
+ * The columns a terminal too narrow for the cut row loses, first to last (the
+ * help lists them; a new column joins): the URL follows from the port, and
+ * `--json` has them all. MODEL, the row's identity, and STATE stay; MODEL is
+ * never cut.
+ */
+export const DROPS: readonly string[] = [
+  "URL",
+  "PID",
+  "GPUS",
+  "VERB",
+  "RESTARTS",
+  "SINCE",
+  "TOK/S",
+  "REQ",
+  "LAST EXIT",
+  "HEALTHY",
+];
+
+/** A row's width in columns: each shown column's width plus the gaps. */
+function rowWidth(widths: readonly number[], gap: number): number {
+  return widths.reduce((a, b) => a + b, gap * (widths.length - 1));
+}
+
+/**
+ * The fewest columns to drop, then the least to cut, for rows to fit `width`:
+ * the shown columns' indexes, their widths and the gap.
+ */
+function fit(natural: readonly number[], width: number) {
+  let shown: number[] = [];
+  for (let dropped = 0; dropped <= DROPS.length; dropped++) {
+    const gone = DROPS.slice(0, dropped);
+    shown = COLUMNS.flatMap((title, i) => gone.includes(title) ? [] : [i]);
+    const floors = shown.map((i) =>
+      Math.min(
+        natural[i]!,
+        ...CUTS.filter(([title]) => title === COLUMNS[i])
+          .map(([, floor]) => floor),
+      )
+    );
+    if (rowWidth(floors, 2) <= width) break;
+  }
+  const widths = shown.map((i) => natural[i]!);
+  let gap = 3;
+  for (const [title, floor] of CUTS) {
+    const over = rowWidth(widths, gap) - width;
+    if (over <= 0) break;
+    const at = shown.indexOf(COLUMNS.indexOf(title));
+    if (title === "gap") gap = floor;
+    else if (at >= 0) {
+      widths[at] = Math.max(Math.min(widths[at]!, floor), widths[at]! - over);
+    }
+  }
+  return { shown, widths, gap };
+}
+
+/** Aligned like `docker ps`; `width` (terminal columns) cuts and drops columns so each line fits it. */
 export function renderTable(
   rows: readonly StatusRow[],
   options: { now: number; color?: boolean; width?: number | undefined },
 ): string {
   const cells = rows.map((row) => cellsOf(row, options.now));
-  const widths = COLUMNS.map((title, i) =>
-    Math.max(title.length, ...cells.map((line) => line[i]!.length))
+  const natural = COLUMNS.map((title, i) =>
+    Math.max(title.length, ...cells.map((line) => displayWidth(line[i]!)))
   );
-  let gap = 3;
-  const over = () =>
-    widths.reduce((a, b) => a + b, gap * (widths.length - 1)) -
-    (options.width ?? Infinity);
-  for (const [title, floor] of CUTS) {
-    if (over() <= 0) break;
-    const i = COLUMNS.indexOf(title);
-    if (i < 0) gap = floor;
-    else widths[i] = Math.max(Math.min(widths[i]!, floor), widths[i]! - over());
-  }
+  const { shown, widths, gap } = fit(natural, options.width ?? Infinity);
   const fitted = cells.map((line) =>
-    line.map((text, i) =>
-      text.length > widths[i]! ? `${text.slice(0, widths[i]! - 1)}…` : text
-    )
+    shown.map((i, at) => cutToWidth(line[i]!, widths[at]!))
   );
-  return alignColumns(COLUMNS, fitted, (r, i) => {
+  return alignColumns(shown.map((i) => COLUMNS[i]!), fitted, (r, at) => {
     if (options.color !== true) return "";
     if (r < 0) return BOLD;
-    return TABLE[i]![2]?.(rows[r]!) ?? "";
+    return TABLE[shown[at]!]![2]?.(rows[r]!) ?? "";
   }, gap);
 }

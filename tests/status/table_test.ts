@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import {
   cellsOf,
   COLUMNS,
+  DROPS,
   lastExitText,
   relativeTime,
   renderTable,
@@ -11,6 +12,7 @@ import {
   stateText,
 } from "../../src/status/table.ts";
 import type { ModelsDetail } from "../../src/status/table.ts";
+import { displayWidth } from "../../src/common/display_width.ts";
 
 const NOW = Date.parse("2026-11-22T20:40:00.000Z");
 function before(seconds: number): string {
@@ -236,7 +238,12 @@ const WIDE: ModelsDetail = {
   },
 };
 
-Deno.test("given a terminal's width, each engine stays on one line: the free text cut with …", () => {
+/** The shown titles, read off the title line. */
+function titlesOf(text: string): string[] {
+  return text.split("\n")[0]!.split(/ {2,}/);
+}
+
+Deno.test("given a terminal's width, each engine stays on one line: the free text cut with …, whole columns dropped", async (t) => {
   const rows = rowsOf(WIDE);
   const whole = renderTable(rows, { now: NOW });
   assert.ok(whole.split("\n").some((line) => line.length > 130));
@@ -251,7 +258,7 @@ Deno.test("given a terminal's width, each engine stays on one line: the free tex
     // Titles stay whole; columns stay aligned.
     assert.match(
       lines[0]!,
-      /REQ +TOK\/S +PID +GPUS +RESTARTS +SINCE +LAST EXIT +URL$/,
+      /REQ +TOK\/S +PID +GPUS +RESTARTS +SINCE +LAST EXIT( +URL)?$/,
     );
     const pid = lines[0]!.indexOf("PID");
     assert.equal(lines[2]!.slice(pid, pid + 5), "81234");
@@ -262,6 +269,107 @@ Deno.test("given a terminal's width, each engine stays on one line: the free tex
   }
   // Wide enough: nothing is cut.
   assert.equal(renderTable(rows, { now: NOW, width: 400 }), whole);
+
+  await t.step(
+    "at 80 columns (a fresh ssh session) the model names stay whole, the URL and then PID, GPUS, VERB go",
+    () => {
+      const text = renderTable(rows, { now: NOW, width: 80 });
+      const lines = text.split("\n");
+      for (const line of lines) assert.ok(line.length <= 80, line);
+      assert.deepEqual(lines.slice(1).map((line) => line.split(" ")[0]), [
+        "qwen3-coder-30b-a3b",
+        "llama-3",
+        "qwen3-8b",
+      ]);
+      assert.deepEqual(titlesOf(text), [
+        "MODEL",
+        "STATE",
+        "HEALTHY",
+        "REQ",
+        "TOK/S",
+        "RESTARTS",
+        "SINCE",
+        "LAST EXIT",
+      ]);
+      assert.match(
+        lines[2]!,
+        /^llama-3 +ready +yes +3\+1 +42\.5 +0 +4m ago +-$/,
+      );
+    },
+  );
+
+  await t.step(
+    "narrowing the terminal drops columns in DROPS order, the help's, and never MODEL",
+    () => {
+      let gone = 0;
+      for (let width = 200; width >= 20; width--) {
+        const text = renderTable(rows, { now: NOW, width });
+        const titles = titlesOf(text);
+        const dropped = COLUMNS.filter((title) => !titles.includes(title));
+        // The dropped columns are always the first of DROPS, more as it narrows.
+        assert.deepEqual(
+          new Set(dropped),
+          new Set(DROPS.slice(0, dropped.length)),
+          `${width}`,
+        );
+        assert.ok(dropped.length >= gone, `${width}`);
+        gone = dropped.length;
+        assert.ok(text.includes("qwen3-coder-30b-a3b"), `${width}`);
+        // A row fits while MODEL and STATE (cut to 9) can.
+        if (width >= 19 + 2 + 9) {
+          for (const line of text.split("\n")) {
+            assert.ok(line.length <= width, `${width}: ${line}`);
+          }
+        }
+      }
+      assert.equal(gone, DROPS.length, "down to MODEL and STATE");
+    },
+  );
+});
+
+Deno.test("every column but MODEL and STATE is in the drop order, once (a new column joins it)", () => {
+  assert.deepEqual(
+    [...DROPS].sort(),
+    COLUMNS.filter((title) => title !== "MODEL" && title !== "STATE").sort(),
+  );
+});
+
+Deno.test("widths are terminal columns: CJK counts two, a cut never splits a character", () => {
+  const rows = rowsOf({
+    active: {
+      "通义千问-7b": {
+        ...DETAIL.active["bge-m3"]!,
+        last_exit: {
+          code: 1,
+          at: before(3),
+          // A surrogate pair (U+20000) and a combining accent where a cut may fall.
+          message:
+            "显存不足 \u{20000}\u{20000} cafe\u0301 cafe\u0301 e\u0301e\u0301e\u0301",
+        },
+      },
+      "llama-3": DETAIL.active["llama-3"]!,
+    },
+  });
+  const whole = renderTable(rows, { now: NOW });
+  const wholeLines = whole.split("\n");
+  // Columns start at the same terminal column on every line.
+  const startOf = (line: string, at: number) => displayWidth(line.slice(0, at));
+  const url = wholeLines[0]!.indexOf("URL");
+  assert.equal(startOf(wholeLines[1]!, wholeLines[1]!.indexOf("http")), url);
+  assert.equal(startOf(wholeLines[2]!, wholeLines[2]!.indexOf("http")), url);
+  const full = displayWidth(wholeLines[1]!);
+  for (let width = full - 1; width >= 60; width--) {
+    const text = renderTable(rows, { now: NOW, width });
+    const lines = text.split("\n");
+    assert.ok(lines[1]!.startsWith("通义千问-7b "), lines[1]);
+    for (const line of lines) {
+      assert.ok(displayWidth(line) <= width, `${width}: ${line}`);
+      assert.ok(line.isWellFormed(), `a split surrogate pair at ${width}`);
+      assert.doesNotMatch(line, /(?<!e)\u0301/, `a split accent at ${width}`);
+    }
+    const state = lines[0]!.indexOf("STATE");
+    assert.equal(startOf(lines[1]!, lines[1]!.indexOf("backoff")), state);
+  }
 });
 
 Deno.test("engine text reaches the table cleaned: LAST EXIT and every free-text cell lose escapes and controls, keep their words", () => {

@@ -1,7 +1,7 @@
 /**
  * The status view on a terminal (a pseudo-terminal from util-linux `script`,
- * 100 columns): one line per engine, the free text cut with `…`; `--wide` and
- * a pipe keep whole rows.
+ * 100 and 80 columns): one line per engine, the free text cut with `…`, whole
+ * columns dropped, the model names whole; `--wide` and a pipe keep whole rows.
  */
 import assert from "node:assert/strict";
 
@@ -67,12 +67,12 @@ async function run(command: string, args: string[]): Promise<string[]> {
   return text.replaceAll("\r", "").trimEnd().split("\n");
 }
 
-function onTerminal(args: string[]): Promise<string[]> {
+function onTerminal(args: string[], columns = 100): Promise<string[]> {
   const status = [Deno.execPath(), "run", "-A", "--quiet", STATUS, ...args]
     .join(" ");
   return run("script", [
     "-qec",
-    `stty cols 100 rows 40; ${status}`,
+    `stty cols ${columns} rows 40; ${status}`,
     "/dev/null",
   ]);
 }
@@ -104,5 +104,37 @@ Deno.test({
       ...url,
     ]);
     assert.deepEqual(piped, wide);
+  },
+});
+
+Deno.test({
+  name:
+    "on an 80-column terminal (a fresh ssh session) the model names stay whole: the URL, PID, GPUS and VERB columns go, as the help says",
+  ignore: !hasScript,
+  async fn() {
+    await using server = stub();
+    const url = ["--url", `http://127.0.0.1:${server.addr.port}`];
+    const lines = await onTerminal(url, 80);
+    assert.equal(lines.length, 3, lines.join("\n"));
+    for (const line of lines) assert.ok(line.length <= 80, line);
+    assert.match(lines[1]!, /^qwen3-coder-30b-a3b +backoff +no /);
+    assert.match(lines[2]!, /^llama-3 +ready +yes +3 +41\.7 +0 +- +-$/);
+    assert.equal(
+      lines[0],
+      "MODEL                STATE    HEALTHY  REQ  TOK/S  RESTARTS  SINCE  LAST EXIT",
+    );
+    const help = (await run(Deno.execPath(), [
+      "run",
+      "-A",
+      "--quiet",
+      STATUS,
+      "--help",
+    ])).join(" ").replace(/\s+/g, " ");
+    assert.ok(
+      help.includes(
+        "columns are dropped, first to last: URL, PID, GPUS, VERB, RESTARTS,",
+      ),
+      help,
+    );
   },
 });

@@ -1,8 +1,8 @@
 /**
  * The llama-server build task: reuse of a finished build, the missing-tool
- * error, `--print-path`, what a build asks of cmake, what it prints and what a
- * failed one says (with a stand-in cmake and compiler, in a temporary cache:
- * the real cache is never rebuilt here).
+ * error, `--print-path`, what a build asks of cmake, what it prints, what a
+ * failed one says and how an interrupted one resumes (with stand-in tools, in
+ * a temporary cache: the real cache is never rebuilt here).
  */
 import assert from "node:assert/strict";
 import { lastLines } from "../../tools/build_progress.ts";
@@ -105,15 +105,28 @@ async function standInBuild(
     configure?: string;
     build?: string;
     extra?: Record<string, string>;
+    /** No source tree yet: the build fetches and clones it. */
+    fetch?: boolean;
   },
 ): Promise<
-  AsyncDisposable & { cache: string; bin: string; log: string; binary: string }
+  AsyncDisposable & {
+    cache: string;
+    bin: string;
+    root: string;
+    log: string;
+    binary: string;
+  }
 > {
   const cache = await Deno.makeTempDir();
   const bin = await Deno.makeTempDir();
   const root = `${cache}/llama.cpp-${NODE_LLAMA_CPP_VERSION}`;
   await Deno.mkdir(`${root}/src`, { recursive: true });
-  await Deno.writeTextFile(`${root}/src/CMakeLists.txt`, "");
+  if (scripts.fetch) await Deno.remove(`${root}/src`);
+  else {
+    await Deno.writeTextFile(`${root}/src/CMakeLists.txt`, "");
+    // The mark of a finished clone.
+    await Deno.writeTextFile(`${root}/SOURCE`, "test\n");
+  }
   await Deno.writeTextFile(`${bin}/make-output.txt`, MAKE_OUTPUT);
   const tools: Record<string, string> = {
     npm: "exit 1",
@@ -137,6 +150,7 @@ esac`,
   return {
     cache,
     bin,
+    root,
     log: `${root}/build.log`,
     binary: `${root}/src/build/bin/llama-server`,
     async [Symbol.asyncDispose]() {
@@ -314,3 +328,150 @@ function isLlamaServerBuiltIn(cache: string): boolean {
     return false;
   }
 }
+
+// Stand-ins for a build from nothing, each writing its step to $BIN/steps and,
+// when $BIN/interrupt-<step> is there, stopping its build half-way as Ctrl-C
+// would (SIGINT to the tool, the stand-in's parent). sh builtins and absolute
+// paths only: PATH is the stand-ins.
+function interruptible(step: string, half: string, whole: string): string {
+  return `BIN="$(cd "$(/usr/bin/dirname "$0")" && pwd)"
+echo '${step}' >> "$BIN/steps"
+${half}
+if [ -f "$BIN/interrupt-${step}" ]; then
+  /bin/rm "$BIN/interrupt-${step}"
+  kill -INT $PPID
+  exit 130
+fi
+${whole}`;
+}
+
+const TARBALL = `node-llama-cpp-${NODE_LLAMA_CPP_VERSION}.tgz`;
+const BUNDLE = "package/llama/gitRelease.bundle";
+
+const FETCHING = {
+  // npm pack writes the tarball where it runs, as it downloads.
+  npm: interruptible(
+    "npm pack",
+    `echo partial > ${TARBALL}`,
+    `echo whole >> ${TARBALL}; echo ${TARBALL}`,
+  ),
+  // A truncated tarball fails as gzip does.
+  tar: interruptible(
+    "tar",
+    `{ read -r first; read -r second; } < "$2"
+if [ "$second" != whole ]; then echo 'gzip: stdin: unexpected end of file' >&2; exit 2; fi
+/bin/mkdir -p package/llama`,
+    `echo bundle > ${BUNDLE}`,
+  ),
+  // git writes the work tree file by file; llama.cpp's CMakeLists.txt comes first.
+  git: interruptible(
+    "git clone",
+    `for dest; do :; done
+/bin/mkdir -p "$dest/ggml"
+echo 'add_subdirectory(ggml)' > "$dest/CMakeLists.txt"`,
+    `echo '' > "$dest/ggml/CMakeLists.txt"`,
+  ),
+};
+
+// cmake's own error for a source tree without ggml/ (llama.cpp's CMakeLists.txt:223).
+const CONFIGURE_NEEDS_GGML = `if [ ! -f ggml/CMakeLists.txt ]; then
+  echo 'CMake Error at CMakeLists.txt:223 (add_subdirectory):' >&2
+  echo '  add_subdirectory given source "ggml" which is not an existing directory.' >&2
+  exit 1
+fi`;
+const COMPILE = `/bin/mkdir -p build/bin; echo binary > build/bin/llama-server`;
+
+async function steps(build: { bin: string }): Promise<string[]> {
+  const text = await Deno.readTextFile(`${build.bin}/steps`);
+  await Deno.remove(`${build.bin}/steps`);
+  return text.trim().split("\n");
+}
+
+Deno.test("Ctrl-C during the clone: the next build clones again out of the fetched package, configures and compiles", async () => {
+  await using build = await standInBuild({
+    fetch: true,
+    extra: FETCHING,
+    configure: `echo configure >> "$BIN/steps"\n${CONFIGURE_NEEDS_GGML}`,
+    build: `echo compile >> "$BIN/steps"\n${COMPILE}`,
+  });
+  const env = { PATH: build.bin, MYMODEL_CACHE: build.cache };
+  await Deno.writeTextFile(`${build.bin}/interrupt-git clone`, "");
+  const stopped = await runTool(env);
+  assert.notEqual(stopped.code, 0, stopped.stderr);
+  assert.deepEqual(await steps(build), ["npm pack", "tar", "git clone"]);
+  assert.ok(
+    Deno.statSync(`${build.root}/src/CMakeLists.txt`).isFile,
+    "the partial tree an interrupted clone leaves",
+  );
+
+  const resumed = await runTool(env);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.equal(resumed.stdout, build.binary);
+  // The whole tarball is kept; the partial tree is not trusted.
+  assert.deepEqual(await steps(build), [
+    "tar",
+    "git clone",
+    "configure",
+    "compile",
+  ]);
+  assert.ok(isLlamaServerBuiltIn(build.cache));
+  assert.deepEqual(
+    [...Deno.readDirSync(build.root)].map((entry) => entry.name).sort(),
+    ["BUILT", "SOURCE", "build.log", "src"],
+    "the tarball and the bundle are gone",
+  );
+  const again = await runTool(env);
+  assert.match(again.stderr, /using the cached build/);
+  await assert.rejects(steps(build), Deno.errors.NotFound, "no step ran");
+});
+
+Deno.test("Ctrl-C during npm's download: the next build downloads again instead of untarring half a tarball", async () => {
+  await using build = await standInBuild({
+    fetch: true,
+    extra: FETCHING,
+    configure: CONFIGURE_NEEDS_GGML,
+    build: COMPILE,
+  });
+  const env = { PATH: build.bin, MYMODEL_CACHE: build.cache };
+  await Deno.writeTextFile(`${build.bin}/interrupt-npm pack`, "");
+  const stopped = await runTool(env);
+  assert.notEqual(stopped.code, 0, stopped.stderr);
+  assert.deepEqual(await steps(build), ["npm pack"]);
+
+  const resumed = await runTool(env);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.deepEqual(await steps(build), ["npm pack", "tar", "git clone"]);
+  assert.ok(isLlamaServerBuiltIn(build.cache));
+});
+
+Deno.test("a build killed during the compile leaves nothing that counts as built; the next one configures and compiles, fetching nothing", async () => {
+  await using build = await standInBuild({
+    configure: `echo configure >> "$BIN/steps"`,
+    build: `echo compile >> "$BIN/steps"
+/bin/mkdir -p build/bin
+echo half > build/bin/llama-server
+if [ -f "$BIN/kill" ]; then /bin/rm "$BIN/kill"; kill -KILL $PPID; exit 137; fi
+echo binary > build/bin/llama-server`,
+  });
+  const env = { PATH: build.bin, MYMODEL_CACHE: build.cache };
+  // An earlier build's mark, its binary since removed (a cleaned build folder).
+  await Deno.writeTextFile(`${build.root}/BUILT`, "2026-11-30T10:00:00Z\n");
+  await Deno.writeTextFile(`${build.bin}/kill`, "");
+  const killed = await runTool(env);
+  assert.notEqual(killed.code, 0, killed.stderr);
+  assert.equal(await Deno.readTextFile(build.binary), "half\n");
+  const path = await runTool(env, ["--print-path"]);
+  assert.equal(path.code, 1, "a half-written binary is not a build");
+  assert.match(path.stderr, /it is not built yet/);
+
+  const resumed = await runTool(env);
+  assert.equal(resumed.code, 0, resumed.stderr);
+  assert.deepEqual(await steps(build), [
+    "configure",
+    "compile",
+    "configure",
+    "compile",
+  ]);
+  assert.equal(await Deno.readTextFile(build.binary), "binary\n");
+  assert.ok(isLlamaServerBuiltIn(build.cache));
+});
