@@ -26,7 +26,7 @@ interface Stage extends AsyncDisposable {
   canaries: number;
 }
 
-async function stage(card: string, canaryIntervalMs: number): Promise<Stage> {
+function stage(card: string, canaryIntervalMs: number): Stage {
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     (req) => {
@@ -89,7 +89,7 @@ function vllm(generated: number): string {
 }
 
 Deno.test("the canary's streak: counters moving between two failed canaries reset it; two in a row with nothing moving are a stall", async () => {
-  await using s = await stage("{ verb: chat, hub: org/m }", 1);
+  await using s = stage("{ verb: chat, hub: org/m }", 1);
   /** Rounds until one more canary has been answered. */
   const canary = async () => {
     const sent = s.canaries;
@@ -118,7 +118,7 @@ Deno.test("the canary's streak: counters moving between two failed canaries rese
 });
 
 Deno.test("odd values cost one warning each, however many rounds read them; NaN is named", async () => {
-  await using s = await stage(
+  await using s = stage(
     "{ verb: chat, local: m, engine: llama.cpp }",
     0,
   );
