@@ -26,7 +26,11 @@ interface Stage extends AsyncDisposable {
   canaries: number;
 }
 
-function stage(card: string, canaryIntervalMs: number): Stage {
+function stage(
+  card: string,
+  canaryIntervalMs: number,
+  stallTimeoutMs = 0,
+): Stage {
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     (req) => {
@@ -57,7 +61,7 @@ function stage(card: string, canaryIntervalMs: number): Stage {
   const watch = new ServingWatch(
     engine,
     {
-      serving: { stallTimeoutMs: 0, canaryIntervalMs, canaryTimeoutMs: 2_000 },
+      serving: { stallTimeoutMs, canaryIntervalMs, canaryTimeoutMs: 2_000 },
     },
     (e) => events.push(e),
     abort.signal,
@@ -147,4 +151,39 @@ Deno.test("odd values cost one warning each, however many rounds read them; NaN 
     s.lines[0]!,
     /^engine m: cannot read its traffic at \S+: llamacpp:requests_processing is NaN \(traffic unknown/,
   );
+});
+
+Deno.test("SGLang without realtime_tokens_total: no stall rule, said once; with it frozen under load, stalled", async () => {
+  const text = (decode: boolean) => {
+    const body = metricsText("sglang", {
+      running: 1,
+      waiting: 0,
+      prompt: 0,
+      generated: 0,
+      model: "m",
+    });
+    return decode
+      ? body
+      : body.split("\n").filter((l) => !l.includes("realtime")).join("\n");
+  };
+  for (const decode of [false, true]) {
+    await using s = stage("{ verb: chat, hub: org/m, engine: sglang }", 0, 30);
+    s.metrics = text(decode);
+    for (let i = 0; i < 4; i++) {
+      await s.watch.round(s.run, "ready");
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    if (decode) {
+      // Each round says it; the engine run acts on the first.
+      assert.equal(s.events[0]?.kind, "stalled");
+      continue;
+    }
+    assert.equal(s.events.length, 0);
+    assert.deepEqual(
+      s.lines.map((l) => l.replace(/http:\S+\/metrics/, "URL")),
+      [
+        "engine m: its traffic at URL has no sglang:realtime_tokens_total: no stall rule (its token counters move only when a request ends) (said once)",
+      ],
+    );
+  }
 });
