@@ -70,7 +70,7 @@ export interface ModelCard {
   readonly drainTimeout?: number;
   /** Only `engine: command`: where its traffic is counted (the other kinds name their own). */
   readonly metrics?: CardMetrics;
-  /** Seconds with requests running and no token counted before the engine is stalled (`0`: never); unset: the launcher's `--stall-timeout`. */
+  /** Seconds with requests running and no counter moving (tokens, or the kind's per-step counter) before the engine is stalled (`0`: never); unset: the launcher's `--stall-timeout`. */
   readonly stallTimeout?: number;
   /** `false`: no canary request to the idle engine. @default {true} */
   readonly canary?: boolean;

@@ -3,6 +3,8 @@
 // (llama-server guards `/metrics` and `/props` with it), the body capped.
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import { readCapped } from "../common/read_capped.ts";
+import { clip } from "../common/one_line.ts";
+import { printable } from "../common/printable.ts";
 import { abortAfter } from "../common/sleep.ts";
 import type { TrafficRule } from "./kinds/engine_kind.ts";
 import { readTraffic, type TrafficReading } from "./traffic.ts";
@@ -49,8 +51,14 @@ export async function askEngine(
     });
     const status = response.status;
     if (!response.ok) {
-      await response.body?.cancel();
-      return { ok: false, status, why: `answered ${status}` };
+      const said = response.body
+        ? engineMessage(await readCapped(response.body, 4096) ?? "")
+        : "";
+      return {
+        ok: false,
+        status,
+        why: `answered ${status}${said && `: ${said}`}`,
+      };
     }
     const text = response.body
       ? await readCapped(response.body, o.maxBytes)
@@ -68,6 +76,18 @@ export async function askEngine(
   } finally {
     abort.clear();
   }
+}
+
+/** An error body's own words: OpenAI-style `{"error": {"message"}}` (llama-server, vLLM), else its text; one line, printable. */
+function engineMessage(text: string): string {
+  let said: unknown = text;
+  try {
+    const body = JSON.parse(text);
+    said = body?.error?.message ?? body?.error ?? body?.message ?? text;
+  } catch {
+    // Not JSON: the text itself.
+  }
+  return clip(printable(typeof said === "string" ? said : text)).trim();
 }
 
 /** Null when unreadable (refused, late, not 200, too large, families missing). */

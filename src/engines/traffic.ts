@@ -13,6 +13,10 @@ export interface TrafficReading {
   readonly waiting: number;
   readonly prompt: number;
   readonly generated: number;
+  /** The rule's per-step counter, where the text has it ({@linkcode TrafficRule.steps}). */
+  readonly steps?: number;
+  /** Generated tokens as counted per step: tokens/s is read from them where present. */
+  readonly stepTokens?: number;
   readonly at: number;
 }
 
@@ -32,23 +36,64 @@ export function trafficRule(
   return kind.traffic ?? card.metrics;
 }
 
-/** A reading from a `/metrics` body; null when a family is missing (garbage, another server). */
-export function readTraffic(
+/** A reading, or `why` there is none; `odd`: values read in a way of their own, each worth one warning. */
+export interface TrafficRead {
+  readonly reading: TrafficReading | null;
+  readonly why?: string;
+  readonly odd: readonly string[];
+}
+
+/** A reading from a `/metrics` body; none when a family is missing (garbage, another server) or not a number. */
+export function parseTraffic(
   text: string,
   rule: TrafficRule,
   at: number,
-): TrafficReading | null {
+): TrafficRead {
+  const { counter, tokens, perStep } = rule.steps ?? {};
   const names = [
     rule.running,
     rule.waiting,
     rule.promptTokens,
     rule.generatedTokens,
   ];
-  const sums = sumSamples(text, names);
-  const [running, waiting, prompt, generated] = names.map((name) => sums[name]);
-  if (running == null || waiting == null) return null;
-  if (prompt == null || generated == null) return null;
-  return { running, waiting, prompt, generated, at };
+  const extra = [counter, tokens, perStep].filter((n) => n !== undefined);
+  const { sums, odd, nonFinite } = readSamples(text, [...names, ...extra]);
+  const missing = names.find((name) => sums[name] == null);
+  if (missing !== undefined) {
+    const why = nonFinite[missing] === undefined
+      ? `no ${missing} in its answer`
+      : `${missing} is ${nonFinite[missing]}`;
+    return { reading: null, why, odd: odd.filter((o) => o !== why) };
+  }
+  const [running, waiting, prompt, generated] = names.map((n) => sums[n]!) as [
+    number,
+    number,
+    number,
+    number,
+  ];
+  const steps = counter === undefined ? null : sums[counter];
+  const perToken = tokens === undefined ? steps : sums[tokens];
+  const width = perStep === undefined ? 1 : sums[perStep];
+  const reading: TrafficReading = {
+    running,
+    waiting,
+    prompt,
+    generated,
+    ...steps == null ? {} : { steps },
+    ...perToken == null || width == null
+      ? {}
+      : { stepTokens: Math.round(perToken * width) },
+    at,
+  };
+  return { reading, odd };
+}
+
+export function readTraffic(
+  text: string,
+  rule: TrafficRule,
+  at: number,
+): TrafficReading | null {
+  return parseTraffic(text, rule, at).reading;
 }
 
 export function trafficOf(
@@ -56,7 +101,12 @@ export function trafficOf(
   current: TrafficReading,
 ): Traffic {
   const seconds = previous === null ? 0 : (current.at - previous.at) / 1000;
-  const tokens = current.generated - (previous?.generated ?? 0);
+  // Per step where both have it: llama.cpp's and SGLang's totals move only when a request ends.
+  const perStep = previous?.stepTokens !== undefined &&
+    current.stepTokens !== undefined;
+  const tokens = perStep
+    ? current.stepTokens! - previous!.stepTokens!
+    : current.generated - (previous?.generated ?? 0);
   return {
     running: current.running,
     waiting: current.waiting,
@@ -67,8 +117,10 @@ export function trafficOf(
   };
 }
 
-function countersMoved(a: TrafficReading, b: TrafficReading): boolean {
-  return a.prompt !== b.prompt || a.generated !== b.generated;
+/** Proof of life: a token counter or the per-step counter moved (down too: a restart). */
+export function countersMoved(a: TrafficReading, b: TrafficReading): boolean {
+  return a.prompt !== b.prompt || a.generated !== b.generated ||
+    a.steps !== b.steps;
 }
 
 export function stallMark(
@@ -162,25 +214,79 @@ export function sumSamples(
   text: string,
   names: readonly string[],
 ): Record<string, number | null> {
+  return readSamples(text, names).sums;
+}
+
+/**
+ * {@linkcode sumSamples} with what it read in a way of its own (`odd`): a
+ * negative value read as 0, a series given twice read once, a family whose
+ * only values are NaN or infinite. A name may hold labels a sample must have
+ * (`x{mode="decode"}`).
+ */
+export function readSamples(
+  text: string,
+  names: readonly string[],
+): {
+  sums: Record<string, number | null>;
+  odd: string[];
+  nonFinite: Record<string, string>;
+} {
   const sums: Record<string, number | null> = {};
-  for (const name of names) sums[name] = null;
+  const wanted = new Map<string, { key: string; labels: string[] }[]>();
+  for (const key of names) {
+    sums[key] = null;
+    const name = NAME.exec(key)?.[0] ?? key;
+    const labels = key.slice(name.length).replace(/^\{|\}$/g, "").split(",")
+      .filter(Boolean);
+    wanted.set(name, [...wanted.get(name) ?? [], { key, labels }]);
+  }
+  const odd = new Set<string>();
+  const seen = new Set<string>();
+  const nonFinite: Record<string, string> = {};
   for (const raw of text.split("\n")) {
     // A comment, a blank line: no name.
     const line = raw.trim();
     const name = NAME.exec(line)?.[0];
-    if (name === undefined || !Object.hasOwn(sums, name)) continue;
+    const keys = name === undefined ? undefined : wanted.get(name);
+    if (keys === undefined) continue;
     // Only numbers follow a label set: the last `}` closes it, whatever its values hold.
-    const rest = line[name.length] === "{"
+    const rest = line[name!.length] === "{"
       ? line.lastIndexOf("}") + 1
-      : name.length;
+      : name!.length;
     if (rest === 0) continue;
     const fields = line.slice(rest).trim().split(/\s+/);
     if (fields.length > 2 || (fields[1] && !/^-?\d+$/.test(fields[1]))) {
       continue;
     }
-    const value = sampleValue(fields[0] ?? "");
-    if (value === undefined || !Number.isFinite(value)) continue;
-    sums[name] = (sums[name] ?? 0) + value;
+    let value = sampleValue(fields[0] ?? "");
+    if (value === undefined) continue;
+    const series = line.slice(0, rest).replace(/\s+/g, "");
+    if (seen.has(series)) {
+      odd.add(
+        `${name}${series.slice(name!.length)} is written twice (read once)`,
+      );
+      continue;
+    }
+    seen.add(series);
+    const inner = `,${series.slice(name!.length + 1, -1)}`;
+    for (const { key, labels } of keys) {
+      if (!labels.every((pair) => inner.includes(`,${pair}`))) continue;
+      if (!Number.isFinite(value)) {
+        nonFinite[key] = fields[0]!;
+        continue;
+      }
+      if (value < 0) {
+        odd.add(
+          `${key} reads ${fields[0]} (a count cannot be negative: read as 0)`,
+        );
+        value = 0;
+      }
+      sums[key] = (sums[key] ?? 0) + value;
+    }
   }
-  return sums;
+  for (const [key, value] of Object.entries(nonFinite)) {
+    if (sums[key] === null) odd.add(`${key} is ${value}`);
+    else delete nonFinite[key];
+  }
+  return { sums, odd: [...odd], nonFinite };
 }

@@ -184,11 +184,11 @@ const SECTIONS = {
     ),
     stallTimeoutMs: seconds(
       0,
-      "a ready engine with requests running whose token counters have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
+      "a ready engine with requests running whose counters (tokens, or the kind's per-step counter) have not moved for this long is stopped as stalled and the restart policy applies; a card's stall_timeout wins; 0 turns this off",
     ),
     canaryIntervalMs: seconds(
       0,
-      "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row: stalled; a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
+      "a ready engine with nothing running and no counter moving for this long gets one cheap request (a canary); two failures in a row with no counter moving between them: stalled (a 501 is an answer); a card's canary: false, or an engine set to sleep when idle, gets none; 0 turns this off",
     ),
     canaryTimeoutMs: seconds(
       0.001,

@@ -14,8 +14,9 @@ import type { ServerProcess } from "../engines/server_process.ts";
 import {
   canaryDue,
   canaryRequest,
+  countersMoved,
+  parseTraffic,
   quietMark,
-  readTraffic,
   stalled,
   stallMark,
   type Traffic,
@@ -71,6 +72,7 @@ export class ServingWatch {
   #canaryFailures = 0;
   #canaryBusy = false;
   #failing = false; // warned once, until the metrics read again
+  readonly #said = new Set<string>(); // odd values and answers, each warned once
   #carried = 0; // generated tokens of earlier runs and before counter resets
   #generated = 0;
   #counted = false;
@@ -143,17 +145,18 @@ export class ServingWatch {
     }
     const asleep = said ?? state === "sleeping";
     if (!rule || !metrics) return;
-    const reading = metrics.ok
-      ? readTraffic(metrics.text, rule, Date.now())
-      : null;
+    const read = metrics.ok
+      ? parseTraffic(metrics.text, rule, Date.now())
+      : { reading: null, why: metrics.why, odd: [] };
+    const at = `${origin}${rule.path}`;
+    for (const odd of read.odd) this.#once(`its traffic at ${at}: ${odd}`);
+    const reading = read.reading;
     if (!reading) {
       this.#forget();
       if (this.#failing) return;
       this.#failing = true;
       return log.warn(
-        `engine ${name}: cannot read its traffic at ${origin}${rule.path}: ${
-          metrics.ok ? `no ${rule.running} in its answer` : metrics.why
-        } (traffic unknown; said once until it reads again)`,
+        `engine ${name}: cannot read its traffic at ${at}: ${read.why} (traffic unknown; said once until it reads again)`,
       );
     }
     if (this.#failing) log.info(`engine ${name}: its traffic reads again`);
@@ -162,6 +165,10 @@ export class ServingWatch {
     this.#generated = reading.generated;
     this.#counted = true;
     this.#traffic = trafficOf(this.#last, reading);
+    // Moving counters are proof of life: a canary's failure before them no longer counts.
+    if (this.#last && countersMoved(this.#last, reading)) {
+      this.#canaryFailures = 0;
+    }
     this.#last = reading;
     if (asleep || state !== "ready") {
       this.#stall = this.#quiet = reading;
@@ -171,7 +178,16 @@ export class ServingWatch {
     const stallMs = card.stallTimeout === undefined
       ? this.#o.stallTimeoutMs
       : card.stallTimeout * 1000;
-    const stall = stalled(this.#stall, reading, stallMs);
+    // Its token totals move only when a request ends: without the step counter, no stall can be told.
+    const blind = rule.steps !== undefined && reading.steps === undefined;
+    if (blind && stallMs > 0) {
+      this.#once(
+        `its traffic at ${at} has no ${
+          rule.steps!.counter
+        }: no stall rule (its token counters move only when a request ends)`,
+      );
+    }
+    const stall = blind ? null : stalled(this.#stall, reading, stallMs);
     if (stall !== null) return this.#on({ kind: "stalled", run, seen: stall });
     this.#quiet = quietMark(this.#quiet, reading);
     const canary = kind && canaryRequest(card, kind);
@@ -179,6 +195,12 @@ export class ServingWatch {
     if (canary && !this.#canaryBusy && canaryDue(this.#quiet, reading, every)) {
       void this.#send(run, origin + canary.path, canary.body);
     }
+  }
+
+  #once(what: string): void {
+    if (this.#said.has(what)) return;
+    this.#said.add(what);
+    log.warn(`engine ${this.#engine.name}: ${what} (said once)`);
   }
 
   #forget(): void {
@@ -203,7 +225,11 @@ export class ServingWatch {
     if (run !== this.#run || signal.aborted) return;
     const seconds = Math.round(performance.now() - began) / 1000;
     this.#canary = { at: new Date().toISOString(), ok: answer.ok, seconds };
-    if (answer.ok || (answer.status ?? 500) < 500) {
+    // 501 Not Implemented is an answer (llama-server without --embeddings), not a hang.
+    if (!answer.ok && answer.status === 501) {
+      this.#once(`canary ${new URL(url).pathname} ${answer.why}`);
+    }
+    if (answer.ok || (answer.status ?? 500) < 500 || answer.status === 501) {
       this.#canaryFailures = 0;
       this.#quiet = null; // the next one a whole interval later
       return;

@@ -78,7 +78,7 @@ async function fake(kind: string, flags: string[]): Promise<Fake> {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-Deno.test("a stand-in streams tokens and counts them in each engine's real /metrics text", async () => {
+Deno.test("a stand-in streams tokens and counts them as each engine does: vLLM per step, llama.cpp and SGLang totals at the end, their step counters per step", async () => {
   for (const kind of ["vllm", "sglang", "llama.cpp"]) {
     await using engine = await fake(kind, [
       "--fake-tokens",
@@ -93,18 +93,37 @@ Deno.test("a stand-in streams tokens and counts them in each engine's real /metr
       0,
     ]);
     const done = engine.complete(true);
-    await sleep(150);
+    await sleep(100);
+    const early = await engine.read();
+    await sleep(100);
     const during = await engine.read();
     assert.equal(during.running, 1, kind);
-    assert.equal(during.prompt, 3, kind);
-    assert.ok(
-      during.generated > 0 && during.generated < 20,
-      `${kind}: ${during.generated}`,
-    );
+    // vLLM counts each step; llama.cpp the prompt when its prefill ends; SGLang both at the end.
+    assert.equal(during.prompt, { vllm: 3, "llama.cpp": 3, sglang: 0 }[kind]);
+    if (kind === "vllm") {
+      assert.ok(during.generated > 0 && during.generated < 20, kind);
+      assert.equal(during.steps, undefined);
+    } else {
+      assert.equal(during.generated, 0, kind);
+      assert.ok(during.steps! > early.steps!, `${kind}: steps move`);
+    }
+    assert.ok(trafficOf(early, during).tokens_per_s! > 0, kind);
     assert.match(await done, /data: \[DONE\]/);
     const after = await engine.read();
-    assert.deepEqual([after.running, after.generated], [0, 20]);
-    assert.ok(trafficOf(during, after).tokens_per_s! > 0);
+    assert.deepEqual([after.running, after.prompt, after.generated], [
+      0,
+      3,
+      20,
+    ]);
+    // One prefill batch and 20 decodes; SGLang counts tokens: 3 prompt + 20 decoded.
+    assert.equal(
+      after.steps,
+      { vllm: undefined, "llama.cpp": 21, sglang: 23 }[kind],
+    );
+    assert.equal(
+      after.stepTokens,
+      { vllm: undefined, "llama.cpp": 21, sglang: 20 }[kind],
+    );
   }
 });
 

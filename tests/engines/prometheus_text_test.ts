@@ -1,6 +1,11 @@
 /** The Prometheus text parser on each engine's real `/metrics` text (tests/fixtures/engine_metrics.ts cites the sources). */
 import assert from "node:assert/strict";
-import { sampleValue, sumSamples } from "../../src/engines/traffic.ts";
+import {
+  parseTraffic,
+  readSamples,
+  sampleValue,
+  sumSamples,
+} from "../../src/engines/traffic.ts";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import {
   goFloat,
@@ -117,4 +122,51 @@ Deno.test("a 50 MB body of other families is one linear scan", () => {
   const began = performance.now();
   assert.deepEqual(sumSamples(text, ["x"]), { x: 1 });
   console.log(`50 MB scanned in ${Math.round(performance.now() - began)} ms`);
+});
+
+Deno.test("odd values: a negative gauge read as 0, a series written twice read once, each named; a label filter picks its label sets", () => {
+  const text = [
+    "# TYPE g gauge",
+    "g -1",
+    "# TYPE c counter",
+    'c{engine="0"} 4',
+    'c{engine="1"} 5',
+    "# TYPE c counter",
+    'c{engine="0"} 4',
+    'm{mode="decode",x="1"} 7',
+    'm{mode="prefill",x="1"} 100',
+    "",
+  ].join("\n");
+  const { sums, odd } = readSamples(text, ["g", "c", "m", 'm{mode="decode"}']);
+  assert.deepEqual(sums, { g: 0, c: 9, m: 107, 'm{mode="decode"}': 7 });
+  assert.deepEqual(odd, [
+    "g reads -1 (a count cannot be negative: read as 0)",
+    'c{engine="0"} is written twice (read once)',
+  ]);
+});
+
+Deno.test("a family that is NaN is named as NaN, not as missing", () => {
+  const rule = ENGINE_KINDS["llama.cpp"]!.traffic!;
+  const nan = LLAMA_CPP_METRICS.replace(
+    /^llamacpp:requests_processing 0$/m,
+    "llamacpp:requests_processing NaN",
+  );
+  assert.deepEqual(parseTraffic(nan, rule, 0), {
+    reading: null,
+    why: "llamacpp:requests_processing is NaN",
+    odd: [],
+  });
+  assert.equal(
+    parseTraffic("x 1\n", rule, 0).why,
+    "no llamacpp:requests_processing in its answer",
+  );
+  const negative = LLAMA_CPP_METRICS.replace(
+    /^llamacpp:requests_deferred 0$/m,
+    "llamacpp:requests_deferred -2",
+  );
+  const read = parseTraffic(negative, rule, 0);
+  assert.equal(read.reading?.waiting, 0);
+  assert.deepEqual(read.odd, [
+    "llamacpp:requests_deferred reads -2 (a count cannot be negative: read as 0)",
+  ]);
 });

@@ -38,6 +38,12 @@ function stallOf(readings: TrafficReading[], timeoutMs: number) {
 }
 
 Deno.test("a reading from each engine's real text, by its kind's rule; garbage gives none", () => {
+  // llama.cpp: 9 decodes serving 12 slots in all; SGLang: 30 prefill and 7 decode tokens.
+  const steps: Record<string, object> = {
+    vllm: {},
+    "llama.cpp": { steps: 9, stepTokens: 12 },
+    sglang: { steps: 37, stepTokens: 7 },
+  };
   for (const kind of ["vllm", "sglang", "llama.cpp"]) {
     const rule = ENGINE_KINDS[kind]!.traffic!;
     assert.equal(rule.path, "/metrics");
@@ -46,6 +52,10 @@ Deno.test("a reading from each engine's real text, by its kind's rule; garbage g
       waiting: 1,
       prompt: 30,
       generated: 7,
+      decodes: 9,
+      busySlots: 12,
+      prefillTokens: 30,
+      decodeTokens: 7,
       model: "m",
       engines: 2,
     });
@@ -54,6 +64,7 @@ Deno.test("a reading from each engine's real text, by its kind's rule; garbage g
       waiting: 1,
       prompt: 30,
       generated: 7,
+      ...steps[kind],
       at: 5,
     }, kind);
     assert.equal(readTraffic("<html>502</html>", rule, 5), null);
@@ -61,6 +72,92 @@ Deno.test("a reading from each engine's real text, by its kind's rule; garbage g
   assert.equal(ENGINE_KINDS["vllm"]!.traffic!.enableFlag, undefined);
   assert.equal(ENGINE_KINDS["sglang"]!.traffic!.enableFlag, "--enable-metrics");
   assert.equal(ENGINE_KINDS["llama.cpp"]!.traffic!.enableFlag, "--metrics");
+});
+
+/** llama-server's text during one stream, read once a second: its totals still, its decodes moving (../shared/ENGINES.md). */
+function llamaStream(decodes: number[]): TrafficReading[] {
+  const rule = ENGINE_KINDS["llama.cpp"]!.traffic!;
+  return decodes.map((n, s) =>
+    readTraffic(
+      metricsText("llama.cpp", {
+        running: 1,
+        waiting: 0,
+        prompt: 0,
+        generated: 0,
+        decodes: n,
+        busySlots: n,
+        model: "m",
+      }),
+      rule,
+      s * 1000,
+    )!
+  );
+}
+
+Deno.test("llama.cpp: a stream whose token totals stay still is progress by n_decode_total, and its tokens/s are the decodes'", () => {
+  const stream = llamaStream([78, 177, 293, 420, 551]);
+  assert.equal(stallOf(stream, 3_000), null);
+  assert.deepEqual(
+    stream.slice(1).map((r, i) => trafficOf(stream[i]!, r).tokens_per_s),
+    [99, 116, 127, 131],
+  );
+  // Frozen decodes with a request running: stalled.
+  assert.match(
+    stallOf(llamaStream([78, 78, 78, 78, 78]), 3_000) ?? "",
+    /^1 request running, no token for 4 s$/,
+  );
+  // Several slots at once: each decode serves each of them.
+  const rule = ENGINE_KINDS["llama.cpp"]!.traffic!;
+  const four = (s: number, decodes: number) =>
+    readTraffic(
+      metricsText("llama.cpp", {
+        running: 4,
+        waiting: 0,
+        prompt: 0,
+        generated: 0,
+        decodes,
+        busySlots: 4 * decodes,
+        model: "m",
+      }),
+      rule,
+      s * 1000,
+    )!;
+  assert.equal(trafficOf(four(0, 100), four(1, 200)).tokens_per_s, 400);
+});
+
+Deno.test("SGLang: realtime_tokens_total is progress, its decode tokens the tokens/s; an SGLang without it reads no steps", () => {
+  const rule = ENGINE_KINDS["sglang"]!.traffic!;
+  const at = (s: number, prefillTokens: number, decodeTokens: number) =>
+    readTraffic(
+      metricsText("sglang", {
+        running: 1,
+        waiting: 0,
+        prompt: 0,
+        generated: 0,
+        prefillTokens,
+        decodeTokens,
+        model: "m",
+      }),
+      rule,
+      s * 1000,
+    )!;
+  const prefill = [at(0, 0, 0), at(2, 4000, 0), at(4, 8000, 0)];
+  assert.equal(stallOf(prefill, 1_000), null);
+  assert.equal(trafficOf(prefill[1]!, prefill[2]!).tokens_per_s, 0);
+  assert.equal(trafficOf(at(4, 8000, 0), at(6, 8000, 300)).tokens_per_s, 150);
+  const old = metricsText("sglang", {
+    running: 1,
+    waiting: 0,
+    prompt: 5,
+    generated: 9,
+    model: "m",
+  }).split("\n").filter((l) => !l.includes("realtime_tokens")).join("\n");
+  const reading = readTraffic(old, rule, 0)!;
+  assert.deepEqual([reading.steps, reading.stepTokens, reading.generated], [
+    undefined,
+    undefined,
+    9,
+  ]);
 });
 
 Deno.test("a command card's traffic is its metrics field, else none", () => {

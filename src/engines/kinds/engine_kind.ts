@@ -75,6 +75,18 @@ export interface TrafficRule {
   readonly waiting: string;
   readonly promptTokens: string;
   readonly generatedTokens: string;
+  /**
+   * Where the token counters move only when a request (or a prefill) ends: a
+   * counter moving at every engine step, prefill included. It is progress for
+   * the stall and canary rules, and tokens/s is read from it: from its label
+   * set `tokens` (`x{mode="decode"}`), or from it times the gauge `perStep`
+   * (requests served per step).
+   */
+  readonly steps?: {
+    readonly counter: string;
+    readonly tokens?: string;
+    readonly perStep?: string;
+  };
   /** The flag the launcher adds to turn the endpoint on, unless the card's args give it. */
   readonly enableFlag?: string;
   /** A flag that makes the engine sleep when idle: no canary then (it would keep it awake). */

@@ -33,14 +33,20 @@ function singleGguf(dir: string, names: readonly string[]): string {
   );
 }
 
-// tools/server/server.cpp (handle_metrics), read on the build here; `/metrics`
+// tools/server/server-task.cpp (to_metrics), read on the build here; `/metrics`
 // and `/props` do not wake a sleeping server, `/slots` does (../shared/ENGINES.md).
+// Its token totals move when a request (or a prefill) ends; n_decode_total and
+// the busy slots at every llama_decode (server-context.cpp, metrics_post_decode).
 const LLAMA_TRAFFIC: TrafficRule = {
   path: "/metrics",
   running: "llamacpp:requests_processing",
   waiting: "llamacpp:requests_deferred",
   promptTokens: "llamacpp:prompt_tokens_total",
   generatedTokens: "llamacpp:tokens_predicted_total",
+  steps: {
+    counter: "llamacpp:n_decode_total",
+    perStep: "llamacpp:n_busy_slots_per_decode",
+  },
   enableFlag: "--metrics",
   sleepFlag: "--sleep-idle-seconds",
   asleep: { path: "/props" },

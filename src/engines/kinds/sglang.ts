@@ -19,13 +19,20 @@ function devices(args: readonly string[]): EngineDevices {
   return { kind: "whole", count, from };
 }
 
-// python/sglang/srt/metrics/collector.py; off unless --enable-metrics.
+// python/sglang/srt/metrics/collector.py; off unless --enable-metrics. Its
+// token totals move when a request ends (observe_one_finished_request);
+// realtime_tokens_total at every prefill batch and decode step
+// (managers/scheduler_components/metrics_reporter.py, read at 00df707e).
 const SGLANG_TRAFFIC: TrafficRule = {
   path: "/metrics",
   running: "sglang:num_running_reqs",
   waiting: "sglang:num_queue_reqs",
   promptTokens: "sglang:prompt_tokens_total",
   generatedTokens: "sglang:generation_tokens_total",
+  steps: {
+    counter: "sglang:realtime_tokens_total",
+    tokens: 'sglang:realtime_tokens_total{mode="decode"}',
+  },
   enableFlag: "--enable-metrics",
 };
 
