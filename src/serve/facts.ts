@@ -242,13 +242,20 @@ function probePorts(
   ];
   return wanted.map(({ port, what }) => {
     try {
-      checkPortFree(config.host, port, what);
+      checkPortFree(config.host, port, what, hostFrom(config));
       return { port, what };
     } catch (error) {
       const owner = ownerOf(port, survey);
       return { port, what, error: error as Error, ...owner ? { owner } : {} };
     }
   });
+}
+
+/** The host as the operator gave it: a flag, the variable, or the default. */
+function hostFrom({ host, hostVariable }: Config): string {
+  return hostVariable === undefined
+    ? `host ${host} (the default; NUCLEUS_HOST is unset)`
+    : `${hostVariable}=${host}`;
 }
 
 export function leftoverOn(
