@@ -124,7 +124,7 @@ export type Config = Readonly<
     port: number;
     devMode: boolean;
     /** Where `host` comes from: `--host`, `NUCLEUS_HOST`, or undefined for the default. */
-    hostVariable: "--host" | "NUCLEUS_HOST" | undefined;
+    hostFrom: "--host" | "NUCLEUS_HOST" | undefined;
     /** `NUCLEUS_MODE` when it chose the mode (no `dev_mode` given). */
     modeVariable: string | undefined;
     /** The launcher's environment as captured: `${NAME}` values, `nvidia-smi`. */
@@ -187,7 +187,7 @@ export function readConfig(
     ...read.myLocal && given.directory === undefined
       ? { directory: read.myLocal }
       : {},
-    hostVariable: given.host !== undefined
+    hostFrom: given.host !== undefined
       ? "--host"
       : captured.NUCLEUS_HOST
       ? "NUCLEUS_HOST"

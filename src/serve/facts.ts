@@ -242,7 +242,7 @@ function probePorts(
   ];
   return wanted.map(({ port, what }) => {
     try {
-      checkPortFree(config.host, port, what, hostFrom(config));
+      checkPortFree(config.host, port, what, hostAsGiven(config));
       return { port, what };
     } catch (error) {
       const owner = ownerOf(port, survey);
@@ -252,10 +252,10 @@ function probePorts(
 }
 
 /** The host as the operator gave it: a flag, the variable, or the default. */
-function hostFrom({ host, hostVariable }: Config): string {
-  return hostVariable === undefined
-    ? `host ${host} (the default; NUCLEUS_HOST is unset)`
-    : `${hostVariable}=${host}`;
+function hostAsGiven({ host, hostFrom }: Config): string {
+  return hostFrom === undefined
+    ? `host ${host} (the default)`
+    : `${hostFrom}=${host}`;
 }
 
 export function leftoverOn(

@@ -134,13 +134,22 @@ Deno.test("NUCLEUS_MODE set but empty without the production secrets: the refusa
   );
 });
 
-Deno.test("a NUCLEUS_HOST that does not resolve is reported under its own name, not as a port", async () => {
+Deno.test("a NUCLEUS_HOST (or --host) that does not resolve is reported under its own name, not as a port", async () => {
   const line = await refused(
     ["alpha"],
     /^\[serve\] error: Cannot use NUCLEUS_HOST=nosuch\.invalid: .+ \(expected a name or address of this machine to listen on\)$/,
     { env: { NUCLEUS_HOST: "nosuch.invalid" }, withoutHost: true },
   );
   assert.doesNotMatch(line, /port \d+/);
+  await refused(
+    ["alpha"],
+    /^\[serve\] error: Cannot use --host=nosuch\.invalid: .+ \(expected a name or address of this machine to listen on\)$/,
+    {
+      env: { NUCLEUS_HOST: "127.0.0.1" },
+      extra: ["--host", "nosuch.invalid"],
+      withoutHost: true,
+    },
+  );
   assert.throws(
     () => Deno.listen({ hostname: "nosuch.invalid", port: 0 }).close(),
     "the name must not resolve here for this test to mean anything",
