@@ -138,10 +138,10 @@ export function keySplit(card: ModelCard, key: string): string | undefined {
   const found = key.includes(list.separator)
     ? `holds '${list.separator}'`
     : key.startsWith(list.quote)
-    ? `starts with ${list.quote}`
+    ? `starts with '${list.quote}'`
     : undefined;
   return found &&
-    `${found} (expected a key without '${list.separator}', not opening with ${list.quote}: ${kind.title} reads --api-key as keys separated by '${list.separator}', each may be quoted)`;
+    `${found} (expected a key without '${list.separator}', not opening with '${list.quote}': ${kind.title} reads --api-key as keys separated by '${list.separator}', each may be quoted)`;
 }
 
 export function baseUrl(plan: EnginePlan): string {

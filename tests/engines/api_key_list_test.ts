@@ -64,7 +64,7 @@ Deno.test("the real llama-server splits --api-key at commas and unquotes a leadi
 Deno.test("keySplit: the llama.cpp kind refuses a comma or a leading quote; the other kinds take the key whole", () => {
   const llama = CARDS.get("llama");
   assert.match(keySplit(llama, "a,b")!, /^holds ','/);
-  assert.match(keySplit(llama, '"ab')!, /^starts with "/);
+  assert.match(keySplit(llama, '"ab')!, /^starts with '"'/);
   assert.equal(keySplit(llama, 'a"b'), undefined, "a quote inside is kept");
   assert.equal(keySplit(llama, "plain-key"), undefined);
   assert.equal(keySplit(llama, ""), undefined);

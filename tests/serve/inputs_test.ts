@@ -212,7 +212,7 @@ Deno.test("a key file whose key ends in a carriage return is refused naming the 
 Deno.test("a key with a comma is refused at plan time for a llama.cpp card, in one line, never quoted", async () => {
   const line = await refused(
     ["alpha", "gguf"],
-    /^\[serve\] error: Cannot use LOCAL_ENGINE_API_KEY for gguf: the key holds ',' \(expected a key without ',', not opening with ": llama\.cpp reads --api-key as keys separated by ',', each may be quoted\)$/,
+    /^\[serve\] error: Cannot use LOCAL_ENGINE_API_KEY for gguf: the key holds ',' \(expected a key without ',', not opening with '"': llama\.cpp reads --api-key as keys separated by ',', each may be quoted\)$/,
     {
       env: { LOCAL_ENGINE_API_KEY: "first-half,second-half" },
       root: ggufDir,
