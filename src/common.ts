@@ -9,7 +9,7 @@
  * | `MY_LOCAL` | root directory (`models/`, `logs/`, `metrics/`, `data/`) | none: `--directory` is then required |
  * | `NUCLEUS_HOST` | host of the management API and every engine | `localhost` |
  * | `NUCLEUS_PORT` | management port; engine n listens on port + n | `5000` |
- * | `NUCLEUS_MODE` | `dev…` means development mode (no auth) | `dev` |
+ * | `NUCLEUS_MODE` | `dev…` means development mode (no auth); any other value, empty included, production | `dev` when unset |
  * | `LOCAL_ENGINE_API_KEY` | key every engine demands (`--api-key`) | none |
  * | `LOCAL_ENGINE_API_KEY_FILE` | a file holding that key instead | none |
  * | `IDP_SECRET`, `IDP_ISSUER` | HS512 secret and issuer for production mode | none |

@@ -5,7 +5,8 @@
  *
  * @module
  */
-import { isMap, isSeq } from "yaml";
+import { isMap, isScalar, isSeq } from "yaml";
+import { secondsExpected, secondsToMs } from "../common/seconds.ts";
 import { hint, UnsetVariableError } from "./catalogue_error.ts";
 import {
   type CardMetrics,
@@ -54,14 +55,11 @@ const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
   env: readEnv,
   description: (f) => text(f, "a text", true),
   restart: (f) => oneOf(f, RESTART_POLICIES),
-  failed_retry: (f) =>
-    seconds(f, "seconds ≥ 0 before a failed engine is tried again (0: never)"),
-  drain_timeout: (f) =>
-    seconds(f, "a number of seconds, 0 or more (0: no drain)"),
+  failed_retry: (f) => seconds(f, "never tried again"),
+  drain_timeout: (f) => seconds(f, "no drain"),
   gpus: readGpus,
   metrics: readMetrics,
-  stall_timeout: (f) =>
-    seconds(f, "seconds (0 or more; 0 turns stall detection off)"),
+  stall_timeout: (f) => seconds(f, "no stall detection"),
   canary: (f) => {
     if (typeof f.scalar !== "boolean") f.expected("true or false");
     return f.scalar;
@@ -272,10 +270,16 @@ function text(f: Field, expected: string, allowEmpty = false): string {
   return value;
 }
 
-function seconds(f: Field, expected: string): number {
+/** As the command line's seconds: decimal as written (no `0x10`, `1e3`), within a timer's limit. */
+function seconds(f: Field, zero: string): number {
+  const node = f.value;
   const value = f.scalar;
-  if (typeof value !== "number" || !(value >= 0) || value === Infinity) {
-    f.expected(expected);
+  const written = isScalar(node) ? node.source : undefined;
+  if (
+    typeof value !== "number" ||
+    secondsToMs(String(written ?? value), 0) === undefined
+  ) {
+    f.expected(secondsExpected(0, zero));
   }
   return value;
 }

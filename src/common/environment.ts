@@ -13,7 +13,7 @@ export const NUCLEUS_HOST: string = read.host;
 /** Management port from `NUCLEUS_PORT` (checked at import), else `5000`. */
 export const NUCLEUS_PORT: number = read.port;
 
-/** Mode from `NUCLEUS_MODE`, else `dev`; a value starting with `dev` means development. */
+/** Mode from `NUCLEUS_MODE` (set but empty: `""`, production), unset: `dev`; a value starting with `dev` means development. */
 export const NUCLEUS_MODE: string = read.mode;
 
 /** True when {@linkcode NUCLEUS_MODE} starts with `dev`. */

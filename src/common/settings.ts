@@ -87,7 +87,8 @@ export function readEnvironment(
     myLocal: myLocal && checkDirectory(myLocal, "MY_LOCAL"),
     host: get("NUCLEUS_HOST") || "localhost",
     port: given.port ?? (port ? parsePort(port, "NUCLEUS_PORT") : 5000),
-    mode: get("NUCLEUS_MODE") || "dev",
+    // Fails closed: set but empty is production, as any value not starting with dev.
+    mode: get("NUCLEUS_MODE") ?? "dev",
     engineKey: secretFromEnv("LOCAL_ENGINE_API_KEY", get),
     idpSecret: secretFromEnv("IDP_SECRET", get),
     idpIssuer: get("IDP_ISSUER") ?? "",

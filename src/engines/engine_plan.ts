@@ -122,6 +122,28 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   };
 }
 
+/**
+ * Why `key` would reach this card's engine as other keys (its kind reads
+ * `--api-key` as a list), or undefined.
+ *
+ * @example
+ * ```ts ignore
+ * keySplit(llamaCard, "a,b"); // "holds ',' (expected a key without ',', ...)"
+ * ```
+ */
+export function keySplit(card: ModelCard, key: string): string | undefined {
+  const kind = ENGINE_KINDS[card.engine];
+  const list = kind?.apiKeyList;
+  if (!list) return undefined;
+  const found = key.includes(list.separator)
+    ? `holds '${list.separator}'`
+    : key.startsWith(list.quote)
+    ? `starts with '${list.quote}'`
+    : undefined;
+  return found &&
+    `${found} (expected a key without '${list.separator}', not opening with '${list.quote}': ${kind.title} reads --api-key as keys separated by '${list.separator}', each may be quoted)`;
+}
+
 export function baseUrl(plan: EnginePlan): string {
   return `http://${urlHost(plan.host)}:${plan.port}/v1`;
 }

@@ -10,15 +10,32 @@ export function isPortFree(hostname: string, port: number): boolean {
   }, false);
 }
 
-/** @throws {ConfigError} `Cannot use port 5000 on localhost for the management API: already in use by pid 4711 (python3) (expected a free port: stop that process, or choose another with --port)` */
+/**
+ * `host` says where the host came from (`NUCLEUS_HOST=h`), for an error that
+ * is the host's: a name that does not resolve, an address not on this machine.
+ *
+ * @throws {ConfigError} `Cannot use port 5000 on localhost for the management API: already in use by pid 4711 (python3) (expected a free port: stop that process, or choose another with --port)`
+ */
 export function checkPortFree(
   hostname: string,
   port: number,
   what: string,
+  host = `--host=${hostname}`,
 ): void {
   try {
     Deno.listen({ hostname, port }).close();
   } catch (cause) {
+    const { AddrInUse, PermissionDenied, NotCapable } = Deno.errors;
+    if (
+      ![AddrInUse, PermissionDenied, NotCapable].some((c) => cause instanceof c)
+    ) {
+      throw new ConfigError(
+        `Cannot use ${host}: ${
+          (cause as Error).message
+        } (expected a name or address of this machine to listen on)`,
+        { cause },
+      );
+    }
     throw new ConfigError(
       `Cannot use port ${port} on ${hostname} for ${what}: ${
         cause instanceof Deno.errors.AddrInUse

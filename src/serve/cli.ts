@@ -13,6 +13,11 @@ import { parseArgs } from "node:util";
 import { closeMatches } from "../common/close_matches.ts";
 import { VERSION } from "../common/version.ts";
 import { log } from "../common/log.ts";
+import {
+  MAX_TIMER_MS,
+  secondsExpected,
+  secondsToMs,
+} from "../common/seconds.ts";
 import { Semioserve } from "./launcher.ts";
 import { renderPlan } from "./start_plan.ts";
 import { holdEarlySignals } from "./signals.ts";
@@ -62,6 +67,9 @@ ${helpFor("Logs")}
 
   -h, --help           print this help and exit
   --version            print the version (${VERSION}) and exit
+  SECONDS              decimal, at most ${
+  MAX_TIMER_MS / 1000
+} (2^31-1 ms, what a timer holds)
 
 Exit codes:
   0  stopped cleanly (SIGTERM or SIGINT); with --dry-run, a start would proceed
@@ -175,15 +183,18 @@ function readFlag(flag: Exclude<CliFlag, BooleanFlag>, text: string): unknown {
       throw new UsageError((error as Error).message);
     }
   }
-  const value = Number(text);
   if (flag.unit === "seconds") {
-    if (text.trim() === "" || !Number.isFinite(value) || value < flag.min) {
+    const ms = secondsToMs(text, flag.min);
+    if (ms === undefined) {
       throw new UsageError(
-        `Cannot use --${flag.name}=${text}: expected a number of seconds, ${flag.min} or more`,
+        `Cannot use --${flag.name}=${text}: expected ${
+          secondsExpected(flag.min)
+        }`,
       );
     }
-    return Math.round(value * 1000);
+    return ms;
   }
+  const value = Number(text);
   if (
     !/^\s*\d+\s*$/.test(text) || !Number.isSafeInteger(value) ||
     value < flag.min

@@ -121,7 +121,7 @@ const SECTIONS = {
     ),
     dev_mode: {
       ...toggle(
-        'development mode, no authentication (default: env NUCLEUS_MODE starts with "dev"; NUCLEUS_MODE defaults to dev). Alias --dev-mode; --dev_mode=false or --no-dev_mode forces production mode',
+        'development mode, no authentication (default: env NUCLEUS_MODE starts with "dev"; unset, it is dev; set but empty, production). Alias --dev-mode; --dev_mode=false or --no-dev_mode forces production mode',
       ),
       negatable: true,
       arg: "[=BOOL]",

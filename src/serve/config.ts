@@ -8,6 +8,7 @@
  */
 import type { RestartPolicy } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
+import { MAX_TIMER_MS } from "../common/seconds.ts";
 import { secretFromEnv } from "../common/secret_file.ts";
 import {
   type EnvRecord,
@@ -122,6 +123,8 @@ export type Config = Readonly<
     host: string;
     port: number;
     devMode: boolean;
+    /** Where `host` comes from: `--host`, `NUCLEUS_HOST`, or undefined for the default. */
+    hostFrom: "--host" | "NUCLEUS_HOST" | undefined;
     /** `NUCLEUS_MODE` when it chose the mode (no `dev_mode` given). */
     modeVariable: string | undefined;
     /** The launcher's environment as captured: `${NAME}` values, `nvidia-smi`. */
@@ -150,6 +153,17 @@ export function readConfig(
   const given = Object.fromEntries(
     Object.entries(options).filter(([, value]) => value !== undefined),
   ) as SemioserveOptions;
+  // The command line checked its seconds; an embedder's milliseconds end in the same timers.
+  for (const [option, value] of Object.entries(given)) {
+    if (
+      option.endsWith("Ms") &&
+      !((value as number) >= 0 && (value as number) <= MAX_TIMER_MS)
+    ) {
+      throw new UsageError(
+        `Cannot use ${option}=${value}: expected milliseconds from 0 to ${MAX_TIMER_MS} (a timer holds at most 2^31-1 ms, about 24.8 days)`,
+      );
+    }
+  }
   const count = options.models.length;
   const overflow = (port: number) =>
     `Cannot use ${
@@ -173,11 +187,16 @@ export function readConfig(
     ...read.myLocal && given.directory === undefined
       ? { directory: read.myLocal }
       : {},
+    hostFrom: given.host !== undefined
+      ? "--host"
+      : captured.NUCLEUS_HOST
+      ? "NUCLEUS_HOST"
+      : undefined,
     devMode: given.dev_mode ?? isDevMode(read.mode),
     modeVariable: given.dev_mode === undefined ? read.mode : undefined,
     env,
     engineEnv: inheritedEnv(env),
-    engineKey: read.engineKey,
+    engineKey: checkedEngineKey(read.engineKey, env),
     idpSecret: read.idpSecret,
     idpIssuer: read.idpIssuer,
   });
@@ -188,7 +207,43 @@ export function withSecretsReread(config: Config): Config {
   const get = (name: string) => config.env[name];
   return Object.freeze({
     ...config,
-    engineKey: secretFromEnv("LOCAL_ENGINE_API_KEY", get),
+    engineKey: checkedEngineKey(
+      secretFromEnv("LOCAL_ENGINE_API_KEY", get),
+      config.env,
+    ),
     idpSecret: secretFromEnv("IDP_SECRET", get),
   });
+}
+
+/** The variable the engine key came from, as a message names it (never the key). */
+export function engineKeySource(env: EnvRecord): string {
+  const file = env.LOCAL_ENGINE_API_KEY_FILE;
+  return file ? `LOCAL_ENGINE_API_KEY_FILE=${file}` : "LOCAL_ENGINE_API_KEY";
+}
+
+const KEY_CHARACTERS: Record<string, string> = {
+  "\r": "a carriage return",
+  "\n": "a line feed",
+  "\t": "a tab",
+};
+
+/**
+ * The launcher sends the key itself (`Authorization: Bearer`, to read each
+ * engine's traffic, drain it, send its canary): fetch drops a header's
+ * surrounding whitespace and a trailing CR, refuses characters beyond
+ * Latin-1, and sends Latin-1 as one byte where the engine's argv holds UTF-8.
+ */
+function checkedEngineKey(key: string, env: EnvRecord): string {
+  const bad = /[^\x20-\x7e]/.exec(key)?.[0];
+  const problem = bad !== undefined
+    ? `holds ${KEY_CHARACTERS[bad] ?? "a character outside printable ASCII"}`
+    : key.trim() !== key
+    ? "starts or ends with a space"
+    : undefined;
+  if (problem === undefined) return key;
+  throw new ConfigError(
+    `Cannot use ${
+      engineKeySource(env)
+    }: the key ${problem} (expected printable ASCII without surrounding spaces: the launcher sends it to each engine in an Authorization header)`,
+  );
 }

@@ -242,13 +242,20 @@ function probePorts(
   ];
   return wanted.map(({ port, what }) => {
     try {
-      checkPortFree(config.host, port, what);
+      checkPortFree(config.host, port, what, hostAsGiven(config));
       return { port, what };
     } catch (error) {
       const owner = ownerOf(port, survey);
       return { port, what, error: error as Error, ...owner ? { owner } : {} };
     }
   });
+}
+
+/** The host as the operator gave it: a flag, the variable, or the default. */
+function hostAsGiven({ host, hostFrom }: Config): string {
+  return hostFrom === undefined
+    ? `host ${host} (the default)`
+    : `${hostFrom}=${host}`;
 }
 
 export function leftoverOn(

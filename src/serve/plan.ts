@@ -7,7 +7,7 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
-import type { EnginePlan } from "../engines/engine_plan.ts";
+import { type EnginePlan, keySplit } from "../engines/engine_plan.ts";
 import {
   devicesOf,
   placeEngines,
@@ -18,7 +18,7 @@ import {
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { productionRefusal } from "../web/ops_stance.ts";
-import type { Config } from "./config.ts";
+import { type Config, engineKeySource } from "./config.ts";
 import { type Facts, leftoverOn, type TlsPair } from "./facts.ts";
 
 /** What runs, checked: plain data (`JSON.stringify` round-trips it). */
@@ -60,6 +60,15 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
       config.env.CUDA_DEVICE_ORDER,
     );
   const engines = cards.map((card, i): EnginePlan => {
+    // Every card, a running one too: a reload's key reaches it at its next start.
+    const split = keySplit(card, config.engineKey);
+    if (split) {
+      throw new ConfigError(
+        `Cannot use ${
+          engineKeySource(config.env)
+        } for ${card.name}: the key ${split}`,
+      );
+    }
     const resolved = facts.engines[card.name];
     if (resolved === undefined) return { ...running!.engines[i]!, card };
     if (resolved instanceof Error) throw resolved;
@@ -83,7 +92,9 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     throw new ConfigError(
       config.modeVariable === undefined
         ? refusal
-        : `${refusal}; production mode because NUCLEUS_MODE=${config.modeVariable} (only a value starting with lowercase "dev" means development)`,
+        : `${refusal}; production mode because NUCLEUS_MODE=${
+          config.modeVariable || '"" (set but empty)'
+        } (only a value starting with lowercase "dev" means development)`,
     );
   }
   if (facts.tls instanceof Error) throw facts.tls;

@@ -709,7 +709,8 @@ Deno.test("a card may set stall_timeout (seconds, 0: off) and canary; bad values
     card: "m",
     field: "stall_timeout",
     line: 2,
-    says: /expected seconds \(0 or more; 0 turns stall detection off\), got -5/,
+    says:
+      /expected 0 \(no stall detection\) or a decimal number of seconds from 0\.001 to 2147483\.647 \(a timer holds at most 2\^31-1 ms, about 24\.8 days\), got -5$/,
   });
   assertProblem(catalogueError(BAD.canaryNotBoolean), {
     card: "m",
@@ -847,7 +848,8 @@ Deno.test("drain_timeout: seconds, 0 or more, read as drainTimeout; below 0 or a
       card: "m",
       field: "drain_timeout",
       line: 2,
-      says: /expected a number of seconds, 0 or more \(0: no drain\)/,
+      says:
+        /expected 0 \(no drain\) or a decimal number of seconds from 0\.001/,
     });
   }
   const registry = Registry.parse(GOOD.drainTimeout);
@@ -855,6 +857,30 @@ Deno.test("drain_timeout: seconds, 0 or more, read as drainTimeout; below 0 or a
     [...registry].map((card) => [card.name, card.drainTimeout]),
     [["off", 0], ["long", 120], ["short", 0.5]],
   );
+});
+
+Deno.test("failed_retry, drain_timeout and stall_timeout refuse what a timer cannot hold, hex, and what rounds to 0 ms", () => {
+  const cases = [
+    [BAD.failedRetryOverflow, "failed_retry", "never tried again", "2592000"],
+    [BAD.drainTimeoutHex, "drain_timeout", "no drain", "16"],
+    [BAD.stallTimeoutUnderMs, "stall_timeout", "no stall detection", "0.0004"],
+  ] as const;
+  for (const [text, field, zero, got] of cases) {
+    const error = catalogueError(text);
+    assertProblem(error, { card: "m", field, line: 2, says: /./ });
+    assert.ok(
+      error.message.endsWith(
+        `expected 0 (${zero}) or a decimal number of seconds from 0.001 to 2147483.647 (a timer holds at most 2^31-1 ms, about 24.8 days), got ${got}`,
+      ),
+      error.message,
+    );
+  }
+  // The longest a timer holds, and the shortest above 0, are taken.
+  const edges = Registry.parse(
+    "models:\n  m: { verb: chat, hub: org/m, failed_retry: 2147483.647, drain_timeout: 0.001 }\n",
+  );
+  assert.equal(card(edges, "m").failedRetry, 2147483.647);
+  assert.equal(card(edges, "m").drainTimeout, 0.001);
 });
 
 Deno.test("a catalogue error keeps the spacing of the value it quotes, on one line", () => {

@@ -46,6 +46,9 @@ const NOT_EXPRESSIBLE: Record<string, string> = {
   "BAD.unknownAnchor": "aliases to unknown anchors (no document to validate)",
   "BAD.nameCaseClash":
     "card names that differ only in case (a schema compares names one at a time)",
+  "BAD.drainTimeoutHex": "a number as written (the schema sees 16, not 0x10)",
+  "BAD.stallTimeoutUnderMs":
+    "a non-zero duration that rounds to 0 ms (0 means off)",
 };
 
 function compile() {

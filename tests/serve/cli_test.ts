@@ -140,7 +140,11 @@ Deno.test("every number flag: its default, typed as --help shows it, parses to t
     const below = String(flag.min > 0 ? flag.min / 2 : -1);
     const expected = flag.unit === "count"
       ? `expected a whole number, ${flag.min} or more`
-      : `expected a number of seconds, ${flag.min} or more`;
+      : `expected ${
+        flag.min > 0 ? "" : "0 or "
+      }a decimal number of seconds from ${
+        Math.max(flag.min, 0.001)
+      } to 2147483.647 (a timer holds at most 2^31-1 ms, about 24.8 days)`;
     assert.throws(
       () => parseCli(["alpha", `--${flag.name}=${below}`]),
       (error) => {
@@ -153,6 +157,49 @@ Deno.test("every number flag: its default, typed as --help shows it, parses to t
       },
       flag.name,
     );
+  }
+});
+
+Deno.test("every seconds flag takes up to what a timer holds (2^31-1 ms) and refuses more, hex, binary, exponents and a value that rounds to 0 ms", () => {
+  const seconds = CLI_FLAGS.flatMap((flag) =>
+    flag.unit === "seconds" ? [flag] : []
+  );
+  assert.ok(seconds.length >= 12, `only ${seconds.length} seconds flags`);
+  for (const flag of seconds) {
+    const parsed = parseCli(["alpha", `--${flag.name}=2147483.647`]);
+    assert.equal(parsed[flag.option], 2 ** 31 - 1, flag.name);
+    const refused = [
+      "2147483.648",
+      "2592000",
+      "0x10",
+      "0b1",
+      "0o7",
+      "1e3",
+      "Infinity",
+      "",
+      ...flag.min === 0 ? ["0.0004"] : [],
+    ];
+    for (const value of refused) {
+      assert.throws(
+        () => parseCli(["alpha", `--${flag.name}=${value}`]),
+        (error) => {
+          assert.ok(error instanceof UsageError);
+          assert.match(
+            error.message,
+            new RegExp(
+              `^Cannot use --${flag.name}=${
+                value.replace(".", "\\.")
+              }: expected .*to 2147483\\.647 \\(a timer holds at most 2\\^31-1 ms, about 24\\.8 days\\)$`,
+            ),
+          );
+          return true;
+        },
+        `--${flag.name}=${value}`,
+      );
+    }
+    if (flag.min === 0) {
+      assert.equal(parseCli(["alpha", `--${flag.name}=0`])[flag.option], 0);
+    }
   }
 });
 

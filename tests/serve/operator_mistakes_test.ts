@@ -387,7 +387,7 @@ Deno.test("a bad NUCLEUS_PORT without --port is an input error: exit 1, one line
 Deno.test("--grace -1 and -port are worded, exit 2", async () => {
   await refused(
     ["alpha"],
-    /^\[serve\] error: Cannot use --grace=-1: expected a number of seconds, 0 or more \(see --help\)$/,
+    /^\[serve\] error: Cannot use --grace=-1: expected 0 or a decimal number of seconds from 0\.001 to 2147483\.647 \(a timer holds at most 2\^31-1 ms, about 24\.8 days\) \(see --help\)$/,
     { extra: ["--grace", "-1"], code: 2 },
   );
   await refused(

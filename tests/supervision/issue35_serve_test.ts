@@ -260,22 +260,22 @@ Deno.test("a bad --failed-retry or failed_retry is refused in one line, nothing 
       [
         ["--failed-retry", "-1"],
         "",
-        /Cannot use --failed-retry=-1: expected a number of seconds, 0 or more/,
+        /Cannot use --failed-retry=-1: expected 0 or a decimal number of seconds from 0\.001/,
       ],
       [
         ["--failed-retry", "soon"],
         "",
-        /Cannot use --failed-retry=soon: expected a number of seconds, 0 or more/,
+        /Cannot use --failed-retry=soon: expected 0 or a decimal number of seconds from 0\.001/,
       ],
       [
         [],
         "-1",
-        /card 'a', field 'failed_retry' \(line 2\): expected seconds ≥ 0 before a failed engine is tried again \(0: never\), got -1$/,
+        /card 'a', field 'failed_retry' \(line 2\): expected 0 \(never tried again\) or a decimal number of seconds from 0\.001 to 2147483\.647 .*, got -1$/,
       ],
       [
         [],
         "soon",
-        /field 'failed_retry' \(line 2\): expected seconds ≥ 0 .*, got 'soon'$/,
+        /field 'failed_retry' \(line 2\): expected 0 \(never tried again\) or .*, got 'soon'$/,
       ],
     ];
     for (const [flags, field, refusal] of cases) {

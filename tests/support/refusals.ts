@@ -29,6 +29,8 @@ export interface Refusal {
   root?: (root: string) => Promise<void> | void;
   /** The exit code: 1 for input, 2 for the command line. */
   code?: number;
+  /** Leave out `--host`: `NUCLEUS_HOST` (or the default) decides. */
+  withoutHost?: boolean;
 }
 
 /**
@@ -52,15 +54,13 @@ export async function refused(
     NUCLEUS_MODE: "dev",
     ...options.env,
   };
-  const args = [
-    ...models,
-    ...siteArgs(
-      port,
-      root,
-      options.catalogue === undefined ? STAND_IN_CATALOGUE : options.catalogue,
-    ),
-    ...options.extra ?? [],
-  ];
+  const site = siteArgs(
+    port,
+    root,
+    options.catalogue === undefined ? STAND_IN_CATALOGUE : options.catalogue,
+  );
+  if (options.withoutHost) site.splice(site.indexOf("--host"), 2);
+  const args = [...models, ...site, ...options.extra ?? []];
   const start = new Launcher(args, env);
   const dry = new Launcher([...args, "--dry-run"], env);
   const guard = setTimeout(() => {

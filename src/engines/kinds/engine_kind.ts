@@ -119,6 +119,8 @@ export interface EngineKind {
   /** Every spelling of the flags the launcher sets besides {@linkcode SERVE_FLAGS}: the engine would take a card's, the last. */
   readonly ownedFlags?: readonly string[];
   readonly output?: OutputRules;
+  /** It reads `--api-key` as a list of keys: a key holding `separator`, or opening with `quote`, is not the one the launcher sends. */
+  readonly apiKeyList?: { readonly separator: string; readonly quote: string };
   /** Absent: no traffic is read (a command card may name its own, `metrics`). */
   readonly traffic?: TrafficRule;
 }

@@ -74,6 +74,9 @@ export const LLAMA_CPP: EngineKind = {
   },
   flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
   traffic: LLAMA_TRAFFIC,
+  // common/arg.cpp: `--api-key` keeps each field of `parse_csv_row(value)`,
+  // split at commas, a field opening with `"` quoted (`""` a quote in it).
+  apiKeyList: { separator: ",", quote: '"' },
   // Lines from tools/server/server.cpp (load_model, `model loaded`, the
   // bind error), common/arg.cpp (`error: invalid argument: --x`),
   // ggml/src/gguf.cpp (`failed to open GGUF file`) and
