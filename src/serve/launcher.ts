@@ -259,6 +259,9 @@ export class Semioserve implements AsyncDisposable {
     const released = old.gpuReleased();
     // The new run starts once the old one is gone (its port).
     await old.stop(this.#config.graceMs, { keepLog: true, why: "reload" });
+    if (this.#stopping.signal.aborted) {
+      throw new Error("the launcher is stopping");
+    }
     const fresh = this.#engineRun(plan, live, old, released);
     fresh.inherit(old);
     supervisors[index] = fresh;
@@ -518,10 +521,12 @@ export class Semioserve implements AsyncDisposable {
   }
 }
 
+const DRAINED = ["ready", "sleeping", "unhealthy", "draining"];
+
 /** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
 function drainLine(engines: readonly EngineRun[], o: Config): string | null {
   const ms = engines.flatMap((s) => {
-    const ms = s.state === "ready" || s.state === "draining"
+    const ms = DRAINED.includes(s.state)
       ? plannedDrainMs(s.card, o.drainTimeoutMs)
       : 0;
     return ms > 0 ? [ms] : [];
