@@ -33,6 +33,18 @@ function singleGguf(dir: string, names: readonly string[]): string {
   );
 }
 
+// tools/server/server-context.cpp (`server_slot::to_json`): each slot's
+// `id_task`, `is_processing`; on unless `--no-slots` (common/arg.cpp).
+function slotTasks(json: unknown): number[] | null {
+  if (!Array.isArray(json)) return null;
+  const slots = json as { id_task?: unknown; is_processing?: unknown }[];
+  return slots.flatMap((slot) =>
+    slot?.is_processing === true && typeof slot.id_task === "number"
+      ? [slot.id_task]
+      : []
+  );
+}
+
 // tools/server/server.cpp (handle_metrics), read on the build here; `/metrics`
 // and `/props` do not wake a sleeping server, `/slots` does (../shared/ENGINES.md).
 const LLAMA_TRAFFIC: TrafficRule = {
@@ -44,6 +56,7 @@ const LLAMA_TRAFFIC: TrafficRule = {
   enableFlag: "--metrics",
   sleepFlag: "--sleep-idle-seconds",
   asleep: { path: "/props" },
+  requests: { path: "/slots", processing: slotTasks },
 };
 
 export const LLAMA_CPP: EngineKind = {
@@ -68,6 +81,9 @@ export const LLAMA_CPP: EngineKind = {
   },
   flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
   traffic: LLAMA_TRAFFIC,
+  // tools/server/server.cpp (`signal_handler`): a second SIGTERM exits at
+  // once; after the first it waits on open connections, maybe for ever.
+  termAgainMs: 1_000,
   // Lines from tools/server/server.cpp (load_model, `model loaded`, the
   // bind error), common/arg.cpp (`error: invalid argument: --x`),
   // ggml/src/gguf.cpp (`failed to open GGUF file`) and
