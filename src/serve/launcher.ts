@@ -15,7 +15,7 @@ import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
 import { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
-import { plannedDrainMs } from "../supervision/drain.ts";
+import { DRAINS_FROM, plannedDrainMs } from "../supervision/drain.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
@@ -521,12 +521,10 @@ export class Semioserve implements AsyncDisposable {
   }
 }
 
-const DRAINED = ["ready", "sleeping", "unhealthy", "draining"];
-
 /** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
 function drainLine(engines: readonly EngineRun[], o: Config): string | null {
   const ms = engines.flatMap((s) => {
-    const ms = DRAINED.includes(s.state)
+    const ms = DRAINS_FROM.includes(s.state) || s.state === "draining"
       ? plannedDrainMs(s.card, o.drainTimeoutMs)
       : 0;
     return ms > 0 ? [ms] : [];

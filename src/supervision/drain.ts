@@ -18,6 +18,14 @@ import {
 import { type TrafficReading, trafficRule } from "../engines/traffic.ts";
 import type { EngineDetail } from "./engine_detail.ts";
 import type { JournalEvent } from "./journal.ts";
+import type { EngineState } from "./restart_policy.ts";
+
+/** The states a stop drains from: each has served (the state lags a round: a request may have just woken a sleeping engine). */
+export const DRAINS_FROM: readonly EngineState[] = [
+  "ready",
+  "sleeping",
+  "unhealthy",
+];
 
 const READ_EVERY_MS = 500;
 const READ_TIMEOUT_MS = 2_000;
@@ -109,11 +117,14 @@ export class Drain {
 
   /** Undefined when the engine gets none (`say` tells why where it is not the operator's choice); `plan`: the running run's (its key). */
   static begin(
+    state: EngineState,
     plan: EnginePlan,
     launcherMs: number,
     emit: (event: DrainEvent) => void,
     say: (line: string) => void,
   ): Drain | undefined {
+    if (state === "starting") say("not drained: still starting");
+    if (!DRAINS_FROM.includes(state)) return undefined;
     const ms = drainMs(plan.card, launcherMs);
     const rule = trafficRule(plan.card, ENGINE_KINDS[plan.card.engine]!);
     if (ms > 0 && !rule) {

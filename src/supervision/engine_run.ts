@@ -476,19 +476,13 @@ export class EngineRun {
         this.#interrupt.abort();
         if (state === "draining") return; // a second stop() waits for the same drain
         if (this.#process.running) {
-          // The state lags a round: a request may have just woken a sleeping engine.
-          const served = state !== "starting" && state !== "stopping";
-          if (state === "starting") {
-            this.#report("info", "not drained: still starting");
-          }
-          this.#drain = served
-            ? Drain.begin(
-              this.#process.plan, // its key: a reload's new one is for the next run
-              this.#o.drainTimeoutMs ?? 0,
-              (e) => this.#on(e),
-              (line) => this.#report("info", line),
-            )
-            : undefined;
+          this.#drain = Drain.begin(
+            state,
+            this.#process.plan, // its key: a reload's new one is for the next run
+            this.#o.drainTimeoutMs ?? 0,
+            (e) => this.#on(e),
+            (line) => this.#report("info", line),
+          );
           return this.#enter(this.#drain ? "draining" : "stopping");
         }
         if (!this.#done) return; // never started

@@ -392,3 +392,22 @@ Deno.test("drain: a stop during a reload's drain starts no replacement, and the 
   );
   assert.equal(starts.length, 1, s.launcher.stderr);
 });
+
+Deno.test("drain: a stop of an engine still starting says it is not drained", async () => {
+  await using cat = await catalogue(
+    card("slow", 100, ", fake-load-ms: 20000"),
+  );
+  await using s = await launch(["slow"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await waitFor(
+    async () => (await readRecord(s.records, s.port + 1)) !== undefined,
+    "spawned",
+  );
+  assert.equal((await s.launcher.stop()).code, 0);
+  const lines = s.launcher.lines.filter((l) => /drain/.test(l));
+  assert.deepEqual(
+    lines.map((l) => l.replace(/^.*engine slow \(pid \d+\) /, "")),
+    ["not drained: still starting"],
+    s.launcher.stderr,
+  );
+});
