@@ -1,6 +1,7 @@
 // What the launcher asks a running engine besides `/health` (a drain, the
 // health round's traffic, sleep and canary): with the engine's API key
-// (llama-server guards `/metrics` and `/props` with it), the body capped.
+// (llama-server guards `/metrics`, `/props` and `/slots` with it), the body
+// capped.
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import { readCapped } from "../common/read_capped.ts";
 import { abortAfter } from "../common/sleep.ts";

@@ -1,10 +1,10 @@
 // The drain before a planned stop: it ends once the requests in flight at its
 // start have finished, or at the deadline; SIGTERM comes after. With the
 // engine's own view of each request (llama-server's `/slots`) those are known
-// by id, so what arrives meanwhile does not hold it (SIGTERM cuts those: no
-// engine here refuses new work yet serves the rest); without one it waits for
-// the running and waiting gauges to read 0, which steady traffic may never
-// give. vLLM aborts every request in flight at SIGTERM unless
+// by id, so what arrives meanwhile does not hold it (SIGTERM cuts those:
+// llama-server cannot refuse new work and serve the rest); without one it
+// waits for the running and waiting gauges to read 0, which steady traffic may
+// never give. vLLM aborts every request in flight at SIGTERM unless
 // `--shutdown-timeout` is set (its default is 0, vLLM PR #36666).
 import type { ModelCard } from "../catalogue.ts";
 import { sleep } from "../common/sleep.ts";
@@ -93,7 +93,10 @@ function heldLeft(
   const fresh = processing.filter((id) => !held.seen.has(id));
   for (const id of fresh.sort((a, b) => a - b)) {
     held.seen.add(id);
-    if (held.taken < held.waiting) held.ids.add(id), held.taken++;
+    if (held.taken < held.waiting) {
+      held.ids.add(id);
+      held.taken++;
+    }
   }
   const busy = processing.filter((id) => held.ids.has(id)).length;
   // Unseen starts are still queued, up to the gauge; the rest began and ended between reads.
