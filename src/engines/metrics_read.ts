@@ -1,12 +1,13 @@
 // What the launcher asks a running engine besides `/health` (a drain, the
 // health round's traffic, sleep and canary): with the engine's API key
-// (llama-server guards `/metrics` and `/props` with it), the body capped.
+// (llama-server guards `/metrics`, `/props` and `/slots` with it), the body
+// capped.
 import { isWildcardHost, urlHost } from "../common/settings.ts";
 import { readCapped } from "../common/read_capped.ts";
 import { clip } from "../common/one_line.ts";
 import { printable } from "../common/printable.ts";
 import { abortAfter } from "../common/sleep.ts";
-import type { TrafficRule } from "./kinds/engine_kind.ts";
+import type { RequestView, TrafficRule } from "./kinds/engine_kind.ts";
 import { readTraffic, type TrafficReading } from "./traffic.ts";
 
 /** vLLM's `/metrics` is about 100 KB per engine. */
@@ -103,4 +104,24 @@ export async function readEngineTraffic(
     maxBytes: METRICS_MAX_BYTES,
   });
   return answer.ok ? readTraffic(answer.text, rule, Date.now()) : null;
+}
+
+/** The ids of the requests the engine processes now, from its own view; null when unreadable. */
+export async function readEngineRequests(
+  origin: string,
+  view: RequestView,
+  apiKey: string,
+  timeoutMs: number,
+): Promise<number[] | null> {
+  const answer = await askEngine(`${origin}${view.path}`, {
+    apiKey,
+    timeoutMs,
+    maxBytes: METRICS_MAX_BYTES,
+  });
+  if (!answer.ok) return null;
+  try {
+    return view.processing(JSON.parse(answer.text));
+  } catch {
+    return null;
+  }
 }

@@ -28,11 +28,15 @@ export function signalGroup(pgid: number, signal: Deno.Signal): boolean {
   return code === 0;
 }
 
-/** SIGTERM, then SIGKILL after `graceMs`; resolves once nothing is left, or 5 s after SIGKILL. */
+/** SIGTERM (again after `againMs`, within the grace), then SIGKILL after `graceMs`; resolves once nothing is left, or 5 s after SIGKILL. */
 export async function stopGroup(
   pgid: number,
   graceMs: number,
-  how: { alive?: (pgid: number) => boolean; onKill?: () => void } = {},
+  how: {
+    alive?: (pgid: number) => boolean;
+    onKill?: () => void;
+    againMs?: number | undefined;
+  } = {},
 ): Promise<void> {
   // SIGCONT is harmless to a running process.
   const alive = how.alive ?? ((group) => signalGroup(group, "SIGCONT"));
@@ -44,7 +48,12 @@ export async function stopGroup(
     }
     return true;
   };
-  if (!signalGroup(pgid, "SIGTERM") || await gone(graceMs)) return;
+  if (!signalGroup(pgid, "SIGTERM")) return;
+  const again = Math.min(how.againMs ?? graceMs, graceMs);
+  if (await gone(again)) return;
+  if (again < graceMs) {
+    if (!signalGroup(pgid, "SIGTERM") || await gone(graceMs - again)) return;
+  }
   how.onKill?.();
   signalGroup(pgid, "SIGKILL");
   await gone(5_000);

@@ -276,6 +276,7 @@ export class ServerProcess implements AsyncDisposable {
   async #terminate(child: Deno.ChildProcess, graceMs: number): Promise<void> {
     const pgid = child.pid;
     await stopGroup(pgid, graceMs, {
+      againMs: ENGINE_KINDS[this.card.engine]?.termAgainMs,
       onKill: () =>
         log.warn(
           `engine ${this.name} (pgid ${pgid}) outlived ${graceMs} ms after SIGTERM: SIGKILL`,

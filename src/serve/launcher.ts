@@ -15,7 +15,7 @@ import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
 import { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
-import { plannedDrainMs } from "../supervision/drain.ts";
+import { DRAINS_FROM, plannedDrainMs } from "../supervision/drain.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
@@ -259,6 +259,9 @@ export class Semioserve implements AsyncDisposable {
     const released = old.gpuReleased();
     // The new run starts once the old one is gone (its port).
     await old.stop(this.#config.graceMs, { keepLog: true, why: "reload" });
+    if (this.#stopping.signal.aborted) {
+      throw new Error("the launcher is stopping");
+    }
     const fresh = this.#engineRun(plan, live, old, released);
     fresh.inherit(old);
     supervisors[index] = fresh;
@@ -521,7 +524,7 @@ export class Semioserve implements AsyncDisposable {
 /** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
 function drainLine(engines: readonly EngineRun[], o: Config): string | null {
   const ms = engines.flatMap((s) => {
-    const ms = s.state === "ready" || s.state === "draining"
+    const ms = DRAINS_FROM.includes(s.state) || s.state === "draining"
       ? plannedDrainMs(s.card, o.drainTimeoutMs)
       : 0;
     return ms > 0 ? [ms] : [];

@@ -1,22 +1,42 @@
-// The drain before a planned stop: the engine's own running and waiting
-// requests, read until both are 0 or the deadline passes; SIGTERM comes after.
-// vLLM aborts every request in flight at SIGTERM unless `--shutdown-timeout`
-// is set (its default is 0, vLLM PR #36666); llama-server and SGLang cut too.
+// The drain before a planned stop: it ends once the requests in flight at its
+// start have finished, or at the deadline; SIGTERM comes after. With the
+// engine's own view of each request (llama-server's `/slots`) those are known
+// by id, so what arrives meanwhile does not hold it (SIGTERM cuts those:
+// llama-server cannot refuse new work and serve the rest); without one it
+// waits for the running and waiting gauges to read 0, which steady traffic may
+// never give. vLLM aborts every request in flight at SIGTERM unless
+// `--shutdown-timeout` is set (its default is 0, vLLM PR #36666).
 import type { ModelCard } from "../catalogue.ts";
 import { sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
-import { engineOrigin, readEngineTraffic } from "../engines/metrics_read.ts";
+import {
+  engineOrigin,
+  readEngineRequests,
+  readEngineTraffic,
+} from "../engines/metrics_read.ts";
 import { type TrafficReading, trafficRule } from "../engines/traffic.ts";
 import type { EngineDetail } from "./engine_detail.ts";
 import type { JournalEvent } from "./journal.ts";
+import type { EngineState } from "./restart_policy.ts";
+
+/** The states a stop drains from: each has served (the state lags a round: a request may have just woken a sleeping engine). */
+export const DRAINS_FROM: readonly EngineState[] = [
+  "ready",
+  "sleeping",
+  "unhealthy",
+];
 
 const READ_EVERY_MS = 500;
 const READ_TIMEOUT_MS = 2_000;
 
 export type DrainEvent =
-  /** null: unreadable. */
-  | { readonly kind: "drain-read"; readonly reading: TrafficReading | null }
+  /** null: unreadable; `processing`: the ids the engine's own view gives, when it was read. */
+  | {
+    readonly kind: "drain-read";
+    readonly reading: TrafficReading | null;
+    readonly processing?: readonly number[] | null;
+  }
   /** `skipped`: a second signal cut the drain short. */
   | { readonly kind: "drain-over"; readonly why: "deadline" | "skipped" };
 
@@ -45,22 +65,69 @@ function inFlight(r: TrafficReading): number {
   return r.running + r.waiting;
 }
 
+type Read<T> = (timeoutMs: number) => Promise<T | null>;
+
+/**
+ * The requests in flight at the start, by id: those processing then, and the
+ * next `waiting` to start (llama-server takes its deferred tasks first in,
+ * first out, and numbers tasks as they arrive: the lowest new ids are theirs).
+ */
+interface Held {
+  readonly ids: Set<number>;
+  readonly seen: Set<number>;
+  readonly waiting: number;
+  readonly began: number;
+  taken: number;
+  /** Of those, still processing or queued at the last read. */
+  left: number;
+  /** The last read inferred starts it never saw: the next one confirms. */
+  unsure: boolean;
+}
+
+/** What of `held` is still processing or queued; the lowest new ids are taken as the queued ones' starts. */
+function heldLeft(
+  held: Held,
+  processing: readonly number[],
+  reading: TrafficReading,
+): number {
+  const fresh = processing.filter((id) => !held.seen.has(id));
+  for (const id of fresh.sort((a, b) => a - b)) {
+    held.seen.add(id);
+    if (held.taken < held.waiting) {
+      held.ids.add(id);
+      held.taken++;
+    }
+  }
+  const busy = processing.filter((id) => held.ids.has(id)).length;
+  // Unseen starts are still queued, up to the gauge; the rest began and ended between reads.
+  const unseen = held.waiting - held.taken;
+  held.left = busy + Math.min(unseen, reading.waiting);
+  // One taken from the queue but not yet on a slot is in neither: an inferred end waits one more read.
+  held.unsure = held.left === 0 && unseen > 0 && !held.unsure;
+  return held.left;
+}
+
 export class Drain {
   readonly since = Date.now();
   readonly deadline: number;
   #last: TrafficReading | null = null;
   #finished = 0;
+  #held: Held | undefined;
+  #note = "";
   #stop = new AbortController();
   readonly #over = Promise.withResolvers<void>();
   readonly over: Promise<void> = this.#over.promise;
 
-  /** Undefined when the engine gets none (`say` tells why where it is not the operator's choice). */
+  /** Undefined when the engine gets none (`say` tells why where it is not the operator's choice); `plan`: the running run's (its key). */
   static begin(
+    state: EngineState,
     plan: EnginePlan,
     launcherMs: number,
     emit: (event: DrainEvent) => void,
     say: (line: string) => void,
   ): Drain | undefined {
+    if (state === "starting") say("not drained: still starting");
+    if (!DRAINS_FROM.includes(state)) return undefined;
     const ms = drainMs(plan.card, launcherMs);
     const rule = trafficRule(plan.card, ENGINE_KINDS[plan.card.engine]!);
     if (ms > 0 && !rule) {
@@ -70,20 +137,25 @@ export class Drain {
     }
     if (ms <= 0 || !rule) return undefined;
     const origin = engineOrigin(plan.host, plan.port);
+    const view = rule.requests;
     return new Drain(
       ms,
       (timeoutMs) => readEngineTraffic(origin, rule, plan.apiKey, timeoutMs),
       emit,
+      view &&
+        ((timeoutMs) =>
+          readEngineRequests(origin, view, plan.apiKey, timeoutMs)),
     );
   }
 
   constructor(
     ms: number,
-    read: (timeoutMs: number) => Promise<TrafficReading | null>,
+    read: Read<TrafficReading>,
     emit: (event: DrainEvent) => void,
+    requests?: Read<number[]>,
   ) {
     this.deadline = this.since + ms;
-    void this.#loop(read, emit);
+    void this.#loop(read, emit, requests);
   }
 
   view(): NonNullable<EngineDetail["drain"]> {
@@ -97,17 +169,37 @@ export class Drain {
 
   step(event: DrainEvent): DrainEnd | undefined {
     if (event.kind === "drain-over") return this.#end(event.why);
-    const reading = event.reading;
+    const { reading, processing } = event;
     // A later failed read (an engine busy past 2 s) waits on: the deadline bounds it.
     if (reading === null) {
       return this.#last === null ? this.#end("unread") : undefined;
     }
-    // A lower bound: what arrived and left between two reads is not seen.
-    if (this.#last) {
+    if (this.#last === null && processing) {
+      const ids = new Set(processing);
+      this.#held = {
+        ids,
+        seen: new Set(ids),
+        waiting: reading.waiting,
+        began: ids.size + reading.waiting,
+        taken: 0,
+        left: ids.size + reading.waiting,
+        unsure: false,
+      };
+    } else if (this.#last === null && processing === null) {
+      this.#note = " (its own view of requests could not be read)";
+    } else if (this.#last && !this.#held) {
+      // A lower bound: what arrived and left between two reads is not seen.
       this.#finished += Math.max(0, inFlight(this.#last) - inFlight(reading));
     }
     this.#last = reading;
-    return inFlight(reading) === 0 ? this.#end("drained") : undefined;
+    const held = this.#held;
+    if (inFlight(reading) === 0) {
+      if (held) held.left = 0;
+      return this.#end("drained");
+    }
+    if (!held || !processing) return undefined;
+    const left = heldLeft(held, processing, reading);
+    return left === 0 && !held.unsure ? this.#end("drained") : undefined;
   }
 
   /** Ends the reads (the engine left `draining` some other way). */
@@ -119,9 +211,16 @@ export class Drain {
   #end(reason: DrainEnd["reason"]): DrainEnd {
     this.close();
     const seconds = Math.round((Date.now() - this.since) / 100) / 10;
-    const cut = this.#last ? inFlight(this.#last) : 0; // 0 when drained
-    const n = this.#finished;
-    const tally = `${n} request${n === 1 ? "" : "s"} finished, ${cut} cut`;
+    const held = this.#held;
+    const now = this.#last ? inFlight(this.#last) : 0;
+    // By id: of those in flight at the start; arrivals are what else is in flight.
+    const cut = held ? held.left : now; // 0 when drained
+    const n = held ? held.began - cut : this.#finished;
+    const arrived = held ? Math.max(0, now - cut) : 0;
+    const came = arrived > 0 ? ` (${arrived} that came during it cut)` : "";
+    const tally = `${n} request${
+      n === 1 ? "" : "s"
+    } finished, ${cut} cut${came}${this.#note}`;
     const detail = reason === "unread"
       ? "not drained: its metrics could not be read"
       : reason === "drained"
@@ -129,21 +228,34 @@ export class Drain {
       : reason === "deadline"
       ? `drain deadline passed after ${seconds} s: ${tally}`
       : `drain cut short by a second signal after ${seconds} s: ${tally}`;
-    return { reason, detail, drain: { seconds, finished: n, cut } };
+    return {
+      reason,
+      detail,
+      drain: { seconds, finished: n, cut, ...held ? { arrived } : {} },
+    };
   }
 
   async #loop(
-    read: (timeoutMs: number) => Promise<TrafficReading | null>,
+    read: Read<TrafficReading>,
     emit: (event: DrainEvent) => void,
+    requests: Read<number[]> | undefined,
   ): Promise<void> {
     const signal = this.#stop.signal;
+    const budget = () =>
+      Math.max(1, Math.min(READ_TIMEOUT_MS, this.deadline - Date.now()));
     while (!signal.aborted) {
-      const left = this.deadline - Date.now();
-      if (left <= 0) return emit({ kind: "drain-over", why: "deadline" });
-      const reading = await read(Math.min(READ_TIMEOUT_MS, left));
+      if (this.deadline <= Date.now()) {
+        return emit({ kind: "drain-over", why: "deadline" });
+      }
+      const reading = await read(budget());
       if (signal.aborted) return;
       if (reading === null && Date.now() >= this.deadline) continue;
-      emit({ kind: "drain-read", reading });
+      // Only with something in flight: llama-server's `/slots` wakes it from sleep.
+      const ask = requests && reading && inFlight(reading) > 0 &&
+        (this.#last === null || this.#held);
+      const view = ask ? { processing: await requests(budget()) } : {};
+      if (signal.aborted) return;
+      emit({ kind: "drain-read", reading, ...view });
       const wait = Math.min(READ_EVERY_MS, this.deadline - Date.now());
       await sleep(Math.max(wait, 0), signal);
     }

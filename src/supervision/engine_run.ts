@@ -466,7 +466,7 @@ export class EngineRun {
       case "drain-over": {
         const end = state === "draining" ? this.#drain!.step(event) : undefined;
         if (!end) return;
-        this.#cut += end.drain.cut;
+        this.#cut += end.drain.cut + (end.drain.arrived ?? 0);
         this.#report("info", end.detail);
         this.#o.journal?.record({ model: this.name, event: "drain", ...end });
         return this.#enter("stopping", end.reason, end.detail);
@@ -476,14 +476,13 @@ export class EngineRun {
         this.#interrupt.abort();
         if (state === "draining") return; // a second stop() waits for the same drain
         if (this.#process.running) {
-          this.#drain = state === "ready"
-            ? Drain.begin(
-              this.#plan,
-              this.#o.drainTimeoutMs ?? 0,
-              (e) => this.#on(e),
-              (line) => this.#report("info", line),
-            )
-            : undefined;
+          this.#drain = Drain.begin(
+            state,
+            this.#process.plan, // its key: a reload's new one is for the next run
+            this.#o.drainTimeoutMs ?? 0,
+            (e) => this.#on(e),
+            (line) => this.#report("info", line),
+          );
           return this.#enter(this.#drain ? "draining" : "stopping");
         }
         if (!this.#done) return; // never started

@@ -22,6 +22,8 @@ export interface JournalEvent {
     readonly seconds: number;
     readonly finished: number;
     readonly cut: number;
+    /** Cut too, having come during the drain (known only by request id). */
+    readonly arrived?: number;
   };
 }
 

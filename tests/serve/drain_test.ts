@@ -307,3 +307,107 @@ Deno.test("--drain-timeout -1 or abc is refused in one line, exit 2, nothing sta
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("drain: after a reload rotates the engine key, a stop drains with the key the running engine holds", async () => {
+  const secrets = await Deno.makeTempDir({ prefix: "serve-drain-key-" });
+  try {
+    await Deno.writeTextFile(`${secrets}/key`, "key-one", { mode: 0o600 });
+    await using cat = await catalogue(card("streamer", 100));
+    await using s = await launch(["streamer"], {
+      catalogue: cat.path,
+      env: { LOCAL_ENGINE_API_KEY_FILE: `${secrets}/key` },
+    });
+    await s.launcher.ready();
+    await ready(s, "streamer");
+    await Deno.writeTextFile(`${secrets}/key`, "key-two");
+    assert.match(await hup(s), /engine API key reloaded/);
+    const flow = chatStream(s.port + 1, "key-one"); // the engine's own key
+    await waitFor(() => flow.tokens >= 2, "the stream under way");
+    assert.equal((await s.launcher.stop()).code, 0);
+    assert.ok(whole((await flow.done).text), "the stream finished whole");
+    assert.match(
+      s.launcher.stderr,
+      /engine streamer \(pid \d+\) drained in [\d.]+ s: \d+ requests? finished, 0 cut/,
+    );
+  } finally {
+    await Deno.remove(secrets, { recursive: true });
+  }
+});
+
+Deno.test("drain: a stop drains an engine still shown sleeping that a request has just woken", async () => {
+  await using cat = await catalogue(
+    `  dozy: { verb: chat, hub: org/dozy, env: { VLLM_SERVER_DEV_MODE: '1' }, args: { fake-metrics: vllm, fake-tokens: 30, fake-token-ms: 100 } }\n`,
+  );
+  // Rounds far apart: the launcher's state lags the engine's.
+  await using s = await launch(["dozy"], {
+    catalogue: cat.path,
+    args: ["--health-interval", "4"],
+  });
+  await s.launcher.ready();
+  await ready(s, "dozy");
+  await fetch(`http://127.0.0.1:${s.port + 1}/sleep?level=1`, {
+    method: "POST",
+  }).then((r) => r.body?.cancel());
+  await waitFor(
+    async () => (await models(s.port, true)).active.dozy?.state === "sleeping",
+    "dozy sleeping",
+    10_000,
+  );
+  const flow = chatStream(s.port + 1); // wakes it
+  await waitFor(() => flow.tokens >= 1, "the stream under way");
+  s.launcher.child.kill("SIGTERM");
+  assert.equal((await s.launcher.exited()).code, 0);
+  assert.ok(whole((await flow.done).text), "the stream finished whole");
+  const events = await journal(s.root);
+  assert.ok(
+    events.some((e) => e.from === "sleeping" && e.to === "draining"),
+    JSON.stringify(events.filter((e) => e.model === "dozy")),
+  );
+  assert.match(s.launcher.stderr, /engine dozy \(pid \d+\) drained in/);
+});
+
+Deno.test("drain: a stop during a reload's drain starts no replacement, and the reload says why", async () => {
+  await using cat = await catalogue(card("streamer", 100)); // 3 s
+  await using s = await launch(["streamer"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await ready(s, "streamer");
+  const flow = chatStream(s.port + 1);
+  await waitFor(() => flow.tokens >= 2, "the stream under way");
+  await cat.write(card("streamer", 100).replace("4096", "8192"));
+  const reloaded = hup(s);
+  await waitFor(
+    async () =>
+      (await models(s.port, true)).active.streamer?.state === "draining",
+    "streamer draining",
+  );
+  s.launcher.child.kill("SIGTERM");
+  assert.equal((await s.launcher.exited()).code, 0);
+  assert.ok(whole((await flow.done).text), "the drain still ran its course");
+  assert.match(
+    await reloaded,
+    /engine streamer could not start: the launcher is stopping/,
+  );
+  const starts = s.launcher.lines.filter((l) =>
+    /engine streamer \(vllm\) started/.test(l)
+  );
+  assert.equal(starts.length, 1, s.launcher.stderr);
+});
+
+Deno.test("drain: a stop of an engine still starting says it is not drained", async () => {
+  await using cat = await catalogue(
+    card("slow", 100, ", fake-load-ms: 20000"),
+  );
+  await using s = await launch(["slow"], { catalogue: cat.path });
+  await s.launcher.ready();
+  await waitFor(
+    async () => (await readRecord(s.records, s.port + 1)) !== undefined,
+    "spawned",
+  );
+  assert.equal((await s.launcher.stop()).code, 0);
+  const lines = s.launcher.lines.filter((l) => /drain/.test(l));
+  assert.deepEqual(
+    lines.map((l) => l.replace(/^.*engine slow \(pid \d+\) /, "")),
+    ["not drained: still starting"],
+    s.launcher.stderr,
+  );
+});

@@ -88,3 +88,93 @@ Deno.test("a card's drain_timeout wins over the launcher's", () => {
   assert.equal(drainMs({ ...card, drainTimeout: 0 }, 30_000), 0);
   assert.equal(drainMs({ ...card, drainTimeout: 2.5 }, 0), 2_500);
 });
+
+/** One read with the engine's own view: the gauges and the ids it processes. */
+function look(running: number, waiting: number, processing: number[]) {
+  return {
+    kind: "drain-read" as const,
+    reading: reading(running, waiting),
+    processing,
+  };
+}
+
+Deno.test("by request id: a drain ends when those in flight at its start finished, whatever came since", () => {
+  const drain = idle();
+  // Tasks 5 and 6 on slots, one queued (it starts next: the lowest new id).
+  assert.equal(drain.step(look(2, 1, [5, 6])), undefined);
+  // 5 ended; 7 (the queued one) and 9 (an arrival) started; 8 was the drain's own read.
+  assert.equal(drain.step(look(3, 1, [6, 7, 9])), undefined);
+  assert.equal(drain.step(look(2, 1, [7, 9])), undefined, "7 still runs");
+  // The gauges never read 0: arrivals keep them up.
+  const end = drain.step(look(2, 1, [9, 10]));
+  assert.equal(end?.reason, "drained");
+  assert.equal(end?.drain.finished, 3);
+  assert.equal(end?.drain.cut, 0);
+  assert.equal(end?.drain.arrived, 3);
+  assert.match(
+    end!.detail,
+    /^drained in [\d.]+ s: 3 requests finished, 0 cut \(3 that came during it cut\)$/,
+  );
+});
+
+Deno.test("by request id: the deadline cuts and counts those of the start apart from arrivals", () => {
+  const drain = idle();
+  drain.step(look(1, 2, [4]));
+  drain.step(look(2, 1, [4, 6])); // 6: the first queued one
+  const end = drain.step({ kind: "drain-over", why: "deadline" });
+  assert.equal(end?.reason, "deadline");
+  assert.equal(end?.drain.cut, 3, "4, 6 and the one still queued");
+  assert.equal(end?.drain.finished, 0);
+  assert.equal(end?.drain.arrived, 0);
+});
+
+Deno.test("by request id: the lowest new ids are the queued ones; a start never seen is inferred once the queue is empty, confirmed by one more read", () => {
+  const drain = idle();
+  drain.step(look(1, 1, [3]));
+  // 3 ended, 8 began: 8 is taken for the queued one (first in, first out).
+  assert.equal(drain.step(look(1, 0, [8])), undefined, "8 is held");
+  assert.equal(drain.step(look(1, 0, [8, 11])), undefined);
+  assert.equal(drain.step(look(1, 0, [11]))?.reason, "drained");
+  // 3 ended and the queued one began and ended between two reads (the gauge lags /slots).
+  const quick = idle();
+  quick.step(look(1, 1, [3]));
+  assert.equal(quick.step(look(1, 0, [])), undefined, "one more read first");
+  const end = quick.step(look(1, 0, []));
+  assert.equal(end?.reason, "drained");
+  assert.equal(end?.drain.finished, 2);
+  // Taken from the queue but not yet on a slot at that read: seen at the next.
+  const late = idle();
+  late.step(look(1, 1, [3]));
+  assert.equal(late.step(look(1, 0, [])), undefined);
+  assert.equal(late.step(look(1, 0, [7])), undefined, "7 runs: held");
+  assert.equal(late.step(look(1, 0, [12]))?.reason, "drained");
+});
+
+Deno.test("the engine's own view is read only with something in flight (llama-server's /slots wakes it), and each read after", async () => {
+  const quiet: DrainEvent[] = [];
+  let asked = 0;
+  const none = new Drain(5_000, () => Promise.resolve(reading(0)), (e) => {
+    quiet.push(e);
+    none.step(e);
+  }, () => (asked++, Promise.resolve([])));
+  await none.over;
+  assert.equal(asked, 0, "nothing in flight: no look at /slots");
+  assert.deepEqual(quiet.map((e) => e.kind), ["drain-read"]);
+  const reads = [reading(1), reading(1), reading(1, 0)];
+  const views = [[4], [4], [9]];
+  const busy = new Drain(5_000, () => Promise.resolve(reads.shift()!), (e) => {
+    const end = busy.step(e);
+    if (end) assert.equal(end.drain.finished, 1);
+  }, () => (asked++, Promise.resolve(views.shift()!)));
+  await busy.over;
+  assert.equal(asked, 3);
+});
+
+Deno.test("an unreadable view at the start: the gauges decide, and the line says so", () => {
+  const drain = idle();
+  drain.step({ kind: "drain-read", reading: reading(1), processing: null });
+  const end = drain.step({ kind: "drain-read", reading: reading(0) });
+  assert.equal(end?.reason, "drained");
+  assert.equal(end?.drain.arrived, undefined);
+  assert.match(end!.detail, /its own view of requests could not be read/);
+});

@@ -12,8 +12,8 @@ export interface ChatStream {
   done: Promise<{ text: string; endedAt: number }>;
 }
 
-/** A streamed chat completion straight to the engine on `port`. */
-export function chatStream(port: number): ChatStream {
+/** A streamed chat completion straight to the engine on `port` (with `key`, as its API key). */
+export function chatStream(port: number, key?: string): ChatStream {
   const out: ChatStream = { tokens: 0, done: undefined as never };
   out.done = (async () => {
     let text = "";
@@ -22,6 +22,7 @@ export function chatStream(port: number): ChatStream {
         `http://127.0.0.1:${port}/v1/chat/completions`,
         {
           method: "POST",
+          headers: key ? { authorization: `Bearer ${key}` } : {},
           body: JSON.stringify({
             messages: [{ role: "user", content: "one two" }],
             stream: true,

@@ -93,6 +93,14 @@ export interface TrafficRule {
   readonly sleepFlag?: string;
   /** Where it says whether it sleeps (JSON `is_sleeping`), only when its environment sets `env` to 1. */
   readonly asleep?: { readonly path: string; readonly env?: string };
+  /** Its own view of each request: a drain waits for those in flight at its start, not for the gauges' 0 (arrivals keep them up). */
+  readonly requests?: RequestView;
+}
+
+/** A JSON path answering the ids of the requests it is processing; `processing` null on another shape. */
+export interface RequestView {
+  readonly path: string;
+  processing(json: unknown): number[] | null;
 }
 
 /** Adding a kind is one such object in `engines/kinds.ts` (or one `registerEngineKind` call). */
@@ -123,6 +131,8 @@ export interface EngineKind {
   readonly apiKeyList?: { readonly separator: string; readonly quote: string };
   /** Absent: no traffic is read (a command card may name its own, `metrics`). */
   readonly traffic?: TrafficRule;
+  /** Past SIGTERM, a second one this long after: the engine may never exit on the first alone. */
+  readonly termAgainMs?: number;
 }
 
 export const SERVE_FLAGS: readonly string[] = ["--host", "--port", "--api-key"];

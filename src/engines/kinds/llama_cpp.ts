@@ -33,6 +33,18 @@ function singleGguf(dir: string, names: readonly string[]): string {
   );
 }
 
+// tools/server/server-context.cpp (`server_slot::to_json`): each slot's
+// `id_task`, `is_processing`; on unless `--no-slots` (common/arg.cpp).
+function slotTasks(json: unknown): number[] | null {
+  if (!Array.isArray(json)) return null;
+  const slots = json as { id_task?: unknown; is_processing?: unknown }[];
+  return slots.flatMap((slot) =>
+    slot?.is_processing === true && typeof slot.id_task === "number"
+      ? [slot.id_task]
+      : []
+  );
+}
+
 // tools/server/server-task.cpp (to_metrics), read on the build here; `/metrics`
 // and `/props` do not wake a sleeping server, `/slots` does (../shared/ENGINES.md).
 // Its token totals move when a request (or a prefill) ends; n_decode_total and
@@ -50,6 +62,7 @@ const LLAMA_TRAFFIC: TrafficRule = {
   enableFlag: "--metrics",
   sleepFlag: "--sleep-idle-seconds",
   asleep: { path: "/props" },
+  requests: { path: "/slots", processing: slotTasks },
 };
 
 export const LLAMA_CPP: EngineKind = {
@@ -77,6 +90,9 @@ export const LLAMA_CPP: EngineKind = {
   // common/arg.cpp: `--api-key` keeps each field of `parse_csv_row(value)`,
   // split at commas, a field opening with `"` quoted (`""` a quote in it).
   apiKeyList: { separator: ",", quote: '"' },
+  // tools/server/server.cpp (`signal_handler`): a second SIGTERM exits at
+  // once; after the first it waits on open connections, maybe for ever.
+  termAgainMs: 1_000,
   // Lines from tools/server/server.cpp (load_model, `model loaded`, the
   // bind error), common/arg.cpp (`error: invalid argument: --x`),
   // ggml/src/gguf.cpp (`failed to open GGUF file`) and
