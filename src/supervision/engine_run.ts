@@ -285,8 +285,8 @@ export class EngineRun {
   }
 
   /** A reload's change that does not reach the engine (one that does gets a new engine run). */
-  amend(card: ModelCard, next: { apiKey?: string } = {}): void {
-    this.#plan = { ...this.#plan, card, ...next };
+  amend(plan: EnginePlan): void {
+    this.#plan = plan;
     this.#o.onChange();
   }
 
