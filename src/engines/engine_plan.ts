@@ -145,7 +145,7 @@ export function amendPlan(
 }
 
 /** "The card's value, else the launcher's", once for every setting. */
-function engineSettings(
+export function engineSettings(
   card: ModelCard,
   launcher: EngineDefaults,
 ): EngineSettings {

@@ -1,7 +1,8 @@
 // The GPU lifecycle as the launcher composes it when some engine is placed on
 // GPUs: the start gate, and the memory each run holds, read once per health
-// round. Each engine run keeps its passage through the gate as plain data
-// (`GateFacts`) that the pure functions here keep.
+// round, sent to each run as an event. Each engine run keeps its passage
+// through the gate as plain data (`GateFacts`) that the pure functions here
+// derive anew.
 import { procStats } from "../engines/proc.ts";
 import {
   deviceOf,
@@ -27,13 +28,19 @@ export interface GpuReading {
   readonly usedMiB: Readonly<Record<string, number>>;
 }
 
+/** What a round tells a run: the memory it holds now, null when unread. */
+export interface GpuMemoryEvent {
+  readonly kind: "gpu-memory";
+  readonly reading: GpuReading | null;
+}
+
 export interface GpuRun {
   readonly name: string;
   readonly state: string;
   readonly gpus: readonly string[] | null;
   readonly pgid: number | undefined;
   readonly gpuStartUsed: Readonly<Record<string, number>>;
-  observeGpuMemory(reading: GpuReading | null): void;
+  send(event: GpuMemoryEvent): void;
 }
 
 export interface GpuLifecycleOptions {
@@ -91,7 +98,7 @@ export class GpuLifecycle {
       const reading = snapshot && run.pgid !== undefined
         ? runMemory(snapshot, run.gpus!, run.pgid, groups, run.gpuStartUsed)
         : null;
-      run.observeGpuMemory(reading);
+      run.send({ kind: "gpu-memory", reading });
       if (!reading) continue;
       this.#now.set(run, reading);
       if (run.state === "ready") this.#awake.set(run, reading);
@@ -144,40 +151,38 @@ export async function passGate(
   }
 }
 
+/** One run's passage through the gate and its memory, as plain data. */
 export interface GateFacts {
-  waiting?: WaitingFor | null;
-  since: number;
-  ms: Partial<Record<WaitReason, number>>;
-  slot?: StartSlot | undefined;
-  startUsed: Readonly<Record<string, number>>;
+  readonly waiting?: WaitingFor | null;
+  readonly since: number;
+  readonly ms: Readonly<Partial<Record<WaitReason, number>>>;
+  readonly slot?: StartSlot | undefined;
+  readonly startUsed: Readonly<Record<string, number>>;
   /** Each device's used MiB where run `pgid`'s load ended (it served): device attribution stops there. */
-  loadEnd?: { pgid: number; used: Readonly<Record<string, number>> };
-  pgid?: number | undefined;
-  memory?: GpuReading | null;
+  readonly loadEnd?: { pgid: number; used: Readonly<Record<string, number>> };
+  readonly pgid?: number | undefined;
+  readonly memory?: GpuReading | null;
   /** The last reading after the load ended: what a restart waits to see released. */
-  settled?: GpuReading | null;
+  readonly settled?: GpuReading | null;
 }
 
-/** Notes what holds the start now (null: nothing); true when the reason or the devices changed. */
+/** The facts noting what holds the start now (null: nothing); `changed` when the reason or the devices did. */
 export function noteWait(
   facts: GateFacts,
   waiting: WaitingFor | null,
-  now: number = Date.now(),
-): boolean {
+  now: number,
+): { facts: GateFacts; changed: boolean } {
   const before = facts.waiting;
-  if (before) {
-    facts.ms[before.reason] = (facts.ms[before.reason] ?? 0) + now -
-      facts.since;
-  }
-  facts.since = now;
-  facts.waiting = waiting;
-  return before?.reason !== waiting?.reason ||
+  const ms = { ...facts.ms };
+  if (before) ms[before.reason] = (ms[before.reason] ?? 0) + now - facts.since;
+  const changed = before?.reason !== waiting?.reason ||
     before?.devices.join() !== waiting?.devices.join();
+  return { facts: { ...facts, ms, since: now, waiting }, changed };
 }
 
 export function waitSeconds(
   facts: GateFacts,
-  now: number = Date.now(),
+  now: number,
 ): Partial<Record<WaitReason, number>> {
   const out: Partial<Record<WaitReason, number>> = Object.fromEntries(
     Object.entries(facts.ms).map(([reason, ms]) => [reason, ms / 1000]),
@@ -202,15 +207,17 @@ export function releasedBy(facts: GateFacts): Released {
   return { devices, pids: [...pids], byPid: settled?.by === "pid" };
 }
 
-/** The load is over: the slot goes back; a run that `served` is charged by device what its load took. */
-export function endLoad(facts: GateFacts, served: boolean): void {
-  const slot = facts.slot;
-  facts.slot = undefined;
-  slot?.release();
-  const pgid = facts.pgid;
-  void slot?.loadEnd?.then((used) => {
-    if (served && pgid !== undefined) facts.loadEnd = { pgid, used };
-  });
+/** The facts of a reading: charged as below, and `settled` once the load is over. */
+export function withReading(
+  facts: GateFacts,
+  reading: GpuReading | null,
+): GateFacts {
+  const memory = chargedLoad(reading, facts);
+  return {
+    ...facts,
+    memory,
+    ...memory && !facts.slot ? { settled: memory } : {},
+  };
 }
 
 /**

@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { engineChanges, type EngineChanges } from "./card_change.ts";
+import { type EngineChanges, engineChanges } from "./card_change.ts";
 import type { Plan } from "./plan.ts";
 import type { TlsPair } from "./facts.ts";
 

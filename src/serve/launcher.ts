@@ -163,7 +163,9 @@ export class Semioserve implements AsyncDisposable {
   ): Promise<{ facts: Facts; plan: Plan }> {
     const facts = await gather(config, this.#gpus, {
       ...options,
-      ...running ? { running: { ...running.plan, failed: running.failed } } : {},
+      ...running
+        ? { running: { ...running.plan, failed: running.failed } }
+        : {},
     });
     return { facts, plan: plan(config, facts, running?.plan) };
   }
@@ -221,7 +223,7 @@ export class Semioserve implements AsyncDisposable {
     };
   }
 
-  /** The replacement of `old` keeps its log and waits for its GPU memory to be `released`. */
+  /** Builds every engine run, a start's and a reload's: the replacement of `old` keeps its log and waits for its GPU memory to be `released`. */
   #engineRun(
     plan: EnginePlan,
     { records, journal, gpu }: Pick<Live, "records" | "journal" | "gpu">,
@@ -230,7 +232,6 @@ export class Semioserve implements AsyncDisposable {
   ): EngineRun {
     const o = this.#config;
     return new EngineRun(plan, {
-      ...o,
       log: old?.log ??
         new EngineLog(plan.logFile, {
           maxBytes: o.logMaxBytes,
@@ -239,15 +240,15 @@ export class Semioserve implements AsyncDisposable {
       records,
       journal,
       onChange: () => this.#writeMetrics?.(),
-      ...old ? { released } : {},
-      ...gpu
-        ? {
-          gate: gpu.gate,
-          memoryNeed: plan.memoryNeed ?? undefined,
-          loadPollMs: Math.min(1_000, o.healthIntervalMs),
-        }
-        : {},
-      serving: o,
+      released: old ? released : undefined,
+      gate: gpu?.gate,
+      restartMaxDelayMs: o.restartMaxDelayMs,
+      stableAfterMs: o.stableAfterMs,
+      livenessFailures: o.livenessFailures,
+      graceMs: o.graceMs,
+      startTimeoutMs: o.startTimeoutMs,
+      loadPollMs: Math.min(1_000, o.healthIntervalMs),
+      canaryTimeoutMs: o.canaryTimeoutMs,
     });
   }
 
@@ -520,7 +521,7 @@ export class Semioserve implements AsyncDisposable {
 function drainLine(engines: readonly EngineRun[], o: Config): string | null {
   const ms = engines.flatMap((s) => {
     const ms = DRAINS_FROM.includes(s.state) || s.state === "draining"
-      ? plannedDrainMs(s.card, o.drainTimeoutMs)
+      ? plannedDrainMs(s.plan)
       : 0;
     return ms > 0 ? [ms] : [];
   });

@@ -25,6 +25,15 @@ const CARDS = Registry.parse(`models:
     command: [sh, -c, "sleep 30"]
 `);
 
+/** The launcher's per-engine settings, all off. */
+const OFF = {
+  restart: "on-failure",
+  failedRetryMs: 0,
+  drainTimeoutMs: 0,
+  stallTimeoutMs: 0,
+  canaryIntervalMs: 0,
+} as const;
+
 /** An engine run of `name` under `root`, its journal's events in `events`. */
 function engine(
   name: string,
@@ -39,10 +48,10 @@ function engine(
     directory: root,
     apiKey: "",
     gpus: more.gpus ?? null,
+    defaults: { ...OFF, restart: "always" },
   });
   return new EngineRun(plan, {
     log: new EngineLog(plan.logFile),
-    restart: "always",
     restartMaxDelayMs: 1,
     stableAfterMs: 60_000,
     livenessFailures: 0,
