@@ -6,7 +6,7 @@ import {
   type EngineDetail,
   EXIT_CAUSES,
 } from "../supervision/engine_detail.ts";
-import type { EngineCounts } from "../supervision/engine_run.ts";
+import type { EngineCounts } from "../supervision/engine_run_options.ts";
 import {
   AUTH_FAILURE_REASONS,
   type AuthFailureReason,

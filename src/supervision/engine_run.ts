@@ -11,33 +11,24 @@
  */
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { log } from "../common/log.ts";
-import { LogThrottle } from "../common/log_throttle.ts";
 import { type Clock, late, REAL_CLOCK } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
-import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
-import {
-  type GateFacts,
-  type GpuMemoryEvent,
-  noteWait,
-  passGate,
-  releasedBy,
-  waitSeconds,
-  withReading,
-} from "../gpu/gpu_lifecycle.ts";
+import type { Released } from "../gpu/start_gate.ts";
+import type { GpuMemoryEvent } from "../gpu/gpu_lifecycle.ts";
+import { GpuSeat } from "./gpu_seat.ts";
+import { Liveness } from "./liveness.ts";
 import {
   CauseStreak,
   type EndReason,
-  pollVerdict,
   restartDelayMs,
-  type RunHealth,
   shouldRestart,
-  silenceVerdict,
   stopVerdict,
   type Verdict,
 } from "./restart_policy.ts";
 import type { EngineState } from "./engine_state.ts";
 import type { EngineEvent, EventOf } from "./engine_events.ts";
+import type { EngineCounts, EngineRunOptions } from "./engine_run_options.ts";
 import { ServingWatch } from "./serving_watch.ts";
 import {
   type EngineDetail,
@@ -46,44 +37,10 @@ import {
   lastExitOf,
 } from "./engine_detail.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
-import type { EngineRecords } from "./records.ts";
-import type { Journal } from "./journal.ts";
-import { type HealthCheck, ServerProcess } from "../engines/server_process.ts";
+import { ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, replan } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
 import { Drain } from "./drain.ts";
-
-export interface EngineCounts {
-  exits: Partial<Record<ExitCause, number>>;
-  requestsCut: number;
-  healthPollSeconds: number | undefined;
-  startWaitSeconds: Partial<Record<WaitReason, number>> | undefined;
-}
-
-/** An engine run's services and the launcher-wide timings; every per-card setting is the plan's. */
-export interface EngineRunOptions {
-  log: EngineLog;
-  records: EngineRecords;
-  onChange: () => void;
-  journal?: Journal | undefined;
-  gate?: GpuStartGate | undefined;
-  /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
-  released?: Released | undefined;
-  /** Timers and "now". @default {the system's} */
-  clock?: Clock;
-  /** Makes each run's process (tests: a stand-in). @default {a ServerProcess} */
-  spawn?: (plan: EnginePlan, log: EngineLog) => ServerProcess;
-  restartMaxDelayMs: number;
-  /** A run that stays up this long after its first 200 resets the delay to 1 s. */
-  stableAfterMs: number;
-  /** Failed background polls in a row, after a first 200, that stop a run; 0: never. */
-  livenessFailures: number;
-  graceMs: number;
-  /** A loading run silent this long is stopped; 0: never. */
-  startTimeoutMs: number;
-  loadPollMs?: number;
-  canaryTimeoutMs?: number;
-}
 
 export class EngineRun {
   readonly log: EngineLog;
@@ -108,21 +65,17 @@ export class EngineRun {
   #causes = new CauseStreak();
   #exits: Partial<Record<ExitCause, number>> = {};
   #nextRestart: Date | null = null;
-  #health: RunHealth = { firstOkAt: undefined, failures: 0 };
   #endReason: EndReason = "exit";
   #seen: string | null = null; // what the stall verdict saw: the exit's message
   #stopWhy: string | undefined;
   /** Ends a backoff, a wait at the gate, the load and download watches. */
   #interrupt = new AbortController();
-  #gpu: GateFacts = { since: 0, ms: {}, startUsed: {} };
-  #released: Released | undefined;
+  readonly #gpu: GpuSeat;
   #watchdog: Watchdog | undefined;
   #done: PromiseWithResolvers<void> | undefined;
-  #lastPollSeconds: number | undefined;
-  #cancelSilence: (() => void) | undefined;
+  readonly #liveness: Liveness;
   #drain: Drain | undefined;
   #cut = 0;
-  #local = new LogThrottle({ write: log.warn });
   readonly serving: ServingWatch;
 
   constructor(plan: EnginePlan, options: EngineRunOptions) {
@@ -131,14 +84,18 @@ export class EngineRun {
     this.#o = options;
     this.#clock = options.clock ?? REAL_CLOCK;
     this.#since = new Date(this.#clock.now());
-    this.#released = options.released;
     this.log = options.log;
     this.#process = this.#spawn(plan);
+    const { gate, released } = options;
+    this.#gpu = new GpuSeat(gate, plan.gpus, this.#clock, released);
     this.name = plan.name;
     this.host = plan.host;
     this.port = plan.port;
     this.url = this.#process.url;
     const on = (e: EngineEvent) => this.#on(e);
+    this.#liveness = new Liveness(this.name, this.#clock, options, (run) => {
+      this.#on({ kind: "silence", run });
+    });
     this.serving = new ServingWatch(this, options, on, this.#interrupt.signal);
   }
 
@@ -182,9 +139,9 @@ export class EngineRun {
       last_exit: this.#lastExit,
       next_restart: this.#nextRestart?.toISOString() ?? null,
       gpus: this.#plan.gpus,
-      waiting_for: this.#gpu.waiting ?? null,
-      gpu_memory_mib: this.#gpu.memory?.mib ?? null,
-      gpu_memory_by: this.#gpu.memory?.by ?? null,
+      waiting_for: this.#gpu.facts.waiting ?? null,
+      gpu_memory_mib: this.#gpu.facts.memory?.mib ?? null,
+      gpu_memory_by: this.#gpu.facts.memory?.by ?? null,
       phase: loading ? run.watch.phase : null,
       phase_since: phaseSince === undefined
         ? null
@@ -200,10 +157,8 @@ export class EngineRun {
     return {
       exits: { ...this.#exits },
       requestsCut: this.#cut,
-      healthPollSeconds: this.#lastPollSeconds,
-      startWaitSeconds: this.gpus?.length
-        ? waitSeconds(this.#gpu, this.#clock.now())
-        : undefined,
+      healthPollSeconds: this.#liveness.pollSeconds,
+      startWaitSeconds: this.gpus?.length ? this.#gpu.waitSeconds() : undefined,
     };
   }
 
@@ -213,11 +168,11 @@ export class EngineRun {
   }
 
   get gpuStartUsed(): Readonly<Record<string, number>> {
-    return this.#gpu.startUsed;
+    return this.#gpu.facts.startUsed;
   }
 
   gpuReleased(): Released | undefined {
-    return this.#gated() ? releasedBy(this.#gpu) : undefined;
+    return this.#gpu.released();
   }
 
   /** Starts the first run; throws an `EngineError` when an ungated one cannot be spawned. */
@@ -225,7 +180,7 @@ export class EngineRun {
     if (this.#done) return;
     this.#watchdog = watchdog;
     this.#done = Promise.withResolvers();
-    if (this.#gated()) return void this.#admit();
+    if (this.#gpu.gated) return void this.#admit();
     try {
       this.#on({ kind: "admitted", slot: undefined });
     } catch (error) {
@@ -294,9 +249,12 @@ export class EngineRun {
       case "admitted":
         return this.#admitted(event);
       case "probe":
-        return this.#judge(event.run, () => this.#poll(event));
+        return this.#judge(
+          event.run,
+          () => this.#liveness.poll(event.result, event.counts),
+        );
       case "silence":
-        return this.#judge(event.run, () => this.#silent(event.run));
+        return this.#judge(event.run, () => this.#liveness.silent(event.run));
       case "exited":
         return this.#exited(event);
       case "backoff-over":
@@ -313,9 +271,9 @@ export class EngineRun {
       case "drain-over":
         return this.#drained(event);
       case "load-end":
-        return void (this.#gpu = { ...this.#gpu, loadEnd: event });
+        return this.#gpu.loadEnd(event.pgid, event.used);
       case "gpu-memory":
-        return void (this.#gpu = withReading(this.#gpu, event.reading));
+        return this.#gpu.reading(event.reading);
     }
   }
 
@@ -329,9 +287,7 @@ export class EngineRun {
   }
 
   #held({ waiting }: EventOf<"held">): void {
-    const noted = noteWait(this.#gpu, waiting, this.#clock.now());
-    this.#gpu = noted.facts;
-    if (noted.changed) {
+    if (this.#gpu.hold(waiting).changed) {
       const on = waiting.devices.join(",");
       log.info(`engine ${this.name} waits for GPU ${on}: ${waiting.detail}`);
     }
@@ -340,8 +296,7 @@ export class EngineRun {
   }
 
   #admitted({ slot }: EventOf<"admitted">): void {
-    const waited = this.#gpu.waiting;
-    this.#gpu = noteWait(this.#gpu, null, this.#clock.now()).facts;
+    const waited = this.#gpu.hold(null).was;
     if (slot === null || this.#stopWhy !== undefined) {
       slot?.release();
       return this.#enter("exited");
@@ -353,7 +308,7 @@ export class EngineRun {
           `engine ${this.name} starts on GPU ${on} (waited for ${waited.reason})`,
         );
       }
-      this.#gpu = { ...this.#gpu, slot, startUsed: slot.usedMiB };
+      this.#gpu.seat(slot);
     }
     const restart = this.#spawned;
     try {
@@ -365,7 +320,6 @@ export class EngineRun {
     // A restart counts once it runs, not when it fails to spawn.
     if (restart) this.#restarts++;
     this.#spawned = true;
-    this.#health = { firstOkAt: undefined, failures: 0 };
     this.#endReason = "exit";
     this.#enter("starting");
     this.#watch(this.#process);
@@ -409,14 +363,10 @@ export class EngineRun {
         this.#endReason = verdict.reason;
         this.#report("warn", verdict.why);
         this.#enter("stopping", verdict.reason, verdict.why);
-        // Not while a neighbour loads on its devices (vLLM profiles device-wide free memory).
-        return void Promise.resolve(
-          this.#o.gate?.quiet(
-            this.gpus ?? [],
-            this.name,
-            `the liveness restart of engine ${this.name}`,
-            this.#interrupt.signal,
-          ),
+        return void this.#gpu.quiet(
+          this.name,
+          `the liveness restart of engine ${this.name}`,
+          this.#interrupt.signal,
         ).then(() => run.stop(this.#o.graceMs));
     }
   }
@@ -427,9 +377,9 @@ export class EngineRun {
   }
 
   #exited({ run, status }: EventOf<"exited">): void {
-    this.#cancelSilence?.();
+    this.#liveness.exited();
     this.#releaseGpu();
-    this.#gpu = { ...this.#gpu, memory: null };
+    this.#gpu.exited();
     this.#watchdog?.remove(run.pid!);
     this.#o.records.remove(this.name);
     const end = lastExitOf(run, status, this.#endReason, this.#seen);
@@ -445,13 +395,13 @@ export class EngineRun {
       this.#report("warn", why, true);
       return this.#enter("exited", end.cause, why);
     }
-    const byCause = this.#causes.next(end.cause, !!this.#health.firstOkAt);
+    const byCause = this.#causes.next(end.cause, !!this.#liveness.firstOkAt);
     if (byCause === "failed") return this.#failed(end.cause, exit);
     // A run healthy for long enough earns a fresh, short delay.
-    const okFor = this.#clock.now() - (this.#health.firstOkAt ?? Infinity);
+    const okFor = this.#clock.now() - (this.#liveness.firstOkAt ?? Infinity);
     if (okFor >= this.#o.stableAfterMs) this.#step = 0;
     if (byCause === "same-delay") this.#step = Math.max(this.#step - 1, 0);
-    this.#released = this.gpuReleased();
+    this.#gpu.restarting();
     this.#backoff(end.cause, exit);
   }
 
@@ -540,15 +490,15 @@ export class EngineRun {
   }
 
   async #admit(): Promise<void> {
-    const devices = this.#gated();
-    if (!devices) return this.#on({ kind: "admitted", slot: undefined });
-    const slot = await passGate(this.#o.gate!, {
-      name: this.name,
-      devices,
-      memory: this.#plan.memoryNeed ?? undefined,
-      released: this.#released,
-      signal: this.#interrupt.signal,
-    }, (waiting) => this.#on({ kind: "held", waiting }));
+    if (!this.#gpu.gated) {
+      return this.#on({ kind: "admitted", slot: undefined });
+    }
+    const slot = await this.#gpu.pass(
+      this.name,
+      this.#plan.memoryNeed ?? undefined,
+      this.#interrupt.signal,
+      (waiting) => this.#on({ kind: "held", waiting }),
+    );
     this.#on({ kind: "admitted", slot });
   }
 
@@ -561,11 +511,9 @@ export class EngineRun {
       host: run.host,
       port: run.port,
     });
-    const devices = this.#gated();
-    if (devices) this.#o.gate!.changed(devices);
-    this.#gpu = { ...this.#gpu, pgid: run.pid, memory: null, settled: null };
-    if (this.#gpu.slot || run.card.hub) void this.#watchLoad(run);
-    this.#armSilence(run, this.#o.startTimeoutMs);
+    this.#gpu.spawned(run.pid);
+    if (this.#gpu.loading || run.card.hub) void this.#watchLoad(run);
+    this.#liveness.spawned(run);
     void run.ended.then((status) => this.#on({ kind: "exited", run, status }));
   }
 
@@ -590,48 +538,6 @@ export class EngineRun {
     signal.addEventListener("abort", cancel, { once: true });
   }
 
-  #poll({ result, counts }: EventOf<"probe">): Verdict | undefined {
-    this.#lastPollSeconds = result.ms / 1000;
-    if (result.local) {
-      // The key doubles as the summary's subject.
-      this.#local.hit(
-        `health polls of engine ${this.name} that failed on the launcher's side`,
-        () =>
-          `health poll of engine ${this.name} failed on the launcher's side, not counted against the engine: ${result.local}`,
-      );
-      return undefined;
-    }
-    const limit = this.#o.livenessFailures;
-    const [verdict, health] = pollVerdict(
-      this.#health,
-      result.ok,
-      counts,
-      limit,
-      this.#clock.now(),
-    );
-    this.#health = health;
-    return verdict;
-  }
-
-  #silent(run: ServerProcess): Verdict | undefined {
-    if (this.#health.firstOkAt !== undefined) return undefined;
-    const last = run.lastSignOfLife;
-    const timeout = this.#o.startTimeoutMs;
-    const now = this.#clock.now();
-    const phase = run.watch.phase;
-    const verdict = silenceVerdict(undefined, last, timeout, phase, now);
-    if (!verdict) this.#armSilence(run, Math.max(last + timeout - now, 1));
-    return verdict;
-  }
-
-  // A timer, not the health round: a round may be far longer than the timeout.
-  #armSilence(run: ServerProcess, ms: number): void {
-    this.#cancelSilence?.();
-    this.#cancelSilence = ms > 0
-      ? this.#clock.schedule(() => this.#on({ kind: "silence", run }), ms)
-      : undefined;
-  }
-
   // Polled while its load holds the gate: neighbours start at its first 200, not a round later.
   async #watchLoad(run: ServerProcess): Promise<void> {
     const current = () => run === this.#process;
@@ -640,31 +546,18 @@ export class EngineRun {
         this.#o.loadPollMs ?? 1_000,
         this.#interrupt.signal,
         () => current() && this.#state === "starting",
-        () => current() && this.#gpu.slot !== undefined,
+        () => current() && this.#gpu.loading,
       )
     ) this.#on({ kind: "probe", run, result, counts: false });
   }
 
-  /** The load is over (`served`: by a first 200): the next engine may start; its end measured comes back as `load-end`. */
+  /** The load is over (`served`: by a first 200): the next engine may start. */
   #releaseGpu(served = false): void {
-    const devices = this.#gated();
-    if (devices) this.#o.gate!.changed(devices);
-    const { slot, pgid } = this.#gpu;
-    this.#gpu = { ...this.#gpu, slot: undefined };
-    slot?.release();
-    if (!served) return;
-    if (pgid !== undefined) {
-      void slot?.loadEnd?.then((used) =>
-        this.#on({ kind: "load-end", pgid, used })
-      );
-    }
+    this.#gpu.release(served, (pgid, used) => {
+      this.#on({ kind: "load-end", pgid, used });
+    });
     // What it printed while loading decides no exit cause.
-    this.#process.watch.served();
-  }
-
-  #gated(): readonly string[] | undefined {
-    const devices = this.gpus;
-    return this.#o.gate && devices?.length ? devices : undefined;
+    if (served) this.#process.watch.served();
   }
 
   #report(level: "info" | "warn", text: string, where = false): void {
