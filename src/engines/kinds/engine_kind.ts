@@ -133,6 +133,8 @@ export interface EngineKind {
   readonly traffic?: TrafficRule;
   /** Past SIGTERM, a second one this long after: the engine may never exit on the first alone. */
   readonly termAgainMs?: number;
+  /** Whether SIGTERM, with these args, is a drain: it refuses arrivals, finishes what is in flight, then exits. */
+  termDrains?(args: readonly string[]): boolean;
 }
 
 export const SERVE_FLAGS: readonly string[] = ["--host", "--port", "--api-key"];
