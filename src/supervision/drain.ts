@@ -4,12 +4,13 @@
 // by id, so what arrives meanwhile does not hold it (SIGTERM cuts those:
 // llama-server cannot refuse new work and serve the rest); without one it
 // waits for the running and waiting gauges to read 0, which steady traffic may
-// never give. Where SIGTERM itself drains (the kind's `termDrains`: vLLM with
+// never give. Where SIGTERM itself drains (the kind's `termDrain`: vLLM with
 // `--shutdown-timeout`) it is sent at once and the drain ends at the exit.
 import type { ModelCard } from "../catalogue.ts";
 import { sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
+import { termDrains } from "../engines/kinds/engine_kind.ts";
 import {
   engineOrigin,
   readEngineRequests,
@@ -152,9 +153,7 @@ export class Drain {
         ((timeoutMs) =>
           readEngineRequests(origin, view, plan.apiKey, timeoutMs)),
     );
-    drain.#termed = !!ENGINE_KINDS[plan.card.engine]!.termDrains?.(
-      plan.card.args,
-    );
+    drain.#termed = termDrains(ENGINE_KINDS[plan.card.engine]!, plan.card.args);
     if (drain.#termed) term();
     return drain;
   }

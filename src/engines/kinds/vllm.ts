@@ -85,8 +85,7 @@ export const VLLM: EngineKind = {
   // (vllm/entrypoints/serve/elastic_ep/middleware.py), finishes what is in
   // flight within it, exits (tests/entrypoints/launchers/test_shutdown.py at
   // 3be31f74). Not added for the card: an older vLLM refuses an unknown flag.
-  termDrains: (args) =>
-    Number(flagValue(args, ["--shutdown-timeout"])?.value ?? 0) > 0,
+  termDrain: { flag: "--shutdown-timeout", since: "v0.18" },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
   // vllm/compilation/monitor.py, vllm/v1/worker/gpu_worker.py (memory
   // profiling, KV cache) and vllm/v1/core/kv_cache_utils.py.
