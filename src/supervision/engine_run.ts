@@ -298,14 +298,12 @@ export class EngineRun {
     this.serving.inherit(old.serving);
   }
 
-  kill(): void {
-    this.#process.kill();
-  }
+  kill = (): void => this.#process.kill();
 
-  /** A second signal cuts a drain short. */
-  hurry(): boolean {
+  /** A second signal cuts a drain short; `exited`: the engine's own drain (SIGTERM) ended it. */
+  hurry(why: "skipped" | "exited" = "skipped"): boolean {
     if (this.#state !== "draining") return false;
-    this.#on({ kind: "drain-over", why: "skipped" });
+    this.#on({ kind: "drain-over", why });
     return true;
   }
 
@@ -417,6 +415,7 @@ export class EngineRun {
         return;
       }
       case "exited": {
+        if (state === "draining") this.hurry("exited");
         const { run, status } = event;
         clearTimeout(this.#silence);
         this.#releaseGpu();
@@ -482,6 +481,7 @@ export class EngineRun {
             this.#o.drainTimeoutMs ?? 0,
             (e) => this.#on(e),
             (line) => this.#report("info", line),
+            () => this.#process.term(), // its SIGTERM drains: at once
           );
           return this.#enter(this.#drain ? "draining" : "stopping");
         }
