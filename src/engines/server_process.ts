@@ -67,6 +67,7 @@ export class ServerProcess implements AsyncDisposable {
   #ended: Promise<Deno.CommandStatus> | undefined;
   #drained: Promise<unknown> | undefined;
   #stopping: Promise<void> | undefined;
+  #termed = false;
   #poll: Promise<HealthCheck> | undefined;
   #looking: Promise<void> | undefined;
 
@@ -202,7 +203,7 @@ export class ServerProcess implements AsyncDisposable {
     this.#ended = child.status.then(async (status) => {
       this.#status = status;
       if (!this.#stopping) {
-        if (this.#ownLog) {
+        if (this.#ownLog && !this.#termed) {
           log.warn(
             `engine ${this.name} (pid ${child.pid}) exited on its own with ${
               describe(status)
@@ -266,6 +267,13 @@ export class ServerProcess implements AsyncDisposable {
     if (!child) return;
     this.#stopping ??= this.#terminate(child, graceMs);
     await this.#stopping;
+  }
+
+  /** SIGTERM to the group, nothing after: an engine whose SIGTERM drains exits when done, as asked. */
+  term(): void {
+    if (!this.#child || this.#stopping) return;
+    this.#termed = true;
+    signalGroup(this.#child.pid, "SIGTERM");
   }
 
   /** Sends SIGKILL to the whole group at once (a second Ctrl-C). */

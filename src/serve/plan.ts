@@ -8,6 +8,8 @@
 import type { ModelCard } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
 import { type EnginePlan, keySplit } from "../engines/engine_plan.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
+import { termDrains } from "../engines/kinds/engine_kind.ts";
 import {
   devicesOf,
   placeEngines,
@@ -186,6 +188,13 @@ export function dryRunNotes(facts: Facts, host: string): string[] {
     if (!error) continue;
     if (!owner) throw error;
     notes.push(`port ${port} on ${host} for ${what}: in use by ${owner}`);
+  }
+  for (const card of facts.cards) {
+    const kind = ENGINE_KINDS[card.engine];
+    if (!kind?.termDrain || termDrains(kind, card.args)) continue;
+    notes.push(
+      `${card.name}: without ${kind.termDrain.flag} (${kind.title} ${kind.termDrain.since}+) its SIGTERM is no drain: a planned stop under steady traffic runs to its drain deadline, then cuts what is in flight`,
+    );
   }
   return notes;
 }

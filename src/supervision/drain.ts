@@ -4,10 +4,12 @@
 // by id, so what arrives meanwhile does not hold it (SIGTERM cuts those:
 // llama-server cannot refuse new work and serve the rest); without one it
 // waits for the running and waiting gauges to read 0, which steady traffic may
-// never give. vLLM aborts every request in flight at SIGTERM unless
-// `--shutdown-timeout` is set (its default is 0, vLLM PR #36666).
+// never give. Where SIGTERM itself drains (the kind's `termDrain`: vLLM with
+// `--shutdown-timeout`) it is sent at once and the drain ends at the exit.
 import { sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
+import { termDrains } from "../engines/kinds/engine_kind.ts";
 import {
   engineOrigin,
   readEngineRequests,
@@ -36,7 +38,10 @@ export type DrainEvent =
     readonly processing?: readonly number[] | null;
   }
   /** `skipped`: a second signal cut the drain short. */
-  | { readonly kind: "drain-over"; readonly why: "deadline" | "skipped" };
+  | {
+    readonly kind: "drain-over";
+    readonly why: "deadline" | "skipped" | "exited";
+  };
 
 /** `unread`: not even a first reading came; `cut`: still in flight, SIGTERM cuts them. The journal's fields. */
 interface DrainEnd {
@@ -103,6 +108,8 @@ export class Drain {
   #finished = 0;
   #held: Held | undefined;
   #note = "";
+  /** SIGTERM was sent at its start: the engine's exit ends it. */
+  #termed = false;
   #stop = new AbortController();
   readonly #over = Promise.withResolvers<void>();
   readonly over: Promise<void> = this.#over.promise;
@@ -113,6 +120,7 @@ export class Drain {
     plan: EnginePlan,
     emit: (event: DrainEvent) => void,
     say: (line: string) => void,
+    term: () => void,
   ): Drain | undefined {
     if (state === "starting") say("not drained: still starting");
     if (!DRAINS_FROM.includes(state)) return undefined;
@@ -125,7 +133,7 @@ export class Drain {
     if (ms <= 0 || !rule) return undefined;
     const origin = engineOrigin(plan.host, plan.port);
     const view = rule.requests;
-    return new Drain(
+    const drain = new Drain(
       ms,
       (timeoutMs) => readEngineTraffic(origin, rule, plan.apiKey, timeoutMs),
       emit,
@@ -133,6 +141,9 @@ export class Drain {
         ((timeoutMs) =>
           readEngineRequests(origin, view, plan.apiKey, timeoutMs)),
     );
+    drain.#termed = termDrains(ENGINE_KINDS[plan.card.engine]!, plan.card.args);
+    if (drain.#termed) term();
+    return drain;
   }
 
   constructor(
@@ -155,7 +166,14 @@ export class Drain {
   }
 
   step(event: DrainEvent): DrainEnd | undefined {
-    if (event.kind === "drain-over") return this.#end(event.why);
+    if (event.kind === "drain-over") {
+      if (event.why !== "exited") return this.#end(event.why);
+      if (!this.#termed) return undefined; // a crash: no drain to tell
+      // It refused arrivals: what was in flight at the last read it finished.
+      if (this.#last) this.#finished += inFlight(this.#last);
+      if (this.#last) this.#last = { ...this.#last, running: 0, waiting: 0 };
+      return this.#end("drained");
+    }
     const { reading, processing } = event;
     // A later failed read (an engine busy past 2 s) waits on: the deadline bounds it.
     if (reading === null) {

@@ -233,10 +233,10 @@ export class EngineRun {
     this.#process.kill();
   }
 
-  /** A second signal cuts a drain short. */
-  hurry(): boolean {
+  /** A second signal cuts a drain short; `exited`: the engine's own drain (SIGTERM) ended it. */
+  hurry(why: "skipped" | "exited" = "skipped"): boolean {
     if (this.#state !== "draining") return false;
-    this.#on({ kind: "drain-over", why: "skipped" });
+    this.#on({ kind: "drain-over", why });
     return true;
   }
 
@@ -377,6 +377,7 @@ export class EngineRun {
   }
 
   #exited({ run, status }: EventOf<"exited">): void {
+    if (this.#state === "draining") this.hurry("exited");
     this.#liveness.exited();
     this.#releaseGpu();
     this.#gpu.exited();
@@ -444,6 +445,7 @@ export class EngineRun {
         this.#plan, // its key: a reload's new one is for the next run
         (e) => this.#on(e),
         (line) => this.#report("info", line),
+        () => this.#process.term(), // its SIGTERM drains: at once
       );
       return this.#enter(this.#drain ? "draining" : "stopping");
     }

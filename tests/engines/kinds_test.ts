@@ -1,6 +1,7 @@
 /** The engine kinds table: one object a kind, in step with the catalogue's names. */
 import assert from "node:assert/strict";
 import { ENGINE_KINDS, registerEngineKind } from "../../src/engines/kinds.ts";
+import { termDrains } from "../../src/engines/kinds/engine_kind.ts";
 import { ENGINE_NAMES } from "../../src/catalogue/model_card.ts";
 import { catalogue } from "../support/gpu_cards.ts";
 
@@ -35,4 +36,18 @@ Deno.test("a registered kind's name is a catalogue engine while it is registered
   }
   assert.throws(() => catalogue({ m: { engine: "toy" } }), /engine/);
   assert.deepEqual(Object.keys(ENGINE_KINDS), ENGINE_NAMES);
+});
+
+Deno.test("SIGTERM is vLLM's own drain only with --shutdown-timeout above 0 (PR #36666); not llama-server's or SGLang's", () => {
+  const vllm = ENGINE_KINDS.vllm!;
+  assert.equal(termDrains(vllm, ["--shutdown-timeout", "30"]), true);
+  assert.equal(termDrains(vllm, ["--shutdown_timeout=5"]), true);
+  assert.equal(termDrains(vllm, ["--shutdown-timeout", "0"]), false);
+  assert.equal(termDrains(vllm, ["--max-model-len", "4096"]), false);
+  for (const name of ["llama.cpp", "sglang"]) {
+    assert.equal(
+      termDrains(ENGINE_KINDS[name]!, ["--shutdown-timeout", "30"]),
+      false,
+    );
+  }
 });

@@ -157,7 +157,7 @@ Deno.test("drain: a stream longer than --drain-timeout is cut at the deadline an
 });
 
 Deno.test("drain: a stop waits for a stream, exits 0 and leaves nothing running (vLLM's own --shutdown-timeout passed through)", async () => {
-  // vLLM's own wait after SIGTERM (PR #36666): the card keeps it; the drain comes first.
+  // vLLM's own wait after SIGTERM (PR #36666): the card keeps it, and SIGTERM is the drain.
   await using cat = await catalogue(
     card("streamer", 100, ", shutdown-timeout: 5"),
   );

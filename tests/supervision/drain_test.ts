@@ -185,3 +185,10 @@ Deno.test("an unreadable view at the start: the gauges decide, and the line says
   assert.equal(end?.drain.arrived, undefined);
   assert.match(end!.detail, /its own view of requests could not be read/);
 });
+
+Deno.test("an engine's exit ends only a drain that sent SIGTERM itself; a crash during a gauge drain tells no drain", () => {
+  const drain = idle();
+  drain.step({ kind: "drain-read", reading: reading(2) });
+  assert.equal(drain.step({ kind: "drain-over", why: "exited" }), undefined);
+  drain.close();
+});

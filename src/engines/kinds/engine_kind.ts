@@ -1,6 +1,7 @@
 // An engine kind knows everything engine-specific; other folders ask it
 // instead of comparing engine names. Kinds are pure.
 import type { ModelCard } from "../../catalogue.ts";
+import { flagValue } from "./flag_values.ts";
 
 export interface EngineContext {
   /** A local path or the hub id. */
@@ -133,6 +134,18 @@ export interface EngineKind {
   readonly traffic?: TrafficRule;
   /** Past SIGTERM, a second one this long after: the engine may never exit on the first alone. */
   readonly termAgainMs?: number;
+  /** SIGTERM is its own drain (arrivals refused, what is in flight finished, then exit) when the args set `flag` above 0; `since`: its first version. */
+  readonly termDrain?: { readonly flag: string; readonly since: string };
+}
+
+/**
+ * Whether SIGTERM drains an engine of `kind` started with `args`.
+ *
+ * @example `termDrains(VLLM, ["--shutdown-timeout", "30"])` is true.
+ */
+export function termDrains(kind: EngineKind, args: readonly string[]): boolean {
+  const flag = kind.termDrain?.flag;
+  return flag !== undefined && Number(flagValue(args, [flag])?.value) > 0;
 }
 
 export const SERVE_FLAGS: readonly string[] = ["--host", "--port", "--api-key"];

@@ -80,6 +80,12 @@ export const VLLM: EngineKind = {
     // vllm/entrypoints/openai/api_server.py: only in its development mode.
     asleep: { path: "/is_sleeping", env: "VLLM_SERVER_DEV_MODE" },
   },
+  // `--shutdown-timeout` (v0.18+, PR #36666; default 0: abort all at once):
+  // SIGTERM answers 503 but on /live and /metrics
+  // (vllm/entrypoints/serve/elastic_ep/middleware.py), finishes what is in
+  // flight within it, exits (tests/entrypoints/launchers/test_shutdown.py at
+  // 3be31f74). Not added for the card: an older vLLM refuses an unknown flag.
+  termDrain: { flag: "--shutdown-timeout", since: "v0.18" },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
   // vllm/compilation/monitor.py, vllm/v1/worker/gpu_worker.py (memory
   // profiling, KV cache) and vllm/v1/core/kv_cache_utils.py.
