@@ -422,8 +422,8 @@ export class Semioserve implements AsyncDisposable {
       ["SIGTERM", "SIGINT"],
       onShutdownSignal(
         () => this.#shutdown.resolve(),
-        () => runs.forEach((s) => s.kill()),
-        () => runs.map((s) => s.hurry()).includes(true),
+        () => runs.forEach((run) => run.kill()),
+        () => runs.map((run) => run.hurry()).includes(true),
         log.warn,
       ),
     );
@@ -456,7 +456,7 @@ export class Semioserve implements AsyncDisposable {
         model: null,
         event: "started",
         detail: `${runs.length} engine(s): ${
-          runs.map((s) => s.name).join(", ")
+          runs.map((run) => run.name).join(", ")
         }`,
       });
       await this.#apply(diff(undefined, plan), plan);
@@ -493,7 +493,7 @@ export class Semioserve implements AsyncDisposable {
       this.#stopping.abort(STOPPING);
       await this.#reloads.close();
       await healthLoop.stop();
-      await Promise.all(runs.map((s) => s.stop(o.graceMs)));
+      await Promise.all(runs.map((run) => run.stop(o.graceMs)));
       journal.record({ model: null, event: "stopped" });
       await journal.close();
       this.#writeMetrics = undefined;
@@ -518,10 +518,10 @@ export class Semioserve implements AsyncDisposable {
 }
 
 /** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
-function drainLine(engines: readonly EngineRun[], o: Config): string | null {
-  const ms = engines.flatMap((s) => {
-    const ms = DRAINS_FROM.includes(s.state) || s.state === "draining"
-      ? plannedDrainMs(s.plan)
+function drainLine(runs: readonly EngineRun[], o: Config): string | null {
+  const ms = runs.flatMap((run) => {
+    const ms = DRAINS_FROM.includes(run.state) || run.state === "draining"
+      ? plannedDrainMs(run.plan)
       : 0;
     return ms > 0 ? [ms] : [];
   });
