@@ -9,37 +9,6 @@ import { SERVE_FLAGS, type TrafficRule } from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
 
-/** The launcher's per-engine settings, in ms; a card's own field wins. */
-export interface EngineDefaults {
-  readonly restart: RestartPolicy;
-  /** 0: a `failed` engine is never tried again. */
-  readonly failedRetryMs: number;
-  readonly drainTimeoutMs: number;
-  readonly stallTimeoutMs: number;
-  readonly canaryIntervalMs: number;
-}
-
-/** Without the launcher's: restarts on failure, and no retry, drain, stall rule or canary. */
-const OFF: EngineDefaults = {
-  restart: "on-failure",
-  failedRetryMs: 0,
-  drainTimeoutMs: 0,
-  stallTimeoutMs: 0,
-  canaryIntervalMs: 0,
-};
-
-/** Each per-card setting as it applies, resolved once (ms; 0: off). */
-export interface EngineSettings {
-  readonly restart: RestartPolicy;
-  readonly failedRetryMs: number;
-  /** What a planned stop drains it at most (none without `traffic`). */
-  readonly drainMs: number;
-  readonly stallMs: number;
-  readonly canaryMs: number;
-  /** Where and how its traffic is read; null: not at all. */
-  readonly traffic: TrafficRule | null;
-}
-
 /** Where an engine runs: what its plan is made from besides its card. */
 export interface EngineSite {
   /** Host the engine binds; also used to reach it. */
@@ -65,13 +34,43 @@ export interface EngineSite {
     /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
     readonly from: string;
   } | null;
-  /** The launcher's settings under the card's. @default {restart on failure; no retry, drain, stall rule or canary} */
-  defaults?: EngineDefaults;
+  /** The launcher's settings (ms; 0: off), which a card's own fields win over. @default {restart on failure; no retry, drain, stall rule or canary} */
+  defaults?: {
+    readonly restart: RestartPolicy;
+    readonly failedRetryMs: number;
+    readonly drainTimeoutMs: number;
+    readonly stallTimeoutMs: number;
+    readonly canaryIntervalMs: number;
+  };
 }
 
-/** One engine as it will run: checked, printable, comparable. */
+/** The launcher's per-engine settings. */
+export type EngineDefaults = NonNullable<EngineSite["defaults"]>;
+
+/** Without the launcher's. */
+const OFF: EngineDefaults = {
+  restart: "on-failure",
+  failedRetryMs: 0,
+  drainTimeoutMs: 0,
+  stallTimeoutMs: 0,
+  canaryIntervalMs: 0,
+};
+
+/** One engine as it will run: checked, printable, comparable; each per-card setting resolved once (ms; 0: off). */
 export interface EnginePlan
-  extends Readonly<Required<Omit<EngineSite, "defaults">>>, EngineSettings {
+  extends Readonly<Required<Omit<EngineSite, "defaults">>> {
+  /** When it starts again after it ended: the card's, else the launcher's. */
+  readonly restart: RestartPolicy;
+  /** A `failed` engine is tried again after this long. */
+  readonly failedRetryMs: number;
+  /** What a planned stop drains it at most (none without `traffic`). */
+  readonly drainMs: number;
+  /** Requests running and no token counted this long: stalled. */
+  readonly stallMs: number;
+  /** Idle this long: a canary request. */
+  readonly canaryMs: number;
+  /** @ignore The launcher's own plumbing: where and how its traffic is read (the kind's rule, else the card's `metrics`); null: not at all. */
+  readonly traffic: TrafficRule | null;
   /** The catalogue name. */
   readonly name: string;
   /** The expanded card. */
@@ -143,6 +142,11 @@ export function amendPlan(
 ): EnginePlan {
   return { ...plan, card, apiKey, ...engineSettings(card, defaults) };
 }
+
+type EngineSettings = Pick<
+  EnginePlan,
+  "restart" | "failedRetryMs" | "drainMs" | "stallMs" | "canaryMs" | "traffic"
+>;
 
 /** "The card's value, else the launcher's", once for every setting. */
 export function engineSettings(
