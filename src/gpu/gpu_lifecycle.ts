@@ -1,8 +1,7 @@
 // The GPU lifecycle as the launcher composes it when some engine is placed on
 // GPUs: the start gate, and the memory each run holds, read once per health
 // round, sent to each run as an event. Each engine run keeps its passage
-// through the gate as plain data (`GateFacts`) that the pure functions here
-// derive anew.
+// through the gate in a `GpuSeat`: plain data (`GateFacts`) derived anew.
 import { procStats } from "../engines/proc.ts";
 import {
   deviceOf,
@@ -10,10 +9,10 @@ import {
   type GpuSnapshot,
   usedOn,
 } from "./nvidia_smi.ts";
+import type { GpuMemoryNeed } from "./need.ts";
 import {
   GpuStartGate,
   type Released,
-  type StartRequest,
   type StartSlot,
   type WaitingFor,
   type WaitReason,
@@ -135,19 +134,143 @@ export function runMemory(
   return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
 }
 
-/** Takes a request through the gate: each hold to `held`, then the slot; null when the wait was aborted. */
-export async function passGate(
-  gate: GpuStartGate,
-  request: StartRequest,
-  held: (waiting: WaitingFor) => void,
-): Promise<StartSlot | null> {
-  try {
-    const ticket = gate.admit(request);
-    let step = await ticket.next();
-    for (; !step.done; step = await ticket.next()) held(step.value);
-    return step.value;
-  } catch {
-    return null; // aborted: the engine is stopping
+/**
+ * One engine run's passage through the gate and the memory it holds: plain
+ * facts, derived anew at each step; only its engine run's handlers call it.
+ * What the gate measures later (a load's end) goes back to the run as an
+ * event (`measured`), never written here.
+ */
+export class GpuSeat {
+  #facts: GateFacts = { since: 0, ms: {}, startUsed: {} };
+  readonly #gate: GpuStartGate | undefined;
+  /** Its devices where a gate holds them, else undefined: nothing here applies. */
+  readonly gated: readonly string[] | undefined;
+  readonly #now: () => number;
+  /** What the next start waits to see released: the replaced or the dead run's memory. */
+  #released: Released | undefined;
+
+  constructor(
+    gate: GpuStartGate | undefined,
+    devices: readonly string[] | null,
+    now: () => number,
+    released: Released | undefined,
+  ) {
+    this.#gate = gate;
+    this.gated = gate && devices?.length ? devices : undefined;
+    [this.#now, this.#released] = [now, released];
+  }
+
+  get facts(): GateFacts {
+    return this.#facts;
+  }
+
+  get loading(): boolean {
+    return this.#facts.slot !== undefined;
+  }
+
+  /** Notes what holds the start now (null: nothing): what held it before, and whether the reason or the devices changed. */
+  hold(
+    waiting: WaitingFor | null,
+  ): { was: WaitingFor | null; changed: boolean } {
+    const facts = this.#facts;
+    const was = facts.waiting ?? null;
+    const now = this.#now();
+    const ms = { ...facts.ms };
+    if (was) ms[was.reason] = (ms[was.reason] ?? 0) + now - facts.since;
+    this.#facts = { ...facts, ms, since: now, waiting };
+    const changed = was?.reason !== waiting?.reason ||
+      was?.devices.join() !== waiting?.devices.join();
+    return { was, changed };
+  }
+
+  /** Through the gate: each hold to `held`, then the slot; null when `signal` ended the wait. */
+  async pass(
+    name: string,
+    memory: GpuMemoryNeed | undefined,
+    signal: AbortSignal,
+    held: (waiting: WaitingFor) => void,
+  ): Promise<StartSlot | null> {
+    const [devices, released] = [this.gated!, this.#released];
+    try {
+      const ticket = this.#gate!.admit({
+        name,
+        devices,
+        memory,
+        released,
+        signal,
+      });
+      let step = await ticket.next();
+      for (; !step.done; step = await ticket.next()) held(step.value);
+      return step.value;
+    } catch {
+      return null; // aborted: the engine is stopping
+    }
+  }
+
+  seat(slot: StartSlot): void {
+    this.#facts = { ...this.#facts, slot, startUsed: slot.usedMiB };
+  }
+
+  spawned(pgid: number | undefined): void {
+    if (this.gated) this.#gate!.changed(this.gated);
+    this.#facts = { ...this.#facts, pgid, memory: null, settled: null };
+  }
+
+  /** The load is over: the slot goes back; `served` (a first 200): `measured` gets the devices' use the gate reads at its end. */
+  release(
+    served: boolean,
+    measured: (pgid: number, used: Readonly<Record<string, number>>) => void,
+  ): void {
+    if (this.gated) this.#gate!.changed(this.gated);
+    const { slot, pgid } = this.#facts;
+    this.#facts = { ...this.#facts, slot: undefined };
+    slot?.release();
+    if (served && pgid !== undefined) {
+      void slot?.loadEnd?.then((used) => measured(pgid, used));
+    }
+  }
+
+  loadEnd(pgid: number, used: Readonly<Record<string, number>>): void {
+    this.#facts = { ...this.#facts, loadEnd: { pgid, used } };
+  }
+
+  /** A round's reading, charged (below); `settled` once the load is over. */
+  reading(reading: GpuReading | null): void {
+    const memory = chargedLoad(reading, this.#facts);
+    const settled = memory && !this.#facts.slot ? { settled: memory } : {};
+    this.#facts = { ...this.#facts, memory, ...settled };
+  }
+
+  exited(): void {
+    this.#facts = { ...this.#facts, memory: null };
+  }
+
+  /** What the ended run held is what its restart waits to see released. */
+  restarting(): void {
+    this.#released = this.released();
+  }
+
+  released(): Released | undefined {
+    return this.gated ? releasedBy(this.#facts) : undefined;
+  }
+
+  waitSeconds(): Partial<Record<WaitReason, number>> {
+    const { ms, waiting, since } = this.#facts;
+    const out: Partial<Record<WaitReason, number>> = Object.fromEntries(
+      Object.entries(ms).map(([reason, ms]) => [reason, ms / 1000]),
+    );
+    const current = waiting?.reason;
+    if (current !== undefined) {
+      out[current] = (out[current] ?? 0) + (this.#now() - since) / 1000;
+    }
+    return out;
+  }
+
+  /** Waits while a neighbour loads on its devices (vLLM profiles device-wide free memory). */
+  quiet(name: string, why: string, signal: AbortSignal): Promise<void> {
+    return Promise.resolve(
+      this.#gate?.quiet(this.gated ?? [], name, why, signal),
+    );
   }
 }
 
@@ -166,34 +289,6 @@ export interface GateFacts {
   readonly settled?: GpuReading | null;
 }
 
-/** The facts noting what holds the start now (null: nothing); `changed` when the reason or the devices did. */
-export function noteWait(
-  facts: GateFacts,
-  waiting: WaitingFor | null,
-  now: number,
-): { facts: GateFacts; changed: boolean } {
-  const before = facts.waiting;
-  const ms = { ...facts.ms };
-  if (before) ms[before.reason] = (ms[before.reason] ?? 0) + now - facts.since;
-  const changed = before?.reason !== waiting?.reason ||
-    before?.devices.join() !== waiting?.devices.join();
-  return { facts: { ...facts, ms, since: now, waiting }, changed };
-}
-
-export function waitSeconds(
-  facts: GateFacts,
-  now: number,
-): Partial<Record<WaitReason, number>> {
-  const out: Partial<Record<WaitReason, number>> = Object.fromEntries(
-    Object.entries(facts.ms).map(([reason, ms]) => [reason, ms / 1000]),
-  );
-  const current = facts.waiting?.reason;
-  if (current !== undefined) {
-    out[current] = (out[current] ?? 0) + (now - facts.since) / 1000;
-  }
-  return out;
-}
-
 export function releasedBy(facts: GateFacts): Released {
   const { settled, startUsed, pgid } = facts;
   const devices = settled
@@ -205,19 +300,6 @@ export function releasedBy(facts: GateFacts): Released {
   const pids = new Set(settled?.pids ?? []);
   if (pgid !== undefined) pids.add(pgid);
   return { devices, pids: [...pids], byPid: settled?.by === "pid" };
-}
-
-/** The facts of a reading: charged as below, and `settled` once the load is over. */
-export function withReading(
-  facts: GateFacts,
-  reading: GpuReading | null,
-): GateFacts {
-  const memory = chargedLoad(reading, facts);
-  return {
-    ...facts,
-    memory,
-    ...memory && !facts.slot ? { settled: memory } : {},
-  };
 }
 
 /**

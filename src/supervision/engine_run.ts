@@ -15,8 +15,7 @@ import { type Clock, late, REAL_CLOCK } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { Released } from "../gpu/start_gate.ts";
-import type { GpuMemoryEvent } from "../gpu/gpu_lifecycle.ts";
-import { GpuSeat } from "./gpu_seat.ts";
+import { type GpuMemoryEvent, GpuSeat } from "../gpu/gpu_lifecycle.ts";
 import { Liveness } from "./liveness.ts";
 import {
   CauseStreak,
@@ -87,7 +86,8 @@ export class EngineRun {
     this.log = options.log;
     this.#process = this.#spawn(plan);
     const { gate, released } = options;
-    this.#gpu = new GpuSeat(gate, plan.gpus, this.#clock, released);
+    const now = () => this.#clock.now();
+    this.#gpu = new GpuSeat(gate, plan.gpus, now, released);
     this.name = plan.name;
     this.host = plan.host;
     this.port = plan.port;
