@@ -210,7 +210,7 @@ Deno.test("the docs list the exit causes and the states from the tables the metr
     "../src/supervision/engine_detail.ts"
   );
   const { ENGINE_STATES } = await import(
-    "../src/supervision/restart_policy.ts"
+    "../src/supervision/engine_state.ts"
   );
   const supervision = await Deno.readTextFile(
     join(ROOT, "docs/supervision.md"),

@@ -1,6 +1,6 @@
 /**
  * The journal phase (issue 29): what the journal costs supervision. One
- * engine supervisor in this process runs a restart storm: a command card
+ * engine run in this process runs a restart storm: a command card
  * whose engine (`sh -c 'exit 3'`) exits at once, restarted after 1 ms
  * (`restartMaxDelayMs: 1`), every state change journaled to
  * `logs/events.jsonl` or not at all. Rounds alternate the two ways; each
@@ -48,13 +48,19 @@ async function storm(
     directory: root,
     apiKey: "",
     baseEnv: Deno.env.toObject(),
+    defaults: {
+      restart: "always",
+      failedRetryMs: 0,
+      drainTimeoutMs: 0,
+      stallTimeoutMs: 0,
+      canaryIntervalMs: 0,
+    },
   });
   let done: () => void = () => {};
   const finished = new Promise<void>((resolve) => done = resolve);
   const log = new EngineLog(plan.logFile);
-  const supervisor: EngineRun = new EngineRun(plan, {
+  const run: EngineRun = new EngineRun(plan, {
     log,
-    restart: "always",
     restartMaxDelayMs: 1,
     stableAfterMs: 60_000,
     livenessFailures: 0,
@@ -63,14 +69,14 @@ async function storm(
     startTimeoutMs: 0,
     journal,
     onChange() {
-      if ((supervisor?.detail().restarts ?? 0) >= PLAN.journalRestarts) done();
+      if ((run?.detail().restarts ?? 0) >= PLAN.journalRestarts) done();
     },
   });
   const began = performance.now();
-  supervisor.start();
+  run.start();
   await finished;
   const ms = performance.now() - began;
-  await supervisor.stop();
+  await run.stop();
   return ms;
 }
 

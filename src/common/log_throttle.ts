@@ -1,10 +1,5 @@
 import { log } from "./log.ts";
-
-/** Tests pass a clock they move by hand. */
-export interface Clock {
-  now(): number;
-  schedule(callback: () => void, ms: number): () => void;
-}
+import type { Clock } from "./sleep.ts";
 
 // Unref'd: a pending summary never delays an exit.
 const SYSTEM_CLOCK: Clock = Object.freeze({

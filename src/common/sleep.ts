@@ -55,3 +55,18 @@ export function abortAfter(
     },
   };
 }
+
+/** Time as an engine run and the log throttle see it: tests pass one they move by hand. */
+export interface Clock {
+  now(): number;
+  /** Calls `callback` after `ms`; the function returned cancels it. */
+  schedule(callback: () => void, ms: number): () => void;
+}
+
+export const REAL_CLOCK: Clock = Object.freeze({
+  now: Date.now,
+  schedule(callback: () => void, ms: number): () => void {
+    const id = setTimeout(callback, ms);
+    return () => clearTimeout(id);
+  },
+});

@@ -1,11 +1,13 @@
 // One engine as a plain value (`JSON.stringify` round-trips it), resolved once
-// from its card and handed from the launcher's plan to the spawn.
+// from its card and the launcher's settings, and handed from the launcher's
+// plan to the engine run and the spawn: no reader works a setting out again.
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
-import { SERVE_FLAGS } from "./kinds/engine_kind.ts";
+import { SERVE_FLAGS, type TrafficRule } from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
+import { trafficRule } from "./traffic.ts";
 
 /** Where an engine runs: what its plan is made from besides its card. */
 export interface EngineSite {
@@ -32,12 +34,43 @@ export interface EngineSite {
     /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
     readonly from: string;
   } | null;
-  /** When it starts again after it ended. @default {the card's restart, else "on-failure"} */
-  restart?: RestartPolicy;
+  /** The launcher's settings (ms; 0: off), which a card's own fields win over. @default {restart on failure; no retry, drain, stall rule or canary} */
+  defaults?: {
+    readonly restart: RestartPolicy;
+    readonly failedRetryMs: number;
+    readonly drainTimeoutMs: number;
+    readonly stallTimeoutMs: number;
+    readonly canaryIntervalMs: number;
+  };
 }
 
-/** One engine as it will run: checked, printable, comparable. */
-export interface EnginePlan extends Readonly<Required<EngineSite>> {
+/** The launcher's per-engine settings. */
+export type EngineDefaults = NonNullable<EngineSite["defaults"]>;
+
+/** Without the launcher's. */
+const OFF: EngineDefaults = {
+  restart: "on-failure",
+  failedRetryMs: 0,
+  drainTimeoutMs: 0,
+  stallTimeoutMs: 0,
+  canaryIntervalMs: 0,
+};
+
+/** One engine as it will run: checked, printable, comparable; each per-card setting resolved once (ms; 0: off). */
+export interface EnginePlan
+  extends Readonly<Required<Omit<EngineSite, "defaults">>> {
+  /** When it starts again after it ended: the card's, else the launcher's. */
+  readonly restart: RestartPolicy;
+  /** A `failed` engine is tried again after this long. */
+  readonly failedRetryMs: number;
+  /** What a planned stop drains it at most (none without `traffic`). */
+  readonly drainMs: number;
+  /** Requests running and no token counted this long: stalled. */
+  readonly stallMs: number;
+  /** Idle this long: a canary request. */
+  readonly canaryMs: number;
+  /** @ignore The launcher's own plumbing: where and how its traffic is read (the kind's rule, else the card's `metrics`); null: not at all. */
+  readonly traffic: TrafficRule | null;
   /** The catalogue name. */
   readonly name: string;
   /** The expanded card. */
@@ -70,6 +103,73 @@ export interface EnginePlan extends Readonly<Required<EngineSite>> {
  * ```
  */
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
+  const { defaults, ...where } = site;
+  const apiKey = site.apiKey ?? "";
+  return {
+    ...where,
+    name: card.name,
+    card,
+    logFile: `${site.directory}/logs/${card.name}.log`,
+    gpus: site.gpus ?? null,
+    share: site.share ?? null,
+    apiKey,
+    ...commandOf(card, { ...site, apiKey }),
+    env: { ...card.env, ...site.env },
+    memoryNeed: site.memoryNeed ?? null,
+    ...engineSettings(card, defaults ?? OFF),
+  };
+}
+
+/**
+ * The plan's command line resolved anew (the executable, local or hub
+ * weights, its key), its settings kept: a restart's and a retry's.
+ *
+ * @throws {EngineError} As {@linkcode planEngine}.
+ */
+export function replan(plan: EnginePlan): EnginePlan {
+  return { ...plan, ...commandOf(plan.card, plan) };
+}
+
+/**
+ * A reload's change that does not reach the engine: the new card's settings
+ * and `apiKey` (for its next start) over the running plan, no I/O.
+ */
+export function amendPlan(
+  plan: EnginePlan,
+  card: ModelCard,
+  apiKey: string,
+  defaults: EngineDefaults,
+): EnginePlan {
+  return { ...plan, card, apiKey, ...engineSettings(card, defaults) };
+}
+
+type EngineSettings = Pick<
+  EnginePlan,
+  "restart" | "failedRetryMs" | "drainMs" | "stallMs" | "canaryMs" | "traffic"
+>;
+
+/** "The card's value, else the launcher's", once for every setting. */
+export function engineSettings(
+  card: ModelCard,
+  launcher: EngineDefaults,
+): EngineSettings {
+  const traffic = trafficRule(card, ENGINE_KINDS[card.engine]!) ?? null;
+  const ms = (seconds: number | undefined, otherwise: number) =>
+    seconds === undefined ? otherwise : seconds * 1000;
+  return {
+    restart: card.restart ?? launcher.restart,
+    failedRetryMs: ms(card.failedRetry, launcher.failedRetryMs),
+    drainMs: ms(card.drainTimeout, launcher.drainTimeoutMs),
+    stallMs: ms(card.stallTimeout, launcher.stallTimeoutMs),
+    canaryMs: card.canary === false ? 0 : launcher.canaryIntervalMs,
+    traffic,
+  };
+}
+
+function commandOf(
+  card: ModelCard,
+  site: EngineSite & { apiKey: string },
+): { executable: string; args: readonly string[] } {
   const kind = ENGINE_KINDS[card.engine];
   if (!kind) {
     throw new EngineError(
@@ -98,28 +198,14 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
         : `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${executable}' is not on PATH (${kind.install}, or set the card's executable)`,
     );
   }
-  const apiKey = site.apiKey ?? "";
   const args = kind.argv({
     ...resolveModel(card, kind, site.directory),
     host: site.host,
     port: site.port,
-    apiKey,
+    apiKey: site.apiKey,
     card,
   });
-  return {
-    ...site,
-    name: card.name,
-    card,
-    logFile: `${site.directory}/logs/${card.name}.log`,
-    gpus: site.gpus ?? null,
-    share: site.share ?? null,
-    apiKey,
-    executable,
-    args,
-    env: { ...card.env, ...site.env },
-    memoryNeed: site.memoryNeed ?? null,
-    restart: site.restart ?? card.restart ?? "on-failure",
-  };
+  return { executable, args };
 }
 
 /**

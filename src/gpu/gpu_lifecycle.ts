@@ -1,7 +1,7 @@
 // The GPU lifecycle as the launcher composes it when some engine is placed on
 // GPUs: the start gate, and the memory each run holds, read once per health
-// round. Each engine run keeps its passage through the gate as plain data
-// (`GateFacts`) that the pure functions here keep.
+// round, sent to each run as an event. Each engine run keeps its passage
+// through the gate in a `GpuSeat`: plain data (`GateFacts`) derived anew.
 import { procStats } from "../engines/proc.ts";
 import {
   deviceOf,
@@ -9,10 +9,10 @@ import {
   type GpuSnapshot,
   usedOn,
 } from "./nvidia_smi.ts";
+import type { GpuMemoryNeed } from "./need.ts";
 import {
   GpuStartGate,
   type Released,
-  type StartRequest,
   type StartSlot,
   type WaitingFor,
   type WaitReason,
@@ -27,13 +27,19 @@ export interface GpuReading {
   readonly usedMiB: Readonly<Record<string, number>>;
 }
 
+/** What a round tells a run: the memory it holds now, null when unread. */
+export interface GpuMemoryEvent {
+  readonly kind: "gpu-memory";
+  readonly reading: GpuReading | null;
+}
+
 export interface GpuRun {
   readonly name: string;
   readonly state: string;
   readonly gpus: readonly string[] | null;
   readonly pgid: number | undefined;
   readonly gpuStartUsed: Readonly<Record<string, number>>;
-  observeGpuMemory(reading: GpuReading | null): void;
+  send(event: GpuMemoryEvent): void;
 }
 
 export interface GpuLifecycleOptions {
@@ -91,7 +97,7 @@ export class GpuLifecycle {
       const reading = snapshot && run.pgid !== undefined
         ? runMemory(snapshot, run.gpus!, run.pgid, groups, run.gpuStartUsed)
         : null;
-      run.observeGpuMemory(reading);
+      run.send({ kind: "gpu-memory", reading });
       if (!reading) continue;
       this.#now.set(run, reading);
       if (run.state === "ready") this.#awake.set(run, reading);
@@ -128,65 +134,159 @@ export function runMemory(
   return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
 }
 
-/** Takes a request through the gate: each hold to `held`, then the slot; null when the wait was aborted. */
-export async function passGate(
-  gate: GpuStartGate,
-  request: StartRequest,
-  held: (waiting: WaitingFor) => void,
-): Promise<StartSlot | null> {
-  try {
-    const ticket = gate.admit(request);
-    let step = await ticket.next();
-    for (; !step.done; step = await ticket.next()) held(step.value);
-    return step.value;
-  } catch {
-    return null; // aborted: the engine is stopping
+/**
+ * One engine run's passage through the gate and the memory it holds: plain
+ * facts, derived anew at each step; only its engine run's handlers call it.
+ * What the gate measures later (a load's end) goes back to the run as an
+ * event (`measured`), never written here.
+ */
+export class GpuSeat {
+  #facts: GateFacts = { since: 0, ms: {}, startUsed: {} };
+  readonly #gate: GpuStartGate | undefined;
+  /** Its devices where a gate holds them, else undefined: nothing here applies. */
+  readonly gated: readonly string[] | undefined;
+  readonly #now: () => number;
+  /** What the next start waits to see released: the replaced or the dead run's memory. */
+  #released: Released | undefined;
+
+  constructor(
+    gate: GpuStartGate | undefined,
+    devices: readonly string[] | null,
+    now: () => number,
+    released: Released | undefined,
+  ) {
+    this.#gate = gate;
+    this.gated = gate && devices?.length ? devices : undefined;
+    [this.#now, this.#released] = [now, released];
+  }
+
+  get facts(): GateFacts {
+    return this.#facts;
+  }
+
+  get loading(): boolean {
+    return this.#facts.slot !== undefined;
+  }
+
+  /** Notes what holds the start now (null: nothing): what held it before, and whether the reason or the devices changed. */
+  hold(
+    waiting: WaitingFor | null,
+  ): { was: WaitingFor | null; changed: boolean } {
+    const facts = this.#facts;
+    const was = facts.waiting ?? null;
+    const now = this.#now();
+    const ms = { ...facts.ms };
+    if (was) ms[was.reason] = (ms[was.reason] ?? 0) + now - facts.since;
+    this.#facts = { ...facts, ms, since: now, waiting };
+    const changed = was?.reason !== waiting?.reason ||
+      was?.devices.join() !== waiting?.devices.join();
+    return { was, changed };
+  }
+
+  /** Through the gate: each hold to `held`, then the slot; null when `signal` ended the wait. */
+  async pass(
+    name: string,
+    memory: GpuMemoryNeed | undefined,
+    signal: AbortSignal,
+    held: (waiting: WaitingFor) => void,
+  ): Promise<StartSlot | null> {
+    const [devices, released] = [this.gated!, this.#released];
+    try {
+      const ticket = this.#gate!.admit({
+        name,
+        devices,
+        memory,
+        released,
+        signal,
+      });
+      let step = await ticket.next();
+      for (; !step.done; step = await ticket.next()) held(step.value);
+      return step.value;
+    } catch {
+      return null; // aborted: the engine is stopping
+    }
+  }
+
+  seat(slot: StartSlot): void {
+    this.#facts = { ...this.#facts, slot, startUsed: slot.usedMiB };
+  }
+
+  spawned(pgid: number | undefined): void {
+    if (this.gated) this.#gate!.changed(this.gated);
+    this.#facts = { ...this.#facts, pgid, memory: null, settled: null };
+  }
+
+  /** The load is over: the slot goes back; `served` (a first 200): `measured` gets the devices' use the gate reads at its end. */
+  release(
+    served: boolean,
+    measured: (pgid: number, used: Readonly<Record<string, number>>) => void,
+  ): void {
+    if (this.gated) this.#gate!.changed(this.gated);
+    const { slot, pgid } = this.#facts;
+    this.#facts = { ...this.#facts, slot: undefined };
+    slot?.release();
+    if (served && pgid !== undefined) {
+      void slot?.loadEnd?.then((used) => measured(pgid, used));
+    }
+  }
+
+  loadEnd(pgid: number, used: Readonly<Record<string, number>>): void {
+    this.#facts = { ...this.#facts, loadEnd: { pgid, used } };
+  }
+
+  /** A round's reading, charged (below); `settled` once the load is over. */
+  reading(reading: GpuReading | null): void {
+    const memory = chargedLoad(reading, this.#facts);
+    const settled = memory && !this.#facts.slot ? { settled: memory } : {};
+    this.#facts = { ...this.#facts, memory, ...settled };
+  }
+
+  exited(): void {
+    this.#facts = { ...this.#facts, memory: null };
+  }
+
+  /** What the ended run held is what its restart waits to see released. */
+  restarting(): void {
+    this.#released = this.released();
+  }
+
+  released(): Released | undefined {
+    return this.gated ? releasedBy(this.#facts) : undefined;
+  }
+
+  waitSeconds(): Partial<Record<WaitReason, number>> {
+    const { ms, waiting, since } = this.#facts;
+    const out: Partial<Record<WaitReason, number>> = Object.fromEntries(
+      Object.entries(ms).map(([reason, ms]) => [reason, ms / 1000]),
+    );
+    const current = waiting?.reason;
+    if (current !== undefined) {
+      out[current] = (out[current] ?? 0) + (this.#now() - since) / 1000;
+    }
+    return out;
+  }
+
+  /** Waits while a neighbour loads on its devices (vLLM profiles device-wide free memory). */
+  quiet(name: string, why: string, signal: AbortSignal): Promise<void> {
+    return Promise.resolve(
+      this.#gate?.quiet(this.gated ?? [], name, why, signal),
+    );
   }
 }
 
+/** One run's passage through the gate and its memory, as plain data. */
 export interface GateFacts {
-  waiting?: WaitingFor | null;
-  since: number;
-  ms: Partial<Record<WaitReason, number>>;
-  slot?: StartSlot | undefined;
-  startUsed: Readonly<Record<string, number>>;
+  readonly waiting?: WaitingFor | null;
+  readonly since: number;
+  readonly ms: Readonly<Partial<Record<WaitReason, number>>>;
+  readonly slot?: StartSlot | undefined;
+  readonly startUsed: Readonly<Record<string, number>>;
   /** Each device's used MiB where run `pgid`'s load ended (it served): device attribution stops there. */
-  loadEnd?: { pgid: number; used: Readonly<Record<string, number>> };
-  pgid?: number | undefined;
-  memory?: GpuReading | null;
+  readonly loadEnd?: { pgid: number; used: Readonly<Record<string, number>> };
+  readonly pgid?: number | undefined;
+  readonly memory?: GpuReading | null;
   /** The last reading after the load ended: what a restart waits to see released. */
-  settled?: GpuReading | null;
-}
-
-/** Notes what holds the start now (null: nothing); true when the reason or the devices changed. */
-export function noteWait(
-  facts: GateFacts,
-  waiting: WaitingFor | null,
-  now: number = Date.now(),
-): boolean {
-  const before = facts.waiting;
-  if (before) {
-    facts.ms[before.reason] = (facts.ms[before.reason] ?? 0) + now -
-      facts.since;
-  }
-  facts.since = now;
-  facts.waiting = waiting;
-  return before?.reason !== waiting?.reason ||
-    before?.devices.join() !== waiting?.devices.join();
-}
-
-export function waitSeconds(
-  facts: GateFacts,
-  now: number = Date.now(),
-): Partial<Record<WaitReason, number>> {
-  const out: Partial<Record<WaitReason, number>> = Object.fromEntries(
-    Object.entries(facts.ms).map(([reason, ms]) => [reason, ms / 1000]),
-  );
-  const current = facts.waiting?.reason;
-  if (current !== undefined) {
-    out[current] = (out[current] ?? 0) + (now - facts.since) / 1000;
-  }
-  return out;
+  readonly settled?: GpuReading | null;
 }
 
 export function releasedBy(facts: GateFacts): Released {
@@ -200,17 +300,6 @@ export function releasedBy(facts: GateFacts): Released {
   const pids = new Set(settled?.pids ?? []);
   if (pgid !== undefined) pids.add(pgid);
   return { devices, pids: [...pids], byPid: settled?.by === "pid" };
-}
-
-/** The load is over: the slot goes back; a run that `served` is charged by device what its load took. */
-export function endLoad(facts: GateFacts, served: boolean): void {
-  const slot = facts.slot;
-  facts.slot = undefined;
-  slot?.release();
-  const pgid = facts.pgid;
-  void slot?.loadEnd?.then((used) => {
-    if (served && pgid !== undefined) facts.loadEnd = { pgid, used };
-  });
 }
 
 /**

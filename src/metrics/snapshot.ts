@@ -1,5 +1,5 @@
 /**
- * Folder `metrics/`: the metrics file, a snapshot of the supervisors, its
+ * Folder `metrics/`: the metrics file, a snapshot of the engine runs, its
  * text rendering (pure) and the atomic file writer. It knows nothing of HTTP
  * routes or of how engines are started.
  *
@@ -24,7 +24,7 @@ interface LauncherFacts
 
 export function metricsSnapshot(
   launcher: LauncherFacts,
-  supervisors: readonly EngineRun[],
+  runs: readonly EngineRun[],
 ): MetricsSnapshot {
   const production = !launcher.stance.devMode;
   return {
@@ -36,7 +36,7 @@ export function metricsSnapshot(
       startTimeSeconds: launcher.startedAt / 1000,
       startWarnings: launcher.startWarnings,
     },
-    engines: supervisors.map((s) => {
+    engines: runs.map((s) => {
       const run = s.process;
       return {
         ...s.detail(),

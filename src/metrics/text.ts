@@ -1,12 +1,12 @@
 // The metrics as Prometheus text exposition format 0.0.4, from a plain
 // snapshot. Pure.
-import { ENGINE_STATES } from "../supervision/restart_policy.ts";
+import { ENGINE_STATES } from "../supervision/engine_state.ts";
 import { WAIT_REASONS } from "../gpu/start_gate.ts";
 import {
   type EngineDetail,
   EXIT_CAUSES,
 } from "../supervision/engine_detail.ts";
-import type { EngineCounts } from "../supervision/engine_run.ts";
+import type { EngineCounts } from "../supervision/engine_run_options.ts";
 import {
   AUTH_FAILURE_REASONS,
   type AuthFailureReason,

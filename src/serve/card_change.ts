@@ -1,17 +1,22 @@
 /**
- * What a reload does to each engine, a pure function of its old and new
- * expanded cards: a field that reaches the engine means a restart.
+ * What a plan does to each engine, the one place it is decided: a pure
+ * function of what runs (its plan, whether it failed) and the new expanded
+ * card. A field that reaches the engine means a restart; a failed engine is
+ * retried whatever its card (the fix may be under models/).
  *
  * @module
  */
 import { isDeepStrictEqual } from "node:util";
 import type { ModelCard } from "../catalogue.ts";
 
-/** What happens to one engine on a reload. */
+/** What happens to one engine's card on a reload. */
 export type CardChange = "restart" | "amend" | "same";
 
-/** The engines of a reload, by what happens to them, each in request order. */
-export type ReloadDiff = Record<CardChange, string[]>;
+/** What happens to one engine: `start` when none runs, `retry` a failed one. */
+export type EngineChange = "start" | CardChange | "retry";
+
+/** The engines of a plan, by what happens to them, each in request order. */
+export type EngineChanges = Record<EngineChange, string[]>;
 
 /**
  * Fields that never reach the engine process. Any other field does, one added
@@ -41,22 +46,47 @@ export function cardChange(before: ModelCard, after: ModelCard): CardChange {
   return changed.length > 0 ? "amend" : "same";
 }
 
-/** @throws {RangeError} When the lists do not name the same engines in order. */
-export function diffCards(
-  before: readonly ModelCard[],
-  after: readonly ModelCard[],
-): ReloadDiff {
-  const diff: ReloadDiff = { restart: [], amend: [], same: [] };
-  const names = (cards: readonly ModelCard[]) => cards.map((c) => c.name);
-  if (!isDeepStrictEqual(names(before), names(after))) {
+/**
+ * `running`: each engine's card as it runs (none: a start), `failed` the
+ * names of those that failed.
+ *
+ * @throws {RangeError} When the lists do not name the same engines in order.
+ */
+export function engineChanges(
+  running: readonly { readonly card: ModelCard }[] | undefined,
+  cards: readonly ModelCard[],
+  failed: readonly string[] = [],
+): EngineChanges {
+  const changes: EngineChanges = {
+    start: [],
+    restart: [],
+    amend: [],
+    same: [],
+    retry: [],
+  };
+  if (!running) {
+    changes.start = cards.map((card) => card.name);
+    return changes;
+  }
+  const names = (cards: readonly { card: ModelCard }[]) =>
+    cards.map(({ card }) => card.name);
+  const after = cards.map((card) => ({ card }));
+  if (!isDeepStrictEqual(names(running), names(after))) {
     throw new RangeError(
-      `Cannot compare the cards: [${names(before).join(", ")}] and [${
+      `Cannot compare the cards: [${names(running).join(", ")}] and [${
         names(after).join(", ")
       }] (expected the same engines)`,
     );
   }
-  before.forEach((card, i) => {
-    diff[cardChange(card, after[i]!)].push(card.name);
+  running.forEach(({ card }, i) => {
+    const change = cardChange(card, cards[i]!);
+    const retried = change !== "restart" && failed.includes(card.name);
+    changes[retried ? "retry" : change].push(card.name);
   });
-  return diff;
+  return changes;
+}
+
+/** The engines a plan resolves and places anew (a retry keeps its devices). */
+export function renewed(changes: EngineChanges): ReadonlySet<string> {
+  return new Set([...changes.start, ...changes.restart]);
 }

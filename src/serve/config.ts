@@ -16,6 +16,7 @@ import {
   MAX_PORT,
   readEnvironment,
 } from "../common/settings.ts";
+import type { EngineDefaults } from "../engines/engine_plan.ts";
 import { inheritedEnv } from "../engines/launch.ts";
 import {
   DEFAULT_LOG_KEEP,
@@ -136,6 +137,19 @@ export type Config = Readonly<
     idpIssuer: string;
   }
 >;
+
+/** The launcher's per-engine settings, which each plan resolves under its card's. */
+export function engineDefaults(config: Config): EngineDefaults {
+  const { restart, failedRetryMs, drainTimeoutMs } = config;
+  const { stallTimeoutMs, canaryIntervalMs } = config;
+  return {
+    restart,
+    failedRetryMs,
+    drainTimeoutMs,
+    stallTimeoutMs,
+    canaryIntervalMs,
+  };
+}
 
 /**
  * @throws {UsageError} Without a model, or when a given port leaves no room for the engines.

@@ -4,13 +4,12 @@
  *
  * @module
  */
-import { diffCards, type ReloadDiff } from "./card_change.ts";
+import { type EngineChanges, engineChanges } from "./card_change.ts";
 import type { Plan } from "./plan.ts";
 import type { TlsPair } from "./facts.ts";
 
-export interface Changes extends ReloadDiff {
-  /** Engines that do not run yet (a start: every one). */
-  start: string[];
+/** Each engine by what happens to it (a start: every one `start`), and the launcher's own changes. */
+export interface Changes extends EngineChanges {
   /** The new TLS pair, when its files changed. */
   tls?: TlsPair;
   secret: boolean;
@@ -18,11 +17,13 @@ export interface Changes extends ReloadDiff {
   catalogue: { added: string[]; removed: string[] };
 }
 
-/** What changes from the running plan `a` (none: a start) to `b`. */
-export function diff(a: Plan | undefined, b: Plan): Changes {
-  const cards = a
-    ? diffCards(a.engines.map((e) => e.card), b.engines.map((e) => e.card))
-    : { restart: [], amend: [], same: [] };
+/** What changes from the running plan `a` (none: a start; `failed`: its engines that failed) to `b`. */
+export function diff(
+  a: Plan | undefined,
+  b: Plan,
+  failed: readonly string[] = [],
+): Changes {
+  const cards = engineChanges(a?.engines, b.engines.map((e) => e.card), failed);
   const before = new Set(a?.catalogue ?? []);
   const after = new Set(b.catalogue);
   const tls = a?.tls && b.tls &&
@@ -30,7 +31,6 @@ export function diff(a: Plan | undefined, b: Plan): Changes {
     ? b.tls
     : undefined;
   return {
-    start: a ? [] : b.engines.map((e) => e.name),
     ...cards,
     ...tls ? { tls } : {},
     secret: a !== undefined && !a.devMode && a.idpSecret !== b.idpSecret,
@@ -130,18 +130,18 @@ export function reloadSummary(
   return `reload: ${parts.join(", ")}`;
 }
 
-/** What a reload begun at `began` (`performance.now()`) applying `changes` did; `retried`: failed engines restarted whatever their card. */
+/** What a reload begun at `began` (`performance.now()`) applying `changes` did. */
 export function reloadResult(
   changes: Changes,
-  { retried, failed }: Pick<ReloadResult, "failed"> & { retried: string[] },
+  failed: ReloadResult["failed"],
   warnings: readonly string[],
   began: number,
 ): ReloadResult {
   const result = {
     ok: true,
-    restarted: [...changes.restart, ...retried],
-    changed: changes.amend.filter((name) => !retried.includes(name)),
-    unchanged: changes.same.filter((name) => !retried.includes(name)),
+    restarted: [...changes.restart, ...changes.retry],
+    changed: changes.amend,
+    unchanged: changes.same,
     failed,
     catalogue: changes.catalogue,
     ...changes.tls ? { tlsSerial: changes.tls.serial } : {},

@@ -10,7 +10,11 @@ import { type ModelCard, Registry } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
 import { checkDirectory, ROOT_SUBDIRECTORIES } from "../common/settings.ts";
 import { SSLConfig } from "../web.ts";
-import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
+import {
+  amendPlan,
+  type EnginePlan,
+  planEngine,
+} from "../engines/engine_plan.ts";
 import { type LocalWeights, localWeights } from "../engines/launch.ts";
 import { checkPortFree, portHolders } from "../engines/ports.ts";
 import { detectGpuPool } from "../gpu/detect.ts";
@@ -18,8 +22,8 @@ import type { GpuMonitor, GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
 import { type GpuDetection, readsIntegerDevices } from "../gpu/placement.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
-import type { Config } from "./config.ts";
-import { cardChange } from "./card_change.ts";
+import { type Config, engineDefaults } from "./config.ts";
+import { engineChanges, renewed } from "./card_change.ts";
 
 /** The TLS pair under `<directory>/ssl/`, as plain data. */
 export type TlsPair = Pick<SSLConfig, "cert" | "key" | "certFile" | "serial">;
@@ -38,8 +42,10 @@ export interface Facts {
   readonly catalogue: Registry;
   /** The requested cards, expanded, in request order. */
   readonly cards: readonly ModelCard[];
-  /** Each resolved engine without its placement, or why it cannot run. */
+  /** Each engine without a new placement, or why it cannot run: resolved anew, else the running one amended. */
   readonly engines: Readonly<Record<string, EnginePlan | Error>>;
+  /** The engines resolved and placed anew: a start's all, a reload's new or changed ones. */
+  readonly fresh: ReadonlySet<string>;
   readonly weights: Readonly<Record<string, LocalWeights>>;
   /** Undefined for a reload, as `survey` (it keeps its own). */
   readonly detection: GpuDetection | undefined;
@@ -50,9 +56,10 @@ export interface Facts {
 }
 
 export interface GatherOptions {
-  /** A reload's running plan: only the engines whose card changed are resolved. */
+  /** A reload's engines as they run (those `failed` among them): only the changed ones are resolved anew. */
   readonly running?: {
     readonly engines: readonly EnginePlan[];
+    readonly failed?: readonly string[];
     readonly devMode: boolean;
   };
   /** Ask `nvidia-smi` whatever the cards (a dry run), at once. */
@@ -99,10 +106,10 @@ export async function gather(
       }
       cards.push(card);
     }
-    const fresh = cards.filter((card, i) => {
-      const was = running?.engines[i]?.card;
-      return !was || cardChange(was, card) === "restart";
-    });
+    const renew = renewed(
+      engineChanges(running?.engines, cards, running?.failed),
+    );
+    const fresh = cards.filter((card) => renew.has(card.name));
     // By `stat` alone: a weight file is never opened.
     const weights = Object.fromEntries(
       fresh.map((card) => [card.name, localWeights(card, directory)]),
@@ -115,21 +122,25 @@ export async function gather(
     });
     const answered = await look;
     const engines: Record<string, EnginePlan | Error> = {};
-    for (const card of fresh) {
+    const defaults = engineDefaults(config);
+    cards.forEach((card, i) => {
+      const was = running?.engines[i];
       try {
-        engines[card.name] = planEngine(card, {
-          host: config.host,
-          port: config.port + cards.indexOf(card) + 1,
-          directory,
-          apiKey: config.engineKey,
-          baseEnv: config.engineEnv,
-          memoryNeed: gpuMemoryNeed(card) ?? null,
-          restart: card.restart ?? config.restart,
-        });
+        engines[card.name] = was && !renew.has(card.name)
+          ? amendPlan(was, card, config.engineKey, defaults)
+          : planEngine(card, {
+            host: config.host,
+            port: config.port + i + 1,
+            directory,
+            apiKey: config.engineKey,
+            baseEnv: config.engineEnv,
+            memoryNeed: gpuMemoryNeed(card) ?? null,
+            defaults,
+          });
       } catch (error) {
         engines[card.name] = error as Error;
       }
-    }
+    });
     const tls = await SSLConfig.fromDirectory(directory, {
       devMode: running?.devMode ?? config.devMode,
       keyLogFile: config.env.SSLKEYLOGFILE,
@@ -142,6 +153,7 @@ export async function gather(
       catalogue,
       cards,
       engines,
+      fresh: renew,
       weights,
       detection,
       snapshot: answered?.ok ? answered.snapshot : undefined,

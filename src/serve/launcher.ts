@@ -11,7 +11,7 @@ import {
 } from "../http/handler.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
-import { type EnginePlan, planEngine } from "../engines/engine_plan.ts";
+import { type EnginePlan, replan } from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
 import { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
@@ -55,7 +55,7 @@ import type { ReloadMetrics } from "../metrics/text.ts";
 /** What runs: the plan in force and the objects that apply it. */
 interface Live {
   plan: Plan;
-  supervisors: EngineRun[];
+  runs: EngineRun[];
   records: EngineRecords;
   journal: Journal;
   gpu: GpuLifecycle | undefined;
@@ -147,25 +147,32 @@ export class Semioserve implements AsyncDisposable {
 
   /** Each model's current engine run, in request order. */
   get engines(): readonly ServerProcess[] {
-    return (this.#live?.supervisors ?? []).map((s) => s.process);
+    return (this.#live?.runs ?? []).map((run) => run.process);
   }
 
   /** Each model's engine as `GET /models?detail=1` shows it, a snapshot. */
   engineViews(): readonly EngineView[] {
-    return (this.#live?.supervisors ?? []).map(engineView);
+    return (this.#live?.runs ?? []).map(engineView);
   }
 
+  /** `running`: a reload's plan in force, its engines as they run. */
   async #plan(
-    options: GatherOptions,
+    options: Omit<GatherOptions, "running">,
     config = this.#config,
+    running?: { plan: Plan; failed: readonly string[] },
   ): Promise<{ facts: Facts; plan: Plan }> {
-    const facts = await gather(config, this.#gpus, options);
-    return { facts, plan: plan(config, facts, options.running as Plan) };
+    const facts = await gather(config, this.#gpus, {
+      ...options,
+      ...running
+        ? { running: { ...running.plan, failed: running.failed } }
+        : {},
+    });
+    return { facts, plan: plan(config, facts, running?.plan) };
   }
 
   /**
    * Plans the start (every check), stops what a killed launcher left running
-   * and builds the engines' supervisors. Starts nothing.
+   * and builds the engines' runs. Starts nothing.
    *
    * @throws {AssertionError | KeyError | ConfigError | CatalogueError | EngineError | SSLConfigError} The first refusal.
    */
@@ -177,7 +184,7 @@ export class Semioserve implements AsyncDisposable {
     const records = new EngineRecords(plan.directory);
     // A killed launcher's engines go first, so their ports are free again.
     await records.reap(facts.survey!, config.graceMs);
-    const supervisors: EngineRun[] = [];
+    const runs: EngineRun[] = [];
     const parts = {
       records,
       journal: new Journal(journalPath(plan.directory), {
@@ -188,20 +195,20 @@ export class Semioserve implements AsyncDisposable {
         ? new GpuLifecycle({
           intervalMs: config.healthIntervalMs,
           releaseTimeoutMs: config.gpuReleaseTimeoutMs,
-          runs: () => supervisors,
+          runs: () => runs,
           monitor: this.#gpus,
         })
         : undefined,
     };
     // Before the handler: it counts the engines once.
-    supervisors.push(...plan.engines.map((e) => this.#engineRun(e, parts)));
+    runs.push(...plan.engines.map((e) => this.#engineRun(e, parts)));
     const stance = OpsStance.resolve({
       dev_mode: plan.devMode,
       secret: plan.idpSecret,
       issuer: plan.idpIssuer,
     });
     const state: ManagementState = {
-      engines: supervisors,
+      engines: runs,
       catalogue: plan.catalogue,
       pollTimeoutMs: config.pollTimeoutMs,
     };
@@ -209,14 +216,14 @@ export class Semioserve implements AsyncDisposable {
     this.#live = {
       ...parts,
       plan,
-      supervisors,
+      runs,
       stance,
       state,
       handler: withSecurityHeaders(app, { https: plan.tls !== undefined }),
     };
   }
 
-  /** The replacement of `old` keeps its log and waits for its GPU memory to be `released`. */
+  /** Builds every engine run, a start's and a reload's: the replacement of `old` keeps its log and waits for its GPU memory to be `released`. */
   #engineRun(
     plan: EnginePlan,
     { records, journal, gpu }: Pick<Live, "records" | "journal" | "gpu">,
@@ -225,7 +232,6 @@ export class Semioserve implements AsyncDisposable {
   ): EngineRun {
     const o = this.#config;
     return new EngineRun(plan, {
-      ...o,
       log: old?.log ??
         new EngineLog(plan.logFile, {
           maxBytes: o.logMaxBytes,
@@ -234,22 +240,22 @@ export class Semioserve implements AsyncDisposable {
       records,
       journal,
       onChange: () => this.#writeMetrics?.(),
-      ...old ? { released } : {},
-      ...gpu
-        ? {
-          gate: gpu.gate,
-          memoryNeed: plan.memoryNeed ?? undefined,
-          loadPollMs: Math.min(1_000, o.healthIntervalMs),
-        }
-        : {},
-      serving: o,
+      released: old ? released : undefined,
+      gate: gpu?.gate,
+      restartMaxDelayMs: o.restartMaxDelayMs,
+      stableAfterMs: o.stableAfterMs,
+      livenessFailures: o.livenessFailures,
+      graceMs: o.graceMs,
+      startTimeoutMs: o.startTimeoutMs,
+      loadPollMs: Math.min(1_000, o.healthIntervalMs),
+      canaryTimeoutMs: o.canaryTimeoutMs,
     });
   }
 
   async #replace(index: number, plan: EnginePlan): Promise<void> {
     const live = this.#live!;
-    const { supervisors, gpu, watchdog } = live;
-    const old = supervisors[index]!;
+    const { runs, gpu, watchdog } = live;
+    const old = runs[index]!;
     // Before the launcher stops an engine itself: a neighbour's release mid-load aborts or mis-sizes vLLM's profiling.
     await gpu?.gate.quiet(
       old.gpus ?? [],
@@ -264,7 +270,7 @@ export class Semioserve implements AsyncDisposable {
     }
     const fresh = this.#engineRun(plan, live, old, released);
     fresh.inherit(old);
-    supervisors[index] = fresh;
+    runs[index] = fresh;
     this.#writeMetrics?.();
     fresh.start(watchdog);
   }
@@ -320,21 +326,23 @@ export class Semioserve implements AsyncDisposable {
     try {
       const config = withSecretsReread(this.#config);
       const running = {
-        ...live.plan,
-        engines: live.supervisors.map((s) => s.plan),
+        plan: { ...live.plan, engines: live.runs.map((run) => run.plan) },
+        failed: live.runs.filter((run) => run.state === "failed")
+          .map((run) => run.name),
       };
       using deadline = reloadDeadline(this.#stopping.signal);
       const { facts, plan } = await this.#plan(
-        { running, signal: deadline.signal },
+        { signal: deadline.signal },
         config,
+        running,
       );
-      const fresh = facts.cards.filter((card) => card.name in facts.engines);
+      const fresh = facts.cards.filter((card) => facts.fresh.has(card.name));
       const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
       for (const warning of warnings) log.warn(warning);
-      const changes = diff(running, plan);
-      const applied = await this.#apply(changes, plan);
+      const changes = diff(running.plan, plan, running.failed);
+      const failed = await this.#apply(changes, plan);
       this.#config = config;
-      done = reloadResult(changes, applied, warnings, began);
+      done = reloadResult(changes, failed, warnings, began);
     } catch (error) {
       done = refusedReload(oneLine(error), performance.now() - began);
     }
@@ -352,11 +360,11 @@ export class Semioserve implements AsyncDisposable {
     return done;
   }
 
-  /** A failed engine restarts whatever its card: the fix may be under models/. */
+  /** Each engine as the difference says; a retry resolves its command line anew, as a restart does. */
   async #apply(
     changes: Changes,
     next: Plan,
-  ): Promise<{ retried: string[]; failed: { name: string; error: string }[] }> {
+  ): Promise<{ name: string; error: string }[]> {
     const live = this.#live!;
     // First: the one step that can still be refused, before anything changed.
     const { tls } = changes;
@@ -364,36 +372,24 @@ export class Semioserve implements AsyncDisposable {
     if (changes.secret) live.stance.auth.rotateSecret(next.idpSecret);
     live.state.catalogue = next.catalogue;
     live.plan = next;
-    const { supervisors, watchdog } = live;
-    const { start, amend } = changes;
-    const retried = supervisors.filter((s) =>
-      !start.includes(s.name) && s.state === "failed" &&
-      !changes.restart.includes(s.name)
-    ).map((s) => s.name);
-    const restart = [...changes.restart, ...retried];
-    const key = changes.engineKey ? { apiKey: next.engineKey } : {};
+    const { runs, watchdog } = live;
+    const { start, amend, retry } = changes;
     const failed: { name: string; error: string }[] = [];
-    await Promise.all(supervisors.map(async (s, i) => {
+    await Promise.all(runs.map(async (run, i) => {
       const engine = next.engines[i]!;
-      if (start.includes(engine.name)) return s.start(watchdog);
-      if (!restart.includes(engine.name)) {
-        if (amend.includes(engine.name) || changes.engineKey) {
-          s.amend(engine.card, key);
-        }
+      const { name } = engine;
+      if (start.includes(name)) return run.start(watchdog);
+      if (amend.includes(name) || changes.same.includes(name)) {
+        if (amend.includes(name) || changes.engineKey) run.amend(engine);
         return;
       }
       try {
-        await this.#replace(
-          i,
-          retried.includes(engine.name)
-            ? planEngine(engine.card, { ...engine, ...key })
-            : engine,
-        );
+        await this.#replace(i, retry.includes(name) ? replan(engine) : engine);
       } catch (error) {
-        failed.push({ name: engine.name, error: oneLine(error) });
+        failed.push({ name, error: oneLine(error) });
       }
     }));
-    return { retried, failed };
+    return failed;
   }
 
   async #run(): Promise<void> {
@@ -412,7 +408,7 @@ export class Semioserve implements AsyncDisposable {
 
   async #serve(signals: SignalListeners): Promise<void> {
     const live = this.#live!;
-    const { plan, supervisors, stance, journal, gpu } = live;
+    const { plan, runs, stance, journal, gpu } = live;
     const o = this.#config;
     const startedAt = Date.now();
     const openFiles = await reportOpenFiles();
@@ -426,8 +422,8 @@ export class Semioserve implements AsyncDisposable {
       ["SIGTERM", "SIGINT"],
       onShutdownSignal(
         () => this.#shutdown.resolve(),
-        () => supervisors.forEach((s) => s.kill()),
-        () => supervisors.map((s) => s.hurry()).includes(true),
+        () => runs.forEach((run) => run.kill()),
+        () => runs.map((run) => run.hurry()).includes(true),
         log.warn,
       ),
     );
@@ -445,8 +441,8 @@ export class Semioserve implements AsyncDisposable {
       reloads: this.#reloadCounts,
     };
     const writeMetrics = this.#writeMetrics = () =>
-      metrics.update(metricsSnapshot(launcher, supervisors));
-    const healthLoop = new HealthLoop(supervisors, {
+      metrics.update(metricsSnapshot(launcher, runs));
+    const healthLoop = new HealthLoop(runs, {
       intervalMs: o.healthIntervalMs,
       timeoutMs: o.pollTimeoutMs,
       onRound: gpu
@@ -459,8 +455,8 @@ export class Semioserve implements AsyncDisposable {
       journal.record({
         model: null,
         event: "started",
-        detail: `${supervisors.length} engine(s): ${
-          supervisors.map((s) => s.name).join(", ")
+        detail: `${runs.length} engine(s): ${
+          runs.map((run) => run.name).join(", ")
         }`,
       });
       await this.#apply(diff(undefined, plan), plan);
@@ -481,7 +477,7 @@ export class Semioserve implements AsyncDisposable {
           log.info(
             `listening on ${this.#url.origin} (${
               tls ? `TLS, ${tls.certFile}` : "plain HTTP"
-            }) with ${supervisors.length} engine(s)`,
+            }) with ${runs.length} engine(s)`,
           );
           o.onListen?.(this.#url);
         },
@@ -490,14 +486,14 @@ export class Semioserve implements AsyncDisposable {
       await this.#shutdown.promise;
     } finally {
       log.info("shutting down: stopping engines");
-      const draining = drainLine(supervisors, o);
+      const draining = drainLine(runs, o);
       if (draining) log.info(draining);
       journal.record({ model: null, event: "stopping" });
       // A reload under way finishes first (its read ends now): no engine starts after the others stopped.
       this.#stopping.abort(STOPPING);
       await this.#reloads.close();
       await healthLoop.stop();
-      await Promise.all(supervisors.map((s) => s.stop(o.graceMs)));
+      await Promise.all(runs.map((run) => run.stop(o.graceMs)));
       journal.record({ model: null, event: "stopped" });
       await journal.close();
       this.#writeMetrics = undefined;
@@ -522,10 +518,10 @@ export class Semioserve implements AsyncDisposable {
 }
 
 /** `stopping: draining 2 engines (up to 30 s); a second signal stops at once`, or null when none will drain. */
-function drainLine(engines: readonly EngineRun[], o: Config): string | null {
-  const ms = engines.flatMap((s) => {
-    const ms = DRAINS_FROM.includes(s.state) || s.state === "draining"
-      ? plannedDrainMs(s.card, o.drainTimeoutMs)
+function drainLine(runs: readonly EngineRun[], o: Config): string | null {
+  const ms = runs.flatMap((run) => {
+    const ms = DRAINS_FROM.includes(run.state) || run.state === "draining"
+      ? plannedDrainMs(run.plan)
       : 0;
     return ms > 0 ? [ms] : [];
   });

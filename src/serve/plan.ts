@@ -47,21 +47,16 @@ export interface Plan {
  * @throws {GpuPlacementError | EngineError | ConfigError | SSLConfigError} The first refusal.
  */
 export function plan(config: Config, facts: Facts, running?: Plan): Plan {
-  const { cards } = facts;
-  const fresh = cards.filter((card) => card.name in facts.engines);
+  const { cards, fresh } = facts;
   const placement = running
-    ? replacePlacement(
-      running.placement,
-      cards,
-      new Set(fresh.map((c) => c.name)),
-    )
+    ? replacePlacement(running.placement, cards, fresh)
     : placeEngines(
       cards,
       facts.detection!,
       facts.snapshot,
       config.env.CUDA_DEVICE_ORDER,
     );
-  const engines = cards.map((card, i): EnginePlan => {
+  const engines = cards.map((card): EnginePlan => {
     // Every card, a running one too: a reload's key reaches it at its next start.
     const split = keySplit(card, config.engineKey);
     if (split) {
@@ -71,9 +66,9 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
         } for ${card.name}: the key ${split}`,
       );
     }
-    const resolved = facts.engines[card.name];
-    if (resolved === undefined) return { ...running!.engines[i]!, card };
+    const resolved = facts.engines[card.name]!;
     if (resolved instanceof Error) throw resolved;
+    if (!fresh.has(card.name)) return resolved;
     const gpus = devicesOf(placement, card);
     const need = placement.assigned[card.name]?.need;
     return {
@@ -120,7 +115,11 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     idpSecret: config.idpSecret,
     idpIssuer: config.idpIssuer,
     engineKey: config.engineKey,
-    warnings: cardWarnings(fresh, facts, placement),
+    warnings: cardWarnings(
+      cards.filter((card) => fresh.has(card.name)),
+      facts,
+      placement,
+    ),
   };
 }
 

@@ -6,7 +6,6 @@
 // waits for the running and waiting gauges to read 0, which steady traffic may
 // never give. Where SIGTERM itself drains (the kind's `termDrain`: vLLM with
 // `--shutdown-timeout`) it is sent at once and the drain ends at the exit.
-import type { ModelCard } from "../catalogue.ts";
 import { sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
@@ -16,10 +15,10 @@ import {
   readEngineRequests,
   readEngineTraffic,
 } from "../engines/metrics_read.ts";
-import { type TrafficReading, trafficRule } from "../engines/traffic.ts";
+import type { TrafficReading } from "../engines/traffic.ts";
 import type { EngineDetail } from "./engine_detail.ts";
 import type { JournalEvent } from "./journal.ts";
-import type { EngineState } from "./restart_policy.ts";
+import type { EngineState } from "./engine_state.ts";
 
 /** The states a stop drains from: each has served (the state lags a round: a request may have just woken a sleeping engine). */
 export const DRAINS_FROM: readonly EngineState[] = [
@@ -51,18 +50,9 @@ interface DrainEnd {
   readonly drain: NonNullable<JournalEvent["drain"]>;
 }
 
-/** A card's `drain_timeout`, else the launcher's; 0: none. */
-export function drainMs(card: ModelCard, launcherMs: number): number {
-  return card.drainTimeout === undefined
-    ? launcherMs
-    : card.drainTimeout * 1000;
-}
-
-/** What a stop now would drain a ready engine of this card at most: 0 without a traffic reading. */
-export function plannedDrainMs(card: ModelCard, launcherMs: number): number {
-  return trafficRule(card, ENGINE_KINDS[card.engine]!)
-    ? drainMs(card, launcherMs)
-    : 0;
+/** What a stop now would drain a ready engine of this plan at most: 0 without a traffic reading. */
+export function plannedDrainMs(plan: EnginePlan): number {
+  return plan.traffic ? plan.drainMs : 0;
 }
 
 function inFlight(r: TrafficReading): number {
@@ -128,15 +118,13 @@ export class Drain {
   static begin(
     state: EngineState,
     plan: EnginePlan,
-    launcherMs: number,
     emit: (event: DrainEvent) => void,
     say: (line: string) => void,
     term: () => void,
   ): Drain | undefined {
     if (state === "starting") say("not drained: still starting");
     if (!DRAINS_FROM.includes(state)) return undefined;
-    const ms = drainMs(plan.card, launcherMs);
-    const rule = trafficRule(plan.card, ENGINE_KINDS[plan.card.engine]!);
+    const { drainMs: ms, traffic: rule } = plan;
     if (ms > 0 && !rule) {
       say(
         "not drained: no traffic reading (an engine: command card without metrics:)",

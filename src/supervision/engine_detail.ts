@@ -1,7 +1,8 @@
 // One engine's supervision facts as `GET /models?detail=1` reports them, and
 // the read-only view an embedding program gets of each engine.
 import type { RestartPolicy } from "../catalogue.ts";
-import type { EndReason, EngineState } from "./restart_policy.ts";
+import type { EngineState } from "./engine_state.ts";
+import type { EndReason } from "./restart_policy.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 

@@ -5,40 +5,6 @@ import type { RestartPolicy } from "../catalogue.ts";
 /** Why the launcher ended a run itself; `"exit"`: the engine ended on its own. */
 export type EndReason = "exit" | "unhealthy" | "start-timeout" | "stalled";
 
-/**
- * The lifecycle states `GET /models?detail=1` reports. `waiting`: not spawned
- * yet, held by the GPU start gate; `draining`: a planned stop waits for the
- * requests in flight (`drain.ts`); `failed`: ended twice in a row for a cause
- * a restart cannot fix (bad arguments, model not found), tried again after
- * `--failed-retry` or at the next reload; `sleeping`: ready, its weights off
- * the GPU until a request wakes it (llama-server's `--sleep-idle-seconds`,
- * vLLM's `/sleep`).
- */
-export type EngineState =
-  | "waiting"
-  | "starting"
-  | "ready"
-  | "sleeping"
-  | "unhealthy"
-  | "draining"
-  | "stopping"
-  | "backoff"
-  | "failed"
-  | "exited";
-
-export const ENGINE_STATES: readonly EngineState[] = [
-  "waiting",
-  "starting",
-  "ready",
-  "sleeping",
-  "unhealthy",
-  "draining",
-  "stopping",
-  "backoff",
-  "failed",
-  "exited",
-];
-
 const HOPELESS = new Set(["bad-arguments", "model-not-found"]);
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
@@ -103,11 +69,12 @@ export function pollVerdict(
   ok: boolean,
   counts: boolean,
   limit: number,
+  now: number = Date.now(),
 ): [Verdict, RunHealth] {
   if (ok) {
     const first = health.firstOkAt === undefined;
     return [{ kind: "ready", first }, {
-      firstOkAt: health.firstOkAt ?? Date.now(),
+      firstOkAt: health.firstOkAt ?? now,
       failures: 0,
     }];
   }
@@ -126,9 +93,10 @@ export function silenceVerdict(
   lastSignOfLife: number,
   timeoutMs: number,
   phase: string | null,
+  now: number = Date.now(),
 ): Verdict | undefined {
   if (timeoutMs <= 0 || firstOkAt !== undefined) return undefined;
-  const silent = Date.now() - lastSignOfLife;
+  const silent = now - lastSignOfLife;
   if (silent < timeoutMs) return undefined;
   const seconds = Math.round(silent / 1000);
   const where = phase ? `, stalled while ${phase}` : "";

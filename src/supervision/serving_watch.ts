@@ -2,7 +2,7 @@
 // metrics and, where its kind says, whether it sleeps; from them the pure
 // rules of `engines/traffic.ts` give its traffic, a stall, or a canary due.
 // What the engine run must act on comes back as events.
-import type { ModelCard } from "../catalogue.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
 import { log } from "../common/log.ts";
 import {
   askEngine,
@@ -22,11 +22,10 @@ import {
   type Traffic,
   trafficOf,
   type TrafficReading,
-  trafficRule,
 } from "../engines/traffic.ts";
 import type { EngineDetail } from "./engine_detail.ts";
 import type { Journal } from "./journal.ts";
-import type { EngineState } from "./restart_policy.ts";
+import type { EngineState } from "./engine_state.ts";
 
 export type ServingEvent =
   | {
@@ -37,20 +36,12 @@ export type ServingEvent =
   }
   | { readonly kind: "stalled"; readonly run: ServerProcess; seen: string };
 
-/** Read each time afresh: a reload amends the card. */
+/** Read each time afresh: a reload amends the plan (the stall and canary settings, the traffic rule). */
 interface Engine {
   readonly name: string;
-  readonly card: ModelCard;
+  /** The running run's plan: its key, its settings. */
+  readonly plan: EnginePlan;
   readonly state: EngineState;
-}
-
-/** The launcher's settings, in ms; a card's `stall_timeout` and `canary: false` win. */
-export interface ServingOptions {
-  /** Requests running and no token counted this long: stalled; 0: off. */
-  readonly stallTimeoutMs: number;
-  /** Nothing running nor counted this long: a canary; 0: off. */
-  readonly canaryIntervalMs: number;
-  readonly canaryTimeoutMs: number;
 }
 
 const READ_TIMEOUT_MS = 2_000;
@@ -59,7 +50,7 @@ const CANARY_FAILURES = 2;
 
 export class ServingWatch {
   readonly #engine: Engine;
-  readonly #o: ServingOptions;
+  readonly #canaryTimeoutMs: number;
   readonly #journal: Journal | undefined;
   readonly #on: (event: ServingEvent) => void;
   readonly #signal: AbortSignal; // the engine stops for good
@@ -79,14 +70,13 @@ export class ServingWatch {
 
   constructor(
     engine: Engine,
-    options: { serving?: ServingOptions; journal?: Journal | undefined },
+    options: { canaryTimeoutMs?: number; journal?: Journal | undefined },
     on: (event: ServingEvent) => void,
     signal: AbortSignal,
   ) {
     this.#engine = engine;
     this.#signal = signal;
-    this.#o = options.serving ??
-      { stallTimeoutMs: 0, canaryIntervalMs: 0, canaryTimeoutMs: 0 };
+    this.#canaryTimeoutMs = options.canaryTimeoutMs ?? 0;
     this.#journal = options.journal;
     this.#on = on;
   }
@@ -107,7 +97,8 @@ export class ServingWatch {
   }
 
   async round(run: ServerProcess, state: EngineState): Promise<void> {
-    const { card, name } = this.#engine;
+    const { plan, name } = this.#engine;
+    const { card, traffic: rule } = plan;
     const signal = this.#signal;
     if (run !== this.#run) {
       // A new run: its counters start from 0, its marks afresh.
@@ -119,18 +110,17 @@ export class ServingWatch {
     }
     if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
-    const rule = kind && trafficRule(card, kind);
     const origin = engineOrigin(run.host, run.port);
     const ask = (path: string) =>
       askEngine(origin + path, {
-        apiKey: run.plan.apiKey,
+        apiKey: plan.apiKey,
         timeoutMs: READ_TIMEOUT_MS,
         maxBytes: METRICS_MAX_BYTES,
         signal,
       });
     const sleep = kind?.traffic?.asleep;
     // The plan's `env` over its `baseEnv`, without copying the whole of it each round.
-    const { env, baseEnv } = run.plan;
+    const { env, baseEnv } = plan;
     const [slept, metrics] = await Promise.all([
       sleep && (!sleep.env || (env[sleep.env] ?? baseEnv[sleep.env]) === "1")
         ? ask(sleep.path)
@@ -175,9 +165,7 @@ export class ServingWatch {
       return;
     }
     this.#stall = stallMark(this.#stall, reading);
-    const stallMs = card.stallTimeout === undefined
-      ? this.#o.stallTimeoutMs
-      : card.stallTimeout * 1000;
+    const { stallMs } = plan;
     // Its token totals move only when a request ends: without the step counter, no stall can be told.
     const blind = rule.steps !== undefined && reading.steps === undefined;
     if (blind && stallMs > 0) {
@@ -191,7 +179,7 @@ export class ServingWatch {
     if (stall !== null) return this.#on({ kind: "stalled", run, seen: stall });
     this.#quiet = quietMark(this.#quiet, reading);
     const canary = kind && canaryRequest(card, kind);
-    const every = card.canary === false ? 0 : this.#o.canaryIntervalMs;
+    const every = plan.canaryMs;
     if (canary && !this.#canaryBusy && canaryDue(this.#quiet, reading, every)) {
       void this.#send(run, origin + canary.path, canary.body);
     }
@@ -215,8 +203,8 @@ export class ServingWatch {
     this.#canaryBusy = true;
     const began = performance.now();
     const answer = await askEngine(url, {
-      apiKey: run.plan.apiKey,
-      timeoutMs: this.#o.canaryTimeoutMs,
+      apiKey: this.#engine.plan.apiKey,
+      timeoutMs: this.#canaryTimeoutMs,
       maxBytes: CANARY_MAX_BYTES,
       body,
       signal,

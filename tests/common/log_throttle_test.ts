@@ -5,7 +5,8 @@
  */
 import assert from "node:assert/strict";
 import { captureLog } from "../support/helpers.ts";
-import { type Clock, LogThrottle } from "../../src/common/log_throttle.ts";
+import { LogThrottle } from "../../src/common/log_throttle.ts";
+import type { Clock } from "../../src/common/sleep.ts";
 import { AuthMiddleware } from "../../src/web.ts";
 import { AUTH_FAILURE_REASONS } from "../../src/web/auth_failures.ts";
 

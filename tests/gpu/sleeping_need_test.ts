@@ -31,7 +31,7 @@ Deno.test("a start on a sleeping engine's device counts what it takes back when 
     gpus: ["0"],
     pgid: procStats([Deno.pid]).get(Deno.pid)!.pgid,
     gpuStartUsed: { "0": 0 },
-    observeGpuMemory() {},
+    send() {},
   };
   const gpu = new GpuLifecycle({
     intervalMs: 10,

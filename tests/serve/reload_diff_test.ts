@@ -1,8 +1,8 @@
-/** What a reload does to each engine (src/serve/card_change.ts): a pure function of cards. */
+/** What a plan does to each engine (src/serve/card_change.ts): a pure function of what runs and the cards. */
 import assert from "node:assert/strict";
 import { stringify } from "yaml";
 import { type ModelCard, Registry } from "../../src/catalogue.ts";
-import { cardChange, diffCards } from "../../src/serve/card_change.ts";
+import { cardChange, engineChanges } from "../../src/serve/card_change.ts";
 
 function cardOf(fields: Record<string, unknown>, name = "m"): ModelCard {
   return Registry.parse(
@@ -74,23 +74,43 @@ Deno.test("a change reaching the engine wins over one that does not", () => {
   );
 });
 
-Deno.test("diffCards sorts engines by change, in request order", () => {
+Deno.test("engineChanges sorts engines by change, in request order", () => {
   const before = [cardOf(BASE, "a"), cardOf(BASE, "b"), cardOf(BASE, "c")];
   const after = [
     cardOf({ ...BASE, description: "x" }, "a"),
     cardOf(BASE, "b"),
     cardOf({ ...BASE, gpus: 0 }, "c"),
   ];
-  assert.deepEqual(diffCards(before, after), {
+  assert.deepEqual(engineChanges(before.map((card) => ({ card })), after), {
+    start: [],
     restart: ["c"],
     amend: ["a"],
     same: ["b"],
+    retry: [],
   });
 });
 
-Deno.test("diffCards refuses lists naming different engines", () => {
+Deno.test("a start starts every engine; a failed engine is retried unless its card restarts it anyway", () => {
+  const cards = [cardOf(BASE, "a"), cardOf(BASE, "b"), cardOf(BASE, "c")];
+  assert.deepEqual(engineChanges(undefined, cards).start, ["a", "b", "c"]);
+  const after = [
+    cardOf({ ...BASE, description: "x" }, "a"),
+    cardOf(BASE, "b"),
+    cardOf({ ...BASE, gpus: 0 }, "c"),
+  ];
+  const running = cards.map((card) => ({ card }));
+  assert.deepEqual(engineChanges(running, after, ["a", "b", "c"]), {
+    start: [],
+    restart: ["c"],
+    amend: [],
+    same: [],
+    retry: ["a", "b"],
+  });
+});
+
+Deno.test("engineChanges refuses lists naming different engines", () => {
   assert.throws(
-    () => diffCards([cardOf(BASE, "a")], [cardOf(BASE, "b")]),
+    () => engineChanges([{ card: cardOf(BASE, "a") }], [cardOf(BASE, "b")]),
     /Cannot compare the cards: \[a\] and \[b\]/,
   );
 });

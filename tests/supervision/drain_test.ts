@@ -3,11 +3,8 @@
  * as finished and as cut, and that its reads stop at the deadline.
  */
 import assert from "node:assert/strict";
-import {
-  Drain,
-  type DrainEvent,
-  drainMs,
-} from "../../src/supervision/drain.ts";
+import { Drain, type DrainEvent } from "../../src/supervision/drain.ts";
+import { engineSettings } from "../../src/engines/engine_plan.ts";
 import type { TrafficReading } from "../../src/engines/traffic.ts";
 
 function reading(running: number, waiting = 0): TrafficReading {
@@ -83,7 +80,17 @@ Deno.test("the reads stop at the deadline with one drain-over event", async () =
 });
 
 Deno.test("a card's drain_timeout wins over the launcher's", () => {
-  const card = { name: "m" } as Parameters<typeof drainMs>[0];
+  const card = { name: "m", engine: "vllm" } as Parameters<
+    typeof engineSettings
+  >[0];
+  const drainMs = (c: typeof card, drainTimeoutMs: number) =>
+    engineSettings(c, {
+      restart: "on-failure",
+      failedRetryMs: 0,
+      drainTimeoutMs,
+      stallTimeoutMs: 0,
+      canaryIntervalMs: 0,
+    }).drainMs;
   assert.equal(drainMs(card, 30_000), 30_000);
   assert.equal(drainMs({ ...card, drainTimeout: 0 }, 30_000), 0);
   assert.equal(drainMs({ ...card, drainTimeout: 2.5 }, 0), 2_500);

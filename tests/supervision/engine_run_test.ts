@@ -1,16 +1,27 @@
 /**
  * One engine run (src/supervision/engine_run.ts) in this process: its events
- * and its journal, with `sh` as the engine and a start gate without GPU facts.
+ * and its journal, with `sh` as the engine and a start gate without GPU facts;
+ * and driven by hand through its seams, a clock the test moves and process
+ * handles that spawn nothing (`EngineRunOptions.clock`, `.spawn`).
  */
 import assert from "node:assert/strict";
 import { Registry } from "../../src/catalogue.ts";
-import { planEngine } from "../../src/engines/engine_plan.ts";
+import type { Clock } from "../../src/common/sleep.ts";
+import { type EnginePlan, planEngine } from "../../src/engines/engine_plan.ts";
 import { EngineLog } from "../../src/engines/log_sink.ts";
+import { ServerProcess } from "../../src/engines/server_process.ts";
 import { GpuStartGate, type StartSlot } from "../../src/gpu/start_gate.ts";
 import { EngineRun } from "../../src/supervision/engine_run.ts";
 import type { Journal, JournalEvent } from "../../src/supervision/journal.ts";
 import { EngineRecords } from "../../src/supervision/records.ts";
-import { captureLog, makeRoot, waitFor } from "../support/helpers.ts";
+import {
+  captureLog,
+  fakeBin,
+  makeRoot,
+  pathWith,
+  waitFor,
+} from "../support/helpers.ts";
+import { metricsText } from "../fixtures/engine_metrics.ts";
 
 const CARDS = Registry.parse(`models:
   crash:
@@ -24,6 +35,15 @@ const CARDS = Registry.parse(`models:
     hub: org/sleeper
     command: [sh, -c, "sleep 30"]
 `);
+
+/** The launcher's per-engine settings, all off. */
+const OFF = {
+  restart: "on-failure",
+  failedRetryMs: 0,
+  drainTimeoutMs: 0,
+  stallTimeoutMs: 0,
+  canaryIntervalMs: 0,
+} as const;
 
 /** An engine run of `name` under `root`, its journal's events in `events`. */
 function engine(
@@ -39,10 +59,10 @@ function engine(
     directory: root,
     apiKey: "",
     gpus: more.gpus ?? null,
+    defaults: { ...OFF, restart: "always" },
   });
   return new EngineRun(plan, {
     log: new EngineLog(plan.logFile),
-    restart: "always",
     restartMaxDelayMs: 1,
     stableAfterMs: 60_000,
     livenessFailures: 0,
@@ -170,5 +190,293 @@ Deno.test("an engine held at the gate starts once the neighbour's load is over, 
     );
   } finally {
     await Deno.remove(root, { recursive: true });
+  }
+});
+
+/** Time that moves only when the test says: `advance` fires each timer due, in order. */
+class ManualClock implements Clock {
+  #now = Date.parse("2026-01-01T00:00:00Z");
+  #timers: { at: number; callback: () => void }[] = [];
+
+  now(): number {
+    return this.#now;
+  }
+
+  schedule(callback: () => void, ms: number): () => void {
+    const timer = { at: this.#now + ms, callback };
+    this.#timers.push(timer);
+    return () => {
+      this.#timers = this.#timers.filter((t) => t !== timer);
+    };
+  }
+
+  async advance(ms: number): Promise<void> {
+    const end = this.#now + ms;
+    for (;;) {
+      const due = this.#timers.filter((t) => t.at <= end)
+        .sort((a, b) => a.at - b.at)[0];
+      if (!due) break;
+      this.#timers = this.#timers.filter((t) => t !== due);
+      this.#now = due.at;
+      due.callback();
+      await settle();
+    }
+    this.#now = end;
+  }
+}
+
+/** Lets the promise callbacks queued so far run (an exit's event). */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+let pids = 90_000;
+
+/** A process handle the test drives: it spawns nothing, answers polls with `health`, ends at `exit`. */
+class FakeProcess extends ServerProcess {
+  readonly #clock: Clock;
+  #pid: number | undefined;
+  #startedAt: number | undefined;
+  #status: Deno.CommandStatus | undefined;
+  readonly #exit = Promise.withResolvers<Deno.CommandStatus>();
+  health = false;
+
+  constructor(plan: EnginePlan, log: EngineLog, clock: Clock) {
+    super(plan, log);
+    this.#clock = clock;
+  }
+
+  override start(): void {
+    this.#pid = pids++;
+    this.#startedAt = this.#clock.now();
+  }
+
+  override get pid(): number | undefined {
+    return this.#pid;
+  }
+
+  override get running(): boolean {
+    return this.#pid !== undefined && this.#status === undefined;
+  }
+
+  override get startedAt(): number | undefined {
+    return this.#startedAt;
+  }
+
+  override get lastSignOfLife(): number {
+    return this.#startedAt ?? this.#clock.now();
+  }
+
+  override get ended(): Promise<Deno.CommandStatus> {
+    return this.#exit.promise;
+  }
+
+  override check(): Promise<{ ok: boolean; ms: number }> {
+    return Promise.resolve({ ok: this.running && this.health, ms: 1 });
+  }
+
+  override async stop(): Promise<void> {
+    this.exit({ success: false, code: 143, signal: "SIGTERM" });
+    await this.ended;
+  }
+
+  override kill(): void {
+    this.exit({ success: false, code: 137, signal: "SIGKILL" });
+  }
+
+  override async *loadPolls(): AsyncGenerator<never> {}
+
+  /** Ends the run, after printing `line`. */
+  exit(status: Deno.CommandStatus, line?: string): void {
+    if (this.#status || this.#pid === undefined) return;
+    if (line) this.watch.feeder()(new TextEncoder().encode(`${line}\n`));
+    this.#status = status;
+    this.#exit.resolve(status);
+  }
+}
+
+const EXIT_1: Deno.CommandStatus = { success: false, code: 1, signal: null };
+
+/** An engine run of a vLLM card driven by `clock`, its process handles in `made`. */
+async function driven(
+  root: string,
+  events: Partial<JournalEvent>[],
+  more: { card?: string; port?: number; failedRetryMs?: number } = {},
+) {
+  const bin = await fakeBin(["vllm"]);
+  const clock = new ManualClock();
+  const made: FakeProcess[] = [];
+  const card = Registry.parse(
+    `models:\n  m: { verb: chat, hub: org/m${more.card ?? ""} }\n`,
+  ).get("m");
+  const plan = planEngine(card, {
+    baseEnv: { PATH: pathWith(bin) },
+    host: "127.0.0.1",
+    port: more.port ?? 1,
+    directory: root,
+    defaults: {
+      ...OFF,
+      failedRetryMs: more.failedRetryMs ?? 0,
+      drainTimeoutMs: 30_000,
+    },
+  });
+  const run = new EngineRun(plan, {
+    log: new EngineLog(plan.logFile),
+    records: new EngineRecords(root),
+    journal: {
+      record: (e: JournalEvent) => events.push(e),
+    } as unknown as Journal,
+    onChange() {},
+    clock,
+    spawn: (p, log) => {
+      const made1 = new FakeProcess(p, log, clock);
+      made.push(made1);
+      return made1;
+    },
+    restartMaxDelayMs: 300_000,
+    stableAfterMs: 600_000,
+    livenessFailures: 0,
+    graceMs: 1_000,
+    startTimeoutMs: 0,
+  });
+  return { run, clock, made, bin };
+}
+
+Deno.test("driven by hand: a restart waits its backoff on the run's clock, 1 s, then 2 s", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const { run, clock, made, bin } = await driven(root, events);
+  try {
+    const { lines } = await captureLog(async () => {
+      run.start();
+      assert.equal(run.state, "starting");
+      made[0]!.exit(EXIT_1);
+      await settle();
+      assert.equal(run.state, "backoff");
+      const next = new Date(clock.now() + 1_000).toISOString();
+      assert.equal(run.detail().next_restart, next);
+      await clock.advance(999);
+      assert.equal(run.state, "backoff", "not before its delay");
+      await clock.advance(1);
+      assert.equal(run.state, "starting");
+      assert.equal(made.length, 2, "a new process handle for the restart");
+      assert.equal(run.detail().restarts, 1);
+      made[1]!.exit(EXIT_1);
+      await settle();
+      assert.equal(
+        run.detail().next_restart,
+        new Date(clock.now() + 2_000).toISOString(),
+      );
+      await run.stop();
+    });
+    assert.ok(
+      lines.some((l) => /; restart 1 in 1 s; log /.test(l)),
+      lines.join("\n"),
+    );
+    assert.ok(
+      lines.some((l) => /; restart 2 in 2 s; log /.test(l)),
+      lines.join("\n"),
+    );
+    assert.equal(run.state, "exited");
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a failed engine is tried again after its plan's failed retry, as a restart", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const { run, clock, made, bin } = await driven(root, events, {
+    card: ", failed_retry: 5",
+    failedRetryMs: 60_000,
+  });
+  const bad = "error: unrecognized arguments: --nope";
+  try {
+    const { lines } = await captureLog(async () => {
+      run.start();
+      made[0]!.exit(EXIT_1, bad);
+      await settle();
+      await clock.advance(1_000);
+      made[1]!.exit(EXIT_1, bad);
+      await settle();
+      assert.equal(run.state, "failed");
+      assert.equal(
+        run.detail().next_restart,
+        new Date(clock.now() + 5_000).toISOString(),
+        "the card's 5 s, not the launcher's 60 s",
+      );
+      await clock.advance(4_999);
+      assert.equal(run.state, "failed");
+      await clock.advance(1);
+      assert.equal(run.state, "starting");
+      assert.equal(made.length, 3);
+      await run.stop();
+    });
+    assert.ok(
+      lines.some((l) =>
+        /not restarted: bad-arguments twice in a row \(fix the card or its files, then reload\); tried again in 5 s/
+          .test(l)
+      ),
+      lines.join("\n"),
+    );
+    const retry = events.find((e) => e.reason === "retry");
+    assert.equal(`${retry?.from}>${retry?.to}`, "failed>backoff");
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a stop drains a ready engine until what was in flight is done, then stops its process", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  let running = 1;
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () =>
+      new Response(
+        metricsText("vllm", {
+          running,
+          waiting: 0,
+          prompt: 5,
+          generated: 5,
+          model: "m",
+        }),
+      ),
+  );
+  const { run, made, bin } = await driven(root, events, {
+    port: server.addr.port,
+  });
+  try {
+    await captureLog(async () => {
+      run.start();
+      made[0]!.health = true;
+      assert.equal(await run.healthy(1_000), true);
+      assert.equal(run.state, "ready");
+      const stopped = run.stop();
+      assert.equal(run.state, "draining");
+      await waitFor(
+        () => run.detail().drain?.running === 1,
+        "a first reading: one in flight",
+      );
+      assert.equal(made[0]!.running, true, "no SIGTERM while it drains");
+      running = 0;
+      await stopped;
+    });
+    assert.deepEqual(
+      events.filter((e) => e.event === "state").map((e) => `${e.from}>${e.to}`),
+      [
+        "starting>ready",
+        "ready>draining",
+        "draining>stopping",
+        "stopping>exited",
+      ],
+    );
+    assert.equal(events.find((e) => e.event === "drain")?.reason, "drained");
+  } finally {
+    await server.shutdown();
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
   }
 });

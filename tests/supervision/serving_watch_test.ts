@@ -10,6 +10,10 @@ import { Registry } from "../../src/catalogue.ts";
 import { configureLogging } from "../../src/common/log.ts";
 import type { ServerProcess } from "../../src/engines/server_process.ts";
 import {
+  type EnginePlan,
+  engineSettings,
+} from "../../src/engines/engine_plan.ts";
+import {
   type ServingEvent,
   ServingWatch,
 } from "../../src/supervision/serving_watch.ts";
@@ -53,16 +57,28 @@ function stage(
   });
   const events: ServingEvent[] = [];
   const abort = new AbortController();
+  const parsed = Registry.parse(`models:\n  m: ${card}\n`).get("m");
+  const launcher = { restart: "on-failure" as const, failedRetryMs: 0 };
+  const settings = engineSettings(parsed, {
+    ...launcher,
+    drainTimeoutMs: 0,
+    stallTimeoutMs,
+    canaryIntervalMs,
+  });
   const engine = {
     name: "m",
-    card: Registry.parse(`models:\n  m: ${card}\n`).get("m"),
+    plan: {
+      apiKey: "",
+      env: {},
+      baseEnv: {},
+      card: parsed,
+      ...settings,
+    } as unknown as EnginePlan,
     state: "ready" as const,
   };
   const watch = new ServingWatch(
     engine,
-    {
-      serving: { stallTimeoutMs, canaryIntervalMs, canaryTimeoutMs: 2_000 },
-    },
+    { canaryTimeoutMs: 2_000 },
     (e) => events.push(e),
     abort.signal,
   );

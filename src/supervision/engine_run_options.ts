@@ -1,0 +1,42 @@
+// What an engine run is given: its services and the launcher-wide timings
+// (every per-card setting is its plan's), and what it counts for the metrics.
+import type { Clock } from "../common/sleep.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
+import type { ExitCause } from "../engines/kinds/engine_kind.ts";
+import type { EngineLog } from "../engines/log_sink.ts";
+import type { ServerProcess } from "../engines/server_process.ts";
+import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
+import type { Journal } from "./journal.ts";
+import type { EngineRecords } from "./records.ts";
+
+export interface EngineCounts {
+  exits: Partial<Record<ExitCause, number>>;
+  requestsCut: number;
+  healthPollSeconds: number | undefined;
+  startWaitSeconds: Partial<Record<WaitReason, number>> | undefined;
+}
+
+/** An engine run's services and the launcher-wide timings; every per-card setting is the plan's. */
+export interface EngineRunOptions {
+  log: EngineLog;
+  records: EngineRecords;
+  onChange: () => void;
+  journal?: Journal | undefined;
+  gate?: GpuStartGate | undefined;
+  /** A replacement's first start waits, as a restart would, for the replaced run's memory. */
+  released?: Released | undefined;
+  /** Timers and "now". @default {the system's} */
+  clock?: Clock;
+  /** Makes each run's process (tests: a stand-in). @default {a ServerProcess} */
+  spawn?: (plan: EnginePlan, log: EngineLog) => ServerProcess;
+  restartMaxDelayMs: number;
+  /** A run that stays up this long after its first 200 resets the delay to 1 s. */
+  stableAfterMs: number;
+  /** Failed background polls in a row, after a first 200, that stop a run; 0: never. */
+  livenessFailures: number;
+  graceMs: number;
+  /** A loading run silent this long is stopped; 0: never. */
+  startTimeoutMs: number;
+  loadPollMs?: number;
+  canaryTimeoutMs?: number;
+}
