@@ -471,24 +471,44 @@ export async function models(
 }
 
 /**
+ * Holds this process's PATH for the caller until dispose: test files run in
+ * parallel in one process and share its environment, so the tests that put
+ * stand-ins first on it take turns (an advisory lock on this file, which
+ * every worker opens on its own), while the rest only ever read it.
+ */
+export async function holdPath(): Promise<AsyncDisposable> {
+  const file = await Deno.open(new URL(import.meta.url), { read: true });
+  await file.lock(true);
+  const path = Deno.env.get("PATH") ?? "";
+  return {
+    async [Symbol.asyncDispose]() {
+      Deno.env.set("PATH", path);
+      await file.unlock();
+      file.close();
+    },
+  };
+}
+
+/**
  * For launchers embedded in this process: `Semioserve` reset, a fresh root
- * directory, and stand-in engines first on this process's PATH; dispose
- * resets the launcher, restores PATH and removes both directories.
+ * directory, and stand-in engines first on this process's PATH (held with
+ * {@linkcode holdPath}); dispose resets the launcher, restores PATH and
+ * removes both directories.
  */
 export async function inProcessSite(): Promise<
   { root: string } & AsyncDisposable
 > {
   const { Semioserve } = await import("../../mod.ts");
+  const held = await holdPath();
   await Semioserve.reset();
   const root = await makeRoot();
   const bin = await fakeBin();
-  const path = Deno.env.get("PATH") ?? "";
   Deno.env.set("PATH", pathWith(bin));
   return {
     root,
     async [Symbol.asyncDispose]() {
       await Semioserve.reset();
-      Deno.env.set("PATH", path);
+      await held[Symbol.asyncDispose]();
       await Deno.remove(root, { recursive: true });
       await Deno.remove(bin, { recursive: true });
     },

@@ -1,5 +1,5 @@
 /**
- * Issue 29 with the real llama-server (`deno task engine:llama`) over the
+ * Load phases and exit causes with the real llama-server (`deno task engine:llama`) over the
  * tiny model: its own start-up lines give the load phases through to ready,
  * and a typo in a card's args ends in `failed`, cause `bad-arguments`, the
  * engine's line as the message, with no third start.
