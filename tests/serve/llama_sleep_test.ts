@@ -105,9 +105,14 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
         .exec(text);
       return Number(m?.[1] ?? 0) >= usage.completion_tokens;
     }, "its generated tokens counted");
-    const moves = (await readJournal(root))
-      .filter((e) => e.model === "dozy" && e.event === "state")
-      .map((e) => `${e.from}>${e.to}`);
+    // The journal is written in the background: wait for the waking line.
+    let moves: string[] = [];
+    await waitFor(async () => {
+      moves = (await readJournal(root))
+        .filter((e) => e.model === "dozy" && e.event === "state")
+        .map((e) => `${e.from}>${e.to}`);
+      return moves.includes("sleeping>ready");
+    }, "the wake in the journal");
     const slept = moves.indexOf("ready>sleeping");
     assert.ok(slept > 0, moves.join(", "));
     assert.equal(moves[slept + 1], "sleeping>ready", moves.join(", "));
