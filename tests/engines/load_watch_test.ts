@@ -93,3 +93,22 @@ Deno.test("the hub cache is HF_HUB_CACHE, else HF_HOME/hub, else ~/.cache/huggin
 function causeOf(watch: LoadWatch) {
   return watch.cause;
 }
+
+Deno.test("the cause line: only what a served run printed after its first 200; the message a window around the match, cleaned", () => {
+  const watch = new LoadWatch({
+    phases: [],
+    causes: [{ match: /40[14] Client Error/, cause: "model-not-found" }],
+  });
+  watch.line("EntryNotFoundError: 404 Client Error … generation_config.json");
+  assert.equal(watch.cause?.cause, "model-not-found");
+  watch.served();
+  assert.equal(watch.cause, undefined);
+  const long = "x".repeat(600) + " \x1b]0;t\x07401 Client Error\x1b[2J " +
+    "y".repeat(600);
+  watch.line(long);
+  const message = (watch.cause as { message: string } | undefined)!.message;
+  assert.ok(message.length <= 200, `${message.length}`);
+  assert.match(message, /^…x+ 401 Client Error y+…$/);
+  // deno-lint-ignore no-control-regex -- none may be left
+  assert.ok(!/[\x00-\x1f]/.test(message));
+});

@@ -36,13 +36,12 @@ async function commandFor(
 ): Promise<{ executable: string; args: readonly string[]; env: object }> {
   const root = await makeRoot();
   const bin = await fakeBin(["vllm", "python3"]);
-  const path = Deno.env.get("PATH") ?? "";
-  Deno.env.set("PATH", pathWith(bin));
   try {
     const card = registry.expand(registry.get(name), env);
     const engine = new ServerProcess(
       planEngine(card, {
-        baseEnv: Deno.env.toObject(),
+        // This process's PATH stays as it is: test files run in parallel share it.
+        baseEnv: { ...Deno.env.toObject(), PATH: pathWith(bin) },
         host: "10.0.0.1",
         port: 5001,
         directory: root,
@@ -54,7 +53,6 @@ async function commandFor(
       env: card.env,
     };
   } finally {
-    Deno.env.set("PATH", path);
     await Deno.remove(root, { recursive: true });
     await Deno.remove(bin, { recursive: true });
   }

@@ -9,10 +9,13 @@ import assert from "node:assert/strict";
 import {
   launch,
   models,
+  nth,
   pidAlive,
   readRecord,
   type Setup,
   waitFor,
+  waitForTransitions,
+  withinGuard,
 } from "../support/helpers.ts";
 import {
   fakeDevices,
@@ -23,7 +26,6 @@ import {
 
 const CATALOGUE = new URL("../fixtures/gpu_lifecycle.yaml", import.meta.url)
   .pathname;
-const LOAD_MS = 1000;
 
 /**
  * The launcher on a fake GPU machine (or none), polling fast
@@ -48,28 +50,38 @@ function launchOn(
   });
 }
 
-/** When each engine's current run started (its stand-in's record), by request order. */
-async function startTimes(s: Setup, count: number): Promise<number[]> {
-  const out: number[] = [];
-  for (let i = 1; i <= count; i++) {
-    const record = await readRecord(s.records, s.port + i);
-    assert.ok(record, `engine ${i} has started`);
-    out.push(record.startedAt);
+/**
+ * Asserts, from the journal's order, that each of `names` was admitted
+ * (waiting → starting) only once the one before it had answered its first 200.
+ */
+async function loadedInTurn(s: Setup, names: string[]): Promise<void> {
+  const list = await waitForTransitions(s.root, names.map((n) => `${n}:ready`));
+  for (let i = 1; i < names.length; i++) {
+    const [before, after] = [names[i - 1]!, names[i]!];
+    const waited = nth(list, `${after}:waiting`);
+    assert.ok(waited >= 0, `${after} waited: ${list.join(", ")}`);
+    assert.ok(
+      admitted(list, after, waited) > nth(list, `${before}:ready`),
+      `${after} admitted after ${before} was ready: ${list.join(", ")}`,
+    );
   }
-  return out;
 }
 
-async function allStarted(s: Setup, count: number): Promise<void> {
-  await waitFor(
-    async () => {
-      for (let i = 1; i <= count; i++) {
-        if (!(await readRecord(s.records, s.port + i))) return false;
-      }
-      return true;
-    },
-    `${count} engines started`,
-    20_000,
-  );
+/** Where `name` went from waiting to starting (-1 if it has not), its wait at `waited`. */
+function admitted(list: string[], name: string, waited: number): number {
+  const at = list.indexOf(`${name}:starting`, waited);
+  return waited >= 0 ? at : -1;
+}
+
+/**
+ * Asserts, from the journal, that none of `names` was held at the gate
+ * (a held start is journaled `waiting`): each spawned at once.
+ */
+async function startedTogether(s: Setup, names: string[]): Promise<void> {
+  const list = await waitForTransitions(s.root, names.map((n) => `${n}:ready`));
+  for (const name of names) {
+    assert.equal(nth(list, `${name}:waiting`), -1, list.join(", "));
+  }
 }
 
 Deno.test("three shares on one device load one after another, in request order", async () => {
@@ -86,17 +98,8 @@ Deno.test("three shares on one device load one after another, in request order",
   assert.equal(early.active.share3?.healthy, false);
   assert.equal(early.active.share3?.waiting_for?.reason, "gpu-busy-loading");
   assert.deepEqual(early.active.share3?.waiting_for?.devices, ["0"]);
-  await allStarted(s, 3);
-  const [t1, t2, t3] = await startTimes(s, 3);
   // Each spawns only once the previous one answered its first 200.
-  assert.ok(
-    t2! >= t1! + LOAD_MS,
-    `share2 started ${t2! - t1!} ms after share1`,
-  );
-  assert.ok(
-    t3! >= t2! + LOAD_MS,
-    `share3 started ${t3! - t2!} ms after share2`,
-  );
+  await loadedInTurn(s, ["share1", "share2", "share3"]);
   await s.launcher.waitForLine(
     /engine share2 waits for GPU 0: engine share1 (is loading there|asked first)/,
   );
@@ -109,9 +112,7 @@ Deno.test("engines on different devices start together; without a pool nothing i
   await using gpus = await fakeGpuMachine({ devices: fakeDevices(2) });
   await using s = await launchOn(gpus, ["whole1", "whole2"], ["--gpus", "0-1"]);
   await s.launcher.ready();
-  await allStarted(s, 2);
-  const [a, b] = await startTimes(s, 2);
-  assert.ok(Math.abs(a! - b!) < LOAD_MS, `${Math.abs(a! - b!)} ms apart`);
+  await startedTogether(s, ["whole1", "whole2"]);
 
   await using plain = await launchOn(
     undefined,
@@ -122,10 +123,7 @@ Deno.test("engines on different devices start together; without a pool nothing i
     ],
   );
   await plain.launcher.ready();
-  await allStarted(plain, 3);
-  const times = await startTimes(plain, 3);
-  const spread = Math.max(...times) - Math.min(...times);
-  assert.ok(spread < LOAD_MS, `no pool: started ${spread} ms apart`);
+  await startedTogether(plain, ["share1", "share2", "share3"]);
   assert.doesNotMatch(plain.launcher.stderr, /waits for GPU/);
 });
 
@@ -143,11 +141,18 @@ Deno.test("a restart waits while a neighbour on its device is loading", async ()
     return q?.state === "waiting" &&
       q.waiting_for?.reason === "gpu-busy-loading";
   }, "quickcrash waiting for slowshare's load");
-  const restarted = await waitForRecord(s, 1, first.pid);
-  const slow = await readRecord(s.records, s.port + 2);
+  await waitForRecord(s, 1, first.pid);
+  const list = await waitForTransitions(s.root, [
+    "slowshare:ready",
+    "quickcrash:waiting",
+    "quickcrash:starting",
+  ]);
+  const waited = nth(list, "quickcrash:waiting");
   assert.ok(
-    restarted.startedAt >= slow!.startedAt + 5000,
-    "the restart spawned only after slowshare's load was over",
+    admitted(list, "quickcrash", waited) > nth(list, "slowshare:ready"),
+    `the restart spawned only after slowshare's load was over: ${
+      list.join(", ")
+    }`,
   );
   assert.equal((await models(s.port, true)).active.slowshare?.state, "ready");
 });
@@ -271,20 +276,10 @@ Deno.test("in a container (nvidia-smi lists host pids that match nothing), resta
   await s.launcher.ready();
   const quick = await waitForRecord(s, 1);
   const share = await waitForRecord(s, 2);
-  const quick2 = await waitForRecord(s, 1, quick.pid);
-  const share2 = await waitForRecord(s, 2, share.pid);
-  for (
-    const [name, first, next, crashMs] of [
-      ["quickcrash", quick, quick2, 1500],
-      ["crashshare", share, share2, 2500],
-    ] as const
-  ) {
-    const after = next.startedAt - first.startedAt - crashMs;
-    assert.ok(
-      after < 15_000,
-      `${name} restarted ${after} ms after its crash (--gpu-release-timeout is 30 s)`,
-    );
-  }
+  // Restarted both, and neither at --gpu-release-timeout (30 s): that one
+  // says "starting anyway".
+  await waitForRecord(s, 1, quick.pid);
+  await waitForRecord(s, 2, share.pid);
   assert.ok(
     !s.launcher.lines.some((l) => /starting anyway/.test(l)),
     s.launcher.lines.join("\n"),
@@ -404,10 +399,10 @@ Deno.test("SIGTERM during a wait at the gate exits at once", async () => {
   await using s = await launchOn(gpus, ["whole1"], ["--gpus", "0"]);
   await s.launcher.ready();
   await s.launcher.waitForLine(/engine whole1 waits for GPU 0/);
-  const t0 = Date.now();
-  const status = await s.launcher.stop("SIGTERM");
+  // The foreign job never frees the memory: a stop that waited for the gate
+  // would never end, and the hang guard fails it.
+  const status = await withinGuard(s.launcher.stop("SIGTERM"), "the stop");
   assert.equal(status.code, 0);
-  assert.ok(Date.now() - t0 < 1500, `${Date.now() - t0} ms`);
   assert.equal(await readRecord(s.records, s.port + 1), undefined);
 });
 
@@ -418,9 +413,7 @@ Deno.test("without nvidia-smi, or with a failing one, rule 1 still holds and not
     "0",
   ]);
   await blind.launcher.ready();
-  await allStarted(blind, 2);
-  const [a, b] = await startTimes(blind, 2);
-  assert.ok(b! >= a! + LOAD_MS, `started ${b! - a!} ms apart`);
+  await loadedInTurn(blind, ["share1", "share2"]);
 
   await using gpus = await fakeGpuMachine({
     devices: fakeDevices(1),
@@ -431,9 +424,7 @@ Deno.test("without nvidia-smi, or with a failing one, rule 1 still holds and not
     "0",
   ]);
   await failing.launcher.ready();
-  await allStarted(failing, 2);
-  const [c, d] = await startTimes(failing, 2);
-  assert.ok(d! >= c! + LOAD_MS, `started ${d! - c!} ms apart`);
+  await loadedInTurn(failing, ["share1", "share2"]);
   const warnings = failing.launcher.lines.filter((l) =>
     /Cannot query GPUs/.test(l)
   );
@@ -449,9 +440,7 @@ Deno.test("an nvidia-smi that answers garbage or lists a device twice: one warni
     });
     await using s = await launchOn(gpus, ["share1", "share2"], ["--gpus", "0"]);
     await s.launcher.ready();
-    await allStarted(s, 2);
-    const [a, b] = await startTimes(s, 2);
-    assert.ok(b! >= a! + LOAD_MS, `started ${b! - a!} ms apart`);
+    await loadedInTurn(s, ["share1", "share2"]);
     const warnings = s.launcher.lines.filter((l) =>
       /Cannot query GPUs/.test(l)
     );
@@ -532,13 +521,10 @@ Deno.test("in a container, a run is charged its load only: a neighbour that load
     "both ready, both measured",
     20_000,
   );
-  const next = await waitForRecord(s, 1, first.pid, 40_000);
-  const wait = next.startedAt - first.startedAt - 6_000;
-  console.log(
-    `restart of a crashed run beside a later neighbour: ${wait} ms after its crash; its figure ${figure} MiB`,
-  );
+  await waitForRecord(s, 1, first.pid, 40_000);
   assert.equal(figure, 10_000);
-  assert.ok(wait < 2_000 + 3_000, `restarted ${wait} ms after its crash`);
+  // Waiting for the neighbour's memory too would last until
+  // --gpu-release-timeout, and say "starting anyway".
   assert.ok(
     !s.launcher.lines.some((l) => /starting anyway/.test(l)),
     s.launcher.lines.join("\n"),

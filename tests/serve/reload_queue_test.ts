@@ -1,6 +1,11 @@
 /** Reloads one at a time, coalesced (src/serve/reload_queue.ts). */
 import assert from "node:assert/strict";
-import { ReloadQueue } from "../../src/serve/reload_queue.ts";
+import { Registry } from "../../src/catalogue.ts";
+import {
+  reloadDeadline,
+  ReloadQueue,
+  STOPPING,
+} from "../../src/serve/reload_queue.ts";
 
 /** A queue whose reloads finish when the test says, recording what overlaps. */
 function controlled() {
@@ -73,4 +78,59 @@ Deno.test("close(): a waiting request gets the skip result, the running one fini
   assert.equal(await waiting, -1);
   assert.equal(await c.queue.request(), -1);
   assert.equal(c.runs, 1);
+});
+
+Deno.test("a reload's read that does not finish within its deadline is refused in one line; a stop ends it at once", async () => {
+  const text = "models:\n  a: { verb: chat, hub: o/a }\n";
+  const timers = new Set<ReturnType<typeof setInterval>>();
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () => {
+      let timer: ReturnType<typeof setInterval>;
+      const body = new ReadableStream<Uint8Array>({
+        start(controller) {
+          // A byte every 100 ms: never silent, never done.
+          timer = setInterval(
+            () => controller.enqueue(new Uint8Array([32])),
+            100,
+          );
+          timers.add(timer);
+        },
+        cancel() {
+          clearInterval(timer);
+          timers.delete(timer);
+        },
+      });
+      return new Response(body);
+    },
+  );
+  const url = `http://127.0.0.1:${server.addr.port}/c.yaml`;
+  try {
+    const stop = new AbortController();
+    {
+      using deadline = reloadDeadline(stop.signal, 500);
+      await assert.rejects(
+        Registry.load(url, { signal: deadline.signal }),
+        (error: Error) => {
+          assert.equal(
+            error.message,
+            `Cannot load catalogue ${url}: no complete read within 0.5 s (expected the catalogue read and parsed in time; the running engines are kept)`,
+          );
+          return true;
+        },
+      );
+    }
+    {
+      using deadline = reloadDeadline(stop.signal, 30_000);
+      setTimeout(() => stop.abort(STOPPING), 200);
+      await assert.rejects(
+        Registry.load(url, { signal: deadline.signal }),
+        /the launcher is stopping/,
+      );
+    }
+    assert.ok(text);
+  } finally {
+    for (const timer of timers) clearInterval(timer);
+    await server.shutdown();
+  }
 });

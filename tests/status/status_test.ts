@@ -232,15 +232,13 @@ Deno.test("status --url https:// against a plain-HTTP launcher says it answers p
   try {
     await using plain = await launch(["alpha"]);
     await plain.launcher.ready();
-    const began = Date.now();
+    // Said at once: the line names the TLS failure, not the 10 s timeout.
     const https = await status(["--url", `https://127.0.0.1:${plain.port}`]);
-    const took = Date.now() - began;
     assert.equal(https.code, 1);
     assert.equal(
       https.stderr,
       `Cannot reach the launcher at https://127.0.0.1:${plain.port}: TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url http://127.0.0.1:${plain.port}, or give the launcher its certificate pair in <directory>/ssl/)\n`,
     );
-    assert.ok(took < 6_000, `said after ${took} ms, not at the 10 s timeout`);
 
     const pem = await makeMaterial(certs);
     const root = await makeRoot();

@@ -1,6 +1,7 @@
-/** Liveness as pure rules (src/supervision/restart_policy.ts): no processes, no timers. */
+/** Liveness and the hopeless streak as pure rules (src/supervision/restart_policy.ts): no processes, no timers. */
 import assert from "node:assert/strict";
 import {
+  CauseStreak,
   pollVerdict,
   type RunHealth,
   silenceVerdict,
@@ -82,4 +83,14 @@ Deno.test("a loading run silent past --start-timeout is stopped; output or a fir
     undefined,
     "0 turns it off",
   );
+});
+
+Deno.test("the hopeless streak counts only runs that never answered 200", () => {
+  const streak = new CauseStreak();
+  assert.equal(streak.next("model-not-found", true), "grow");
+  assert.equal(streak.next("model-not-found", true), "grow");
+  assert.equal(streak.next("model-not-found"), "grow");
+  assert.equal(streak.next("model-not-found", true), "grow");
+  assert.equal(streak.next("model-not-found"), "grow");
+  assert.equal(streak.next("model-not-found"), "failed");
 });

@@ -347,9 +347,14 @@ Deno.test("sleeping: a vLLM engine in development mode is sleeping after POST /s
     async () => (await detail(setup, "dozy")).state === "ready",
     "awake",
   );
-  const moves = (await readJournal(setup.root))
-    .filter((e) => e.model === "dozy" && e.event === "state")
-    .map((e) => `${e.from}>${e.to}:${e.reason}`);
+  // The journal is written in the background: wait for the awake line.
+  let moves: string[] = [];
+  await waitFor(async () => {
+    moves = (await readJournal(setup.root))
+      .filter((e) => e.model === "dozy" && e.event === "state")
+      .map((e) => `${e.from}>${e.to}:${e.reason}`);
+    return moves.at(-1) === "sleeping>ready:awake";
+  }, "awake in the journal");
   assert.deepEqual(moves.slice(-2), [
     "ready>sleeping:asleep",
     "sleeping>ready:awake",

@@ -20,14 +20,13 @@ Deno.test("--start-timeout 2 stops a silent load about 2 s after its start, not 
     record = await readRecord(s.records, s.port + 1);
     return record !== undefined;
   }, "the silent engine's start");
-  const { pid, startedAt } = record!;
+  const { pid } = record!;
   await s.launcher.waitForLine(
     /engine silent \(pid \d+\) has not answered 200 and wrote nothing for 2 s \(--start-timeout\): stopping it/,
     8_000,
   );
-  // The launcher counts from its spawn, a little before the stand-in's own start.
-  const took = Date.now() - startedAt;
-  assert.ok(took >= 1_000 && took < 3_500, `stopped ${took} ms after start`);
+  // On time, not at the 10 s round: the run's own length, as the launcher
+  // measured it, is 2.x s.
   await s.launcher.waitForLine(
     /engine silent \(pid \d+\) exit: start-timeout, then signal SIGTERM after 2\.\d s; restart 1 in 1 s/,
   );

@@ -139,6 +139,46 @@ export async function readJournal<T = Record<string, unknown>>(
   return whole.split("\n").filter(Boolean).map((line) => JSON.parse(line));
 }
 
+/**
+ * The journal's engine state changes as `model:state` (`share1:ready`), in the
+ * order the launcher made them: the order of events, with no clock read.
+ */
+export async function transitions(root: string): Promise<string[]> {
+  return (await readJournal(root))
+    .filter((e) => e.event === "state")
+    .map((e) => `${e.model}:${e.to}`);
+}
+
+/**
+ * Waits until the journal holds every `model:state` in `seen` (each as often
+ * as it is listed), then returns its state changes ({@linkcode transitions}).
+ */
+export async function waitForTransitions(
+  root: string,
+  seen: string[],
+  ms = 20_000,
+): Promise<string[]> {
+  let list: string[] = [];
+  await waitFor(
+    async () => {
+      list = await transitions(root);
+      return seen.every((one) =>
+        list.filter((t) => t === one).length >=
+          seen.filter((t) => t === one).length
+      );
+    },
+    `${seen.join(", ")} in the journal`,
+    ms,
+  );
+  return list;
+}
+
+/** Where the `n`th (from 1) `item` is in `list`, -1 if it is not there. */
+export function nth(list: string[], item: string, n = 1): number {
+  let seen = 0;
+  return list.findIndex((one) => one === item && ++seen === n);
+}
+
 /** True while a process with this pid exists (zombies included). */
 export function pidAlive(pid: number): boolean {
   try {
@@ -159,6 +199,29 @@ export async function waitFor(
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
     await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/**
+ * `promise`, or a failure naming `what` once `ms` have passed: a guard against
+ * a hang (like {@linkcode waitFor}'s), far past what the promise needs.
+ */
+export async function withinGuard<T>(
+  promise: Promise<T>,
+  what: string,
+  ms = 15_000,
+): Promise<T> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const hang = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what}: still waiting after ${ms} ms`)),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([promise, hang]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
@@ -408,24 +471,44 @@ export async function models(
 }
 
 /**
+ * Holds this process's PATH for the caller until dispose: test files run in
+ * parallel in one process and share its environment, so the tests that put
+ * stand-ins first on it take turns (an advisory lock on this file, which
+ * every worker opens on its own), while the rest only ever read it.
+ */
+export async function holdPath(): Promise<AsyncDisposable> {
+  const file = await Deno.open(new URL(import.meta.url), { read: true });
+  await file.lock(true);
+  const path = Deno.env.get("PATH") ?? "";
+  return {
+    async [Symbol.asyncDispose]() {
+      Deno.env.set("PATH", path);
+      await file.unlock();
+      file.close();
+    },
+  };
+}
+
+/**
  * For launchers embedded in this process: `Semioserve` reset, a fresh root
- * directory, and stand-in engines first on this process's PATH; dispose
- * resets the launcher, restores PATH and removes both directories.
+ * directory, and stand-in engines first on this process's PATH (held with
+ * {@linkcode holdPath}); dispose resets the launcher, restores PATH and
+ * removes both directories.
  */
 export async function inProcessSite(): Promise<
   { root: string } & AsyncDisposable
 > {
   const { Semioserve } = await import("../../mod.ts");
+  const held = await holdPath();
   await Semioserve.reset();
   const root = await makeRoot();
   const bin = await fakeBin();
-  const path = Deno.env.get("PATH") ?? "";
   Deno.env.set("PATH", pathWith(bin));
   return {
     root,
     async [Symbol.asyncDispose]() {
       await Semioserve.reset();
-      Deno.env.set("PATH", path);
+      await held[Symbol.asyncDispose]();
       await Deno.remove(root, { recursive: true });
       await Deno.remove(bin, { recursive: true });
     },

@@ -1,5 +1,5 @@
 /**
- * Issue 35 over the launcher in a subprocess and stand-in engines printing
+ * Exit causes and their history over the launcher in a subprocess and stand-in engines printing
  * real engines' lines (tests/fixtures/engine_lines.ts): the cause from the
  * run that ended, `failed` retried by itself, engine text cleaned at capture,
  * the history kept across a reload.
@@ -18,11 +18,13 @@ import {
   type Setup,
   siteArgs,
   waitFor,
+  withinGuard,
 } from "../support/helpers.ts";
 
 import { manyBlobs } from "../fixtures/many_blobs.ts";
 
-const CARDS = new URL("../fixtures/issue35.yaml", import.meta.url).pathname;
+const CARDS =
+  new URL("../fixtures/exit_history.yaml", import.meta.url).pathname;
 
 interface Entry {
   state: string;
@@ -223,8 +225,8 @@ Deno.test("failed is tried again by itself after --failed-retry, journaled with 
     const steadyPid = failed.steady!.pid;
     const next = failed["hub-401"]!.next_restart;
     assert.notEqual(next, null, "next_restart names the retry");
-    const wait = Date.parse(next!) - Date.now();
-    assert.ok(wait > 0 && wait <= 2_000, `${wait} ms`);
+    // Due after the exit that failed it; "in 2 s" is the launcher's word below.
+    assert.ok(next! > failed["hub-401"]!.last_exit!.at, `${next}`);
     assert.equal(failed["hub-401-never"]!.next_restart, null);
     assert.match(
       s.launcher.stderr,
@@ -327,12 +329,9 @@ Deno.test("logs/events.jsonl a FIFO with no reader: one warning, the launcher ru
   assert.deepEqual(warnings, [
     `[serve] warn: Cannot use the journal ${root}/logs/events.jsonl: it is a FIFO (expected a regular file, or none yet): the journal is off`,
   ]);
-  const began = Date.now();
-  const status = await s.launcher.stop();
-  const ms = Date.now() - began;
-  console.log(`stop with the journal a FIFO: ${ms} ms`);
+  // A write to the FIFO would block the stop for good: the guard fails that.
+  const status = await withinGuard(s.launcher.stop(), "the stop");
   assert.equal(status.code, 0, s.launcher.stderr);
-  assert.ok(ms < 2_000 + 3_000, `${ms} ms`);
   assert.ok(!pidAlive(pid), "the engine is gone");
   await assert.rejects(Deno.stat(metrics));
 });
@@ -369,6 +368,10 @@ function catalogueServer(text: string) {
   return {
     url: `http://127.0.0.1:${server.addr.port}/catalogue.yaml`,
     state,
+    /** Bodies begun and never ended so far. */
+    get hung(): number {
+      return hung.length;
+    },
     async [Symbol.asyncDispose]() {
       for (const c of hung) {
         try {
@@ -394,13 +397,10 @@ Deno.test("SIGTERM during a reload whose URL catalogue never finishes its body: 
   const pid = (await detail(s)).steady!.pid!;
   cat.state.hang = true;
   s.launcher.child.kill("SIGHUP");
-  await new Promise((resolve) => setTimeout(resolve, 1_000));
-  const began = Date.now();
-  const status = await s.launcher.stop();
-  const ms = Date.now() - began;
-  console.log(`stop during a hung reload: ${ms} ms`);
+  await waitFor(() => cat.hung > 0, "the reload reading the endless body");
+  // The body never ends: a stop that waited for the reload would never end.
+  const status = await withinGuard(s.launcher.stop(), "the stop");
   assert.equal(status.code, 0, s.launcher.stderr);
-  assert.ok(ms < 2_000 + 3_000, `${ms} ms`);
   assert.ok(!pidAlive(pid), "the engine is gone");
   assert.match(
     s.launcher.stderr,

@@ -1,5 +1,5 @@
 /**
- * Issue 29 over stand-in engines that print the real engines' lines
+ * Load phases and exit causes over stand-in engines that print the real engines' lines
  * (tests/fixtures/engine_lines.ts): load phases in `?detail=1`, the exit
  * causes and their messages, recovery by cause, a download that prints
  * nothing surviving a short `--start-timeout`, and the journal under a
@@ -8,7 +8,8 @@
 import assert from "node:assert/strict";
 import { getJson, launch, type Setup, waitFor } from "../support/helpers.ts";
 
-const WHY = new URL("../fixtures/why.yaml", import.meta.url).pathname;
+const CARDS =
+  new URL("../fixtures/phases_and_causes.yaml", import.meta.url).pathname;
 
 interface Entry {
   state: string;
@@ -62,7 +63,7 @@ async function phasesUntilReady(
 
 Deno.test("vLLM's and SGLang's own start-up lines give loading (with shards) then preparing, then ready", async () => {
   await using s = await launch(["vllm-phases", "sglang-phases"], {
-    catalogue: WHY,
+    catalogue: CARDS,
   });
   await s.launcher.ready();
   const seen = await phasesUntilReady(s, ["vllm-phases", "sglang-phases"]);
@@ -95,7 +96,7 @@ Deno.test("each cause and its line: out of memory, memory profiling, port in use
   ];
   // No retry of failed (issue 35's --failed-retry): failed has no next restart.
   await using s = await launch(names, {
-    catalogue: WHY,
+    catalogue: CARDS,
     args: ["--failed-retry", "0"],
   });
   await s.launcher.ready();
@@ -152,7 +153,7 @@ Deno.test("each cause and its line: out of memory, memory profiling, port in use
 });
 
 Deno.test("gpu-memory-profiling is retried at the same delay a few times, then the delay grows", async () => {
-  await using s = await launch(["vllm-profiling"], { catalogue: WHY });
+  await using s = await launch(["vllm-profiling"], { catalogue: CARDS });
   await s.launcher.ready();
   const log = `${s.root}/logs/vllm-profiling.log`;
   let delays: string[] = [];
@@ -172,7 +173,7 @@ Deno.test("a download that prints nothing but grows survives a 2 s --start-timeo
   const hf = await Deno.makeTempDir({ prefix: "serve-hf-" });
   try {
     await using s = await launch(["downloader"], {
-      catalogue: WHY,
+      catalogue: CARDS,
       args: ["--start-timeout", "2"],
       env: { HF_HOME: hf },
     });
@@ -200,7 +201,7 @@ Deno.test("a download that prints nothing but grows survives a 2 s --start-timeo
 
 Deno.test("the journal under a restart storm: every transition in order, nothing lost, rotated", async () => {
   await using s = await launch(["storm"], {
-    catalogue: WHY,
+    catalogue: CARDS,
     args: [
       "--restart-max-delay",
       "1",
