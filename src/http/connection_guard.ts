@@ -13,7 +13,7 @@
 import { log } from "../common/log.ts";
 import { FailureRun } from "../common/log_throttle.ts";
 import { oneLine } from "../common/one_line.ts";
-import { sleep } from "../common/sleep.ts";
+import { type Clock, REAL_CLOCK, sleep } from "../common/sleep.ts";
 
 type TlsPair = { cert: string; key: string };
 
@@ -31,6 +31,8 @@ export interface GuardedServeOptions {
   maxConnections: number;
   openFilesLimit?: number;
   onListen?: (addr: Deno.NetAddr) => void;
+  /** The deadlines' time and sweep; monotonic by default (a wall-clock step moves no deadline). */
+  clock?: Clock;
 }
 
 type InternalServer = Deno.HttpServer<Deno.NetAddr>;
@@ -76,21 +78,6 @@ async function writeAll(conn: Deno.Conn, bytes: Uint8Array): Promise<void> {
   while (done < bytes.length) done += await conn.write(bytes.subarray(done));
 }
 
-/** Until `from` ends; a reset or a close by the other direction ends it too. */
-async function copy(t: Tracked, from: Deno.Conn, to: Deno.Conn): Promise<void> {
-  const buffer = new Uint8Array(PUMP_CHUNK);
-  try {
-    while (true) {
-      const n = await from.read(buffer);
-      if (n === null) return;
-      t.lastActive = performance.now();
-      await writeAll(to, buffer.subarray(0, n));
-    }
-  } catch {
-    // The caller closes.
-  }
-}
-
 export class GuardedServer implements AsyncDisposable {
   readonly addr: Deno.NetAddr;
   /** After capping to the open-files limit. */
@@ -109,7 +96,8 @@ export class GuardedServer implements AsyncDisposable {
   #upstreamFailures = new FailureRun(
     "connect a client to the internal HTTP server",
   );
-  #sweep: ReturnType<typeof setInterval>;
+  #clock: Clock;
+  #stopSweep: () => void;
   #closing = false;
   #stopped: Promise<void> | undefined;
   #accepting: Promise<void>;
@@ -118,6 +106,8 @@ export class GuardedServer implements AsyncDisposable {
   constructor(options: GuardedServeOptions) {
     this.#options = options;
     this.#tls = options.tls;
+    this.#clock = options.clock ??
+      { now: () => performance.now(), schedule: REAL_CLOCK.schedule };
     const wanted = options.maxConnections;
     const room = options.openFilesLimit === undefined
       ? Infinity
@@ -134,8 +124,11 @@ export class GuardedServer implements AsyncDisposable {
     // One timer for every deadline: cheaper than a timer per connection and byte.
     const shortest = Math.min(options.headerTimeoutMs, options.idleTimeoutMs);
     const tick = Math.min(1_000, Math.max(20, shortest / 10));
-    this.#sweep = setInterval(() => this.#expire(), tick);
-    Deno.unrefTimer(this.#sweep);
+    const sweep = () => {
+      this.#expire();
+      this.#stopSweep = this.#clock.schedule(sweep, tick);
+    };
+    this.#stopSweep = this.#clock.schedule(sweep, tick);
     this.#accepting = this.#acceptLoop();
     options.onListen?.(this.addr);
   }
@@ -169,7 +162,7 @@ export class GuardedServer implements AsyncDisposable {
   }
 
   #expire(): void {
-    const now = performance.now();
+    const now = this.#clock.now();
     const idle = this.#options.idleTimeoutMs;
     for (const t of this.#tracked) {
       if (now > (t.headDeadline ?? Infinity) || now - t.lastActive > idle) {
@@ -179,7 +172,7 @@ export class GuardedServer implements AsyncDisposable {
   }
 
   async #handle(conn: Deno.Conn): Promise<void> {
-    const now = performance.now();
+    const now = this.#clock.now();
     const t: Tracked = {
       conn,
       headDeadline: now + this.#options.headerTimeoutMs,
@@ -190,7 +183,7 @@ export class GuardedServer implements AsyncDisposable {
       const head = new Uint8Array(PUMP_CHUNK);
       const n = await conn.read(head);
       if (n === null || this.#closing) return;
-      t.lastActive = performance.now();
+      t.lastActive = this.#clock.now();
       let upstream: Deno.TcpConn;
       try {
         t.server = this.#internal ??= this.#listen(this.#tls);
@@ -209,9 +202,9 @@ export class GuardedServer implements AsyncDisposable {
       await writeAll(upstream, head.subarray(0, n));
       await Promise.all([
         // The response may still be on its way: half-close, let it come back.
-        copy(t, conn, upstream).then(() => upstream.closeWrite())
+        this.#copy(t, conn, upstream).then(() => upstream.closeWrite())
           .catch(() => closeQuietly(upstream)),
-        copy(t, upstream, conn).then(() => drop(t)),
+        this.#copy(t, upstream, conn).then(() => drop(t)),
       ]);
     } catch {
       // A reset, a close by a deadline or by shutdown: the connection is done.
@@ -220,6 +213,21 @@ export class GuardedServer implements AsyncDisposable {
       if (t.upstream) this.#byUpstreamPort.delete(t.upstream.localAddr.port);
       drop(t);
       if (t.server) this.#shutdownIfUnused(t.server);
+    }
+  }
+
+  /** Until `from` ends; a reset or a close by the other direction ends it too. */
+  async #copy(t: Tracked, from: Deno.Conn, to: Deno.Conn): Promise<void> {
+    const buffer = new Uint8Array(PUMP_CHUNK);
+    try {
+      while (true) {
+        const n = await from.read(buffer);
+        if (n === null) return;
+        t.lastActive = this.#clock.now();
+        await writeAll(to, buffer.subarray(0, n));
+      }
+    } catch {
+      // The caller closes.
     }
   }
 
@@ -288,7 +296,7 @@ export class GuardedServer implements AsyncDisposable {
 
   async #stop(): Promise<void> {
     this.#closing = true;
-    clearInterval(this.#sweep);
+    this.#stopSweep();
     closeQuietly(this.#listener);
     for (const t of this.#tracked) drop(t);
     await this.#accepting;

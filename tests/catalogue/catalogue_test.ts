@@ -264,7 +264,7 @@ Deno.test("YAML anchors and aliases can share values between cards", () => {
 
 // --- lookup ------------------------------------------------------------------------
 
-Deno.test("a catalogue of thousands of cards with an alias each loads in linear time", () => {
+Deno.test("a catalogue of 3,000 cards with nested aliases loads with every alias expanded", () => {
   // npm:yaml's Alias.resolve walks the whole document per alias: 3,000 such
   // cards took about 30 s; read in one walk they take well under a second.
   const lines = [
@@ -278,9 +278,8 @@ Deno.test("a catalogue of thousands of cards with an alias each loads in linear 
       } }`,
     );
   }
-  const started = performance.now();
+  // Its load time, linear in the cards with aliases, is bench's catalogue row.
   const registry = Registry.parse(lines.join("\n") + "\n");
-  const ms = performance.now() - started;
   assert.equal(registry.size, 3_000);
   assert.deepEqual(registry.get("c2999").args, [
     "--max-model-len",
@@ -292,7 +291,6 @@ Deno.test("a catalogue of thousands of cards with an alias each loads in linear 
     "--limit-mm-per-prompt",
     '{"image":2}',
   ]);
-  assert.ok(ms < 5_000, `3,000 cards with aliases took ${Math.round(ms)} ms`);
 });
 
 Deno.test("an alias inside the value it names is reported, not followed for ever", () => {

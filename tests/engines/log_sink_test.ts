@@ -80,11 +80,9 @@ Deno.test("write never waits: past the queue bound new output is dropped, not bu
   const dir = await Deno.makeTempDir();
   try {
     const log = new EngineLog(`${dir}/e.log`, { maxQueuedBytes: 1_000 });
-    const began = performance.now();
+    // write() is synchronous (void): the writer cannot run inside this loop.
     for (let i = 0; i < 1_000; i++) log.write(LINE); // 100 kB at once
-    const took = performance.now() - began;
     assert.ok(log.lostBytes > 0, "some output was dropped");
-    assert.ok(took < 1_000, `write() returned at once (${took} ms for 1,000)`);
     await log.close();
     const size = (await Deno.stat(`${dir}/e.log`)).size;
     // The queue bound, plus what the writer had already taken off the queue.

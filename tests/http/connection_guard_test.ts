@@ -11,7 +11,8 @@ import {
 } from "../../src/http/connection_guard.ts";
 import { SEMIOSERVE_DEFAULTS } from "../../src/serve/config.ts";
 import { makeMaterial } from "../support/certs.ts";
-import { captureLog } from "../support/helpers.ts";
+import { captureLog, waitFor, withinGuard } from "../support/helpers.ts";
+import { ManualClock } from "../support/manual_clock.ts";
 
 const encoder = new TextEncoder();
 const decoder = new TextDecoder();
@@ -45,29 +46,39 @@ function connect(server: GuardedServer): Promise<Deno.TcpConn> {
   return Deno.connect({ hostname: "127.0.0.1", port: server.addr.port });
 }
 
-/** Milliseconds until the server closes `conn` (reads and drops what it sends). */
-async function closedAfter(conn: Deno.Conn, limitMs: number): Promise<number> {
-  const started = performance.now();
+/**
+ * Resolves once the server closes `conn` (reads and drops what it sends); a
+ * reset (a TLS peer gone without close_notify) is a close too. Fails a hang.
+ */
+async function closedByServer(conn: Deno.Conn): Promise<void> {
   const buffer = new Uint8Array(4096);
-  let expired = false;
-  const timer = setTimeout(() => {
-    expired = true;
-    conn.close();
-  }, limitMs);
+  const drained = (async () => {
+    try {
+      while (await conn.read(buffer) !== null) { /* drop */ }
+    } catch {
+      // A reset.
+    }
+  })();
   try {
-    while (await conn.read(buffer) !== null) { /* drop */ }
-    return performance.now() - started;
-  } catch {
-    // A reset (a TLS peer gone without close_notify) is a close too; our own timer is not.
-    return expired ? Infinity : performance.now() - started;
+    await withinGuard(drained, "the server closing the connection", 10_000);
   } finally {
-    clearTimeout(timer);
     try {
       conn.close();
     } catch {
       // Already closed.
     }
   }
+}
+
+/**
+ * Once this returns, every connection opened before it is tracked, its
+ * deadlines taken from the guard's clock: the guard accepts in the kernel's
+ * (FIFO) order and tracks a connection before it accepts the next, so a later
+ * connection answered means the earlier ones were accepted.
+ */
+async function acceptedSoFar(server: GuardedServer): Promise<void> {
+  using probe = await connect(server);
+  assert.match(await roundTrip(probe), /^HTTP\/1\.1 200 /);
 }
 
 /** Sends one request and reads one response (small, headers and body in one read). */
@@ -108,55 +119,75 @@ Deno.test("a request head split over several writes, and its body, reach the han
   assert.match(response, /\r\n\r\nPOST hello$/);
 });
 
-Deno.test("a half-sent request head is closed after the header timeout", async () => {
-  await using server = start({ headerTimeoutMs: 500 });
-  const conn = await connect(server);
-  await conn.write(encoder.encode("GET /health HTTP/1.1\r\nHost: x\r\n"));
-  const ms = await closedAfter(conn, 5_000);
-  assert.ok(ms >= 400 && ms < 2_000, `closed after ${ms} ms, expected ~500`);
+Deno.test("a half-sent request head is closed after the header timeout, not before", async () => {
+  const clock = new ManualClock();
+  await using server = start({ headerTimeoutMs: 500, clock });
+  using early = await connect(server);
+  const late = await connect(server);
+  for (const conn of [early, late]) {
+    await conn.write(encoder.encode("GET /health HTTP/1.1\r\nHost: x\r\n"));
+  }
+  await acceptedSoFar(server);
+  clock.advance(499);
+  assert.match(await roundTrip(early, "\r\n"), /^HTTP\/1\.1 200 /);
+  clock.advance(1_000);
+  await closedByServer(late);
+  // The answered one is past its header deadline for good.
+  assert.match(await roundTrip(early), /^HTTP\/1\.1 200 /);
 });
 
-Deno.test("a connection that sends nothing is closed after the header timeout", async () => {
-  await using server = start({ headerTimeoutMs: 300 });
-  const ms = await closedAfter(await connect(server), 5_000);
-  assert.ok(ms >= 250 && ms < 2_000, `closed after ${ms} ms, expected ~300`);
+Deno.test("a connection that sends nothing is closed after the header timeout, not before", async () => {
+  const clock = new ManualClock();
+  await using server = start({ headerTimeoutMs: 300, clock });
+  using early = await connect(server);
+  const late = await connect(server);
+  await acceptedSoFar(server);
+  clock.advance(299);
+  assert.match(await roundTrip(early), /^HTTP\/1\.1 200 /);
+  clock.advance(1_000);
+  await closedByServer(late);
 });
 
 Deno.test("the header timeout does not apply once the first head has arrived", async () => {
-  await using server = start({ headerTimeoutMs: 300 });
+  const clock = new ManualClock();
+  await using server = start({ headerTimeoutMs: 300, clock });
   using conn = await connect(server);
   assert.match(await roundTrip(conn), /^HTTP\/1\.1 200 /);
-  await new Promise((r) => setTimeout(r, 700));
+  clock.advance(700);
   assert.match(await roundTrip(conn), /^HTTP\/1\.1 200 /);
 });
 
-Deno.test("the idle timeout closes a keep-alive connection", async () => {
-  await using server = start({ idleTimeoutMs: 600 });
-  const conn = await connect(server);
-  assert.match(await roundTrip(conn), /^HTTP\/1\.1 200 /);
-  const ms = await closedAfter(conn, 5_000);
-  assert.ok(ms >= 450 && ms < 2_500, `closed after ${ms} ms, expected ~600`);
+Deno.test("the idle timeout closes a keep-alive connection; a byte either way starts it again", async () => {
+  const clock = new ManualClock();
+  await using server = start({ idleTimeoutMs: 600, clock });
+  using busy = await connect(server);
+  const idle = await connect(server);
+  for (const conn of [busy, idle]) {
+    assert.match(await roundTrip(conn), /^HTTP\/1\.1 200 /);
+  }
+  clock.advance(600);
+  assert.match(await roundTrip(busy), /^HTTP\/1\.1 200 /);
+  clock.advance(100);
+  await closedByServer(idle);
+  assert.match(await roundTrip(busy), /^HTTP\/1\.1 200 /);
 });
 
 Deno.test("connection number max + 1 is closed at once while the others stay open", async () => {
-  await using server = start({ maxConnections: 3, headerTimeoutMs: 10_000 });
+  // The clock never moves: no deadline can close anything here.
+  await using server = start({ maxConnections: 3, clock: new ManualClock() });
   const held = await Promise.all([1, 2, 3].map(() => connect(server)));
   try {
-    // The guard counts a connection once it has accepted it.
-    await new Promise((r) => setTimeout(r, 100));
-    const ms = await closedAfter(await connect(server), 3_000);
-    assert.ok(
-      ms < 1_000,
-      `connection 4 closed after ${ms} ms, expected at once`,
-    );
+    await closedByServer(await connect(server));
     const first = held[0] as Deno.TcpConn;
     assert.match(await roundTrip(first), /^HTTP\/1\.1 200 /);
-    // Once one leaves, a newcomer is served.
+    // Once one leaves, a newcomer is served (when the guard has seen it leave).
     first.close();
     held.shift();
-    await new Promise((r) => setTimeout(r, 100));
-    using again = await connect(server);
-    assert.match(await roundTrip(again), /^HTTP\/1\.1 200 /);
+    await waitFor(async () => {
+      using again = await connect(server);
+      return await roundTrip(again).then((r) => r.startsWith("HTTP/1.1 200 "))
+        .catch(() => false);
+    }, "a newcomer served once a held connection left");
   } finally {
     for (const conn of held) conn.close();
   }
@@ -194,30 +225,34 @@ Deno.test("TLS through the guard: the handshake counts toward the header timeout
   const dir = await Deno.makeTempDir({ prefix: "guard-tls-" });
   try {
     const m = await makeMaterial(dir);
+    const clock = new ManualClock();
     await using server = start({
       tls: { cert: m.serverCrt, key: m.serverKey },
       headerTimeoutMs: 500,
       handler: () => new Response("over tls"),
+      clock,
     });
     using client = Deno.createHttpClient({ caCerts: [m.caCrt] });
-    const response = await fetch(
-      `https://localhost:${server.addr.port}/health`,
-      { client },
-    );
-    assert.equal(response.status, 200);
-    assert.equal(await response.text(), "over tls");
+    const served = (via = client) =>
+      fetch(`https://localhost:${server.addr.port}/health`, { client: via })
+        .then(async (r) => `${r.status} ${await r.text()}`);
+    assert.equal(await served(), "200 over tls");
     // A client that completes the handshake but not the head is shed.
     const tls = await Deno.connectTls({
       hostname: "localhost",
       port: server.addr.port,
       caCerts: [m.caCrt],
     });
+    await tls.handshake();
     await tls.write(encoder.encode("GET /health HTTP/1.1\r\n"));
-    const slow = await closedAfter(tls, 5_000);
-    assert.ok(slow >= 400 && slow < 2_000, `closed after ${slow} ms`);
     // A client that opens TCP and never starts the handshake is shed.
-    const ms = await closedAfter(await connect(server), 5_000);
-    assert.ok(ms >= 400 && ms < 2_000, `closed after ${ms} ms, expected ~500`);
+    const tcp = await connect(server);
+    // Answered on a new connection (a new client's pool): both were accepted.
+    using probe = Deno.createHttpClient({ caCerts: [m.caCrt] });
+    assert.equal(await served(probe), "200 over tls");
+    clock.advance(1_000);
+    await closedByServer(tls);
+    await closedByServer(tcp);
   } finally {
     await Deno.remove(dir, { recursive: true });
   }
@@ -227,10 +262,10 @@ Deno.test("shutdown closes held connections and frees the port", async () => {
   const server = start();
   const port = server.addr.port;
   const conn = await connect(server);
-  await new Promise((r) => setTimeout(r, 50));
-  const closed = closedAfter(conn, 5_000);
+  await acceptedSoFar(server);
+  const closed = closedByServer(conn);
   await server.shutdown();
-  assert.ok(await closed < 2_000);
+  await closed;
   await server.shutdown();
   Deno.listen({ hostname: "127.0.0.1", port }).close();
 });

@@ -2,10 +2,11 @@
  * A sleeping engine, with the real llama-server (`deno task engine:llama`)
  * over the tiny model, its card setting `sleep-idle-seconds: 2` and an API
  * key: the launcher shows it `sleeping` while healthy; its own rounds (every
- * 0.5 s for about 20 s here, to keep the suite short: the issue's minute of
+ * 0.1 s for about 4 s here, to keep the suite short: the issue's minute of
  * rounds at the default 10 s is 6 rounds, this is 40) never wake it, as
  * llama-server's own `/props` and log say; a completion wakes it and the
- * launcher shows `ready` within a round, its tokens counted from `/metrics`.
+ * launcher shows `ready` before llama-server sleeps again (2 s idle), its
+ * tokens counted from `/metrics`.
  * Without the build it fails saying how to build it.
  */
 import assert from "node:assert/strict";
@@ -28,7 +29,7 @@ const CATALOGUE = `models:
     args: { ctx-size: 256, parallel: 1, threads: 1, no-warmup: true, sleep-idle-seconds: 2 }
 `;
 
-Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the launcher's rounds, ready within a round of a completion", async () => {
+Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the launcher's rounds, ready after a completion before it sleeps again", async () => {
   const { root, path } = await llamaRoot();
   await Deno.writeTextFile(`${root}/catalogue.yaml`, CATALOGUE);
   const port = freePorts(2);
@@ -90,14 +91,11 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
     });
     assert.equal(answer.status, 200);
     const usage = (await answer.json()).usage;
-    const woke = Date.now();
+    // Awake for 2 s (its sleep-idle-seconds), then asleep again: the launcher
+    // sees the wake inside that window or never (the journal's order below).
     await waitFor(
       async () => (await detail()).state === "ready",
       "ready after the completion",
-    );
-    assert.ok(
-      Date.now() - woke < 1_500,
-      `ready ${Date.now() - woke} ms after the completion (rounds every 0.1 s)`,
     );
     const file = `${root}/metrics/mymodel_serve_${port}.prom`;
     await waitFor(async () => {

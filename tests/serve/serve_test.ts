@@ -18,6 +18,7 @@ import {
   readRecord,
   STAND_IN_CATALOGUE,
   waitFor,
+  withinGuard,
 } from "../support/helpers.ts";
 
 const CATALOGUE = STAND_IN_CATALOGUE;
@@ -194,15 +195,10 @@ Deno.test("a hung engine does not stall /models", async () => {
     async () => (await models(s.port)).active.alpha?.healthy === true,
     "alpha healthy",
   );
-  const started = performance.now();
-  const body = await models(s.port);
-  const elapsed = performance.now() - started;
+  // Answered once the hung engine's poll times out (2 s): the guard fails a hang only.
+  const body = await withinGuard(models(s.port), "/models with a hung engine");
   assert.equal(body.active.hung?.healthy, false);
   assert.equal(body.active.alpha?.healthy, true);
-  assert.ok(
-    elapsed < 5_000,
-    `answered in ${elapsed} ms, bounded by the poll timeout`,
-  );
 });
 
 Deno.test("SIGTERM stops every engine and every engine's child, then exits 0", async () => {
