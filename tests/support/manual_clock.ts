@@ -37,9 +37,11 @@ export class ManualClock implements Clock {
     await this.advance(at - this.#now);
   }
 
+  /** Fires each timer due by `now() + ms`, in order; throws where timers keep coming (a loop that never waits). */
   async advance(ms: number): Promise<void> {
     const end = this.#now + ms;
-    for (;;) {
+    for (let fired = 0;; fired++) {
+      if (fired > 1_000) throw new Error(`timers keep firing at ${this.#now}`);
       const due = this.#timers.filter((t) => t.at <= end)
         .sort((a, b) => a.at - b.at)[0];
       if (!due) break;
