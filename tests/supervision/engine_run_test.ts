@@ -203,19 +203,24 @@ async function driven(
     port?: number;
     failedRetryMs?: number;
     canaryIntervalMs?: number;
+    gate?: GpuStartGate;
+    name?: string;
   } = {},
 ) {
   const bin = await fakeBin(["vllm"]);
   const clock = new ManualClock();
   const made: FakeProcess[] = [];
   const card = Registry.parse(
-    `models:\n  m: { verb: chat, hub: org/m${more.card ?? ""} }\n`,
-  ).get("m");
+    `models:\n  ${more.name ?? "m"}: { verb: chat, hub: org/m${
+      more.card ?? ""
+    } }\n`,
+  ).get(more.name ?? "m");
   const plan = planEngine(card, {
     baseEnv: { PATH: pathWith(bin) },
     host: "127.0.0.1",
     port: more.port ?? 1,
     directory: root,
+    gpus: more.gate ? ["0"] : null,
     defaults: {
       ...OFF,
       failedRetryMs: more.failedRetryMs ?? 0,
@@ -242,6 +247,7 @@ async function driven(
     graceMs: 1_000,
     startTimeoutMs: 0,
     canaryTimeoutMs: 2_000,
+    ...(more.gate ? { gate: more.gate } : {}),
   });
   return { run, clock, made, bin };
 }
@@ -623,5 +629,42 @@ Deno.test("driven by hand: a second signal cuts a drain short at once", async ()
     await server.shutdown();
     await Deno.remove(root, { recursive: true });
     await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a start is held while a neighbour loads on its GPU and goes at the neighbour's first 200", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const g = gate();
+  const a = await driven(root, [], { gate: g, name: "a", port: 1 });
+  const b = await driven(root, events, { gate: g, name: "b", port: 2 });
+  try {
+    await captureLog(async () => {
+      a.run.start();
+      await waitFor(
+        () => a.run.state === "starting" && a.made[0]!.running,
+        "a spawned",
+      );
+      b.run.start();
+      await waitFor(() => b.run.state === "waiting", "b held");
+      assert.equal(b.run.detail().waiting_for?.reason, "gpu-busy-loading");
+      assert.equal(b.made[0]!.running, false);
+      assert.equal(await a.run.healthy(1_000), false, "a still loading");
+      assert.equal(b.run.state, "waiting", "held until a serves");
+      a.made[0]!.health = true;
+      assert.equal(await a.run.healthy(1_000), true);
+      await waitFor(() => b.run.state === "starting", "b started");
+      assert.equal(b.made[0]!.running, true);
+      await b.run.stop();
+      await a.run.stop();
+    });
+    assert.deepEqual(transitions(events).slice(0, 2), [
+      "starting>waiting",
+      "waiting>starting",
+    ]);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(a.bin, { recursive: true });
+    await Deno.remove(b.bin, { recursive: true });
   }
 });
