@@ -26,6 +26,7 @@ import {
 } from "../engines/traffic.ts";
 import type { EngineDetail } from "./engine_detail.ts";
 import type { Journal } from "./journal.ts";
+import type { EngineRunOptions } from "./engine_run_options.ts";
 import type { EngineState } from "./engine_state.ts";
 
 export type ServingEvent =
@@ -72,11 +73,7 @@ export class ServingWatch {
 
   constructor(
     engine: Engine,
-    options: {
-      canaryTimeoutMs?: number;
-      journal?: Journal | undefined;
-      clock?: Clock;
-    },
+    options: Pick<EngineRunOptions, "canaryTimeoutMs" | "journal" | "clock">,
     on: (event: ServingEvent) => void,
     signal: AbortSignal,
   ) {
