@@ -1,11 +1,15 @@
 /** `@std/async`'s `delay` (JSR is not reachable here), but never rejects: resolves at once when `signal` aborts. */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+export function sleep(
+  ms: number,
+  signal?: AbortSignal,
+  clock: Clock = REAL_CLOCK,
+): Promise<void> {
   return new Promise<void>((resolve) => {
     if (signal?.aborted) return resolve();
-    const timer = setTimeout(done, ms);
+    const cancel = clock.schedule(done, ms);
     signal?.addEventListener("abort", done, { once: true });
     function done(): void {
-      clearTimeout(timer);
+      cancel();
       signal?.removeEventListener("abort", done);
       resolve();
     }

@@ -5,7 +5,11 @@ import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
-import { SERVE_FLAGS, type TrafficRule } from "./kinds/engine_kind.ts";
+import {
+  SERVE_FLAGS,
+  termDrains,
+  type TrafficRule,
+} from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
 
@@ -69,6 +73,8 @@ export interface EnginePlan
   readonly stallMs: number;
   /** Idle this long: a canary request. */
   readonly canaryMs: number;
+  /** Its SIGTERM is its own drain (the kind's `termDrain` flag set above 0 in the card's args). */
+  readonly termDrains: boolean;
   /** @ignore The launcher's own plumbing: where and how its traffic is read (the kind's rule, else the card's `metrics`); null: not at all. */
   readonly traffic: TrafficRule | null;
   /** The catalogue name. */
@@ -145,7 +151,13 @@ export function amendPlan(
 
 type EngineSettings = Pick<
   EnginePlan,
-  "restart" | "failedRetryMs" | "drainMs" | "stallMs" | "canaryMs" | "traffic"
+  | "restart"
+  | "failedRetryMs"
+  | "drainMs"
+  | "stallMs"
+  | "canaryMs"
+  | "termDrains"
+  | "traffic"
 >;
 
 /** "The card's value, else the launcher's", once for every setting. */
@@ -153,7 +165,8 @@ export function engineSettings(
   card: ModelCard,
   launcher: EngineDefaults,
 ): EngineSettings {
-  const traffic = trafficRule(card, ENGINE_KINDS[card.engine]!) ?? null;
+  const kind = ENGINE_KINDS[card.engine]!;
+  const traffic = trafficRule(card, kind) ?? null;
   const ms = (seconds: number | undefined, otherwise: number) =>
     seconds === undefined ? otherwise : seconds * 1000;
   return {
@@ -162,6 +175,7 @@ export function engineSettings(
     drainMs: ms(card.drainTimeout, launcher.drainTimeoutMs),
     stallMs: ms(card.stallTimeout, launcher.stallTimeoutMs),
     canaryMs: card.canary === false ? 0 : launcher.canaryIntervalMs,
+    termDrains: termDrains(kind, card.args),
     traffic,
   };
 }

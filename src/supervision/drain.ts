@@ -6,10 +6,8 @@
 // waits for the running and waiting gauges to read 0, which steady traffic may
 // never give. Where SIGTERM itself drains (the kind's `termDrain`: vLLM with
 // `--shutdown-timeout`) it is sent at once and the drain ends at the exit.
-import { sleep } from "../common/sleep.ts";
+import { type Clock, REAL_CLOCK, sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
-import { ENGINE_KINDS } from "../engines/kinds.ts";
-import { termDrains } from "../engines/kinds/engine_kind.ts";
 import {
   engineOrigin,
   readEngineRequests,
@@ -102,7 +100,7 @@ function heldLeft(
 }
 
 export class Drain {
-  readonly since = Date.now();
+  readonly since: number;
   readonly deadline: number;
   #last: TrafficReading | null = null;
   #finished = 0;
@@ -121,6 +119,7 @@ export class Drain {
     emit: (event: DrainEvent) => void,
     say: (line: string) => void,
     term: () => void,
+    clock: Clock = REAL_CLOCK,
   ): Drain | undefined {
     if (state === "starting") say("not drained: still starting");
     if (!DRAINS_FROM.includes(state)) return undefined;
@@ -140,8 +139,9 @@ export class Drain {
       view &&
         ((timeoutMs) =>
           readEngineRequests(origin, view, plan.apiKey, timeoutMs)),
+      clock,
     );
-    drain.#termed = termDrains(ENGINE_KINDS[plan.card.engine]!, plan.card.args);
+    drain.#termed = plan.termDrains;
     if (drain.#termed) term();
     return drain;
   }
@@ -151,7 +151,9 @@ export class Drain {
     read: Read<TrafficReading>,
     emit: (event: DrainEvent) => void,
     requests?: Read<number[]>,
+    readonly clock: Clock = REAL_CLOCK,
   ) {
+    this.since = clock.now();
     this.deadline = this.since + ms;
     void this.#loop(read, emit, requests);
   }
@@ -215,7 +217,7 @@ export class Drain {
 
   #end(reason: DrainEnd["reason"]): DrainEnd {
     this.close();
-    const seconds = Math.round((Date.now() - this.since) / 100) / 10;
+    const seconds = Math.round((this.clock.now() - this.since) / 100) / 10;
     const held = this.#held;
     const now = this.#last ? inFlight(this.#last) : 0;
     // By id: of those in flight at the start; arrivals are what else is in flight.
@@ -247,22 +249,22 @@ export class Drain {
   ): Promise<void> {
     const signal = this.#stop.signal;
     const budget = () =>
-      Math.max(1, Math.min(READ_TIMEOUT_MS, this.deadline - Date.now()));
+      Math.max(1, Math.min(READ_TIMEOUT_MS, this.deadline - this.clock.now()));
     while (!signal.aborted) {
-      if (this.deadline <= Date.now()) {
+      if (this.deadline <= this.clock.now()) {
         return emit({ kind: "drain-over", why: "deadline" });
       }
       const reading = await read(budget());
       if (signal.aborted) return;
-      if (reading === null && Date.now() >= this.deadline) continue;
+      if (reading === null && this.clock.now() >= this.deadline) continue;
       // Only with something in flight: llama-server's `/slots` wakes it from sleep.
       const ask = requests && reading && inFlight(reading) > 0 &&
         (this.#last === null || this.#held);
       const view = ask ? { processing: await requests(budget()) } : {};
       if (signal.aborted) return;
       emit({ kind: "drain-read", reading, ...view });
-      const wait = Math.min(READ_EVERY_MS, this.deadline - Date.now());
-      await sleep(Math.max(wait, 0), signal);
+      const wait = Math.min(READ_EVERY_MS, this.deadline - this.clock.now());
+      await sleep(Math.max(wait, 0), signal, this.clock);
     }
   }
 }

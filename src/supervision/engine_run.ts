@@ -446,6 +446,7 @@ export class EngineRun {
         (e) => this.#on(e),
         (line) => this.#report("info", line),
         () => this.#process.term(), // its SIGTERM drains: at once
+        this.#clock,
       );
       return this.#enter(this.#drain ? "draining" : "stopping");
     }

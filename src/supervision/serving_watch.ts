@@ -4,6 +4,7 @@
 // What the engine run must act on comes back as events.
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { log } from "../common/log.ts";
+import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
 import {
   askEngine,
   engineOrigin,
@@ -25,6 +26,7 @@ import {
 } from "../engines/traffic.ts";
 import type { EngineDetail } from "./engine_detail.ts";
 import type { Journal } from "./journal.ts";
+import type { EngineRunOptions } from "./engine_run_options.ts";
 import type { EngineState } from "./engine_state.ts";
 
 export type ServingEvent =
@@ -51,6 +53,7 @@ const CANARY_FAILURES = 2;
 export class ServingWatch {
   readonly #engine: Engine;
   readonly #canaryTimeoutMs: number;
+  readonly #clock: Clock;
   readonly #journal: Journal | undefined;
   readonly #on: (event: ServingEvent) => void;
   readonly #signal: AbortSignal; // the engine stops for good
@@ -70,13 +73,14 @@ export class ServingWatch {
 
   constructor(
     engine: Engine,
-    options: { canaryTimeoutMs?: number; journal?: Journal | undefined },
+    options: Pick<EngineRunOptions, "canaryTimeoutMs" | "journal" | "clock">,
     on: (event: ServingEvent) => void,
     signal: AbortSignal,
   ) {
     this.#engine = engine;
     this.#signal = signal;
     this.#canaryTimeoutMs = options.canaryTimeoutMs ?? 0;
+    this.#clock = options.clock ?? REAL_CLOCK;
     this.#journal = options.journal;
     this.#on = on;
   }
@@ -136,7 +140,7 @@ export class ServingWatch {
     const asleep = said ?? state === "sleeping";
     if (!rule || !metrics) return;
     const read = metrics.ok
-      ? parseTraffic(metrics.text, rule, Date.now())
+      ? parseTraffic(metrics.text, rule, this.#clock.now())
       : { reading: null, why: metrics.why, odd: [] };
     const at = `${origin}${rule.path}`;
     for (const odd of read.odd) this.#once(`its traffic at ${at}: ${odd}`);
@@ -201,7 +205,7 @@ export class ServingWatch {
     const { name } = this.#engine;
     const signal = this.#signal;
     this.#canaryBusy = true;
-    const began = performance.now();
+    const began = this.#clock.now();
     const answer = await askEngine(url, {
       apiKey: this.#engine.plan.apiKey,
       timeoutMs: this.#canaryTimeoutMs,
@@ -211,8 +215,9 @@ export class ServingWatch {
     });
     this.#canaryBusy = false;
     if (run !== this.#run || signal.aborted) return;
-    const seconds = Math.round(performance.now() - began) / 1000;
-    this.#canary = { at: new Date().toISOString(), ok: answer.ok, seconds };
+    const at = this.#clock.now();
+    const seconds = (at - began) / 1000;
+    this.#canary = { at: new Date(at).toISOString(), ok: answer.ok, seconds };
     // 501 Not Implemented is an answer (llama-server without --embeddings), not a hang.
     if (!answer.ok && answer.status === 501) {
       this.#once(`canary ${new URL(url).pathname} ${answer.why}`);

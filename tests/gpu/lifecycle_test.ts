@@ -181,11 +181,10 @@ Deno.test("a restart waits until the dead run's pid leaves nvidia-smi's list", a
   );
 });
 
-Deno.test("with the default --health-interval, a restart after a crash during load or after a long run waits for the dead pid to leave nvidia-smi's list, and no longer than one interval past it", async () => {
+Deno.test("with the default --health-interval, a restart after a crash during load or after a long run waits for the dead pid to leave nvidia-smi's list, and starts on seeing it gone, not at --gpu-release-timeout", async () => {
   // Issue 24: the restart of a run that failed during its load used facts
   // from before the run had allocated anything, and spawned into its memory.
   const RELEASE_MS = 4000;
-  const INTERVAL_MS = 10_000; // the launcher's default --health-interval
   await using gpus = await fakeGpuMachine({
     devices: fakeDevices(2),
     releaseMs: RELEASE_MS,
@@ -218,11 +217,16 @@ Deno.test("with the default --health-interval, a restart after a crash during lo
           next.startedAt - first.startedAt - crashMs
         } ms after its exit, into memory listed for ${RELEASE_MS} ms after it`,
       );
-      assert.ok(
-        next.startedAt - released <= INTERVAL_MS + 2500,
-        `${name}: restarted ${
-          next.startedAt - released
-        } ms after the release (one interval is ${INTERVAL_MS} ms)`,
+      // Released by a round that saw the pid gone (the gate's own line), not
+      // by the release timeout running out ("starting anyway").
+      await s.launcher.waitForLine(
+        new RegExp(
+          `engine ${name} starts on GPU .*waited for gpu-memory-release`,
+        ),
+      );
+      assert.doesNotMatch(
+        s.launcher.stderr,
+        new RegExp(`engine ${name}: GPU .* starting anyway`),
       );
       assert.match(
         waits.get(name) ?? "(never held for gpu-memory-release)",
@@ -344,11 +348,12 @@ Deno.test("past --gpu-release-timeout a restart proceeds with one warning", asyn
   );
 });
 
-Deno.test("a start waits while a foreign process holds the memory, and starts within one health interval once it is freed", async () => {
+Deno.test("a start waits while a foreign process holds the memory, and starts once it is freed, on one query round per interval", async () => {
   await using gpus = await fakeGpuMachine({ devices: fakeDevices(1) });
   const sleeper = new Deno.Command("sleep", { args: ["60"] }).spawn();
   try {
     await gpus.addForeign("job", { pid: sleeper.pid, gpu: "0", mib: 60000 });
+    const launchedAt = Date.now();
     await using s = await launchOn(gpus, ["whole1"], ["--gpus", "0"]);
     await s.launcher.ready();
     const line = await s.launcher.waitForLine(/engine whole1 waits for GPU 0/);
@@ -362,20 +367,11 @@ Deno.test("a start waits while a foreign process holds the memory, and starts wi
     assert.equal(held.state, "waiting");
     assert.equal(held.pid, null);
     assert.equal(held.waiting_for?.reason, "gpu-memory-free");
-    await new Promise((r) => setTimeout(r, 1000));
-    assert.equal(
-      await readRecord(s.records, s.port + 1),
-      undefined,
-      "not spawned",
-    );
     const freedAt = Date.now();
     await gpus.removeForeign("job");
     const started = await waitForRecord(s, 1);
-    // One health interval (0.3 s) plus a stand-in nvidia-smi run and an engine start.
-    assert.ok(
-      started.startedAt - freedAt < 2000,
-      `${started.startedAt - freedAt} ms`,
-    );
+    // Order, not time: spawned only once the memory was freed.
+    assert.ok(started.startedAt >= freedAt, "not spawned while held");
     await s.launcher.waitForLine(
       /engine whole1 starts on GPU 0 \(waited for gpu-memory-free\)/,
     );
@@ -385,8 +381,11 @@ Deno.test("a start waits while a foreign process holds the memory, and starts wi
         a.startsWith("--query-compute-apps")
       )
     ).length;
-    const seconds = (Date.now() - freedAt) / 1000 + 2;
-    assert.ok(rounds <= seconds / 0.3 + 3, `${rounds} query rounds`);
+    // A guard against a query storm (a wait that polls without its interval
+    // asks hundreds of times a second), not a timing: three times one round
+    // per 0.3 s interval since the launcher started.
+    const seconds = (Date.now() - launchedAt) / 1000;
+    assert.ok(rounds <= 3 * (seconds / 0.3 + 3), `${rounds} query rounds`);
   } finally {
     sleeper.kill();
     await sleeper.status;

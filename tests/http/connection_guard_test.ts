@@ -128,9 +128,9 @@ Deno.test("a half-sent request head is closed after the header timeout, not befo
     await conn.write(encoder.encode("GET /health HTTP/1.1\r\nHost: x\r\n"));
   }
   await acceptedSoFar(server);
-  clock.advance(499);
+  await clock.advance(499);
   assert.match(await roundTrip(early, "\r\n"), /^HTTP\/1\.1 200 /);
-  clock.advance(1_000);
+  await clock.advance(1_000);
   await closedByServer(late);
   // The answered one is past its header deadline for good.
   assert.match(await roundTrip(early), /^HTTP\/1\.1 200 /);
@@ -142,9 +142,9 @@ Deno.test("a connection that sends nothing is closed after the header timeout, n
   using early = await connect(server);
   const late = await connect(server);
   await acceptedSoFar(server);
-  clock.advance(299);
+  await clock.advance(299);
   assert.match(await roundTrip(early), /^HTTP\/1\.1 200 /);
-  clock.advance(1_000);
+  await clock.advance(1_000);
   await closedByServer(late);
 });
 
@@ -153,7 +153,7 @@ Deno.test("the header timeout does not apply once the first head has arrived", a
   await using server = start({ headerTimeoutMs: 300, clock });
   using conn = await connect(server);
   assert.match(await roundTrip(conn), /^HTTP\/1\.1 200 /);
-  clock.advance(700);
+  await clock.advance(700);
   assert.match(await roundTrip(conn), /^HTTP\/1\.1 200 /);
 });
 
@@ -165,9 +165,9 @@ Deno.test("the idle timeout closes a keep-alive connection; a byte either way st
   for (const conn of [busy, idle]) {
     assert.match(await roundTrip(conn), /^HTTP\/1\.1 200 /);
   }
-  clock.advance(600);
+  await clock.advance(600);
   assert.match(await roundTrip(busy), /^HTTP\/1\.1 200 /);
-  clock.advance(100);
+  await clock.advance(100);
   await closedByServer(idle);
   assert.match(await roundTrip(busy), /^HTTP\/1\.1 200 /);
 });
@@ -250,7 +250,7 @@ Deno.test("TLS through the guard: the handshake counts toward the header timeout
     // Answered on a new connection (a new client's pool): both were accepted.
     using probe = Deno.createHttpClient({ caCerts: [m.caCrt] });
     assert.equal(await served(probe), "200 over tls");
-    clock.advance(1_000);
+    await clock.advance(1_000);
     await closedByServer(tls);
     await closedByServer(tcp);
   } finally {

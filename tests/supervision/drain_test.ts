@@ -4,8 +4,13 @@
  */
 import assert from "node:assert/strict";
 import { Drain, type DrainEvent } from "../../src/supervision/drain.ts";
-import { engineSettings } from "../../src/engines/engine_plan.ts";
+import {
+  type EnginePlan,
+  engineSettings,
+} from "../../src/engines/engine_plan.ts";
 import type { TrafficReading } from "../../src/engines/traffic.ts";
+import { ManualClock, settle } from "../support/manual_clock.ts";
+import { withinGuard } from "../support/helpers.ts";
 
 function reading(running: number, waiting = 0): TrafficReading {
   return { running, waiting, prompt: 0, generated: 0, at: Date.now() };
@@ -62,25 +67,40 @@ Deno.test("the deadline and a second signal cut what is still in flight", () => 
   assert.match(end!.detail, /cut short by a second signal/);
 });
 
-Deno.test("the reads stop at the deadline with one drain-over event", async () => {
+Deno.test("the reads stop at the deadline with one drain-over event: a read every 0.5 s on the drain's clock", async () => {
+  const clock = new ManualClock();
   const events: DrainEvent[] = [];
-  let reads = 0;
-  const drain = new Drain(700, () => {
-    reads++;
-    return Promise.resolve(reading(1));
-  }, (event) => {
-    events.push(event);
-    drain.step(event);
-  });
-  await drain.over;
-  assert.equal(events.at(-1)?.kind, "drain-over");
-  assert.equal(events.filter((e) => e.kind === "drain-over").length, 1);
-  assert.ok(reads >= 2 && reads <= 3, `every 0.5 s (${reads} reads)`);
-  assert.ok(Date.now() >= drain.deadline);
+  const reads: number[] = [];
+  const began = clock.now();
+  const drain = new Drain(
+    700,
+    () => {
+      reads.push(clock.now() - began);
+      return Promise.resolve(reading(1));
+    },
+    (event) => {
+      events.push(event);
+      drain.step(event);
+    },
+    undefined,
+    clock,
+  );
+  await settle();
+  await clock.advance(700);
+  await withinGuard(drain.over, "the drain's end");
+  assert.deepEqual(reads, [0, 500]);
+  assert.deepEqual(events.map((e) => e.kind), [
+    "drain-read",
+    "drain-read",
+    "drain-over",
+  ]);
+  assert.equal(drain.deadline, began + 700);
+  assert.equal(clock.now(), drain.deadline);
+  assert.equal(clock.pending, 0, "no read left waiting");
 });
 
 Deno.test("a card's drain_timeout wins over the launcher's", () => {
-  const card = { name: "m", engine: "vllm" } as Parameters<
+  const card = { name: "m", engine: "vllm", args: [] } as unknown as Parameters<
     typeof engineSettings
   >[0];
   const drainMs = (c: typeof card, drainTimeoutMs: number) =>
@@ -94,6 +114,54 @@ Deno.test("a card's drain_timeout wins over the launcher's", () => {
   assert.equal(drainMs(card, 30_000), 30_000);
   assert.equal(drainMs({ ...card, drainTimeout: 0 }, 30_000), 0);
   assert.equal(drainMs({ ...card, drainTimeout: 2.5 }, 0), 2_500);
+});
+
+const LAUNCHER = {
+  restart: "on-failure",
+  failedRetryMs: 0,
+  drainTimeoutMs: 30_000,
+  stallTimeoutMs: 0,
+  canaryIntervalMs: 0,
+} as const;
+
+Deno.test("whether SIGTERM drains is the plan's, resolved from the card's args; a drain sends it at once on the plan's word", async () => {
+  const card = {
+    name: "m",
+    engine: "vllm",
+    args: [] as string[],
+  } as unknown as Parameters<
+    typeof engineSettings
+  >[0];
+  const on = (args: string[]) =>
+    engineSettings({ ...card, args }, LAUNCHER).termDrains;
+  assert.equal(on(["--shutdown-timeout", "30"]), true);
+  assert.equal(on(["--shutdown-timeout", "0"]), false);
+  assert.equal(on([]), false);
+  const settings = engineSettings(card, LAUNCHER);
+  const plan = (termDrains: boolean) =>
+    ({
+      ...settings,
+      termDrains,
+      card,
+      host: "127.0.0.1",
+      port: 1,
+      apiKey: "",
+    }) as unknown as EnginePlan;
+  for (const termDrains of [true, false]) {
+    let termed = 0;
+    const read = Promise.withResolvers<void>();
+    const drain = Drain.begin(
+      "ready",
+      plan(termDrains),
+      () => read.resolve(),
+      () => {},
+      () => termed++,
+      new ManualClock(),
+    )!;
+    await withinGuard(read.promise, "the drain's first read");
+    drain.close();
+    assert.equal(termed, termDrains ? 1 : 0, `termDrains: ${termDrains}`);
+  }
 });
 
 /** One read with the engine's own view: the gauges and the ids it processes. */

@@ -6,10 +6,8 @@
  */
 import assert from "node:assert/strict";
 import { Registry } from "../../src/catalogue.ts";
-import type { Clock } from "../../src/common/sleep.ts";
-import { type EnginePlan, planEngine } from "../../src/engines/engine_plan.ts";
+import { planEngine } from "../../src/engines/engine_plan.ts";
 import { EngineLog } from "../../src/engines/log_sink.ts";
-import { ServerProcess } from "../../src/engines/server_process.ts";
 import { GpuStartGate, type StartSlot } from "../../src/gpu/start_gate.ts";
 import { EngineRun } from "../../src/supervision/engine_run.ts";
 import type { Journal, JournalEvent } from "../../src/supervision/journal.ts";
@@ -22,6 +20,7 @@ import {
   waitFor,
 } from "../support/helpers.ts";
 import { metricsText } from "../fixtures/engine_metrics.ts";
+import { FakeProcess, ManualClock, settle } from "../support/manual_clock.ts";
 
 const CARDS = Registry.parse(`models:
   crash:
@@ -193,131 +192,40 @@ Deno.test("an engine held at the gate starts once the neighbour's load is over, 
   }
 });
 
-/** Time that moves only when the test says: `advance` fires each timer due, in order. */
-class ManualClock implements Clock {
-  #now = Date.parse("2026-01-01T00:00:00Z");
-  #timers: { at: number; callback: () => void }[] = [];
-
-  now(): number {
-    return this.#now;
-  }
-
-  schedule(callback: () => void, ms: number): () => void {
-    const timer = { at: this.#now + ms, callback };
-    this.#timers.push(timer);
-    return () => {
-      this.#timers = this.#timers.filter((t) => t !== timer);
-    };
-  }
-
-  async advance(ms: number): Promise<void> {
-    const end = this.#now + ms;
-    for (;;) {
-      const due = this.#timers.filter((t) => t.at <= end)
-        .sort((a, b) => a.at - b.at)[0];
-      if (!due) break;
-      this.#timers = this.#timers.filter((t) => t !== due);
-      this.#now = due.at;
-      due.callback();
-      await settle();
-    }
-    this.#now = end;
-  }
-}
-
-/** Lets the promise callbacks queued so far run (an exit's event). */
-function settle(): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, 0));
-}
-
-let pids = 90_000;
-
-/** A process handle the test drives: it spawns nothing, answers polls with `health`, ends at `exit`. */
-class FakeProcess extends ServerProcess {
-  readonly #clock: Clock;
-  #pid: number | undefined;
-  #startedAt: number | undefined;
-  #status: Deno.CommandStatus | undefined;
-  readonly #exit = Promise.withResolvers<Deno.CommandStatus>();
-  health = false;
-
-  constructor(plan: EnginePlan, log: EngineLog, clock: Clock) {
-    super(plan, log);
-    this.#clock = clock;
-  }
-
-  override start(): void {
-    this.#pid = pids++;
-    this.#startedAt = this.#clock.now();
-  }
-
-  override get pid(): number | undefined {
-    return this.#pid;
-  }
-
-  override get running(): boolean {
-    return this.#pid !== undefined && this.#status === undefined;
-  }
-
-  override get startedAt(): number | undefined {
-    return this.#startedAt;
-  }
-
-  override get lastSignOfLife(): number {
-    return this.#startedAt ?? this.#clock.now();
-  }
-
-  override get ended(): Promise<Deno.CommandStatus> {
-    return this.#exit.promise;
-  }
-
-  override check(): Promise<{ ok: boolean; ms: number }> {
-    return Promise.resolve({ ok: this.running && this.health, ms: 1 });
-  }
-
-  override async stop(): Promise<void> {
-    this.exit({ success: false, code: 143, signal: "SIGTERM" });
-    await this.ended;
-  }
-
-  override kill(): void {
-    this.exit({ success: false, code: 137, signal: "SIGKILL" });
-  }
-
-  override async *loadPolls(): AsyncGenerator<never> {}
-
-  /** Ends the run, after printing `line`. */
-  exit(status: Deno.CommandStatus, line?: string): void {
-    if (this.#status || this.#pid === undefined) return;
-    if (line) this.watch.feeder()(new TextEncoder().encode(`${line}\n`));
-    this.#status = status;
-    this.#exit.resolve(status);
-  }
-}
-
 const EXIT_1: Deno.CommandStatus = { success: false, code: 1, signal: null };
 
 /** An engine run of a vLLM card driven by `clock`, its process handles in `made`. */
 async function driven(
   root: string,
   events: Partial<JournalEvent>[],
-  more: { card?: string; port?: number; failedRetryMs?: number } = {},
+  more: {
+    card?: string;
+    port?: number;
+    failedRetryMs?: number;
+    canaryIntervalMs?: number;
+    gate?: GpuStartGate;
+    name?: string;
+  } = {},
 ) {
   const bin = await fakeBin(["vllm"]);
   const clock = new ManualClock();
   const made: FakeProcess[] = [];
   const card = Registry.parse(
-    `models:\n  m: { verb: chat, hub: org/m${more.card ?? ""} }\n`,
-  ).get("m");
+    `models:\n  ${more.name ?? "m"}: { verb: chat, hub: org/m${
+      more.card ?? ""
+    } }\n`,
+  ).get(more.name ?? "m");
   const plan = planEngine(card, {
     baseEnv: { PATH: pathWith(bin) },
     host: "127.0.0.1",
     port: more.port ?? 1,
     directory: root,
+    gpus: more.gate ? ["0"] : null,
     defaults: {
       ...OFF,
       failedRetryMs: more.failedRetryMs ?? 0,
       drainTimeoutMs: 30_000,
+      canaryIntervalMs: more.canaryIntervalMs ?? 0,
     },
   });
   const run = new EngineRun(plan, {
@@ -338,6 +246,8 @@ async function driven(
     livenessFailures: 0,
     graceMs: 1_000,
     startTimeoutMs: 0,
+    canaryTimeoutMs: 2_000,
+    ...(more.gate ? { gate: more.gate } : {}),
   });
   return { run, clock, made, bin };
 }
@@ -445,7 +355,7 @@ Deno.test("driven by hand: a stop drains a ready engine until what was in flight
         }),
       ),
   );
-  const { run, made, bin } = await driven(root, events, {
+  const { run, clock, made, bin } = await driven(root, events, {
     port: server.addr.port,
   });
   try {
@@ -462,6 +372,7 @@ Deno.test("driven by hand: a stop drains a ready engine until what was in flight
       );
       assert.equal(made[0]!.running, true, "no SIGTERM while it drains");
       running = 0;
+      await clock.next("the drain's next read");
       await stopped;
     });
     assert.deepEqual(
@@ -478,5 +389,282 @@ Deno.test("driven by hand: a stop drains a ready engine until what was in flight
     await server.shutdown();
     await Deno.remove(root, { recursive: true });
     await Deno.remove(bin, { recursive: true });
+  }
+});
+
+/** What a stand-in vLLM answers: its gauges and counters, and each canary's status. */
+interface Answers {
+  running: number;
+  generated: number;
+  canary: number;
+  canaries: number;
+}
+
+/** A stand-in vLLM at a loopback port: `/metrics` from `a`, a canary answered `a.canary`. */
+function standIn(a: Answers): Deno.HttpServer<Deno.NetAddr> {
+  return Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    (req) => {
+      if (new URL(req.url).pathname === "/metrics") {
+        const { running, generated } = a;
+        return new Response(
+          metricsText("vllm", {
+            running,
+            waiting: 0,
+            prompt: generated,
+            generated,
+            model: "m",
+          }),
+        );
+      }
+      a.canaries++;
+      return new Response("{}", { status: a.canary });
+    },
+  );
+}
+
+function transitions(events: Partial<JournalEvent>[]): string[] {
+  return events.filter((e) => e.event === "state").map((e) =>
+    `${e.from}>${e.to}`
+  );
+}
+
+Deno.test("driven by hand: requests running and no token past the stall timeout stop the run as stalled; it restarts after its backoff", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const a = { running: 1, generated: 5, canary: 200, canaries: 0 };
+  const server = standIn(a);
+  const { run, clock, made, bin } = await driven(root, events, {
+    port: server.addr.port,
+    card: ", stall_timeout: 60",
+  });
+  try {
+    await captureLog(async () => {
+      run.start();
+      made[0]!.health = true;
+      await run.healthy(1_000, true);
+      assert.equal(run.state, "ready");
+      await clock.advance(40_000);
+      a.generated++; // a token: the stall timeout counts from here
+      await run.healthy(1_000, true);
+      await clock.advance(59_999);
+      await run.healthy(1_000, true);
+      assert.equal(run.state, "ready", "not before 60 s without a token");
+      await clock.advance(1);
+      await run.healthy(1_000, true);
+      await waitFor(() => run.state === "backoff", "stopped, then its backoff");
+      assert.equal(made[0]!.running, false);
+      assert.equal(run.detail().last_exit?.cause, "stalled");
+      assert.equal(
+        run.detail().next_restart,
+        new Date(clock.now() + 1_000).toISOString(),
+      );
+      await server.shutdown(); // the engine's port, free again for its restart
+      await clock.advance(1_000);
+      assert.equal(run.state, "starting");
+      assert.equal(made.length, 2, "restarted as its policy says");
+      await run.stop();
+    });
+    const stop = events.find((e) => e.to === "stopping")!;
+    assert.equal(stop.reason, "stalled");
+    assert.match(
+      stop.detail ?? "",
+      /^stalled: 1 request running, no token for 60 s:/,
+    );
+    assert.deepEqual(transitions(events).slice(0, 4), [
+      "starting>ready",
+      "ready>stopping",
+      "stopping>backoff",
+      "backoff>starting",
+    ]);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: an idle engine's canary is due after its interval; an answer resets the streak; two failures in a row stop it as stalled", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const a = { running: 0, generated: 5, canary: 503, canaries: 0 };
+  const server = standIn(a);
+  const { run, clock, made, bin } = await driven(root, events, {
+    port: server.addr.port,
+    canaryIntervalMs: 60_000,
+  });
+  /** A round that sends a canary, and its answer. */
+  const canary = async () => {
+    const before = run.detail().canary;
+    await run.healthy(1_000, true);
+    await waitFor(() => run.detail().canary !== before, "a canary answered");
+    return run.detail().canary!;
+  };
+  try {
+    const { lines } = await captureLog(async () => {
+      run.start();
+      made[0]!.health = true;
+      const t0 = clock.now();
+      await run.healthy(1_000, true);
+      await clock.advance(59_999);
+      await run.healthy(1_000, true);
+      assert.equal(run.detail().canary, null, "none before its interval");
+      await clock.advance(1);
+      const first = await canary();
+      assert.equal(first.at, new Date(t0 + 60_000).toISOString());
+      assert.equal(first.ok, false);
+      assert.equal(a.canaries, 1, "one canary in the first interval");
+      a.canary = 200; // an answer: the streak ends, the next a whole interval later
+      assert.equal((await canary()).ok, true);
+      a.canary = 503;
+      await run.healthy(1_000, true); // the next round: its interval from here
+      await clock.advance(59_999);
+      await run.healthy(1_000, true);
+      await clock.advance(1);
+      assert.equal((await canary()).ok, false);
+      assert.equal(run.state, "ready", "one failure after an answer");
+      await canary();
+      await waitFor(() => run.state === "backoff", "stopped as stalled");
+      assert.equal(a.canaries, 4);
+    });
+    const failed = lines.filter((l) =>
+      /canary .* failed: .* in a row\)/.test(l)
+    );
+    assert.deepEqual(failed.map((l) => l.match(/\((\d) in a row\)/)?.[1]), [
+      "1",
+      "1",
+      "2",
+    ]);
+    const stop = events.find((e) => e.to === "stopping")!;
+    assert.equal(stop.reason, "stalled");
+    assert.match(
+      stop.detail ?? "",
+      /^stalled: 2 canary requests in a row failed/,
+    );
+  } finally {
+    await run.stop();
+    await server.shutdown();
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a drain that never empties ends at its deadline on the run's clock, what is in flight cut", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const a = { running: 2, generated: 5, canary: 200, canaries: 0 };
+  const server = standIn(a);
+  const { run, clock, made, bin } = await driven(root, events, {
+    port: server.addr.port,
+    card: ", drain_timeout: 5",
+  });
+  try {
+    await captureLog(async () => {
+      run.start();
+      made[0]!.health = true;
+      await run.healthy(1_000, true);
+      const began = clock.now();
+      const stopped = run.stop();
+      assert.equal(run.state, "draining");
+      assert.equal(
+        run.detail().drain?.deadline,
+        new Date(began + 5_000).toISOString(),
+      );
+      // A read every 0.5 s: ten, then the deadline (a bound, should it never end).
+      for (let reads = 0; reads <= 10 && run.state === "draining"; reads++) {
+        assert.equal(made[0]!.running, true, "no SIGTERM while it drains");
+        await clock.next("the drain's next read");
+      }
+      assert.notEqual(run.state, "draining");
+      assert.equal(clock.now(), began + 5_000);
+      await stopped;
+    });
+    const drain = events.find((e) => e.event === "drain")!;
+    assert.equal(drain.reason, "deadline");
+    assert.equal(
+      drain.detail,
+      "drain deadline passed after 5 s: 0 requests finished, 2 cut",
+    );
+    assert.equal(run.counts().requestsCut, 2);
+    assert.deepEqual(transitions(events).slice(1), [
+      "ready>draining",
+      "draining>stopping",
+      "stopping>exited",
+    ]);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a second signal cuts a drain short at once", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const a = { running: 1, generated: 5, canary: 200, canaries: 0 };
+  const server = standIn(a);
+  const { run, clock, made, bin } = await driven(root, events, {
+    port: server.addr.port,
+  });
+  try {
+    await captureLog(async () => {
+      run.start();
+      made[0]!.health = true;
+      await run.healthy(1_000, true);
+      const stopped = run.stop();
+      await clock.next("the drain's first read");
+      assert.equal(run.state, "draining");
+      assert.equal(run.hurry(), true);
+      assert.equal(run.state, "stopping");
+      await stopped;
+      assert.equal(run.hurry(), false, "no drain left to cut");
+    });
+    const drain = events.find((e) => e.event === "drain")!;
+    assert.equal(drain.reason, "skipped");
+    assert.equal(
+      drain.detail,
+      "drain cut short by a second signal after 0.5 s: 0 requests finished, 1 cut",
+    );
+  } finally {
+    await server.shutdown();
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a start is held while a neighbour loads on its GPU and goes at the neighbour's first 200", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const g = gate();
+  const a = await driven(root, [], { gate: g, name: "a", port: 1 });
+  const b = await driven(root, events, { gate: g, name: "b", port: 2 });
+  try {
+    await captureLog(async () => {
+      a.run.start();
+      await waitFor(
+        () => a.run.state === "starting" && a.made[0]!.running,
+        "a spawned",
+      );
+      b.run.start();
+      await waitFor(() => b.run.state === "waiting", "b held");
+      assert.equal(b.run.detail().waiting_for?.reason, "gpu-busy-loading");
+      assert.equal(b.made[0]!.running, false);
+      assert.equal(await a.run.healthy(1_000), false, "a still loading");
+      assert.equal(b.run.state, "waiting", "held until a serves");
+      a.made[0]!.health = true;
+      assert.equal(await a.run.healthy(1_000), true);
+      await waitFor(() => b.run.state === "starting", "b started");
+      assert.equal(b.made[0]!.running, true);
+      await b.run.stop();
+      await a.run.stop();
+    });
+    assert.deepEqual(transitions(events).slice(0, 2), [
+      "starting>waiting",
+      "waiting>starting",
+    ]);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(a.bin, { recursive: true });
+    await Deno.remove(b.bin, { recursive: true });
   }
 });

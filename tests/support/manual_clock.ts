@@ -1,9 +1,16 @@
-/** A `Clock` whose time moves only when the test says so. */
+/**
+ * An engine run's seams for tests (`EngineRunOptions.clock`, `.spawn`): a
+ * clock the test moves and process handles that spawn nothing.
+ */
 import type { Clock } from "../../src/common/sleep.ts";
+import type { EnginePlan } from "../../src/engines/engine_plan.ts";
+import type { EngineLog } from "../../src/engines/log_sink.ts";
+import { ServerProcess } from "../../src/engines/server_process.ts";
+import { waitFor } from "./helpers.ts";
 
-/** `advance` fires each timer due, in time order, those scheduled meanwhile included. */
+/** Time that moves only when the test says: `advance` fires each timer due, in order. */
 export class ManualClock implements Clock {
-  #now = 0;
+  #now = Date.parse("2026-01-01T00:00:00Z");
   #timers: { at: number; callback: () => void }[] = [];
 
   now(): number {
@@ -18,16 +25,101 @@ export class ManualClock implements Clock {
     };
   }
 
-  advance(ms: number): void {
+  /** Timers waiting. */
+  get pending(): number {
+    return this.#timers.length;
+  }
+
+  /** Waits (in real time) for a timer to be set, e.g. after a read over HTTP, then moves to it. */
+  async next(what = "a timer"): Promise<void> {
+    await waitFor(() => this.#timers.length > 0, what);
+    const at = Math.min(...this.#timers.map((t) => t.at));
+    await this.advance(at - this.#now);
+  }
+
+  /** Fires each timer due by `now() + ms`, in order; throws where timers keep coming (a loop that never waits). */
+  async advance(ms: number): Promise<void> {
     const end = this.#now + ms;
-    for (;;) {
+    for (let fired = 0;; fired++) {
+      if (fired > 1_000) throw new Error(`timers keep firing at ${this.#now}`);
       const due = this.#timers.filter((t) => t.at <= end)
         .sort((a, b) => a.at - b.at)[0];
       if (!due) break;
       this.#timers = this.#timers.filter((t) => t !== due);
       this.#now = due.at;
       due.callback();
+      await settle();
     }
     this.#now = end;
+  }
+}
+
+/** Lets the promise callbacks queued so far run (an exit's event). */
+export function settle(): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, 0));
+}
+
+let pids = 90_000;
+
+/** A process handle the test drives: it spawns nothing, answers polls with `health`, ends at `exit`. */
+export class FakeProcess extends ServerProcess {
+  readonly #clock: Clock;
+  #pid: number | undefined;
+  #startedAt: number | undefined;
+  #status: Deno.CommandStatus | undefined;
+  readonly #exit = Promise.withResolvers<Deno.CommandStatus>();
+  health = false;
+
+  constructor(plan: EnginePlan, log: EngineLog, clock: Clock) {
+    super(plan, log);
+    this.#clock = clock;
+  }
+
+  override start(): void {
+    this.#pid = pids++;
+    this.#startedAt = this.#clock.now();
+  }
+
+  override get pid(): number | undefined {
+    return this.#pid;
+  }
+
+  override get running(): boolean {
+    return this.#pid !== undefined && this.#status === undefined;
+  }
+
+  override get startedAt(): number | undefined {
+    return this.#startedAt;
+  }
+
+  override get lastSignOfLife(): number {
+    return this.#startedAt ?? this.#clock.now();
+  }
+
+  override get ended(): Promise<Deno.CommandStatus> {
+    return this.#exit.promise;
+  }
+
+  override check(): Promise<{ ok: boolean; ms: number }> {
+    return Promise.resolve({ ok: this.running && this.health, ms: 1 });
+  }
+
+  override async stop(): Promise<void> {
+    this.exit({ success: false, code: 143, signal: "SIGTERM" });
+    await this.ended;
+  }
+
+  override kill(): void {
+    this.exit({ success: false, code: 137, signal: "SIGKILL" });
+  }
+
+  override async *loadPolls(): AsyncGenerator<never> {}
+
+  /** Ends the run, after printing `line`. */
+  exit(status: Deno.CommandStatus, line?: string): void {
+    if (this.#status || this.#pid === undefined) return;
+    if (line) this.watch.feeder()(new TextEncoder().encode(`${line}\n`));
+    this.#status = status;
+    this.#exit.resolve(status);
   }
 }
