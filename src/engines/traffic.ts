@@ -209,16 +209,9 @@ export function sampleValue(text: string): number | undefined {
   return NUMBER.test(text) ? Number(text) : undefined;
 }
 
-/** Each sample's sum over its label sets (vLLM writes one per engine core); null where none is finite. */
-export function sumSamples(
-  text: string,
-  names: readonly string[],
-): Record<string, number | null> {
-  return readSamples(text, names).sums;
-}
-
 /**
- * {@linkcode sumSamples} with what it read in a way of its own (`odd`): a
+ * Each sample's sum over its label sets (vLLM writes one per engine core),
+ * null where none is finite, and what it read in a way of its own (`odd`): a
  * negative value read as 0, a series given twice read once, a family whose
  * only values are NaN or infinite. A name may hold labels a sample must have
  * (`x{mode="decode"}`).

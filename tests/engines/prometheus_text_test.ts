@@ -4,7 +4,6 @@ import {
   parseTraffic,
   readSamples,
   sampleValue,
-  sumSamples,
 } from "../../src/engines/traffic.ts";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import {
@@ -28,7 +27,7 @@ Deno.test("vLLM's text with two engine cores: each family summed over its label 
     model: "Qwen/Qwen3-0.6B",
     engines: 2,
   });
-  assert.deepEqual(Object.values(sumSamples(text, ruleNames("vllm"))), [
+  assert.deepEqual(Object.values(readSamples(text, ruleNames("vllm")).sums), [
     3,
     1,
     1234567,
@@ -53,7 +52,7 @@ Deno.test("SGLang's text: Go-style exponents read as numbers", () => {
     text,
     /sglang:prompt_tokens_total\{model_name="m"\} 8\.128902e\+06/,
   );
-  assert.deepEqual(Object.values(sumSamples(text, ruleNames("sglang"))), [
+  assert.deepEqual(Object.values(readSamples(text, ruleNames("sglang")).sums), [
     2,
     5,
     8128902,
@@ -63,7 +62,7 @@ Deno.test("SGLang's text: Go-style exponents read as numbers", () => {
 
 Deno.test("llama-server's captured text: unlabelled integers", () => {
   assert.deepEqual(
-    Object.values(sumSamples(LLAMA_CPP_METRICS, ruleNames("llama.cpp"))),
+    Object.values(readSamples(LLAMA_CPP_METRICS, ruleNames("llama.cpp")).sums),
     [0, 0, 17, 5],
   );
 });
@@ -93,7 +92,7 @@ Deno.test("labels with escaped quotes, braces and spaces; timestamps; NaN and In
     "y NaN",
     "",
   ].join("\n");
-  assert.deepEqual(sumSamples(text, ["x", "y", "z"]), {
+  assert.deepEqual(readSamples(text, ["x", "y", "z"]).sums, {
     x: 5,
     y: null,
     z: null,
@@ -112,7 +111,7 @@ Deno.test("garbage, HTML and broken lines give no value, and never throw", () =>
       "\u0000\u0001x",
     ]
   ) {
-    assert.deepEqual(sumSamples(text, ["x"]), { x: null }, text);
+    assert.deepEqual(readSamples(text, ["x"]).sums, { x: null }, text);
   }
 });
 
@@ -120,7 +119,7 @@ Deno.test("a 50 MB body of other families is one linear scan", () => {
   const line = 'other_bucket{le="0.5",engine="0",model_name="m"} 12.0\n';
   const text = line.repeat(Math.ceil(50e6 / line.length)) + "x 1\n";
   const began = performance.now();
-  assert.deepEqual(sumSamples(text, ["x"]), { x: 1 });
+  assert.deepEqual(readSamples(text, ["x"]).sums, { x: 1 });
   console.log(`50 MB scanned in ${Math.round(performance.now() - began)} ms`);
 });
 
