@@ -1,0 +1,37 @@
+// What one run of an engine took in memory, as the engine itself printed it
+// at load (its buffer and KV cache lines) or as nvidia-smi saw its processes:
+// measured, never estimated. Plain data: the detail view shows it, the
+// metrics export it, the footprint book remembers it per card and device.
+
+/**
+ * One run's memory, in MiB; a part the engine did not print is null.
+ *
+ * @example
+ * ```ts
+ * import type { Footprint } from "./footprint.ts";
+ *
+ * const seen: Footprint = {
+ *   weights_mib: 129.05, kv_cache_mib: 16, kv_tokens: 256, graphs_mib: null,
+ *   compute_mib: 17.01, total_mib: 162.06, device: "CPU",
+ *   measured_at: "2026-12-01T12:00:00.000Z", from: "load lines",
+ * };
+ * ```
+ */
+export interface Footprint {
+  readonly weights_mib: number | null;
+  readonly kv_cache_mib: number | null;
+  /** Tokens its KV cache holds. */
+  readonly kv_tokens: number | null;
+  /** CUDA graphs (vLLM, SGLang). */
+  readonly graphs_mib: number | null;
+  /** Activations and scratch (llama.cpp's compute buffers). */
+  readonly compute_mib: number | null;
+  /** The parts' sum, or nvidia-smi's per-process figure where larger. */
+  readonly total_mib: number | null;
+  /** Where it lives: the engine's device name (`CPU`, `CUDA0`) or nvidia-smi's GPU name. */
+  readonly device: string | null;
+  /** ISO time of the last figure. */
+  readonly measured_at: string;
+  /** `load lines`, `metrics`, `nvidia-smi`, or several joined by ` + `. */
+  readonly from: string;
+}
