@@ -3,6 +3,7 @@
 import type { Clock } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import type { ExitCause } from "../engines/kinds/engine_kind.ts";
+import type { Footprint } from "../engines/footprint.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
@@ -39,4 +40,6 @@ export interface EngineRunOptions {
   startTimeoutMs: number;
   loadPollMs?: number;
   canaryTimeoutMs?: number;
+  /** Each footprint a run measures, as it grows (the footprint book keeps them per card and device). */
+  footprint?: ((plan: EnginePlan, footprint: Footprint) => void) | undefined;
 }
