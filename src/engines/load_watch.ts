@@ -3,6 +3,7 @@
 // bound while they arrive: a binary, huge or endless line is never held whole.
 import { printable } from "../common/printable.ts";
 import type { ExitCause, LoadPhase, OutputRules } from "./kinds/engine_kind.ts";
+import { FootprintLines } from "./footprint_lines.ts";
 
 /** `total` null when not known (a download's size). */
 export interface LoadProgress {
@@ -33,6 +34,9 @@ export class LoadWatch {
   progressAt: number | undefined;
   /** The first line that named a cause since the first 200 (before it, while loading). */
   cause: CauseLine | undefined;
+  /** What its lines say the load took; `onMemory` hears each line that adds to it. */
+  readonly memory: FootprintLines;
+  onMemory: (() => void) | undefined;
   readonly #rules: OutputRules | undefined;
   #windowAt = 0;
   #windowBytes = 0;
@@ -40,6 +44,7 @@ export class LoadWatch {
 
   constructor(rules: OutputRules | undefined) {
     this.#rules = rules;
+    this.memory = new FootprintLines(rules?.memory);
   }
 
   // What it printed while loading (a missing optional file's 404) says nothing of how it will end.
@@ -81,6 +86,7 @@ export class LoadWatch {
     if (!rules || raw.length === 0) return;
     // Cleaned at capture: whatever the launcher shows of it is harmless.
     const text = printable(raw).trim();
+    if (this.memory.line(text)) this.onMemory?.();
     if (!this.cause) {
       for (const { match, cause } of rules.causes) {
         const m = match.exec(text);

@@ -30,7 +30,10 @@ export interface EngineMetrics
   extends
     Pick<EngineDetail, "gpus" | "restarts">,
     Partial<
-      Pick<EngineDetail, "state" | "gpu_memory_mib" | "phase" | "traffic">
+      Pick<
+        EngineDetail,
+        "state" | "gpu_memory_mib" | "footprint" | "phase" | "traffic"
+      >
     >,
     Partial<EngineCounts> {
   model: string;
@@ -78,6 +81,8 @@ mymodel_engine_state gauge 1 for the engine's current lifecycle state, 0 for the
 mymodel_engine_exits_total counter Engine runs ended since the launcher started, by cause (from the exit and the engine's own output).
 mymodel_engine_load_phase gauge 1 for the load phase of a starting engine (downloading, loading, preparing), when known.
 mymodel_engine_gpu_memory_bytes gauge GPU memory the engine's current run holds on each of its devices (nvidia-smi).
+mymodel_engine_footprint_bytes gauge Memory the engine's last run took, by part, from its own load lines; total is the parts' sum or nvidia-smi's figure, the larger.
+mymodel_engine_kv_cache_tokens gauge Tokens the KV cache of the engine's last run holds, from its own load lines.
 mymodel_engine_requests_running gauge Requests the engine is computing, from its own metrics at the last health round.
 mymodel_engine_requests_waiting gauge Requests queued in the engine, from its own metrics at the last health round.
 mymodel_engine_generated_tokens_total counter Tokens the engine generated since the launcher started, summed over its runs (its own counter).
@@ -101,7 +106,10 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
   mymodel_engine_requests_waiting: (e) => e.traffic?.waiting,
   mymodel_engine_generated_tokens_total: (e) => e.generatedTokens,
   mymodel_engine_requests_cut_total: (e) => e.requestsCut,
+  mymodel_engine_kv_cache_tokens: (e) => e.footprint?.kv_tokens ?? undefined,
 };
+
+const PARTS = ["weights", "kv_cache", "graphs", "compute", "total"] as const;
 
 // No timestamps: node_exporter's textfile collector refuses them. A family
 // whose samples are undefined is left out.
@@ -158,6 +166,17 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         labels: [["model", e.model], ["gpu", gpu]],
         value: mib * 1024 * 1024,
       }))
+    ),
+    mymodel_engine_footprint_bytes: engines.flatMap((e) =>
+      PARTS.flatMap((part) => {
+        const mib = e.footprint?.[`${part}_mib`];
+        return typeof mib === "number"
+          ? [{
+            labels: [["model", e.model], ["part", part]],
+            value: mib * 2 ** 20,
+          }]
+          : [];
+      })
     ),
     mymodel_engine_start_wait_seconds_total: engines.flatMap((e) =>
       e.startWaitSeconds === undefined ? [] : WAIT_REASONS.map((reason) => ({

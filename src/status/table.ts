@@ -176,6 +176,12 @@ const TABLE: readonly Column[] = [
     if (!Array.isArray(gpus)) return "-";
     return gpus.length === 0 ? "none" : gpus.map(String).join(",");
   }],
+  ["MEM", ({ engine }) => {
+    // MiB: `162M` below 10G, then `12.3G`.
+    const mib = num(obj(engine.footprint)?.total_mib);
+    if (mib === null) return "-";
+    return mib < 10240 ? `${Math.round(mib)}M` : `${(mib / 1024).toFixed(1)}G`;
+  }],
   ["RESTARTS", ({ engine }) => String(num(engine.restarts) ?? "-")],
   ["SINCE", ({ engine }, now) => relativeTime(text(engine.since), now)],
   ["LAST EXIT", ({ engine }, now) => lastExitText(engine.last_exit, now)],
@@ -208,6 +214,7 @@ export const DROPS: readonly string[] = [
   "URL",
   "PID",
   "GPUS",
+  "MEM",
   "VERB",
   "RESTARTS",
   "SINCE",

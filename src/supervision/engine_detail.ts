@@ -5,6 +5,7 @@ import type { EngineState } from "./engine_state.ts";
 import type { EndReason } from "./restart_policy.ts";
 import type { ExitCause, LoadPhase } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
+import type { Footprint } from "../engines/footprint.ts";
 
 // The metrics (which see supervision, not engines) list the exit causes from here.
 export { EXIT_CAUSES } from "../engines/kinds/engine_kind.ts";
@@ -66,6 +67,8 @@ export interface EngineView {
   readonly gpu_memory_mib: Readonly<Record<string, number>> | null;
   /** `pid`: its pids in `nvidia-smi`'s list; `device`: the device's change across its start (in a container the listed pids are the host's). */
   readonly gpu_memory_by?: "pid" | "device" | null;
+  /** What the run took, from its own lines and nvidia-smi; null when nothing is known. */
+  readonly footprint?: Footprint | null;
   /** While `starting`: the load phase, null when not known (and in every other state). */
   readonly phase: LoadPhase | null;
   /** ISO time the phase began, or null. */

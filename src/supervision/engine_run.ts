@@ -40,6 +40,8 @@ import { ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, replan } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
 import { Drain } from "./drain.ts";
+import type { Footprint } from "../engines/footprint.ts";
+import { footprintOf } from "../engines/footprint_lines.ts";
 
 export class EngineRun {
   readonly log: EngineLog;
@@ -75,6 +77,7 @@ export class EngineRun {
   readonly #liveness: Liveness;
   #drain: Drain | undefined;
   #cut = 0;
+  #footprint: Footprint | null = null;
   readonly serving: ServingWatch;
 
   constructor(plan: EnginePlan, options: EngineRunOptions) {
@@ -142,6 +145,7 @@ export class EngineRun {
       waiting_for: this.#gpu.facts.waiting ?? null,
       gpu_memory_mib: this.#gpu.facts.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.facts.memory?.by ?? null,
+      footprint: this.#footprint,
       phase: loading ? run.watch.phase : null,
       phase_since: phaseSince === undefined
         ? null
@@ -273,7 +277,9 @@ export class EngineRun {
       case "load-end":
         return this.#gpu.loadEnd(event.pgid, event.used);
       case "gpu-memory":
-        return this.#gpu.reading(event.reading);
+        this.#gpu.reading(event.reading);
+        // Unread (or exited) says nothing of what the run took.
+        return event.reading ? this.#measured() : undefined;
     }
   }
 
@@ -489,7 +495,22 @@ export class EngineRun {
   }
 
   #spawn(plan: EnginePlan): ServerProcess {
-    return this.#o.spawn?.(plan, this.log) ?? new ServerProcess(plan, this.log);
+    const run = this.#o.spawn?.(plan, this.log) ??
+      new ServerProcess(plan, this.log);
+    run.watch.onMemory = () => this.#measured();
+    return run;
+  }
+
+  /** The run's lines and nvidia-smi's figure, handed on when a figure changed. */
+  #measured(): void {
+    const at = new Date(this.#clock.now());
+    const memory = this.#gpu.facts.memory?.mib;
+    const next = footprintOf(this.#process.watch.memory, memory, at);
+    const figures = (f: Footprint | null) =>
+      JSON.stringify(f && { ...f, measured_at: null });
+    if (next === null || figures(next) === figures(this.#footprint)) return;
+    this.#footprint = next;
+    this.#o.footprint?.(this.#plan, next);
   }
 
   async #admit(): Promise<void> {

@@ -67,6 +67,27 @@ export interface OutputRules {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
   }[];
+  /** Lines naming what the load took: every rule is tried on every line (`footprint_lines.ts`). */
+  readonly memory?: readonly MemoryRule[];
+}
+
+/** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
+export type MemoryPart =
+  | "weights"
+  | "kv_cache"
+  | "kv_tokens"
+  | "graphs"
+  | "compute";
+
+/**
+ * Its numeric captures are summed (K + V), in `unit`; lines adding to a part
+ * sum (devices, buffers, TP ranks), `kv_tokens` keeps the largest. A capture
+ * named `device` names where it lives (`CPU_Mapped` counts as `CPU`).
+ */
+export interface MemoryRule {
+  readonly match: RegExp;
+  readonly part: MemoryPart;
+  readonly unit?: "MiB" | "GiB";
 }
 
 /** A path answering the Prometheus text format, and the samples read there. */

@@ -65,6 +65,10 @@ const LLAMA_TRAFFIC: TrafficRule = {
   requests: { path: "/slots", processing: slotTasks },
 };
 
+// common/arg.cpp: each flag that sets the log's verbosity.
+const VERBOSITY = "-lv --verbosity --log-verbosity -v --verbose --log-verbose"
+  .split(" ");
+
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
   title: "llama.cpp",
@@ -75,6 +79,11 @@ export const LLAMA_CPP: EngineKind = {
     return [
       ctx.isLocal ? "-m" : "-hf",
       ctx.model,
+      // Its buffer lines (`output.memory`) are trace, level 4 (common/log.h);
+      // the card's own verbosity wins.
+      ...ctx.card.args.some((a) => VERBOSITY.includes(a.split("=")[0]!))
+        ? []
+        : ["-lv", "4"],
       ...serveFlags(ctx, "--alias", LLAMA_TRAFFIC.enableFlag),
     ];
   },
@@ -110,6 +119,28 @@ export const LLAMA_CPP: EngineKind = {
       { match: /couldn't bind HTTP server socket/, cause: "port-in-use" },
       { match: /failed to open GGUF file/, cause: "model-not-found" },
       { match: /cudaMalloc failed: out of memory/, cause: "gpu-out-of-memory" },
+    ],
+    // src/llama-model.cpp (load_tensors), src/llama-kv-cache.cpp and
+    // src/llama-context.cpp (sched_reserve) at de3ff815 (the build here):
+    // printed at `-lv 4` only, which the launcher adds (`argv`).
+    memory: [
+      {
+        match: /(?<device>\S+) model buffer size = +([\d.]+) MiB/,
+        part: "weights",
+      },
+      {
+        match: /(?<device>\S+) KV buffer size = +([\d.]+) MiB/,
+        part: "kv_cache",
+      },
+      {
+        match:
+          /size = +[\d.]+ MiB \( *(\d+) cells, +\d+ layers, +\d+\/\d+ seqs\)/,
+        part: "kv_tokens",
+      },
+      {
+        match: /(?<device>\S+) compute buffer size = +([\d.]+) MiB/,
+        part: "compute",
+      },
     ],
   },
 };

@@ -79,5 +79,27 @@ export const SGLANG: EngineKind = {
       },
       ...PYTHON_CAUSES,
     ],
+    // GB is 2^30 bytes there. model_runner.py (load_model, init_device_graphs:
+    // `Capture cuda graph end` or, newer, `Capture target decode CUDA graph
+    // end`) and mem_cache/memory_pool.py (`K size`/`V size`, MLA's `KV size`).
+    memory: [
+      {
+        match: /Load weight end\..*?mem usage=([\d.]+) GB/,
+        part: "weights",
+        unit: "GiB",
+      },
+      { match: /KV Cache is allocated\. #tokens: (\d+)/, part: "kv_tokens" },
+      {
+        match:
+          /KV Cache is allocated\..*?(?:K size: ([\d.]+) GB, V size: ([\d.]+)|\bKV size: ([\d.]+)) GB/,
+        part: "kv_cache",
+        unit: "GiB",
+      },
+      {
+        match: /Capture [\w ]*graph end\..*?mem usage=([\d.]+) GB/i,
+        part: "graphs",
+        unit: "GiB",
+      },
+    ],
   },
 };

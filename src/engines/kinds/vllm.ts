@@ -108,5 +108,26 @@ export const VLLM: EngineKind = {
       },
       ...PYTHON_CAUSES,
     ],
+    // gpu_model_runner.py (load_model, capture_model), gpu_worker.py
+    // (determine_available_memory), kv_cache_utils.py (`%s KV cache size: %s
+    // tokens`, merged with `Maximum concurrency` in newer versions) at 001cabc1.
+    memory: [
+      {
+        match: /Model loading took ([\d.]+) GiB/,
+        part: "weights",
+        unit: "GiB",
+      },
+      {
+        match: /Available KV cache memory: ([\d.]+) GiB/,
+        part: "kv_cache",
+        unit: "GiB",
+      },
+      { match: /KV cache size: ([\d,]+) tokens/, part: "kv_tokens" },
+      {
+        match: /Graph capturing finished in \d+ secs?, took ([\d.]+) GiB/,
+        part: "graphs",
+        unit: "GiB",
+      },
+    ],
   },
 };

@@ -1,0 +1,93 @@
+// What a run's own lines say it took, folded by its kind's `memory` rules
+// into parts, and with nvidia-smi's per-process figure into a Footprint. The
+// rules match each line's stable core, never its prefix (timestamps, ranks,
+// function names drift between versions).
+import type { Footprint } from "./footprint.ts";
+import type { MemoryPart, MemoryRule } from "./kinds/engine_kind.ts";
+
+const MIB_PARTS = ["weights", "kv_cache", "graphs", "compute"] as const;
+
+export class FootprintLines {
+  readonly parts: Partial<Record<MemoryPart, number>> = {};
+  /** Device names its lines gave, `CPU_Mapped` as `CPU`, in order. */
+  readonly devices: string[] = [];
+  readonly #rules: readonly MemoryRule[];
+
+  constructor(rules: readonly MemoryRule[] | undefined) {
+    this.#rules = rules ?? [];
+  }
+
+  /** True when the line filled a part. */
+  line(text: string): boolean {
+    let seen = false;
+    for (const { match, part, unit } of this.#rules) {
+      const m = match.exec(text);
+      if (!m) continue;
+      const value = m.slice(1).map((n) => Number(n?.replaceAll(",", "")))
+        .filter(Number.isFinite).reduce((a, b) => a + b, 0) *
+        (unit === "GiB" ? 1024 : 1);
+      const had = this.parts[part] ?? 0;
+      this.parts[part] = part === "kv_tokens"
+        ? Math.max(had, value)
+        : had + value;
+      const device = m.groups?.device?.split("_")[0];
+      if (device && !this.devices.includes(device)) this.devices.push(device);
+      seen = true;
+    }
+    return seen;
+  }
+}
+
+const round = (mib: number) => Math.round(mib * 100) / 100;
+
+/**
+ * The lines' parts, and `gpuMib` (nvidia-smi's MiB per device) as the total
+ * where larger than their sum; null when neither knows anything. The device is
+ * the lines' accelerators (`CUDA0,CUDA1`), else `CPU` when only it was named.
+ *
+ * @example
+ * ```ts
+ * const lines = new FootprintLines([{ match: /model buffer size = +([\d.]+) MiB/, part: "weights" }]);
+ * lines.line("load_tensors:   CPU_Mapped model buffer size =   129.05 MiB");
+ * footprintOf(lines, { "0": 150 }, new Date()); // total_mib 150, from "load lines + nvidia-smi"
+ * ```
+ */
+export function footprintOf(
+  lines: FootprintLines,
+  gpuMib: Readonly<Record<string, number>> | null | undefined,
+  at: Date,
+): Footprint | null {
+  const { parts, devices } = lines;
+  const smi = gpuMib && Object.keys(gpuMib).length > 0
+    ? Object.values(gpuMib).reduce((a, b) => a + b, 0)
+    : null;
+  const known = MIB_PARTS.filter((part) => parts[part] !== undefined);
+  if (known.length === 0 && parts.kv_tokens === undefined && smi === null) {
+    return null;
+  }
+  const sum = known.length > 0
+    ? known.reduce((a, part) => a + parts[part]!, 0)
+    : null;
+  const mib = (part: MemoryPart) =>
+    parts[part] === undefined ? null : round(parts[part]);
+  const accelerators = devices.filter((device) => device !== "CPU");
+  const from = [
+    ...known.length > 0 || parts.kv_tokens !== undefined ? ["load lines"] : [],
+    ...smi === null ? [] : ["nvidia-smi"],
+  ];
+  return {
+    weights_mib: mib("weights"),
+    kv_cache_mib: mib("kv_cache"),
+    kv_tokens: parts.kv_tokens ?? null,
+    graphs_mib: mib("graphs"),
+    compute_mib: mib("compute"),
+    total_mib: round(Math.max(sum ?? 0, smi ?? 0)),
+    device: accelerators.length > 0
+      ? accelerators.join(",")
+      : devices.length > 0
+      ? "CPU"
+      : null,
+    measured_at: at.toISOString(),
+    from: from.join(" + "),
+  };
+}
