@@ -101,7 +101,15 @@ Deno.test({
     const flags = llamaServerFlags(new TextDecoder().decode(out.stdout));
     assert.ok(flags.length > 100, String(flags.length));
     for (
-      const flag of ["-m", "-hf", "--host", "--port", "--alias", "--api-key"]
+      const flag of [
+        "-m",
+        "-hf",
+        "-lv",
+        "--host",
+        "--port",
+        "--alias",
+        "--api-key",
+      ]
     ) assert.ok(flags.includes(flag), flag);
     const kind = ENGINE_KINDS["llama.cpp"]!;
     for (const name of shipped.names()) {

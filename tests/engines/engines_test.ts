@@ -99,6 +99,8 @@ Deno.test("llama.cpp: a hub id becomes -hf, --alias names the model", async () =
   assert.deepEqual(p.plan.args, [
     "-hf",
     "bartowski/Some-GGUF:Q4_K_M",
+    "-lv", // its buffer lines (the footprint) are printed at 4 only
+    "4",
     "--host",
     "127.0.0.1",
     "--port",
