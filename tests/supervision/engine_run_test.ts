@@ -12,6 +12,8 @@ import { GpuStartGate, type StartSlot } from "../../src/gpu/start_gate.ts";
 import { EngineRun } from "../../src/supervision/engine_run.ts";
 import type { Journal, JournalEvent } from "../../src/supervision/journal.ts";
 import { EngineRecords } from "../../src/supervision/records.ts";
+import type { EngineRunOptions } from "../../src/supervision/engine_run_options.ts";
+import type { Footprint } from "../../src/engines/footprint.ts";
 import {
   captureLog,
   fakeBin,
@@ -205,6 +207,7 @@ async function driven(
     canaryIntervalMs?: number;
     gate?: GpuStartGate;
     name?: string;
+    footprint?: EngineRunOptions["footprint"];
   } = {},
 ) {
   const bin = await fakeBin(["vllm"]);
@@ -248,6 +251,7 @@ async function driven(
     startTimeoutMs: 0,
     canaryTimeoutMs: 2_000,
     ...(more.gate ? { gate: more.gate } : {}),
+    footprint: more.footprint,
   });
   return { run, clock, made, bin };
 }
@@ -666,5 +670,59 @@ Deno.test("driven by hand: a start is held while a neighbour loads on its GPU an
     await Deno.remove(root, { recursive: true });
     await Deno.remove(a.bin, { recursive: true });
     await Deno.remove(b.bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: the run's footprint grows with its memory lines and nvidia-smi's figure, handed on at each change only", async () => {
+  const root = await makeRoot();
+  const seen: Footprint[] = [];
+  const { run, clock, made, bin } = await driven(root, [], {
+    footprint: (plan, footprint) => {
+      assert.equal(plan.name, "m");
+      seen.push(footprint);
+    },
+  });
+  try {
+    run.start();
+    assert.equal(run.detail().footprint, null, "nothing known yet");
+    const watch = made[0]!.watch;
+    // vllm/v1/worker/gpu_model_runner.py (load_model), gpu_worker.py.
+    watch.line(
+      "INFO 12-01 12:00:10 [gpu_model_runner.py:2602] Model loading took 2.00 GiB memory and 8.5 seconds",
+    );
+    watch.line(
+      "INFO 12-01 12:00:11 [loader.py:1] Loading weights took 7.91 seconds",
+    );
+    await clock.advance(1_000);
+    watch.line(
+      "INFO 12-01 12:00:33 [gpu_worker.py:298] Available KV cache memory: 1.00 GiB",
+    );
+    assert.deepEqual(seen.map((f) => f.total_mib), [2048, 3072]);
+    assert.equal(seen[1]!.measured_at, new Date(clock.now()).toISOString());
+    const reading = (mib: number) => ({
+      kind: "gpu-memory" as const,
+      reading: {
+        mib: { "0": mib },
+        by: "pid" as const,
+        pids: [1],
+        usedMiB: {},
+      },
+    });
+    run.send(reading(3000)); // below the lines' sum: a source more, the same total
+    assert.equal(seen.length, 3);
+    assert.equal(seen[2]!.total_mib, 3072);
+    assert.equal(seen[2]!.from, "load lines + nvidia-smi");
+    run.send(reading(3000));
+    run.send({ kind: "gpu-memory", reading: null }); // unread
+    assert.equal(seen.length, 3, "no change, nothing handed on");
+    run.send(reading(4000));
+    assert.equal(seen.length, 4);
+    assert.deepEqual(run.detail().footprint, seen[3]);
+    assert.equal(seen[3]!.total_mib, 4000);
+    assert.equal(seen[3]!.weights_mib, 2048);
+    await run.stop();
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
   }
 });
