@@ -1,0 +1,90 @@
+/**
+ * The footprint with the real llama-server (`deno task engine:llama`) over
+ * the tiny model: the launcher's `-lv 4` makes it print its host buffers, and
+ * `?detail=1` shows them as device `CPU`, each figure the one its own log
+ * line printed.
+ */
+import assert from "node:assert/strict";
+import {
+  freePorts,
+  getJson,
+  Launcher,
+  siteArgs,
+  waitFor,
+} from "../support/helpers.ts";
+import { llamaRoot } from "../support/llama.ts";
+import type { Footprint } from "../../src/engines/footprint.ts";
+
+const FIXTURE = new URL("../fixtures/llama.yaml", import.meta.url).pathname;
+
+/** The sum of each matching line's MiB in the engine's own log. */
+function printed(log: string, what: RegExp): number {
+  const sizes = [...log.matchAll(what)].map((m) => Number(m[1]));
+  assert.ok(sizes.length > 0, `${what} in the log`);
+  return Math.round(sizes.reduce((a, b) => a + b) * 100) / 100;
+}
+
+Deno.test("the real llama-server's footprint: its model, KV and compute buffers on CPU, as its own lines print them", async () => {
+  const { root, path } = await llamaRoot();
+  const port = freePorts(1);
+  await using launcher = new Launcher([
+    "tiny-a",
+    ...siteArgs(port, root, FIXTURE),
+    "--dev_mode",
+  ], {
+    PATH: path,
+    MY_LOCAL: "",
+    NUCLEUS_HOST: "",
+    NUCLEUS_PORT: "",
+    LOCAL_ENGINE_API_KEY: "",
+  });
+  try {
+    await launcher.ready();
+    let footprint: Footprint | null = null;
+    await waitFor(
+      async () => {
+        const { body } = await getJson(
+          `http://127.0.0.1:${port}/models?detail=1`,
+        );
+        const entry = (body as {
+          active: Record<
+            string,
+            { state: string; footprint: Footprint | null }
+          >;
+        })
+          .active["tiny-a"]!;
+        footprint = entry.footprint;
+        return entry.state === "ready" && footprint?.compute_mib != null;
+      },
+      "tiny-a ready with its footprint",
+      20_000,
+    );
+    const f = footprint! as Footprint;
+    const log = await Deno.readTextFile(`${root}/logs/tiny-a.log`);
+    assert.equal(f.device, "CPU");
+    assert.equal(
+      f.weights_mib,
+      printed(log, /model buffer size = +([\d.]+) MiB/g),
+    );
+    assert.equal(
+      f.kv_cache_mib,
+      printed(log, /KV buffer size = +([\d.]+) MiB/g),
+    );
+    assert.equal(
+      f.compute_mib,
+      printed(log, /compute buffer size = +([\d.]+) MiB/g),
+    );
+    // ctx-size 256 in the card: its KV cache holds 256 cells.
+    assert.equal(f.kv_tokens, 256);
+    assert.equal(
+      f.total_mib,
+      Math.round((f.weights_mib! + f.kv_cache_mib! + f.compute_mib!) * 100) /
+        100,
+    );
+    assert.equal(f.from, "load lines", "no nvidia-smi figure for a CPU run");
+    assert.match(log, /CPU_Mapped model buffer size/);
+  } finally {
+    await launcher.stop();
+    await Deno.remove(root, { recursive: true });
+  }
+});
