@@ -13,7 +13,8 @@ const STATUS_USAGE =
 
 Shows every engine of a running launcher (GET /models?detail=1), one row each
 (REQ: requests running, +N waiting; TOK/S: generated tokens per second; both
-read from the engine's own metrics). On a terminal each row fits its width:
+read from the engine's own metrics; MEM: the memory its run took, from its own
+load lines and nvidia-smi). On a terminal each row fits its width:
 LAST EXIT and STATE are cut with …, then columns are dropped, first to last:
   ${DROPS.join(", ")}
 (MODEL stays whole). With --events, the journal of D/logs/events.jsonl instead

@@ -59,12 +59,12 @@ Deno.test("status shows one aligned row per engine; --json is the answer; --chec
   assert.equal(lines.length, 3, table.stdout);
   assert.match(
     lines[0]!,
-    /^MODEL +VERB +STATE +HEALTHY +REQ +TOK\/S +PID +GPUS +RESTARTS +SINCE +LAST EXIT +URL$/,
+    /^MODEL +VERB +STATE +HEALTHY +REQ +TOK\/S +PID +GPUS +MEM +RESTARTS +SINCE +LAST EXIT +URL$/,
   );
   assert.match(
     lines[1]!,
     new RegExp(
-      `^alpha +chat +ready +yes +- +- +\\d+ +- +0 +(just now|\\d+s ago) +- +http://127\\.0\\.0\\.1:${
+      `^alpha +chat +ready +yes +- +- +\\d+ +- +- +0 +(just now|\\d+s ago) +- +http://127\\.0\\.0\\.1:${
         site.port + 1
       }/v1$`,
     ),

@@ -33,6 +33,7 @@ const DETAIL: ModelsDetail = {
       next_restart: null,
       gpus: ["0", "1"],
       gpu_memory_mib: { "0": 70000 },
+      footprint: { total_mib: 12595.2, weights_mib: 8000 },
       traffic: {
         running: 3,
         waiting: 1,
@@ -119,6 +120,7 @@ Deno.test("rows keep the launcher's order and read every reported field", () => 
     "42.5",
     "81234",
     "0,1",
+    "12.3G",
     "0",
     "4m ago",
     "-",
@@ -137,6 +139,7 @@ Deno.test("an entry without detail fields (an older launcher) still gives a row"
     "chat",
     "unknown",
     "yes",
+    "-",
     "-",
     "-",
     "-",
@@ -168,15 +171,15 @@ Deno.test("the table aligns its columns, one line per engine, no trailing spaces
   }
   assert.match(
     lines[1]!,
-    /^llama-3 +chat +ready +yes +3\+1 +42\.5 +81234 +0,1 +0 +4m ago +- +http:\/\/localhost:5001\/v1$/,
+    /^llama-3 +chat +ready +yes +3\+1 +42\.5 +81234 +0,1 +12\.3G +0 +4m ago +- +http:\/\/localhost:5001\/v1$/,
   );
   assert.match(
     lines[2]!,
-    /^bge-m3 +embed +backoff \(restart in 4s\) +no +- +- +- +none +2 +3s ago +code 3, 3s ago +http/,
+    /^bge-m3 +embed +backoff \(restart in 4s\) +no +- +- +- +none +- +2 +3s ago +code 3, 3s ago +http/,
   );
   assert.match(
     lines[3]!,
-    /waiting \(gpu-memory-free\) +no +- +- +- +- +0 +2h ago/,
+    /waiting \(gpu-memory-free\) +no +- +- +- +- +- +0 +2h ago/,
   );
 });
 
@@ -258,10 +261,12 @@ Deno.test("given a terminal's width, each engine stays on one line: the free tex
     // Titles stay whole; columns stay aligned.
     assert.match(
       lines[0]!,
-      /REQ +TOK\/S +PID +GPUS +RESTARTS +SINCE +LAST EXIT( +URL)?$/,
+      /REQ +TOK\/S( +PID)? +GPUS +MEM +RESTARTS +SINCE +LAST EXIT( +URL)?$/,
     );
+    // PID goes after the URL (at 100 columns).
     const pid = lines[0]!.indexOf("PID");
-    assert.equal(lines[2]!.slice(pid, pid + 5), "81234");
+    if (width > 100) assert.equal(lines[2]!.slice(pid, pid + 5), "81234");
+    else assert.equal(pid, -1);
     // Colour keeps the cut text aligned too.
     const coloured = renderTable(rows, { now: NOW, width, color: true });
     // deno-lint-ignore no-control-regex
@@ -408,13 +413,32 @@ Deno.test("engine text reaches the table cleaned: LAST EXIT and every free-text 
   assert.equal(lines.length, 2, "one title line and one row: no faked line");
   assert.match(
     lines[1]!,
-    /^m {3,}chat {3,}starting \(loading, 5s\) {3,}no {3,}- {3,}- {3,}7 {3,}0 {3,}1 {3,}5s ago {3,}code 1, model-not-found, 1m ago: OSError: model not found \[serve\] info: all fine {3,}http:\/\/localhost:5001\/v1$/,
+    /^m {3,}chat {3,}starting \(loading, 5s\) {3,}no {3,}- {3,}- {3,}7 {3,}0 {3,}- {3,}1 {3,}5s ago {3,}code 1, model-not-found, 1m ago: OSError: model not found \[serve\] info: all fine {3,}http:\/\/localhost:5001\/v1$/,
   );
   // Without hostile text, the same table as before.
   assert.equal(
     lastExitText({ code: 3, at: before(3), reason: "exit" }, NOW),
     "code 3, 3s ago",
   );
+});
+
+Deno.test("MEM is the footprint's total: MiB below 10G, GiB with a decimal above, - when none", () => {
+  const rows = rowsOf({
+    active: {
+      a: { footprint: { total_mib: 162.06 } },
+      b: { footprint: { total_mib: 12595.2 } },
+      c: { footprint: null },
+      d: { footprint: { total_mib: "lots" } },
+    },
+  });
+  const mem = COLUMNS.indexOf("MEM");
+  assert.equal(COLUMNS[mem - 1], "GPUS", "beside the devices");
+  assert.deepEqual(rows.map((row) => cellsOf(row, NOW)[mem]), [
+    "162M",
+    "12.3G",
+    "-",
+    "-",
+  ]);
 });
 
 Deno.test("a draining engine's STATE says what is in flight and when SIGTERM comes at most", () => {

@@ -89,7 +89,8 @@ Deno.test({
     for (const line of cut) assert.ok(line.length <= 100, line);
     assert.match(cut[0]!, /REQ +TOK\/S/);
     assert.match(cut[1]!, /…/);
-    assert.match(cut[2]!, /^llama-3 +chat +ready +yes +3 +41\.7 +81234 /);
+    // PID went first after the URL: GPUS, MEM (no footprint: -), RESTARTS.
+    assert.match(cut[2]!, /^llama-3 +chat +ready +yes +3 +41\.7 +0 +- +0 /);
 
     const wide = await onTerminal([...url, "--wide"]);
     assert.ok(wide[1]!.length > 130, wide[1]);
@@ -109,7 +110,7 @@ Deno.test({
 
 Deno.test({
   name:
-    "on an 80-column terminal (a fresh ssh session) the model names stay whole: the URL, PID, GPUS and VERB columns go, as the help says",
+    "on an 80-column terminal (a fresh ssh session) the model names stay whole: the URL, PID, GPUS, MEM and VERB columns go, as the help says",
   ignore: !hasScript,
   async fn() {
     await using server = stub();
@@ -132,7 +133,7 @@ Deno.test({
     ])).join(" ").replace(/\s+/g, " ");
     assert.ok(
       help.includes(
-        "columns are dropped, first to last: URL, PID, GPUS, VERB, RESTARTS,",
+        "columns are dropped, first to last: URL, PID, GPUS, MEM, VERB, RESTARTS,",
       ),
       help,
     );
