@@ -46,6 +46,8 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_exits_total", "COUNTER"],
   ["mymodel_engine_load_phase", "GAUGE"],
   ["mymodel_engine_gpu_memory_bytes", "GAUGE"],
+  ["mymodel_engine_footprint_bytes", "GAUGE"],
+  ["mymodel_engine_kv_cache_tokens", "GAUGE"],
   ["mymodel_engine_requests_running", "GAUGE"],
   ["mymodel_engine_requests_waiting", "GAUGE"],
   ["mymodel_engine_generated_tokens_total", "COUNTER"],
@@ -64,6 +66,40 @@ Deno.test("renderMetrics gives every family a HELP text and its type", () => {
     assert.ok(family.help.length > 10, `${name} has no HELP text`);
   }
   assert.equal(families.size, ENGINE_FAMILIES.length);
+});
+
+Deno.test("the footprint: bytes of each known part and the total, the KV tokens; unknown parts and no footprint give no sample", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [
+      engine({
+        footprint: {
+          weights_mib: 129.05,
+          kv_cache_mib: 16,
+          kv_tokens: 256,
+          graphs_mib: null,
+          compute_mib: 17.01,
+          total_mib: 162.06,
+          device: "CPU",
+          measured_at: "2026-12-01T12:00:00.000Z",
+          from: "load lines",
+        },
+      }),
+      engine({ model: "bge-m3", port: 5002, footprint: null }),
+    ],
+  })));
+  const bytes = get(families, "mymodel_engine_footprint_bytes").metrics;
+  assert.deepEqual(
+    bytes.map((m) => [m.labels?.model, m.labels?.part, Number(m.value)]),
+    [
+      ["qwen3-8b", "weights", 129.05 * 2 ** 20],
+      ["qwen3-8b", "kv_cache", 16 * 2 ** 20],
+      ["qwen3-8b", "compute", 17.01 * 2 ** 20],
+      ["qwen3-8b", "total", 162.06 * 2 ** 20],
+    ],
+  );
+  assert.deepEqual(get(families, "mymodel_engine_kv_cache_tokens").metrics, [
+    { value: "256", labels: { model: "qwen3-8b" } },
+  ]);
 });
 
 Deno.test("renderMetrics reports each engine's state with its labels", () => {
