@@ -28,6 +28,7 @@ export { OpsStance } from "./web/ops_stance.ts";
 export type { SemioserveOptions } from "./serve/config.ts";
 export type { EngineView } from "./supervision/engine_detail.ts";
 export type { ExitCause, LoadPhase } from "./engines/kinds/engine_kind.ts";
+export type { Footprint } from "./engines/footprint.ts";
 export type { EngineState } from "./supervision/engine_state.ts";
 export type { ReloadResult } from "./serve/diff.ts";
 export { Semioserve } from "./serve/launcher.ts";

@@ -18,7 +18,9 @@
  * ```
  */
 export interface Footprint {
+  /** The weights (llama.cpp's model buffers). */
   readonly weights_mib: number | null;
+  /** The KV cache (llama.cpp's KV buffers). */
   readonly kv_cache_mib: number | null;
   /** Tokens its KV cache holds. */
   readonly kv_tokens: number | null;
