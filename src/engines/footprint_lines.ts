@@ -8,9 +8,9 @@ import type { MemoryPart, MemoryRule } from "./kinds/engine_kind.ts";
 const MIB_PARTS = ["weights", "kv_cache", "graphs", "compute"] as const;
 
 export class FootprintLines {
-  readonly parts: Partial<Record<MemoryPart, number>> = {};
+  parts: Partial<Record<MemoryPart, number>> = {};
   /** Device names its lines gave, `CPU_Mapped` as `CPU`, in order. */
-  readonly devices: string[] = [];
+  devices: string[] = [];
   readonly #rules: readonly MemoryRule[];
 
   constructor(rules: readonly MemoryRule[] | undefined) {
@@ -20,9 +20,13 @@ export class FootprintLines {
   /** True when the line filled a part. */
   line(text: string): boolean {
     let seen = false;
-    for (const { match, part, unit } of this.#rules) {
+    for (const { match, part, unit, anew } of this.#rules) {
       const m = match.exec(text);
       if (!m) continue;
+      if (anew && Object.keys(this.parts).some((p) => p !== part)) {
+        this.parts = {};
+        this.devices = [];
+      }
       const value = m.slice(1).map((n) => Number(n?.replaceAll(",", "")))
         .filter(Number.isFinite).reduce((a, b) => a + b, 0) *
         (unit === "GiB" ? 1024 : 1);

@@ -51,6 +51,30 @@ Deno.test("llama.cpp: model, KV and compute buffers sum per part over devices, C
   assert.equal(f.measured_at, AT.toISOString());
 });
 
+Deno.test("llama.cpp at -v: the dry runs of --fit before the load are not counted, the real load's lines are", () => {
+  // common/fit.cpp loads with no_alloc first; at -v its lines print (seen on
+  // the build here: two trial sets, then the load).
+  const trial = (cells: number, compute: string) => [
+    "0.00.021.835 I load_tensors:          CPU model buffer size =     0.00 MiB",
+    "0.00.022.127 I llama_kv_cache:        CPU KV buffer size =     0.00 MiB",
+    `0.00.022.138 I llama_kv_cache: size =    0.12 MiB (  ${cells} cells,   2 layers,  4/1 seqs), K (f16):    0.06 MiB, V (f16):    0.06 MiB`,
+    `0.00.023.942 I sched_reserve:        CPU compute buffer size =     ${compute} MiB`,
+  ];
+  const { memory } = fold("llama.cpp", [
+    ...trial(256, "0.63"),
+    ...trial(1024, "2.01"),
+    "0.00.128.776 I load_tensors:   CPU_Mapped model buffer size =     0.44 MiB",
+    "0.00.130.021 I llama_kv_cache:        CPU KV buffer size =     0.50 MiB",
+    "0.00.130.122 I llama_kv_cache: size =    0.50 MiB (  1024 cells,   2 layers,  4/1 seqs), K (f16):    0.25 MiB, V (f16):    0.25 MiB",
+    "0.00.138.541 I sched_reserve:        CPU compute buffer size =     2.01 MiB",
+  ]);
+  const f = footprintOf(memory, null, AT)!;
+  assert.deepEqual(
+    [f.weights_mib, f.kv_cache_mib, f.kv_tokens, f.compute_mib, f.total_mib],
+    [0.44, 0.5, 1024, 2.01, 2.95],
+  );
+});
+
 Deno.test("vLLM: weights, KV cache, graphs in GiB and KV tokens, old and new spellings, under any prefix", () => {
   // vllm/v1/worker/gpu_model_runner.py `Model loading took %.4f GiB and %.6f
   // seconds` (older) / `... GiB memory and ...` and `Graph capturing finished

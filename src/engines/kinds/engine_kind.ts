@@ -88,6 +88,8 @@ export interface MemoryRule {
   readonly match: RegExp;
   readonly part: MemoryPart;
   readonly unit?: "MiB" | "GiB";
+  /** Its line starts a load: other parts before it were a trial's (llama.cpp's `--fit` dry runs, printed at `-v`). */
+  readonly anew?: boolean;
 }
 
 /** A path answering the Prometheus text format, and the samples read there. */

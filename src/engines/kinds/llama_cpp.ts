@@ -122,11 +122,13 @@ export const LLAMA_CPP: EngineKind = {
     ],
     // src/llama-model.cpp (load_tensors), src/llama-kv-cache.cpp and
     // src/llama-context.cpp (sched_reserve) at de3ff815 (the build here):
-    // printed at `-lv 4` only, which the launcher adds (`argv`).
+    // printed at `-lv 4` only, which the launcher adds (`argv`). At `-v` the
+    // dry runs of `--fit` (common/fit.cpp) print theirs first.
     memory: [
       {
         match: /(?<device>\S+) model buffer size = +([\d.]+) MiB/,
         part: "weights",
+        anew: true,
       },
       {
         match: /(?<device>\S+) KV buffer size = +([\d.]+) MiB/,
