@@ -110,6 +110,15 @@ Deno.test("vLLM: weights, KV cache, graphs in GiB and KV tokens, old and new spe
   }
 });
 
+Deno.test("vLLM with --kv-cache-memory: the KV cache it reserved (no profiling line)", () => {
+  // vllm/v1/worker/gpu_worker.py (determine_available_memory, the
+  // kv_cache_memory_bytes branch).
+  const { memory } = fold("vllm", [
+    "(EngineCore_DP0 pid=212) INFO 09-16 12:37:56 [gpu_worker.py:492] Initial free memory 137.66 GiB, reserved 6.00 GiB memory for KV Cache as specified by kv_cache_memory_bytes config and skipped memory profiling. This does not respect the gpu_memory_utilization config.",
+  ]);
+  assert.equal(footprintOf(memory, null, AT)!.kv_cache_mib, 6144);
+});
+
 Deno.test("vLLM with tensor parallelism: each worker's memory adds up, the KV tokens do not", () => {
   const { memory } = fold(
     "vllm",

@@ -122,6 +122,12 @@ export const VLLM: EngineKind = {
         part: "kv_cache",
         unit: "GiB",
       },
+      // With `--kv-cache-memory`, instead (gpu_worker.py, the same function).
+      {
+        match: /reserved ([\d.]+) GiB memory for KV Cache as specified/,
+        part: "kv_cache",
+        unit: "GiB",
+      },
       { match: /KV cache size: ([\d,]+) tokens/, part: "kv_tokens" },
       {
         match: /Graph capturing finished in \d+ secs?, took ([\d.]+) GiB/,
