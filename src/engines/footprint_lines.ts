@@ -48,13 +48,6 @@ const round = (mib: number) => Math.round(mib * 100) / 100;
  * The lines' parts, and `gpuMib` (nvidia-smi's MiB per device) as the total
  * where larger than their sum; null when neither knows anything. The device is
  * the lines' accelerators (`CUDA0,CUDA1`), else `CPU` when only it was named.
- *
- * @example
- * ```ts
- * const lines = new FootprintLines([{ match: /model buffer size = +([\d.]+) MiB/, part: "weights" }]);
- * lines.line("load_tensors:   CPU_Mapped model buffer size =   129.05 MiB");
- * footprintOf(lines, { "0": 150 }, new Date()); // total_mib 150, from "load lines + nvidia-smi"
- * ```
  */
 export function footprintOf(
   lines: FootprintLines,
@@ -62,36 +55,27 @@ export function footprintOf(
   at: Date,
 ): Footprint | null {
   const { parts, devices } = lines;
-  const smi = gpuMib && Object.keys(gpuMib).length > 0
-    ? Object.values(gpuMib).reduce((a, b) => a + b, 0)
-    : null;
+  const mibs = Object.values(gpuMib ?? {});
+  const smi = mibs.length > 0 ? mibs.reduce((a, b) => a + b) : null;
+  const printed = Object.keys(parts).length > 0;
+  if (!printed && smi === null) return null;
   const known = MIB_PARTS.filter((part) => parts[part] !== undefined);
-  if (known.length === 0 && parts.kv_tokens === undefined && smi === null) {
-    return null;
-  }
-  const sum = known.length > 0
-    ? known.reduce((a, part) => a + parts[part]!, 0)
-    : null;
+  const sum = known.reduce((a, part) => a + parts[part]!, 0);
   const mib = (part: MemoryPart) =>
     parts[part] === undefined ? null : round(parts[part]);
   const accelerators = devices.filter((device) => device !== "CPU");
-  const from = [
-    ...known.length > 0 || parts.kv_tokens !== undefined ? ["load lines"] : [],
-    ...smi === null ? [] : ["nvidia-smi"],
-  ];
   return {
     weights_mib: mib("weights"),
     kv_cache_mib: mib("kv_cache"),
     kv_tokens: parts.kv_tokens ?? null,
     graphs_mib: mib("graphs"),
     compute_mib: mib("compute"),
-    total_mib: round(Math.max(sum ?? 0, smi ?? 0)),
-    device: accelerators.length > 0
-      ? accelerators.join(",")
-      : devices.length > 0
-      ? "CPU"
+    total_mib: known.length > 0 || smi !== null
+      ? round(Math.max(sum, smi ?? 0))
       : null,
+    device: accelerators.join(",") || (devices.length > 0 ? "CPU" : null),
     measured_at: at.toISOString(),
-    from: from.join(" + "),
+    from: [printed && "load lines", smi !== null && "nvidia-smi"]
+      .filter(Boolean).join(" + "),
   };
 }

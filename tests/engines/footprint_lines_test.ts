@@ -172,6 +172,15 @@ Deno.test("nvidia-smi's per-process figure is the total where larger than the pa
   const none = new FootprintLines(ENGINE_KINDS.vllm!.output!.memory);
   assert.equal(footprintOf(none, null, AT), null, "nothing known");
   assert.equal(footprintOf(none, {}, AT), null);
+  const tokens = fold("vllm", [
+    "INFO 11-25 08:40:33 [kv_cache_utils.py:1087] GPU KV cache size: 400,000 tokens",
+  ]).memory;
+  const alone = footprintOf(tokens, null, AT)!;
+  assert.deepEqual(
+    [alone.kv_tokens, alone.total_mib],
+    [400_000, null],
+    "no MiB known, no total",
+  );
   const smi = footprintOf(none, { "0": 2048 }, AT)!;
   assert.deepEqual(
     { total: smi.total_mib, weights: smi.weights_mib, from: smi.from },
