@@ -222,7 +222,7 @@ async function describeReal(env: Record<string, string>): Promise<string[]> {
   );
   for (
     const args of [
-      ["--query-gpu=index,uuid,memory.total,memory.used"],
+      ["--query-gpu=index,uuid,memory.total,memory.used,name"],
       ["--query-compute-apps=pid,used_memory,gpu_uuid"],
     ]
   ) {
