@@ -58,6 +58,7 @@ const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
   failed_retry: (f) => seconds(f, "never tried again"),
   drain_timeout: (f) => seconds(f, "no drain"),
   gpus: readGpus,
+  gpu_memory: readBytes,
   metrics: readMetrics,
   stall_timeout: (f) => seconds(f, "no stall detection"),
   canary: (f) => {
@@ -306,6 +307,34 @@ function readGpus(f: Field): number {
     );
   }
   return value;
+}
+
+const UNITS: Record<string, number> = {
+  b: 1,
+  kb: 1e3,
+  mb: 1e6,
+  gb: 1e9,
+  tb: 1e12,
+};
+
+/** `24GiB`, `512 MiB`, `20GB` or a whole number of bytes, in bytes. */
+function readBytes(f: Field): number {
+  const value = f.scalar;
+  const [, number, unit] =
+    /^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*$/i.exec(String(value)) ?? [];
+  const lower = unit?.toLowerCase() ?? "b";
+  const bytes = Math.floor(
+    Number(number) *
+      (lower.includes("i")
+        ? 1024 ** " kmgt".indexOf(lower[0]!)
+        : UNITS[lower]!),
+  );
+  if (typeof value === "boolean" || !(bytes >= 2 ** 20)) {
+    f.expected(
+      "a size of at least 1MiB such as 24GiB, 512MiB or 20GB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+    );
+  }
+  return bytes;
 }
 
 function readModality(f: Field): Modality[] {

@@ -1,6 +1,6 @@
 // vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { serveFlags } from "./engine_kind.ts";
+import { fractionOf, serveFlags } from "./engine_kind.ts";
 import {
   flagValue,
   FlagValueError,
@@ -86,6 +86,43 @@ export const VLLM: EngineKind = {
   // flight within it, exits (tests/entrypoints/launchers/test_shutdown.py at
   // 3be31f74). Not added for the card: an older vLLM refuses an unknown flag.
   termDrain: { flag: "--shutdown-timeout", since: "v0.18" },
+  // vllm/config/cache.py: kv_cache_memory_bytes (per GPU, bytes) ignores
+  // gpu_memory_utilization for the KV cache, but the start check
+  // (vllm/v1/worker/utils.py, request_memory) still wants utilization × total
+  // free: both are set.
+  memory: {
+    flags: [
+      "--max-model-len",
+      SHARE,
+      "--kv-cache-memory-bytes",
+      TP.join(" "),
+      PP.join(" "),
+      "--quantization -q",
+      "--dtype",
+      "--max-num-seqs",
+      "--max-num-batched-tokens",
+      "--kv-cache-dtype",
+      "--cpu-offload-gb",
+      "--enforce-eager",
+    ],
+    knobs: [SHARE, "--kv-cache-memory-bytes"],
+    budget(given) {
+      const share = [SHARE, fractionOf(given)];
+      const { weights_mib, graphs_mib } = given.measured ?? {};
+      if (weights_mib == null) return share;
+      const kv = given.budgetMiB - weights_mib - (graphs_mib ?? 0);
+      if (kv <= 0) {
+        return `its weights and graphs measured ${
+          Math.ceil(weights_mib + (graphs_mib ?? 0))
+        } MiB, no room for a KV cache`;
+      }
+      return [
+        ...share,
+        "--kv-cache-memory-bytes",
+        String(Math.floor(kv * 2 ** 20)),
+      ];
+    },
+  },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
   // vllm/compilation/monitor.py, vllm/v1/worker/gpu_worker.py (memory
   // profiling, KV cache) and vllm/v1/core/kv_cache_utils.py.
