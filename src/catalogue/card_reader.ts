@@ -309,27 +309,15 @@ function readGpus(f: Field): number {
   return value;
 }
 
-const UNITS: Record<string, number> = {
-  b: 1,
-  kb: 1e3,
-  mb: 1e6,
-  gb: 1e9,
-  tb: 1e12,
-};
-
 /** `24GiB`, `512 MiB`, `20GB` or a whole number of bytes, in bytes. */
 function readBytes(f: Field): number {
-  const value = f.scalar;
-  const [, number, unit] =
-    /^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*$/i.exec(String(value)) ?? [];
-  const lower = unit?.toLowerCase() ?? "b";
+  const [, n, unit = "b"] =
+    /^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*$/i.exec(String(f.scalar)) ?? [];
+  const power = Math.max(0, " kmgt".indexOf(unit[0]!.toLowerCase()));
   const bytes = Math.floor(
-    Number(number) *
-      (lower.includes("i")
-        ? 1024 ** " kmgt".indexOf(lower[0]!)
-        : UNITS[lower]!),
+    Number(n) * (unit.length === 3 ? 1024 : 1e3) ** power,
   );
-  if (typeof value === "boolean" || !(bytes >= 2 ** 20)) {
+  if (!(bytes >= 2 ** 20)) {
     f.expected(
       "a size of at least 1MiB such as 24GiB, 512MiB or 20GB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
     );

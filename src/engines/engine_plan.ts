@@ -203,18 +203,12 @@ function commandOf(
       } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
     );
   }
-  const knob = card.gpuMemory === undefined
-    ? undefined
-    : card.args.find((arg) =>
-      kind.memory?.knobs.includes(arg.replace(/=.*$/, "").replaceAll("_", "-"))
-    );
-  if (knob !== undefined) {
+  const knob = card.gpuMemory && card.args.map((a) => a.replace(/=.*$/, ""))
+    .find((flag) => kind.memory?.knobs.includes(flag.replaceAll("_", "-")));
+  if (knob) {
+    const its = kind.memory!.knobs.join(", ");
     throw new EngineError(
-      `Cannot prepare ${card.name}: card '${card.name}' sets both gpu_memory and ${
-        knob.replace(/=.*$/, "")
-      } in args (expected one of them: gpu_memory sets ${
-        kind.memory!.knobs.join(", ")
-      } itself)`,
+      `Cannot prepare ${card.name}: card '${card.name}' sets both gpu_memory and ${knob} in args (expected one of them: gpu_memory sets ${its} itself)`,
     );
   }
   const executable = executableOf(card, kind);

@@ -1,7 +1,7 @@
-// The footprint book, `<directory>/data/footprints.json`: the last footprint
-// measured per card (its model and the flags that change its memory) and per
-// device name, so that a plan knows before a start what a model takes there.
-// Replaced whole (atomic_write.ts), the oldest entries dropped past a bound.
+// The footprint book, `<directory>/data/footprints.json`: each card's last
+// footprint (per its model and the flags that change its memory) per device
+// name, so that a plan knows what a model takes before it starts. Replaced
+// whole (atomic_write.ts); the oldest entries dropped past BOOK_ENTRIES.
 import type { ModelCard } from "../catalogue.ts";
 import { writeFileAtomicSync } from "../common/atomic_write.ts";
 import { log } from "../common/log.ts";
@@ -13,17 +13,14 @@ import type { CardMemory } from "./placement.ts";
 const FORMAT = "mymodel-serve footprints 1";
 export const BOOK_ENTRIES = 256;
 
+/** `device`: nvidia-smi's name (`NVIDIA H200`), or the engine's (`CPU`). */
 export interface BookEntry {
   readonly key: string;
-  /** nvidia-smi's name of the device (`NVIDIA H200`), or the engine's (`CPU`). */
   readonly device: string;
   readonly footprint: Footprint;
 }
 
-/** Device name → the card's last footprint there. */
-export type Measured = Readonly<Record<string, Footprint>>;
-
-/** The card, its model and the values of its kind's memory flags and budget. */
+/** The card, its model, its budget and the values of its kind's memory flags. */
 export function footprintKey(card: ModelCard): string {
   const flags = ENGINE_KINDS[card.engine]?.memory?.flags ?? [];
   return JSON.stringify([
@@ -34,19 +31,16 @@ export function footprintKey(card: ModelCard): string {
   ]);
 }
 
-/** What the book holds, read without a side effect; `unreadable` says why a file there is no book. */
+export function bookPath(directory: string): string {
+  return `${directory}/data/footprints.json`;
+}
+
+/** The book's entries, read with no side effect; `unreadable`: why the file there is no book. */
 export function readBook(
   directory: string,
 ): { entries: BookEntry[]; unreadable?: string } {
-  let text;
   try {
-    text = Deno.readTextFileSync(bookPath(directory));
-  } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return { entries: [] };
-    return { entries: [], unreadable: (error as Error).message };
-  }
-  try {
-    const data = JSON.parse(text);
+    const data = JSON.parse(Deno.readTextFileSync(bookPath(directory)));
     if (data?.format !== FORMAT || !Array.isArray(data.entries)) {
       return { entries: [], unreadable: `not a "${FORMAT}" file` };
     }
@@ -56,7 +50,9 @@ export function readBook(
     );
     return { entries };
   } catch (error) {
-    return { entries: [], unreadable: `not JSON (${(error as Error).name})` };
+    if (error instanceof Deno.errors.NotFound) return { entries: [] };
+    const why = error instanceof SyntaxError ? "not JSON" : "unreadable";
+    return { entries: [], unreadable: `${why} (${(error as Error).message})` };
   }
 }
 
@@ -64,17 +60,14 @@ export function readBook(
 export function measuredOf(
   entries: readonly BookEntry[],
   card: ModelCard,
-): Measured {
+): Record<string, Footprint> {
   const key = footprintKey(card);
   return Object.fromEntries(
     entries.filter((e) => e.key === key).map((e) => [e.device, e.footprint]),
   );
 }
 
-/**
- * What placement packs a card by: its `gpu_memory`, else (a kind whose
- * footprint is what it takes) its measured totals by device name.
- */
+/** What placement packs a card by: its `gpu_memory`, else (a kind that packs) its measured totals. */
 export function cardMemory(
   card: ModelCard,
   entries: readonly BookEntry[],
@@ -83,60 +76,51 @@ export function cardMemory(
     return { budgetMiB: card.gpuMemory / 2 ** 20 };
   }
   if (!ENGINE_KINDS[card.engine]?.memory?.packs) return undefined;
-  const measured = Object.entries(measuredOf(entries, card)).flatMap((
-    [device, f],
-  ) => f.total_mib === null ? [] : [[device, f.total_mib] as const]);
-  return measured.length > 0
+  const measured = Object.entries(measuredOf(entries, card))
+    .filter(([, f]) => f.total_mib !== null)
+    .map(([device, f]) => [device, f.total_mib!]);
+  return measured.length
     ? { measured: Object.fromEntries(measured) }
     : undefined;
 }
 
-export function bookPath(directory: string): string {
-  return `${directory}/data/footprints.json`;
-}
-
-/** The launcher's book: read once, written at each footprint; a file that is no book is moved aside, never overwritten. */
+/** The launcher's book: a file there that is no book is moved aside (one warning), never overwritten. */
 export class FootprintBook {
-  #path: string;
+  #path: string | undefined;
   #entries: BookEntry[];
 
   constructor(directory: string) {
-    this.#path = bookPath(directory);
+    const path = bookPath(directory);
     const { entries, unreadable } = readBook(directory);
     this.#entries = entries;
+    this.#path = path;
     if (unreadable === undefined) return;
-    const aside = `${this.#path}.unreadable-${
+    const aside = `${path}.unreadable-${
       new Date().toISOString().replace(/[-:.]/g, "")
     }`;
+    let outcome = `moved to ${aside}; footprints are measured anew`;
     try {
-      Deno.renameSync(this.#path, aside);
-      log.warn(
-        `footprint book ${this.#path}: ${unreadable}: ignored, moved to ${aside}; footprints are measured anew`,
-      );
+      Deno.renameSync(path, aside);
     } catch (error) {
-      log.warn(
-        `footprint book ${this.#path}: ${unreadable}: ignored, and it cannot be moved aside (${
-          (error as Error).message
-        }): footprints are not remembered`,
-      );
-      this.#entries = [];
-      this.#path = "";
+      this.#path = undefined;
+      outcome = `cannot be moved aside (${
+        (error as Error).message
+      }): footprints are not remembered`;
     }
+    log.warn(`footprint book ${path}: ${unreadable}: ignored, ${outcome}`);
   }
 
-  /** Remembers `footprint` as the card's latest on `device`. */
+  /** Keeps `footprint` as the card's latest on `device`. */
   note(card: ModelCard, device: string, footprint: Footprint): void {
-    if (!this.#path) return;
+    if (this.#path === undefined) return;
     const key = footprintKey(card);
     this.#entries = [
       ...this.#entries.filter((e) => e.key !== key || e.device !== device),
       { key, device, footprint },
     ].slice(-BOOK_ENTRIES);
+    const text = JSON.stringify({ format: FORMAT, entries: this.#entries });
     try {
-      writeFileAtomicSync(
-        this.#path,
-        JSON.stringify({ format: FORMAT, entries: this.#entries }) + "\n",
-      );
+      writeFileAtomicSync(this.#path, text + "\n");
     } catch (error) {
       log.warn(
         `cannot write the footprint book ${this.#path}: ${

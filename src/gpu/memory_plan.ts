@@ -3,14 +3,11 @@
 // share of the total (an estimate); and the args that hold it to its budget.
 // Pure: the book's entries and the plan's one nvidia-smi look are data.
 import type { ModelCard } from "../catalogue.ts";
-import type { EngineSite } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { type BookEntry, measuredOf } from "./footprint_book.ts";
-import { GpuPlacementError } from "./need.ts";
+import { type GpuMemoryNeed as MemoryNeed, GpuPlacementError } from "./need.ts";
 import type { Placement } from "./placement.ts";
 import { deviceOf } from "./nvidia_smi.ts";
-
-export type MemoryNeed = NonNullable<EngineSite["memoryNeed"]>;
 
 /** @throws {GpuPlacementError} A budget that cannot be held: no GPU, no total, no room. */
 export function engineMemory(
@@ -21,9 +18,7 @@ export function engineMemory(
 ): { args: string[]; memoryNeed: MemoryNeed | null } {
   const entry = placement.assigned[card.name]?.devices?.[0];
   const { snapshot } = placement;
-  const device = entry === undefined
-    ? undefined
-    : snapshot && deviceOf(entry, snapshot);
+  const device = entry && snapshot ? deviceOf(entry, snapshot) : undefined;
   const total = device?.memoryKnown ? device.totalMiB : undefined;
   const measured = device?.name === undefined
     ? undefined
@@ -53,37 +48,25 @@ export function engineMemory(
       } (expected a GPU pool nvidia-smi lists, or no gpu_memory)`,
     );
   }
-  const taken = Object.values(placement.assigned).filter((a) =>
-    a.devices?.includes(entry!)
-  )
-    .reduce(
-      (sum, a) =>
-        sum +
-        (a.mib ??
-          (a.need.kind === "share" ? a.need.share * total! : budgetMiB)),
-      0,
-    );
-  const left = total! - Math.max(taken, budgetMiB);
-  // What stays free once each engine there holds its own, besides what others held at the look.
-  const spareMiB = Math.max(0, Math.floor(left - device!.usedMiB));
+  // What stays free once each engine there holds its own, less what others held at the look.
+  let left = total!;
+  for (const a of Object.values(placement.assigned)) {
+    if (!a.devices?.includes(entry!)) continue;
+    left -= a.mib ??
+      (a.need.kind === "share" ? a.need.share * total! : budgetMiB);
+  }
   if (left < 0) {
     refuse(
       `${text} is above GPU ${entry}'s ${total} MiB (expected at most its total)`,
     );
   }
-  const mapped = ENGINE_KINDS[card.engine]?.memory?.budget({
-    budgetMiB,
-    totalMiB: total!,
-    spareMiB,
-    measured,
-  }) ?? [];
+  const spareMiB = Math.max(0, Math.floor(left - device!.usedMiB));
+  const given = { budgetMiB, totalMiB: total!, spareMiB, measured };
+  const mapped = ENGINE_KINDS[card.engine]?.memory?.budget(given) ?? [];
   if (typeof mapped === "string") refuse(`${text} cannot be held: ${mapped}`);
+  const from = `gpu_memory ${text}`;
   return {
     args: mapped as string[],
-    memoryNeed: {
-      fraction: budgetMiB / total!,
-      mib: budgetMiB,
-      from: `gpu_memory ${text}`,
-    },
+    memoryNeed: { fraction: budgetMiB / total!, mib: budgetMiB, from },
   };
 }

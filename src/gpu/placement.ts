@@ -34,14 +34,21 @@ export interface GpuAssignment {
   readonly mib?: number;
 }
 
-/** A card's memory on a device, where known: its `gpu_memory`, else its footprint by device name. */
-export interface CardMemory {
+/** A card's MiB on a device: its `gpu_memory`, else its footprints by device name. */
+export type CardMemory = {
   readonly budgetMiB?: number;
   readonly measured?: Readonly<Record<string, number>>;
-}
+};
+type Memories = Readonly<Record<string, CardMemory>>;
 
-/** Card name → its memory, for those placement packs. */
-export type Memories = Readonly<Record<string, CardMemory>>;
+/** What a layout starts from: engines kept, devices avoided, the look (totals, names), the cards' memory. */
+interface LayoutFacts {
+  readonly held?: ReadonlyMap<string, GpuAssignment>;
+  /** Left out of automatic placement; a pin there still holds. */
+  readonly avoid?: ReadonlySet<string>;
+  readonly snapshot?: GpuSnapshot | undefined;
+  readonly memory?: Memories;
+}
 
 /** Where every engine runs: plain data (`JSON.stringify` round-trips it). */
 export interface Placement {
@@ -80,12 +87,8 @@ export function placeEngines(
       !detection.source.includes("CUDA_VISIBLE_DEVICES") &&
       cudaDeviceOrder === undefined,
   };
-  return replacePlacement(
-    nothing,
-    cards,
-    new Set(cards.map((c) => c.name)),
-    memory,
-  );
+  const all = new Set(cards.map((c) => c.name));
+  return replacePlacement(nothing, cards, all, memory);
 }
 
 export function readsIntegerDevices(card: ModelCard): boolean {
@@ -208,14 +211,7 @@ export function replacePlacement(
 export function placeGpus(
   cards: readonly ModelCard[],
   pool: GpuPool | undefined,
-  options: {
-    readonly held?: ReadonlyMap<string, GpuAssignment>;
-    /** Left out of automatic placement; a pin there still holds. */
-    readonly avoid?: ReadonlySet<string>;
-    /** Each device's total memory, and its name for `memory`'s footprints. */
-    readonly snapshot?: GpuSnapshot | undefined;
-    readonly memory?: Memories;
-  } = {},
+  options: LayoutFacts = {},
 ): Map<string, GpuAssignment> {
   const twice = cards.find((card, i) =>
     cards.findIndex((other) => other.name === card.name) < i
@@ -286,12 +282,7 @@ class Layout {
 
   constructor(
     pool: GpuPool,
-    { held = new Map(), avoid = new Set(), snapshot, memory = {} }: {
-      readonly held?: ReadonlyMap<string, GpuAssignment>;
-      readonly avoid?: ReadonlySet<string>;
-      readonly snapshot?: GpuSnapshot | undefined;
-      readonly memory?: Memories;
-    },
+    { held = new Map(), avoid = new Set(), snapshot, memory = {} }: LayoutFacts,
   ) {
     this.#explicit = pool.explicit;
     this.#snapshot = snapshot;
@@ -360,9 +351,9 @@ class Layout {
       return mib === undefined ? [] : [[device, mib] as const];
     });
     if (sized.length === 0) return false;
-    const pick =
-      sized.find(([d, mib]) => !this.#isFree(d) && this.#fits(d, 0, mib)) ??
-        sized.find(([d, mib]) => this.#isFree(d) && this.#fits(d, 0, mib));
+    const pick = [...sized].sort(([a], [b]) =>
+      Number(this.#isFree(a)) - Number(this.#isFree(b))
+    ).find(([d, mib]) => this.#fits(d, 0, mib));
     if (pick === undefined) {
       if (memory.budgetMiB === undefined) return false;
       throw new GpuPlacementError(
@@ -373,16 +364,13 @@ class Layout {
       );
     }
     const [device, mib] = pick;
-    const total = deviceOf(device, this.#snapshot!)!.totalMiB;
+    const { totalMiB, name: model } = deviceOf(device, this.#snapshot!)!;
     const from = memory.budgetMiB === undefined
-      ? `measured ${mibText(mib)} on ${deviceOf(device, this.#snapshot!)!.name}`
+      ? `measured ${mibText(mib)} on ${model}`
       : `gpu_memory ${mibText(mib)}`;
-    const share = Math.max(1e-4, Math.round((mib / total) * 1e4) / 1e4);
-    this.placed.set(name, {
-      devices: [device],
-      need: { kind: "share", share, from },
-      mib,
-    });
+    const share = Math.max(1e-4, Math.round((mib / totalMiB) * 1e4) / 1e4);
+    const need_: GpuNeed = { kind: "share", share, from };
+    this.placed.set(name, { devices: [device], need: need_, mib });
     return true;
   }
 

@@ -139,19 +139,19 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
         need_mib: mib === null ? null : Math.ceil(mib),
         need_from: !m
           ? "not measured yet"
-          : /^(measured|gpu_memory) /.test(m.from)
+          : m.mib
           ? m.from
           : `estimated: ${m.from}`,
       };
     });
     const need = on.reduce((sum, e) => sum + (e.need_mib ?? 0), 0);
     const free = known ? device!.totalMiB - device!.usedMiB : null;
+    const each = on.filter((e) => e.need_mib !== null)
+      .map((e) => `${e.name} ${e.need_mib} MiB, ${e.need_from}`);
     if (free !== null && need > free) {
       unfit.push(
         `GPU ${entry}: its engines need ${need} MiB (${
-          on.filter((e) => e.need_mib !== null).map((e) =>
-            `${e.name} ${e.need_mib} MiB, ${e.need_from}`
-          ).join("; ")
+          each.join("; ")
         }), ${free} MiB free: they do not fit`,
       );
     }
@@ -280,11 +280,8 @@ export function renderPlan(plan: StartPlan): string {
 }
 
 function needLabel(from: string): string {
-  return from.startsWith("gpu_memory")
-    ? "budget"
-    : from.startsWith("not")
-    ? "not measured"
-    : from.split(/[: ]/)[0]!;
+  return { g: "budget", m: "measured", e: "estimated" }[from[0]!] ??
+    "not measured";
 }
 
 function mib(value: number | null): string {

@@ -91,21 +91,9 @@ export const LLAMA_CPP: EngineKind = {
   // default) sets the unset -ngl and -c so that `--fit-target` MiB stay free
   // on each device after the load: what the others placed there leave spare.
   memory: {
-    flags: [
-      "-c --ctx-size",
-      "-np --parallel",
-      "-ngl --gpu-layers --n-gpu-layers",
-      "-ctk --cache-type-k",
-      "-ctv --cache-type-v",
-      "-fa --flash-attn",
-      "-b --batch-size",
-      "-ub --ubatch-size",
-      "-sm --split-mode",
-      "-ts --tensor-split",
-      "-fit --fit",
-      "-fitt --fit-target",
-      "--kv-unified-per-slot",
-    ],
+    flags:
+      "-c --ctx-size,-np --parallel,-ngl --gpu-layers --n-gpu-layers,-ctk --cache-type-k,-ctv --cache-type-v,-fa --flash-attn,-b --batch-size,-ub --ubatch-size,-sm --split-mode,-ts --tensor-split,-fit --fit,-fitt --fit-target,--kv-unified-per-slot"
+        .split(","),
     knobs: ["-fit", "--fit", "-fitt", "--fit-target"],
     packs: true,
     budget: ({ spareMiB }) => ["--fit", "on", "--fit-target", String(spareMiB)],

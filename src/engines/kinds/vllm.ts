@@ -91,36 +91,21 @@ export const VLLM: EngineKind = {
   // (vllm/v1/worker/utils.py, request_memory) still wants utilization × total
   // free: both are set.
   memory: {
-    flags: [
-      "--max-model-len",
-      SHARE,
-      "--kv-cache-memory-bytes",
-      TP.join(" "),
-      PP.join(" "),
-      "--quantization -q",
-      "--dtype",
-      "--max-num-seqs",
-      "--max-num-batched-tokens",
-      "--kv-cache-dtype",
-      "--cpu-offload-gb",
-      "--enforce-eager",
-    ],
+    flags:
+      "--max-model-len,--gpu-memory-utilization,--kv-cache-memory-bytes,--tensor-parallel-size -tp,--pipeline-parallel-size -pp,--quantization -q,--dtype,--max-num-seqs,--max-num-batched-tokens,--kv-cache-dtype,--cpu-offload-gb,--enforce-eager"
+        .split(","),
     knobs: [SHARE, "--kv-cache-memory-bytes"],
     budget(given) {
       const share = [SHARE, fractionOf(given)];
       const { weights_mib, graphs_mib } = given.measured ?? {};
       if (weights_mib == null) return share;
       const kv = given.budgetMiB - weights_mib - (graphs_mib ?? 0);
-      if (kv <= 0) {
-        return `its weights and graphs measured ${
-          Math.ceil(weights_mib + (graphs_mib ?? 0))
+      const bytes = String(Math.floor(kv * 2 ** 20));
+      return kv > 0
+        ? [...share, "--kv-cache-memory-bytes", bytes]
+        : `its weights and graphs measured ${
+          Math.ceil(given.budgetMiB - kv)
         } MiB, no room for a KV cache`;
-      }
-      return [
-        ...share,
-        "--kv-cache-memory-bytes",
-        String(Math.floor(kv * 2 ** 20)),
-      ];
     },
   },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
