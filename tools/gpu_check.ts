@@ -13,6 +13,8 @@
  *   comes back;
  * - llama.cpp's llama-server built with CUDA serving the tiny GGUF, all
  *   layers on the GPU (skipped without `nvcc`);
+ * - two llama.cpp cards with footprints in the book: one GPU when they fit,
+ *   two when not (`--dry-run`);
  * - neighbours crashing on one GPU where `nvidia-smi` lists host pids (a
  *   container), a GPU reporting `[GPU requires reset]` (stand-in only), a
  *   pool given as UUIDs handed to vLLM as indices, and a liveness restart
@@ -41,6 +43,7 @@ import {
   quietNeighbour,
 } from "./gpu_check/container_scenarios.ts";
 import { llamaCuda } from "./gpu_check/llama_scenario.ts";
+import { llamaPacking } from "./gpu_check/packing_scenario.ts";
 import {
   foreignHolder,
   launcherKilled,
@@ -67,6 +70,7 @@ export const SCENARIOS: readonly Scenario[] = [
   foreignHolder,
   launcherKilled,
   llamaCuda,
+  llamaPacking,
   containerRelease,
   gpuError,
   deviceIds,

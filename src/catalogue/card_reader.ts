@@ -58,6 +58,7 @@ const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
   failed_retry: (f) => seconds(f, "never tried again"),
   drain_timeout: (f) => seconds(f, "no drain"),
   gpus: readGpus,
+  gpu_memory: readBytes,
   metrics: readMetrics,
   stall_timeout: (f) => seconds(f, "no stall detection"),
   canary: (f) => {
@@ -306,6 +307,22 @@ function readGpus(f: Field): number {
     );
   }
   return value;
+}
+
+/** `24GiB`, `512 MiB`, `20GB` or a whole number of bytes, in bytes. */
+function readBytes(f: Field): number {
+  const [, n, unit = "b"] =
+    /^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*$/i.exec(String(f.scalar)) ?? [];
+  const power = Math.max(0, " kmgt".indexOf(unit[0]!.toLowerCase()));
+  const bytes = Math.floor(
+    Number(n) * (unit.length === 3 ? 1024 : 1e3) ** power,
+  );
+  if (!(bytes >= 2 ** 20)) {
+    f.expected(
+      "a size of at least 1MiB such as 24GiB, 512MiB or 20GB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+    );
+  }
+  return bytes;
 }
 
 function readModality(f: Field): Modality[] {

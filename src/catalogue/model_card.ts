@@ -66,6 +66,8 @@ export interface ModelCard {
   readonly failedRetry?: number;
   /** n ≥ 1 whole GPUs, a share of one (0 < x < 1), or 0; unset: from the engine's settings. */
   readonly gpus?: number;
+  /** GPU memory it may take on each of its devices, in bytes (`gpu_memory: 24GiB`): placement sums it, its engine's own knob is set from it. */
+  readonly gpuMemory?: number;
   /** Seconds a planned stop waits for its requests in flight (`drain_timeout`); unset: the launcher's `--drain-timeout`. */
   readonly drainTimeout?: number;
   /** Only `engine: command`: where its traffic is counted (the other kinds name their own). */

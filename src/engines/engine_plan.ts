@@ -35,6 +35,8 @@ export interface EngineSite {
   memoryNeed?: {
     /** Of each device's total memory. */
     readonly fraction: number;
+    /** MiB, where known (its budget or its footprint): wins over `fraction`. */
+    readonly mib?: number;
     /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
     readonly from: string;
   } | null;
@@ -199,6 +201,14 @@ function commandOf(
       `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${set}, which the launcher sets (expected none of ${
         owned!.join(", ")
       } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
+    );
+  }
+  const knob = card.gpuMemory && card.args.map((a) => a.replace(/=.*$/, ""))
+    .find((flag) => kind.memory?.knobs.includes(flag.replaceAll("_", "-")));
+  if (knob) {
+    const its = kind.memory!.knobs.join(", ");
+    throw new EngineError(
+      `Cannot prepare ${card.name}: card '${card.name}' sets both gpu_memory and ${knob} in args (expected one of them: gpu_memory sets ${its} itself)`,
     );
   }
   const executable = executableOf(card, kind);

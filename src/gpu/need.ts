@@ -62,6 +62,8 @@ export function gpuNeed(card: ModelCard): GpuNeed {
 
 export interface GpuMemoryNeed {
   readonly fraction: number;
+  /** MiB, where known (a budget, a footprint): wins over `fraction`. */
+  readonly mib?: number;
   readonly from: string;
 }
 

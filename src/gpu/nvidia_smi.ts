@@ -15,6 +15,8 @@ export interface GpuDevice {
   readonly totalMiB: number;
   readonly usedMiB: number;
   readonly memoryKnown: boolean;
+  /** Its product name (`NVIDIA H200`), where nvidia-smi gave one: the footprint book's device. */
+  readonly name?: string;
   /** `ERR!`, `[GPU requires reset]` … (after an Xid error): nothing starts there until it reports memory again. */
   readonly error?: string;
 }
@@ -58,7 +60,11 @@ export type NvidiaSmiRun =
 
 const NVIDIA_SMI = "nvidia-smi";
 const CSV = "--format=csv,noheader,nounits";
-const DEVICE_ARGS = ["--query-gpu=index,uuid,memory.total,memory.used", CSV];
+// The name last: it may hold commas.
+const DEVICE_ARGS = [
+  "--query-gpu=index,uuid,memory.total,memory.used,name",
+  CSV,
+];
 const PROCESS_ARGS = ["--query-compute-apps=pid,used_memory,gpu_uuid", CSV];
 // More output is a failure: a cut line would read as a fact.
 const CAP = 64 * 1024;
@@ -172,8 +178,9 @@ function parseDevices(text: string): GpuDevice[] | string {
   for (const line of lines(text)) {
     const fields = line.split(",").map((field) => field.trim());
     const [number, uuid, total, used] = fields;
-    if (fields.length !== 4 || !/^\d+$/.test(number!) || !isUuid(uuid!)) {
-      return unreadable(line, "index, GPU-<uuid>, total MiB, used MiB");
+    const name = fields.slice(4).join(", ");
+    if (fields.length < 4 || !/^\d+$/.test(number!) || !isUuid(uuid!)) {
+      return unreadable(line, "index, GPU-<uuid>, total MiB, used MiB, name");
     }
     const [totalMiB, usedMiB] = [mib(total!), mib(used!)];
     if (totalMiB === undefined || usedMiB === undefined) {
@@ -187,6 +194,7 @@ function parseDevices(text: string): GpuDevice[] | string {
     const error = [total!, used!].find(isError);
     devices.push({
       ...(error === undefined ? {} : { error }),
+      ...(name ? { name } : {}),
       index,
       uuid: uuid!,
       totalMiB: memoryKnown ? totalMiB : NaN,

@@ -30,6 +30,24 @@ export interface GpuAssignment {
   /** `null`: not placed (its environment is left alone); `[]`: no GPU. */
   readonly devices: readonly string[] | null;
   readonly need: GpuNeed;
+  /** MiB it takes on its device where packed by its budget or footprint (its `need` then the share of that device). */
+  readonly mib?: number;
+}
+
+/** A card's MiB on a device: its `gpu_memory`, else its footprints by device name. */
+export type CardMemory = {
+  readonly budgetMiB?: number;
+  readonly measured?: Readonly<Record<string, number>>;
+};
+type Memories = Readonly<Record<string, CardMemory>>;
+
+/** What a layout starts from: engines kept, devices avoided, the look (totals, names), the cards' memory. */
+interface LayoutFacts {
+  readonly held?: ReadonlyMap<string, GpuAssignment>;
+  /** Left out of automatic placement; a pin there still holds. */
+  readonly avoid?: ReadonlySet<string>;
+  readonly snapshot?: GpuSnapshot | undefined;
+  readonly memory?: Memories;
 }
 
 /** Where every engine runs: plain data (`JSON.stringify` round-trips it). */
@@ -52,6 +70,7 @@ export function placeEngines(
   detection: GpuDetection,
   snapshot: GpuSnapshot | undefined,
   cudaDeviceOrder: string | undefined,
+  memory: Memories = {},
 ): Placement {
   const avoid =
     detection.pool?.entries.filter((e) =>
@@ -68,7 +87,8 @@ export function placeEngines(
       !detection.source.includes("CUDA_VISIBLE_DEVICES") &&
       cudaDeviceOrder === undefined,
   };
-  return replacePlacement(nothing, cards, new Set(cards.map((c) => c.name)));
+  const all = new Set(cards.map((c) => c.name));
+  return replacePlacement(nothing, cards, all, memory);
 }
 
 export function readsIntegerDevices(card: ModelCard): boolean {
@@ -158,6 +178,7 @@ export function replacePlacement(
   placement: Placement,
   cards: readonly ModelCard[],
   changed: ReadonlySet<string>,
+  memory: Memories = {},
 ): Placement {
   const held = new Map<string, GpuAssignment>();
   for (const card of cards) {
@@ -167,13 +188,14 @@ export function replacePlacement(
   const changedCards = cards.filter((card) => changed.has(card.name));
   const { pool } = placement.detection;
   const avoid = new Set(placement.avoid);
+  const facts = { held, snapshot: placement.snapshot, memory };
   let fresh;
   try {
-    fresh = placeGpus(changedCards, pool, { held, avoid });
+    fresh = placeGpus(changedCards, pool, { ...facts, avoid });
   } catch (error) {
     // Devices in trouble are left out where the rest has room, else used (their engines then wait).
     if (avoid.size === 0) throw error;
-    fresh = placeGpus(changedCards, pool, { held });
+    fresh = placeGpus(changedCards, pool, facts);
   }
   const assigned: Record<string, GpuAssignment> = {};
   for (const card of cards) {
@@ -189,11 +211,7 @@ export function replacePlacement(
 export function placeGpus(
   cards: readonly ModelCard[],
   pool: GpuPool | undefined,
-  options: {
-    readonly held?: ReadonlyMap<string, GpuAssignment>;
-    /** Left out of automatic placement; a pin there still holds. */
-    readonly avoid?: ReadonlySet<string>;
-  } = {},
+  options: LayoutFacts = {},
 ): Map<string, GpuAssignment> {
   const twice = cards.find((card, i) =>
     cards.findIndex((other) => other.name === card.name) < i
@@ -205,14 +223,14 @@ export function placeGpus(
     );
   }
   if (pool === undefined) return unplacedLayout(cards);
-  const layout = new Layout(pool, options.held, options.avoid);
+  const layout = new Layout(pool, options);
   const needs = cards.map((card) => [card.name, gpuNeed(card)] as const);
   // Pinned cards are placed before the rest.
   for (const [name, need] of needs) {
     if (need.pinned) layout.pin(name, need);
   }
   for (const [name, need] of needs) {
-    if (need.pinned) continue;
+    if (need.pinned || layout.pack(name, need)) continue;
     if (need.kind === "whole") layout.takeWhole(name, need);
     if (need.kind === "share") layout.takeShare(name, need);
   }
@@ -257,15 +275,18 @@ class Layout {
   readonly #order: readonly string[];
   readonly #numeric: boolean;
   readonly #open: readonly string[];
+  readonly #snapshot: GpuSnapshot | undefined;
+  readonly #memory: Memories;
   /** The held ones, then in placement order (for refusal messages). */
   readonly placed: Map<string, GpuAssignment>;
 
   constructor(
     pool: GpuPool,
-    held: ReadonlyMap<string, GpuAssignment> = new Map(),
-    avoid: ReadonlySet<string> = new Set(),
+    { held = new Map(), avoid = new Set(), snapshot, memory = {} }: LayoutFacts,
   ) {
     this.#explicit = pool.explicit;
+    this.#snapshot = snapshot;
+    this.#memory = memory;
     this.placed = new Map(held);
     const entries = [...new Set(pool.entries)];
     this.#numeric = entries.every(isIndex);
@@ -316,6 +337,51 @@ class Layout {
     this.placed.set(name, { devices, need });
   }
 
+  /**
+   * One device's worth by MiB: the first device in use it fits beside, else
+   * the lowest free one. False when nothing is known of it (today's way then).
+   * @throws {GpuPlacementError} When a budget fits nowhere: an over-commit.
+   */
+  pack(name: string, need: GpuNeed): boolean {
+    const memory = this.#memory[name];
+    if (!memory || need.kind === "unplaced") return false;
+    if (need.kind === "whole" && need.count !== 1) return false;
+    const sized = this.#open.flatMap((device) => {
+      const mib = this.#mibOn(device, memory);
+      return mib === undefined ? [] : [[device, mib] as const];
+    });
+    if (sized.length === 0) return false;
+    const pick = [...sized].sort(([a], [b]) =>
+      Number(this.#isFree(a)) - Number(this.#isFree(b))
+    ).find(([d, mib]) => this.#fits(d, 0, mib));
+    if (pick === undefined) {
+      if (memory.budgetMiB === undefined) return false;
+      throw new GpuPlacementError(
+        name,
+        `its gpu_memory ${
+          mibText(memory.budgetMiB)
+        } fits on no GPU: over-committed ${this.#where()} (expected the budgets on each device to add up to at most its total)`,
+      );
+    }
+    const [device, mib] = pick;
+    const { totalMiB, name: model } = deviceOf(device, this.#snapshot!)!;
+    const from = memory.budgetMiB === undefined
+      ? `measured ${mibText(mib)} on ${model}`
+      : `gpu_memory ${mibText(mib)}`;
+    const share = Math.max(1e-4, Math.round((mib / totalMiB) * 1e4) / 1e4);
+    const need_: GpuNeed = { kind: "share", share, from };
+    this.placed.set(name, { devices: [device], need: need_, mib });
+    return true;
+  }
+
+  /** Its budget, else its footprint on a device of that name; only where the total is known. */
+  #mibOn(device: string, memory: CardMemory): number | undefined {
+    const known = this.#snapshot && deviceOf(device, this.#snapshot);
+    if (!known?.memoryKnown) return undefined;
+    return memory.budgetMiB ??
+      (known.name === undefined ? undefined : memory.measured?.[known.name]);
+  }
+
   takeShare(name: string, need: GpuNeed & { kind: "share" }): void {
     const { share } = need;
     const units = unitsOf(need);
@@ -340,8 +406,16 @@ class Layout {
     return this.#on(device).length === 0;
   }
 
-  /** Whether a share of `units` fits beside the device's holds; a whole device never does. */
-  #fits(device: string, units: number | undefined): boolean {
+  /** Whether a share of `units` (or `mib`, summed exactly) fits beside the device's holds; a whole device never does. */
+  #fits(device: string, units: number | undefined, mib?: number): boolean {
+    if (mib !== undefined) {
+      const total = deviceOf(device, this.#snapshot!)!.totalMiB;
+      return this.#on(device).reduce(
+        (sum, [, a]) =>
+          sum + (a.mib ?? (unitsOf(a.need) ?? NaN) / WHOLE * total),
+        mib,
+      ) <= total;
+    }
     const held = this.#on(device).map(([, a]) => unitsOf(a.need));
     if (units === undefined || held.includes(undefined)) return false;
     return held.reduce((sum: number, u) => sum + u!, units) <= WHOLE;
@@ -364,10 +438,15 @@ class Layout {
   }
 
   #where(): string {
-    const held = [...this.placed].flatMap(([name, { devices, need }]) => {
+    const held = [...this.placed].flatMap(([name, a]) => {
+      const { devices, need } = a;
       const inPool = devices?.filter((d) => this.#order.includes(d)) ?? [];
       const units = unitsOf(need);
-      const share = units === undefined ? "" : `${units / WHOLE} of `;
+      const share = a.mib !== undefined
+        ? `${mibText(a.mib)} of `
+        : units === undefined
+        ? ""
+        : `${units / WHOLE} of `;
       return inPool.length > 0
         ? [`${name} holds ${share}${inPool.join(",")}`]
         : [];
@@ -376,6 +455,10 @@ class Layout {
       held.length > 0 ? ` (${held.join("; ")})` : ""
     }`;
   }
+}
+
+function mibText(mib: number): string {
+  return `${Math.ceil(mib)} MiB`;
 }
 
 function unitsOf(need: GpuNeed): number | undefined {

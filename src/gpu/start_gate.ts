@@ -8,8 +8,9 @@
  *    `nvidia-smi`'s list, or two readings in a row show D's used memory fell
  *    by what it held, within max(256 MiB, 2 %); bounded by the release timeout;
  * 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires reset]`);
- * 4. each device of D has the free memory the engine checks at start, less
- *    what sleeping engines there take back when they wake.
+ * 4. each device of D has the free memory the engine needs (its budget, or
+ *    its measured footprint, else what it checks at start), less what
+ *    sleeping engines there take back when they wake.
  *
  * Rules 2 to 4 read facts asked after the last event on D
  * ({@linkcode GpuStartGate.changed}); without facts they are skipped.
@@ -331,7 +332,8 @@ export class GpuStartGate {
       }
       const kept = this.#options.asleep?.(entry) ?? 0;
       const free = device.totalMiB - device.usedMiB - kept;
-      const needed = Math.ceil(need.fraction * device.totalMiB);
+      // What it took when measured (or its budget), else its share of the total.
+      const needed = Math.ceil(need.mib ?? need.fraction * device.totalMiB);
       if (free >= needed) continue;
       const asleep = kept ? ` (${kept} MiB kept for sleeping engines)` : "";
       return {

@@ -24,6 +24,8 @@ import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { GpuMonitor } from "../gpu/nvidia_smi.ts";
 import { placementReport } from "../gpu/placement.ts";
 import type { Released } from "../gpu/start_gate.ts";
+import { bookPath, FootprintBook } from "../gpu/footprint_book.ts";
+import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { OpsStance } from "../web/ops_stance.ts";
 import {
   type Config,
@@ -57,6 +59,7 @@ interface Live {
   plan: Plan;
   runs: EngineRun[];
   records: EngineRecords;
+  book: FootprintBook;
   journal: Journal;
   gpu: GpuLifecycle | undefined;
   stance: OpsStance;
@@ -187,6 +190,7 @@ export class Semioserve implements AsyncDisposable {
     const runs: EngineRun[] = [];
     const parts = {
       records,
+      book: new FootprintBook(plan.directory),
       journal: new Journal(journalPath(plan.directory), {
         maxBytes: config.logMaxBytes,
         keep: config.logKeep,
@@ -226,7 +230,10 @@ export class Semioserve implements AsyncDisposable {
   /** Builds every engine run, a start's and a reload's: the replacement of `old` keeps its log and waits for its GPU memory to be `released`. */
   #engineRun(
     plan: EnginePlan,
-    { records, journal, gpu }: Pick<Live, "records" | "journal" | "gpu">,
+    { records, book, journal, gpu }: Pick<
+      Live,
+      "records" | "book" | "journal" | "gpu"
+    >,
     old?: EngineRun,
     released?: Released,
   ): EngineRun {
@@ -249,6 +256,15 @@ export class Semioserve implements AsyncDisposable {
       startTimeoutMs: o.startTimeoutMs,
       loadPollMs: Math.min(1_000, o.healthIntervalMs),
       canaryTimeoutMs: o.canaryTimeoutMs,
+      // Kept by nvidia-smi's name of its device, else by the engine's own (CPU).
+      footprint: (run, footprint) => {
+        const entry = run.gpus?.[0];
+        const snapshot = this.#live?.plan.placement.snapshot;
+        const device = entry === undefined
+          ? footprint.device
+          : snapshot && deviceOf(entry, snapshot)?.name;
+        if (device) book.note(run.card, device, footprint);
+      },
     });
   }
 
@@ -286,6 +302,13 @@ export class Semioserve implements AsyncDisposable {
     return startPlan({
       ...plan,
       warnings: [
+        ...facts.footprints.unreadable
+          ? [
+            `footprint book ${
+              bookPath(plan.directory)
+            }: ${facts.footprints.unreadable}: ignored; a start moves it aside and measures anew`,
+          ]
+          : [],
         ...dryRunNotes(facts, plan.host),
         ...plan.warnings,
         ...await flagWarnings(facts.cards),

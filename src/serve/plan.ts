@@ -18,6 +18,8 @@ import {
   replacePlacement,
 } from "../gpu/placement.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
+import { cardMemory } from "../gpu/footprint_book.ts";
+import { engineMemory } from "../gpu/memory_plan.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { productionRefusal } from "../web/ops_stance.ts";
 import { type Config, engineKeySource } from "./config.ts";
@@ -48,13 +50,19 @@ export interface Plan {
  */
 export function plan(config: Config, facts: Facts, running?: Plan): Plan {
   const { cards, fresh } = facts;
+  const { entries } = facts.footprints;
+  const memory = Object.fromEntries(cards.flatMap((card) => {
+    const known = cardMemory(card, entries);
+    return known ? [[card.name, known]] : [];
+  }));
   const placement = running
-    ? replacePlacement(running.placement, cards, fresh)
+    ? replacePlacement(running.placement, cards, fresh, memory)
     : placeEngines(
       cards,
       facts.detection!,
       facts.snapshot,
       config.env.CUDA_DEVICE_ORDER,
+      memory,
     );
   const engines = cards.map((card): EnginePlan => {
     // Every card, a running one too: a reload's key reaches it at its next start.
@@ -71,8 +79,11 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     if (!fresh.has(card.name)) return resolved;
     const gpus = devicesOf(placement, card);
     const need = placement.assigned[card.name]?.need;
+    const held = engineMemory(card, placement, entries, resolved.memoryNeed);
     return {
       ...resolved,
+      args: [...resolved.args, ...held.args],
+      memoryNeed: held.memoryNeed,
       env: { ...card.env, ...placementEnv(placement, card) },
       gpus,
       share: gpus === null || gpus.length === 0

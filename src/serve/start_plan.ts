@@ -6,7 +6,6 @@
  */
 import { alignColumns } from "../common/columns.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
-import { gpuMemoryNeed } from "../gpu/need.ts";
 import { gpuPoolLine, startWaits } from "../gpu/placement.ts";
 import { procStats } from "../engines/proc.ts";
 import { baseUrl, masked } from "../engines/engine_plan.ts";
@@ -63,8 +62,14 @@ export interface StartPlan {
     /** From `nvidia-smi`; null when unknown. */
     total_mib: number | null;
     free_mib: number | null;
-    /** The engines placed on it, with the share each takes (1: the whole device). */
-    engines: { name: string; share: number }[];
+    /** The engines placed on it, with the share each takes (1: the whole device) and the MiB each needs there (null: not known). */
+    engines: {
+      name: string;
+      share: number;
+      need_mib: number | null;
+      /** `measured …`, `gpu_memory …`, `estimated: …` or `not measured yet`. */
+      need_from: string;
+    }[];
     /** Free memory its engines demand before they start (vLLM's gpu-memory-utilization × total …); null when unknown. */
     need_mib: number | null;
     /** Processes holding memory there now; no engine of this plan runs yet. */
@@ -119,20 +124,43 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
     owners.set(r.pid, `engine ${r.model} of launcher pid ${r.launcherPid}`);
   }
   const listed = snapshot?.processes ?? [];
+  const unfit: string[] = [];
   const live = procStats(listed.map((p) => p.pid));
   const gpus = [...devices].map((entry): PlanGpu => {
     const device = snapshot && deviceOf(entry, snapshot);
     const known = device?.memoryKnown === true;
     const placed = plan.engines.filter((e) => e.gpus?.includes(entry));
-    const needs = placed.map((e) => gpuMemoryNeed(e.card)?.fraction ?? 0);
+    const on = placed.map((e) => {
+      const m = e.memoryNeed;
+      const mib = m?.mib ?? (known && m ? m.fraction * device!.totalMiB : null);
+      return {
+        name: e.name,
+        share: e.share ?? 1,
+        need_mib: mib === null ? null : Math.ceil(mib),
+        need_from: !m
+          ? "not measured yet"
+          : m.mib
+          ? m.from
+          : `estimated: ${m.from}`,
+      };
+    });
+    const need = on.reduce((sum, e) => sum + (e.need_mib ?? 0), 0);
+    const free = known ? device!.totalMiB - device!.usedMiB : null;
+    const each = on.filter((e) => e.need_mib !== null)
+      .map((e) => `${e.name} ${e.need_mib} MiB, ${e.need_from}`);
+    if (free !== null && need > free) {
+      unfit.push(
+        `GPU ${entry}: its engines need ${need} MiB (${
+          each.join("; ")
+        }), ${free} MiB free: they do not fit`,
+      );
+    }
     return {
       device: entry,
       total_mib: known ? device!.totalMiB : null,
-      free_mib: known ? device!.totalMiB - device!.usedMiB : null,
-      engines: placed.map((e) => ({ name: e.name, share: e.share ?? 1 })),
-      need_mib: known
-        ? needs.reduce((sum, f) => sum + Math.ceil(f * device!.totalMiB), 0)
-        : null,
+      free_mib: free,
+      engines: on,
+      need_mib: known ? need : null,
       holders: device
         ? listed.filter((p) => p.gpuUuid === device.uuid).map((p) => {
           const stat = live.get(p.pid);
@@ -160,6 +188,7 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
     warnings: [
       ...placement.detection.warning ? [placement.detection.warning] : [],
       ...plan.warnings,
+      ...unfit,
     ],
   };
 }
@@ -200,8 +229,11 @@ const GPU_TABLE: Table<PlanGpu> = [
   [
     "ENGINES",
     (g) =>
-      g.engines.map((e) => e.share < 1 ? `${e.name} ${e.share}` : e.name)
-        .join(", ") || "-",
+      g.engines.map((e) =>
+        `${e.share < 1 ? `${e.name} ${e.share}` : e.name} (${
+          e.need_mib === null ? "?" : `${e.need_mib} MiB`
+        } ${needLabel(e.need_from)})`
+      ).join(", ") || "-",
   ],
   ["THEY NEED", (g) => mib(g.need_mib)],
   [
@@ -245,6 +277,11 @@ export function renderPlan(plan: StartPlan): string {
     for (const warning of plan.warnings) out.push(`  ${warning}`);
   }
   return out.join("\n");
+}
+
+function needLabel(from: string): string {
+  return { g: "budget", m: "measured", e: "estimated" }[from[0]!] ??
+    "not measured";
 }
 
 function mib(value: number | null): string {

@@ -840,6 +840,23 @@ Deno.test("a gpus value that is not 0, a whole number or a share is reported", (
   );
 });
 
+Deno.test("gpu_memory: a size in bytes, binary or decimal units; another unit, under 1 MiB or a boolean is reported", () => {
+  for (
+    const text of [BAD.gpuMemoryUnit, BAD.gpuMemoryTiny, BAD.gpuMemoryBoolean]
+  ) {
+    assertProblem(catalogueError(text), {
+      card: "m",
+      field: "gpu_memory",
+      line: 2,
+      says: /expected a size of at least 1MiB such as 24GiB, 512MiB or 20GB/,
+    });
+  }
+  assert.deepEqual(
+    [...Registry.parse(GOOD.gpuMemory)].map((card) => card.gpuMemory),
+    [24 * 2 ** 30, 512 * 2 ** 20, 20e9, 2 ** 31, 1.5 * 2 ** 30],
+  );
+});
+
 Deno.test("drain_timeout: seconds, 0 or more, read as drainTimeout; below 0 or a word is reported", () => {
   for (const text of [BAD.drainTimeoutNegative, BAD.drainTimeoutText]) {
     assertProblem(catalogueError(text), {

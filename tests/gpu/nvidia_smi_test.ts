@@ -9,7 +9,7 @@ import {
 import { fakeDevices, fakeGpuMachine } from "../support/fake_gpus.ts";
 
 const DEVICE_QUERY =
-  "--query-gpu=index,uuid,memory.total,memory.used --format=csv,noheader,nounits";
+  "--query-gpu=index,uuid,memory.total,memory.used,name --format=csv,noheader,nounits";
 const PROCESS_QUERY =
   "--query-compute-apps=pid,used_memory,gpu_uuid --format=csv,noheader,nounits";
 
@@ -46,7 +46,7 @@ const B = "GPU-77aa13f0-5e2d-4b1c-8f9e-ba9876543210";
 
 Deno.test("queryGpus reads devices and processes, trimming fields and skipping blank lines", async () => {
   await using smi = await printing(
-    `0, ${A}, 81920, 65536\\r\\n\\n  1 ,${B} , 81920 ,  0  \\n\\n`,
+    `0, ${A}, 81920, 65536, NVIDIA H100, 80GB\\r\\n\\n  1 ,${B} , 81920 ,  0  \\n\\n`,
     `\\n4321, 60000, ${A}\\r\\n 99, 5536 , ${A}\\n`,
   );
   const before = Date.now();
@@ -60,6 +60,8 @@ Deno.test("queryGpus reads devices and processes, trimming fields and skipping b
       totalMiB: 81920,
       usedMiB: 65536,
       memoryKnown: true,
+      // The name last, its commas kept; an older answer without it still reads.
+      name: "NVIDIA H100, 80GB",
     },
     { index: "1", uuid: B, totalMiB: 81920, usedMiB: 0, memoryKnown: true },
   ]);
@@ -133,7 +135,7 @@ Deno.test("output that does not read fails the whole query, naming the query and
     [
       `${good}garbage\\n`,
       "",
-      "nvidia-smi --query-gpu: it printed 'garbage' (expected index, GPU-<uuid>, total MiB, used MiB)",
+      "nvidia-smi --query-gpu: it printed 'garbage' (expected index, GPU-<uuid>, total MiB, used MiB, name)",
     ],
     [
       `0, ${A}, 80 GiB, 0\\n`,
@@ -143,12 +145,12 @@ Deno.test("output that does not read fails the whole query, naming the query and
     [
       `x, ${A}, 81920, 0\\n`,
       "",
-      `nvidia-smi --query-gpu: it printed 'x, ${A}, 81920, 0' (expected index, GPU-<uuid>, total MiB, used MiB)`,
+      `nvidia-smi --query-gpu: it printed 'x, ${A}, 81920, 0' (expected index, GPU-<uuid>, total MiB, used MiB, name)`,
     ],
     [
-      `0, ${A}, 81920, 0, 1\\n`,
+      `0, ${A}, 81920\\n`,
       "",
-      `nvidia-smi --query-gpu: it printed '0, ${A}, 81920, 0, 1' (expected index, GPU-<uuid>, total MiB, used MiB)`,
+      `nvidia-smi --query-gpu: it printed '0, ${A}, 81920' (expected index, GPU-<uuid>, total MiB, used MiB, name)`,
     ],
     ["\\n", "", "nvidia-smi --query-gpu: it listed no device"],
     [

@@ -521,3 +521,37 @@ Deno.test("a stop that comes while the gate reads the GPUs ends the wait at once
   assert.ok(start.error, "the wait ended by the stop");
   assert.equal(start.slot, undefined);
 });
+
+Deno.test("a measured need (or a budget) is waited for instead of share × total: it starts where the share would not, and waits where the footprint does not fit", async () => {
+  const w = world({ snapshot: snapshot([{ pid: 4242, mib: 60000 }]) });
+  const g = gate(w);
+  // 21920 MiB free: a 0.9 share (73728 MiB) would wait; 20000 MiB measured starts.
+  const measured = ask(g, {
+    name: "small",
+    devices: ["0"],
+    memory: {
+      fraction: 0.9,
+      mib: 20000,
+      from: "measured 20000 MiB on NVIDIA H100 80GB HBM3",
+    },
+  });
+  await measured.done;
+  assert.ok(measured.slot);
+  assert.deepEqual(measured.waits, []);
+  release(measured);
+  const big = ask(g, {
+    name: "big",
+    devices: ["0"],
+    memory: { fraction: 0.1, mib: 30000, from: "gpu_memory 30000 MiB" },
+  });
+  await tick();
+  assert.equal(big.slot, undefined);
+  assert.equal(
+    big.waits.at(-1)!.detail,
+    "21920 MiB free, needs 30000 MiB (gpu_memory 30000 MiB); held by pid 4242 (60000 MiB), gone or not visible here",
+  );
+  w.snapshot = snapshot([{ pid: 4242, mib: 50000 }]);
+  await big.done;
+  assert.ok(big.slot);
+  release(big);
+});

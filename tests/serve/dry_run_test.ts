@@ -21,7 +21,8 @@ import {
   fakeGpuMachine,
   nvidiaSmiScript,
 } from "../support/fake_gpus.ts";
-import { catalogueText } from "../support/gpu_cards.ts";
+import { catalogue, catalogueText } from "../support/gpu_cards.ts";
+import { footprintKey } from "../../src/gpu/footprint_book.ts";
 import { COLUMNS } from "../../src/status/table.ts";
 import { PLAN_COLUMNS } from "../../src/serve/start_plan.ts";
 import type { StartPlan } from "../../src/serve.ts";
@@ -155,7 +156,7 @@ Deno.test("--dry-run prints the shipped catalogue's embedding shares on 8 GPUs: 
   assert.match(human.stdout, /^GPU pool 0-7 \(from nvidia-smi\)$/m);
   assert.match(
     human.stdout,
-    /^0 +81920 MiB +81920 MiB +qwen3-embedding-0\.6b 0\.3, bge-m3 0\.3, nomic-embed-text-v1\.5 0\.2 +65536 MiB +-$/m,
+    /^0 +81920 MiB +81920 MiB +qwen3-embedding-0\.6b 0\.3 \(24576 MiB estimated\), bge-m3 0\.3 \(24576 MiB estimated\), nomic-embed-text-v1\.5 0\.2 \(16384 MiB estimated\) +65536 MiB +-$/m,
   );
 
   const json = await cli([...EMBED, ...s.args, "--dry-run", "--json"], env);
@@ -186,9 +187,17 @@ Deno.test("--dry-run prints the shipped catalogue's embedding shares on 8 GPUs: 
     total_mib: 81920,
     free_mib: 81920,
     engines: [
-      { name: "qwen3-embedding-0.6b", share: 0.3 },
-      { name: "bge-m3", share: 0.3 },
-      { name: "nomic-embed-text-v1.5", share: 0.2 },
+      ...[
+        ["qwen3-embedding-0.6b", 0.3],
+        ["bge-m3", 0.3],
+        ["nomic-embed-text-v1.5", 0.2],
+      ].map(([name, share]) => ({
+        name,
+        share,
+        // Nothing measured yet: each need is the card's share of the total, labelled so.
+        need_mib: Math.ceil(Number(share) * 81920),
+        need_from: `estimated: gpu-memory-utilization ${share}`,
+      })),
     ],
     need_mib: 65536,
     holders: [],
@@ -421,4 +430,146 @@ Deno.test("Semioserve.plan() gives embedders the same plan, and a refusal as the
     (error: Error) => error.name === "KeyError",
   );
   assert.ok(!(await listening(port + 1)));
+});
+
+// --- issue 43: what each model costs -----------------------------------------------
+
+const H100 = "NVIDIA H100 80GB HBM3";
+
+/** The book a start would have left: `mib` measured per card on the stand-in's H100s. */
+async function seedBook(
+  root: string,
+  models: Record<string, Record<string, unknown>>,
+  mib: Record<string, number>,
+): Promise<void> {
+  const cards = catalogue(models);
+  const entries = Object.entries(mib).map(([name, total]) => ({
+    key: footprintKey(cards.get(name)),
+    device: H100,
+    footprint: {
+      weights_mib: total - 100,
+      kv_cache_mib: 100,
+      kv_tokens: 4096,
+      graphs_mib: null,
+      compute_mib: null,
+      total_mib: total,
+      device: "CUDA0",
+      measured_at: "2026-12-01T12:00:00.000Z",
+      from: "load lines",
+    },
+  }));
+  await Deno.writeTextFile(
+    `${root}/data/footprints.json`,
+    JSON.stringify({ format: "mymodel-serve footprints 1", entries }),
+  );
+}
+
+Deno.test("--dry-run with footprints in the book: two llama.cpp cards share a GPU, each need labelled measured; too much for what is free is a warning", async () => {
+  const models = {
+    a: { engine: "llama.cpp" },
+    b: { engine: "llama.cpp" },
+    c: { engine: "llama.cpp" },
+    d: { engine: "llama.cpp" },
+  };
+  await using s = await site(models);
+  await seedBook(s.root, models, { a: 30000, b: 40000, c: 20000 });
+  await s.gpus.addForeign("other", { pid: 4242, gpu: "0", mib: 20000 });
+  const before = tree(s.root);
+  const json = await cli(
+    ["a", "b", "c", ...s.args, "--gpus", "0-1", "--dry-run", "--json"],
+    s.env,
+  );
+  assert.equal(json.code, 0, json.stderr);
+  const plan = JSON.parse(json.stdout) as StartPlan;
+  // c does not fit beside a and b (90000 MiB > 81920): the next device.
+  assert.deepEqual(plan.engines.map((e) => [e.name, e.gpus]), [
+    ["a", ["0"]],
+    ["b", ["0"]],
+    ["c", ["1"]],
+  ]);
+  const measured = (mib: number) =>
+    `measured ${mib} MiB on ${H100} at 2026-12-01T12:00:00.000Z`;
+  assert.deepEqual(plan.gpus[0]!.engines, [
+    { name: "a", share: 0.3662, need_mib: 30000, need_from: measured(30000) },
+    { name: "b", share: 0.4883, need_mib: 40000, need_from: measured(40000) },
+  ]);
+  assert.equal(plan.gpus[0]!.need_mib, 70000);
+  assert.equal(plan.gpus[0]!.free_mib, 81920 - 20000);
+  assert.ok(
+    plan.warnings.includes(
+      `GPU 0: its engines need 70000 MiB (a 30000 MiB, ${
+        measured(30000)
+      }; b 40000 MiB, ${measured(40000)}), 61920 MiB free: they do not fit`,
+    ),
+    plan.warnings.join("\n"),
+  );
+  const human = await cli(
+    ["a", "b", "c", ...s.args, "--gpus", "0-1", "--dry-run"],
+    s.env,
+  );
+  assert.match(
+    human.stdout,
+    /^0 +81920 MiB +61920 MiB +a 0\.3662 \(30000 MiB measured\), b 0\.4883 \(40000 MiB measured\) +70000 MiB +pid 4242/m,
+  );
+  // d, never measured, takes a whole GPU as before, and its need says so.
+  const fresh = await cli(
+    ["d", "a", ...s.args, "--gpus", "0-1", "--dry-run", "--json"],
+    s.env,
+  );
+  assert.equal(fresh.code, 0, fresh.stderr);
+  const unmeasured = JSON.parse(fresh.stdout) as StartPlan;
+  assert.deepEqual(unmeasured.engines.map((e) => [e.name, e.gpus]), [
+    ["d", ["0"]],
+    ["a", ["1"]],
+  ]);
+  assert.deepEqual(unmeasured.gpus[0]!.engines, [
+    { name: "d", share: 1, need_mib: null, need_from: "not measured yet" },
+  ]);
+  await assertUntouched(s, before, 3);
+});
+
+Deno.test("--dry-run and a start refuse an over-commit of gpu_memory budgets in the same one line, exit 1, nothing written; a foreign book is a warning", async () => {
+  const models = {
+    x: { gpu_memory: "50GiB" },
+    y: { gpu_memory: "40GiB", engine: "sglang" },
+  };
+  await using s = await site(models);
+  const before = tree(s.root);
+  const args = ["x", "y", ...s.args, "--gpus", "0"];
+  const start = await cli(args, s.env);
+  const dry = await cli([...args, "--dry-run"], s.env);
+  assert.equal(start.code, 1, start.stderr);
+  assert.equal(dry.code, 1, dry.stderr);
+  const line = start.stderr.trim().split("\n").at(-1)!;
+  assert.equal(dry.stderr.trim().split("\n").at(-1), line);
+  assert.match(
+    line,
+    /Cannot place y: its gpu_memory 40960 MiB fits on no GPU: over-committed in pool 0 \(x holds 51200 MiB of 0\)/,
+  );
+  await assertUntouched(s, before, 2);
+
+  // Within the total: both on GPU 0, each engine's own knob in its command.
+  await Deno.writeTextFile(`${s.root}/data/footprints.json`, "{oops");
+  const fits = await cli(
+    ["x", "y", ...s.args, "--gpus", "0-1", "--dry-run", "--json"],
+    { ...s.env },
+  );
+  assert.equal(fits.code, 0, fits.stderr);
+  const plan = JSON.parse(fits.stdout) as StartPlan;
+  assert.deepEqual(plan.engines.map((e) => e.gpus), [["0"], ["1"]]);
+  assert.deepEqual(plan.engines[0]!.command.slice(-2), [
+    "--gpu-memory-utilization",
+    "0.625",
+  ]);
+  assert.ok(
+    plan.warnings.some((w) =>
+      /^footprint book .*footprints\.json: not JSON .*: ignored; a start moves it aside/
+        .test(w)
+    ),
+    plan.warnings.join("\n"),
+  );
+  assert.equal(
+    await Deno.readTextFile(`${s.root}/data/footprints.json`),
+    "{oops",
+  );
 });

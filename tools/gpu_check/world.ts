@@ -20,6 +20,7 @@ import {
   runNvidiaSmi,
 } from "../../src/gpu/nvidia_smi.ts";
 import {
+  type FakeDevice,
   fakeDevices,
   type FakeGpuMachine,
   fakeGpuMachine,
@@ -65,6 +66,8 @@ export interface GpuWorld extends AsyncDisposable {
   readonly mode: "real" | "stand-in";
   /** The GPU the check uses. */
   readonly gpu: GpuDevice;
+  /** Another GPU, where there is one: the packing scenario's second device. */
+  readonly spare?: string;
   /** Directory first on PATH (the `vllm` wrapper; scenarios may add more). */
   readonly bin: string;
   /** Where engines write their records. */
@@ -177,9 +180,11 @@ export async function realWorld(index?: string): Promise<GpuWorld> {
     PATH: pathWith(dirs.bin),
     GPU_ENGINE_RECORD_DIR: dirs.records,
   };
+  const spare = query.snapshot.devices.find((d) => d.index !== gpu.index);
   return {
     mode: "real",
     gpu,
+    ...spare ? { spare: spare.index } : {},
     ...dirs,
     env,
     releaseBoundMs: 60_000,
@@ -222,7 +227,7 @@ async function describeReal(env: Record<string, string>): Promise<string[]> {
   );
   for (
     const args of [
-      ["--query-gpu=index,uuid,memory.total,memory.used"],
+      ["--query-gpu=index,uuid,memory.total,memory.used,name"],
       ["--query-compute-apps=pid,used_memory,gpu_uuid"],
     ]
   ) {
@@ -244,9 +249,9 @@ async function describeReal(env: Record<string, string>): Promise<string[]> {
  * @param releaseMs How long a dead pid stays listed after its exit.
  */
 export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
-  const device = fakeDevices(1)[0]!;
+  const [device, second] = fakeDevices(2) as [FakeDevice, FakeDevice];
   const machine: FakeGpuMachine = await fakeGpuMachine({
-    devices: [device],
+    devices: [device, second],
     releaseMs,
   });
   const { dir, ...dirs } = await workDirs();
@@ -265,10 +270,12 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
     totalMiB: device.totalMiB,
     usedMiB: 0,
     memoryKnown: true,
+    name: "NVIDIA H100 80GB HBM3",
   };
   return {
     mode: "stand-in",
     gpu,
+    spare: second.index,
     ...dirs,
     env,
     releaseBoundMs: releaseMs + 10_000,
@@ -296,7 +303,7 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
         devices: [{
           ...device,
           ...(trouble.error ? { error: trouble.error } : {}),
-        }],
+        }, second],
         releaseMs,
         ...(trouble.hostPids ? { hostPids: true } : {}),
       }),
@@ -306,7 +313,7 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
         "- **stand-in**: no GPU was used. `nvidia-smi` is the stand-in " +
         "(tests/fixtures/nvidia_smi.ts) answering from a ledger; the engine is " +
         "the stand-in (tests/fixtures/fake_engine.ts), entering its MiB there.",
-        `- one fake GPU: index ${gpu.index}, ${gpu.uuid}, ${gpu.totalMiB} MiB; ` +
+        `- fake GPUs: index ${gpu.index}, ${gpu.uuid}, ${gpu.totalMiB} MiB (index ${second.index} only for llama-packing); ` +
         `a dead pid stays listed ${releaseMs} ms after its exit (a made-up figure, not a driver's)`,
       ]),
     async [Symbol.asyncDispose]() {

@@ -1,6 +1,7 @@
 // An engine kind knows everything engine-specific; other folders ask it
 // instead of comparing engine names. Kinds are pure.
 import type { ModelCard } from "../../catalogue.ts";
+import type { Footprint } from "../footprint.ts";
 import { flagValue } from "./flag_values.ts";
 
 export interface EngineContext {
@@ -159,6 +160,33 @@ export interface EngineKind {
   readonly termAgainMs?: number;
   /** SIGTERM is its own drain (arrivals refused, what is in flight finished, then exit) when the args set `flag` above 0; `since`: its first version. */
   readonly termDrain?: { readonly flag: string; readonly since: string };
+  readonly memory?: MemoryRule;
+}
+
+/** What sizes an engine's memory, and how a card's `gpu_memory` reaches it. */
+export interface MemoryRule {
+  /** The flags that change what it takes, aliases space-separated: with the model, the footprint book's key. */
+  readonly flags: readonly string[];
+  /** Its own knobs for it: a card sets them or `gpu_memory`, not both. */
+  readonly knobs: readonly string[];
+  /** It sizes nothing from the memory free at its start: its footprint is what it takes, placement packs it by that. */
+  readonly packs?: boolean;
+  /** The args holding it to a budget on one device, or why it cannot be held (MiB). */
+  budget(given: BudgetFacts): string[] | string;
+}
+
+/** A budget on its device: `spareMiB`, what stays free there once each engine placed there holds its own. */
+export interface BudgetFacts {
+  readonly budgetMiB: number;
+  readonly totalMiB: number;
+  readonly spareMiB: number;
+  /** Its last footprint on such a device, if any. */
+  readonly measured?: Footprint | undefined;
+}
+
+/** `budget ÷ total`, rounded down to 4 places: a fraction never above the budget. */
+export function fractionOf({ budgetMiB, totalMiB }: BudgetFacts): string {
+  return String(Math.floor((budgetMiB / totalMiB) * 1e4) / 1e4);
 }
 
 /**

@@ -96,6 +96,17 @@ export const LLAMA_CPP: EngineKind = {
   },
   flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
   traffic: LLAMA_TRAFFIC,
+  // common/arg.cpp on the build here: no absolute knob. `--fit` (on by
+  // default) sets the unset -ngl and -c so that `--fit-target` MiB stay free
+  // on each device after the load: what the others placed there leave spare.
+  memory: {
+    flags:
+      "-c --ctx-size,-np --parallel,-ngl --gpu-layers --n-gpu-layers,-ctk --cache-type-k,-ctv --cache-type-v,-fa --flash-attn,-b --batch-size,-ub --ubatch-size,-sm --split-mode,-ts --tensor-split,-fit --fit,-fitt --fit-target,--kv-unified-per-slot"
+        .split(","),
+    knobs: ["-fit", "--fit", "-fitt", "--fit-target"],
+    packs: true,
+    budget: ({ spareMiB }) => ["--fit", "on", "--fit-target", String(spareMiB)],
+  },
   // common/arg.cpp: `--api-key` keeps each field of `parse_csv_row(value)`,
   // split at commas, a field opening with `"` quoted (`""` a quote in it).
   apiKeyList: { separator: ",", quote: '"' },

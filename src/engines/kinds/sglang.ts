@@ -1,7 +1,7 @@
 // SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
 // a plain argparse parser (abbreviations allowed, `_` not read as `-`).
 import type { EngineDevices, EngineKind, TrafficRule } from "./engine_kind.ts";
-import { serveFlags } from "./engine_kind.ts";
+import { fractionOf, serveFlags } from "./engine_kind.ts";
 import { argparseFlags, PYTHON_CAUSES, SHARDS } from "./python.ts";
 import { sizeFlag } from "./flag_values.ts";
 
@@ -60,6 +60,15 @@ export const SGLANG: EngineKind = {
     prefixes: true,
   },
   traffic: SGLANG_TRAFFIC,
+  // python/sglang/srt/server_args.py: mem_fraction_static, of the device's
+  // total, for the weights and the KV cache pool.
+  memory: {
+    flags:
+      "--context-length,--mem-fraction-static,--tp-size --tensor-parallel-size,--pp-size --pipeline-parallel-size,--quantization,--dtype,--kv-cache-dtype,--max-running-requests,--max-total-tokens,--chunked-prefill-size,--cuda-graph-max-bs,--disable-cuda-graph"
+        .split(","),
+    knobs: ["--mem-fraction-static"],
+    budget: (given) => ["--mem-fraction-static", fractionOf(given)],
+  },
   // Lines from python/sglang/srt/model_executor/model_runner.py (load_model,
   // init_memory_pool, init_device_graphs).
   output: {

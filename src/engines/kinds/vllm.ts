@@ -1,6 +1,6 @@
 // vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { serveFlags } from "./engine_kind.ts";
+import { fractionOf, serveFlags } from "./engine_kind.ts";
 import {
   flagValue,
   FlagValueError,
@@ -86,6 +86,28 @@ export const VLLM: EngineKind = {
   // flight within it, exits (tests/entrypoints/launchers/test_shutdown.py at
   // 3be31f74). Not added for the card: an older vLLM refuses an unknown flag.
   termDrain: { flag: "--shutdown-timeout", since: "v0.18" },
+  // vllm/config/cache.py: kv_cache_memory_bytes (per GPU, bytes) ignores
+  // gpu_memory_utilization for the KV cache, but the start check
+  // (vllm/v1/worker/utils.py, request_memory) still wants utilization × total
+  // free: both are set.
+  memory: {
+    flags:
+      "--max-model-len,--gpu-memory-utilization,--kv-cache-memory-bytes,--tensor-parallel-size -tp,--pipeline-parallel-size -pp,--quantization -q,--dtype,--max-num-seqs,--max-num-batched-tokens,--kv-cache-dtype,--cpu-offload-gb,--enforce-eager"
+        .split(","),
+    knobs: [SHARE, "--kv-cache-memory-bytes"],
+    budget(given) {
+      const share = [SHARE, fractionOf(given)];
+      const { weights_mib, graphs_mib } = given.measured ?? {};
+      if (weights_mib == null) return share;
+      const kv = given.budgetMiB - weights_mib - (graphs_mib ?? 0);
+      const bytes = String(Math.floor(kv * 2 ** 20));
+      return kv > 0
+        ? [...share, "--kv-cache-memory-bytes", bytes]
+        : `its weights and graphs measured ${
+          Math.ceil(given.budgetMiB - kv)
+        } MiB, no room for a KV cache`;
+    },
+  },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
   // vllm/compilation/monitor.py, vllm/v1/worker/gpu_worker.py (memory
   // profiling, KV cache) and vllm/v1/core/kv_cache_utils.py.
