@@ -204,9 +204,9 @@ function commandOf(
     );
   }
   const knob = card.gpuMemory && card.args.map((a) => a.replace(/=.*$/, ""))
-    .find((flag) => kind.memory?.knobs.includes(flag.replaceAll("_", "-")));
+    .find((flag) => kind.sizing?.knobs.includes(flag.replaceAll("_", "-")));
   if (knob) {
-    const its = kind.memory!.knobs.join(", ");
+    const its = kind.sizing!.knobs.join(", ");
     throw new EngineError(
       `Cannot prepare ${card.name}: card '${card.name}' sets both gpu_memory and ${knob} in args (expected one of them: gpu_memory sets ${its} itself)`,
     );

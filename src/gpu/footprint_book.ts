@@ -22,7 +22,7 @@ export interface BookEntry {
 
 /** The card, its model, its budget and the values of its kind's memory flags. */
 export function footprintKey(card: ModelCard): string {
-  const flags = ENGINE_KINDS[card.engine]?.memory?.flags ?? [];
+  const flags = ENGINE_KINDS[card.engine]?.sizing?.flags ?? [];
   return JSON.stringify([
     card.name,
     card.hub ?? card.local,
@@ -75,7 +75,7 @@ export function cardMemory(
   if (card.gpuMemory !== undefined) {
     return { budgetMiB: card.gpuMemory / 2 ** 20 };
   }
-  if (!ENGINE_KINDS[card.engine]?.memory?.packs) return undefined;
+  if (!ENGINE_KINDS[card.engine]?.sizing?.packs) return undefined;
   const measured = Object.entries(measuredOf(entries, card))
     .filter(([, f]) => f.total_mib !== null)
     .map(([device, f]) => [device, f.total_mib!]);

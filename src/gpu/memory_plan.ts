@@ -62,7 +62,7 @@ export function engineMemory(
   }
   const spareMiB = Math.max(0, Math.floor(left - device!.usedMiB));
   const given = { budgetMiB, totalMiB: total!, spareMiB, measured };
-  const mapped = ENGINE_KINDS[card.engine]?.memory?.budget(given) ?? [];
+  const mapped = ENGINE_KINDS[card.engine]?.sizing?.budget(given) ?? [];
   if (typeof mapped === "string") refuse(`${text} cannot be held: ${mapped}`);
   const from = `gpu_memory ${text}`;
   return {

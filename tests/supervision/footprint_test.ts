@@ -8,6 +8,7 @@ import assert from "node:assert/strict";
 import { getJson, launch, waitFor } from "../support/helpers.ts";
 import { get, parse } from "../support/prometheus.ts";
 import type { Footprint } from "../../src/engines/footprint.ts";
+import { readBook } from "../../src/gpu/footprint_book.ts";
 
 const CARDS = new URL("../fixtures/footprint.yaml", import.meta.url).pathname;
 const NAMES = ["vllm-mem", "sglang-mem", "llama-mem", "quiet"];
@@ -99,5 +100,14 @@ Deno.test("each kind's memory lines give its footprint in ?detail=1 and in the m
   assert.deepEqual(
     Object.fromEntries(tokens.map((m) => [m.labels?.model, Number(m.value)])),
     { "vllm-mem": 90_841, "sglang-mem": 65_536, "llama-mem": 256 },
+  );
+
+  // The book keeps what the run measured, by the device its lines named
+  // (no GPU here: vLLM's and SGLang's lines name none, so none is kept).
+  const { entries, unreadable } = readBook(s.root);
+  assert.equal(unreadable, undefined);
+  assert.deepEqual(
+    entries.map((e) => [JSON.parse(e.key)[0], e.device, e.footprint.total_mib]),
+    [["llama-mem", "CPU", 162.06]],
   );
 });

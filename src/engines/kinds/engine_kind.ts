@@ -160,11 +160,11 @@ export interface EngineKind {
   readonly termAgainMs?: number;
   /** SIGTERM is its own drain (arrivals refused, what is in flight finished, then exit) when the args set `flag` above 0; `since`: its first version. */
   readonly termDrain?: { readonly flag: string; readonly since: string };
-  readonly memory?: MemoryRule;
+  readonly sizing?: MemorySizing;
 }
 
 /** What sizes an engine's memory, and how a card's `gpu_memory` reaches it. */
-export interface MemoryRule {
+export interface MemorySizing {
   /** The flags that change what it takes, aliases space-separated: with the model, the footprint book's key. */
   readonly flags: readonly string[];
   /** Its own knobs for it: a card sets them or `gpu_memory`, not both. */

@@ -99,7 +99,7 @@ export const LLAMA_CPP: EngineKind = {
   // common/arg.cpp on the build here: no absolute knob. `--fit` (on by
   // default) sets the unset -ngl and -c so that `--fit-target` MiB stay free
   // on each device after the load: what the others placed there leave spare.
-  memory: {
+  sizing: {
     flags:
       "-c --ctx-size,-np --parallel,-ngl --gpu-layers --n-gpu-layers,-ctk --cache-type-k,-ctv --cache-type-v,-fa --flash-attn,-b --batch-size,-ub --ubatch-size,-sm --split-mode,-ts --tensor-split,-fit --fit,-fitt --fit-target,--kv-unified-per-slot"
         .split(","),

@@ -62,7 +62,7 @@ export const SGLANG: EngineKind = {
   traffic: SGLANG_TRAFFIC,
   // python/sglang/srt/server_args.py: mem_fraction_static, of the device's
   // total, for the weights and the KV cache pool.
-  memory: {
+  sizing: {
     flags:
       "--context-length,--mem-fraction-static,--tp-size --tensor-parallel-size,--pp-size --pipeline-parallel-size,--quantization,--dtype,--kv-cache-dtype,--max-running-requests,--max-total-tokens,--chunked-prefill-size,--cuda-graph-max-bs,--disable-cuda-graph"
         .split(","),

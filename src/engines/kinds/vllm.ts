@@ -90,7 +90,7 @@ export const VLLM: EngineKind = {
   // gpu_memory_utilization for the KV cache, but the start check
   // (vllm/v1/worker/utils.py, request_memory) still wants utilization × total
   // free: both are set.
-  memory: {
+  sizing: {
     flags:
       "--max-model-len,--gpu-memory-utilization,--kv-cache-memory-bytes,--tensor-parallel-size -tp,--pipeline-parallel-size -pp,--quantization -q,--dtype,--max-num-seqs,--max-num-batched-tokens,--kv-cache-dtype,--cpu-offload-gb,--enforce-eager"
         .split(","),
