@@ -173,6 +173,7 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
   assert.deepEqual(Object.keys(detail).sort(), [
     "canary",
     "drain",
+    "footprint",
     "gpu_memory_by",
     "gpu_memory_mib",
     "gpus",

@@ -94,6 +94,7 @@ Deno.test("gpu-check --stand-in: every scenario passes through the real CLI, and
       "foreign-holder": "PASS",
       "launcher-killed": "PASS",
       "llama-cuda": llama,
+      "llama-packing": "PASS",
       "container-release": "PASS",
       "gpu-error": "PASS",
       "device-ids": "PASS",
