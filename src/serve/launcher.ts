@@ -18,6 +18,7 @@ import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { DRAINS_FROM, plannedDrainMs } from "../supervision/drain.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
+import { ReadAhead } from "../supervision/read_ahead.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
 import { Journal, journalPath } from "../supervision/journal.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
@@ -106,6 +107,7 @@ export class Semioserve implements AsyncDisposable {
   /** Rewrites the metrics file: on every engine change, health round and reload. */
   #writeMetrics: (() => void) | undefined;
   readonly #reloadCounts: ReloadMetrics = { ok: 0, refused: 0 };
+  readonly #readAhead = new ReadAhead();
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
     () => refusedReload(),
@@ -249,6 +251,7 @@ export class Semioserve implements AsyncDisposable {
       startTimeoutMs: o.startTimeoutMs,
       loadPollMs: Math.min(1_000, o.healthIntervalMs),
       canaryTimeoutMs: o.canaryTimeoutMs,
+      readAhead: this.#readAhead,
     });
   }
 
