@@ -9,7 +9,7 @@ const GIB = 1024 ** 3;
 /** Left free beyond what it reads: the engine's own load and the machine's. */
 export const READ_AHEAD_MARGIN = 2 * GIB;
 const CHUNK = 8 * 1024 ** 2;
-const gib = (bytes: number) => `${(bytes / GIB).toFixed(1)} GiB`;
+const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 /** One launcher's read-aheads: the devices its engines load from, to never compete with one. */
 export class ReadAhead {
@@ -50,8 +50,8 @@ export class ReadAhead {
     const rival = () =>
       [...this.#loading].find(([n, d]) => n !== plan.name && d === dev)?.[0];
     const budget = available - READ_AHEAD_MARGIN;
-    const why = `MemAvailable ${gib(available)} less a ${
-      gib(READ_AHEAD_MARGIN)
+    const why = `MemAvailable ${mib(available)} less a ${
+      mib(READ_AHEAD_MARGIN)
     } margin`;
     if (budget <= 0) return say(`no read-ahead: ${why}`, true), 0;
     const began = performance.now();
@@ -59,7 +59,7 @@ export class ReadAhead {
     let read = 0;
     const end = (what: string, skipped = true) => {
       const s = ((performance.now() - began) / 1000).toFixed(1);
-      return say(`read-ahead ${what}: ${gib(read)} in ${s} s`, skipped), read;
+      return say(`read-ahead ${what}: ${mib(read)} in ${s} s`, skipped), read;
     };
     try {
       for (const file of files) {
