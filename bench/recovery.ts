@@ -111,6 +111,10 @@ async function measure(mode: Mode): Promise<number> {
     return (performance.now() - began) / 1000;
   } finally {
     launcher.kill("SIGTERM");
+    await launcher.status;
+  }
+}
+
 const times: Record<Mode, number[]> = { cold: [], "read-ahead": [], warm: [] };
 const MODES: Mode[] = ["cold", "read-ahead", "warm"];
 for (let run = 0; run < RUNS; run++) {
