@@ -61,11 +61,14 @@ const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
   gpu_memory: readBytes,
   metrics: readMetrics,
   stall_timeout: (f) => seconds(f, "no stall detection"),
-  canary: (f) => {
-    if (typeof f.scalar !== "boolean") f.expected("true or false");
-    return f.scalar;
-  },
+  canary: flag,
+  read_ahead: flag,
 };
+
+function flag(f: Field): boolean {
+  if (typeof f.scalar !== "boolean") f.expected("true or false");
+  return f.scalar as boolean;
+}
 const FIELD_NAMES = Object.keys(FIELDS);
 
 /** A card as read, and its YAML to read again when it is expanded. */

@@ -76,6 +76,8 @@ export interface ModelCard {
   readonly stallTimeout?: number;
   /** `false`: no canary request to the idle engine. @default {true} */
   readonly canary?: boolean;
+  /** `false`: its local weights are not read ahead while it waits (`read_ahead`). @default {true} */
+  readonly readAhead?: boolean;
 }
 
 /**

@@ -105,25 +105,33 @@ const WEIGHTS = /\.(safetensors|bin|pt|gguf)$/;
  */
 export function localWeights(card: ModelCard, directory: string): LocalWeights {
   const path = `${directory}/models/${card.local}`;
+  try {
+    const files = weightFiles(path);
+    if (!files) return { kind: "hub" };
+    const bytes = files.reduce(
+      (sum, file) => sum + Deno.statSync(file).size,
+      0,
+    );
+    return { kind: "local", path, bytes };
+  } catch (error) {
+    return { kind: "unreadable", path, reason: oneLine(error) };
+  }
+}
+
+/** The weight files at `path` in name order (see {@linkcode localWeights}); null: nothing there. */
+export function weightFiles(path: string): string[] | null {
   let info: Deno.FileInfo;
   try {
     info = Deno.statSync(path);
   } catch (error) {
-    if (error instanceof Deno.errors.NotFound) return { kind: "hub" };
-    return { kind: "unreadable", path, reason: oneLine(error) };
+    if (error instanceof Deno.errors.NotFound) return null;
+    throw error;
   }
-  if (!info.isDirectory) return { kind: "local", path, bytes: info.size };
-  const bytes = new Map<string, number>();
-  try {
-    for (const entry of Deno.readDirSync(path)) {
-      const kind = WEIGHTS.exec(entry.name)?.[1];
-      if (kind === undefined || entry.isDirectory) continue;
-      const file = Deno.statSync(`${path}/${entry.name}`);
-      if (file.isFile) bytes.set(kind, (bytes.get(kind) ?? 0) + file.size);
-    }
-  } catch (error) {
-    return { kind: "unreadable", path, reason: oneLine(error) };
-  }
-  const all = [...bytes.values()].reduce((sum, size) => sum + size, 0);
-  return { kind: "local", path, bytes: bytes.get("safetensors") ?? all };
+  if (!info.isDirectory) return [path];
+  const found = [...Deno.readDirSync(path)]
+    .filter((entry) => !entry.isDirectory && WEIGHTS.test(entry.name))
+    .map((entry) => `${path}/${entry.name}`)
+    .filter((file) => Deno.statSync(file).isFile).sort();
+  const safe = found.filter((file) => file.endsWith(".safetensors"));
+  return safe.length ? safe : found;
 }

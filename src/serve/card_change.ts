@@ -32,6 +32,7 @@ const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   "failedRetry",
   "stallTimeout",
   "canary",
+  "readAhead",
   "drainTimeout",
 ]);
 

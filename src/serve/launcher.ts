@@ -18,6 +18,7 @@ import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { DRAINS_FROM, plannedDrainMs } from "../supervision/drain.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
+import { ReadAhead } from "../supervision/read_ahead.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
 import { Journal, journalPath } from "../supervision/journal.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
@@ -109,6 +110,7 @@ export class Semioserve implements AsyncDisposable {
   /** Rewrites the metrics file: on every engine change, health round and reload. */
   #writeMetrics: (() => void) | undefined;
   readonly #reloadCounts: ReloadMetrics = { ok: 0, refused: 0 };
+  readonly #readAhead = new ReadAhead();
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
     () => refusedReload(),
@@ -265,6 +267,7 @@ export class Semioserve implements AsyncDisposable {
           : snapshot && deviceOf(entry, snapshot)?.name;
         if (device) book.note(run.card, device, footprint);
       },
+      readAhead: this.#readAhead,
     });
   }
 

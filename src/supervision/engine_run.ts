@@ -71,6 +71,7 @@ export class EngineRun {
   #stopWhy: string | undefined;
   /** Ends a backoff, a wait at the gate, the load and download watches. */
   #interrupt = new AbortController();
+  #ahead: AbortController | null = null; // a read-ahead of its weights
   readonly #gpu: GpuSeat;
   #watchdog: Watchdog | undefined;
   #done: PromiseWithResolvers<void> | undefined;
@@ -298,6 +299,7 @@ export class EngineRun {
       log.info(`engine ${this.name} waits for GPU ${on}: ${waiting.detail}`);
     }
     if (this.#state === "waiting") return this.#o.onChange();
+    this.#readAhead();
     this.#enter("waiting", waiting.reason, waiting.detail);
   }
 
@@ -385,6 +387,7 @@ export class EngineRun {
   #exited({ run, status }: EventOf<"exited">): void {
     if (this.#state === "draining") this.hurry("exited");
     this.#liveness.exited();
+    this.#ahead?.abort();
     this.#releaseGpu();
     this.#gpu.exited();
     this.#watchdog?.remove(run.pid!);
@@ -536,6 +539,7 @@ export class EngineRun {
       port: run.port,
     });
     this.#gpu.spawned(run.pid);
+    this.#o.readAhead?.loading(this.name, this.#plan);
     if (this.#gpu.loading || run.card.hub) void this.#watchLoad(run);
     this.#liveness.spawned(run);
     void run.ended.then((status) => this.#on({ kind: "exited", run, status }));
@@ -547,7 +551,20 @@ export class EngineRun {
     const next = `restart ${this.#restarts + 1} in ${delay / 1000} s`;
     this.#report("warn", `${what}; ${next}`, true);
     this.#later(delay, { kind: "backoff-over" });
+    this.#readAhead();
     this.#enter("backoff", cause, what);
+  }
+
+  /** Through the wait and the spawn, until ready, an exit or a stop. */
+  #readAhead(): void {
+    const reader = this.#o.readAhead;
+    if (!reader || this.#ahead) return;
+    const ahead = this.#ahead = new AbortController();
+    const signal = AbortSignal.any([ahead.signal, this.#interrupt.signal]);
+    void reader.read(this.#plan, signal, (line, skipped) => {
+      if (skipped) return this.#report("info", line);
+      this.log.line(`--- ${new Date(this.#clock.now()).toISOString()} ${line}`);
+    }).finally(() => this.#ahead === ahead && (this.#ahead = null));
   }
 
   /** `event` after `ms`, unless the engine stops first. */
@@ -577,6 +594,8 @@ export class EngineRun {
 
   /** The load is over (`served`: by a first 200): the next engine may start. */
   #releaseGpu(served = false): void {
+    this.#o.readAhead?.loading(this.name, null);
+    if (served) this.#ahead?.abort();
     this.#gpu.release(served, (pgid, used) => {
       this.#on({ kind: "load-end", pgid, used });
     });

@@ -8,6 +8,7 @@ import type { EngineLog } from "../engines/log_sink.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
 import type { Journal } from "./journal.ts";
+import type { ReadAhead } from "./read_ahead.ts";
 import type { EngineRecords } from "./records.ts";
 
 export interface EngineCounts {
@@ -42,4 +43,6 @@ export interface EngineRunOptions {
   canaryTimeoutMs?: number;
   /** Each footprint a run measures, as it grows (the footprint book keeps them per card and device). */
   footprint?: ((plan: EnginePlan, footprint: Footprint) => void) | undefined;
+  /** Reads the weights ahead while it waits (the launcher's one, shared by its engines); unset: never. */
+  readAhead?: ReadAhead | undefined;
 }
