@@ -8,7 +8,19 @@ import subprocess
 import sys
 
 port, count, engine = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3:]
-children = [
+children = []
+
+
+def stop(*_):
+    for child in children:
+        child.kill()
+        child.wait()
+    sys.exit(0)
+
+
+# Before the first child: a SIGTERM right after "listening" must not orphan them.
+signal.signal(signal.SIGTERM, stop)
+children += [
     subprocess.Popen(
         engine,
         stdin=subprocess.DEVNULL,
@@ -21,14 +33,5 @@ children = [
 server = socket.create_server(("127.0.0.1", port))
 print(f"listening on http://127.0.0.1:{port}/", file=sys.stderr, flush=True)
 
-
-def stop(*_):
-    for child in children:
-        child.kill()
-        child.wait()
-    sys.exit(0)
-
-
-signal.signal(signal.SIGTERM, stop)
 while True:
     server.accept()[0].close()
