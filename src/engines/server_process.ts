@@ -165,6 +165,9 @@ export class ServerProcess implements AsyncDisposable {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
     try {
+      for (const dir of this.plan.caches) {
+        Deno.mkdirSync(dir, { recursive: true });
+      }
       this.#child = new Deno.Command(this.plan.executable, {
         args: [...this.plan.args],
         env: { ...this.plan.baseEnv, ...this.plan.env },

@@ -65,6 +65,7 @@ const LLAMA_TRAFFIC: TrafficRule = {
   requests: { path: "/slots", processing: slotTasks },
 };
 
+// No `caches`: ggml's kernels are compiled with llama-server, none at its start.
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
   title: "llama.cpp",
