@@ -235,6 +235,8 @@ export class ServerProcess implements AsyncDisposable {
     ok: boolean;
     /** Set when the poll failed for a reason of this process (no socket to be had), not of the engine. */
     local?: string;
+    /** Any HTTP answer came, 200 or not: it listens. */
+    answered?: boolean;
     /** How long the poll took, in milliseconds. */
     ms: number;
   }> {
@@ -253,7 +255,7 @@ export class ServerProcess implements AsyncDisposable {
       const response = await fetch(url, { signal: abort.signal });
       await response.body?.cancel();
       const ok = response.status === 200 && this.running;
-      return { ok, ms: performance.now() - began };
+      return { ok, answered: true, ms: performance.now() - began };
     } catch (error) {
       // Refused, reset, timed out: not healthy (yet). Unless we could not even open a socket.
       const local = localFailure(error);

@@ -2,6 +2,7 @@
 // snapshot. Pure.
 import { ENGINE_STATES } from "../supervision/engine_state.ts";
 import { WAIT_REASONS } from "../gpu/start_gate.ts";
+import { START_BUCKETS } from "../supervision/start_record.ts";
 import {
   type EngineDetail,
   EXIT_CAUSES,
@@ -30,7 +31,15 @@ export interface EngineMetrics
   extends
     Pick<EngineDetail, "gpus" | "restarts">,
     Partial<
-      Pick<EngineDetail, "state" | "gpu_memory_mib" | "phase" | "traffic">
+      Pick<
+        EngineDetail,
+        | "state"
+        | "gpu_memory_mib"
+        | "phase"
+        | "traffic"
+        | "last_start"
+        | "last_recovery"
+      >
     >,
     Partial<EngineCounts> {
   model: string;
@@ -62,6 +71,8 @@ export interface MetricsSnapshot {
 interface Sample {
   labels: readonly (readonly [string, string])[];
   value: number;
+  /** A histogram's `_bucket`, `_sum`, `_count`. */
+  suffix?: string;
 }
 
 function escapeLabelValue(value: string): string {
@@ -82,6 +93,9 @@ mymodel_engine_requests_running gauge Requests the engine is computing, from its
 mymodel_engine_requests_waiting gauge Requests queued in the engine, from its own metrics at the last health round.
 mymodel_engine_generated_tokens_total counter Tokens the engine generated since the launcher started, summed over its runs (its own counter).
 mymodel_engine_start_wait_seconds_total counter Seconds the engine's starts were held by the GPU start gate, by reason.
+mymodel_engine_start_seconds gauge Seconds the engine's last start took to its first 200, from the start gate (else the spawn).
+mymodel_engine_start_duration_seconds histogram Seconds each start took to its first 200, since the launcher started.
+mymodel_engine_recovery_seconds gauge Seconds the engine's last recovery took: from an exit the launcher did not ask for to the next first 200.
 mymodel_engine_requests_cut_total counter Requests still in flight when a planned stop's drain ended at its deadline or at a second signal: SIGTERM cut them.
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
 mymodel_launcher_start_time_seconds gauge Start time of the launcher in Unix seconds.
@@ -101,6 +115,8 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
   mymodel_engine_requests_waiting: (e) => e.traffic?.waiting,
   mymodel_engine_generated_tokens_total: (e) => e.generatedTokens,
   mymodel_engine_requests_cut_total: (e) => e.requestsCut,
+  mymodel_engine_start_seconds: (e) => e.last_start?.seconds,
+  mymodel_engine_recovery_seconds: (e) => e.last_recovery?.seconds,
 };
 
 // No timestamps: node_exporter's textfile collector refuses them. A family
@@ -165,6 +181,21 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
+    mymodel_engine_start_duration_seconds: engines.flatMap((e) => {
+      const t = e.starts;
+      const model = ["model", e.model] as const;
+      const bucket = (le: string, value: number) => ({
+        labels: [model, ["le", le] as const],
+        value,
+        suffix: "_bucket",
+      });
+      return t === undefined ? [] : [
+        ...START_BUCKETS.map((b, i) => bucket(String(b), t.le[i]!)),
+        bucket("+Inf", t.count),
+        { labels: [model], value: t.sum, suffix: "_sum" },
+        { labels: [model], value: t.count, suffix: "_count" },
+      ];
+    }),
     mymodel_launcher_info: [{
       labels: [
         launcherPort,
@@ -199,9 +230,9 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
     const family = samples[name!];
     if (family === undefined) continue;
     text += `# HELP ${name} ${help.join(" ")}\n# TYPE ${name} ${type}\n`;
-    for (const { labels, value } of family) {
+    for (const { labels, value, suffix = "" } of family) {
       const pairs = labels.map(([key, v]) => `${key}="${escapeLabelValue(v)}"`);
-      text += `${name}{${pairs.join(",")}} ${value}\n`;
+      text += `${name}${suffix}{${pairs.join(",")}} ${value}\n`;
     }
   }
   return text;

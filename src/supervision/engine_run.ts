@@ -40,6 +40,14 @@ import { ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, replan } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
 import { Drain } from "./drain.ts";
+import {
+  splitStart,
+  startLine,
+  type StartRecord,
+  type StartStep,
+  type StartTally,
+  tally,
+} from "./start_record.ts";
 
 export class EngineRun {
   readonly log: EngineLog;
@@ -75,6 +83,12 @@ export class EngineRun {
   readonly #liveness: Liveness;
   #drain: Drain | undefined;
   #cut = 0;
+  /** This start's steps (the load phases are its watch's); the last start, recovery, and all starts. */
+  #marks: Partial<Record<StartStep, number>> = {};
+  #lastStart: StartRecord | null = null;
+  #down: { at: number; cause: ExitCause } | undefined; // since an unplanned exit
+  #lastRecovery: NonNullable<EngineDetail["last_recovery"]> | null = null;
+  #starts: StartTally | undefined;
   readonly serving: ServingWatch;
 
   constructor(plan: EnginePlan, options: EngineRunOptions) {
@@ -147,6 +161,8 @@ export class EngineRun {
         ? null
         : new Date(phaseSince).toISOString(),
       progress: loading ? run.watch.progress : null,
+      last_start: this.#lastStart,
+      last_recovery: this.#lastRecovery,
       ...this.serving.detail(),
       drain: this.#state === "draining" ? this.#drain!.view() : null,
     };
@@ -159,6 +175,7 @@ export class EngineRun {
       requestsCut: this.#cut,
       healthPollSeconds: this.#liveness.pollSeconds,
       startWaitSeconds: this.gpus?.length ? this.#gpu.waitSeconds() : undefined,
+      starts: this.#starts,
     };
   }
 
@@ -224,6 +241,8 @@ export class EngineRun {
   /** A reload's replacement counts on from `old` (restarts, exits, requests cut, tokens). */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
+    [this.#lastStart, this.#lastRecovery] = [old.#lastStart, old.#lastRecovery];
+    [this.#down, this.#starts] = [old.#down, old.#starts];
     this.#exits = { ...old.#exits };
     this.#cut = old.#cut;
     this.serving.inherit(old.serving);
@@ -249,6 +268,12 @@ export class EngineRun {
       case "admitted":
         return this.#admitted(event);
       case "probe":
+        if (
+          event.result.answered && !event.result.ok &&
+          event.run === this.#process
+        ) {
+          this.#marks.listening ??= this.#clock.now();
+        }
         return this.#judge(
           event.run,
           () => this.#liveness.poll(event.result, event.counts),
@@ -317,6 +342,7 @@ export class EngineRun {
       if (!restart && slot === undefined) throw error;
       return this.#unspawned(restart, (error as Error).message);
     }
+    this.#marks.spawn = this.#clock.now();
     // A restart counts once it runs, not when it fails to spawn.
     if (restart) this.#restarts++;
     this.#spawned = true;
@@ -355,7 +381,7 @@ export class EngineRun {
     const verdict = judge();
     switch (verdict?.kind) {
       case "ready":
-        if (verdict.first) this.#releaseGpu(true);
+        if (verdict.first) this.#ready(run);
         return this.#enter(state === "sleeping" ? state : "ready");
       case "unhealthy":
         return this.#enter("unhealthy");
@@ -391,6 +417,7 @@ export class EngineRun {
       this.#report("info", `${exit}${this.#stopWhy}`);
       return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
     }
+    this.#down ??= { at: this.#clock.now(), cause: end.cause };
     if (!shouldRestart(this.policy, end)) {
       const why = `${exit}; not restarted (restart: ${this.policy})`;
       this.#report("warn", why, true);
@@ -489,10 +516,37 @@ export class EngineRun {
   }
 
   #spawn(plan: EnginePlan): ServerProcess {
-    return this.#o.spawn?.(plan, this.log) ?? new ServerProcess(plan, this.log);
+    const run = this.#o.spawn?.(plan, this.log) ??
+      new ServerProcess(plan, this.log);
+    run.watch.now = () => this.#clock.now();
+    return run;
+  }
+
+  /** A first 200: the gate's next may start; this start (and a recovery) measured and journaled. */
+  #ready(run: ServerProcess): void {
+    this.#releaseGpu(true);
+    const now = this.#clock.now();
+    const start = splitStart({ ...this.#marks, ...run.watch.began }, now);
+    [this.#lastStart, this.#starts] = [
+      start,
+      tally(this.#starts, start.seconds),
+    ];
+    const down = this.#down;
+    const seconds = Math.round(now - (down?.at ?? now)) / 1000;
+    const recovery = down && { seconds, cause: down.cause };
+    if (recovery) [this.#lastRecovery, this.#down] = [recovery, undefined];
+    this.#o.journal?.record({
+      at: new Date(now).toISOString(),
+      model: this.name,
+      event: "start",
+      detail: startLine(start),
+      start,
+      ...recovery ? { recovery } : {},
+    });
   }
 
   async #admit(): Promise<void> {
+    this.#marks = this.#gpu.gated ? { gate: this.#clock.now() } : {};
     if (!this.#gpu.gated) {
       return this.#on({ kind: "admitted", slot: undefined });
     }
