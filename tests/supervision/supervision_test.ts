@@ -20,6 +20,7 @@ import {
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
+import { parse } from "../support/prometheus.ts";
 
 /** The ISO times of the engine log's `start:` lines and of its `exit:` lines. */
 async function logTimes(
@@ -81,6 +82,27 @@ Deno.test("a crashed engine is restarted 1 s later and healthy again", async () 
   assert.equal(ready.state, "ready");
   assert.equal(ready.pid, second);
   assert.equal(ready.next_restart, null);
+  // From the exit to the next 200: its 1 s backoff and the new run's start.
+  const recovery = ready.last_recovery!;
+  assert.equal(recovery.cause, "exit");
+  assert.ok(
+    recovery.seconds >= 1 && recovery.seconds < 5,
+    `${recovery.seconds}`,
+  );
+  const start = ready.last_start!;
+  assert.ok(start.seconds < recovery.seconds - 0.9, JSON.stringify(start));
+  assert.deepEqual(
+    Object.keys(start.phases),
+    ["spawn"],
+    "no gate, no phase lines",
+  );
+  await waitFor(async () => {
+    const text = await Deno.readTextFile(
+      `${s.root}/metrics/mymodel_serve_${s.port}.prom`,
+    );
+    const samples = parse(text).get("mymodel_engine_recovery_seconds")?.metrics;
+    return samples?.[0]?.value === String(recovery.seconds);
+  }, "the recovery in the metrics file");
 });
 
 Deno.test("a crash loop backs off 1, 2, 4 s, and SIGTERM during the 4 s wait exits at once", async () => {
