@@ -526,7 +526,7 @@ export class EngineRun {
   #ready(run: ServerProcess): void {
     this.#releaseGpu(true);
     const now = this.#clock.now();
-    const start = splitStart({ ...this.#marks, ...run.watch.began }, now);
+    const start = splitStart(this.#marks, run.watch.began, now);
     [this.#lastStart, this.#starts] = [
       start,
       tally(this.#starts, start.seconds),

@@ -2,6 +2,7 @@
 // gate, spawned, a first HTTP answer, each load phase's first line), and the
 // tally the start histogram is rendered from. Pure.
 import type { EngineView } from "./engine_detail.ts";
+import type { LoadPhase } from "../engines/kinds/engine_kind.ts";
 
 export type StartRecord = NonNullable<EngineView["last_start"]>;
 export type StartStep = keyof StartRecord["phases"];
@@ -29,15 +30,22 @@ export interface StartTally {
 const seconds = (ms: number) => Math.round(ms) / 1000;
 
 /**
- * Each step runs from its mark to the next one (or `readyAt`), so the steps sum to the start.
+ * Each step runs from its mark to the next one (or `readyAt`), so the steps sum
+ * to the start. A first answer before a load phase's line is no step: the
+ * line says more of that time (llama-server listens, then loads).
  *
- * @example `splitStart({ gate: 0, spawn: 2000, loading: 2500 }, 9000)` is `{ seconds: 9, phases: { gate: 2, spawn: 0.5, loading: 6.5 } }`.
+ * @example `splitStart({ gate: 0, spawn: 2000 }, { loading: 2500 }, 9000)` is `{ seconds: 9, phases: { gate: 2, spawn: 0.5, loading: 6.5 } }`.
  */
 export function splitStart(
-  marks: Partial<Record<StartStep, number>>,
+  marks: Partial<Record<"gate" | "spawn" | "listening", number>>,
+  began: Partial<Record<LoadPhase, number>>,
   readyAt: number,
 ): StartRecord {
-  const steps = (Object.entries(marks) as [StartStep, number][])
+  const { listening, ...own } = marks;
+  const last = listening !== undefined &&
+    Object.values(began).every((at) => at <= listening);
+  const all = { ...own, ...began, ...last ? { listening } : {} };
+  const steps = (Object.entries(all) as [StartStep, number][])
     .filter(([, at]) => at <= readyAt).sort((a, b) => a[1] - b[1]);
   const phases: Partial<Record<StartStep, number>> = {};
   steps.forEach(([step, at], i) => {
