@@ -73,7 +73,7 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     const need = placement.assigned[card.name]?.need;
     return {
       ...resolved,
-      env: { ...card.env, ...placementEnv(placement, card) },
+      env: { ...resolved.env, ...placementEnv(placement, card) },
       gpus,
       share: gpus === null || gpus.length === 0
         ? null
