@@ -26,7 +26,9 @@ function site(root: string, bin: string, more: Record<string, string> = {}) {
   } satisfies EngineSite;
 }
 
-async function withRoot(body: (root: string, bin: string) => Promise<void>) {
+async function withRoot(
+  body: (root: string, bin: string) => void | Promise<void>,
+) {
   const root = await makeRoot();
   const bin = await fakeBin(["vllm", "python3", "llama-server"]);
   try {
@@ -38,7 +40,7 @@ async function withRoot(body: (root: string, bin: string) => Promise<void>) {
 }
 
 Deno.test("each kind's compile cache variables point under <root>/data/cache/<card>; llama.cpp has none", async () => {
-  await withRoot(async (root, bin) => {
+  await withRoot((root, bin) => {
     const plan = (name: string) => planEngine(CARDS.get(name), site(root, bin));
     const v = plan("v");
     assert.equal(v.env.VLLM_CACHE_ROOT, `${root}/data/cache/v/vllm`);
@@ -59,7 +61,7 @@ Deno.test("each kind's compile cache variables point under <root>/data/cache/<ca
 });
 
 Deno.test("a card's env and the launcher's environment win over the launcher's cache directories", async () => {
-  await withRoot(async (root, bin) => {
+  await withRoot((root, bin) => {
     const own = planEngine(CARDS.get("own"), site(root, bin));
     assert.equal(own.env.TRITON_CACHE_DIR, "/fast/triton");
     assert.ok(
@@ -80,7 +82,7 @@ Deno.test("a card's env and the launcher's environment win over the launcher's c
 });
 
 Deno.test("two engines never share a cache directory", async () => {
-  await withRoot(async (root, bin) => {
+  await withRoot((root, bin) => {
     const dirs = ["v", "w", "s"].flatMap((name) =>
       planEngine(CARDS.get(name), site(root, bin)).caches
     );
