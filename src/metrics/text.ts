@@ -2,7 +2,6 @@
 // snapshot. Pure.
 import { ENGINE_STATES } from "../supervision/engine_state.ts";
 import { WAIT_REASONS } from "../gpu/start_gate.ts";
-import { START_BUCKETS } from "../supervision/start_record.ts";
 import {
   type EngineDetail,
   EXIT_CAUSES,
@@ -71,7 +70,7 @@ export interface MetricsSnapshot {
 interface Sample {
   labels: readonly (readonly [string, string])[];
   value: number;
-  /** A histogram's `_bucket`, `_sum`, `_count`. */
+  /** A summary's `_sum`, `_count`. */
   suffix?: string;
 }
 
@@ -94,7 +93,7 @@ mymodel_engine_requests_waiting gauge Requests queued in the engine, from its ow
 mymodel_engine_generated_tokens_total counter Tokens the engine generated since the launcher started, summed over its runs (its own counter).
 mymodel_engine_start_wait_seconds_total counter Seconds the engine's starts were held by the GPU start gate, by reason.
 mymodel_engine_start_seconds gauge Seconds the engine's last start took to its first 200, from the start gate (else the spawn).
-mymodel_engine_start_duration_seconds histogram Seconds each start took to its first 200, since the launcher started.
+mymodel_engine_start_duration_seconds summary Seconds each start took to its first 200, since the launcher started.
 mymodel_engine_recovery_seconds gauge Seconds the engine's last recovery took: from an exit the launcher did not ask for to the next first 200.
 mymodel_engine_requests_cut_total counter Requests still in flight when a planned stop's drain ended at its deadline or at a second signal: SIGTERM cut them.
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
@@ -181,21 +180,17 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
-    mymodel_engine_start_duration_seconds: engines.flatMap((e) => {
-      const t = e.starts;
-      const model = ["model", e.model] as const;
-      const bucket = (le: string, value: number) => ({
-        labels: [model, ["le", le] as const],
-        value,
-        suffix: "_bucket",
-      });
-      return t === undefined ? [] : [
-        ...START_BUCKETS.map((b, i) => bucket(String(b), t.le[i]!)),
-        bucket("+Inf", t.count),
-        { labels: [model], value: t.sum, suffix: "_sum" },
-        { labels: [model], value: t.count, suffix: "_count" },
-      ];
-    }),
+    mymodel_engine_start_duration_seconds: engines.flatMap((e) =>
+      (["sum", "count"] as const).flatMap((suffix) =>
+        e.starts
+          ? [{
+            labels: [["model", e.model]],
+            value: e.starts[suffix],
+            suffix: `_${suffix}`,
+          }]
+          : []
+      )
+    ),
     mymodel_launcher_info: [{
       labels: [
         launcherPort,

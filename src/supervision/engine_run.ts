@@ -40,14 +40,7 @@ import { ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, replan } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
 import { Drain } from "./drain.ts";
-import {
-  splitStart,
-  startLine,
-  type StartRecord,
-  type StartStep,
-  type StartTally,
-  tally,
-} from "./start_record.ts";
+import { Starts } from "./start_record.ts";
 
 export class EngineRun {
   readonly log: EngineLog;
@@ -83,12 +76,7 @@ export class EngineRun {
   readonly #liveness: Liveness;
   #drain: Drain | undefined;
   #cut = 0;
-  /** This start's steps (the load phases are its watch's); the last start, recovery, and all starts. */
-  #marks: Partial<Record<StartStep, number>> = {};
-  #lastStart: StartRecord | null = null;
-  #down: { at: number; cause: ExitCause } | undefined; // since an unplanned exit
-  #lastRecovery: NonNullable<EngineDetail["last_recovery"]> | null = null;
-  #starts: StartTally | undefined;
+  #starts = new Starts(); // each start to ready, and the last recovery
   readonly serving: ServingWatch;
 
   constructor(plan: EnginePlan, options: EngineRunOptions) {
@@ -161,8 +149,8 @@ export class EngineRun {
         ? null
         : new Date(phaseSince).toISOString(),
       progress: loading ? run.watch.progress : null,
-      last_start: this.#lastStart,
-      last_recovery: this.#lastRecovery,
+      last_start: this.#starts.last,
+      last_recovery: this.#starts.recovery,
       ...this.serving.detail(),
       drain: this.#state === "draining" ? this.#drain!.view() : null,
     };
@@ -175,7 +163,7 @@ export class EngineRun {
       requestsCut: this.#cut,
       healthPollSeconds: this.#liveness.pollSeconds,
       startWaitSeconds: this.gpus?.length ? this.#gpu.waitSeconds() : undefined,
-      starts: this.#starts,
+      starts: this.#starts.tally,
     };
   }
 
@@ -241,8 +229,7 @@ export class EngineRun {
   /** A reload's replacement counts on from `old` (restarts, exits, requests cut, tokens). */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
-    [this.#lastStart, this.#lastRecovery] = [old.#lastStart, old.#lastRecovery];
-    [this.#down, this.#starts] = [old.#down, old.#starts];
+    this.#starts = old.#starts;
     this.#exits = { ...old.#exits };
     this.#cut = old.#cut;
     this.serving.inherit(old.serving);
@@ -268,11 +255,8 @@ export class EngineRun {
       case "admitted":
         return this.#admitted(event);
       case "probe":
-        if (
-          event.result.answered && !event.result.ok &&
-          event.run === this.#process
-        ) {
-          this.#marks.listening ??= this.#clock.now();
+        if (event.run === this.#process) {
+          this.#starts.answered(event.result, this.#clock.now());
         }
         return this.#judge(
           event.run,
@@ -342,7 +326,7 @@ export class EngineRun {
       if (!restart && slot === undefined) throw error;
       return this.#unspawned(restart, (error as Error).message);
     }
-    this.#marks.spawn = this.#clock.now();
+    this.#starts.spawned(this.#clock.now());
     // A restart counts once it runs, not when it fails to spawn.
     if (restart) this.#restarts++;
     this.#spawned = true;
@@ -417,7 +401,7 @@ export class EngineRun {
       this.#report("info", `${exit}${this.#stopWhy}`);
       return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
     }
-    this.#down ??= { at: this.#clock.now(), cause: end.cause };
+    this.#starts.down(this.#clock.now(), end.cause);
     if (!shouldRestart(this.policy, end)) {
       const why = `${exit}; not restarted (restart: ${this.policy})`;
       this.#report("warn", why, true);
@@ -526,27 +510,15 @@ export class EngineRun {
   #ready(run: ServerProcess): void {
     this.#releaseGpu(true);
     const now = this.#clock.now();
-    const start = splitStart(this.#marks, run.watch.began, now);
-    [this.#lastStart, this.#starts] = [
-      start,
-      tally(this.#starts, start.seconds),
-    ];
-    const down = this.#down;
-    const seconds = Math.round(now - (down?.at ?? now)) / 1000;
-    const recovery = down && { seconds, cause: down.cause };
-    if (recovery) [this.#lastRecovery, this.#down] = [recovery, undefined];
     this.#o.journal?.record({
       at: new Date(now).toISOString(),
       model: this.name,
-      event: "start",
-      detail: startLine(start),
-      start,
-      ...recovery ? { recovery } : {},
+      ...this.#starts.ready(now, run.watch.began),
     });
   }
 
   async #admit(): Promise<void> {
-    this.#marks = this.#gpu.gated ? { gate: this.#clock.now() } : {};
+    this.#starts.begin(this.#clock.now(), !!this.#gpu.gated);
     if (!this.#gpu.gated) {
       return this.#on({ kind: "admitted", slot: undefined });
     }

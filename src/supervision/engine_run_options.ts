@@ -9,7 +9,6 @@ import type { ServerProcess } from "../engines/server_process.ts";
 import type { GpuStartGate, Released, WaitReason } from "../gpu/start_gate.ts";
 import type { Journal } from "./journal.ts";
 import type { EngineRecords } from "./records.ts";
-import type { StartTally } from "./start_record.ts";
 
 export interface EngineCounts {
   exits: Partial<Record<ExitCause, number>>;
@@ -17,7 +16,7 @@ export interface EngineCounts {
   healthPollSeconds: number | undefined;
   startWaitSeconds: Partial<Record<WaitReason, number>> | undefined;
   /** Every start that reached a first 200. */
-  starts?: StartTally | undefined;
+  starts?: { count: number; sum: number } | undefined;
 }
 
 /** An engine run's services and the launcher-wide timings; every per-card setting is the plan's. */

@@ -307,7 +307,7 @@ function samples(
 ): (Sample & { name: string })[] {
   const names = from.family === "*" ? [...families.keys()] : [from.family];
   const found = names.flatMap((name) =>
-    // A histogram's samples come parsed as buckets, no value: no rule reads one.
+    // A summary's samples come parsed as a sum and a count, no value: no rule reads one.
     (families.get(name)?.metrics ?? []).filter((m) => m.value !== undefined)
       .map((m) => ({
         name,
