@@ -28,17 +28,9 @@ export interface LauncherMetrics {
 // gives no sample.
 export interface EngineMetrics
   extends
-    Pick<EngineDetail, "gpus" | "restarts">,
+    Pick<EngineDetail, "gpus" | "restarts" | "last_start" | "last_recovery">,
     Partial<
-      Pick<
-        EngineDetail,
-        | "state"
-        | "gpu_memory_mib"
-        | "phase"
-        | "traffic"
-        | "last_start"
-        | "last_recovery"
-      >
+      Pick<EngineDetail, "state" | "gpu_memory_mib" | "phase" | "traffic">
     >,
     Partial<EngineCounts> {
   model: string;
@@ -180,16 +172,14 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
-    mymodel_engine_start_duration_seconds: engines.flatMap((e) =>
-      (["sum", "count"] as const).flatMap((suffix) =>
-        e.starts
-          ? [{
-            labels: [["model", e.model]],
-            value: e.starts[suffix],
-            suffix: `_${suffix}`,
-          }]
-          : []
-      )
+    mymodel_engine_start_duration_seconds: engines.flatMap((
+      { model, starts },
+    ) =>
+      (starts ? ["sum", "count"] as const : []).map((k) => ({
+        labels: [["model", model]],
+        value: starts![k],
+        suffix: `_${k}`,
+      }))
     ),
     mymodel_launcher_info: [{
       labels: [
