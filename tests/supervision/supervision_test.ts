@@ -17,6 +17,7 @@ import {
   pidAlive,
   readJournal,
   readRecord,
+  recordNames,
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
@@ -161,7 +162,7 @@ for (
     assert.equal(entry.pid, null);
     assert.equal(entry.last_exit?.code, 3);
     assert.equal(entry.healthy, false);
-    assert.deepEqual(listDir(`${s.root}/data`), [], "no record of a dead run");
+    assert.deepEqual(recordNames(s.root), [], "no record of a dead run");
   });
 }
 
@@ -200,6 +201,8 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
     "gpus",
     "healthy",
     "last_exit",
+    "last_recovery",
+    "last_start",
     "next_restart",
     "phase",
     "phase_since",
@@ -330,7 +333,7 @@ for (const stopWatchdog of [false, true]) {
         (await readRecord(records, port + 2))!.childPid!,
       ];
       const engines = [stubborn, forker, ...children];
-      assert.equal(listDir(`${root}/data`).length, 2, "one record per engine");
+      assert.equal(recordNames(root).length, 2, "one record per engine");
       const [watchdog] = childrenNamed(first.child.pid, "sh");
       assert.ok(watchdog, "the launcher has a watchdog");
       if (stopWatchdog) Deno.kill(watchdog, "SIGSTOP");
@@ -439,7 +442,7 @@ Deno.test("a stale record whose pid now belongs to an unrelated process does not
     }, "the new run's record");
     assert.ok(pidAlive(bystander.pid), "the unrelated process lives");
     assert.doesNotMatch(s.launcher.stderr, /outlived its launcher/);
-    const names = listDir(`${root}/data`);
+    const names = recordNames(root);
     assert.deepEqual(names, ["alpha.engine.json"], "only the new record");
     const record = JSON.parse(
       await Deno.readTextFile(`${root}/data/alpha.engine.json`),
@@ -468,7 +471,7 @@ Deno.test("records name the engine, its start time and the launcher while it run
   );
   assert.match(record.command, /^vllm serve org\/alpha /);
   await s.launcher.stop();
-  assert.deepEqual(listDir(`${s.root}/data`), []);
+  assert.deepEqual(recordNames(s.root), []);
 });
 
 Deno.test("engine logs rotate at --log-max-bytes keeping --log-keep files, and a flooding engine is drained in full", async () => {
