@@ -89,8 +89,10 @@ export interface EnginePlan
   readonly executable: string;
   /** Its arguments. */
   readonly args: readonly string[];
-  /** What the launcher adds to {@linkcode EnginePlan.baseEnv}: the card's `env`, then the site's. */
+  /** What the launcher adds to {@linkcode EnginePlan.baseEnv}: its compile caches, the card's `env`, then the site's. */
   readonly env: Readonly<Record<string, string>>;
+  /** The compile cache directories it was given (`<directory>/data/cache/<name>/…`), made before each spawn. */
+  readonly caches: readonly string[];
 }
 
 /**
@@ -113,6 +115,7 @@ export interface EnginePlan
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
   const { defaults, ...where } = site;
   const apiKey = site.apiKey ?? "";
+  const caches = cacheEnv(card, site);
   return {
     ...where,
     name: card.name,
@@ -122,7 +125,8 @@ export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
     share: site.share ?? null,
     apiKey,
     ...commandOf(card, { ...site, apiKey }),
-    env: { ...card.env, ...site.env },
+    env: { ...caches, ...card.env, ...site.env },
+    caches: Object.values(caches),
     memoryNeed: site.memoryNeed ?? null,
     ...engineSettings(card, defaults ?? OFF),
   };
@@ -180,6 +184,16 @@ export function engineSettings(
     termDrains: termDrains(kind, card.args),
     traffic,
   };
+}
+
+// Per card: two engines started at once never write one cache.
+function cacheEnv(card: ModelCard, site: EngineSite): Record<string, string> {
+  const caches = Object.entries(ENGINE_KINDS[card.engine]?.caches ?? {});
+  const dir = `${site.directory}/data/cache/${card.name}`;
+  return Object.fromEntries(
+    caches.filter(([key]) => !(key in card.env) && !(key in site.baseEnv))
+      .map(([key, sub]) => [key, `${dir}/${sub}`]),
+  );
 }
 
 function commandOf(

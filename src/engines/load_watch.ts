@@ -32,6 +32,9 @@ export class LoadWatch {
   progress: LoadProgress | null = null;
   /** When a phase line last printed or the download last grew. */
   progressAt: number | undefined;
+  /** When each phase began first (its `now`: an engine run's clock). */
+  readonly began: Partial<Record<LoadPhase, number>> = {};
+  now: () => number = Date.now;
   /** The first line that named a cause since the first 200 (before it, while loading). */
   cause: CauseLine | undefined;
   /** What its lines say the load took; `onMemory` hears each line that adds to it. */
@@ -119,10 +122,11 @@ export class LoadWatch {
   }
 
   #enter(phase: LoadPhase, progress: LoadProgress | null): void {
-    const now = Date.now();
+    const now = this.now();
     if (phase !== this.phase) {
       this.phase = phase;
       this.phaseSince = now;
+      this.began[phase] ??= now;
     }
     this.progress = progress;
     this.progressAt = now;

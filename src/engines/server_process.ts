@@ -174,6 +174,9 @@ export class ServerProcess implements AsyncDisposable {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
     try {
+      for (const dir of this.plan.caches) {
+        Deno.mkdirSync(dir, { recursive: true });
+      }
       const env = { ...this.plan.baseEnv, ...this.plan.env };
       const setsid = viaSetsid(env.PATH);
       const argv = [this.plan.executable, ...this.plan.args];
@@ -244,6 +247,8 @@ export class ServerProcess implements AsyncDisposable {
     ok: boolean;
     /** Set when the poll failed for a reason of this process (no socket to be had), not of the engine. */
     local?: string;
+    /** Any HTTP answer came, 200 or not: it listens. */
+    answered?: boolean;
     /** How long the poll took, in milliseconds. */
     ms: number;
   }> {
@@ -262,7 +267,7 @@ export class ServerProcess implements AsyncDisposable {
       const response = await fetch(url, { signal: abort.signal });
       await response.body?.cancel();
       const ok = response.status === 200 && this.running;
-      return { ok, ms: performance.now() - began };
+      return { ok, answered: true, ms: performance.now() - began };
     } catch (error) {
       // Refused, reset, timed out: not healthy (yet). Unless we could not even open a socket.
       const local = localFailure(error);

@@ -28,7 +28,7 @@ export interface LauncherMetrics {
 // gives no sample.
 export interface EngineMetrics
   extends
-    Pick<EngineDetail, "gpus" | "restarts">,
+    Pick<EngineDetail, "gpus" | "restarts" | "last_start" | "last_recovery">,
     Partial<
       Pick<
         EngineDetail,
@@ -65,6 +65,8 @@ export interface MetricsSnapshot {
 interface Sample {
   labels: readonly (readonly [string, string])[];
   value: number;
+  /** A summary's `_sum`, `_count`. */
+  suffix?: string;
 }
 
 function escapeLabelValue(value: string): string {
@@ -87,6 +89,9 @@ mymodel_engine_requests_running gauge Requests the engine is computing, from its
 mymodel_engine_requests_waiting gauge Requests queued in the engine, from its own metrics at the last health round.
 mymodel_engine_generated_tokens_total counter Tokens the engine generated since the launcher started, summed over its runs (its own counter).
 mymodel_engine_start_wait_seconds_total counter Seconds the engine's starts were held by the GPU start gate, by reason.
+mymodel_engine_start_seconds gauge Seconds the engine's last start took to its first 200, from the start gate (else the spawn).
+mymodel_engine_start_duration_seconds summary Seconds each start took to its first 200, since the launcher started.
+mymodel_engine_recovery_seconds gauge Seconds the engine's last recovery took: from an exit the launcher did not ask for to the next first 200.
 mymodel_engine_requests_cut_total counter Requests still in flight when a planned stop's drain ended at its deadline or at a second signal: SIGTERM cut them.
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
 mymodel_launcher_start_time_seconds gauge Start time of the launcher in Unix seconds.
@@ -107,6 +112,8 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
   mymodel_engine_generated_tokens_total: (e) => e.generatedTokens,
   mymodel_engine_requests_cut_total: (e) => e.requestsCut,
   mymodel_engine_kv_cache_tokens: (e) => e.footprint?.kv_tokens ?? undefined,
+  mymodel_engine_start_seconds: (e) => e.last_start?.seconds,
+  mymodel_engine_recovery_seconds: (e) => e.last_recovery?.seconds,
 };
 
 const PARTS = ["weights", "kv_cache", "graphs", "compute", "total"] as const;
@@ -184,6 +191,15 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
+    mymodel_engine_start_duration_seconds: engines.flatMap((
+      { model, starts },
+    ) =>
+      (starts ? ["sum", "count"] as const : []).map((k) => ({
+        labels: [["model", model]],
+        value: starts![k],
+        suffix: `_${k}`,
+      }))
+    ),
     mymodel_launcher_info: [{
       labels: [
         launcherPort,
@@ -218,9 +234,9 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
     const family = samples[name!];
     if (family === undefined) continue;
     text += `# HELP ${name} ${help.join(" ")}\n# TYPE ${name} ${type}\n`;
-    for (const { labels, value } of family) {
+    for (const { labels, value, suffix = "" } of family) {
       const pairs = labels.map(([key, v]) => `${key}="${escapeLabelValue(v)}"`);
-      text += `${name}{${pairs.join(",")}} ${value}\n`;
+      text += `${name}${suffix}{${pairs.join(",")}} ${value}\n`;
     }
   }
   return text;

@@ -84,7 +84,7 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
       ...resolved,
       args: [...resolved.args, ...held.args],
       memoryNeed: held.memoryNeed,
-      env: { ...card.env, ...placementEnv(placement, card) },
+      env: { ...resolved.env, ...placementEnv(placement, card) },
       gpus,
       share: gpus === null || gpus.length === 0
         ? null

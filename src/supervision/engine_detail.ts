@@ -93,6 +93,18 @@ export interface EngineView {
     readonly ok: boolean;
     readonly seconds: number;
   } | null;
+  /** The last start that reached a first 200, null before one: seconds from its start (asked at the gate, else spawned), split into steps that sum to it. */
+  readonly last_start?: {
+    readonly seconds: number;
+    readonly phases: Readonly<
+      Partial<Record<"gate" | "spawn" | "listening" | LoadPhase, number>>
+    >;
+  } | null;
+  /** The last recovery, null before one: seconds from an unplanned exit to the next first 200, and that exit's cause. */
+  readonly last_recovery?: {
+    readonly seconds: number;
+    readonly cause: ExitCause;
+  } | null;
   /** `running` and `waiting` are null before the first read. */
   readonly drain: {
     readonly since: string;

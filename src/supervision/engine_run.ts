@@ -42,6 +42,7 @@ import { isPortFree } from "../engines/ports.ts";
 import { Drain } from "./drain.ts";
 import type { Footprint } from "../engines/footprint.ts";
 import { footprintOf } from "../engines/footprint_lines.ts";
+import { Starts } from "./start_record.ts";
 
 export class EngineRun {
   readonly log: EngineLog;
@@ -79,6 +80,7 @@ export class EngineRun {
   #drain: Drain | undefined;
   #cut = 0;
   #footprint: Footprint | null = null;
+  #starts = new Starts(); // each start to ready, and the last recovery
   readonly serving: ServingWatch;
 
   constructor(plan: EnginePlan, options: EngineRunOptions) {
@@ -152,6 +154,8 @@ export class EngineRun {
         ? null
         : new Date(phaseSince).toISOString(),
       progress: loading ? run.watch.progress : null,
+      last_start: this.#starts.last,
+      last_recovery: this.#starts.recovery,
       ...this.serving.detail(),
       drain: this.#state === "draining" ? this.#drain!.view() : null,
     };
@@ -164,6 +168,7 @@ export class EngineRun {
       requestsCut: this.#cut,
       healthPollSeconds: this.#liveness.pollSeconds,
       startWaitSeconds: this.gpus?.length ? this.#gpu.waitSeconds() : undefined,
+      starts: this.#starts.tally,
     };
   }
 
@@ -229,6 +234,7 @@ export class EngineRun {
   /** A reload's replacement counts on from `old` (restarts, exits, requests cut, tokens). */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
+    this.#starts = old.#starts;
     this.#exits = { ...old.#exits };
     this.#cut = old.#cut;
     this.serving.inherit(old.serving);
@@ -254,6 +260,9 @@ export class EngineRun {
       case "admitted":
         return this.#admitted(event);
       case "probe":
+        if (event.run === this.#process) {
+          this.#starts.answered(event.result, this.#clock.now());
+        }
         return this.#judge(
           event.run,
           () => this.#liveness.poll(event.result, event.counts),
@@ -325,6 +334,7 @@ export class EngineRun {
       if (!restart && slot === undefined) throw error;
       return this.#unspawned(restart, (error as Error).message);
     }
+    this.#starts.spawned(this.#clock.now());
     // A restart counts once it runs, not when it fails to spawn.
     if (restart) this.#restarts++;
     this.#spawned = true;
@@ -363,7 +373,7 @@ export class EngineRun {
     const verdict = judge();
     switch (verdict?.kind) {
       case "ready":
-        if (verdict.first) this.#releaseGpu(true);
+        if (verdict.first) this.#ready(run);
         return this.#enter(state === "sleeping" ? state : "ready");
       case "unhealthy":
         return this.#enter("unhealthy");
@@ -400,6 +410,7 @@ export class EngineRun {
       this.#report("info", `${exit}${this.#stopWhy}`);
       return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
     }
+    this.#starts.down(this.#clock.now(), end.cause);
     if (!shouldRestart(this.policy, end)) {
       const why = `${exit}; not restarted (restart: ${this.policy})`;
       this.#report("warn", why, true);
@@ -501,6 +512,7 @@ export class EngineRun {
     const run = this.#o.spawn?.(plan, this.log) ??
       new ServerProcess(plan, this.log);
     run.watch.onMemory = () => this.#measured();
+    run.watch.now = () => this.#clock.now();
     return run;
   }
 
@@ -516,7 +528,19 @@ export class EngineRun {
     this.#o.footprint?.(this.#plan, next);
   }
 
+  /** A first 200: the gate's next may start; this start (and a recovery) measured and journaled. */
+  #ready(run: ServerProcess): void {
+    this.#releaseGpu(true);
+    const now = this.#clock.now();
+    this.#o.journal?.record({
+      at: new Date(now).toISOString(),
+      model: this.name,
+      ...this.#starts.ready(now, run.watch.began),
+    });
+  }
+
   async #admit(): Promise<void> {
+    this.#starts.begin(this.#clock.now(), !!this.#gpu.gated);
     if (!this.#gpu.gated) {
       return this.#on({ kind: "admitted", slot: undefined });
     }

@@ -16,6 +16,8 @@ export interface EngineCounts {
   requestsCut: number;
   healthPollSeconds: number | undefined;
   startWaitSeconds: Partial<Record<WaitReason, number>> | undefined;
+  /** Every start that reached a first 200. */
+  starts?: { count: number; sum: number } | undefined;
 }
 
 /** An engine run's services and the launcher-wide timings; every per-card setting is the plan's. */

@@ -6,6 +6,7 @@
 import { log } from "../common/log.ts";
 import { late } from "../common/sleep.ts";
 import { EngineLog, type EngineLogOptions } from "../engines/log_sink.ts";
+import type { EngineView } from "./engine_detail.ts";
 
 export interface JournalEvent {
   readonly at: string;
@@ -25,6 +26,9 @@ export interface JournalEvent {
     /** Cut too, having come during the drain (known only by request id). */
     readonly arrived?: number;
   };
+  /** On `start` (a first 200): the time to ready and, after an unplanned exit, the recovery. */
+  readonly start?: EngineView["last_start"];
+  readonly recovery?: EngineView["last_recovery"];
 }
 
 export function journalPath(directory: string): string {
@@ -70,6 +74,8 @@ export class Journal implements AsyncDisposable {
       reason: event.reason ?? null,
       detail: event.detail ?? null,
       ...event.drain ? { drain: event.drain } : {},
+      ...event.start ? { start: event.start } : {},
+      ...event.recovery ? { recovery: event.recovery } : {},
     };
     this.#file?.line(JSON.stringify(line));
   }

@@ -307,13 +307,15 @@ function samples(
 ): (Sample & { name: string })[] {
   const names = from.family === "*" ? [...families.keys()] : [from.family];
   const found = names.flatMap((name) =>
-    (families.get(name)?.metrics ?? []).map((m) => ({
-      name,
-      labels: Object.fromEntries(
-        Object.entries(m.labels ?? {}).filter(([, v]) => v !== ""),
-      ),
-      value: Number(m.value),
-    }))
+    // A summary's samples come parsed as a sum and a count, no value: no rule reads one.
+    (families.get(name)?.metrics ?? []).filter((m) => m.value !== undefined)
+      .map((m) => ({
+        name,
+        labels: Object.fromEntries(
+          Object.entries(m.labels ?? {}).filter(([, v]) => v !== ""),
+        ),
+        value: Number(m.value),
+      }))
   ).filter((s) =>
     Object.entries(from.match).every(([k, v]) => s.labels[k] === v)
   );

@@ -52,6 +52,9 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_requests_waiting", "GAUGE"],
   ["mymodel_engine_generated_tokens_total", "COUNTER"],
   ["mymodel_engine_start_wait_seconds_total", "COUNTER"],
+  ["mymodel_engine_start_seconds", "GAUGE"],
+  ["mymodel_engine_start_duration_seconds", "SUMMARY"],
+  ["mymodel_engine_recovery_seconds", "GAUGE"],
   ["mymodel_engine_requests_cut_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
   ["mymodel_launcher_start_time_seconds", "GAUGE"],
@@ -279,6 +282,31 @@ Deno.test("renderMetrics gives the same text whatever the engines' order", () =>
   assert.ok(text.endsWith("\n"));
 });
 
+/** Two starts (4 s, then 70 s after a crash). */
+const STARTED: Partial<EngineMetrics> = {
+  last_start: { seconds: 70, phases: { spawn: 10, loading: 60 } },
+  last_recovery: { seconds: 72.5, cause: "gpu-out-of-memory" },
+  starts: { count: 2, sum: 74 },
+};
+
+Deno.test("renderMetrics gives the last start and recovery, and every start summed and counted", () => {
+  const families = parse(renderMetrics(snapshot({
+    engines: [engine(STARTED), engine({ model: "new" })],
+  })));
+  const one = (name: string) =>
+    get(families, name).metrics.map((m) => [m.labels?.model, m.value]);
+  assert.deepEqual(one("mymodel_engine_start_seconds"), [["qwen3-8b", "70"]]);
+  assert.deepEqual(one("mymodel_engine_recovery_seconds"), [[
+    "qwen3-8b",
+    "72.5",
+  ]]);
+  const summary = get(families, "mymodel_engine_start_duration_seconds");
+  assert.equal(summary.type, "SUMMARY");
+  assert.deepEqual(summary.metrics, [
+    { labels: { model: "qwen3-8b" }, sum: "74", count: "2" },
+  ], "none for an engine never ready");
+});
+
 Deno.test({
   name: "renderMetrics output passes promtool check metrics",
   ignore: !hasPromtool,
@@ -288,6 +316,7 @@ Deno.test({
       engines: [
         engine({ model: 'odd "one"\\\n', gpus: ["0", "1"] }),
         engine({ model: "x", gpus: null, healthPollSeconds: undefined }),
+        engine({ model: "y", ...STARTED }),
       ],
       authFailures: { claims: 1 },
     }));

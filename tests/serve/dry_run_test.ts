@@ -177,7 +177,12 @@ Deno.test("--dry-run prints the shipped catalogue's embedding shares on 8 GPUs: 
   assert.equal(bge.engine, "vllm");
   assert.equal(bge.log, `${s.root}/logs/bge-m3.log`);
   assert.equal(bge.command[bge.command.indexOf("--api-key") + 1], "***");
+  // Its compile caches under the root: the plan's, made only at a spawn.
+  const cache = `${s.root}/data/cache/bge-m3`;
   assert.deepEqual(bge.env, {
+    VLLM_CACHE_ROOT: `${cache}/vllm`,
+    TORCHINDUCTOR_CACHE_DIR: `${cache}/torchinductor`,
+    TRITON_CACHE_DIR: `${cache}/triton`,
     CUDA_VISIBLE_DEVICES: "0",
     CUDA_DEVICE_ORDER: "PCI_BUS_ID",
   });

@@ -15,6 +15,7 @@ import {
   listening,
   makeRoot,
   pathWith,
+  recordNames,
   siteArgs,
   STAND_IN_CATALOGUE,
   waitFor,
@@ -296,7 +297,7 @@ Deno.test("SIGTERM while a killed launcher's engine is being reaped: the reaping
       new Promise((resolve) => setTimeout(() => resolve(false), 5_000)),
     ]);
     assert.ok(ended, "the leftover engine was stopped");
-    assert.deepEqual(listDir(`${root}/data`), [], "its record removed");
+    assert.deepEqual(recordNames(root), [], "its record removed");
     assert.deepEqual(listDir(`${root}/logs`), [], "no engine started");
     assert.ok(!(await listening(port)), "nothing listens");
   } finally {

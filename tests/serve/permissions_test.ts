@@ -8,12 +8,12 @@ import {
   fakeBin,
   freePorts,
   Launcher,
-  listDir,
   makeRoot,
   models,
   pathWith,
   pidAlive,
   readRecord,
+  recordNames,
   siteArgs,
   STAND_IN_CATALOGUE,
   waitFor,
@@ -61,7 +61,7 @@ Deno.test("under deno task start's permissions: records, watchdog, GPU detection
     assert.match(launcher.stderr, /GPU pool 0-1 \(from nvidia-smi\)/);
     assert.match(launcher.stderr, /open files: limit \d+/);
     await waitFor(
-      () => listDir(`${root}/data`).includes("alpha.engine.json"),
+      () => recordNames(root).includes("alpha.engine.json"),
       "alpha's record",
     );
     const record = JSON.parse(
@@ -76,7 +76,7 @@ Deno.test("under deno task start's permissions: records, watchdog, GPU detection
     const alpha = (await readRecord(records, port + 1))!.pid;
     assert.equal((await launcher.stop("SIGTERM")).code, 0);
     await waitFor(() => !pidAlive(alpha), "engine gone", 3_000);
-    assert.deepEqual(listDir(`${root}/data`), []);
+    assert.deepEqual(recordNames(root), []);
   } finally {
     await launcher.stop();
     for (const dir of [root, bin, records]) {

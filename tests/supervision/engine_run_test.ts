@@ -726,3 +726,98 @@ Deno.test("driven by hand: the run's footprint grows with its memory lines and n
     await Deno.remove(bin, { recursive: true });
   }
 });
+
+Deno.test("driven by hand: a start's time to ready is split into the wait at the gate, the spawn, the load phases and listening, on the run's clock", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const g = gate();
+  const { run, clock, made, bin } = await driven(root, events, { gate: g });
+  try {
+    await captureLog(async () => {
+      const neighbour = await hold(g, ["0"]);
+      run.start();
+      await waitFor(() => run.state === "waiting", "held at the gate");
+      await clock.advance(3_000);
+      neighbour.release();
+      await waitFor(() => made[0]?.running === true, "spawned");
+      await clock.advance(500);
+      // vllm/v1/worker/gpu_model_runner.py (load_model): the kind's phase lines.
+      made[0]!.print(
+        "INFO [gpu_model_runner.py] Starting to load model org/m...",
+      );
+      await clock.advance(4_000);
+      made[0]!.print("INFO [gpu_model_runner.py] Model loading took 15.2 GiB");
+      await clock.advance(2_000);
+      made[0]!.listening = true; // answers 503 while not ready
+      assert.equal(await run.healthy(1_000), false);
+      assert.equal(run.detail().last_start, null, "none before a first 200");
+      await clock.advance(1_000);
+      made[0]!.health = true;
+      assert.equal(await run.healthy(1_000), true);
+      await run.stop();
+    });
+    const start = {
+      seconds: 10.5,
+      phases: { gate: 3, spawn: 0.5, loading: 4, preparing: 2, listening: 1 },
+    };
+    assert.deepEqual(run.detail().last_start, start);
+    assert.equal(
+      run.detail().last_recovery,
+      null,
+      "a first start recovers nothing",
+    );
+    assert.deepEqual(run.counts().starts?.count, 1);
+    const journaled = events.find((e) => e.event === "start")!;
+    assert.deepEqual(journaled.start, start);
+    assert.equal(
+      journaled.detail,
+      "ready after 10.5 s: gate 3.0 s, spawn 0.5 s, loading 4.0 s, preparing 2.0 s, listening 1.0 s",
+    );
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a recovery runs from an unplanned exit to the next first 200, its backoff and a second exit included", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const { run, clock, made, bin } = await driven(root, events);
+  try {
+    await captureLog(async () => {
+      run.start();
+      made[0]!.health = true;
+      await run.healthy(1_000);
+      await clock.advance(10_000);
+      made[0]!.exit(EXIT_1, "error: unrecognized arguments: --nope");
+      await settle();
+      await clock.advance(1_000); // its backoff
+      assert.equal(made.length, 2);
+      made[1]!.exit(EXIT_1); // down again before it served: the same recovery
+      await settle();
+      await clock.advance(2_000);
+      await clock.advance(1_500);
+      made[2]!.health = true;
+      await run.healthy(1_000);
+      await run.stop();
+    });
+    assert.deepEqual(run.detail().last_recovery, {
+      seconds: 4.5,
+      cause: "bad-arguments",
+    });
+    assert.deepEqual(run.detail().last_start, {
+      seconds: 1.5,
+      phases: { spawn: 1.5 },
+    });
+    const tally = run.counts().starts!;
+    assert.deepEqual([tally.count, tally.sum], [2, 1.5]);
+    const journaled = events.filter((e) => e.event === "start");
+    assert.deepEqual(journaled.map((e) => e.recovery ?? null), [
+      null,
+      { seconds: 4.5, cause: "bad-arguments" },
+    ]);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});

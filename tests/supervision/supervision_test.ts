@@ -17,9 +17,11 @@ import {
   pidAlive,
   readJournal,
   readRecord,
+  recordNames,
   siteArgs,
   waitFor,
 } from "../support/helpers.ts";
+import { parse } from "../support/prometheus.ts";
 
 /** The ISO times of the engine log's `start:` lines and of its `exit:` lines. */
 async function logTimes(
@@ -81,6 +83,27 @@ Deno.test("a crashed engine is restarted 1 s later and healthy again", async () 
   assert.equal(ready.state, "ready");
   assert.equal(ready.pid, second);
   assert.equal(ready.next_restart, null);
+  // From the exit to the next 200: its 1 s backoff and the new run's start.
+  const recovery = ready.last_recovery!;
+  assert.equal(recovery.cause, "exit");
+  assert.ok(
+    recovery.seconds >= 1 && recovery.seconds < 5,
+    `${recovery.seconds}`,
+  );
+  const start = ready.last_start!;
+  assert.ok(start.seconds < recovery.seconds - 0.9, JSON.stringify(start));
+  assert.deepEqual(
+    Object.keys(start.phases),
+    ["spawn"],
+    "no gate, no phase lines",
+  );
+  await waitFor(async () => {
+    const text = await Deno.readTextFile(
+      `${s.root}/metrics/mymodel_serve_${s.port}.prom`,
+    );
+    const samples = parse(text).get("mymodel_engine_recovery_seconds")?.metrics;
+    return samples?.[0]?.value === String(recovery.seconds);
+  }, "the recovery in the metrics file");
 });
 
 Deno.test("a crash loop backs off 1, 2, 4 s, and SIGTERM during the 4 s wait exits at once", async () => {
@@ -139,7 +162,7 @@ for (
     assert.equal(entry.pid, null);
     assert.equal(entry.last_exit?.code, 3);
     assert.equal(entry.healthy, false);
-    assert.deepEqual(listDir(`${s.root}/data`), [], "no record of a dead run");
+    assert.deepEqual(recordNames(s.root), [], "no record of a dead run");
   });
 }
 
@@ -179,6 +202,8 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
     "gpus",
     "healthy",
     "last_exit",
+    "last_recovery",
+    "last_start",
     "next_restart",
     "phase",
     "phase_since",
@@ -309,7 +334,7 @@ for (const stopWatchdog of [false, true]) {
         (await readRecord(records, port + 2))!.childPid!,
       ];
       const engines = [stubborn, forker, ...children];
-      assert.equal(listDir(`${root}/data`).length, 2, "one record per engine");
+      assert.equal(recordNames(root).length, 2, "one record per engine");
       const [watchdog] = childrenNamed(first.child.pid, "sh");
       assert.ok(watchdog, "the launcher has a watchdog");
       if (stopWatchdog) Deno.kill(watchdog, "SIGSTOP");
@@ -418,7 +443,7 @@ Deno.test("a stale record whose pid now belongs to an unrelated process does not
     }, "the new run's record");
     assert.ok(pidAlive(bystander.pid), "the unrelated process lives");
     assert.doesNotMatch(s.launcher.stderr, /outlived its launcher/);
-    const names = listDir(`${root}/data`);
+    const names = recordNames(root);
     assert.deepEqual(names, ["alpha.engine.json"], "only the new record");
     const record = JSON.parse(
       await Deno.readTextFile(`${root}/data/alpha.engine.json`),
@@ -447,7 +472,7 @@ Deno.test("records name the engine, its start time and the launcher while it run
   );
   assert.match(record.command, /^vllm serve org\/alpha /);
   await s.launcher.stop();
-  assert.deepEqual(listDir(`${s.root}/data`), []);
+  assert.deepEqual(recordNames(s.root), []);
 });
 
 Deno.test("engine logs rotate at --log-max-bytes keeping --log-keep files, and a flooding engine is drained in full", async () => {

@@ -375,6 +375,11 @@ export function listDir(dir: string): string[] {
   }
 }
 
+/** The engine records under `<root>/data/` (not the engines' compile caches, `data/cache/`). */
+export function recordNames(root: string): string[] {
+  return listDir(`${root}/data`).filter((name) => name !== "cache");
+}
+
 /** Runs `run` with log lines captured as `level: message`, then restores the logger. */
 export async function captureLog<T>(
   run: () => T | Promise<T>,

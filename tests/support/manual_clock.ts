@@ -61,7 +61,7 @@ export function settle(): Promise<void> {
 
 let pids = 90_000;
 
-/** A process handle the test drives: it spawns nothing, answers polls with `health`, ends at `exit`. */
+/** A process handle the test drives: it spawns nothing, answers polls with `health` (503 while only `listening`), ends at `exit`. */
 export class FakeProcess extends ServerProcess {
   readonly #clock: Clock;
   #pid: number | undefined;
@@ -69,6 +69,7 @@ export class FakeProcess extends ServerProcess {
   #status: Deno.CommandStatus | undefined;
   readonly #exit = Promise.withResolvers<Deno.CommandStatus>();
   health = false;
+  listening = false;
 
   constructor(plan: EnginePlan, log: EngineLog, clock: Clock) {
     super(plan, log);
@@ -100,8 +101,10 @@ export class FakeProcess extends ServerProcess {
     return this.#exit.promise;
   }
 
-  override check(): Promise<{ ok: boolean; ms: number }> {
-    return Promise.resolve({ ok: this.running && this.health, ms: 1 });
+  override check(): Promise<{ ok: boolean; answered: boolean; ms: number }> {
+    const ok = this.running && this.health;
+    const answered = ok || (this.running && this.listening);
+    return Promise.resolve({ ok, answered, ms: 1 });
   }
 
   override async stop(): Promise<void> {
@@ -115,10 +118,15 @@ export class FakeProcess extends ServerProcess {
 
   override async *loadPolls(): AsyncGenerator<never> {}
 
+  /** Prints `line` (its kind's rules read it). */
+  print(line: string): void {
+    this.watch.feeder()(new TextEncoder().encode(`${line}\n`));
+  }
+
   /** Ends the run, after printing `line`. */
   exit(status: Deno.CommandStatus, line?: string): void {
     if (this.#status || this.#pid === undefined) return;
-    if (line) this.watch.feeder()(new TextEncoder().encode(`${line}\n`));
+    if (line) this.print(line);
     this.#status = status;
     this.#exit.resolve(status);
   }

@@ -158,6 +158,8 @@ export interface EngineKind {
   readonly traffic?: TrafficRule;
   /** Past SIGTERM, a second one this long after: the engine may never exit on the first alone. */
   readonly termAgainMs?: number;
+  /** Its compile caches: each variable, unless the card's `env` or the launcher's environment sets it, is `<root>/data/cache/<card>/<dir>`. */
+  readonly caches?: Readonly<Record<string, string>>;
   /** SIGTERM is its own drain (arrivals refused, what is in flight finished, then exit) when the args set `flag` above 0; `since`: its first version. */
   readonly termDrain?: { readonly flag: string; readonly since: string };
   readonly sizing?: MemorySizing;

@@ -69,6 +69,7 @@ const LLAMA_TRAFFIC: TrafficRule = {
 const VERBOSITY = "-lv --verbosity --log-verbosity -v --verbose --log-verbose"
   .split(" ");
 
+// No `caches`: ggml's kernels are compiled with llama-server, none at its start.
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
   title: "llama.cpp",

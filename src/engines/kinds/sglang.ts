@@ -69,6 +69,14 @@ export const SGLANG: EngineKind = {
     knobs: ["--mem-fraction-static"],
     budget: (given) => ["--mem-fraction-static", fractionOf(given)],
   },
+  // python/sglang/srt/environ.py: SGLANG_DG_CACHE_DIR (~/.cache/deep_gemm),
+  // DeepGEMM's DG_JIT_CACHE_DIR (layers/deep_gemm_wrapper/compile_utils.py);
+  // --enable-torch-compile uses inductor's and Triton's (docs/references/torch_compile_cache.md).
+  caches: {
+    SGLANG_DG_CACHE_DIR: "deep_gemm",
+    TORCHINDUCTOR_CACHE_DIR: "torchinductor",
+    TRITON_CACHE_DIR: "triton",
+  },
   // Lines from python/sglang/srt/model_executor/model_runner.py (load_model,
   // init_memory_pool, init_device_graphs).
   output: {

@@ -108,6 +108,14 @@ export const VLLM: EngineKind = {
         } MiB, no room for a KV cache`;
     },
   },
+  // vllm/envs.py: VLLM_CACHE_ROOT (~/.cache/vllm), torch.compile's output under
+  // it (vllm/compilation/compiler_interface.py points inductor and Triton
+  // there for its graphs); Triton kernels built outside a graph use Triton's own.
+  caches: {
+    VLLM_CACHE_ROOT: "vllm",
+    TORCHINDUCTOR_CACHE_DIR: "torchinductor",
+    TRITON_CACHE_DIR: "triton",
+  },
   // Lines from vllm/v1/worker/gpu_model_runner.py (load_model),
   // vllm/compilation/monitor.py, vllm/v1/worker/gpu_worker.py (memory
   // profiling, KV cache) and vllm/v1/core/kv_cache_utils.py.
