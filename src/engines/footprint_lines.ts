@@ -79,3 +79,16 @@ export function footprintOf(
       .filter(Boolean).join(" + "),
   };
 }
+
+/** The last footprint handed on: a new one counts when a figure changed (its time aside). */
+export class FootprintSeen {
+  last: Footprint | null = null;
+
+  changed(next: Footprint | null): next is Footprint {
+    const figures = (f: Footprint | null) =>
+      JSON.stringify(f && { ...f, measured_at: null });
+    if (next === null || figures(next) === figures(this.last)) return false;
+    this.last = next;
+    return true;
+  }
+}

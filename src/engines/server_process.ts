@@ -139,17 +139,18 @@ export class ServerProcess implements AsyncDisposable {
     return masked(this.plan, [executable, ...args].join(" "));
   }
 
-  /** @ignore While `loading()`, every `every` ms: a look at its hub download and, while `polls()`, a yielded `/health` poll. */
-  async *loadPolls(
+  /** @ignore While `loading()`, every `every` ms: a look at its hub download and, while `polls()`, a `/health` poll to `answer`. */
+  async loadPolls(
     every: number,
     signal: AbortSignal,
     loading: () => boolean,
     polls: () => boolean,
-  ): AsyncGenerator<HealthCheck> {
+    answer: (result: HealthCheck) => void,
+  ): Promise<void> {
     while (loading() && this.running && !signal.aborted) {
       this.#lookForDownload();
       await sleep(every, signal);
-      if (polls() && this.running) yield await this.check(every);
+      if (polls() && this.running) answer(await this.check(every));
     }
   }
 

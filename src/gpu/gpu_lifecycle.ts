@@ -2,6 +2,7 @@
 // GPUs: the start gate, and the memory each run holds, read once per health
 // round, sent to each run as an event. Each engine run keeps its passage
 // through the gate in a `GpuSeat`: plain data (`GateFacts`) derived anew.
+import { log } from "../common/log.ts";
 import { procStats } from "../engines/proc.ts";
 import {
   deviceOf,
@@ -168,10 +169,8 @@ export class GpuSeat {
     return this.#facts.slot !== undefined;
   }
 
-  /** Notes what holds the start now (null: nothing): what held it before, and whether the reason or the devices changed. */
-  hold(
-    waiting: WaitingFor | null,
-  ): { was: WaitingFor | null; changed: boolean } {
+  /** Notes what holds engine `name`'s start now (null: nothing), said once a reason or its devices change; returns what held it before. */
+  hold(waiting: WaitingFor | null, name: string): WaitingFor | null {
     const facts = this.#facts;
     const was = facts.waiting ?? null;
     const now = this.#now();
@@ -180,7 +179,11 @@ export class GpuSeat {
     this.#facts = { ...facts, ms, since: now, waiting };
     const changed = was?.reason !== waiting?.reason ||
       was?.devices.join() !== waiting?.devices.join();
-    return { was, changed };
+    if (waiting && changed) {
+      const on = waiting.devices.join(",");
+      log.info(`engine ${name} waits for GPU ${on}: ${waiting.detail}`);
+    }
+    return was;
   }
 
   /** Through the gate: each hold to `held`, then the slot; null when `signal` ended the wait. */
@@ -207,8 +210,14 @@ export class GpuSeat {
     }
   }
 
-  seat(slot: StartSlot): void {
+  /** Engine `name` starts through the gate, having `waited` for a rule or not. */
+  seat(slot: StartSlot, name: string, waited: WaitingFor | null): void {
     this.#facts = { ...this.#facts, slot, startUsed: slot.usedMiB };
+    if (!waited) return;
+    const on = this.gated!.join(",");
+    log.info(
+      `engine ${name} starts on GPU ${on} (waited for ${waited.reason})`,
+    );
   }
 
   spawned(pgid: number | undefined): void {

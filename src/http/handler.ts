@@ -44,7 +44,7 @@ export function createManagementHandler(state: ManagementState): Handler {
     const detail = /^(1|true)$/.test(url.searchParams.get("detail") ?? "");
     const active = Object.fromEntries(state.engines.map((engine, i) => {
       const entry: ActiveModel = {
-        verb: engine.card.verb,
+        verb: engine.plan.card.verb,
         url: engineUrl(engine, url),
         healthy: healthy[i] === true,
       };

@@ -41,8 +41,8 @@ export function metricsSnapshot(
       return {
         ...s.detail(),
         model: s.name,
-        verb: s.card.verb,
-        engine: s.card.engine,
+        verb: s.plan.card.verb,
+        engine: s.plan.card.engine,
         port: s.port,
         // What `ready` means, asleep or not: the current run's last poll answered 200.
         up: run.running && (s.state === "ready" || s.state === "sleeping"),

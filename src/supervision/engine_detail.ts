@@ -119,12 +119,18 @@ export type EngineDetail = Omit<EngineView, "name" | "port" | "policy">;
 export type LastExit = NonNullable<EngineView["last_exit"]>;
 
 export function engineView(
-  engine: Pick<EngineView, "name" | "port" | "policy"> & {
+  engine: Pick<EngineView, "name" | "port"> & {
+    readonly plan: { readonly restart: RestartPolicy };
     detail(): EngineDetail;
   },
 ): EngineView {
-  const { name, port, policy } = engine;
-  return Object.freeze({ name, port, policy, ...engine.detail() });
+  const { name, port, plan } = engine;
+  return Object.freeze({
+    name,
+    port,
+    policy: plan.restart,
+    ...engine.detail(),
+  });
 }
 
 /** How a run ended: a stall the launcher saw (`seen`), else the engine's own line decides the cause, else the code or signal. */

@@ -1,15 +1,10 @@
 /**
- * One model's engine, its whole life in one place: successive runs, the GPU
- * start gate, liveness, restarts. One state field (`engine_state.ts`) and one
- * dispatch, `#on`, that hands each event (`engine_events.ts`) to its own
- * handler, in the order of docs/development.md's table; the rules it applies
- * are pure (`restart_policy.ts`, the gate's facts). Every per-card setting is
- * its plan's. Folder `supervision/` knows nothing of HTTP, authentication or
- * the command line.
+ * One model's engine, its whole life: one state field, one dispatch (`#on`)
+ * handing each event to its handler (docs/development.md's table); the rules
+ * are pure, every per-card setting its plan's. No HTTP, auth or CLI here.
  *
  * @module
  */
-import type { ModelCard, RestartPolicy } from "../catalogue.ts";
 import { log } from "../common/log.ts";
 import { type Clock, late, REAL_CLOCK } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
@@ -40,8 +35,7 @@ import { ServerProcess } from "../engines/server_process.ts";
 import { type EnginePlan, replan } from "../engines/engine_plan.ts";
 import { isPortFree } from "../engines/ports.ts";
 import { Drain } from "./drain.ts";
-import type { Footprint } from "../engines/footprint.ts";
-import { footprintOf } from "../engines/footprint_lines.ts";
+import { footprintOf, FootprintSeen } from "../engines/footprint_lines.ts";
 import { Starts } from "./start_record.ts";
 
 export class EngineRun {
@@ -72,14 +66,13 @@ export class EngineRun {
   #stopWhy: string | undefined;
   /** Ends a backoff, a wait at the gate, the load and download watches. */
   #interrupt = new AbortController();
-  #ahead: AbortController | null = null; // a read-ahead of its weights
   readonly #gpu: GpuSeat;
   #watchdog: Watchdog | undefined;
   #done: PromiseWithResolvers<void> | undefined;
   readonly #liveness: Liveness;
   #drain: Drain | undefined;
   #cut = 0;
-  #footprint: Footprint | null = null;
+  #footprint = new FootprintSeen();
   #starts = new Starts(); // each start to ready, and the last recovery
   readonly serving: ServingWatch;
 
@@ -109,20 +102,12 @@ export class EngineRun {
     return this.#plan;
   }
 
-  get card(): ModelCard {
-    return this.#plan.card;
-  }
-
   get process(): ServerProcess {
     return this.#process;
   }
 
   get pgid(): number | undefined {
     return this.#process.running ? this.#process.pid : undefined;
-  }
-
-  get policy(): RestartPolicy {
-    return this.#plan.restart;
   }
 
   get state(): EngineState {
@@ -148,11 +133,9 @@ export class EngineRun {
       waiting_for: this.#gpu.facts.waiting ?? null,
       gpu_memory_mib: this.#gpu.facts.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.facts.memory?.by ?? null,
-      footprint: this.#footprint,
+      footprint: this.#footprint.last,
       phase: loading ? run.watch.phase : null,
-      phase_since: phaseSince === undefined
-        ? null
-        : new Date(phaseSince).toISOString(),
+      phase_since: phaseSince && new Date(phaseSince).toISOString() || null,
       progress: loading ? run.watch.progress : null,
       last_start: this.#starts.last,
       last_recovery: this.#starts.recovery,
@@ -303,30 +286,19 @@ export class EngineRun {
   }
 
   #held({ waiting }: EventOf<"held">): void {
-    if (this.#gpu.hold(waiting).changed) {
-      const on = waiting.devices.join(",");
-      log.info(`engine ${this.name} waits for GPU ${on}: ${waiting.detail}`);
-    }
+    this.#gpu.hold(waiting, this.name);
     if (this.#state === "waiting") return this.#o.onChange();
     this.#readAhead();
     this.#enter("waiting", waiting.reason, waiting.detail);
   }
 
   #admitted({ slot }: EventOf<"admitted">): void {
-    const waited = this.#gpu.hold(null).was;
+    const waited = this.#gpu.hold(null, this.name);
     if (slot === null || this.#stopWhy !== undefined) {
       slot?.release();
       return this.#enter("exited");
     }
-    if (slot) {
-      if (waited) {
-        const on = this.gpus!.join(",");
-        log.info(
-          `engine ${this.name} starts on GPU ${on} (waited for ${waited.reason})`,
-        );
-      }
-      this.#gpu.seat(slot);
-    }
+    if (slot) this.#gpu.seat(slot, this.name, waited);
     const restart = this.#spawned;
     try {
       this.#respawn(restart);
@@ -397,7 +369,7 @@ export class EngineRun {
   #exited({ run, status }: EventOf<"exited">): void {
     if (this.#state === "draining") this.hurry("exited");
     this.#liveness.exited();
-    this.#ahead?.abort();
+    this.#o.readAhead?.end(this.name);
     this.#releaseGpu();
     this.#gpu.exited();
     this.#watchdog?.remove(run.pid!);
@@ -411,8 +383,8 @@ export class EngineRun {
       return this.#enter("exited", end.cause, this.#stopWhy.trim() || exit);
     }
     this.#starts.down(this.#clock.now(), end.cause);
-    if (!shouldRestart(this.policy, end)) {
-      const why = `${exit}; not restarted (restart: ${this.policy})`;
+    if (!shouldRestart(this.#plan.restart, end)) {
+      const why = `${exit}; not restarted (restart: ${this.#plan.restart})`;
       this.#report("warn", why, true);
       return this.#enter("exited", end.cause, why);
     }
@@ -495,15 +467,8 @@ export class EngineRun {
     if (from === "draining") this.#drain?.close();
     this.#state = state;
     this.#since = new Date(this.#clock.now());
-    this.#o.journal?.record({
-      at: this.#since.toISOString(),
-      model: this.name,
-      event: "state",
-      from,
-      to: state,
-      reason: reason ?? null,
-      detail: detail ?? null,
-    });
+    const at = this.#since.toISOString();
+    this.#o.journal?.state(at, this.name, from, state, reason, detail);
     if (state === "exited" || state === "failed") this.#done?.resolve();
     this.#o.onChange();
   }
@@ -518,14 +483,10 @@ export class EngineRun {
 
   /** The run's lines and nvidia-smi's figure, handed on when a figure changed. */
   #measured(): void {
-    const at = new Date(this.#clock.now());
     const memory = this.#gpu.facts.memory?.mib;
+    const at = new Date(this.#clock.now());
     const next = footprintOf(this.#process.watch.memory, memory, at);
-    const figures = (f: Footprint | null) =>
-      JSON.stringify(f && { ...f, measured_at: null });
-    if (next === null || figures(next) === figures(this.#footprint)) return;
-    this.#footprint = next;
-    this.#o.footprint?.(this.#plan, next);
+    if (this.#footprint.changed(next)) this.#o.footprint?.(this.#plan, next);
   }
 
   /** A first 200: the gate's next may start; this start (and a recovery) measured and journaled. */
@@ -581,14 +542,14 @@ export class EngineRun {
 
   /** Through the wait and the spawn, until ready, an exit or a stop. */
   #readAhead(): void {
-    const reader = this.#o.readAhead;
-    if (!reader || this.#ahead) return;
-    const ahead = this.#ahead = new AbortController();
-    const signal = AbortSignal.any([ahead.signal, this.#interrupt.signal]);
-    void reader.read(this.#plan, signal, (line, skipped) => {
-      if (skipped) return this.#report("info", line);
-      this.log.line(`--- ${new Date(this.#clock.now()).toISOString()} ${line}`);
-    }).finally(() => this.#ahead === ahead && (this.#ahead = null));
+    this.#o.readAhead?.begin(
+      this.#plan,
+      this.#interrupt.signal,
+      (line, skip) =>
+        skip
+          ? this.#report("info", line)
+          : this.log.line(`--- ${this.#at()} ${line}`),
+    );
   }
 
   /** `event` after `ms`, unless the engine stops first. */
@@ -604,22 +565,21 @@ export class EngineRun {
   }
 
   // Polled while its load holds the gate: neighbours start at its first 200, not a round later.
-  async #watchLoad(run: ServerProcess): Promise<void> {
+  #watchLoad(run: ServerProcess): void {
     const current = () => run === this.#process;
-    for await (
-      const result of run.loadPolls(
-        this.#o.loadPollMs ?? 1_000,
-        this.#interrupt.signal,
-        () => current() && this.#state === "starting",
-        () => current() && this.#gpu.loading,
-      )
-    ) this.#on({ kind: "probe", run, result, counts: false });
+    void run.loadPolls(
+      this.#o.loadPollMs ?? 1_000,
+      this.#interrupt.signal,
+      () => current() && this.#state === "starting",
+      () => current() && this.#gpu.loading,
+      (result) => this.#on({ kind: "probe", run, result, counts: false }),
+    );
   }
 
   /** The load is over (`served`: by a first 200): the next engine may start. */
   #releaseGpu(served = false): void {
     this.#o.readAhead?.loading(this.name, null);
-    if (served) this.#ahead?.abort();
+    if (served) this.#o.readAhead?.end(this.name);
     this.#gpu.release(served, (pgid, used) => {
       this.#on({ kind: "load-end", pgid, used });
     });
@@ -630,7 +590,10 @@ export class EngineRun {
   #report(level: "info" | "warn", text: string, where = false): void {
     const path = where ? `; log ${this.log.path}` : "";
     log[level](`engine ${this.name} (pid ${this.#process.pid}) ${text}${path}`);
-    const at = new Date(this.#clock.now()).toISOString();
-    this.log.line(`--- ${at} ${text}`);
+    this.log.line(`--- ${this.#at()} ${text}`);
+  }
+
+  #at(): string {
+    return new Date(this.#clock.now()).toISOString();
   }
 }

@@ -61,6 +61,19 @@ export class Journal implements AsyncDisposable {
     });
   }
 
+  /** An engine's state change, `from` → `to`. */
+  state(
+    at: string,
+    model: string,
+    from: string,
+    to: string,
+    reason?: string,
+    detail?: string,
+  ): void {
+    const why = { reason: reason ?? null, detail: detail ?? null };
+    this.record({ at, model, event: "state", from, to, ...why });
+  }
+
   /** `at` now, missing fields null; never waits. */
   record(
     event: Partial<JournalEvent> & Pick<JournalEvent, "model" | "event">,

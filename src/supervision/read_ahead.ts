@@ -10,6 +10,8 @@ const GIB = 1024 ** 3;
 /** Left free beyond what it reads: the engine's own load and the machine's. */
 export const READ_AHEAD_MARGIN = 2 * GIB;
 const CHUNK = 8 * 1024 ** 2;
+/** A line of the read-ahead's; `skipped`: it read less than it would have, the launcher's log says so. */
+type Say = (line: string, skipped: boolean) => void;
 const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
 
 /** One launcher's read-aheads: the devices its engines load from, to never compete with one. */
@@ -25,6 +27,25 @@ export class ReadAhead {
       ),
   ) {}
 
+  readonly #running = new Map<string, AbortController>(); // engine name: its read-ahead
+
+  /** Reads `plan`'s weights once in the background, unless a read-ahead of it runs; until `end` or `signal`. */
+  begin(plan: EnginePlan, signal: AbortSignal, say: Say): void {
+    if (this.#running.has(plan.name)) return;
+    const ahead = new AbortController();
+    this.#running.set(plan.name, ahead);
+    void this.read(plan, AbortSignal.any([ahead.signal, signal]), say)
+      .finally(() =>
+        this.#running.get(plan.name) === ahead &&
+        this.#running.delete(plan.name)
+      );
+  }
+
+  /** Ends the engine's read-ahead, if one runs. */
+  end(name: string): void {
+    this.#running.get(name)?.abort();
+  }
+
   /** An engine that starts loading (`plan`), or whose load is over (null). */
   loading(name: string, plan: EnginePlan | null): void {
     const dev = plan && deviceOf(plan);
@@ -36,7 +57,7 @@ export class ReadAhead {
   async read(
     plan: EnginePlan,
     signal: AbortSignal,
-    say: (line: string, skipped: boolean) => void,
+    say: Say,
   ): Promise<number> {
     const path = `${plan.directory}/models/${plan.card.local}`;
     let files: string[] | null, available: number;

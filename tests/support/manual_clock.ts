@@ -116,7 +116,7 @@ export class FakeProcess extends ServerProcess {
     this.exit({ success: false, code: 137, signal: "SIGKILL" });
   }
 
-  override async *loadPolls(): AsyncGenerator<never> {}
+  override async loadPolls(): Promise<void> {}
 
   /** Prints `line` (its kind's rules read it). */
   print(line: string): void {
