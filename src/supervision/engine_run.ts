@@ -1,7 +1,8 @@
 /**
  * One model's engine, its whole life: one state field, one dispatch (`#on`)
  * handing each event to its handler (docs/development.md's table); the rules
- * are pure, every per-card setting its plan's. No HTTP, auth or CLI here.
+ * are pure, every per-card setting its plan's.
+ * Folder `supervision/` knows nothing of HTTP, authentication or the CLI.
  *
  * @module
  */

@@ -10,7 +10,7 @@ import { planEngine } from "../../src/engines/engine_plan.ts";
 import { EngineLog } from "../../src/engines/log_sink.ts";
 import { GpuStartGate, type StartSlot } from "../../src/gpu/start_gate.ts";
 import { EngineRun } from "../../src/supervision/engine_run.ts";
-import type { Journal, JournalEvent } from "../../src/supervision/journal.ts";
+import { Journal, type JournalEvent } from "../../src/supervision/journal.ts";
 import { EngineRecords } from "../../src/supervision/records.ts";
 import type { EngineRunOptions } from "../../src/supervision/engine_run_options.ts";
 import type { Footprint } from "../../src/engines/footprint.ts";
@@ -47,6 +47,13 @@ const OFF = {
 } as const;
 
 /** An engine run of `name` under `root`, its journal's events in `events`. */
+/** A journal that keeps its events in `events` (its own `state` lines among them). */
+function heard(events: Partial<JournalEvent>[]): Journal {
+  return Object.assign(Object.create(Journal.prototype), {
+    record: (e: JournalEvent) => events.push(e),
+  });
+}
+
 function engine(
   name: string,
   root: string,
@@ -70,9 +77,7 @@ function engine(
     graceMs: 1_000,
     records: new EngineRecords(root),
     startTimeoutMs: 0,
-    journal: {
-      record: (e: JournalEvent) => events.push(e),
-    } as unknown as Journal,
+    journal: heard(events),
     onChange() {},
     ...(more.gate ? { gate: more.gate } : {}),
   });
@@ -234,9 +239,7 @@ async function driven(
   const run = new EngineRun(plan, {
     log: new EngineLog(plan.logFile),
     records: new EngineRecords(root),
-    journal: {
-      record: (e: JournalEvent) => events.push(e),
-    } as unknown as Journal,
+    journal: heard(events),
     onChange() {},
     clock,
     spawn: (p, log) => {
