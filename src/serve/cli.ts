@@ -334,6 +334,8 @@ export async function main(
       log.error(`${error.message} (see --help)`);
       return 2;
     }
+    // What the stop cut short (the catalogue's read) is the stop, not a refusal.
+    if (stoppedEarly(false)) return 0;
     const message = error instanceof Error ? error.message : String(error);
     const line = message.replaceAll("\n", " ");
     log.error(line);

@@ -166,8 +166,11 @@ export class Semioserve implements AsyncDisposable {
     config = this.#config,
     running?: { plan: Plan; failed: readonly string[] },
   ): Promise<{ facts: Facts; plan: Plan }> {
+    // A start's read of the catalogue ends at the launcher's stop, as a reload's.
+    const signal = options.signal ?? config.signal;
     const facts = await gather(config, this.#gpus, {
       ...options,
+      ...signal ? { signal } : {},
       ...running
         ? { running: { ...running.plan, failed: running.failed } }
         : {},

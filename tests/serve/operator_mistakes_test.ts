@@ -157,18 +157,36 @@ Deno.test("a reload checks the root as a start does: metrics/ become a file is r
 
 // Item 4: early signals.
 
-/** The stand-in catalogue served after `ms`: it holds a start in its checks. */
-function slowCatalogue(ms: number) {
+/** The stand-in catalogue, its answers held until `release`: it holds a start in its checks. */
+function heldCatalogue() {
+  let asked = 0;
+  let arrived = Promise.withResolvers<void>();
+  const released = Promise.withResolvers<void>();
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
     async () => {
-      await new Promise((resolve) => setTimeout(resolve, ms));
+      asked++;
+      arrived.resolve();
+      await released.promise;
       return new Response(await Deno.readTextFile(STAND_IN_CATALOGUE));
     },
   );
   return {
     url: `http://127.0.0.1:${server.addr.port}/catalogue.yaml`,
+    /** Resolves once `n` launchers have asked for it. */
+    async asked(n: number): Promise<void> {
+      while (asked < n) {
+        await arrived.promise;
+        arrived = Promise.withResolvers();
+      }
+    },
+    get count(): number {
+      return asked;
+    },
+    /** Every answer held so far, and every later one, goes out. */
+    release: () => released.resolve(),
     async [Symbol.asyncDispose]() {
+      released.resolve();
       await server.shutdown();
     },
   };
@@ -176,26 +194,30 @@ function slowCatalogue(ms: number) {
 
 /**
  * The launcher starting `alpha` from `catalogue` (`--dry-run` in `extra`),
- * signalled `ms` after it was spawned.
+ * signalled `ms` after it asked for the catalogue.
  */
 async function signalledAt(
   signal: Deno.Signal,
   ms: number,
-  catalogue: string,
+  catalogue: ReturnType<typeof heldCatalogue>,
   extra: string[] = [],
 ) {
   const root = await makeRoot();
   const bin = await fakeBin();
   const records = await Deno.makeTempDir({ prefix: "serve-rec-" });
   const port = freePorts(1);
+  const before = catalogue.count;
   const launcher = new Launcher(
-    ["alpha", ...siteArgs(port, root, catalogue), ...extra],
+    ["alpha", ...siteArgs(port, root, catalogue.url), ...extra],
     {
       PATH: pathWith(bin),
       FAKE_ENGINE_RECORD_DIR: records,
       NUCLEUS_MODE: "dev",
     },
   );
+  // Its checks have begun (its listeners were installed before them) and
+  // wait on the catalogue, held until the test lets it go.
+  await catalogue.asked(before + 1);
   await new Promise((resolve) => setTimeout(resolve, ms));
   launcher.child.kill(signal);
   return {
@@ -213,12 +235,13 @@ async function signalledAt(
 }
 
 // The first ~0.1 s, while Deno loads the module graph, stays the signal's
-// default action (docs/cli.md): the tests signal after it.
+// default action (docs/cli.md): the tests signal once the catalogue is asked
+// for, never after a guessed delay.
 
 Deno.test("SIGTERM during the start-up checks: exit 0, one line, nothing started", async () => {
-  await using slow = slowCatalogue(1500);
-  for (const ms of [300, 900]) {
-    await using run = await signalledAt("SIGTERM", ms, slow.url);
+  await using slow = heldCatalogue();
+  for (const ms of [0, 600]) {
+    await using run = await signalledAt("SIGTERM", ms, slow);
     const status = await run.launcher.exited();
     assert.equal(status.code, 0, run.launcher.stderr);
     assert.deepEqual(run.launcher.lines.filter((l) => l.trim()), [
@@ -233,8 +256,9 @@ Deno.test("SIGTERM during the start-up checks: exit 0, one line, nothing started
 });
 
 Deno.test("SIGHUP during a dry run's checks is ignored: the plan comes out, exit 0", async () => {
-  await using slow = slowCatalogue(1000);
-  await using run = await signalledAt("SIGHUP", 300, slow.url, ["--dry-run"]);
+  await using slow = heldCatalogue();
+  await using run = await signalledAt("SIGHUP", 0, slow, ["--dry-run"]);
+  slow.release();
   const status = await run.launcher.exited();
   assert.equal(status.code, 0, run.launcher.stderr);
   assert.match(run.launcher.stdout.join("\n"), /alpha/);
@@ -242,8 +266,9 @@ Deno.test("SIGHUP during a dry run's checks is ignored: the plan comes out, exit
 });
 
 Deno.test("SIGHUP during a start's checks does not end it: it starts and serves", async () => {
-  await using slow = slowCatalogue(1000);
-  await using run = await signalledAt("SIGHUP", 300, slow.url);
+  await using slow = heldCatalogue();
+  await using run = await signalledAt("SIGHUP", 0, slow);
+  slow.release();
   await waitFor(() => listening(run.port), "the API to listen", 20_000);
   assert.equal(run.launcher.status, undefined, "still running");
   const status = await run.launcher.stop();
