@@ -62,6 +62,7 @@ const PURE: Record<string, readonly string[]> = {
     "catalogue",
     "gpu/need.ts",
     "gpu/placement.ts",
+    "gpu/layout.ts",
     "gpu/nvidia_smi.ts",
     "engines/kinds",
   ],

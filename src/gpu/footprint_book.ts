@@ -8,7 +8,7 @@ import { log } from "../common/log.ts";
 import type { Footprint } from "../engines/footprint.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { flagValue } from "../engines/kinds/flag_values.ts";
-import type { CardMemory } from "./placement.ts";
+import type { CardMemory } from "./layout.ts";
 
 const FORMAT = "mymodel-serve footprints 1";
 export const BOOK_ENTRIES = 256;

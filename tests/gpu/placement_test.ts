@@ -1,11 +1,7 @@
 /** Placement of cards on a pool (src/gpu/placement.ts), without processes. */
 import assert from "node:assert/strict";
-import {
-  formatGpuList,
-  gpuEnv,
-  gpuLine,
-  placeGpus,
-} from "../../src/gpu/placement.ts";
+import { gpuEnv, gpuLine, placeGpus } from "../../src/gpu/placement.ts";
+import { formatGpuList } from "../../src/gpu/layout.ts";
 import { GpuPlacementError } from "../../src/gpu/need.ts";
 import {
   card,

@@ -2,7 +2,7 @@
 import assert from "node:assert/strict";
 import { stringify } from "yaml";
 import { type ModelCard, Registry } from "../../src/catalogue.ts";
-import type { GpuAssignment, GpuPool } from "../../src/gpu/placement.ts";
+import type { GpuAssignment, GpuPool } from "../../src/gpu/layout.ts";
 import { GpuPlacementError } from "../../src/gpu/need.ts";
 
 /**

@@ -1,0 +1,254 @@
+// The devices as placement fills them: whole devices, shares, pins, and
+// engines packed by MiB (a budget or a measured footprint). Pure: placement
+// (placement.ts) drives it over one pool and one look.
+import { type GpuNeed, GpuPlacementError } from "./need.ts";
+import { deviceOf, type GpuSnapshot } from "./nvidia_smi.ts";
+
+export interface GpuPool {
+  readonly entries: readonly string[];
+  // Given by --gpus: a pin outside it is refused. Another pool may name
+  // devices differently from a card's CUDA_VISIBLE_DEVICES, so such pins are
+  // only kept apart from each other.
+  readonly explicit: boolean;
+}
+
+export interface GpuAssignment {
+  /** `null`: not placed (its environment is left alone); `[]`: no GPU. */
+  readonly devices: readonly string[] | null;
+  readonly need: GpuNeed;
+  /** MiB it takes on its device where packed by its budget or footprint (its `need` then the share of that device). */
+  readonly mib?: number;
+}
+
+/** A card's MiB on a device: its `gpu_memory`, else its footprints by device name. */
+export type CardMemory = {
+  readonly budgetMiB?: number;
+  readonly measured?: Readonly<Record<string, number>>;
+};
+export type Memories = Readonly<Record<string, CardMemory>>;
+
+/** What a layout starts from: engines kept, devices avoided, the look (totals, names), the cards' memory. */
+export interface LayoutFacts {
+  readonly held?: ReadonlyMap<string, GpuAssignment>;
+  /** Left out of automatic placement; a pin there still holds. */
+  readonly avoid?: ReadonlySet<string>;
+  readonly snapshot?: GpuSnapshot | undefined;
+  readonly memory?: Memories;
+}
+
+const WHOLE = 1_000_000;
+
+export class Layout {
+  readonly #explicit: boolean;
+  readonly #order: readonly string[];
+  readonly #numeric: boolean;
+  readonly #open: readonly string[];
+  readonly #snapshot: GpuSnapshot | undefined;
+  readonly #memory: Memories;
+  /** The held ones, then in placement order (for refusal messages). */
+  readonly placed: Map<string, GpuAssignment>;
+
+  constructor(
+    pool: GpuPool,
+    { held = new Map(), avoid = new Set(), snapshot, memory = {} }: LayoutFacts,
+  ) {
+    this.#explicit = pool.explicit;
+    this.#snapshot = snapshot;
+    this.#memory = memory;
+    this.placed = new Map(held);
+    const entries = [...new Set(pool.entries)];
+    this.#numeric = entries.every(isIndex);
+    this.#order = this.#numeric
+      ? entries.sort((a, b) => Number(a) - Number(b))
+      : entries;
+    this.#open = this.#order.filter((entry) => !avoid.has(entry));
+  }
+
+  pin(name: string, need: GpuNeed): void {
+    const units = unitsOf(need);
+    for (const device of need.pinned!) {
+      if (this.#explicit && !this.#order.includes(device)) {
+        throw new GpuPlacementError(
+          name,
+          `its CUDA_VISIBLE_DEVICES pins GPU ${device}, outside the pool ${
+            formatGpuList(this.#order)
+          } given by --gpus (expected devices from that pool, or a wider --gpus)`,
+        );
+      }
+      const others = this.#on(device).map(([other]) => other);
+      if (others.length > 0 && !this.#fits(device, units)) {
+        throw new GpuPlacementError(
+          name,
+          `its CUDA_VISIBLE_DEVICES pins GPU ${device}, which ${
+            others.join(" and ")
+          } also ${
+            others.length === 1 ? "pins" : "pin"
+          } (expected each device pinned by one card, or by shares adding up to at most 1)`,
+        );
+      }
+    }
+    this.placed.set(name, { devices: need.pinned!, need });
+  }
+
+  takeWhole(name: string, need: GpuNeed & { kind: "whole" }): void {
+    const { count } = need;
+    const free = this.#open.filter((device) => this.#isFree(device));
+    if (free.length < count) {
+      throw new GpuPlacementError(
+        name,
+        `needs ${count} ${
+          count === 1 ? "GPU" : "GPUs"
+        }, ${free.length} free ${this.#where()}`,
+      );
+    }
+    const devices = this.#adjacentRun(count) ?? free.slice(0, count);
+    this.placed.set(name, { devices, need });
+  }
+
+  /**
+   * One device's worth by MiB: the first device in use it fits beside, else
+   * the lowest free one. False when nothing is known of it (today's way then).
+   * @throws {GpuPlacementError} When a budget fits nowhere: an over-commit.
+   */
+  pack(name: string, need: GpuNeed): boolean {
+    const memory = this.#memory[name];
+    if (!memory || need.kind === "unplaced") return false;
+    if (need.kind === "whole" && need.count !== 1) return false;
+    const sized = this.#open.flatMap((device) => {
+      const mib = this.#mibOn(device, memory);
+      return mib === undefined ? [] : [[device, mib] as const];
+    });
+    if (sized.length === 0) return false;
+    const pick = [...sized].sort(([a], [b]) =>
+      Number(this.#isFree(a)) - Number(this.#isFree(b))
+    ).find(([d, mib]) => this.#fits(d, 0, mib));
+    if (pick === undefined) {
+      if (memory.budgetMiB === undefined) return false;
+      throw new GpuPlacementError(
+        name,
+        `its gpu_memory ${
+          mibText(memory.budgetMiB)
+        } fits on no GPU: over-committed ${this.#where()} (expected the budgets on each device to add up to at most its total)`,
+      );
+    }
+    const [device, mib] = pick;
+    const { totalMiB, name: model } = deviceOf(device, this.#snapshot!)!;
+    const from = memory.budgetMiB === undefined
+      ? `measured ${mibText(mib)} on ${model}`
+      : `gpu_memory ${mibText(mib)}`;
+    const share = Math.max(1e-4, Math.round((mib / totalMiB) * 1e4) / 1e4);
+    const need_: GpuNeed = { kind: "share", share, from };
+    this.placed.set(name, { devices: [device], need: need_, mib });
+    return true;
+  }
+
+  /** Its budget, else its footprint on a device of that name; only where the total is known. */
+  #mibOn(device: string, memory: CardMemory): number | undefined {
+    const known = this.#snapshot && deviceOf(device, this.#snapshot);
+    if (!known?.memoryKnown) return undefined;
+    return memory.budgetMiB ??
+      (known.name === undefined ? undefined : memory.measured?.[known.name]);
+  }
+
+  takeShare(name: string, need: GpuNeed & { kind: "share" }): void {
+    const { share } = need;
+    const units = unitsOf(need);
+    const device =
+      this.#open.find((entry) =>
+        !this.#isFree(entry) && this.#fits(entry, units)
+      ) ?? this.#open.find((entry) => this.#isFree(entry));
+    if (device === undefined) {
+      throw new GpuPlacementError(
+        name,
+        `needs ${share} of a GPU, 0 free and none with ${share} left ${this.#where()}`,
+      );
+    }
+    this.placed.set(name, { devices: [device], need });
+  }
+
+  #on(device: string): [string, GpuAssignment][] {
+    return [...this.placed].filter(([, a]) => a.devices?.includes(device));
+  }
+
+  #isFree(device: string): boolean {
+    return this.#on(device).length === 0;
+  }
+
+  /** Whether a share of `units` (or `mib`, summed exactly) fits beside the device's holds; a whole device never does. */
+  #fits(device: string, units: number | undefined, mib?: number): boolean {
+    if (mib !== undefined) {
+      const total = deviceOf(device, this.#snapshot!)!.totalMiB;
+      return this.#on(device).reduce(
+        (sum, [, a]) =>
+          sum + (a.mib ?? (unitsOf(a.need) ?? NaN) / WHOLE * total),
+        mib,
+      ) <= total;
+    }
+    const held = this.#on(device).map(([, a]) => unitsOf(a.need));
+    if (units === undefined || held.includes(undefined)) return false;
+    return held.reduce((sum: number, u) => sum + u!, units) <= WHOLE;
+  }
+
+  #adjacentRun(count: number): string[] | undefined {
+    let run: string[] = [];
+    for (const device of this.#open) {
+      const last = run.at(-1);
+      if (!this.#isFree(device)) run = [];
+      else if (
+        last !== undefined && this.#numeric &&
+        Number(device) !== Number(last) + 1
+      ) {
+        run = [device];
+      } else run.push(device);
+      if (run.length === count) return run;
+    }
+    return undefined;
+  }
+
+  #where(): string {
+    const held = [...this.placed].flatMap(([name, a]) => {
+      const { devices, need } = a;
+      const inPool = devices?.filter((d) => this.#order.includes(d)) ?? [];
+      const units = unitsOf(need);
+      const share = a.mib !== undefined
+        ? `${mibText(a.mib)} of `
+        : units === undefined
+        ? ""
+        : `${units / WHOLE} of `;
+      return inPool.length > 0
+        ? [`${name} holds ${share}${inPool.join(",")}`]
+        : [];
+    });
+    return `in pool ${formatGpuList(this.#order)}${
+      held.length > 0 ? ` (${held.join("; ")})` : ""
+    }`;
+  }
+}
+
+export function mibText(mib: number): string {
+  return `${Math.ceil(mib)} MiB`;
+}
+
+export function unitsOf(need: GpuNeed): number | undefined {
+  if (need.kind !== "share") return undefined;
+  return Math.max(1, Math.min(WHOLE, Math.round(need.share * WHOLE)));
+}
+
+export function formatGpuList(entries: readonly string[]): string {
+  const runs: string[][] = [];
+  for (const entry of entries) {
+    const last = runs.at(-1)?.at(-1);
+    if (
+      last && isIndex(last) && isIndex(entry) &&
+      Number(entry) === Number(last) + 1
+    ) {
+      runs.at(-1)!.push(entry);
+    } else runs.push([entry]);
+  }
+  return runs.map((run) => run.length > 1 ? `${run[0]}-${run.at(-1)}` : run[0])
+    .join(",") || "none";
+}
+
+export function isIndex(entry: string): boolean {
+  return /^\d+$/.test(entry);
+}
