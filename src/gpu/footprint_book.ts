@@ -35,10 +35,16 @@ export function bookPath(directory: string): string {
   return `${directory}/data/footprints.json`;
 }
 
+/** What a read of the book found. */
+export type ReadBook = {
+  readonly entries: readonly BookEntry[];
+  readonly unreadable?: string;
+};
+
 /** The book's entries, read with no side effect; `unreadable`: why the file there is no book. */
 export function readBook(
   directory: string,
-): { entries: BookEntry[]; unreadable?: string } {
+): ReadBook {
   try {
     const data = JSON.parse(Deno.readTextFileSync(bookPath(directory)));
     if (data?.format !== FORMAT || !Array.isArray(data.entries)) {
@@ -89,10 +95,11 @@ export class FootprintBook {
   #path: string | undefined;
   #entries: BookEntry[];
 
-  constructor(directory: string) {
+  /** `read`: the book as the plan's facts read it (else read here). */
+  constructor(directory: string, read = readBook(directory)) {
     const path = bookPath(directory);
-    const { entries, unreadable } = readBook(directory);
-    this.#entries = entries;
+    const { entries, unreadable } = read;
+    this.#entries = [...entries];
     this.#path = path;
     if (unreadable === undefined) return;
     const aside = `${path}.unreadable-${

@@ -22,7 +22,7 @@ import type { GpuMonitor, GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
 import { type GpuDetection, readsIntegerDevices } from "../gpu/placement.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
-import { type BookEntry, readBook } from "../gpu/footprint_book.ts";
+import { type ReadBook, readBook } from "../gpu/footprint_book.ts";
 import { type Config, engineDefaults } from "./config.ts";
 import { engineChanges, renewed } from "./card_change.ts";
 
@@ -55,7 +55,7 @@ export interface Facts {
   readonly survey: RecordSurvey | undefined;
   readonly ports: readonly PortFact[];
   /** The footprint book's entries; `unreadable`: why its file is no book (a start moves it aside). */
-  readonly footprints: { entries: readonly BookEntry[]; unreadable?: string };
+  readonly footprints: ReadBook;
 }
 
 export interface GatherOptions {

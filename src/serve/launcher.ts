@@ -195,7 +195,7 @@ export class Semioserve implements AsyncDisposable {
     const runs: EngineRun[] = [];
     const parts = {
       records,
-      book: new FootprintBook(plan.directory),
+      book: new FootprintBook(plan.directory, facts.footprints),
       journal: new Journal(journalPath(plan.directory), {
         maxBytes: config.logMaxBytes,
         keep: config.logKeep,
