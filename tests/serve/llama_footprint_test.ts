@@ -2,7 +2,7 @@
  * The footprint with the real llama-server (`deno task engine:llama`) over
  * the tiny model: the launcher's `-lv 4` makes it print its host buffers, and
  * `?detail=1` shows them as device `CPU`, each figure the one its own log
- * line printed.
+ * line printed; its start's steps and its recovery after a SIGKILL.
  */
 import assert from "node:assert/strict";
 import {
@@ -24,7 +24,7 @@ function printed(log: string, what: RegExp): number {
   return Math.round(sizes.reduce((a, b) => a + b) * 100) / 100;
 }
 
-Deno.test("the real llama-server's footprint: its model, KV and compute buffers on CPU, as its own lines print them", async () => {
+Deno.test("the real llama-server's footprint: its model, KV and compute buffers on CPU, as its own lines print them; its start split by them, and its recovery after a kill", async () => {
   const { root, path } = await llamaRoot();
   const port = freePorts(1);
   await using launcher = new Launcher([
@@ -83,6 +83,38 @@ Deno.test("the real llama-server's footprint: its model, KV and compute buffers 
     );
     assert.equal(f.from, "load lines", "no nvidia-smi figure for a CPU run");
     assert.match(log, /CPU_Mapped model buffer size/);
+
+    // Its start, split by its own lines: llama-server listens (503) before
+    // `load_model: loading model`, so the load's line, not the first answer,
+    // begins the step after the spawn; the steps add up to the start.
+    type Start = { seconds: number; phases: Record<string, number> };
+    type Entry = {
+      state: string;
+      pid: number | null;
+      last_start: Start | null;
+      last_recovery: { seconds: number; cause: string } | null;
+    };
+    const entry = async () =>
+      ((await getJson(`http://127.0.0.1:${port}/models?detail=1`)).body as {
+        active: Record<string, Entry>;
+      }).active["tiny-a"]!;
+    const first = await entry();
+    const start = first.last_start!;
+    assert.ok("loading" in start.phases, JSON.stringify(start));
+    assert.ok(!("listening" in start.phases), JSON.stringify(start));
+    const sum = Object.values(start.phases).reduce((a, b) => a + b, 0);
+    assert.ok(Math.abs(sum - start.seconds) < 0.01, JSON.stringify(start));
+    assert.equal(first.last_recovery, null);
+    // Killed: the recovery runs from its exit, through the 1 s backoff, to ready.
+    Deno.kill(first.pid!, "SIGKILL");
+    let again: Entry | undefined;
+    await waitFor(
+      async () => (again = await entry()).last_recovery !== null,
+      "tiny-a recovered",
+      20_000,
+    );
+    assert.equal(again!.last_recovery!.cause, "signal");
+    assert.ok(again!.last_recovery!.seconds >= 1, "the backoff is in it");
   } finally {
     await launcher.stop();
     await Deno.remove(root, { recursive: true });
