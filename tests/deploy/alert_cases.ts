@@ -244,12 +244,12 @@ export const CASES: AlertCase[] = [
     checks: [{ at: "8m", alert: "MymodelMetricsFileStale" }],
   },
   {
-    name: "a launcher killed at 4m: its file stays, aging",
+    name: "a launcher killed at 4m: its file stays, aging, saying it runs",
     inputs: [{
       family: "mymodel_metrics_updated_timestamp_seconds",
       match: {},
       values: "0+60x4 240x10",
-    }],
+    }, { family: "mymodel_launcher_stopped", match: {}, values: "0x14" }],
     checks: [{ at: "6m", alert: "MymodelMetricsFileStale" }, {
       at: "8m",
       alert: "MymodelMetricsFileStale",
@@ -262,9 +262,51 @@ export const CASES: AlertCase[] = [
     }],
   },
   {
-    name: "a launcher whose file went at 11m, node_exporter still up",
+    name:
+      "a clean stop at 10m (systemctl stop): its last file says stopped and stays",
+    inputs: [
+      {
+        family: "mymodel_metrics_updated_timestamp_seconds",
+        match: {},
+        values: "0+60x10 600x50",
+      },
+      { family: "mymodel_launcher_stopped", match: {}, values: "0x9 1x51" },
+      { family: "mymodel_launcher_info", match: {}, values: "1x60" },
+      { series: "up", values: "1x60" },
+    ],
+    checks: ["13m", "30m", "60m"].flatMap((at) => [
+      { at, alert: "MymodelMetricsFileStale" },
+      { at, alert: "MymodelLauncherDown" },
+    ]),
+  },
+  {
+    name:
+      "a clean stop at 10m, then a move to another port: the next launcher removes the file at 20m",
+    inputs: [
+      {
+        family: "mymodel_metrics_updated_timestamp_seconds",
+        match: {},
+        values: "0+60x10 600x9 stale",
+      },
+      {
+        family: "mymodel_launcher_stopped",
+        match: {},
+        values: "0x9 1x10 stale",
+      },
+      { family: "mymodel_launcher_info", match: {}, values: "1x19 stale" },
+      { series: "up", values: "1x90" },
+    ],
+    checks: ["15m", "23m", "40m", "75m"].flatMap((at) => [
+      { at, alert: "MymodelMetricsFileStale" },
+      { at, alert: "MymodelLauncherDown" },
+    ]),
+  },
+  {
+    name:
+      "a launcher killed at 10m whose file a next launcher on another port removed at 11m: it never said stopped",
     inputs: [
       { family: "mymodel_launcher_info", match: {}, values: "1x10 stale" },
+      { family: "mymodel_launcher_stopped", match: {}, values: "0x10 stale" },
       { series: "up", values: "1x30" },
     ],
     checks: [
@@ -280,6 +322,28 @@ export const CASES: AlertCase[] = [
         },
       },
     ],
+  },
+  {
+    name:
+      "a clean stop at 5m, a start again at 6m, a death at 10m, its file removed at 11m: the last word counts",
+    inputs: [
+      { family: "mymodel_launcher_info", match: {}, values: "1x10 stale" },
+      {
+        family: "mymodel_launcher_stopped",
+        match: {},
+        values: "0x4 1 0x5 stale",
+      },
+      { series: "up", values: "1x30" },
+    ],
+    checks: [{
+      at: "14m",
+      alert: "MymodelLauncherDown",
+      fires: {
+        family: "mymodel_launcher_info",
+        match: {},
+        severity: "critical",
+      },
+    }],
   },
   {
     name: "a node whose node_exporter is down: not the launcher's alert",
