@@ -198,7 +198,7 @@ Deno.test("the alert thresholds follow the launcher's defaults", () => {
   );
   assert.match(
     rule("MymodelMetricsFileStale").expr,
-    new RegExp(`> ${12 * d.healthIntervalMs / 1000}$`),
+    new RegExp(`> ${12 * d.healthIntervalMs / 1000}$`, "m"),
   );
 });
 
