@@ -1,7 +1,10 @@
 // `<directory>/metrics/mymodel_serve_<port>.prom`, kept the way
-// node_exporter's textfile collector expects: replaced atomically, removed at
-// clean shutdown. A launcher killed outright cannot remove its file: the next
-// one removes the files whose owner no longer runs.
+// node_exporter's textfile collector expects: replaced atomically; at a clean
+// stop written a last time saying so (`mymodel_launcher_stopped 1`, no engine)
+// and left, so that the alert rules tell a planned stop from a death. A
+// launcher killed outright leaves its file as it was (aging, saying it runs).
+// The next launcher on the directory removes the files whose owner no longer
+// runs, stopped or killed.
 import { writeFileAtomic } from "../common/atomic_write.ts";
 import { log } from "../common/log.ts";
 import { living, type Owner, thisLauncher } from "../supervision/records.ts";
@@ -67,11 +70,26 @@ export class MetricsWriter implements AsyncDisposable {
     while (this.#running) await this.#running;
   }
 
+  /** Removes the file, after the write in flight: the launcher ended on an error. */
   async close(): Promise<void> {
     this.#closed = true;
     this.#pending = undefined;
     await this.idle();
     await removeFile(this.path, "");
+  }
+
+  /**
+   * A clean stop: after the write in flight, `last` is written with
+   * `mymodel_launcher_stopped 1` and the file stays (nothing is written after).
+   */
+  async stop(last: MetricsSnapshot): Promise<void> {
+    this.#closed = true;
+    this.#pending = undefined;
+    await this.idle();
+    await this.#writeOnce({
+      ...last,
+      launcher: { ...last.launcher, stopped: true },
+    });
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

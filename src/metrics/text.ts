@@ -22,6 +22,8 @@ export interface LauncherMetrics {
   port: number;
   startTimeSeconds: number;
   startWarnings?: number | undefined;
+  /** Set in the file a clean stop leaves behind: the alert rules tell that stop from a death. */
+  stopped?: boolean | undefined;
 }
 
 // The detail view's facts and those only the metrics have; an absent field
@@ -96,6 +98,7 @@ mymodel_engine_requests_cut_total counter Requests still in flight when a planne
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
 mymodel_launcher_start_time_seconds gauge Start time of the launcher in Unix seconds.
 mymodel_launcher_start_warnings gauge Warnings the start-up checks gave: weights that may not fit GPU memory, unknown engine flags, unreadable weights.
+mymodel_launcher_stopped gauge 1 in the file a clean stop leaves behind (engines stopped, launcher gone), 0 while the launcher runs.
 mymodel_reloads_total counter Reloads (SIGHUP) since the launcher started, by result: ok took effect, refused changed nothing.
 mymodel_last_reload_timestamp_seconds gauge When the last reload that took effect finished, in Unix seconds.
 mymodel_auth_failures_total counter Management API requests refused by authentication, by reason.
@@ -211,6 +214,7 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
     }],
     mymodel_launcher_start_time_seconds: ofLauncher(launcher.startTimeSeconds),
     mymodel_launcher_start_warnings: ofLauncher(launcher.startWarnings),
+    mymodel_launcher_stopped: ofLauncher(launcher.stopped ? 1 : 0),
     mymodel_reloads_total: reloads &&
       (["ok", "refused"] as const).map((result) => ({
         labels: [launcherPort, ["result", result]],

@@ -480,6 +480,7 @@ export class Semioserve implements AsyncDisposable {
         : writeMetrics,
     });
     const { tls } = plan;
+    let stopAsked = false;
     try {
       journal.record({
         model: null,
@@ -513,6 +514,7 @@ export class Semioserve implements AsyncDisposable {
       });
       this.#reloads.open();
       await this.#shutdown.promise;
+      stopAsked = true;
     } finally {
       log.info("shutting down: stopping engines");
       const draining = drainLine(runs, o);
@@ -526,7 +528,11 @@ export class Semioserve implements AsyncDisposable {
       journal.record({ model: null, event: "stopped" });
       await journal.close();
       this.#writeMetrics = undefined;
-      await metrics.close();
+      // A stop asked for leaves the file saying so, engines gone (the alert
+      // rules tell it from a death); one that ended on an error removes it.
+      await (stopAsked
+        ? metrics.stop(metricsSnapshot(launcher, []))
+        : metrics.close());
       await live.watchdog?.close();
       await this.#server?.shutdown();
       o.signal?.removeEventListener("abort", onAbort);

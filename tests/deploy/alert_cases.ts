@@ -23,6 +23,8 @@ export interface FromFile {
 interface Input extends Partial<FromFile> {
   /** promtool's notation, or from each sample (its value in the file). */
   values: string | ((sample: Sample) => string);
+  /** Another value for labels the sample has (`phase`: a phase the file did not catch). */
+  relabel?: Record<string, string>;
   /** A series node_exporter adds (`up`): no file sample, these labels. */
   series?: string;
 }
@@ -58,7 +60,8 @@ const state = (model: string, at: Record<string, string>, other: string) => ({
 });
 
 // The run behind the file (tests/deploy/monitoring_test.ts): `ready` serving
-// on GPU 0, `typo` failed (bad arguments twice) on GPU 1.
+// on GPU 0, `typo` failed (bad arguments twice) on GPU 1, `fetching` starting,
+// downloading its weights.
 export const CASES: AlertCase[] = [
   {
     name:
@@ -103,6 +106,88 @@ export const CASES: AlertCase[] = [
       fires: {
         family: "mymodel_engine_up",
         match: { model: "ready" },
+        severity: "warning",
+      },
+    }],
+  },
+  {
+    name:
+      "a first start downloading for 40 minutes, then loading for 5: no page (--start-timeout stops only a silent start)",
+    inputs: [
+      {
+        family: "mymodel_engine_up",
+        match: { model: "fetching" },
+        values: "0x44 1x10",
+      },
+      {
+        family: "mymodel_engine_load_phase",
+        match: { model: "fetching" },
+        values: "1x39 stale",
+      },
+      {
+        family: "mymodel_engine_load_phase",
+        match: { model: "fetching" },
+        relabel: { phase: "loading" },
+        values: "_x40 1x4 stale",
+      },
+      state("fetching", { starting: "1x44 0x10", ready: "0x44 1x10" }, "0x54"),
+    ],
+    checks: ["16m", "30m", "39m", "44m", "50m"].map((at) => ({
+      at,
+      alert: "MymodelEngineNotReady",
+    })),
+  },
+  {
+    name: "a download done at 10m, then a load not ready for 15 minutes",
+    inputs: [
+      {
+        family: "mymodel_engine_up",
+        match: { model: "fetching" },
+        values: "0x40",
+      },
+      {
+        family: "mymodel_engine_load_phase",
+        match: { model: "fetching" },
+        values: "1x9 stale",
+      },
+      {
+        family: "mymodel_engine_load_phase",
+        match: { model: "fetching" },
+        relabel: { phase: "loading" },
+        values: "_x10 1x30",
+      },
+    ],
+    checks: [{ at: "24m", alert: "MymodelEngineNotReady" }, {
+      at: "26m",
+      alert: "MymodelEngineNotReady",
+      fires: {
+        family: "mymodel_engine_up",
+        match: { model: "fetching" },
+        severity: "warning",
+      },
+    }],
+  },
+  {
+    name:
+      "a download stalled at 5m: --start-timeout stops it at 20m, its restart not ready pages 15 minutes later",
+    inputs: [
+      {
+        family: "mymodel_engine_up",
+        match: { model: "fetching" },
+        values: "0x50",
+      },
+      {
+        family: "mymodel_engine_load_phase",
+        match: { model: "fetching" },
+        values: "1x19 stale",
+      },
+    ],
+    checks: [{ at: "34m", alert: "MymodelEngineNotReady" }, {
+      at: "36m",
+      alert: "MymodelEngineNotReady",
+      fires: {
+        family: "mymodel_engine_up",
+        match: { model: "fetching" },
         severity: "warning",
       },
     }],
@@ -244,12 +329,12 @@ export const CASES: AlertCase[] = [
     checks: [{ at: "8m", alert: "MymodelMetricsFileStale" }],
   },
   {
-    name: "a launcher killed at 4m: its file stays, aging",
+    name: "a launcher killed at 4m: its file stays, aging, saying it runs",
     inputs: [{
       family: "mymodel_metrics_updated_timestamp_seconds",
       match: {},
       values: "0+60x4 240x10",
-    }],
+    }, { family: "mymodel_launcher_stopped", match: {}, values: "0x14" }],
     checks: [{ at: "6m", alert: "MymodelMetricsFileStale" }, {
       at: "8m",
       alert: "MymodelMetricsFileStale",
@@ -262,9 +347,51 @@ export const CASES: AlertCase[] = [
     }],
   },
   {
-    name: "a launcher whose file went at 11m, node_exporter still up",
+    name:
+      "a clean stop at 10m (systemctl stop): its last file says stopped and stays",
+    inputs: [
+      {
+        family: "mymodel_metrics_updated_timestamp_seconds",
+        match: {},
+        values: "0+60x10 600x50",
+      },
+      { family: "mymodel_launcher_stopped", match: {}, values: "0x9 1x51" },
+      { family: "mymodel_launcher_info", match: {}, values: "1x60" },
+      { series: "up", values: "1x60" },
+    ],
+    checks: ["13m", "30m", "60m"].flatMap((at) => [
+      { at, alert: "MymodelMetricsFileStale" },
+      { at, alert: "MymodelLauncherDown" },
+    ]),
+  },
+  {
+    name:
+      "a clean stop at 10m, then a move to another port: the next launcher removes the file at 20m",
+    inputs: [
+      {
+        family: "mymodel_metrics_updated_timestamp_seconds",
+        match: {},
+        values: "0+60x10 600x9 stale",
+      },
+      {
+        family: "mymodel_launcher_stopped",
+        match: {},
+        values: "0x9 1x10 stale",
+      },
+      { family: "mymodel_launcher_info", match: {}, values: "1x19 stale" },
+      { series: "up", values: "1x90" },
+    ],
+    checks: ["15m", "23m", "40m", "75m"].flatMap((at) => [
+      { at, alert: "MymodelMetricsFileStale" },
+      { at, alert: "MymodelLauncherDown" },
+    ]),
+  },
+  {
+    name:
+      "a launcher killed at 10m whose file a next launcher on another port removed at 11m: it never said stopped",
     inputs: [
       { family: "mymodel_launcher_info", match: {}, values: "1x10 stale" },
+      { family: "mymodel_launcher_stopped", match: {}, values: "0x10 stale" },
       { series: "up", values: "1x30" },
     ],
     checks: [
@@ -280,6 +407,28 @@ export const CASES: AlertCase[] = [
         },
       },
     ],
+  },
+  {
+    name:
+      "a clean stop at 5m, a start again at 6m, a death at 10m, its file removed at 11m: the last word counts",
+    inputs: [
+      { family: "mymodel_launcher_info", match: {}, values: "1x10 stale" },
+      {
+        family: "mymodel_launcher_stopped",
+        match: {},
+        values: "0x4 1 0x5 stale",
+      },
+      { series: "up", values: "1x30" },
+    ],
+    checks: [{
+      at: "14m",
+      alert: "MymodelLauncherDown",
+      fires: {
+        family: "mymodel_launcher_info",
+        match: {},
+        severity: "critical",
+      },
+    }],
   },
   {
     name: "a node whose node_exporter is down: not the launcher's alert",
@@ -329,6 +478,19 @@ function samples(
   return found;
 }
 
+/** `labels` with `to`'s values; a label the sample does not have is an error. */
+function relabelled(
+  labels: Record<string, string>,
+  to: Record<string, string> = {},
+): Record<string, string> {
+  for (const key of Object.keys(to)) {
+    if (!(key in labels)) {
+      throw new Error(`Cannot relabel ${key}: not a label of the sample`);
+    }
+  }
+  return { ...labels, ...to };
+}
+
 function series(name: string, labels: Record<string, string>): string {
   const pairs = Object.entries({ ...labels, ...TARGET }).map(([k, v]) =>
     `${k}=${JSON.stringify(v)}`
@@ -375,7 +537,7 @@ export function ruleTests(
       input.series !== undefined
         ? [{ series: series(input.series, {}), values: input.values as string }]
         : samples(families, input as FromFile).map((s) => ({
-          series: series(s.name, s.labels),
+          series: series(s.name, relabelled(s.labels, input.relabel)),
           values: typeof input.values === "string"
             ? input.values
             : input.values(s),

@@ -96,7 +96,8 @@ function renamed(text: string, name: string, to: string): string {
 /**
  * A metrics file the launcher wrote over stand-in engines on a fake GPU
  * machine: `ready` serving on GPU 0 (traffic, tokens, GPU memory), `typo`
- * failed (two exits with vLLM's own bad-arguments lines) on GPU 1.
+ * failed (two exits with vLLM's own bad-arguments lines) on GPU 1, `fetching`
+ * (no GPU) starting, downloading its weights (vLLM's `Fetching 4 files` line).
  */
 async function writtenFile(): Promise<string> {
   await using gpus = await fakeGpuMachine({ devices: fakeDevices(2) });
@@ -111,9 +112,14 @@ async function writtenFile(): Promise<string> {
     hub: org/typo
     gpus: 1
     args: { fake-lines: vllm-args, fake-crash-after-ms: 50, fake-exit-code: 2, fake-listen-after-ms: 5000 }
+  fetching:
+    verb: chat
+    hub: org/fetching
+    gpus: 0
+    args: { fake-print: "Fetching 4 files:   0%|          | 0/4 [00:00<?, ?it/s]", fake-listen-after-ms: 600000 }
 `,
   );
-  await using s = await launch(["ready", "typo"], {
+  await using s = await launch(["ready", "typo", "fetching"], {
     root,
     catalogue,
     args: ["--health-interval", "0.2", "--gpus", "0-1"],
@@ -142,6 +148,11 @@ async function writtenFile(): Promise<string> {
         "1",
       ) &&
         has("mymodel_engine_gpu_memory_bytes", { model: "ready" }) &&
+        has(
+          "mymodel_engine_load_phase",
+          { model: "fetching", phase: "downloading" },
+          "1",
+        ) &&
         has("mymodel_engine_requests_running", { model: "ready" });
     },
     "ready serving on its GPU and typo failed in the metrics file",
@@ -198,7 +209,7 @@ Deno.test("the alert thresholds follow the launcher's defaults", () => {
   );
   assert.match(
     rule("MymodelMetricsFileStale").expr,
-    new RegExp(`> ${12 * d.healthIntervalMs / 1000}$`),
+    new RegExp(`> ${12 * d.healthIntervalMs / 1000}$`, "m"),
   );
 });
 

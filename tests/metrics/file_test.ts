@@ -231,6 +231,43 @@ Deno.test("MetricsWriter close waits for the write in flight, then removes the f
   }
 });
 
+Deno.test("MetricsWriter stop waits for the write in flight, writes the last snapshot saying stopped and leaves the file", async () => {
+  const root = await makeRoot(["metrics"]);
+  const gate = gatedWrite();
+  try {
+    const writer = new MetricsWriter(root, 8000, { write: gate.write });
+    writer.update(snapshot(1));
+    await until(() => gate.calls.length === 1);
+    writer.update(snapshot(2));
+    let stopped = false;
+    const stopping = writer.stop({ ...snapshot(3), engines: [] }).then(() =>
+      stopped = true
+    );
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    assert.equal(stopped, false);
+    gate.calls[0]?.release();
+    await until(() => gate.calls.length === 2);
+    gate.calls[1]?.release();
+    await stopping;
+    writer.update(snapshot(4));
+    await writer.idle();
+    assert.equal(
+      gate.calls.length,
+      2,
+      "the stop's snapshot only, nothing after",
+    );
+    assert.deepEqual(await names(`${root}/metrics`), [
+      "mymodel_serve_8000.prom",
+    ]);
+    const text = await Deno.readTextFile(writer.path);
+    assert.match(text, /^mymodel_launcher_stopped\{port="8000"\} 1$/m);
+    assert.doesNotMatch(text, /^mymodel_engine_/m, "no engine: all stopped");
+    assert.match(text, /^# mymodel_serve owner pid=\d+ /, "its owner named");
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
 Deno.test("MetricsWriter disposal removes the file", async () => {
   const root = await makeRoot(["metrics"]);
   try {

@@ -1,7 +1,7 @@
 /**
  * The metrics file through the real launcher: written after health rounds and
- * state changes, read with a real Prometheus text-format parser, removed at
- * clean shutdown.
+ * state changes, read with a real Prometheus text-format parser, left at a
+ * clean shutdown saying the launcher stopped (no engine).
  */
 import assert from "node:assert/strict";
 import { SignJWT } from "jose";
@@ -43,7 +43,7 @@ async function readMetrics(
   }
 }
 
-Deno.test("the metrics file reports engines up, restarts and poll times, and goes at shutdown", async () => {
+Deno.test("the metrics file reports engines up, restarts and poll times, and says stopped after a clean shutdown", async () => {
   const before = Math.floor(Date.now() / 1000);
   await using s = await launch(["alpha", "crash1"], {
     args: ["--health-interval", "0.2", "--gpus", "0-1"],
@@ -93,8 +93,30 @@ Deno.test("the metrics file reports engines up, restarts and poll times, and goe
   // The detail view and the metrics agree on restarts.
   const detail = await models(s.port, true);
   assert.ok((detail.active.crash1?.restarts ?? 0) >= 1);
+  assert.equal(sample(get(f, "mymodel_launcher_stopped"), {}), "0");
   assert.equal((await s.launcher.stop()).code, 0);
-  assert.deepEqual(listDir(`${s.root}/metrics`), [], "removed, no temp files");
+  assert.deepEqual(
+    listDir(`${s.root}/metrics`),
+    [`mymodel_serve_${s.port}.prom`],
+    "the file stays, no temp files",
+  );
+  const last = (await readMetrics(s.root, s.port))!;
+  assert.equal(
+    sample(get(last, "mymodel_launcher_stopped"), { port: String(s.port) }),
+    "1",
+  );
+  assert.deepEqual(
+    [...last].filter(([name, family]) =>
+      name.startsWith("mymodel_engine_") && family.metrics.length > 0
+    ),
+    [],
+    "no engine series: they stopped",
+  );
+  assert.ok(
+    Number(
+      get(last, "mymodel_metrics_updated_timestamp_seconds").metrics[0]?.value,
+    ) >= started,
+  );
 });
 
 Deno.test("in production the metrics file counts refused requests by reason", async () => {
@@ -170,6 +192,14 @@ Deno.test("kill -9 of a launcher leaves its metrics file, which the next launche
       ).metrics[0]?.value,
     );
     assert.ok(stamped <= Date.now() / 1000, "the file stays, aging");
+    assert.equal(
+      sample(
+        get((await readMetrics(root, first))!, "mymodel_launcher_stopped"),
+        {},
+      ),
+      "0",
+      "a death does not say stopped",
+    );
 
     const next = new Launcher(
       ["beta", ...siteArgs(second, root), ...flags],
@@ -194,7 +224,9 @@ Deno.test("kill -9 of a launcher leaves its metrics file, which the next launche
         ),
       );
       assert.equal((await next.stop()).code, 0);
-      assert.deepEqual(listDir(`${root}/metrics`), []);
+      assert.deepEqual(listDir(`${root}/metrics`), [
+        `mymodel_serve_${second}.prom`,
+      ], "the stopped launcher's file only");
     } finally {
       await next.stop();
     }

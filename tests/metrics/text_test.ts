@@ -59,6 +59,7 @@ const ENGINE_FAMILIES = [
   ["mymodel_launcher_info", "GAUGE"],
   ["mymodel_launcher_start_time_seconds", "GAUGE"],
   ["mymodel_launcher_start_warnings", "GAUGE"],
+  ["mymodel_launcher_stopped", "GAUGE"],
 ] as const;
 
 Deno.test("renderMetrics gives every family a HELP text and its type", () => {
@@ -221,6 +222,21 @@ Deno.test("renderMetrics describes the launcher, labelled with its own port", ()
       { value: "1700000000.5", labels: { port: "8443" } },
     ],
   );
+});
+
+Deno.test("mymodel_launcher_stopped: 0 while the launcher runs, 1 in the file its clean stop leaves", () => {
+  const running = parse(renderMetrics(snapshot()));
+  assert.deepEqual(get(running, "mymodel_launcher_stopped").metrics, [
+    { value: "0", labels: { port: "8000" } },
+  ]);
+  const base = snapshot();
+  const stopped = parse(renderMetrics({
+    ...base,
+    launcher: { ...base.launcher, stopped: true },
+  }));
+  assert.deepEqual(get(stopped, "mymodel_launcher_stopped").metrics, [
+    { value: "1", labels: { port: "8000" } },
+  ]);
 });
 
 Deno.test("renderMetrics escapes backslashes, quotes and line feeds in label values", () => {

@@ -305,7 +305,7 @@ Deno.test("a bad --failed-retry or failed_retry is refused in one line, nothing 
   }
 });
 
-Deno.test("logs/events.jsonl a FIFO with no reader: one warning, the launcher runs, SIGTERM ends it promptly, metrics file removed", async () => {
+Deno.test("logs/events.jsonl a FIFO with no reader: one warning, the launcher runs, SIGTERM ends it promptly, metrics file written a last time saying stopped", async () => {
   const root = await makeRoot();
   await new Deno.Command("mkfifo", { args: [`${root}/logs/events.jsonl`] })
     .output();
@@ -333,7 +333,10 @@ Deno.test("logs/events.jsonl a FIFO with no reader: one warning, the launcher ru
   const status = await withinGuard(s.launcher.stop(), "the stop");
   assert.equal(status.code, 0, s.launcher.stderr);
   assert.ok(!pidAlive(pid), "the engine is gone");
-  await assert.rejects(Deno.stat(metrics));
+  assert.match(
+    await Deno.readTextFile(metrics),
+    new RegExp(`^mymodel_launcher_stopped\\{port="${s.port}"\\} 1$`, "m"),
+  );
 });
 
 /** A loopback catalogue server: the file's text, or (once `hang` is set) a body that never ends. */
