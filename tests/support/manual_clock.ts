@@ -11,10 +11,21 @@ import { waitFor } from "./helpers.ts";
 /** Time that moves only when the test says: `advance` fires each timer due, in order. */
 export class ManualClock implements Clock {
   #now = Date.parse("2026-01-01T00:00:00Z");
+  #wallStep = 0;
   #timers: { at: number; callback: () => void }[] = [];
 
   now(): number {
     return this.#now;
+  }
+
+  /** The time shown: `now()` moved by every `stepWall`. */
+  wall(): number {
+    return this.#now + this.#wallStep;
+  }
+
+  /** Steps the wall clock alone, as NTP or a VM resume does: no timer fires, `now()` stays. */
+  stepWall(ms: number): void {
+    this.#wallStep += ms;
   }
 
   schedule(callback: () => void, ms: number): () => void {
