@@ -3,7 +3,8 @@ import type { Clock } from "./sleep.ts";
 
 // Unref'd: a pending summary never delays an exit.
 const SYSTEM_CLOCK: Clock = Object.freeze({
-  now: Date.now,
+  now: () => performance.now(),
+  wall: () => Date.now(),
   schedule(callback: () => void, ms: number): () => void {
     const id = setTimeout(callback, ms);
     Deno.unrefTimer(id);

@@ -77,19 +77,21 @@ export class FakeProcess extends ServerProcess {
   readonly #clock: Clock;
   #pid: number | undefined;
   #startedAt: number | undefined;
+  #wallStart: number | undefined;
   #status: Deno.CommandStatus | undefined;
   readonly #exit = Promise.withResolvers<Deno.CommandStatus>();
   health = false;
   listening = false;
 
   constructor(plan: EnginePlan, log: EngineLog, clock: Clock) {
-    super(plan, log);
+    super(plan, log, clock);
     this.#clock = clock;
   }
 
   override start(): void {
     this.#pid = pids++;
     this.#startedAt = this.#clock.now();
+    this.#wallStart = this.#clock.wall();
   }
 
   override get pid(): number | undefined {
@@ -101,6 +103,10 @@ export class FakeProcess extends ServerProcess {
   }
 
   override get startedAt(): number | undefined {
+    return this.#wallStart;
+  }
+
+  override get spawnedAt(): number | undefined {
     return this.#startedAt;
   }
 
