@@ -60,13 +60,7 @@ export function abortAfter(
   };
 }
 
-/**
- * Time as an engine run, the start gate and the log throttle see it; tests
- * pass one they move by hand. `now()` is monotonic: every duration, deadline
- * and timer reads it, so a wall-clock step (NTP, a VM resume) moves none.
- *
- * @example `const ms = clock.now() - began;` for a duration; `new Date(clock.wall())` for a time shown.
- */
+/** Time as engine runs, the start gate and the log throttle see it (tests move theirs by hand); a wall-clock step (NTP, a VM resume) moves no duration. @example `clock.now() - began` (a duration), `new Date(clock.wall())` (a time shown) */
 export interface Clock {
   /** Monotonic milliseconds (`performance.now()`): never compared with a wall time. */
   now(): number;
@@ -85,11 +79,7 @@ export const REAL_CLOCK: Clock = Object.freeze({
   },
 });
 
-/**
- * The wall time of `at`, an earlier `clock.now()`, as an ISO string to show.
- *
- * @example `shownAt(clock, clock.now())` is the time now, as `new Date().toISOString()` says it.
- */
+/** The wall time of `at`, an earlier `clock.now()`, to show. @example `shownAt(clock, clock.now())`: now, as `new Date().toISOString()` says it */
 export function shownAt(clock: Clock, at: number): string {
   return new Date(clock.wall() - clock.now() + at).toISOString();
 }

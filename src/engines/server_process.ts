@@ -10,13 +10,8 @@ import { EngineError } from "./engine_error.ts";
 import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
-import {
-  abortAfter,
-  type Clock,
-  REAL_CLOCK,
-  sleep,
-  within,
-} from "../common/sleep.ts";
+import { abortAfter, sleep, within } from "../common/sleep.ts";
+import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
 import { engineOrigin } from "./metrics_read.ts";
 import { EngineLog } from "./log_sink.ts";
 import { hubCache, incompleteBytes, LoadWatch } from "./load_watch.ts";

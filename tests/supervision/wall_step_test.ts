@@ -257,3 +257,62 @@ Deno.test("a wall clock stepped 3 h ahead does not skip a restart's wait for the
   });
   assert.equal(lines.filter((l) => /starting anyway/.test(l)).length, 0);
 });
+
+Deno.test("on a fake clock whose wall steps 3 h while its monotonic time stands: times shown follow the wall, the backoff and the drain do not", async () => {
+  const root = await makeRoot();
+  const bin = await fakeBin(["vllm"]);
+  const server = Deno.serve(
+    { hostname: "127.0.0.1", port: 0, onListen() {} },
+    () =>
+      new Response(
+        metricsText("vllm", {
+          running: 1,
+          waiting: 0,
+          prompt: 5,
+          generated: 5,
+          model: "m",
+        }),
+      ),
+  );
+  const clock = new ManualClock();
+  const made: FakeProcess[] = [];
+  const drains: FakeProcess[] = [];
+  const card = "models:\n  m: { verb: chat, hub: org/m }\n";
+  const path = pathWith(bin);
+  const restarted = engineRun(card, root, path, clock, [], { made });
+  const drained = engineRun(card, root, path, clock, [], {
+    port: server.addr.port,
+    made: drains,
+  });
+  const shown = (ms: number) => new Date(clock.wall() + ms).toISOString();
+  try {
+    await captureLog(async () => {
+      restarted.start();
+      clock.stepWall(3 * HOUR);
+      made[0]!.exit({ success: false, code: 1, signal: null });
+      await settle();
+      assert.equal(restarted.detail().since, shown(0));
+      assert.equal(restarted.detail().next_restart, shown(1_000));
+      await clock.advance(999);
+      assert.equal(restarted.state, "backoff", "1 s on the monotonic clock");
+      await clock.advance(1);
+      assert.equal(restarted.state, "starting");
+      await restarted.stop();
+      drained.start();
+      drains[0]!.health = true;
+      assert.equal(await drained.healthy(1_000), true);
+      const stopped = drained.stop();
+      const { since, deadline } = drained.detail().drain!;
+      assert.deepEqual([since, deadline], [shown(0), shown(30_000)]);
+      clock.stepWall(3 * HOUR);
+      await clock.next("the drain's second read");
+      assert.equal(drained.state, "draining", "30 s on the monotonic clock");
+      assert.equal(drained.hurry(), true);
+      await stopped;
+    });
+  } finally {
+    await server.shutdown();
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
