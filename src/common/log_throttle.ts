@@ -1,9 +1,9 @@
 import { log } from "./log.ts";
-import type { Clock } from "./sleep.ts";
+import { type Clock, REAL_CLOCK } from "./sleep.ts";
 
 // Unref'd: a pending summary never delays an exit.
 const SYSTEM_CLOCK: Clock = Object.freeze({
-  now: Date.now,
+  ...REAL_CLOCK,
   schedule(callback: () => void, ms: number): () => void {
     const id = setTimeout(callback, ms);
     Deno.unrefTimer(id);

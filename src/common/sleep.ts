@@ -60,17 +60,26 @@ export function abortAfter(
   };
 }
 
-/** Time as an engine run and the log throttle see it: tests pass one they move by hand. */
+/** Time as engine runs, the start gate and the log throttle see it (tests move theirs by hand); a wall-clock step (NTP, a VM resume) moves no duration. @example `clock.now() - began` (a duration), `new Date(clock.wall())` (a time shown) */
 export interface Clock {
+  /** Monotonic milliseconds (`performance.now()`): never compared with a wall time. */
   now(): number;
+  /** Milliseconds since the epoch (`Date.now()`): only where a time is shown. */
+  wall(): number;
   /** Calls `callback` after `ms`; the function returned cancels it. */
   schedule(callback: () => void, ms: number): () => void;
 }
 
 export const REAL_CLOCK: Clock = Object.freeze({
-  now: Date.now,
+  now: () => performance.now(),
+  wall: () => Date.now(),
   schedule(callback: () => void, ms: number): () => void {
     const id = setTimeout(callback, ms);
     return () => clearTimeout(id);
   },
 });
+
+/** The wall time of `at`, an earlier `clock.now()`, to show. @example `shownAt(clock, clock.now())`: now, as `new Date().toISOString()` says it */
+export function shownAt(clock: Clock, at: number): string {
+  return new Date(clock.wall() - clock.now() + at).toISOString();
+}

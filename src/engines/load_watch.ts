@@ -34,7 +34,7 @@ export class LoadWatch {
   progressAt: number | undefined;
   /** When each phase began first (its `now`: an engine run's clock). */
   readonly began: Partial<Record<LoadPhase, number>> = {};
-  now: () => number = Date.now;
+  now: () => number = () => performance.now();
   /** The first line that named a cause since the first 200 (before it, while loading). */
   cause: CauseLine | undefined;
   /** What its lines say the load took; `onMemory` hears each line that adds to it. */
@@ -63,7 +63,7 @@ export class LoadWatch {
     // Inside a line whose start was skipped: it is dropped whole.
     let broken = false;
     return (chunk) => {
-      const now = Date.now();
+      const now = this.now();
       if (now - this.#windowAt >= 1_000) {
         this.#windowAt = now;
         this.#windowBytes = 0;

@@ -103,7 +103,7 @@ export async function readEngineTraffic(
     timeoutMs,
     maxBytes: METRICS_MAX_BYTES,
   });
-  return answer.ok ? readTraffic(answer.text, rule, Date.now()) : null;
+  return answer.ok ? readTraffic(answer.text, rule, performance.now()) : null;
 }
 
 /** The ids of the requests the engine processes now, from its own view; null when unreadable. */

@@ -41,9 +41,9 @@ export async function stopGroup(
   // SIGCONT is harmless to a running process.
   const alive = how.alive ?? ((group) => signalGroup(group, "SIGCONT"));
   const gone = async (ms: number) => {
-    const deadline = Date.now() + ms;
+    const deadline = performance.now() + ms; // monotonic: a wall step ends no wait
     while (alive(pgid)) {
-      if (Date.now() >= deadline) return false;
+      if (performance.now() >= deadline) return false;
       await sleep(50);
     }
     return true;

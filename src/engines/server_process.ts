@@ -11,6 +11,7 @@ import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { abortAfter, sleep, within } from "../common/sleep.ts";
+import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
 import { engineOrigin } from "./metrics_read.ts";
 import { EngineLog } from "./log_sink.ts";
 import { hubCache, incompleteBytes, LoadWatch } from "./load_watch.ts";
@@ -67,9 +68,12 @@ export class ServerProcess implements AsyncDisposable {
   readonly name: string;
   /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
   readonly url: string;
+  /** @ignore Its durations' and timers' clock (tests: one they move). */
+  readonly clock: Clock;
   #log: EngineLog;
   #ownLog: boolean;
   #startedAt: number | undefined;
+  #spawnedAt: number | undefined; // the spawn on `clock`: durations start here
   #outputAt: number | undefined;
   #child: Deno.ChildProcess | undefined;
   #status: Deno.CommandStatus | undefined;
@@ -81,11 +85,13 @@ export class ServerProcess implements AsyncDisposable {
   #looking: Promise<void> | undefined;
 
   /** Spawns nothing. A shared `log` is its owner's, who writes the exit lines; by default `plan.logFile`. */
-  constructor(plan: EnginePlan, log?: EngineLog) {
+  constructor(plan: EnginePlan, log?: EngineLog, clock: Clock = REAL_CLOCK) {
     this.plan = plan;
+    this.clock = clock;
     this.#ownLog = log === undefined;
     this.#log = log ?? new EngineLog(plan.logFile);
     this.watch = new LoadWatch(ENGINE_KINDS[plan.card.engine]?.output);
+    this.watch.now = () => clock.now();
     this.card = plan.card;
     this.host = plan.host;
     this.port = plan.port;
@@ -118,10 +124,15 @@ export class ServerProcess implements AsyncDisposable {
     return this.#startedAt;
   }
 
-  /** @ignore Epoch ms of the spawn, the last output, phase line or download growth. */
+  /** @ignore When it spawned, on `clock` (monotonic ms). */
+  get spawnedAt(): number | undefined {
+    return this.#spawnedAt;
+  }
+
+  /** @ignore The spawn, the last output, phase line or download growth, on `clock`. */
   get lastSignOfLife(): number {
     return Math.max(
-      this.startedAt ?? Date.now(),
+      this.spawnedAt ?? this.clock.now(),
       this.#outputAt ?? 0,
       this.watch.progressAt ?? 0,
     );
@@ -149,7 +160,7 @@ export class ServerProcess implements AsyncDisposable {
   ): Promise<void> {
     while (loading() && this.running && !signal.aborted) {
       this.#lookForDownload();
-      await sleep(every, signal);
+      await sleep(every, signal, this.clock);
       if (polls() && this.running) answer(await this.check(every));
     }
   }
@@ -199,7 +210,7 @@ export class ServerProcess implements AsyncDisposable {
       );
     }
     const child = this.#child;
-    this.#startedAt = Date.now();
+    [this.#startedAt, this.#spawnedAt] = [this.clock.wall(), this.clock.now()];
     track(child.pid);
     this.#mark(`start: ${this.commandLine} (pid ${child.pid})`);
     // The log never makes the pump wait, so the engine never blocks on a full pipe.
@@ -207,7 +218,7 @@ export class ServerProcess implements AsyncDisposable {
       const watch = this.watch.feeder();
       for await (const chunk of stream) {
         // Output the log drops past its bound is still a sign of life (`--start-timeout`).
-        this.#outputAt = Date.now();
+        this.#outputAt = this.clock.now();
         watch(chunk);
         this.#log.write(chunk);
       }
@@ -313,13 +324,13 @@ export class ServerProcess implements AsyncDisposable {
     forget(pgid);
     await within(this.#drained!, DRAIN_WAIT_MS);
     if (!this.#ownLog) return await this.#log.flush();
-    const ran = (Date.now() - this.#startedAt!) / 1000;
+    const ran = (this.clock.now() - this.#spawnedAt!) / 1000;
     this.#mark(`exit: ${describe(status)} after ${ran.toFixed(1)} s`);
     await this.#log.close();
   }
 
   #mark(text: string): void {
-    this.#log.line(`--- ${new Date().toISOString()} ${text}`);
+    this.#log.line(`--- ${new Date(this.clock.wall()).toISOString()} ${text}`);
   }
 
   /** Stops the engine (see {@linkcode ServerProcess.stop}). */

@@ -96,9 +96,11 @@ export function readTraffic(
   return parseTraffic(text, rule, at).reading;
 }
 
+/** `at`: `current`'s time as shown (its own `at` is a monotonic reading where a clock gave one). */
 export function trafficOf(
   previous: TrafficReading | null,
   current: TrafficReading,
+  at: string = new Date(current.at).toISOString(),
 ): Traffic {
   const seconds = previous === null ? 0 : (current.at - previous.at) / 1000;
   // Per step where both have it: llama.cpp's and SGLang's totals move only when a request ends.
@@ -113,7 +115,7 @@ export function trafficOf(
     tokens_per_s: seconds > 0 && tokens >= 0
       ? Math.round(tokens / seconds * 10) / 10
       : null,
-    at: new Date(current.at).toISOString(),
+    at,
   };
 }
 

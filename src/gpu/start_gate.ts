@@ -18,6 +18,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
+import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
 import type { ProcStat } from "../engines/proc.ts";
 import {
   deviceOf,
@@ -62,6 +63,8 @@ export interface StartGateOptions {
   readonly ownGroups: () => ReadonlyMap<number, string>;
   /** MiB the sleeping engines on a device take back when they wake: rule 4 counts them used. */
   readonly asleep?: (entry: string) => number;
+  /** Its waits and the release timeout's. @default {REAL_CLOCK} */
+  readonly clock?: Clock;
 }
 
 /** What a dead run held, for its restart (rule 2). */
@@ -270,7 +273,8 @@ export class GpuStartGate {
     // Pids gone from the list is enough once; the device's memory, twice.
     const enough = waiter.lows >= (released.byPid || waiter.sawPids ? 1 : 2);
     waiter.sawPids ||= listed.length > 0;
-    const waited = Date.now() - (waiter.releaseSince ??= Date.now());
+    const now = (this.#options.clock ?? REAL_CLOCK).now();
+    const waited = now - (waiter.releaseSince ??= now);
     if (enough || waited >= this.#options.releaseTimeoutMs) {
       waiter.releaseDone = true;
       if (enough) return undefined;
@@ -374,10 +378,11 @@ export class GpuStartGate {
     return new Promise<void>((resolve) => {
       // Aborted while the facts were read: that event will not come again.
       if (signal?.aborted) return resolve();
-      const timer = ms === undefined ? undefined : setTimeout(done, ms);
+      const clock = this.#options.clock ?? REAL_CLOCK;
+      const cancel = ms === undefined ? undefined : clock.schedule(done, ms);
       const wakers = this.#wakers;
       function done(): void {
-        clearTimeout(timer);
+        cancel?.();
         signal?.removeEventListener("abort", done);
         wakers.delete(done);
         resolve();

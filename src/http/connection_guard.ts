@@ -106,8 +106,7 @@ export class GuardedServer implements AsyncDisposable {
   constructor(options: GuardedServeOptions) {
     this.#options = options;
     this.#tls = options.tls;
-    this.#clock = options.clock ??
-      { now: () => performance.now(), schedule: REAL_CLOCK.schedule };
+    this.#clock = options.clock ?? REAL_CLOCK;
     const wanted = options.maxConnections;
     const room = options.openFilesLimit === undefined
       ? Infinity

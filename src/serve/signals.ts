@@ -103,7 +103,7 @@ export function onShutdownSignal(
   let firstAt = 0;
   let count = 0;
   return () => {
-    if (firstAt && Date.now() - firstAt > DUPLICATE_SIGNAL_MS) {
+    if (firstAt && performance.now() - firstAt > DUPLICATE_SIGNAL_MS) {
       const nth = ++count === 1 ? "second" : "another";
       if (hurry()) {
         warn(
@@ -114,7 +114,7 @@ export function onShutdownSignal(
         kill();
       }
     }
-    firstAt ||= Date.now();
+    firstAt ||= performance.now();
     shutdown();
   };
 }

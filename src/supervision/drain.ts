@@ -6,7 +6,7 @@
 // waits for the running and waiting gauges to read 0, which steady traffic may
 // never give. Where SIGTERM itself drains (the kind's `termDrain`: vLLM with
 // `--shutdown-timeout`) it is sent at once and the drain ends at the exit.
-import { type Clock, REAL_CLOCK, sleep } from "../common/sleep.ts";
+import { type Clock, REAL_CLOCK, shownAt, sleep } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import {
   engineOrigin,
@@ -160,8 +160,8 @@ export class Drain {
 
   view(): NonNullable<EngineDetail["drain"]> {
     return {
-      since: new Date(this.since).toISOString(),
-      deadline: new Date(this.deadline).toISOString(),
+      since: shownAt(this.clock, this.since),
+      deadline: shownAt(this.clock, this.deadline),
       running: this.#last?.running ?? null,
       waiting: this.#last?.waiting ?? null,
     };

@@ -140,15 +140,15 @@ export function lastExitOf(
   reason: EndReason,
   seen: string | null,
 ): LastExit {
-  const endedAt = Date.now();
-  const ranMs = endedAt - (run.startedAt ?? endedAt);
+  const now = run.clock.now(); // its run's durations, shown at the wall's time
+  const ranMs = now - (run.spawnedAt ?? now);
   const line = reason === "stalled"
     ? { cause: "stalled" as const, message: seen }
     : run.watch.cause;
   return {
     code: status.signal ? null : status.code,
     signal: status.signal ?? null,
-    at: new Date(endedAt).toISOString(),
+    at: new Date(run.clock.wall()).toISOString(),
     ran_seconds: Math.round(ranMs / 100) / 10,
     reason,
     cause: line?.cause ?? (status.signal ? "signal" : "exit"),

@@ -7,7 +7,7 @@
  * @module
  */
 import { log } from "../common/log.ts";
-import { type Clock, late, REAL_CLOCK } from "../common/sleep.ts";
+import { type Clock, late, REAL_CLOCK, shownAt } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { Released } from "../gpu/start_gate.ts";
@@ -82,7 +82,7 @@ export class EngineRun {
     this.#key = plan.apiKey;
     this.#o = options;
     this.#clock = options.clock ?? REAL_CLOCK;
-    this.#since = new Date(this.#clock.now());
+    this.#since = new Date(this.#clock.wall());
     this.log = options.log;
     this.#process = this.#spawn(plan);
     const { gate, released } = options;
@@ -136,7 +136,7 @@ export class EngineRun {
       gpu_memory_by: this.#gpu.facts.memory?.by ?? null,
       footprint: this.#footprint.last,
       phase: loading ? run.watch.phase : null,
-      phase_since: phaseSince && new Date(phaseSince).toISOString() || null,
+      phase_since: phaseSince && shownAt(this.#clock, phaseSince) || null,
       progress: loading ? run.watch.progress : null,
       last_start: this.#starts.last,
       last_recovery: this.#starts.recovery,
@@ -467,7 +467,7 @@ export class EngineRun {
     const from = this.#state;
     if (from === "draining") this.#drain?.close();
     this.#state = state;
-    this.#since = new Date(this.#clock.now());
+    this.#since = new Date(this.#clock.wall());
     const at = this.#since.toISOString();
     this.#o.journal?.state(at, this.name, from, state, reason, detail);
     if (state === "exited" || state === "failed") this.#done?.resolve();
@@ -475,17 +475,16 @@ export class EngineRun {
   }
 
   #spawn(plan: EnginePlan): ServerProcess {
-    const run = this.#o.spawn?.(plan, this.log) ??
-      new ServerProcess(plan, this.log);
+    const run = this.#o.spawn?.(plan, this.log, this.#clock) ??
+      new ServerProcess(plan, this.log, this.#clock);
     run.watch.onMemory = () => this.#measured();
-    run.watch.now = () => this.#clock.now();
     return run;
   }
 
   /** The run's lines and nvidia-smi's figure, handed on when a figure changed. */
   #measured(): void {
     const memory = this.#gpu.facts.memory?.mib;
-    const at = new Date(this.#clock.now());
+    const at = new Date(this.#clock.wall());
     const next = footprintOf(this.#process.watch.memory, memory, at);
     if (this.#footprint.changed(next)) this.#o.footprint?.(this.#plan, next);
   }
@@ -495,7 +494,7 @@ export class EngineRun {
     this.#releaseGpu(true);
     const now = this.#clock.now();
     this.#o.journal?.record({
-      at: new Date(now).toISOString(),
+      at: this.#at(),
       model: this.name,
       ...this.#starts.ready(now, run.watch.began),
     });
@@ -555,7 +554,7 @@ export class EngineRun {
 
   /** `event` after `ms`, unless the engine stops first. */
   #later(ms: number, event: EngineEvent): void {
-    this.#nextRestart = new Date(this.#clock.now() + ms);
+    this.#nextRestart = new Date(this.#clock.wall() + ms);
     const signal = this.#interrupt.signal;
     if (signal.aborted) return;
     const cancel = this.#clock.schedule(() => {
@@ -595,6 +594,6 @@ export class EngineRun {
   }
 
   #at(): string {
-    return new Date(this.#clock.now()).toISOString();
+    return new Date(this.#clock.wall()).toISOString();
   }
 }

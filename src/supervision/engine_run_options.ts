@@ -32,7 +32,7 @@ export interface EngineRunOptions {
   /** Timers and "now". @default {the system's} */
   clock?: Clock;
   /** Makes each run's process (tests: a stand-in). @default {a ServerProcess} */
-  spawn?: (plan: EnginePlan, log: EngineLog) => ServerProcess;
+  spawn?: (plan: EnginePlan, log: EngineLog, clock: Clock) => ServerProcess;
   restartMaxDelayMs: number;
   /** A run that stays up this long after its first 200 resets the delay to 1 s. */
   stableAfterMs: number;

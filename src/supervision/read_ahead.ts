@@ -5,6 +5,7 @@ import type { EnginePlan } from "../engines/engine_plan.ts";
 import { weightFiles } from "../engines/launch.ts";
 import { oneLine } from "../common/one_line.ts";
 import { attempt, shLines } from "../engines/proc.ts";
+import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
 
 const GIB = 1024 ** 3;
 /** Left free beyond what it reads: the engine's own load and the machine's. */
@@ -25,6 +26,7 @@ export class ReadAhead {
       shLines('while read -r l; do echo "$l"; done </proc/meminfo', []).join(
         "\n",
       ),
+    readonly clock: Clock = REAL_CLOCK,
   ) {}
 
   readonly #running = new Map<string, AbortController>(); // engine name: its read-ahead
@@ -81,11 +83,11 @@ export class ReadAhead {
       mib(READ_AHEAD_MARGIN)
     } margin`;
     if (budget <= 0) return say(`no read-ahead: ${why}`, true), 0;
-    const began = performance.now();
+    const began = this.clock.now();
     const buffer = new Uint8Array(CHUNK);
     let read = 0;
     const end = (what: string, skipped = true) => {
-      const s = ((performance.now() - began) / 1000).toFixed(1);
+      const s = ((this.clock.now() - began) / 1000).toFixed(1);
       return say(`read-ahead ${what}: ${mib(read)} in ${s} s`, skipped), read;
     };
     try {

@@ -218,8 +218,8 @@ function groupLiving(pgid: number): boolean {
 }
 
 async function portReleased(host: string, port: number): Promise<void> {
-  const deadline = Date.now() + PORT_WAIT_MS;
-  while (Date.now() < deadline) {
+  const deadline = performance.now() + PORT_WAIT_MS;
+  while (performance.now() < deadline) {
     if (isPortFree(host, port)) return;
     await sleep(50);
   }

@@ -69,7 +69,7 @@ export function pollVerdict(
   ok: boolean,
   counts: boolean,
   limit: number,
-  now: number = Date.now(),
+  now: number = performance.now(),
 ): [Verdict, RunHealth] {
   if (ok) {
     const first = health.firstOkAt === undefined;
@@ -93,7 +93,7 @@ export function silenceVerdict(
   lastSignOfLife: number,
   timeoutMs: number,
   phase: string | null,
-  now: number = Date.now(),
+  now: number = performance.now(),
 ): Verdict | undefined {
   if (timeoutMs <= 0 || firstOkAt !== undefined) return undefined;
   const silent = now - lastSignOfLife;

@@ -4,7 +4,7 @@
 // What the engine run must act on comes back as events.
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { log } from "../common/log.ts";
-import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
+import { type Clock, REAL_CLOCK, shownAt } from "../common/sleep.ts";
 import {
   askEngine,
   engineOrigin,
@@ -158,7 +158,8 @@ export class ServingWatch {
     if (reading.generated < this.#generated) this.#carried += this.#generated;
     this.#generated = reading.generated;
     this.#counted = true;
-    this.#traffic = trafficOf(this.#last, reading);
+    const shown = shownAt(this.#clock, reading.at);
+    this.#traffic = trafficOf(this.#last, reading, shown);
     // Moving counters are proof of life: a canary's failure before them no longer counts.
     if (this.#last && countersMoved(this.#last, reading)) {
       this.#canaryFailures = 0;
@@ -217,7 +218,7 @@ export class ServingWatch {
     if (run !== this.#run || signal.aborted) return;
     const at = this.#clock.now();
     const seconds = (at - began) / 1000;
-    this.#canary = { at: new Date(at).toISOString(), ok: answer.ok, seconds };
+    this.#canary = { at: shownAt(this.#clock, at), ok: answer.ok, seconds };
     // 501 Not Implemented is an answer (llama-server without --embeddings), not a hang.
     if (!answer.ok && answer.status === 501) {
       this.#once(`canary ${new URL(url).pathname} ${answer.why}`);

@@ -19,6 +19,10 @@ class ManualClock implements Clock {
     return this.time;
   }
 
+  wall(): number {
+    return this.time;
+  }
+
   schedule(callback: () => void, ms: number): () => void {
     const timer = { at: this.time + ms, callback, live: true };
     this.#timers.push(timer);

@@ -14,8 +14,12 @@ import {
   type GpuSnapshot,
 } from "../../src/gpu/nvidia_smi.ts";
 import { captureLog, withinGuard } from "../support/helpers.ts";
+import { ManualClock, settle } from "../support/manual_clock.ts";
 
 const INTERVAL_MS = 20;
+
+/** The gate's clock: each gate() a new one, moved by tick() and until(). */
+let clock = new ManualClock();
 
 /** Two 80 GiB devices; processes as given. */
 function snapshot(
@@ -62,7 +66,9 @@ interface GateOptions {
 /** A gate over `world`'s processes and groups (and its snapshot unless `facts` is given). */
 function gate(world: World, options: GateOptions = {}): GpuStartGate {
   let marks = 0;
+  clock = new ManualClock();
   return new GpuStartGate({
+    clock,
     facts: options.facts ?? {
       snapshot: () => {
         world.queries++;
@@ -118,8 +124,20 @@ function release(state: { slot: StartSlot | undefined }): void {
   state.slot.release();
 }
 
-function tick(ms = INTERVAL_MS * 3): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
+/** Lets the gate's answers come, then moves its clock by `ms`, each timer due fired in order. */
+async function tick(ms = INTERVAL_MS * 3): Promise<void> {
+  await settle();
+  await clock.advance(ms);
+  await settle();
+}
+
+/** Moves the clock an interval at a time until `state` is granted, or failed. */
+async function until(state: ReturnType<typeof ask>): Promise<void> {
+  for (let n = 0; state.slot === undefined && !state.error; n++) {
+    if (n > 1_000) throw new Error("never granted");
+    await tick(INTERVAL_MS);
+  }
+  await state.done;
 }
 
 Deno.test("three shares on one device start one after another, in request order", async () => {
@@ -142,7 +160,7 @@ Deno.test("three shares on one device start one after another, in request order"
   await tick();
   assert.equal(c.slot, undefined);
   release(b);
-  await c.done;
+  await until(c);
   assert.ok(c.slot);
   release(c);
 });
@@ -152,7 +170,7 @@ Deno.test("engines on different devices, or on none, start at once", async () =>
   const a = ask(g, { name: "a", devices: ["0"] });
   const b = ask(g, { name: "b", devices: ["1"] });
   const none = ask(g, { name: "cpu", devices: [] });
-  await Promise.all([a.done, b.done, none.done]);
+  await Promise.all([until(a), until(b), until(none)]);
   assert.ok(a.slot && b.slot && none.slot);
   const spanning = ask(g, { name: "tp2", devices: ["0", "1"] });
   await tick();
@@ -161,7 +179,7 @@ Deno.test("engines on different devices, or on none, start at once", async () =>
   await tick();
   assert.equal(spanning.slot, undefined);
   release(b);
-  await spanning.done;
+  await until(spanning);
   assert.ok(spanning.slot);
   release(spanning);
 });
@@ -169,16 +187,16 @@ Deno.test("engines on different devices, or on none, start at once", async () =>
 Deno.test("an aborted wait leaves the line and lets the next one start", async () => {
   const g = gate(world());
   const a = ask(g, { name: "a", devices: ["0"] });
-  await a.done;
+  await until(a);
   const controller = new AbortController();
   const b = ask(g, { name: "b", devices: ["0"], signal: controller.signal });
   const c = ask(g, { name: "c", devices: ["0"] });
   await tick();
   controller.abort(new Error("stopping"));
-  await b.done;
+  await until(b);
   assert.ok(b.error instanceof Error);
   release(a);
-  await c.done;
+  await until(c);
   assert.ok(c.slot, "c is not stuck behind the aborted b");
   release(c);
 });
@@ -200,7 +218,7 @@ Deno.test("a restart waits until the dead run's pids, seen while it lived, leave
   );
   w.snapshot = snapshot();
   const asked = w.queries;
-  await restart.done;
+  await until(restart);
   assert.ok(restart.slot);
   assert.equal(w.queries, asked + 1, "one reading without its pids will do");
   release(restart);
@@ -231,7 +249,7 @@ Deno.test("in a container (listed pids match nothing) a restart waits for the de
   w.snapshot = snapshot([{ pid: 900_003, mib: 1200 }]);
   const asked = w.queries;
   // Well before the release timeout (60 s): the guard fails a wait for it.
-  await withinGuard(restart.done, "the restart's wait");
+  await withinGuard(until(restart), "the restart's wait");
   assert.ok(restart.slot);
   assert.ok(w.queries >= asked + 2, "two readings in a row");
   release(restart);
@@ -246,7 +264,7 @@ Deno.test("past --gpu-release-timeout the restart proceeds with one warning nami
       devices: ["0"],
       released: { devices: { "0": 0 }, pids: [4_000_003] },
     });
-    await restart.done;
+    await until(restart);
     assert.ok(restart.slot);
     release(restart);
   });
@@ -286,7 +304,7 @@ Deno.test("a device whose memory reads as an error holds the start (gpu-error, n
     detail: "GPU 1: [GPU requires reset]",
   });
   w.snapshot = snapshot();
-  await start.done;
+  await until(start);
   assert.ok(start.slot);
   release(start);
 });
@@ -294,7 +312,7 @@ Deno.test("a device whose memory reads as an error holds the start (gpu-error, n
 Deno.test("a neighbour is not stopped of our own accord while an engine loads on its device: quiet() waits, with one line, until the load ends", async () => {
   const g = gate(world());
   const loading = ask(g, { name: "a", devices: ["0"] });
-  await loading.done;
+  await until(loading);
   assert.equal(g.loadingOn(["0"], "b"), "a");
   assert.equal(g.loadingOn(["0"], "a"), undefined, "not its own load");
   assert.equal(g.loadingOn(["1"], "b"), undefined);
@@ -318,7 +336,7 @@ Deno.test("a neighbour is not stopped of our own accord while an engine loads on
 Deno.test("a first start is not held by gone pids (rule 2 is for restarts)", async () => {
   const w = world({ snapshot: snapshot([{ pid: 4_000_004, mib: 1000 }]) });
   const first = ask(gate(w), { name: "a", devices: ["0"] });
-  await first.done;
+  await until(first);
   assert.ok(first.slot);
   release(first);
 });
@@ -353,7 +371,7 @@ Deno.test("a start waits while a foreign process holds the memory, naming it, an
     `${queriesWhileHeld} queries in ~3 intervals`,
   );
   w.snapshot = snapshot([{ pid: 77, mib: 1000 }]);
-  await start.done;
+  await until(start);
   assert.ok(start.slot);
   release(start);
 });
@@ -366,13 +384,13 @@ Deno.test("without GPU facts, or on a MIG device, memory rules are skipped and r
     memory: { fraction: 0.9, from: "x" },
     released: { devices: { "0": 0 }, pids: [1] },
   });
-  await a.done;
+  await until(a);
   assert.ok(a.slot, "no facts: rules 2 and 3 skipped");
   const b = ask(blind, { name: "b", devices: ["0"] });
   await tick();
   assert.equal(b.slot, undefined, "rule 1 holds without facts");
   release(a);
-  await b.done;
+  await until(b);
   release(b);
 
   const full = world({ snapshot: snapshot([{ pid: 4242, mib: 80000 }]) });
@@ -381,7 +399,7 @@ Deno.test("without GPU facts, or on a MIG device, memory rules are skipped and r
     devices: ["MIG-1234"],
     memory: { fraction: 0.9, from: "x" },
   });
-  await mig.done;
+  await until(mig);
   assert.ok(mig.slot, "a MIG device's free memory is not checked");
   release(mig);
 });
@@ -395,6 +413,7 @@ Deno.test("without GPU facts, or on a MIG device, memory rules are skipped and r
  */
 function monitored(machine: { listed: { pid: number; mib: number }[] }) {
   const monitor = new GpuMonitor({
+    now: () => clock.now(),
     query(): Promise<GpuQuery> {
       return Promise.resolve({ ok: true, snapshot: snapshot(machine.listed) });
     },
@@ -413,7 +432,7 @@ Deno.test("a restart after a crash during load uses facts asked after the exit, 
   const m = monitored(machine);
   m.gate.changed(["0"]);
   const first = ask(m.gate, { name: "a", devices: ["0"] });
-  await first.done;
+  await until(first);
   assert.deepEqual(first.slot?.usedMiB, { "0": 0 }, "read before the spawn");
   release(first);
   // It allocates, then fails during its load: gone, still listed by the
@@ -431,7 +450,7 @@ Deno.test("a restart after a crash during load uses facts asked after the exit, 
   assert.equal(restart.waits.at(-1)?.reason, "gpu-memory-release");
   assert.equal(m.monitor.queries, 2, "one query, asked after the exit");
   machine.listed = [];
-  await restart.done;
+  await until(restart);
   assert.ok(restart.slot);
   release(restart);
 });
@@ -441,10 +460,10 @@ Deno.test("an event on one device leaves another's facts alone; with nothing hap
   const m = monitored(machine);
   const need = { fraction: 0.4, from: "x" };
   const a = ask(m.gate, { name: "a", devices: ["0"], memory: need });
-  await a.done;
+  await until(a);
   release(a);
   const b = ask(m.gate, { name: "b", devices: ["1"], memory: need });
-  await b.done;
+  await until(b);
   assert.equal(
     m.monitor.queries,
     1,
@@ -453,14 +472,14 @@ Deno.test("an event on one device leaves another's facts alone; with nothing hap
   release(b);
   m.gate.changed(["0"]);
   const c = ask(m.gate, { name: "c", devices: ["1"], memory: need });
-  await c.done;
+  await until(c);
   assert.equal(
     m.monitor.queries,
     1,
     "an event on GPU 0 does not concern GPU 1",
   );
   const d = ask(m.gate, { name: "d", devices: ["0"], memory: need });
-  await d.done;
+  await until(d);
   assert.equal(m.monitor.queries, 2, "but a start on GPU 0 asks anew");
   release(c);
   release(d);
@@ -486,11 +505,11 @@ Deno.test("rule 4 counts what a sleeping engine on the device takes back when it
     devices: ["1"],
     memory: { fraction: 0.6, from: "gpu-memory-utilization 0.6" },
   });
-  await other.done;
+  await until(other);
   assert.ok(other.slot, "another device's start is not held");
   release(other);
   kept = 0; // it was stopped, or woke and its memory shows as used
-  await start.done;
+  await until(start);
   assert.ok(start.slot);
   release(start);
 });
@@ -517,7 +536,7 @@ Deno.test("a stop that comes while the gate reads the GPUs ends the wait at once
   await tick();
   stop.abort(); // while the look is under way
   answer(w.snapshot); // not enough free memory: a wait of one interval (60 s)
-  await withinGuard(start.done, "the stopped wait");
+  await withinGuard(until(start), "the stopped wait");
   assert.ok(start.error, "the wait ended by the stop");
   assert.equal(start.slot, undefined);
 });
@@ -535,7 +554,7 @@ Deno.test("a measured need (or a budget) is waited for instead of share × total
       from: "measured 20000 MiB on NVIDIA H100 80GB HBM3",
     },
   });
-  await measured.done;
+  await until(measured);
   assert.ok(measured.slot);
   assert.deepEqual(measured.waits, []);
   release(measured);
@@ -551,7 +570,7 @@ Deno.test("a measured need (or a budget) is waited for instead of share × total
     "21920 MiB free, needs 30000 MiB (gpu_memory 30000 MiB); held by pid 4242 (60000 MiB), gone or not visible here",
   );
   w.snapshot = snapshot([{ pid: 4242, mib: 50000 }]);
-  await big.done;
+  await until(big);
   assert.ok(big.slot);
   release(big);
 });

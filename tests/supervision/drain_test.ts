@@ -237,10 +237,19 @@ Deno.test("the engine's own view is read only with something in flight (llama-se
   assert.deepEqual(quiet.map((e) => e.kind), ["drain-read"]);
   const reads = [reading(1), reading(1), reading(1, 0)];
   const views = [[4], [4], [9]];
-  const busy = new Drain(5_000, () => Promise.resolve(reads.shift()!), (e) => {
-    const end = busy.step(e);
-    if (end) assert.equal(end.drain.finished, 1);
-  }, () => (asked++, Promise.resolve(views.shift()!)));
+  const clock = new ManualClock();
+  const busy = new Drain(
+    5_000,
+    () => Promise.resolve(reads.shift()!),
+    (e) => {
+      const end = busy.step(e);
+      if (end) assert.equal(end.drain.finished, 1);
+    },
+    () => (asked++, Promise.resolve(views.shift()!)),
+    clock,
+  );
+  await clock.next("the second read");
+  await clock.next("the third read");
   await busy.over;
   assert.equal(asked, 3);
 });

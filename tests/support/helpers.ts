@@ -195,9 +195,12 @@ export async function waitFor(
   what: string,
   ms = 15_000,
 ): Promise<void> {
-  const deadline = Date.now() + ms;
+  // Monotonic: a test that steps the wall clock (Date.now) still waits its `ms`.
+  const deadline = performance.now() + ms;
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    if (performance.now() > deadline) {
+      throw new Error(`timed out waiting for ${what}`);
+    }
     await new Promise((r) => setTimeout(r, 50));
   }
 }

@@ -11,10 +11,21 @@ import { waitFor } from "./helpers.ts";
 /** Time that moves only when the test says: `advance` fires each timer due, in order. */
 export class ManualClock implements Clock {
   #now = Date.parse("2026-01-01T00:00:00Z");
+  #wallStep = 0;
   #timers: { at: number; callback: () => void }[] = [];
 
   now(): number {
     return this.#now;
+  }
+
+  /** The time shown: `now()` moved by every `stepWall`. */
+  wall(): number {
+    return this.#now + this.#wallStep;
+  }
+
+  /** Steps the wall clock alone, as NTP or a VM resume does: no timer fires, `now()` stays. */
+  stepWall(ms: number): void {
+    this.#wallStep += ms;
   }
 
   schedule(callback: () => void, ms: number): () => void {
@@ -66,19 +77,21 @@ export class FakeProcess extends ServerProcess {
   readonly #clock: Clock;
   #pid: number | undefined;
   #startedAt: number | undefined;
+  #wallStart: number | undefined;
   #status: Deno.CommandStatus | undefined;
   readonly #exit = Promise.withResolvers<Deno.CommandStatus>();
   health = false;
   listening = false;
 
   constructor(plan: EnginePlan, log: EngineLog, clock: Clock) {
-    super(plan, log);
+    super(plan, log, clock);
     this.#clock = clock;
   }
 
   override start(): void {
     this.#pid = pids++;
     this.#startedAt = this.#clock.now();
+    this.#wallStart = this.#clock.wall();
   }
 
   override get pid(): number | undefined {
@@ -90,6 +103,10 @@ export class FakeProcess extends ServerProcess {
   }
 
   override get startedAt(): number | undefined {
+    return this.#wallStart;
+  }
+
+  override get spawnedAt(): number | undefined {
     return this.#startedAt;
   }
 
