@@ -18,6 +18,7 @@ import {
   ServingWatch,
 } from "../../src/supervision/serving_watch.ts";
 import { waitFor } from "../support/helpers.ts";
+import { ManualClock } from "../support/manual_clock.ts";
 import { LLAMA_CPP_METRICS, metricsText } from "../fixtures/engine_metrics.ts";
 
 interface Stage extends AsyncDisposable {
@@ -34,6 +35,12 @@ function stage(
   card: string,
   canaryIntervalMs: number,
   stallTimeoutMs = 0,
+  o: {
+    clock?: ManualClock;
+    canaryTimeoutMs?: number;
+    /** The canary's answer (503 `busy` when not given). */
+    canary?: (req: Request) => Response | Promise<Response>;
+  } = {},
 ): Stage {
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
@@ -42,7 +49,7 @@ function stage(
         return new Response(s.metrics);
       }
       s.canaries++;
-      return new Response("busy", { status: 503 });
+      return o.canary?.(req) ?? new Response("busy", { status: 503 });
     },
   );
   const run = {
@@ -78,7 +85,10 @@ function stage(
   };
   const watch = new ServingWatch(
     engine,
-    { canaryTimeoutMs: 2_000 },
+    {
+      canaryTimeoutMs: o.canaryTimeoutMs ?? 2_000,
+      ...o.clock && { clock: o.clock },
+    },
     (e) => events.push(e),
     abort.signal,
   );
@@ -135,6 +145,61 @@ Deno.test("the canary's streak: counters moving between two failed canaries rese
   await canary();
   assert.match(s.lines.at(-1)!, /\(2 in a row\)/);
   assert.deepEqual(s.events.map((e) => e.kind), ["stalled"]);
+});
+
+Deno.test("a failed canary is never forgiven by its own prompt: an engine that prefills and never decodes is stalled at the second failure in a row", async () => {
+  const cards = {
+    vllm: "{ verb: chat, hub: org/m }",
+    "llama.cpp": "{ verb: chat, local: m, engine: llama.cpp }",
+  };
+  for (const [kind, card] of Object.entries(cards)) {
+    const clock = new ManualClock();
+    // Its counters at rest; each canary is prefilled (its prompt counted, one
+    // llama_decode) and then never answered, as a wedged decode loop leaves it.
+    const n = { prompt: 120, generated: 40, decodes: 60, busySlots: 60 };
+    await using s = stage(card, 10_000, 0, {
+      clock,
+      canaryTimeoutMs: 50,
+      canary(req) {
+        n.prompt += 9;
+        n.decodes++;
+        n.busySlots++;
+        return new Promise((answer) =>
+          req.signal.addEventListener("abort", () => answer(new Response()))
+        );
+      },
+    });
+    const round = async (ms: number) => {
+      await clock.advance(ms);
+      s.metrics = metricsText(kind, {
+        running: 0,
+        waiting: 0,
+        ...n,
+        model: "m",
+      });
+      await s.watch.round(s.run, "ready");
+    };
+    const failed = (count: number) =>
+      waitFor(
+        () => s.lines.filter((l) => l.includes("failed")).length >= count,
+        `canary ${count} failed`,
+      );
+    await round(0);
+    for (const count of [1, 2]) {
+      await round(10_000); // quiet for the interval (or a failure standing): one is sent
+      await waitFor(() => s.canaries === count, `canary ${count} sent`);
+      await round(1_000); // its own prompt and step read while it hangs
+      await failed(count);
+    }
+    assert.deepEqual(
+      s.lines.filter((l) => l.includes("failed")).map((l) =>
+        /\((\d) in a row\)/.exec(l)?.[1]
+      ),
+      ["1", "2"],
+      kind,
+    );
+    assert.deepEqual(s.events.map((e) => e.kind), ["stalled"], kind);
+  }
 });
 
 Deno.test("odd values cost one warning each, however many rounds read them; NaN is named", async () => {
