@@ -123,6 +123,17 @@ export function countersMoved(a: TrafficReading, b: TrafficReading): boolean {
     a.steps !== b.steps;
 }
 
+/** Progress `canaries` one-token requests could not have made: more tokens than one each, or per-step tokens past their prefill and token; never the prompt counter (their own prompts move it). */
+export function beyondCanaries(
+  a: TrafficReading,
+  b: TrafficReading,
+  canaries: number,
+): boolean {
+  const { stepTokens: x } = a, { stepTokens: y } = b;
+  return b.generated - a.generated > canaries ||
+    (x !== undefined && y !== undefined && y - x > 2 * canaries);
+}
+
 export function stallMark(
   mark: TrafficReading | null,
   current: TrafficReading,

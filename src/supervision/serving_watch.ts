@@ -13,9 +13,9 @@ import {
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import {
+  beyondCanaries,
   canaryDue,
   canaryRequest,
-  countersMoved,
   parseTraffic,
   quietMark,
   stalled,
@@ -65,6 +65,7 @@ export class ServingWatch {
   #canary: NonNullable<EngineDetail["canary"]> | null = null;
   #canaryFailures = 0;
   #canaryBusy = false;
+  #sent = 0; // canaries sent since the last reading, the one in flight too
   #failing = false; // warned once, until the metrics read again
   readonly #said = new Set<string>(); // odd values and answers, each warned once
   #carried = 0; // generated tokens of earlier runs and before counter resets
@@ -159,10 +160,11 @@ export class ServingWatch {
     this.#generated = reading.generated;
     this.#counted = true;
     this.#traffic = trafficOf(this.#last, reading);
-    // Moving counters are proof of life: a canary's failure before them no longer counts.
-    if (this.#last && countersMoved(this.#last, reading)) {
+    // Proof of life forgives a failed canary: progress the canaries could not have made.
+    if (this.#last && beyondCanaries(this.#last, reading, this.#sent)) {
       this.#canaryFailures = 0;
     }
+    this.#sent = this.#canaryBusy ? 1 : 0;
     this.#last = reading;
     if (asleep || state !== "ready") {
       this.#stall = this.#quiet = reading;
@@ -184,7 +186,11 @@ export class ServingWatch {
     this.#quiet = quietMark(this.#quiet, reading);
     const canary = kind && canaryRequest(card, kind);
     const every = plan.canaryMs;
-    if (canary && !this.#canaryBusy && canaryDue(this.#quiet, reading, every)) {
+    // A failure stands until proof of life: the next is sent the next round.
+    const due = this.#canaryFailures > 0
+      ? every > 0 && reading.running + reading.waiting === 0
+      : canaryDue(this.#quiet, reading, every);
+    if (canary && !this.#canaryBusy && due) {
       void this.#send(run, origin + canary.path, canary.body);
     }
   }
@@ -205,6 +211,7 @@ export class ServingWatch {
     const { name } = this.#engine;
     const signal = this.#signal;
     this.#canaryBusy = true;
+    this.#sent++;
     const began = this.#clock.now();
     const answer = await askEngine(url, {
       apiKey: this.#engine.plan.apiKey,

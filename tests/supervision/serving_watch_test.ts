@@ -48,6 +48,7 @@ function stage(
       if (new URL(req.url).pathname === "/metrics") {
         return new Response(s.metrics);
       }
+      if (req.method !== "POST") return new Response("", { status: 404 });
       s.canaries++;
       return o.canary?.(req) ?? new Response("busy", { status: 503 });
     },
@@ -187,7 +188,7 @@ Deno.test("a failed canary is never forgiven by its own prompt: an engine that p
     await round(0);
     for (const count of [1, 2]) {
       await round(10_000); // quiet for the interval (or a failure standing): one is sent
-      await waitFor(() => s.canaries === count, `canary ${count} sent`);
+      await waitFor(() => s.canaries === count, `${kind}: canary ${count}`);
       await round(1_000); // its own prompt and step read while it hangs
       await failed(count);
     }
