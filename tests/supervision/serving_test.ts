@@ -186,6 +186,34 @@ Deno.test("stalled under load: requests running, counters frozen past --stall-ti
   assert.ok(Number(total) > 0, `generated tokens after the restart: ${total}`);
 });
 
+Deno.test("stalled with requests waiting and none running: counters frozen past --stall-timeout: stopped, cause stalled", async () => {
+  // An engine whose scheduler admits nothing: each request waits, none runs.
+  await using setup = await start(
+    { queued: "args: { fake-metrics: vllm, fake-slots: 0 }" },
+    ["--stall-timeout", "1", "--canary-interval", "0"],
+  );
+  await waitFor(
+    async () => (await detail(setup, "queued")).traffic != null,
+    "a first reading",
+  );
+  const work = load(setup, 0, 3);
+  try {
+    await waitFor(
+      async () => ((await detail(setup, "queued")).restarts ?? 0) >= 1,
+      "a restart after the stall",
+      10_000,
+    );
+  } finally {
+    await work.done();
+  }
+  const seen = await detail(setup, "queued");
+  assert.equal(seen.last_exit?.cause, "stalled");
+  assert.match(
+    seen.last_exit?.message ?? "",
+    /^3 requests waiting, none running, no token for [12] s$/,
+  );
+});
+
 Deno.test("slow progress is progress: a slow token, or only the prompt counter moving, never stalls; real traffic sends no canary", async () => {
   await using setup = await start(
     {
