@@ -138,27 +138,28 @@ export function stallMark(
   mark: TrafficReading | null,
   current: TrafficReading,
 ): TrafficReading {
-  return mark === null || current.running === 0 ||
+  return mark === null || current.running + current.waiting === 0 ||
       countersMoved(mark, current)
     ? current
     : mark;
 }
 
-/** `3 requests running, no token for 300 s`; a timeout of 0 is off. Only the prompt counter moving (a long prefill) is progress. */
+/** `3 requests running, no token for 300 s` (or `3 requests waiting, none running, …`); a timeout of 0 is off. Only the prompt counter moving (a long prefill) is progress. */
 export function stalled(
   mark: TrafficReading,
   current: TrafficReading,
   stallTimeoutMs: number,
 ): string | null {
   const quiet = current.at - mark.at;
-  if (stallTimeoutMs <= 0 || current.running < 1 || quiet < stallTimeoutMs) {
+  const { running, waiting } = current;
+  if (stallTimeoutMs <= 0 || running + waiting < 1 || quiet < stallTimeoutMs) {
     return null;
   }
   if (countersMoved(mark, current)) return null;
-  const n = current.running;
-  return `${n} request${n === 1 ? "" : "s"} running, no token for ${
-    Math.round(quiet / 1000)
-  } s`;
+  const n = running || waiting;
+  return `${n} request${n === 1 ? "" : "s"} ${
+    running ? "running" : "waiting, none running"
+  }, no token for ${Math.round(quiet / 1000)} s`;
 }
 
 export function quietMark(
