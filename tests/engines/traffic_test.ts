@@ -305,6 +305,16 @@ Deno.test("the canary sends the cheapest request of its verb; none for a verb wi
   ) {
     assert.equal(canaryRequest(card("chat", "llama.cpp", args), llama), null);
   }
+  // -1 is llama.cpp's "disabled" (common/arg.cpp, --sleep-idle-seconds): it never sleeps.
+  for (
+    const args of [["--sleep-idle-seconds", "-1"], ["--sleep-idle-seconds=-1"]]
+  ) {
+    assert.notEqual(
+      canaryRequest(card("chat", "llama.cpp", args), llama),
+      null,
+      args.join(" "),
+    );
+  }
 });
 
 Deno.test("the launcher adds each kind's metrics flag before the card's args, once: not when the card gives it", () => {
