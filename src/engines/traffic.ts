@@ -195,14 +195,15 @@ const CANARY: Partial<Record<Verb, CanaryRequest>> = {
   embed: { path: "/v1/embeddings", body: { input: "hi" } },
 };
 
-/** Null for a verb with no cheap request, and for an engine set to sleep when idle (a canary would keep it awake). */
+/** Null for a verb with no cheap request, and for an engine set to sleep when idle (a canary would keep it awake; llama.cpp's -1 is "disabled"). */
 export function canaryRequest(
   card: ModelCard,
   kind: EngineKind,
 ): CanaryRequest | null {
   const canary = CANARY[card.verb];
   const sleep = kind.traffic?.sleepFlag;
-  if (canary === undefined || (sleep && flagValue(card.args, [sleep]))) {
+  const idle = sleep && Number(flagValue(card.args, [sleep])?.value) > 0;
+  if (canary === undefined || idle) {
     return null;
   }
   return { path: canary.path, body: { model: card.name, ...canary.body } };
