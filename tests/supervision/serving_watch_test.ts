@@ -203,6 +203,36 @@ Deno.test("a failed canary is never forgiven by its own prompt: an engine that p
   }
 });
 
+Deno.test("tokens/s from llama.cpp's six significant digits past 1e8 decodes: a true 50 tokens/s stream reads 50 within a fifth, never 0, 120 or null once known (within 5 minutes)", async () => {
+  const clock = new ManualClock();
+  await using s = stage("{ verb: chat, local: m, engine: llama.cpp }", 0, 0, {
+    clock,
+  });
+  // One slot decoding 50 tokens/s on a server that has made 1e8 decodes, 1.2 busy slots each.
+  const shown: (number | null)[] = [];
+  for (let t = 0; t <= 600; t += 10) {
+    const decodes = 100_000_000 + 50 * t;
+    s.metrics = metricsText("llama.cpp", {
+      running: 1,
+      waiting: 0,
+      prompt: 5_000_000,
+      generated: 90_000_000,
+      decodes,
+      busySlots: 120_000_000 + 50 * t,
+      model: "m",
+    });
+    await s.watch.round(s.run, "ready");
+    shown.push(s.watch.detail().traffic?.tokens_per_s ?? null);
+    await clock.advance(10_000);
+  }
+  const known = shown.filter((v) => v !== null);
+  assert.ok(
+    known.length >= 30 && known.every((v) => Math.abs(v - 50) <= 10) &&
+      shown.indexOf(known[0]!) + known.length === shown.length,
+    `tokens/s shown every 10 s: ${shown.join(", ")}`,
+  );
+});
+
 Deno.test("odd values cost one warning each, however many rounds read them; NaN is named", async () => {
   await using s = stage(
     "{ verb: chat, local: m, engine: llama.cpp }",
