@@ -17,6 +17,8 @@ export interface TrafficReading {
   readonly steps?: number;
   /** Generated tokens as counted per step: tokens/s is read from them where present. */
   readonly stepTokens?: number;
+  /** How far rounding (the rule's `digits`) may put `stepTokens` from the truth. */
+  readonly blur?: number;
   readonly at: number;
 }
 
@@ -49,7 +51,9 @@ export function parseTraffic(
   rule: TrafficRule,
   at: number,
 ): TrafficRead {
-  const { counter, tokens, perStep } = rule.steps ?? {};
+  const { counter, tokens, perStep, digits } = rule.steps ?? {};
+  const off = (v: number) =>
+    digits && v ? 10 ** (Math.floor(Math.log10(v)) - digits + 1) / 2 : 0;
   const names = [
     rule.running,
     rule.waiting,
@@ -80,9 +84,10 @@ export function parseTraffic(
     prompt,
     generated,
     ...steps == null ? {} : { steps },
-    ...perToken == null || width == null
-      ? {}
-      : { stepTokens: Math.round(perToken * width) },
+    ...perToken == null || width == null ? {} : {
+      stepTokens: Math.round(perToken * width),
+      ...digits && { blur: off(perToken) * width + perToken * off(width) },
+    },
     at,
   };
   return { reading, odd };
@@ -96,25 +101,37 @@ export function readTraffic(
   return parseTraffic(text, rule, at).reading;
 }
 
+/** Tokens/s over `previous` to `current`; `held` where rounding hides the step ({@linkcode resolved}). */
 export function trafficOf(
   previous: TrafficReading | null,
   current: TrafficReading,
+  held: number | null = null,
 ): Traffic {
   const seconds = previous === null ? 0 : (current.at - previous.at) / 1000;
-  // Per step where both have it: llama.cpp's and SGLang's totals move only when a request ends.
-  const perStep = previous?.stepTokens !== undefined &&
-    current.stepTokens !== undefined;
-  const tokens = perStep
-    ? current.stepTokens! - previous!.stepTokens!
-    : current.generated - (previous?.generated ?? 0);
+  const tokens = previous === null ? 0 : tokensBetween(previous, current);
   return {
     running: current.running,
     waiting: current.waiting,
-    tokens_per_s: seconds > 0 && tokens >= 0
+    tokens_per_s: previous && !resolved(previous, current)
+      ? held
+      : seconds > 0 && tokens >= 0
       ? Math.round(tokens / seconds * 10) / 10
       : null,
     at: new Date(current.at).toISOString(),
   };
+}
+
+// Per step where both have it: llama.cpp's and SGLang's totals move only when a request ends.
+function tokensBetween(a: TrafficReading, b: TrafficReading): number {
+  return a.stepTokens !== undefined && b.stepTokens !== undefined
+    ? b.stepTokens - a.stepTokens
+    : b.generated - a.generated;
+}
+
+/** Whether the tokens between two readings are five times what rounding blurs (a fifth astray at most), or none ran: else the window widens. */
+export function resolved(a: TrafficReading, b: TrafficReading): boolean {
+  const blur = (a.blur ?? 0) + (b.blur ?? 0), tokens = tokensBetween(a, b);
+  return blur < 0.5 || tokens >= 5 * blur || (tokens === 0 && !b.running);
 }
 
 /** Proof of life: a token counter or the per-step counter moved (down too: a restart). */
@@ -131,7 +148,8 @@ export function beyondCanaries(
 ): boolean {
   const { stepTokens: x } = a, { stepTokens: y } = b;
   return b.generated - a.generated > canaries ||
-    (x !== undefined && y !== undefined && y - x > 2 * canaries);
+    (x !== undefined && y !== undefined &&
+      y - x > 2 * canaries + (a.blur ?? 0) + (b.blur ?? 0));
 }
 
 export function stallMark(

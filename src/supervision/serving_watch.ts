@@ -18,6 +18,7 @@ import {
   canaryRequest,
   parseTraffic,
   quietMark,
+  resolved,
   stalled,
   stallMark,
   type Traffic,
@@ -59,6 +60,7 @@ export class ServingWatch {
   readonly #signal: AbortSignal; // the engine stops for good
   #run: ServerProcess | undefined;
   #last: TrafficReading | null = null;
+  #base: TrafficReading | null = null; // tokens/s is read since it
   #traffic: Traffic | null = null;
   #stall: TrafficReading | null = null;
   #quiet: TrafficReading | null = null;
@@ -159,7 +161,9 @@ export class ServingWatch {
     if (reading.generated < this.#generated) this.#carried += this.#generated;
     this.#generated = reading.generated;
     this.#counted = true;
-    this.#traffic = trafficOf(this.#last, reading);
+    const held = this.#traffic?.tokens_per_s ?? null;
+    this.#traffic = trafficOf(this.#base, reading, held);
+    if (!this.#base || resolved(this.#base, reading)) this.#base = reading;
     // Proof of life forgives a failed canary: progress the canaries could not have made.
     if (this.#last && beyondCanaries(this.#last, reading, this.#sent)) {
       this.#canaryFailures = 0;
@@ -202,7 +206,7 @@ export class ServingWatch {
   }
 
   #forget(): void {
-    this.#traffic = this.#last = null;
+    this.#traffic = this.#last = this.#base = null;
     this.#stall = this.#quiet = null;
   }
 

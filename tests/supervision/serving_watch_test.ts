@@ -128,8 +128,10 @@ Deno.test("the canary's streak: counters moving between two failed canaries rese
     await waitFor(async () => {
       await s.watch.round(s.run, "ready");
       await new Promise((r) => setTimeout(r, 5));
-      return s.canaries > sent && s.watch.detail().canary !== before;
-    }, "a canary answered");
+      return s.canaries > sent;
+    }, "a canary sent");
+    // No round until it is answered: a failure standing is sent again at the next.
+    await waitFor(() => s.watch.detail().canary !== before, "its answer");
   };
   s.metrics = vllm(10);
   await canary();

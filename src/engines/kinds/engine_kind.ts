@@ -111,6 +111,8 @@ export interface TrafficRule {
     readonly counter: string;
     readonly tokens?: string;
     readonly perStep?: string;
+    /** The significant digits it prints them with (llama.cpp: 6): past them the values are rounded. */
+    readonly digits?: number;
   };
   /** The flag the launcher adds to turn the endpoint on, unless the card's args give it. */
   readonly enableFlag?: string;

@@ -58,6 +58,7 @@ const LLAMA_TRAFFIC: TrafficRule = {
   steps: {
     counter: "llamacpp:n_decode_total",
     perStep: "llamacpp:n_busy_slots_per_decode",
+    digits: 6, // C++'s `<<` on a double (server-task.cpp, to_metrics)
   },
   enableFlag: "--metrics",
   sleepFlag: "--sleep-idle-seconds",
