@@ -19,6 +19,8 @@ export interface TrafficReading {
   readonly stepTokens?: number;
   /** How far rounding (the rule's `digits`) may put `stepTokens` from the truth. */
   readonly blur?: number;
+  /** Seconds spent on the `prompt` tokens (the rule's `steps.batch`). */
+  readonly promptSeconds?: number;
   readonly at: number;
 }
 
@@ -51,7 +53,7 @@ export function parseTraffic(
   rule: TrafficRule,
   at: number,
 ): TrafficRead {
-  const { counter, tokens, perStep, digits } = rule.steps ?? {};
+  const { counter, tokens, perStep, digits, batch } = rule.steps ?? {};
   const off = (v: number) =>
     digits && v ? 10 ** (Math.floor(Math.log10(v)) - digits + 1) / 2 : 0;
   const names = [
@@ -60,7 +62,8 @@ export function parseTraffic(
     rule.promptTokens,
     rule.generatedTokens,
   ];
-  const extra = [counter, tokens, perStep].filter((n) => n !== undefined);
+  const extra = [counter, tokens, perStep, batch?.seconds]
+    .filter((n) => n !== undefined);
   const { sums, odd, nonFinite } = readSamples(text, [...names, ...extra]);
   const missing = names.find((name) => sums[name] == null);
   if (missing !== undefined) {
@@ -78,12 +81,14 @@ export function parseTraffic(
   const steps = counter === undefined ? null : sums[counter];
   const perToken = tokens === undefined ? steps : sums[tokens];
   const width = perStep === undefined ? 1 : sums[perStep];
+  const promptSeconds = batch && sums[batch.seconds];
   const reading: TrafficReading = {
     running,
     waiting,
     prompt,
     generated,
     ...steps == null ? {} : { steps },
+    ...promptSeconds == null ? {} : { promptSeconds },
     ...perToken == null || width == null ? {} : {
       stepTokens: Math.round(perToken * width),
       ...digits && { blur: off(perToken) * width + perToken * off(width) },
@@ -162,15 +167,28 @@ export function stallMark(
     : mark;
 }
 
-/** `3 requests running, no token for 300 s` (or `3 requests waiting, none running, …`); a timeout of 0 is off. Only the prompt counter moving (a long prefill) is progress. */
+/** The tokens of one prefill step as the card sets them (llama.cpp's n_batch); 0 where the rule has none. */
+export function batchTokens(card: ModelCard, rule: TrafficRule): number {
+  const batch = rule.steps?.batch;
+  const set = batch && Number(flagValue(card.args, batch.flags)?.value);
+  return batch ? set || batch.tokens : 0;
+}
+
+/** `3 requests running, no token for 300 s` (or `3 requests waiting, none running, …`); a timeout of 0 is off. Only the prompt counter moving (a long prefill) is progress, and a step of `batch` prompt tokens may take four times its time at the measured prompt rate. */
 export function stalled(
   mark: TrafficReading,
   current: TrafficReading,
   stallTimeoutMs: number,
+  batch = 0,
 ): string | null {
   const quiet = current.at - mark.at;
-  const { running, waiting } = current;
-  if (stallTimeoutMs <= 0 || running + waiting < 1 || quiet < stallTimeoutMs) {
+  const { running, waiting, prompt, promptSeconds } = current;
+  const rate = promptSeconds ? prompt / promptSeconds : 0;
+  const step = rate > 0 ? 4000 * batch / rate : 0; // later batches attend over more
+  if (
+    stallTimeoutMs <= 0 || running + waiting < 1 ||
+    quiet < Math.max(stallTimeoutMs, step)
+  ) {
     return null;
   }
   if (countersMoved(mark, current)) return null;

@@ -13,6 +13,7 @@ import {
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import {
+  batchTokens,
   beyondCanaries,
   canaryDue,
   canaryRequest,
@@ -185,7 +186,8 @@ export class ServingWatch {
         }: no stall rule (its token counters move only when a request ends)`,
       );
     }
-    const stall = blind ? null : stalled(this.#stall, reading, stallMs);
+    const batch = batchTokens(card, rule);
+    const stall = blind ? null : stalled(this.#stall, reading, stallMs, batch);
     if (stall !== null) return this.#on({ kind: "stalled", run, seen: stall });
     this.#quiet = quietMark(this.#quiet, reading);
     const canary = kind && canaryRequest(card, kind);

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { Registry } from "../../src/catalogue.ts";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import {
+  batchTokens,
   canaryDue,
   canaryRequest,
   quietMark,
@@ -41,7 +42,7 @@ Deno.test("a reading from each engine's real text, by its kind's rule; garbage g
   // llama.cpp: 9 decodes serving 12 slots in all; SGLang: 30 prefill and 7 decode tokens.
   const steps: Record<string, object> = {
     vllm: {},
-    "llama.cpp": { steps: 9, stepTokens: 12 },
+    "llama.cpp": { steps: 9, stepTokens: 12, promptSeconds: 0.010525 },
     sglang: { steps: 37, stepTokens: 7 },
   };
   for (const kind of ["vllm", "sglang", "llama.cpp"]) {
@@ -229,6 +230,49 @@ Deno.test("stalled: requests running and neither counter moving for the timeout,
     stallOf([at(0, 1, 5, 5), at(301, 1, 5, 5)], 300_000),
     "1 request running, no token for 301 s",
   );
+});
+
+Deno.test("llama.cpp: a prefill batch is one step, allowed four times its tokens at the prompt rate llama-server measured", () => {
+  const llama = ENGINE_KINDS["llama.cpp"]!;
+  const rule = llama.traffic!;
+  assert.equal(batchTokens(card("chat", "llama.cpp"), rule), 2048);
+  assert.equal(
+    batchTokens(card("chat", "llama.cpp", ["--batch-size", "4096"]), rule),
+    4096,
+  );
+  assert.equal(batchTokens(card("chat", "llama.cpp", ["-b=512"]), rule), 512);
+  assert.equal(batchTokens(card("chat"), ENGINE_KINDS["vllm"]!.traffic!), 0);
+  // 1,000 prompt tokens in 100 s: 10 tokens/s, so one 2048-token batch takes 204.8 s, allowed 819.2 s.
+  const read = (s: number, prompt: number, seconds: number) =>
+    readTraffic(
+      metricsText("llama.cpp", {
+        running: 1,
+        waiting: 0,
+        prompt,
+        generated: 0,
+        decodes: 7,
+        busySlots: 7,
+        model: "m",
+      }).replace(
+        /^llamacpp:prompt_seconds_total \S+$/m,
+        `llamacpp:prompt_seconds_total ${seconds}`,
+      ),
+      rule,
+      s * 1000,
+    )!;
+  const mark = read(0, 1000, 100);
+  assert.equal(mark.promptSeconds, 100);
+  assert.equal(stalled(mark, read(819, 1000, 100), 300_000, 2048), null);
+  assert.equal(
+    stalled(mark, read(820, 1000, 100), 300_000, 2048),
+    "1 request running, no token for 820 s",
+  );
+  // No prompt measured yet, or no batch rule: the stall timeout alone.
+  assert.match(
+    stalled(read(0, 0, 0), read(300, 0, 0), 300_000, 2048) ?? "",
+    /300 s$/,
+  );
+  assert.match(stalled(mark, read(300, 1000, 100), 300_000) ?? "", /300 s$/);
 });
 
 Deno.test("slow progress is progress: a token every few seconds, or only the prompt counter moving", () => {
