@@ -137,7 +137,7 @@ Deno.test("NUCLEUS_MODE set but empty without the production secrets: the refusa
 Deno.test("NUCLEUS_MODE of whitespace without the production secrets: the refusal quotes it", async () => {
   await refused(
     ["alpha"],
-    /^\[serve\] error: Cannot start in production mode: .*; production mode because NUCLEUS_MODE="  " \(only a value starting with lowercase "dev" means development\)$/,
+    /^\[serve\] error: Cannot start in production mode: .*; production mode because NUCLEUS_MODE=" {2}" \(only a value starting with lowercase "dev" means development\)$/,
     { env: { NUCLEUS_MODE: "  ", IDP_SECRET: "", IDP_ISSUER: "" } },
   );
 });
