@@ -133,10 +133,10 @@ function tokensBetween(a: TrafficReading, b: TrafficReading): number {
     : b.generated - a.generated;
 }
 
-/** Whether the tokens between two readings are five times what rounding blurs (a fifth astray at most), or none ran: else the window widens. */
+/** Whether the tokens between two readings are five times what rounding blurs (a fifth astray at most), or nothing runs now: else the window widens. */
 export function resolved(a: TrafficReading, b: TrafficReading): boolean {
-  const blur = (a.blur ?? 0) + (b.blur ?? 0), tokens = tokensBetween(a, b);
-  return blur < 0.5 || tokens >= 5 * blur || (tokens === 0 && !b.running);
+  const blur = (a.blur ?? 0) + (b.blur ?? 0);
+  return blur < 0.5 || tokensBetween(a, b) >= 5 * blur || !b.running;
 }
 
 /** Proof of life: a token counter or the per-step counter moved (down too: a restart). */

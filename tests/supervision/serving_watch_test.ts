@@ -233,6 +233,16 @@ Deno.test("tokens/s from llama.cpp's six significant digits past 1e8 decodes: a 
       shown.indexOf(known[0]!) + known.length === shown.length,
     `tokens/s shown every 10 s: ${shown.join(", ")}`,
   );
+  // The stream ends: idle, the figure is 0 again, not the last one held.
+  for (let i = 0; i < 2; i++) {
+    s.metrics = s.metrics.replace(
+      /^llamacpp:requests_processing 1$/m,
+      "llamacpp:requests_processing 0",
+    );
+    await s.watch.round(s.run, "ready");
+    await clock.advance(10_000);
+  }
+  assert.equal(s.watch.detail().traffic?.tokens_per_s, 0);
 });
 
 Deno.test("odd values cost one warning each, however many rounds read them; NaN is named", async () => {
