@@ -17,6 +17,10 @@ export interface TrafficReading {
   readonly steps?: number;
   /** Generated tokens as counted per step: tokens/s is read from them where present. */
   readonly stepTokens?: number;
+  /** How far rounding (the rule's `digits`) may put `stepTokens` from the truth. */
+  readonly blur?: number;
+  /** Seconds spent on the `prompt` tokens (the rule's `steps.batch`). */
+  readonly promptSeconds?: number;
   readonly at: number;
 }
 
@@ -49,14 +53,17 @@ export function parseTraffic(
   rule: TrafficRule,
   at: number,
 ): TrafficRead {
-  const { counter, tokens, perStep } = rule.steps ?? {};
+  const { counter, tokens, perStep, digits, batch } = rule.steps ?? {};
+  const off = (v: number) =>
+    digits && v ? 10 ** (Math.floor(Math.log10(v)) - digits + 1) / 2 : 0;
   const names = [
     rule.running,
     rule.waiting,
     rule.promptTokens,
     rule.generatedTokens,
   ];
-  const extra = [counter, tokens, perStep].filter((n) => n !== undefined);
+  const extra = [counter, tokens, perStep, batch?.seconds]
+    .filter((n) => n !== undefined);
   const { sums, odd, nonFinite } = readSamples(text, [...names, ...extra]);
   const missing = names.find((name) => sums[name] == null);
   if (missing !== undefined) {
@@ -74,15 +81,18 @@ export function parseTraffic(
   const steps = counter === undefined ? null : sums[counter];
   const perToken = tokens === undefined ? steps : sums[tokens];
   const width = perStep === undefined ? 1 : sums[perStep];
+  const promptSeconds = batch && sums[batch.seconds];
   const reading: TrafficReading = {
     running,
     waiting,
     prompt,
     generated,
     ...steps == null ? {} : { steps },
-    ...perToken == null || width == null
-      ? {}
-      : { stepTokens: Math.round(perToken * width) },
+    ...promptSeconds == null ? {} : { promptSeconds },
+    ...perToken == null || width == null ? {} : {
+      stepTokens: Math.round(perToken * width),
+      ...digits && { blur: off(perToken) * width + perToken * off(width) },
+    },
     at,
   };
   return { reading, odd };
@@ -96,27 +106,42 @@ export function readTraffic(
   return parseTraffic(text, rule, at).reading;
 }
 
-/** `at`: `current`'s time as shown (its own `at` is a monotonic reading where a clock gave one). */
+/**
+ * Tokens/s over `previous` to `current`; `held` where rounding hides the step
+ * ({@linkcode resolved}). `at`: `current`'s time as shown (its own `at` is a
+ * monotonic reading where a clock gave one).
+ */
 export function trafficOf(
   previous: TrafficReading | null,
   current: TrafficReading,
+  held: number | null = null,
   at: string = new Date(current.at).toISOString(),
 ): Traffic {
   const seconds = previous === null ? 0 : (current.at - previous.at) / 1000;
-  // Per step where both have it: llama.cpp's and SGLang's totals move only when a request ends.
-  const perStep = previous?.stepTokens !== undefined &&
-    current.stepTokens !== undefined;
-  const tokens = perStep
-    ? current.stepTokens! - previous!.stepTokens!
-    : current.generated - (previous?.generated ?? 0);
+  const tokens = previous === null ? 0 : tokensBetween(previous, current);
   return {
     running: current.running,
     waiting: current.waiting,
-    tokens_per_s: seconds > 0 && tokens >= 0
+    tokens_per_s: previous && !resolved(previous, current)
+      ? held
+      : seconds > 0 && tokens >= 0
       ? Math.round(tokens / seconds * 10) / 10
       : null,
     at,
   };
+}
+
+// Per step where both have it: llama.cpp's and SGLang's totals move only when a request ends.
+function tokensBetween(a: TrafficReading, b: TrafficReading): number {
+  return a.stepTokens !== undefined && b.stepTokens !== undefined
+    ? b.stepTokens - a.stepTokens
+    : b.generated - a.generated;
+}
+
+/** Whether the tokens between two readings are five times what rounding blurs (a fifth astray at most), or nothing runs now: else the window widens. */
+export function resolved(a: TrafficReading, b: TrafficReading): boolean {
+  const blur = (a.blur ?? 0) + (b.blur ?? 0);
+  return blur < 0.5 || tokensBetween(a, b) >= 5 * blur || !b.running;
 }
 
 /** Proof of life: a token counter or the per-step counter moved (down too: a restart). */
@@ -125,31 +150,57 @@ export function countersMoved(a: TrafficReading, b: TrafficReading): boolean {
     a.steps !== b.steps;
 }
 
+/** Progress `canaries` one-token requests could not have made: more tokens than one each, or per-step tokens past their prefill and token; never the prompt counter (their own prompts move it). */
+export function beyondCanaries(
+  a: TrafficReading,
+  b: TrafficReading,
+  canaries: number,
+): boolean {
+  const { stepTokens: x } = a, { stepTokens: y } = b;
+  return b.generated - a.generated > canaries ||
+    (x !== undefined && y !== undefined &&
+      y - x > 2 * canaries + (a.blur ?? 0) + (b.blur ?? 0));
+}
+
 export function stallMark(
   mark: TrafficReading | null,
   current: TrafficReading,
 ): TrafficReading {
-  return mark === null || current.running === 0 ||
+  return mark === null || current.running + current.waiting === 0 ||
       countersMoved(mark, current)
     ? current
     : mark;
 }
 
-/** `3 requests running, no token for 300 s`; a timeout of 0 is off. Only the prompt counter moving (a long prefill) is progress. */
+/** The tokens of one prefill step as the card sets them (llama.cpp's n_batch); 0 where the rule has none. */
+export function batchTokens(card: ModelCard, rule: TrafficRule): number {
+  const batch = rule.steps?.batch;
+  const set = batch && Number(flagValue(card.args, batch.flags)?.value);
+  return batch ? set || batch.tokens : 0;
+}
+
+/** `3 requests running, no token for 300 s` (or `3 requests waiting, none running, …`); a timeout of 0 is off. Only the prompt counter moving (a long prefill) is progress, and a step of `batch` prompt tokens may take four times its time at the measured prompt rate. */
 export function stalled(
   mark: TrafficReading,
   current: TrafficReading,
   stallTimeoutMs: number,
+  batch = 0,
 ): string | null {
   const quiet = current.at - mark.at;
-  if (stallTimeoutMs <= 0 || current.running < 1 || quiet < stallTimeoutMs) {
+  const { running, waiting, prompt, promptSeconds } = current;
+  const rate = promptSeconds ? prompt / promptSeconds : 0;
+  const step = rate > 0 ? 4000 * batch / rate : 0; // later batches attend over more
+  if (
+    stallTimeoutMs <= 0 || running + waiting < 1 ||
+    quiet < Math.max(stallTimeoutMs, step)
+  ) {
     return null;
   }
   if (countersMoved(mark, current)) return null;
-  const n = current.running;
-  return `${n} request${n === 1 ? "" : "s"} running, no token for ${
-    Math.round(quiet / 1000)
-  } s`;
+  const n = running || waiting;
+  return `${n} request${n === 1 ? "" : "s"} ${
+    running ? "running" : "waiting, none running"
+  }, no token for ${Math.round(quiet / 1000)} s`;
 }
 
 export function quietMark(
@@ -185,14 +236,15 @@ const CANARY: Partial<Record<Verb, CanaryRequest>> = {
   embed: { path: "/v1/embeddings", body: { input: "hi" } },
 };
 
-/** Null for a verb with no cheap request, and for an engine set to sleep when idle (a canary would keep it awake). */
+/** Null for a verb with no cheap request, and for an engine set to sleep when idle (a canary would keep it awake; llama.cpp's -1 is "disabled"). */
 export function canaryRequest(
   card: ModelCard,
   kind: EngineKind,
 ): CanaryRequest | null {
   const canary = CANARY[card.verb];
   const sleep = kind.traffic?.sleepFlag;
-  if (canary === undefined || (sleep && flagValue(card.args, [sleep]))) {
+  const idle = sleep && Number(flagValue(card.args, [sleep])?.value) > 0;
+  if (canary === undefined || idle) {
     return null;
   }
   return { path: canary.path, body: { model: card.name, ...canary.body } };

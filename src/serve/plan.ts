@@ -101,7 +101,11 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
       config.modeVariable === undefined
         ? refusal
         : `${refusal}; production mode because NUCLEUS_MODE=${
-          config.modeVariable || '"" (set but empty)'
+          /^\S+$/.test(config.modeVariable)
+            ? config.modeVariable
+            : `${JSON.stringify(config.modeVariable)}${
+              config.modeVariable ? "" : " (set but empty)"
+            }`
         } (only a value starting with lowercase "dev" means development)`,
     );
   }

@@ -13,11 +13,13 @@ import {
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import {
+  batchTokens,
+  beyondCanaries,
   canaryDue,
   canaryRequest,
-  countersMoved,
   parseTraffic,
   quietMark,
+  resolved,
   stalled,
   stallMark,
   type Traffic,
@@ -59,12 +61,14 @@ export class ServingWatch {
   readonly #signal: AbortSignal; // the engine stops for good
   #run: ServerProcess | undefined;
   #last: TrafficReading | null = null;
+  #base: TrafficReading | null = null; // tokens/s is read since it
   #traffic: Traffic | null = null;
   #stall: TrafficReading | null = null;
   #quiet: TrafficReading | null = null;
   #canary: NonNullable<EngineDetail["canary"]> | null = null;
   #canaryFailures = 0;
   #canaryBusy = false;
+  #sent = 0; // canaries sent since the last reading, the one in flight too
   #failing = false; // warned once, until the metrics read again
   readonly #said = new Set<string>(); // odd values and answers, each warned once
   #carried = 0; // generated tokens of earlier runs and before counter resets
@@ -158,12 +162,19 @@ export class ServingWatch {
     if (reading.generated < this.#generated) this.#carried += this.#generated;
     this.#generated = reading.generated;
     this.#counted = true;
-    const shown = shownAt(this.#clock, reading.at);
-    this.#traffic = trafficOf(this.#last, reading, shown);
-    // Moving counters are proof of life: a canary's failure before them no longer counts.
-    if (this.#last && countersMoved(this.#last, reading)) {
+    const held = this.#traffic?.tokens_per_s ?? null;
+    this.#traffic = trafficOf(
+      this.#base,
+      reading,
+      held,
+      shownAt(this.#clock, reading.at),
+    );
+    if (!this.#base || resolved(this.#base, reading)) this.#base = reading;
+    // Proof of life forgives a failed canary: progress the canaries could not have made.
+    if (this.#last && beyondCanaries(this.#last, reading, this.#sent)) {
       this.#canaryFailures = 0;
     }
+    this.#sent = this.#canaryBusy ? 1 : 0;
     this.#last = reading;
     if (asleep || state !== "ready") {
       this.#stall = this.#quiet = reading;
@@ -180,12 +191,17 @@ export class ServingWatch {
         }: no stall rule (its token counters move only when a request ends)`,
       );
     }
-    const stall = blind ? null : stalled(this.#stall, reading, stallMs);
+    const batch = batchTokens(card, rule);
+    const stall = blind ? null : stalled(this.#stall, reading, stallMs, batch);
     if (stall !== null) return this.#on({ kind: "stalled", run, seen: stall });
     this.#quiet = quietMark(this.#quiet, reading);
     const canary = kind && canaryRequest(card, kind);
     const every = plan.canaryMs;
-    if (canary && !this.#canaryBusy && canaryDue(this.#quiet, reading, every)) {
+    // A failure stands until proof of life: the next is sent the next round.
+    const due = this.#canaryFailures > 0
+      ? every > 0 && reading.running + reading.waiting === 0
+      : canaryDue(this.#quiet, reading, every);
+    if (canary && !this.#canaryBusy && due) {
       void this.#send(run, origin + canary.path, canary.body);
     }
   }
@@ -197,7 +213,7 @@ export class ServingWatch {
   }
 
   #forget(): void {
-    this.#traffic = this.#last = null;
+    this.#traffic = this.#last = this.#base = null;
     this.#stall = this.#quiet = null;
   }
 
@@ -206,6 +222,7 @@ export class ServingWatch {
     const { name } = this.#engine;
     const signal = this.#signal;
     this.#canaryBusy = true;
+    this.#sent++;
     const began = this.#clock.now();
     const answer = await askEngine(url, {
       apiKey: this.#engine.plan.apiKey,

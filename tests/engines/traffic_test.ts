@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { Registry } from "../../src/catalogue.ts";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import {
+  batchTokens,
   canaryDue,
   canaryRequest,
   quietMark,
@@ -41,7 +42,7 @@ Deno.test("a reading from each engine's real text, by its kind's rule; garbage g
   // llama.cpp: 9 decodes serving 12 slots in all; SGLang: 30 prefill and 7 decode tokens.
   const steps: Record<string, object> = {
     vllm: {},
-    "llama.cpp": { steps: 9, stepTokens: 12 },
+    "llama.cpp": { steps: 9, stepTokens: 12, promptSeconds: 0.010525 },
     sglang: { steps: 37, stepTokens: 7 },
   };
   for (const kind of ["vllm", "sglang", "llama.cpp"]) {
@@ -59,7 +60,13 @@ Deno.test("a reading from each engine's real text, by its kind's rule; garbage g
       model: "m",
       engines: 2,
     });
-    assert.deepEqual(readTraffic(text, rule, 5), {
+    const { blur, ...reading } = readTraffic(text, rule, 5)!;
+    // llama.cpp prints six significant digits: half the last of each, through the product.
+    assert.equal(
+      blur?.toFixed(10),
+      kind === "llama.cpp" ? "0.0000516667" : undefined,
+    );
+    assert.deepEqual(reading, {
       running: 2,
       waiting: 1,
       prompt: 30,
@@ -204,6 +211,14 @@ Deno.test("stalled: requests running and neither counter moving for the timeout,
   );
   // The wedge with the gauge reading 0 is the canary's to find, not the stall rule's.
   assert.equal(stallOf([at(0, 0, 5, 5), at(400, 0, 5, 5)], 300_000), null);
+  // Requests waiting, none running, nothing moving: a wedge the canary never sees (it waits for an empty queue).
+  const queued = [at(0, 0, 5, 5, 3), at(3, 0, 5, 5, 3), at(14, 0, 5, 5, 3)];
+  assert.equal(stallOf(queued.slice(0, 2), 4_000), null);
+  assert.equal(
+    stallOf(queued, 4_000),
+    "3 requests waiting, none running, no token for 14 s",
+  );
+  assert.equal(stallOf([...queued, at(15, 0, 6, 5, 2)], 4_000), null);
   // 0 turns it off.
   assert.equal(stallOf(wedge, 0), null);
   // A busy spell is counted from the last idle reading, not from old counters.
@@ -215,6 +230,49 @@ Deno.test("stalled: requests running and neither counter moving for the timeout,
     stallOf([at(0, 1, 5, 5), at(301, 1, 5, 5)], 300_000),
     "1 request running, no token for 301 s",
   );
+});
+
+Deno.test("llama.cpp: a prefill batch is one step, allowed four times its tokens at the prompt rate llama-server measured", () => {
+  const llama = ENGINE_KINDS["llama.cpp"]!;
+  const rule = llama.traffic!;
+  assert.equal(batchTokens(card("chat", "llama.cpp"), rule), 2048);
+  assert.equal(
+    batchTokens(card("chat", "llama.cpp", ["--batch-size", "4096"]), rule),
+    4096,
+  );
+  assert.equal(batchTokens(card("chat", "llama.cpp", ["-b=512"]), rule), 512);
+  assert.equal(batchTokens(card("chat"), ENGINE_KINDS["vllm"]!.traffic!), 0);
+  // 1,000 prompt tokens in 100 s: 10 tokens/s, so one 2048-token batch takes 204.8 s, allowed 819.2 s.
+  const read = (s: number, prompt: number, seconds: number) =>
+    readTraffic(
+      metricsText("llama.cpp", {
+        running: 1,
+        waiting: 0,
+        prompt,
+        generated: 0,
+        decodes: 7,
+        busySlots: 7,
+        model: "m",
+      }).replace(
+        /^llamacpp:prompt_seconds_total \S+$/m,
+        `llamacpp:prompt_seconds_total ${seconds}`,
+      ),
+      rule,
+      s * 1000,
+    )!;
+  const mark = read(0, 1000, 100);
+  assert.equal(mark.promptSeconds, 100);
+  assert.equal(stalled(mark, read(819, 1000, 100), 300_000, 2048), null);
+  assert.equal(
+    stalled(mark, read(820, 1000, 100), 300_000, 2048),
+    "1 request running, no token for 820 s",
+  );
+  // No prompt measured yet, or no batch rule: the stall timeout alone.
+  assert.match(
+    stalled(read(0, 0, 0), read(300, 0, 0), 300_000, 2048) ?? "",
+    /300 s$/,
+  );
+  assert.match(stalled(mark, read(300, 1000, 100), 300_000) ?? "", /300 s$/);
 });
 
 Deno.test("slow progress is progress: a token every few seconds, or only the prompt counter moving", () => {
@@ -296,6 +354,16 @@ Deno.test("the canary sends the cheapest request of its verb; none for a verb wi
     ]
   ) {
     assert.equal(canaryRequest(card("chat", "llama.cpp", args), llama), null);
+  }
+  // -1 is llama.cpp's "disabled" (common/arg.cpp, --sleep-idle-seconds): it never sleeps.
+  for (
+    const args of [["--sleep-idle-seconds", "-1"], ["--sleep-idle-seconds=-1"]]
+  ) {
+    assert.notEqual(
+      canaryRequest(card("chat", "llama.cpp", args), llama),
+      null,
+      args.join(" "),
+    );
   }
 });
 

@@ -134,6 +134,14 @@ Deno.test("NUCLEUS_MODE set but empty without the production secrets: the refusa
   );
 });
 
+Deno.test("NUCLEUS_MODE of whitespace without the production secrets: the refusal quotes it", async () => {
+  await refused(
+    ["alpha"],
+    /^\[serve\] error: Cannot start in production mode: .*; production mode because NUCLEUS_MODE=" {2}" \(only a value starting with lowercase "dev" means development\)$/,
+    { env: { NUCLEUS_MODE: "  ", IDP_SECRET: "", IDP_ISSUER: "" } },
+  );
+});
+
 Deno.test("a NUCLEUS_HOST (or --host) that does not resolve is reported under its own name, not as a port", async () => {
   const line = await refused(
     ["alpha"],

@@ -23,18 +23,19 @@ const ARGS = "ctx-size: 2048, parallel: 1, threads: 1, no-warmup: true";
 const CATALOGUE = `models:
   long: { verb: complete, local: big-llama, engine: llama.cpp, args: { ${ARGS} } }
   emb: { verb: embed, local: tiny-llama, engine: llama.cpp, args: { ${ARGS} } }
+  prefill: { verb: complete, local: big-llama, engine: llama.cpp, args: { ctx-size: 8192, batch-size: 4096, parallel: 1, threads: 1, no-warmup: true } }
 `;
 
 async function start(model: string, args: string[]) {
   const { root, path } = await llamaRoot();
-  if (model === "long") {
+  if (model === "long" || model === "prefill") {
     await writeTinyModel(`${root}/models/big-llama/big-llama.gguf`, {
       embeddingLength: 512,
       blockCount: 8,
       headCount: 8,
       headCountKv: 8,
       feedForwardLength: 2048,
-      contextLength: 2048,
+      contextLength: 8192,
     });
   }
   await Deno.writeTextFile(`${root}/catalogue.yaml`, CATALOGUE);
@@ -151,4 +152,48 @@ Deno.test("an embed card on llama-server without --embeddings: the canary's 501 
     "engine emb: canary /v1/embeddings answered 501: This server does not support embeddings. Start it with `--embeddings` (said once)",
   ]);
   assert.equal((await run.detail()).state, "ready");
+});
+
+Deno.test("a long prompt on the real llama-server is not a stall: one 4096-token prefill batch outlasts --stall-timeout 2, its rate measured on a short prompt first", async () => {
+  await using run = await start("prefill", [
+    "--stall-timeout",
+    "2",
+    "--health-interval",
+    "0.5",
+    "--canary-interval",
+    "0",
+  ]);
+  const complete = (prompt: string) =>
+    fetch(`http://127.0.0.1:${run.port + 1}/v1/completions`, {
+      method: "POST",
+      body: JSON.stringify({ prompt, max_tokens: 1 }),
+    }).then((r) => r.json()).catch((e) => ({ cut: e.message }));
+  // A short prompt first: llama-server's own prefill rate (prompt_seconds_total) is known.
+  const warm = await complete("hello there");
+  assert.ok(warm.usage, JSON.stringify(warm));
+  // About 3,800 tokens of the byte vocabulary: one llama_decode, n_decode_total still throughout.
+  const prompt = Array.from({ length: 650 }, (_, i) => `w${i % 97}`).join(" ");
+  const answer = await complete(prompt);
+  const timings = answer.timings;
+  assert.ok(
+    timings,
+    `the long prompt's answer: ${JSON.stringify(answer)}; ${
+      /.*stalled.*/.exec(run.launcher.stderr)?.[0]
+    }`,
+  );
+  // The precondition, in llama-server's own timings: its prefill outlasted the stall timeout.
+  assert.ok(timings.prompt_ms > 3_000, `prefilled in ${timings.prompt_ms} ms`);
+  const e = await run.detail();
+  assert.equal(e.restarts, 0, run.launcher.stderr);
+  assert.equal(e.state, "ready");
+  assert.doesNotMatch(run.launcher.stderr, /stalled/);
+  console.log(
+    `short prompt: ${warm.timings?.prompt_n} tokens at ${
+      warm.timings?.prompt_per_second?.toFixed(1)
+    } tokens/s; long prompt: ${timings.prompt_n} tokens prefilled in ${
+      (timings.prompt_ms / 1000).toFixed(1)
+    } s (${
+      timings.prompt_per_second.toFixed(1)
+    } tokens/s, llama-server's own timings)`,
+  );
 });

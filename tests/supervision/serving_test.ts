@@ -186,6 +186,34 @@ Deno.test("stalled under load: requests running, counters frozen past --stall-ti
   assert.ok(Number(total) > 0, `generated tokens after the restart: ${total}`);
 });
 
+Deno.test("stalled with requests waiting and none running: counters frozen past --stall-timeout: stopped, cause stalled", async () => {
+  // An engine whose scheduler admits nothing: each request waits, none runs.
+  await using setup = await start(
+    { queued: "args: { fake-metrics: vllm, fake-slots: 0 }" },
+    ["--stall-timeout", "1", "--canary-interval", "0"],
+  );
+  await waitFor(
+    async () => (await detail(setup, "queued")).traffic != null,
+    "a first reading",
+  );
+  const work = load(setup, 0, 3);
+  try {
+    await waitFor(
+      async () => ((await detail(setup, "queued")).restarts ?? 0) >= 1,
+      "a restart after the stall",
+      10_000,
+    );
+  } finally {
+    await work.done();
+  }
+  const seen = await detail(setup, "queued");
+  assert.equal(seen.last_exit?.cause, "stalled");
+  assert.match(
+    seen.last_exit?.message ?? "",
+    /^3 requests waiting, none running, no token for [12] s$/,
+  );
+});
+
 Deno.test("slow progress is progress: a slow token, or only the prompt counter moving, never stalls; real traffic sends no canary", async () => {
   await using setup = await start(
     {
@@ -259,6 +287,50 @@ Deno.test("stalled while idle: a wedge with the running gauge at 0 is caught by 
   assert.match(
     String(failures[0]!.detail),
     /^canary \/v1\/chat\/completions failed: no answer within 0\.5 s$/,
+  );
+});
+
+Deno.test("stalled while idle: an engine that prefills but never decodes is restarted by two failed canaries, their own prompts moving its prompt counter", async () => {
+  await using setup = await start(
+    {
+      prefills:
+        "args: { fake-metrics: vllm, fake-wedge-after-ms: 1500, fake-wedge-gauge: zero, fake-wedge-at: decode }",
+    },
+    [
+      "--canary-interval",
+      "0.5",
+      "--canary-timeout",
+      "0.5",
+      "--stall-timeout",
+      "1",
+    ],
+  );
+  let seen: Detail | undefined;
+  const prompts = new Set<number>();
+  await waitFor(
+    async () => {
+      seen = await detail(setup, "prefills");
+      const text = await fetch(
+        `http://127.0.0.1:${setup.port + 1}/metrics`,
+      ).then((r) => r.text()).catch(() => "");
+      const prompt = /^vllm:prompt_tokens_total\{[^}]*\} (\S+)$/m.exec(text);
+      if (seen.restarts === 0 && prompt) prompts.add(Number(prompt[1]));
+      return (seen.restarts ?? 0) >= 1;
+    },
+    "a restart after two failed canaries",
+    15_000,
+  );
+  // The precondition: each canary's prompt moved the counter while it failed.
+  assert.ok(prompts.size >= 3, `prompt counter read: ${[...prompts]}`);
+  // The first run's failures: the second in a row restarts it.
+  const streak = setup.launcher.stderr.split("\n")
+    .filter((l) => l.includes("canary /v1/chat/completions failed"))
+    .map((l) => /\((\d+) in a row\)/.exec(l)?.[1]);
+  assert.deepEqual(streak.slice(0, 2), ["1", "2"], setup.launcher.stderr);
+  assert.equal(seen!.last_exit?.cause, "stalled");
+  assert.match(
+    seen!.last_exit?.message ?? "",
+    /^2 canary requests in a row failed \(no answer within 0\.5 s\)$/,
   );
 });
 

@@ -18,6 +18,7 @@ import {
   ServingWatch,
 } from "../../src/supervision/serving_watch.ts";
 import { waitFor } from "../support/helpers.ts";
+import { ManualClock } from "../support/manual_clock.ts";
 import { LLAMA_CPP_METRICS, metricsText } from "../fixtures/engine_metrics.ts";
 
 interface Stage extends AsyncDisposable {
@@ -34,6 +35,12 @@ function stage(
   card: string,
   canaryIntervalMs: number,
   stallTimeoutMs = 0,
+  o: {
+    clock?: ManualClock;
+    canaryTimeoutMs?: number;
+    /** The canary's answer (503 `busy` when not given). */
+    canary?: (req: Request) => Response | Promise<Response>;
+  } = {},
 ): Stage {
   const server = Deno.serve(
     { hostname: "127.0.0.1", port: 0, onListen() {} },
@@ -41,8 +48,9 @@ function stage(
       if (new URL(req.url).pathname === "/metrics") {
         return new Response(s.metrics);
       }
+      if (req.method !== "POST") return new Response("", { status: 404 });
       s.canaries++;
-      return new Response("busy", { status: 503 });
+      return o.canary?.(req) ?? new Response("busy", { status: 503 });
     },
   );
   const run = {
@@ -78,7 +86,10 @@ function stage(
   };
   const watch = new ServingWatch(
     engine,
-    { canaryTimeoutMs: 2_000 },
+    {
+      canaryTimeoutMs: o.canaryTimeoutMs ?? 2_000,
+      ...o.clock && { clock: o.clock },
+    },
     (e) => events.push(e),
     abort.signal,
   );
@@ -117,8 +128,10 @@ Deno.test("the canary's streak: counters moving between two failed canaries rese
     await waitFor(async () => {
       await s.watch.round(s.run, "ready");
       await new Promise((r) => setTimeout(r, 5));
-      return s.canaries > sent && s.watch.detail().canary !== before;
-    }, "a canary answered");
+      return s.canaries > sent;
+    }, "a canary sent");
+    // No round until it is answered: a failure standing is sent again at the next.
+    await waitFor(() => s.watch.detail().canary !== before, "its answer");
   };
   s.metrics = vllm(10);
   await canary();
@@ -135,6 +148,101 @@ Deno.test("the canary's streak: counters moving between two failed canaries rese
   await canary();
   assert.match(s.lines.at(-1)!, /\(2 in a row\)/);
   assert.deepEqual(s.events.map((e) => e.kind), ["stalled"]);
+});
+
+Deno.test("a failed canary is never forgiven by its own prompt: an engine that prefills and never decodes is stalled at the second failure in a row", async () => {
+  const cards = {
+    vllm: "{ verb: chat, hub: org/m }",
+    "llama.cpp": "{ verb: chat, local: m, engine: llama.cpp }",
+  };
+  for (const [kind, card] of Object.entries(cards)) {
+    const clock = new ManualClock();
+    // Its counters at rest; each canary is prefilled (its prompt counted, one
+    // llama_decode) and then never answered, as a wedged decode loop leaves it.
+    const n = { prompt: 120, generated: 40, decodes: 60, busySlots: 60 };
+    await using s = stage(card, 10_000, 0, {
+      clock,
+      canaryTimeoutMs: 50,
+      canary(req) {
+        n.prompt += 9;
+        n.decodes++;
+        n.busySlots++;
+        return new Promise((answer) =>
+          req.signal.addEventListener("abort", () => answer(new Response()))
+        );
+      },
+    });
+    const round = async (ms: number) => {
+      await clock.advance(ms);
+      s.metrics = metricsText(kind, {
+        running: 0,
+        waiting: 0,
+        ...n,
+        model: "m",
+      });
+      await s.watch.round(s.run, "ready");
+    };
+    const failed = (count: number) =>
+      waitFor(
+        () => s.lines.filter((l) => l.includes("failed")).length >= count,
+        `canary ${count} failed`,
+      );
+    await round(0);
+    for (const count of [1, 2]) {
+      await round(10_000); // quiet for the interval (or a failure standing): one is sent
+      await waitFor(() => s.canaries === count, `${kind}: canary ${count}`);
+      await round(1_000); // its own prompt and step read while it hangs
+      await failed(count);
+    }
+    assert.deepEqual(
+      s.lines.filter((l) => l.includes("failed")).map((l) =>
+        /\((\d) in a row\)/.exec(l)?.[1]
+      ),
+      ["1", "2"],
+      kind,
+    );
+    assert.deepEqual(s.events.map((e) => e.kind), ["stalled"], kind);
+  }
+});
+
+Deno.test("tokens/s from llama.cpp's six significant digits past 1e8 decodes: a true 50 tokens/s stream reads 50 within a fifth, never 0, 120 or null once known (within 5 minutes)", async () => {
+  const clock = new ManualClock();
+  await using s = stage("{ verb: chat, local: m, engine: llama.cpp }", 0, 0, {
+    clock,
+  });
+  // One slot decoding 50 tokens/s on a server that has made 1e8 decodes, 1.2 busy slots each.
+  const shown: (number | null)[] = [];
+  for (let t = 0; t <= 600; t += 10) {
+    const decodes = 100_000_000 + 50 * t;
+    s.metrics = metricsText("llama.cpp", {
+      running: 1,
+      waiting: 0,
+      prompt: 5_000_000,
+      generated: 90_000_000,
+      decodes,
+      busySlots: 120_000_000 + 50 * t,
+      model: "m",
+    });
+    await s.watch.round(s.run, "ready");
+    shown.push(s.watch.detail().traffic?.tokens_per_s ?? null);
+    await clock.advance(10_000);
+  }
+  const known = shown.filter((v) => v !== null);
+  assert.ok(
+    known.length >= 30 && known.every((v) => Math.abs(v - 50) <= 10) &&
+      shown.indexOf(known[0]!) + known.length === shown.length,
+    `tokens/s shown every 10 s: ${shown.join(", ")}`,
+  );
+  // The stream ends: idle, the figure is 0 again, not the last one held.
+  for (let i = 0; i < 2; i++) {
+    s.metrics = s.metrics.replace(
+      /^llamacpp:requests_processing 1$/m,
+      "llamacpp:requests_processing 0",
+    );
+    await s.watch.round(s.run, "ready");
+    await clock.advance(10_000);
+  }
+  assert.equal(s.watch.detail().traffic?.tokens_per_s, 0);
 });
 
 Deno.test("odd values cost one warning each, however many rounds read them; NaN is named", async () => {

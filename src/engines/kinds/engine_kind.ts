@@ -111,6 +111,14 @@ export interface TrafficRule {
     readonly counter: string;
     readonly tokens?: string;
     readonly perStep?: string;
+    /** The significant digits it prints them with (llama.cpp: 6): past them the values are rounded. */
+    readonly digits?: number;
+    /** A step may be a whole prefill batch: its tokens (the card's `flags`, else `tokens`) at the prompt rate (`seconds`: time spent on the prompt counter's tokens). */
+    readonly batch?: {
+      readonly flags: readonly string[];
+      readonly tokens: number;
+      readonly seconds: string;
+    };
   };
   /** The flag the launcher adds to turn the endpoint on, unless the card's args give it. */
   readonly enableFlag?: string;

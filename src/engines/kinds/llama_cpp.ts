@@ -58,6 +58,13 @@ const LLAMA_TRAFFIC: TrafficRule = {
   steps: {
     counter: "llamacpp:n_decode_total",
     perStep: "llamacpp:n_busy_slots_per_decode",
+    digits: 6, // C++'s `<<` on a double (server-task.cpp, to_metrics)
+    // common/arg.cpp: -b, --batch-size, 2048: one llama_decode per batch.
+    batch: {
+      flags: ["-b", "--batch-size"],
+      tokens: 2048,
+      seconds: "llamacpp:prompt_seconds_total",
+    },
   },
   enableFlag: "--metrics",
   sleepFlag: "--sleep-idle-seconds",
