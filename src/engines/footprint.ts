@@ -37,3 +37,29 @@ export interface Footprint {
   /** `load lines`, `metrics`, `nvidia-smi`, or several joined by ` + `. */
   readonly from: string;
 }
+
+/**
+ * What a run on `devices` took on each: a tensor-parallel run's figures (its
+ * ranks' lines and nvidia-smi's MiB, summed over its devices) split evenly.
+ *
+ * @example `perDevice(f, ["0", "1"]).total_mib` is half of `f.total_mib`.
+ */
+export function perDevice(
+  footprint: Footprint,
+  devices: readonly string[],
+): Footprint {
+  const n = devices.length;
+  if (n <= 1) return footprint;
+  const each = (mib: number | null) =>
+    mib === null ? null : Math.round((mib / n) * 100) / 100;
+  const { weights_mib, kv_cache_mib, graphs_mib, compute_mib, total_mib } =
+    footprint;
+  return {
+    ...footprint,
+    weights_mib: each(weights_mib),
+    kv_cache_mib: each(kv_cache_mib),
+    graphs_mib: each(graphs_mib),
+    compute_mib: each(compute_mib),
+    total_mib: each(total_mib),
+  };
+}

@@ -7,7 +7,7 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
-import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
+import { type EnginePlan, masked } from "./engine_plan.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { abortAfter, sleep, within } from "../common/sleep.ts";
@@ -90,7 +90,7 @@ export class ServerProcess implements AsyncDisposable {
     this.host = plan.host;
     this.port = plan.port;
     this.name = plan.card.name;
-    this.url = baseUrl(plan);
+    this.url = plan.url;
   }
 
   /** The log file for the engine's stdout and stderr. */

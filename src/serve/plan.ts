@@ -7,19 +7,18 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
-import { type EnginePlan, keySplit } from "../engines/engine_plan.ts";
+import { type EnginePlan, keySplit, placed } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { termDrains } from "../engines/kinds/engine_kind.ts";
 import {
   devicesOf,
   placeEngines,
   type Placement,
-  placementEnv,
   replacePlacement,
 } from "../gpu/placement.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { cardMemory } from "../gpu/footprint_book.ts";
-import { engineMemory } from "../gpu/memory_plan.ts";
+import { enginePlacement } from "../gpu/memory_plan.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { productionRefusal } from "../web/ops_stance.ts";
 import { type Config, engineKeySource } from "./config.ts";
@@ -77,21 +76,7 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     const resolved = facts.engines[card.name]!;
     if (resolved instanceof Error) throw resolved;
     if (!fresh.has(card.name)) return resolved;
-    const gpus = devicesOf(placement, card);
-    const need = placement.assigned[card.name]?.need;
-    const held = engineMemory(card, placement, entries, resolved.memoryNeed);
-    return {
-      ...resolved,
-      args: [...resolved.args, ...held.args],
-      memoryNeed: held.memoryNeed,
-      env: { ...resolved.env, ...placementEnv(placement, card) },
-      gpus,
-      share: gpus === null || gpus.length === 0
-        ? null
-        : need?.kind === "share"
-        ? need.share
-        : 1,
-    };
+    return placed(resolved, enginePlacement(card, placement, entries));
   });
   const devMode = running?.devMode ?? config.devMode;
   const refusal = !running && !devMode &&

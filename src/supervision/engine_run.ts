@@ -87,7 +87,7 @@ export class EngineRun {
     this.#process = this.#spawn(plan);
     const { gate, released } = options;
     const now = () => this.#clock.now();
-    this.#gpu = new GpuSeat(gate, plan.gpus, now, released);
+    this.#gpu = new GpuSeat(gate, plan.placement.gpus, now, released);
     this.name = plan.name;
     this.host = plan.host;
     this.port = plan.port;
@@ -116,7 +116,7 @@ export class EngineRun {
   }
 
   get gpus(): readonly string[] | null {
-    return this.#plan.gpus;
+    return this.#plan.placement.gpus;
   }
 
   detail(): EngineDetail {
@@ -130,7 +130,7 @@ export class EngineRun {
       since: this.#since.toISOString(),
       last_exit: this.#lastExit,
       next_restart: this.#nextRestart?.toISOString() ?? null,
-      gpus: this.#plan.gpus,
+      gpus: this.#plan.placement.gpus,
       waiting_for: this.#gpu.facts.waiting ?? null,
       gpu_memory_mib: this.#gpu.facts.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.facts.memory?.by ?? null,
@@ -508,7 +508,7 @@ export class EngineRun {
     }
     const slot = await this.#gpu.pass(
       this.name,
-      this.#plan.memoryNeed ?? undefined,
+      this.#plan.placement.memoryNeed ?? undefined,
       this.#interrupt.signal,
       (waiting) => this.#on({ kind: "held", waiting }),
     );
