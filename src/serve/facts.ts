@@ -22,7 +22,13 @@ import type { GpuMonitor, GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
 import { type GpuDetection, readsIntegerDevices } from "../gpu/placement.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
-import { type ReadBook, readBook } from "../gpu/footprint_book.ts";
+import {
+  type BookEntry,
+  measuredOf,
+  type ReadBook,
+  readBook,
+} from "../gpu/footprint_book.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { type Config, engineDefaults } from "./config.ts";
 import { engineChanges, renewed } from "./card_change.ts";
 
@@ -117,7 +123,10 @@ export async function gather(
     const weights = Object.fromEntries(
       fresh.map((card) => [card.name, localWeights(card, directory)]),
     );
-    look ??= mayLook && wantsLook(fresh, weights) ? monitor.look() : undefined;
+    const book = readBook(directory);
+    look ??= mayLook && wantsLook(fresh, weights, book.entries)
+      ? monitor.look()
+      : undefined;
     const detection = running ? undefined : await detectGpuPool({
       gpus: config.gpus,
       env: config.env,
@@ -137,7 +146,6 @@ export async function gather(
             directory,
             apiKey: config.engineKey,
             baseEnv: config.engineEnv,
-            memoryNeed: gpuMemoryNeed(card) ?? null,
             defaults,
           });
       } catch (error) {
@@ -163,7 +171,7 @@ export async function gather(
       tls,
       survey,
       ports: survey ? probePorts(config, cards, survey) : [],
-      footprints: readBook(directory),
+      footprints: book,
     };
   } finally {
     // A refusal before placement leaves no nvidia-smi run behind.
@@ -233,14 +241,24 @@ function checkVisibleDevices(visible: string | undefined): void {
   }
 }
 
-/** Whether a look tells these cards anything: local weights to compare, or an engine reading integer devices. */
+/**
+ * Whether a look tells these cards anything: local weights to compare, a
+ * budget to size, a kind that packs or a footprint to place by, an engine
+ * reading integer devices. A dry run looks whatever the cards: a start that
+ * looked less would place them otherwise.
+ */
 function wantsLook(
   cards: readonly ModelCard[],
   weights: Readonly<Record<string, LocalWeights>>,
+  entries: readonly BookEntry[],
 ): boolean {
   return cards.some((card) =>
     (weights[card.name]?.kind === "local" &&
-      gpuMemoryNeed(card) !== undefined) || readsIntegerDevices(card)
+      gpuMemoryNeed(card) !== undefined) ||
+    readsIntegerDevices(card) ||
+    card.gpuMemory !== undefined ||
+    ENGINE_KINDS[card.engine]?.sizing?.packs === true ||
+    Object.keys(measuredOf(entries, card)).length > 0
   );
 }
 
