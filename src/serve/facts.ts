@@ -30,7 +30,7 @@ import {
 } from "../gpu/footprint_book.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { type Config, engineDefaults } from "./config.ts";
-import { engineChanges, renewed } from "./card_change.ts";
+import { type EngineChanges, engineChanges, renewed } from "./card_change.ts";
 
 /** The TLS pair under `<directory>/ssl/`, as plain data. */
 export type TlsPair = Pick<SSLConfig, "cert" | "key" | "certFile" | "serial">;
@@ -51,8 +51,8 @@ export interface Facts {
   readonly cards: readonly ModelCard[];
   /** Each engine without a new placement, or why it cannot run: resolved anew, else the running one amended. */
   readonly engines: Readonly<Record<string, EnginePlan | Error>>;
-  /** The engines resolved and placed anew: a start's all, a reload's new or changed ones. */
-  readonly fresh: ReadonlySet<string>;
+  /** What happens to each engine, against the running plan (none: a start, every engine `start`). */
+  readonly changes: EngineChanges;
   readonly weights: Readonly<Record<string, LocalWeights>>;
   /** Undefined for a reload, as `survey` (it keeps its own). */
   readonly detection: GpuDetection | undefined;
@@ -115,9 +115,8 @@ export async function gather(
       }
       cards.push(card);
     }
-    const renew = renewed(
-      engineChanges(running?.engines, cards, running?.failed),
-    );
+    const changes = engineChanges(running?.engines, cards, running?.failed);
+    const renew = renewed(changes);
     const fresh = cards.filter((card) => renew.has(card.name));
     // By `stat` alone: a weight file is never opened.
     const weights = Object.fromEntries(
@@ -164,7 +163,7 @@ export async function gather(
       catalogue,
       cards,
       engines,
-      fresh: renew,
+      changes,
       weights,
       detection,
       snapshot: answered?.ok ? answered.snapshot : undefined,

@@ -45,6 +45,7 @@ import {
   reloadResult,
 } from "./diff.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
+import { renewed } from "./card_change.ts";
 import { onShutdownSignal, SignalListeners } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { GuardedServer } from "../http/connection_guard.ts";
@@ -366,10 +367,11 @@ export class Semioserve implements AsyncDisposable {
         config,
         running,
       );
-      const fresh = facts.cards.filter((card) => facts.fresh.has(card.name));
+      const renew = renewed(facts.changes);
+      const fresh = facts.cards.filter((card) => renew.has(card.name));
       const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
       for (const warning of warnings) log.warn(warning);
-      const changes = diff(running.plan, plan, running.failed);
+      const changes = diff(running.plan, plan);
       const failed = await this.#apply(changes, plan);
       this.#config = config;
       done = reloadResult(changes, failed, warnings, began);

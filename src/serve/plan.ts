@@ -23,6 +23,7 @@ import { EngineRecords } from "../supervision/records.ts";
 import { productionRefusal } from "../web/ops_stance.ts";
 import { type Config, engineKeySource } from "./config.ts";
 import { type Facts, leftoverOn, type TlsPair } from "./facts.ts";
+import { type EngineChanges, renewed } from "./card_change.ts";
 
 /** What runs, checked: plain data (`JSON.stringify` round-trips it). */
 export interface Plan {
@@ -31,6 +32,8 @@ export interface Plan {
   readonly port: number;
   readonly catalogue: readonly string[];
   readonly engines: readonly EnginePlan[];
+  /** What happens to each engine against the plan it was made from (`diff` reads it). */
+  readonly changes: EngineChanges;
   readonly placement: Placement;
   readonly devMode: boolean;
   readonly tls: TlsPair | undefined;
@@ -48,7 +51,8 @@ export interface Plan {
  * @throws {GpuPlacementError | EngineError | ConfigError | SSLConfigError} The first refusal.
  */
 export function plan(config: Config, facts: Facts, running?: Plan): Plan {
-  const { cards, fresh } = facts;
+  const { cards, changes } = facts;
+  const fresh = renewed(changes);
   const { entries } = facts.footprints;
   const memory = Object.fromEntries(cards.flatMap((card) => {
     const known = cardMemory(card, entries);
@@ -105,6 +109,7 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     port: config.port,
     catalogue: facts.catalogue.names(),
     engines,
+    changes,
     placement,
     devMode,
     tls: facts.tls,
