@@ -6,22 +6,13 @@ import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
 import {
+  type MemoryNeed,
   SERVE_FLAGS,
   termDrains,
   type TrafficRule,
 } from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
-
-/** What one engine takes on each of its devices before it serves. */
-export interface MemoryNeed {
-  /** Of each device's total memory. */
-  readonly fraction: number;
-  /** MiB, where known (its budget or its footprint): wins over `fraction`. */
-  readonly mib?: number;
-  /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
-  readonly from: string;
-}
 
 /**
  * Where placement put an engine and what holds it there: part of its plan,

@@ -3,7 +3,8 @@
 // such a device, else its kind's estimate), and the env and args that hold it
 // there. Pure: the book's entries and the plan's one nvidia-smi look are data.
 import type { ModelCard } from "../catalogue.ts";
-import type { EnginePlacement, MemoryNeed } from "../engines/engine_plan.ts";
+import type { EnginePlacement } from "../engines/engine_plan.ts";
+import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { type BookEntry, measuredOf } from "./footprint_book.ts";
 import { gpuMemoryNeed, GpuPlacementError } from "./need.ts";
