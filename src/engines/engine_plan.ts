@@ -77,23 +77,16 @@ const OFF: EngineDefaults = {
 };
 
 /** One engine as it will run: checked, printable, comparable; each per-card setting resolved once (ms; 0: off). */
-export interface EnginePlan extends EngineSettings {
+export interface EnginePlan
+  extends
+    Readonly<Required<Omit<EngineSite, "defaults" | "placement">>>,
+    EngineSettings {
   /** The catalogue name. */
   readonly name: string;
   /** The expanded card. */
   readonly card: ModelCard;
-  /** Host the engine binds; also used to reach it. */
-  readonly host: string;
-  /** Port the engine listens on. */
-  readonly port: number;
   /** Its OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
   readonly url: string;
-  /** The root directory. */
-  readonly directory: string;
-  /** API key the engine demands; empty for none. */
-  readonly apiKey: string;
-  /** What the engine inherits. */
-  readonly baseEnv: Readonly<Record<string, string>>;
   /** Where it is placed, and the env and args that hold it there. */
   readonly placement: EnginePlacement;
   /** `<directory>/logs/<name>.log`. */

@@ -41,11 +41,6 @@ import { Starts } from "./start_record.ts";
 
 export class EngineRun {
   readonly log: EngineLog;
-  // A reload that moves an engine replaces its run: these never change.
-  readonly name: string;
-  readonly host: string;
-  readonly port: number;
-  readonly url: string;
   /** The running run's plan, amended by a reload: every reader's. */
   #plan: EnginePlan;
   /** The key of the next start: a reload's new one reaches the engine there. */
@@ -88,10 +83,6 @@ export class EngineRun {
     const { gate, released } = options;
     const now = () => this.#clock.now();
     this.#gpu = new GpuSeat(gate, plan.placement.gpus, now, released);
-    this.name = plan.name;
-    this.host = plan.host;
-    this.port = plan.port;
-    this.url = this.#process.url;
     const on = (e: EngineEvent) => this.#on(e);
     this.#liveness = new Liveness(this.name, this.#clock, options, (run) => {
       this.#on({ kind: "silence", run });
@@ -101,6 +92,11 @@ export class EngineRun {
 
   get plan(): EnginePlan {
     return this.#plan;
+  }
+
+  /** Its catalogue name; where it runs is its plan's (a reload that moves it replaces its run). */
+  get name(): string {
+    return this.#plan.name;
   }
 
   get process(): ServerProcess {
@@ -320,8 +316,9 @@ export class EngineRun {
   #respawn(restart: boolean): void {
     if (restart) {
       const old = this.#process;
-      if (!isPortFree(old.host, old.port)) {
-        throw new Error(`port ${old.port} is taken by another process`);
+      const { host, port } = this.#plan;
+      if (!isPortFree(host, port)) {
+        throw new Error(`port ${port} is taken by another process`);
       }
       this.#plan = replan({ ...this.#plan, apiKey: this.#key });
       this.#process = this.#spawn(this.#plan);
@@ -521,12 +518,12 @@ export class EngineRun {
       model: this.name,
       pid: run.pid!,
       command: run.commandLine,
-      host: run.host,
-      port: run.port,
+      host: run.plan.host,
+      port: run.plan.port,
     });
     this.#gpu.spawned(run.pid);
     this.#o.readAhead?.loading(this.name, this.#plan);
-    if (this.#gpu.loading || run.card.hub) void this.#watchLoad(run);
+    if (this.#gpu.loading || run.plan.card.hub) void this.#watchLoad(run);
     this.#liveness.spawned(run);
     void run.ended.then((status) => this.#on({ kind: "exited", run, status }));
   }
