@@ -6,7 +6,6 @@ import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
 import {
-  type MemoryNeed,
   SERVE_FLAGS,
   termDrains,
   type TrafficRule,
@@ -14,22 +13,8 @@ import {
 import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
 
-/**
- * Where placement put an engine and what holds it there: part of its plan,
- * so that a restart, a retry or a reload makes the same command line.
- */
-export interface EnginePlacement {
-  /** Its devices, `[]` for none, null when not placed. */
-  readonly gpus: readonly string[] | null;
-  /** The share of each of its devices (1: whole), null when not placed. */
-  readonly share: number | null;
-  /** What it holds on each device (its budget, footprint or estimate), null when unknown. */
-  readonly memoryNeed: MemoryNeed | null;
-  /** Set over the card's `env`: `CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`. */
-  readonly env: Readonly<Record<string, string>>;
-  /** Its kind's flags holding it to its budget, after the card's. */
-  readonly args: readonly string[];
-}
+/** Where placement put an engine, as its plan holds it. */
+export type EnginePlacement = EnginePlan["placement"];
 
 /** Not placed. */
 const UNPLACED: EnginePlacement = {
@@ -53,7 +38,7 @@ export interface EngineSite {
   /** What the engine inherits (the launcher's environment less its secrets); its PATH finds the executable. */
   baseEnv: Readonly<Record<string, string>>;
   /** Its place on the GPUs. @default {not placed} */
-  placement?: Partial<EnginePlacement>;
+  placement?: Partial<EnginePlan["placement"]>;
   /** The launcher's settings (ms; 0: off), which a card's own fields win over. @default {restart on failure; no retry, drain, stall rule or canary} */
   defaults?: {
     readonly restart: RestartPolicy;
@@ -78,17 +63,45 @@ const OFF: EngineDefaults = {
 
 /** One engine as it will run: checked, printable, comparable; each per-card setting resolved once (ms; 0: off). */
 export interface EnginePlan
-  extends
-    Readonly<Required<Omit<EngineSite, "defaults" | "placement">>>,
-    EngineSettings {
+  extends Readonly<Required<Omit<EngineSite, "defaults" | "placement">>> {
+  /** When it starts again after it ended: the card's, else the launcher's. */
+  readonly restart: RestartPolicy;
+  /** A `failed` engine is tried again after this long. */
+  readonly failedRetryMs: number;
+  /** What a planned stop drains it at most (none without `traffic`). */
+  readonly drainMs: number;
+  /** Requests running and no token counted this long: stalled. */
+  readonly stallMs: number;
+  /** Idle this long: a canary request. */
+  readonly canaryMs: number;
+  /** Its SIGTERM is its own drain (the kind's `termDrain` flag set above 0 in the card's args). */
+  readonly termDrains: boolean;
+  /** @ignore The launcher's own plumbing: where and how its traffic is read (the kind's rule, else the card's `metrics`); null: not at all. */
+  readonly traffic: TrafficRule | null;
   /** The catalogue name. */
   readonly name: string;
   /** The expanded card. */
   readonly card: ModelCard;
   /** Its OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
   readonly url: string;
-  /** Where it is placed, and the env and args that hold it there. */
-  readonly placement: EnginePlacement;
+  /** Where placement put it and what holds it there: a restart, a retry or a reload makes the same command line with it. */
+  readonly placement: {
+    /** Its devices, `[]` for none, null when not placed. */
+    readonly gpus: readonly string[] | null;
+    /** The share of each of its devices (1: whole), null when not placed. */
+    readonly share: number | null;
+    /** What it holds on each device (its budget, footprint or estimate; `mib` wins over `fraction` of the total), null when unknown. */
+    readonly memoryNeed: {
+      readonly fraction: number;
+      readonly mib?: number;
+      /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
+      readonly from: string;
+    } | null;
+    /** Set over the card's `env`: `CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`. */
+    readonly env: Readonly<Record<string, string>>;
+    /** Its kind's flags holding it to its budget, after the card's. */
+    readonly args: readonly string[];
+  };
   /** `<directory>/logs/<name>.log`. */
   readonly logFile: string;
   /** The executable run. */
@@ -198,23 +211,16 @@ export function amendPlan(
   return { ...plan, card, apiKey, ...engineSettings(card, defaults) };
 }
 
-/** Each per-card setting, the card's value else the launcher's (ms; 0: off). */
-export interface EngineSettings {
-  /** When it starts again after it ended: the card's, else the launcher's. */
-  readonly restart: RestartPolicy;
-  /** A `failed` engine is tried again after this long. */
-  readonly failedRetryMs: number;
-  /** What a planned stop drains it at most (none without `traffic`). */
-  readonly drainMs: number;
-  /** Requests running and no token counted this long: stalled. */
-  readonly stallMs: number;
-  /** Idle this long: a canary request. */
-  readonly canaryMs: number;
-  /** Its SIGTERM is its own drain (the kind's `termDrain` flag set above 0 in the card's args). */
-  readonly termDrains: boolean;
-  /** @ignore The launcher's own plumbing: where and how its traffic is read (the kind's rule, else the card's `metrics`); null: not at all. */
-  readonly traffic: TrafficRule | null;
-}
+type EngineSettings = Pick<
+  EnginePlan,
+  | "restart"
+  | "failedRetryMs"
+  | "drainMs"
+  | "stallMs"
+  | "canaryMs"
+  | "termDrains"
+  | "traffic"
+>;
 
 /** "The card's value, else the launcher's", once for every setting. */
 export function engineSettings(

@@ -315,7 +315,6 @@ export class EngineRun {
   /** A restart checks its port and resolves its command line again, with the key of a reload. */
   #respawn(restart: boolean): void {
     if (restart) {
-      const old = this.#process;
       const { host, port } = this.#plan;
       if (!isPortFree(host, port)) {
         throw new Error(`port ${port} is taken by another process`);
