@@ -163,36 +163,34 @@ export function replan(plan: EnginePlan): EnginePlan {
   };
 }
 
-/** The one place an engine's command line and environment are made: from its card, its site and placement, and its resolved executable and weights. */
+type Resolved = Pick<EnginePlan, "executable" | "model" | "isLocal">;
+
+/** The one place an engine's command line and environment are made: its card, site, placement, executable and weights. */
 function engineOf(
   card: ModelCard,
   site: EngineSite,
-  { executable, model, isLocal }: Pick<
-    EnginePlan,
-    "executable" | "model" | "isLocal"
-  >,
+  { executable, model, isLocal }: Resolved,
 ): Omit<EnginePlan, keyof EngineSettings> {
-  const { host, port, directory, baseEnv } = site;
-  const apiKey = site.apiKey ?? "";
+  const { host, port, directory, baseEnv, apiKey = "" } = site;
   const placement = { ...UNPLACED, ...site.placement };
   const caches = cacheEnv(card, site);
-  const kind = ENGINE_KINDS[card.engine]!;
   const ctx = { model, isLocal, host, port, apiKey, card };
+  const argv = ENGINE_KINDS[card.engine]!.argv(ctx);
   return {
     name: card.name,
     card,
     host,
     port,
-    url: `http://${urlHost(host)}:${port}/v1`,
     directory,
     apiKey,
     baseEnv,
     placement,
-    logFile: `${directory}/logs/${card.name}.log`,
     executable,
     model,
     isLocal,
-    args: [...kind.argv(ctx), ...placement.args],
+    url: `http://${urlHost(host)}:${port}/v1`,
+    logFile: `${directory}/logs/${card.name}.log`,
+    args: [...argv, ...placement.args],
     env: { ...caches, ...card.env, ...placement.env },
     caches: Object.values(caches),
   };
@@ -253,10 +251,7 @@ function cacheEnv(card: ModelCard, site: EngineSite): Record<string, string> {
 }
 
 /** The executable on the site's PATH (or by path) and the weights: a spawn's I/O, done again at each restart. */
-function resolveEngine(
-  card: ModelCard,
-  site: EngineSite,
-): Pick<EnginePlan, "executable" | "model" | "isLocal"> {
+function resolveEngine(card: ModelCard, site: EngineSite): Resolved {
   const kind = ENGINE_KINDS[card.engine];
   if (!kind) {
     throw new EngineError(

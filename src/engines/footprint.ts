@@ -48,18 +48,11 @@ export function perDevice(
   footprint: Footprint,
   devices: readonly string[],
 ): Footprint {
-  const n = devices.length;
-  if (n <= 1) return footprint;
-  const each = (mib: number | null) =>
-    mib === null ? null : Math.round((mib / n) * 100) / 100;
-  const { weights_mib, kv_cache_mib, graphs_mib, compute_mib, total_mib } =
-    footprint;
-  return {
-    ...footprint,
-    weights_mib: each(weights_mib),
-    kv_cache_mib: each(kv_cache_mib),
-    graphs_mib: each(graphs_mib),
-    compute_mib: each(compute_mib),
-    total_mib: each(total_mib),
-  };
+  const n = Math.max(1, devices.length);
+  const parts = ["weights_mib", "kv_cache_mib", "graphs_mib", "compute_mib"];
+  const split = [...parts, "total_mib"].map((part) => {
+    const mib = footprint[part as "total_mib"];
+    return [part, mib === null ? null : Math.round((mib / n) * 100) / 100];
+  });
+  return { ...footprint, ...Object.fromEntries(split) };
 }
