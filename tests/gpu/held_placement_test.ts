@@ -3,7 +3,8 @@
  * stand-in engines recording each start's argv (`<port>.starts.jsonl`) and a
  * stand-in `nvidia-smi` on fake 80 GiB GPUs: `--dry-run`, the first start, a
  * crash restart and a failed engine's retry give the engine the same command
- * line and devices (its budget's flags included); a tensor-parallel card's
+ * line and devices (its budget's flags included), and so do a reload's retry
+and a reload that does not touch the card; a tensor-parallel card's
  * footprint is kept per device; a start with only llama.cpp cards looks at
  * the GPUs as its `--dry-run` does.
  */
@@ -58,6 +59,7 @@ async function site(
     port,
     env,
     args,
+    catalogue: file,
     /** The CLI run to its end: a dry run. */
     async dryRun(extra: string[]): Promise<StartPlan> {
       const out = await new Deno.Command(Deno.execPath(), {
@@ -131,7 +133,7 @@ const CARDS = {
   },
 };
 
-Deno.test("a card's budget survives a crash restart and a failed engine's retry (vLLM, SGLang, llama.cpp): --dry-run, the first start, the restart and the retry hand each engine the same command line and devices", async () => {
+Deno.test("a card's budget survives a crash restart and a failed engine's retry (vLLM, SGLang, llama.cpp): --dry-run, the first start, the restart, a reload's retry and a reload not touching the card hand each engine the same command line and devices", async () => {
   await using s = await site(CARDS);
   const names = Object.keys(CARDS);
   const gpus = ["--gpus", "0-1"];
@@ -150,26 +152,35 @@ Deno.test("a card's budget survives a crash restart and a failed engine's retry 
   await using launcher = s.start([...names, ...gpus]);
   await launcher.ready();
   const ports = names.map((_, i) => s.port + i + 1);
+  const until = (check: () => Promise<boolean>, what: string) =>
+    waitFor(check, what, 30_000).catch((error) => {
+      throw new Error(`${error.message}:\n${launcher.stderr}`);
+    });
+  const allFailed = async () => {
+    const active = (await models(s.port, true)).active;
+    return names.every((n) => active[n]?.state === "failed");
+  };
   // Start, a crash restart, then failed (the same hopeless cause twice).
-  await waitFor(
-    async () => {
-      const active = (await models(s.port, true)).active;
-      return names.every((n) => active[n]?.state === "failed");
-    },
-    "all failed",
-    30_000,
-  ).catch((error) => {
-    throw new Error(`${error.message}:\n${launcher.stderr}`);
-  });
-  // A reload retries each failed engine.
-  launcher.child.kill("SIGHUP");
-  await waitFor(
-    async () =>
-      (await Promise.all(ports.map((p) => s.starts(p))))
-        .every((list) => list.length >= 3),
-    `three starts each:\n${launcher.stderr}`,
-    30_000,
-  );
+  await until(allFailed, "all failed");
+  // A reload retries each failed engine; then one whose only change does
+  // not reach the engines (a description) retries them again.
+  const reloads = [{ starts: 3 }, { starts: 4, description: "the same" }];
+  for (const { starts, description } of reloads) {
+    if (description) {
+      await until(allFailed, "all failed again");
+      const cards = Object.fromEntries(
+        Object.entries(CARDS).map(([n, card]) => [n, { ...card, description }]),
+      );
+      await Deno.writeTextFile(s.catalogue, catalogueText(cards));
+    }
+    launcher.child.kill("SIGHUP");
+    await until(
+      async () =>
+        (await Promise.all(ports.map((p) => s.starts(p))))
+          .every((list) => list.length >= starts),
+      `${starts} starts each`,
+    );
+  }
   const differ: string[] = [];
   for (const [i, name] of names.entries()) {
     const starts = await s.starts(ports[i]!);
