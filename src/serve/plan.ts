@@ -5,13 +5,11 @@
  *
  * @module
  */
-import type { ModelCard } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
 import { type EnginePlan, keySplit, placed } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { termDrains } from "../engines/kinds/engine_kind.ts";
 import {
-  devicesOf,
   placeEngines,
   type Placement,
   replacePlacement,
@@ -117,37 +115,27 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     idpIssuer: config.idpIssuer,
     engineKey: config.engineKey,
     warnings: cardWarnings(
-      cards.filter((card) => fresh.has(card.name)),
+      engines.filter((engine) => fresh.has(engine.name)),
       facts,
-      placement,
     ),
   };
 }
 
-/** Weights that cannot be read, or may not fit the memory the card may use, in card order. */
+/** Weights that cannot be read, or may not fit the memory the engine may use, in card order. */
 function cardWarnings(
-  cards: readonly ModelCard[],
+  engines: readonly EnginePlan[],
   { weights, snapshot }: Facts,
-  placement: Placement,
 ): string[] {
-  const warnings: string[] = [];
-  for (const card of cards) {
+  return engines.flatMap(({ card, placement }) => {
     const found = weights[card.name];
     if (found?.kind === "unreadable") {
-      warnings.push(
-        `${card.name}: cannot read its weights at ${found.path} (${found.reason}): their size is not compared with GPU memory`,
-      );
-    } else if (found?.kind === "local") {
-      const fit = weightFitWarning({
-        card,
-        devices: devicesOf(placement, card),
-        weightBytes: found.bytes,
-        snapshot,
-      });
-      if (fit) warnings.push(fit);
+      return `${card.name}: cannot read its weights at ${found.path} (${found.reason}): their size is not compared with GPU memory`;
     }
-  }
-  return warnings;
+    if (found?.kind !== "local") return [];
+    const devices = placement.gpus;
+    const weightBytes = found.bytes;
+    return weightFitWarning({ card, devices, weightBytes, snapshot }) ?? [];
+  });
 }
 
 /**
