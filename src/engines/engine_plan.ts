@@ -13,6 +13,18 @@ import {
 import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
 
+/** Where placement put an engine, as its plan holds it. */
+export type EnginePlacement = EnginePlan["placement"];
+
+/** Not placed. */
+const UNPLACED: EnginePlacement = {
+  gpus: null,
+  share: null,
+  memoryNeed: null,
+  env: {},
+  args: [],
+};
+
 /** Where an engine runs: what its plan is made from besides its card. */
 export interface EngineSite {
   /** Host the engine binds; also used to reach it. */
@@ -23,23 +35,10 @@ export interface EngineSite {
   directory: string;
   /** API key the engine demands; empty for none. @default {""} */
   apiKey?: string;
-  /** Environment set over the card's `env` (the GPU placement's). */
-  env?: Readonly<Record<string, string>>;
-  /** Its devices, `[]` for none, null when not placed. @default {null} */
-  gpus?: readonly string[] | null;
-  /** The share of each of its devices (1: whole), null when not placed. @default {null} */
-  share?: number | null;
   /** What the engine inherits (the launcher's environment less its secrets); its PATH finds the executable. */
   baseEnv: Readonly<Record<string, string>>;
-  /** GPU memory it takes before it serves, null when unknown. @default {null} */
-  memoryNeed?: {
-    /** Of each device's total memory. */
-    readonly fraction: number;
-    /** MiB, where known (its budget or its footprint): wins over `fraction`. */
-    readonly mib?: number;
-    /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
-    readonly from: string;
-  } | null;
+  /** Its place on the GPUs. @default {not placed} */
+  placement?: Partial<EnginePlan["placement"]>;
   /** The launcher's settings (ms; 0: off), which a card's own fields win over. @default {restart on failure; no retry, drain, stall rule or canary} */
   defaults?: {
     readonly restart: RestartPolicy;
@@ -64,7 +63,7 @@ const OFF: EngineDefaults = {
 
 /** One engine as it will run: checked, printable, comparable; each per-card setting resolved once (ms; 0: off). */
 export interface EnginePlan
-  extends Readonly<Required<Omit<EngineSite, "defaults">>> {
+  extends Readonly<Required<Omit<EngineSite, "defaults" | "placement">>> {
   /** When it starts again after it ended: the card's, else the launcher's. */
   readonly restart: RestartPolicy;
   /** A `failed` engine is tried again after this long. */
@@ -83,13 +82,37 @@ export interface EnginePlan
   readonly name: string;
   /** The expanded card. */
   readonly card: ModelCard;
+  /** Its OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
+  readonly url: string;
+  /** Where placement put it and what holds it there: a restart, a retry or a reload makes the same command line with it. */
+  readonly placement: {
+    /** Its devices, `[]` for none, null when not placed. */
+    readonly gpus: readonly string[] | null;
+    /** The share of each of its devices (1: whole), null when not placed. */
+    readonly share: number | null;
+    /** What it holds on each device (its budget, footprint or estimate; `mib` wins over `fraction` of the total), null when unknown. */
+    readonly memoryNeed: {
+      readonly fraction: number;
+      readonly mib?: number;
+      /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
+      readonly from: string;
+    } | null;
+    /** Set over the card's `env`: `CUDA_VISIBLE_DEVICES`, `CUDA_DEVICE_ORDER`. */
+    readonly env: Readonly<Record<string, string>>;
+    /** Its kind's flags holding it to its budget, after the card's. */
+    readonly args: readonly string[];
+  };
   /** `<directory>/logs/<name>.log`. */
   readonly logFile: string;
   /** The executable run. */
   readonly executable: string;
-  /** Its arguments. */
+  /** The weights it serves: a local path, else the hub id. */
+  readonly model: string;
+  /** Whether {@linkcode EnginePlan.model} is a local path. */
+  readonly isLocal: boolean;
+  /** Its arguments: its kind's command line, the card's args, its placement's. */
   readonly args: readonly string[];
-  /** What the launcher adds to {@linkcode EnginePlan.baseEnv}: its compile caches, the card's `env`, then the site's. */
+  /** What the launcher adds to {@linkcode EnginePlan.baseEnv}: its compile caches, the card's `env`, then its placement's. */
   readonly env: Readonly<Record<string, string>>;
   /** The compile cache directories it was given (`<directory>/data/cache/<name>/…`), made before each spawn. */
   readonly caches: readonly string[];
@@ -113,33 +136,64 @@ export interface EnginePlan
  * ```
  */
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
-  const { defaults, ...where } = site;
-  const apiKey = site.apiKey ?? "";
-  const caches = cacheEnv(card, site);
   return {
-    ...where,
-    name: card.name,
-    card,
-    logFile: `${site.directory}/logs/${card.name}.log`,
-    gpus: site.gpus ?? null,
-    share: site.share ?? null,
-    apiKey,
-    ...commandOf(card, { ...site, apiKey }),
-    env: { ...caches, ...card.env, ...site.env },
-    caches: Object.values(caches),
-    memoryNeed: site.memoryNeed ?? null,
-    ...engineSettings(card, defaults ?? OFF),
+    ...engineOf(card, site, resolveEngine(card, site)),
+    ...engineSettings(card, site.defaults ?? OFF),
   };
 }
 
+/** The plan placed anew (pure): its command line and environment made again with `placement`. */
+export function placed(
+  plan: EnginePlan,
+  placement: EnginePlacement,
+): EnginePlan {
+  return { ...plan, ...engineOf(plan.card, { ...plan, placement }, plan) };
+}
+
 /**
- * The plan's command line resolved anew (the executable, local or hub
- * weights, its key), its settings kept: a restart's and a retry's.
+ * The plan's executable and weights resolved anew, its placement and settings
+ * kept: a restart's and a retry's.
  *
  * @throws {EngineError} As {@linkcode planEngine}.
  */
 export function replan(plan: EnginePlan): EnginePlan {
-  return { ...plan, ...commandOf(plan.card, plan) };
+  return {
+    ...plan,
+    ...engineOf(plan.card, plan, resolveEngine(plan.card, plan)),
+  };
+}
+
+type Resolved = Pick<EnginePlan, "executable" | "model" | "isLocal">;
+
+/** The one place an engine's command line and environment are made: its card, site, placement, executable and weights. */
+function engineOf(
+  card: ModelCard,
+  site: EngineSite,
+  { executable, model, isLocal }: Resolved,
+): Omit<EnginePlan, keyof EngineSettings> {
+  const { host, port, directory, baseEnv, apiKey = "" } = site;
+  const placement = { ...UNPLACED, ...site.placement };
+  const caches = cacheEnv(card, site);
+  const ctx = { model, isLocal, host, port, apiKey, card };
+  const argv = ENGINE_KINDS[card.engine]!.argv(ctx);
+  return {
+    name: card.name,
+    card,
+    host,
+    port,
+    directory,
+    apiKey,
+    baseEnv,
+    placement,
+    executable,
+    model,
+    isLocal,
+    url: `http://${urlHost(host)}:${port}/v1`,
+    logFile: `${directory}/logs/${card.name}.log`,
+    args: [...argv, ...placement.args],
+    env: { ...caches, ...card.env, ...placement.env },
+    caches: Object.values(caches),
+  };
 }
 
 /**
@@ -196,10 +250,8 @@ function cacheEnv(card: ModelCard, site: EngineSite): Record<string, string> {
   );
 }
 
-function commandOf(
-  card: ModelCard,
-  site: EngineSite & { apiKey: string },
-): { executable: string; args: readonly string[] } {
+/** The executable on the site's PATH (or by path) and the weights: a spawn's I/O, done again at each restart. */
+function resolveEngine(card: ModelCard, site: EngineSite): Resolved {
   const kind = ENGINE_KINDS[card.engine];
   if (!kind) {
     throw new EngineError(
@@ -236,14 +288,7 @@ function commandOf(
         : `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${executable}' is not on PATH (${kind.install}, or set the card's executable)`,
     );
   }
-  const args = kind.argv({
-    ...resolveModel(card, kind, site.directory),
-    host: site.host,
-    port: site.port,
-    apiKey: site.apiKey,
-    card,
-  });
-  return { executable, args };
+  return { executable, ...resolveModel(card, kind, site.directory) };
 }
 
 /**
@@ -266,10 +311,6 @@ export function keySplit(card: ModelCard, key: string): string | undefined {
     : undefined;
   return found &&
     `${found} (expected a key without '${list.separator}', not opening with '${list.quote}': ${kind.title} reads --api-key as keys separated by '${list.separator}', each may be quoted)`;
-}
-
-export function baseUrl(plan: EnginePlan): string {
-  return `http://${urlHost(plan.host)}:${plan.port}/v1`;
 }
 
 /** Every API key replaced by `***`: the launcher's and any `--api-key` of the command line (a `command` card's own). */

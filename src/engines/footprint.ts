@@ -37,3 +37,22 @@ export interface Footprint {
   /** `load lines`, `metrics`, `nvidia-smi`, or several joined by ` + `. */
   readonly from: string;
 }
+
+/**
+ * What a run on `devices` took on each: a tensor-parallel run's figures (its
+ * ranks' lines and nvidia-smi's MiB, summed over its devices) split evenly.
+ *
+ * @example `perDevice(f, ["0", "1"]).total_mib` is half of `f.total_mib`.
+ */
+export function perDevice(
+  footprint: Footprint,
+  devices: readonly string[],
+): Footprint {
+  const n = Math.max(1, devices.length);
+  const parts = ["weights_mib", "kv_cache_mib", "graphs_mib", "compute_mib"];
+  const split = [...parts, "total_mib"].map((part) => {
+    const mib = footprint[part as "total_mib"];
+    return [part, mib === null ? null : Math.round((mib / n) * 100) / 100];
+  });
+  return { ...footprint, ...Object.fromEntries(split) };
+}

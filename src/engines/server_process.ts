@@ -5,9 +5,8 @@
  * restart policy, supervision, GPUs' start order or HTTP routes.
  * @module
  */
-import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
-import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
+import { type EnginePlan, masked } from "./engine_plan.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { abortAfter, sleep, within } from "../common/sleep.ts";
@@ -58,16 +57,6 @@ export class ServerProcess implements AsyncDisposable {
   readonly plan: EnginePlan;
   /** @ignore The launcher's own plumbing: phase and exit cause, read from the output. */
   readonly watch: LoadWatch;
-  /** The catalogue card this engine serves. */
-  readonly card: ModelCard;
-  /** Host the engine binds. */
-  readonly host: string;
-  /** Port the engine listens on. */
-  readonly port: number;
-  /** The catalogue name. */
-  readonly name: string;
-  /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`. */
-  readonly url: string;
   /** @ignore Its durations' and timers' clock (tests: one they move). */
   readonly clock: Clock;
   #log: EngineLog;
@@ -92,11 +81,11 @@ export class ServerProcess implements AsyncDisposable {
     this.#log = log ?? new EngineLog(plan.logFile);
     this.watch = new LoadWatch(ENGINE_KINDS[plan.card.engine]?.output);
     this.watch.now = () => clock.now();
-    this.card = plan.card;
-    this.host = plan.host;
-    this.port = plan.port;
-    this.name = plan.card.name;
-    this.url = baseUrl(plan);
+  }
+
+  /** The OpenAI-compatible base URL, e.g. `http://localhost:5001/v1`: its plan's. */
+  get url(): string {
+    return this.plan.url;
   }
 
   /** The log file for the engine's stdout and stderr. */
@@ -141,7 +130,7 @@ export class ServerProcess implements AsyncDisposable {
   /** How the engine exited, once it and what it left in its group are gone; rejects if never started. */
   get ended(): Promise<Deno.CommandStatus> {
     return this.#ended ??
-      Promise.reject(new EngineError(`${this.name} was never started`));
+      Promise.reject(new EngineError(`${this.plan.name} was never started`));
   }
 
   /** The command line as logged: the API key masked. */
@@ -167,7 +156,7 @@ export class ServerProcess implements AsyncDisposable {
 
   // Only a run given the hub id downloads. One look at a time: a slow disk never piles them up.
   #lookForDownload(): void {
-    const hub = this.card.hub;
+    const hub = this.plan.card.hub;
     if (!hub || !this.plan.args.includes(hub) || this.#looking) return;
     const cache = hubCache({ ...this.plan.baseEnv, ...this.plan.env });
     this.#looking = incompleteBytes(cache, hub)
@@ -183,7 +172,7 @@ export class ServerProcess implements AsyncDisposable {
    */
   start(): void {
     if (this.#child) {
-      throw new EngineError(`Cannot start ${this.name}: already started`);
+      throw new EngineError(`Cannot start ${this.plan.name}: already started`);
     }
     try {
       for (const dir of this.plan.caches) {
@@ -205,7 +194,7 @@ export class ServerProcess implements AsyncDisposable {
       this.#mark(`cannot start: ${this.commandLine}`);
       const why = cause instanceof Error ? cause.message : cause;
       throw new EngineError(
-        `Cannot start ${this.name}: ${this.plan.executable}: ${why}`,
+        `Cannot start ${this.plan.name}: ${this.plan.executable}: ${why}`,
         { cause },
       );
     }
@@ -232,7 +221,7 @@ export class ServerProcess implements AsyncDisposable {
       if (!this.#stopping) {
         if (this.#ownLog && !this.#termed) {
           log.warn(
-            `engine ${this.name} (pid ${child.pid}) exited on its own with ${
+            `engine ${this.plan.name} (pid ${child.pid}) exited on its own with ${
               describe(status)
             }; see ${this.logFile}`,
           );
@@ -244,7 +233,7 @@ export class ServerProcess implements AsyncDisposable {
       return status;
     });
     log.info(
-      `engine ${this.name} (${this.card.engine}) started, pid ${child.pid}, ${this.url}, log ${this.logFile}`,
+      `engine ${this.plan.name} (${this.plan.card.engine}) started, pid ${child.pid}, ${this.url}, log ${this.logFile}`,
     );
   }
 
@@ -273,7 +262,7 @@ export class ServerProcess implements AsyncDisposable {
 
   async #probe(timeoutMs: number): Promise<HealthCheck> {
     const abort = abortAfter(timeoutMs);
-    const url = `${engineOrigin(this.host, this.port)}/health`;
+    const url = `${engineOrigin(this.plan.host, this.plan.port)}/health`;
     const began = performance.now();
     try {
       const response = await fetch(url, { signal: abort.signal });
@@ -313,10 +302,10 @@ export class ServerProcess implements AsyncDisposable {
   async #terminate(child: Deno.ChildProcess, graceMs: number): Promise<void> {
     const pgid = child.pid;
     await stopGroup(pgid, graceMs, {
-      againMs: ENGINE_KINDS[this.card.engine]?.termAgainMs,
+      againMs: ENGINE_KINDS[this.plan.card.engine]?.termAgainMs,
       onKill: () =>
         log.warn(
-          `engine ${this.name} (pgid ${pgid}) outlived ${graceMs} ms after SIGTERM: SIGKILL`,
+          `engine ${this.plan.name} (pgid ${pgid}) outlived ${graceMs} ms after SIGTERM: SIGKILL`,
         ),
     });
     // Until this resolves, the exit handler sees `#stopping` set and stays quiet.

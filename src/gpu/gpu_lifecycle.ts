@@ -10,7 +10,7 @@ import {
   type GpuSnapshot,
   usedOn,
 } from "./nvidia_smi.ts";
-import type { GpuMemoryNeed } from "./need.ts";
+import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
 import {
   GpuStartGate,
   type Released,
@@ -189,7 +189,7 @@ export class GpuSeat {
   /** Through the gate: each hold to `held`, then the slot; null when `signal` ended the wait. */
   async pass(
     name: string,
-    memory: GpuMemoryNeed | undefined,
+    memory: MemoryNeed | undefined,
     signal: AbortSignal,
     held: (waiting: WaitingFor) => void,
   ): Promise<StartSlot | null> {

@@ -179,8 +179,7 @@ export class Layout {
     if (mib !== undefined) {
       const total = deviceOf(device, this.#snapshot!)!.totalMiB;
       return this.#on(device).reduce(
-        (sum, [, a]) =>
-          sum + (a.mib ?? (unitsOf(a.need) ?? NaN) / WHOLE * total),
+        (sum, [, a]) => sum + heldOn(a, total),
         mib,
       ) <= total;
     }
@@ -210,19 +209,28 @@ export class Layout {
       const { devices, need } = a;
       const inPool = devices?.filter((d) => this.#order.includes(d)) ?? [];
       const units = unitsOf(need);
-      const share = a.mib !== undefined
-        ? `${mibText(a.mib)} of `
+      const on = inPool.join(",");
+      const total = this.#snapshot && deviceOf(inPool[0]!, this.#snapshot);
+      const what = a.mib !== undefined && total?.memoryKnown
+        ? `${mibText(a.mib)} of ${total.totalMiB} MiB on GPU ${on}`
         : units === undefined
-        ? ""
-        : `${units / WHOLE} of `;
-      return inPool.length > 0
-        ? [`${name} holds ${share}${inPool.join(",")}`]
-        : [];
+        ? on
+        : `${units / WHOLE} of ${on}`;
+      return inPool.length > 0 ? [`${name} holds ${what}`] : [];
     });
     return `in pool ${formatGpuList(this.#order)}${
       held.length > 0 ? ` (${held.join("; ")})` : ""
     }`;
   }
+}
+
+/**
+ * What an engine placed as `a` holds on one of its devices of `totalMiB`: its
+ * budget or footprint where packed by it, else its share of the total (a
+ * whole device: all of it). The one rule packing and the budgets' args read.
+ */
+export function heldOn(a: GpuAssignment, totalMiB: number): number {
+  return a.mib ?? (unitsOf(a.need) ?? WHOLE) / WHOLE * totalMiB;
 }
 
 export function mibText(mib: number): string {

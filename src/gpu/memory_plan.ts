@@ -1,46 +1,71 @@
-// What one engine takes on its device, for the start gate and `--dry-run`:
-// its `gpu_memory`, else its last footprint on such a device, else its kind's
-// share of the total (an estimate); and the args that hold it to its budget.
-// Pure: the book's entries and the plan's one nvidia-smi look are data.
+// Where placement put one engine, as its plan holds it: its devices and share,
+// what it takes on each device (its `gpu_memory`, else its last footprint on
+// such a device, else its kind's estimate), and the env and args that hold it
+// there. Pure: the book's entries and the plan's one nvidia-smi look are data.
 import type { ModelCard } from "../catalogue.ts";
+import type { EnginePlacement } from "../engines/engine_plan.ts";
+import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { type BookEntry, measuredOf } from "./footprint_book.ts";
-import { type GpuMemoryNeed as MemoryNeed, GpuPlacementError } from "./need.ts";
-import type { Placement } from "./placement.ts";
+import { gpuMemoryNeed, GpuPlacementError } from "./need.ts";
+import { heldOn, mibText } from "./layout.ts";
+import { type Placement, placementEnv } from "./placement.ts";
 import { deviceOf } from "./nvidia_smi.ts";
 
-/** @throws {GpuPlacementError} A budget that cannot be held: no GPU, no total, no room. */
-export function engineMemory(
+/**
+ * The placement an engine's plan is made with (`placed` in
+ * `engines/engine_plan.ts`), and kept for its restarts.
+ *
+ * @throws {GpuPlacementError} A budget that cannot be held: no GPU, no total, no room.
+ */
+export function enginePlacement(
   card: ModelCard,
   placement: Placement,
   entries: readonly BookEntry[],
-  estimate: MemoryNeed | null,
-): { args: string[]; memoryNeed: MemoryNeed | null } {
-  const entry = placement.assigned[card.name]?.devices?.[0];
+): EnginePlacement {
+  const assigned = placement.assigned[card.name];
+  const gpus = assigned?.devices ?? null;
+  const entry = gpus?.[0];
   const { snapshot } = placement;
   const device = entry && snapshot ? deviceOf(entry, snapshot) : undefined;
   const total = device?.memoryKnown ? device.totalMiB : undefined;
   const measured = device?.name === undefined
     ? undefined
     : measuredOf(entries, card)[device.name];
-  const refuse = (why: string) => {
-    throw new GpuPlacementError(card.name, `its gpu_memory ${why}`);
+  const where = {
+    gpus,
+    share: !gpus?.length
+      ? null
+      : assigned!.need.kind === "share"
+      ? assigned!.need.share
+      : 1,
+    env: placementEnv(placement, card),
   };
+  const need = (mib: number, from: string): MemoryNeed => ({
+    fraction: mib / total!,
+    mib,
+    from,
+  });
   if (card.gpuMemory === undefined) {
     const mib = measured?.total_mib;
     return {
+      ...where,
       args: [],
-      memoryNeed: mib == null || total === undefined ? estimate : {
-        fraction: mib / total,
-        mib,
-        from: `measured ${Math.ceil(mib)} MiB on ${device!.name} at ${
-          measured!.measured_at
-        }`,
-      },
+      memoryNeed: mib == null || total === undefined
+        ? gpuMemoryNeed(card) ?? null
+        : need(
+          mib,
+          `measured ${mibText(mib)} on ${device!.name} at ${
+            measured!.measured_at
+          }`,
+        ),
     };
   }
+  const refuse = (why: string): never => {
+    throw new GpuPlacementError(card.name, `its gpu_memory ${why}`);
+  };
   const budgetMiB = card.gpuMemory / 2 ** 20;
-  const text = `${Math.ceil(budgetMiB)} MiB`;
+  const text = mibText(budgetMiB);
   if (total === undefined) {
     refuse(
       `${text} needs a placed GPU whose total memory nvidia-smi reports${
@@ -49,12 +74,9 @@ export function engineMemory(
     );
   }
   // What stays free once each engine there holds its own, less what others held at the look.
-  let left = total!;
-  for (const a of Object.values(placement.assigned)) {
-    if (!a.devices?.includes(entry!)) continue;
-    left -= a.mib ??
-      (a.need.kind === "share" ? a.need.share * total! : budgetMiB);
-  }
+  const left = Object.entries(placement.assigned)
+    .filter(([name, a]) => name !== card.name && a.devices?.includes(entry!))
+    .reduce((left, [, a]) => left - heldOn(a, total!), total! - budgetMiB);
   if (left < 0) {
     refuse(
       `${text} is above GPU ${entry}'s ${total} MiB (expected at most its total)`,
@@ -62,11 +84,11 @@ export function engineMemory(
   }
   const spareMiB = Math.max(0, Math.floor(left - device!.usedMiB));
   const given = { budgetMiB, totalMiB: total!, spareMiB, measured };
-  const mapped = ENGINE_KINDS[card.engine]?.sizing?.budget(given) ?? [];
-  if (typeof mapped === "string") refuse(`${text} cannot be held: ${mapped}`);
-  const from = `gpu_memory ${text}`;
+  const args = ENGINE_KINDS[card.engine]?.sizing?.budget(given) ?? [];
+  if (typeof args === "string") refuse(`${text} cannot be held: ${args}`);
   return {
-    args: mapped as string[],
-    memoryNeed: { fraction: budgetMiB / total!, mib: budgetMiB, from },
+    ...where,
+    args: args as string[],
+    memoryNeed: need(budgetMiB, `gpu_memory ${text}`),
   };
 }

@@ -4,6 +4,7 @@ import type { ModelCard } from "../catalogue.ts";
 import { foldLines } from "../common/one_line.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import type { EngineDevices } from "../engines/kinds/engine_kind.ts";
+import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
 import {
   flagValue,
   FlagValueError,
@@ -60,18 +61,11 @@ export function gpuNeed(card: ModelCard): GpuNeed {
   return asPlacement(card, () => kind.devices(card.args));
 }
 
-export interface GpuMemoryNeed {
-  readonly fraction: number;
-  /** MiB, where known (a budget, a footprint): wins over `fraction`. */
-  readonly mib?: number;
-  readonly from: string;
-}
-
 // The fraction of each device's memory the engine demands free at start
 // (vLLM refuses below `gpu-memory-utilization` × total), where known.
-export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
+export function gpuMemoryNeed(card: ModelCard): MemoryNeed | undefined {
   const kind = ENGINE_KINDS[card.engine];
-  const share = kind?.memoryShare;
+  const share = kind?.sizing?.share;
   if (share === undefined) return undefined;
   const flag = flagValue(card.args, [share.flag]);
   if (flag === undefined) {
@@ -90,7 +84,7 @@ export function gpuMemoryNeed(card: ModelCard): GpuMemoryNeed | undefined {
 
 // Data-parallel replicas each hold the whole model: they do not divide it.
 export function weightSplit(card: ModelCard): { count: number; from: string } {
-  const names = ENGINE_KINDS[card.engine]?.splitFlags ?? [];
+  const names = ENGINE_KINDS[card.engine]?.sizing?.split ?? [];
   return sizeProduct(
     asPlacement(card, () => names.map((flags) => sizeFlag(card.args, flags)))
       .filter((size) => size && size.size > 1),

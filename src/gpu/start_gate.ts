@@ -26,7 +26,7 @@ import {
   type GpuSnapshot,
   usedOn,
 } from "./nvidia_smi.ts";
-import type { GpuMemoryNeed } from "./need.ts";
+import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
 
 /** Rules 1 to 4: `waiting_for.reason` in `GET /models?detail=1`. */
 export const WAIT_REASONS = [
@@ -80,7 +80,7 @@ export interface StartRequest {
   readonly name: string;
   /** `[]` is never held. */
   readonly devices: readonly string[];
-  readonly memory?: GpuMemoryNeed | undefined;
+  readonly memory?: MemoryNeed | undefined;
   readonly released?: Released | undefined;
   readonly signal?: AbortSignal | undefined;
 }

@@ -29,7 +29,7 @@ export function weightFitWarning({ card, devices, weightBytes, snapshot }: {
   const mayUse = need.fraction * totalMiB * 1024 * 1024 * split.count;
   // A known need means the kind names its share flag.
   const kind = ENGINE_KINDS[card.engine]!;
-  const flag = kind.memoryShare!.flag.slice(2);
+  const flag = kind.sizing!.share!.flag.slice(2);
   const engine = kind.title;
   const where = `${devices.length === 1 ? "GPU" : "GPUs"} ${
     devices.join(",")

@@ -28,8 +28,9 @@ const JSON_HEADERS = { "content-type": "application/json" };
 
 /** Engines bound to every interface are reported under the name the client used. */
 function engineUrl(engine: EngineRun, url: URL): string {
-  if (!isWildcardHost(engine.host)) return engine.url;
-  return `http://${urlHost(url.hostname)}:${engine.port}/v1`;
+  const { host, port } = engine.plan;
+  if (!isWildcardHost(host)) return engine.plan.url;
+  return `http://${urlHost(url.hostname)}:${port}/v1`;
 }
 
 export function createManagementHandler(state: ManagementState): Handler {

@@ -43,7 +43,7 @@ export function metricsSnapshot(
         model: s.name,
         verb: s.plan.card.verb,
         engine: s.plan.card.engine,
-        port: s.port,
+        port: s.plan.port,
         // What `ready` means, asleep or not: the current run's last poll answered 200.
         up: run.running && (s.state === "ready" || s.state === "sleeping"),
         startTimeSeconds: run.running && run.startedAt !== undefined

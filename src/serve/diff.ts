@@ -4,7 +4,7 @@
  *
  * @module
  */
-import { type EngineChanges, engineChanges } from "./card_change.ts";
+import type { EngineChanges } from "./card_change.ts";
 import type { Plan } from "./plan.ts";
 import type { TlsPair } from "./facts.ts";
 
@@ -17,13 +17,8 @@ export interface Changes extends EngineChanges {
   catalogue: { added: string[]; removed: string[] };
 }
 
-/** What changes from the running plan `a` (none: a start; `failed`: its engines that failed) to `b`. */
-export function diff(
-  a: Plan | undefined,
-  b: Plan,
-  failed: readonly string[] = [],
-): Changes {
-  const cards = engineChanges(a?.engines, b.engines.map((e) => e.card), failed);
+/** What changes from the running plan `a` (none: a start) to `b`, made against it. */
+export function diff(a: Plan | undefined, b: Plan): Changes {
   const before = new Set(a?.catalogue ?? []);
   const after = new Set(b.catalogue);
   const tls = a?.tls && b.tls &&
@@ -31,7 +26,7 @@ export function diff(
     ? b.tls
     : undefined;
   return {
-    ...cards,
+    ...b.changes,
     ...tls ? { tls } : {},
     secret: a !== undefined && !a.devMode && a.idpSecret !== b.idpSecret,
     engineKey: a !== undefined && a.engineKey !== b.engineKey,

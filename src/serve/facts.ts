@@ -22,9 +22,15 @@ import type { GpuMonitor, GpuQuery, GpuSnapshot } from "../gpu/nvidia_smi.ts";
 import { gpuMemoryNeed, parseVisibleDevices } from "../gpu/need.ts";
 import { type GpuDetection, readsIntegerDevices } from "../gpu/placement.ts";
 import { EngineRecords, type RecordSurvey } from "../supervision/records.ts";
-import { type ReadBook, readBook } from "../gpu/footprint_book.ts";
+import {
+  type BookEntry,
+  measuredOf,
+  type ReadBook,
+  readBook,
+} from "../gpu/footprint_book.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { type Config, engineDefaults } from "./config.ts";
-import { engineChanges, renewed } from "./card_change.ts";
+import { type EngineChanges, engineChanges, renewed } from "./card_change.ts";
 
 /** The TLS pair under `<directory>/ssl/`, as plain data. */
 export type TlsPair = Pick<SSLConfig, "cert" | "key" | "certFile" | "serial">;
@@ -45,8 +51,8 @@ export interface Facts {
   readonly cards: readonly ModelCard[];
   /** Each engine without a new placement, or why it cannot run: resolved anew, else the running one amended. */
   readonly engines: Readonly<Record<string, EnginePlan | Error>>;
-  /** The engines resolved and placed anew: a start's all, a reload's new or changed ones. */
-  readonly fresh: ReadonlySet<string>;
+  /** What happens to each engine, against the running plan (none: a start, every engine `start`). */
+  readonly changes: EngineChanges;
   readonly weights: Readonly<Record<string, LocalWeights>>;
   /** Undefined for a reload, as `survey` (it keeps its own). */
   readonly detection: GpuDetection | undefined;
@@ -109,15 +115,17 @@ export async function gather(
       }
       cards.push(card);
     }
-    const renew = renewed(
-      engineChanges(running?.engines, cards, running?.failed),
-    );
+    const changes = engineChanges(running?.engines, cards, running?.failed);
+    const renew = renewed(changes);
     const fresh = cards.filter((card) => renew.has(card.name));
     // By `stat` alone: a weight file is never opened.
     const weights = Object.fromEntries(
       fresh.map((card) => [card.name, localWeights(card, directory)]),
     );
-    look ??= mayLook && wantsLook(fresh, weights) ? monitor.look() : undefined;
+    const book = readBook(directory);
+    look ??= mayLook && wantsLook(fresh, weights, book.entries)
+      ? monitor.look()
+      : undefined;
     const detection = running ? undefined : await detectGpuPool({
       gpus: config.gpus,
       env: config.env,
@@ -137,7 +145,6 @@ export async function gather(
             directory,
             apiKey: config.engineKey,
             baseEnv: config.engineEnv,
-            memoryNeed: gpuMemoryNeed(card) ?? null,
             defaults,
           });
       } catch (error) {
@@ -156,14 +163,14 @@ export async function gather(
       catalogue,
       cards,
       engines,
-      fresh: renew,
+      changes,
       weights,
       detection,
       snapshot: answered?.ok ? answered.snapshot : undefined,
       tls,
       survey,
       ports: survey ? probePorts(config, cards, survey) : [],
-      footprints: readBook(directory),
+      footprints: book,
     };
   } finally {
     // A refusal before placement leaves no nvidia-smi run behind.
@@ -233,14 +240,24 @@ function checkVisibleDevices(visible: string | undefined): void {
   }
 }
 
-/** Whether a look tells these cards anything: local weights to compare, or an engine reading integer devices. */
+/**
+ * Whether a look tells these cards anything: local weights to compare, a
+ * budget to size, a kind that packs or a footprint to place by, an engine
+ * reading integer devices. A dry run looks whatever the cards: a start that
+ * looked less would place them otherwise.
+ */
 function wantsLook(
   cards: readonly ModelCard[],
   weights: Readonly<Record<string, LocalWeights>>,
+  entries: readonly BookEntry[],
 ): boolean {
   return cards.some((card) =>
     (weights[card.name]?.kind === "local" &&
-      gpuMemoryNeed(card) !== undefined) || readsIntegerDevices(card)
+      gpuMemoryNeed(card) !== undefined) ||
+    readsIntegerDevices(card) ||
+    card.gpuMemory !== undefined ||
+    ENGINE_KINDS[card.engine]?.sizing?.packs === true ||
+    Object.keys(measuredOf(entries, card)).length > 0
   );
 }
 

@@ -13,6 +13,7 @@ import type { ServerProcess } from "../engines/server_process.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
 import { type EnginePlan, replan } from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
+import { perDevice } from "../engines/footprint.ts";
 import { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
 import { DRAINS_FROM, plannedDrainMs } from "../supervision/drain.ts";
@@ -44,6 +45,7 @@ import {
   reloadResult,
 } from "./diff.ts";
 import { type StartPlan, startPlan } from "./start_plan.ts";
+import { renewed } from "./card_change.ts";
 import { onShutdownSignal, SignalListeners } from "./signals.ts";
 import { reloadDeadline, ReloadQueue, STOPPING } from "./reload_queue.ts";
 import { GuardedServer } from "../http/connection_guard.ts";
@@ -200,7 +202,7 @@ export class Semioserve implements AsyncDisposable {
         maxBytes: config.logMaxBytes,
         keep: config.logKeep,
       }),
-      gpu: plan.engines.some((e) => (e.gpus?.length ?? 0) > 0)
+      gpu: plan.engines.some((e) => (e.placement.gpus?.length ?? 0) > 0)
         ? new GpuLifecycle({
           intervalMs: config.healthIntervalMs,
           releaseTimeoutMs: config.gpuReleaseTimeoutMs,
@@ -261,14 +263,14 @@ export class Semioserve implements AsyncDisposable {
       startTimeoutMs: o.startTimeoutMs,
       loadPollMs: Math.min(1_000, o.healthIntervalMs),
       canaryTimeoutMs: o.canaryTimeoutMs,
-      // Kept by nvidia-smi's name of its device, else by the engine's own (CPU).
+      // Kept per device, by nvidia-smi's name of it, else by the engine's own (CPU).
       footprint: (run, footprint) => {
-        const entry = run.gpus?.[0];
+        const gpus = run.placement.gpus ?? [];
         const snapshot = this.#live?.plan.placement.snapshot;
-        const device = entry === undefined
+        const device = gpus.length === 0
           ? footprint.device
-          : snapshot && deviceOf(entry, snapshot)?.name;
-        if (device) book.note(run.card, device, footprint);
+          : snapshot && deviceOf(gpus[0]!, snapshot)?.name;
+        if (device) book.note(run.card, device, perDevice(footprint, gpus));
       },
       readAhead: this.#readAhead,
     });
@@ -365,10 +367,11 @@ export class Semioserve implements AsyncDisposable {
         config,
         running,
       );
-      const fresh = facts.cards.filter((card) => facts.fresh.has(card.name));
+      const renew = renewed(facts.changes);
+      const fresh = facts.cards.filter((card) => renew.has(card.name));
       const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
       for (const warning of warnings) log.warn(warning);
-      const changes = diff(running.plan, plan, running.failed);
+      const changes = diff(running.plan, plan);
       const failed = await this.#apply(changes, plan);
       this.#config = config;
       done = reloadResult(changes, failed, warnings, began);

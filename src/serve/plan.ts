@@ -5,25 +5,23 @@
  *
  * @module
  */
-import type { ModelCard } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
-import { type EnginePlan, keySplit } from "../engines/engine_plan.ts";
+import { type EnginePlan, keySplit, placed } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { termDrains } from "../engines/kinds/engine_kind.ts";
 import {
-  devicesOf,
   placeEngines,
   type Placement,
-  placementEnv,
   replacePlacement,
 } from "../gpu/placement.ts";
 import { weightFitWarning } from "../gpu/weights_fit.ts";
 import { cardMemory } from "../gpu/footprint_book.ts";
-import { engineMemory } from "../gpu/memory_plan.ts";
+import { enginePlacement } from "../gpu/memory_plan.ts";
 import { EngineRecords } from "../supervision/records.ts";
 import { productionRefusal } from "../web/ops_stance.ts";
 import { type Config, engineKeySource } from "./config.ts";
 import { type Facts, leftoverOn, type TlsPair } from "./facts.ts";
+import { type EngineChanges, renewed } from "./card_change.ts";
 
 /** What runs, checked: plain data (`JSON.stringify` round-trips it). */
 export interface Plan {
@@ -32,6 +30,8 @@ export interface Plan {
   readonly port: number;
   readonly catalogue: readonly string[];
   readonly engines: readonly EnginePlan[];
+  /** What happens to each engine against the plan it was made from (`diff` reads it). */
+  readonly changes: EngineChanges;
   readonly placement: Placement;
   readonly devMode: boolean;
   readonly tls: TlsPair | undefined;
@@ -49,7 +49,8 @@ export interface Plan {
  * @throws {GpuPlacementError | EngineError | ConfigError | SSLConfigError} The first refusal.
  */
 export function plan(config: Config, facts: Facts, running?: Plan): Plan {
-  const { cards, fresh } = facts;
+  const { cards, changes } = facts;
+  const fresh = renewed(changes);
   const { entries } = facts.footprints;
   const memory = Object.fromEntries(cards.flatMap((card) => {
     const known = cardMemory(card, entries);
@@ -77,21 +78,7 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     const resolved = facts.engines[card.name]!;
     if (resolved instanceof Error) throw resolved;
     if (!fresh.has(card.name)) return resolved;
-    const gpus = devicesOf(placement, card);
-    const need = placement.assigned[card.name]?.need;
-    const held = engineMemory(card, placement, entries, resolved.memoryNeed);
-    return {
-      ...resolved,
-      args: [...resolved.args, ...held.args],
-      memoryNeed: held.memoryNeed,
-      env: { ...resolved.env, ...placementEnv(placement, card) },
-      gpus,
-      share: gpus === null || gpus.length === 0
-        ? null
-        : need?.kind === "share"
-        ? need.share
-        : 1,
-    };
+    return placed(resolved, enginePlacement(card, placement, entries));
   });
   const devMode = running?.devMode ?? config.devMode;
   const refusal = !running && !devMode &&
@@ -124,6 +111,7 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     port: config.port,
     catalogue: facts.catalogue.names(),
     engines,
+    changes,
     placement,
     devMode,
     tls: facts.tls,
@@ -131,37 +119,27 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     idpIssuer: config.idpIssuer,
     engineKey: config.engineKey,
     warnings: cardWarnings(
-      cards.filter((card) => fresh.has(card.name)),
+      engines.filter((engine) => fresh.has(engine.name)),
       facts,
-      placement,
     ),
   };
 }
 
-/** Weights that cannot be read, or may not fit the memory the card may use, in card order. */
+/** Weights that cannot be read, or may not fit the memory the engine may use, in card order. */
 function cardWarnings(
-  cards: readonly ModelCard[],
+  engines: readonly EnginePlan[],
   { weights, snapshot }: Facts,
-  placement: Placement,
 ): string[] {
-  const warnings: string[] = [];
-  for (const card of cards) {
+  return engines.flatMap(({ card, placement }) => {
     const found = weights[card.name];
     if (found?.kind === "unreadable") {
-      warnings.push(
-        `${card.name}: cannot read its weights at ${found.path} (${found.reason}): their size is not compared with GPU memory`,
-      );
-    } else if (found?.kind === "local") {
-      const fit = weightFitWarning({
-        card,
-        devices: devicesOf(placement, card),
-        weightBytes: found.bytes,
-        snapshot,
-      });
-      if (fit) warnings.push(fit);
+      return `${card.name}: cannot read its weights at ${found.path} (${found.reason}): their size is not compared with GPU memory`;
     }
-  }
-  return warnings;
+    if (found?.kind !== "local") return [];
+    const devices = placement.gpus;
+    const weightBytes = found.bytes;
+    return weightFitWarning({ card, devices, weightBytes, snapshot }) ?? [];
+  });
 }
 
 /**

@@ -8,7 +8,7 @@ import { alignColumns } from "../common/columns.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuPoolLine, startWaits } from "../gpu/placement.ts";
 import { procStats } from "../engines/proc.ts";
-import { baseUrl, masked } from "../engines/engine_plan.ts";
+import { masked } from "../engines/engine_plan.ts";
 import { urlHost } from "../common/settings.ts";
 import type { Plan } from "./plan.ts";
 import type { Facts } from "./facts.ts";
@@ -94,7 +94,7 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
   const { placement } = plan;
   const { snapshot } = facts;
   const waits = startWaits(
-    plan.engines.map((e) => ({ name: e.name, devices: e.gpus })),
+    plan.engines.map((e) => ({ name: e.name, devices: e.placement.gpus })),
   );
   const engines = plan.engines.map((e): PlanEngine => {
     const weights = facts.weights[e.name];
@@ -102,10 +102,10 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
       name: e.name,
       verb: e.card.verb,
       port: e.port,
-      url: baseUrl(e),
+      url: e.url,
       engine: e.card.engine,
-      gpus: e.gpus === null ? null : [...e.gpus],
-      share: e.share,
+      gpus: e.placement.gpus && [...e.placement.gpus],
+      share: e.placement.share,
       command: [e.executable, ...e.args].map((arg) => masked(e, arg)),
       env: Object.fromEntries(
         Object.entries(e.env).map(([key, value]) => [key, masked(e, value)]),
@@ -129,13 +129,15 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
   const gpus = [...devices].map((entry): PlanGpu => {
     const device = snapshot && deviceOf(entry, snapshot);
     const known = device?.memoryKnown === true;
-    const placed = plan.engines.filter((e) => e.gpus?.includes(entry));
+    const placed = plan.engines.filter((e) =>
+      e.placement.gpus?.includes(entry)
+    );
     const on = placed.map((e) => {
-      const m = e.memoryNeed;
+      const m = e.placement.memoryNeed;
       const mib = m?.mib ?? (known && m ? m.fraction * device!.totalMiB : null);
       return {
         name: e.name,
-        share: e.share ?? 1,
+        share: e.placement.share ?? 1,
         need_mib: mib === null ? null : Math.ceil(mib),
         need_from: !m
           ? "not measured yet"

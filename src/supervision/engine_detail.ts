@@ -119,15 +119,17 @@ export type EngineDetail = Omit<EngineView, "name" | "port" | "policy">;
 export type LastExit = NonNullable<EngineView["last_exit"]>;
 
 export function engineView(
-  engine: Pick<EngineView, "name" | "port"> & {
-    readonly plan: { readonly restart: RestartPolicy };
+  engine: {
+    readonly plan: Pick<EngineView, "name" | "port"> & {
+      readonly restart: RestartPolicy;
+    };
     detail(): EngineDetail;
   },
 ): EngineView {
-  const { name, port, plan } = engine;
+  const { plan } = engine;
   return Object.freeze({
-    name,
-    port,
+    name: plan.name,
+    port: plan.port,
     policy: plan.restart,
     ...engine.detail(),
   });

@@ -41,11 +41,6 @@ import { Starts } from "./start_record.ts";
 
 export class EngineRun {
   readonly log: EngineLog;
-  // A reload that moves an engine replaces its run: these never change.
-  readonly name: string;
-  readonly host: string;
-  readonly port: number;
-  readonly url: string;
   /** The running run's plan, amended by a reload: every reader's. */
   #plan: EnginePlan;
   /** The key of the next start: a reload's new one reaches the engine there. */
@@ -87,11 +82,7 @@ export class EngineRun {
     this.#process = this.#spawn(plan);
     const { gate, released } = options;
     const now = () => this.#clock.now();
-    this.#gpu = new GpuSeat(gate, plan.gpus, now, released);
-    this.name = plan.name;
-    this.host = plan.host;
-    this.port = plan.port;
-    this.url = this.#process.url;
+    this.#gpu = new GpuSeat(gate, plan.placement.gpus, now, released);
     const on = (e: EngineEvent) => this.#on(e);
     this.#liveness = new Liveness(this.name, this.#clock, options, (run) => {
       this.#on({ kind: "silence", run });
@@ -101,6 +92,11 @@ export class EngineRun {
 
   get plan(): EnginePlan {
     return this.#plan;
+  }
+
+  /** Its catalogue name; where it runs is its plan's (a reload that moves it replaces its run). */
+  get name(): string {
+    return this.#plan.name;
   }
 
   get process(): ServerProcess {
@@ -116,7 +112,7 @@ export class EngineRun {
   }
 
   get gpus(): readonly string[] | null {
-    return this.#plan.gpus;
+    return this.#plan.placement.gpus;
   }
 
   detail(): EngineDetail {
@@ -130,7 +126,7 @@ export class EngineRun {
       since: this.#since.toISOString(),
       last_exit: this.#lastExit,
       next_restart: this.#nextRestart?.toISOString() ?? null,
-      gpus: this.#plan.gpus,
+      gpus: this.#plan.placement.gpus,
       waiting_for: this.#gpu.facts.waiting ?? null,
       gpu_memory_mib: this.#gpu.facts.memory?.mib ?? null,
       gpu_memory_by: this.#gpu.facts.memory?.by ?? null,
@@ -319,9 +315,9 @@ export class EngineRun {
   /** A restart checks its port and resolves its command line again, with the key of a reload. */
   #respawn(restart: boolean): void {
     if (restart) {
-      const old = this.#process;
-      if (!isPortFree(old.host, old.port)) {
-        throw new Error(`port ${old.port} is taken by another process`);
+      const { host, port } = this.#plan;
+      if (!isPortFree(host, port)) {
+        throw new Error(`port ${port} is taken by another process`);
       }
       this.#plan = replan({ ...this.#plan, apiKey: this.#key });
       this.#process = this.#spawn(this.#plan);
@@ -507,7 +503,7 @@ export class EngineRun {
     }
     const slot = await this.#gpu.pass(
       this.name,
-      this.#plan.memoryNeed ?? undefined,
+      this.#plan.placement.memoryNeed ?? undefined,
       this.#interrupt.signal,
       (waiting) => this.#on({ kind: "held", waiting }),
     );
@@ -520,12 +516,12 @@ export class EngineRun {
       model: this.name,
       pid: run.pid!,
       command: run.commandLine,
-      host: run.host,
-      port: run.port,
+      host: run.plan.host,
+      port: run.plan.port,
     });
     this.#gpu.spawned(run.pid);
     this.#o.readAhead?.loading(this.name, this.#plan);
-    if (this.#gpu.loading || run.card.hub) void this.#watchLoad(run);
+    if (this.#gpu.loading || run.plan.card.hub) void this.#watchLoad(run);
     this.#liveness.spawned(run);
     void run.ended.then((status) => this.#on({ kind: "exited", run, status }));
   }

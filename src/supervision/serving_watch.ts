@@ -118,7 +118,7 @@ export class ServingWatch {
     }
     if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
-    const origin = engineOrigin(run.host, run.port);
+    const origin = engineOrigin(run.plan.host, run.plan.port);
     const ask = (path: string) =>
       askEngine(origin + path, {
         apiKey: plan.apiKey,

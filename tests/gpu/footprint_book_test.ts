@@ -13,7 +13,7 @@ import {
   footprintKey,
   readBook,
 } from "../../src/gpu/footprint_book.ts";
-import { engineMemory } from "../../src/gpu/memory_plan.ts";
+import { enginePlacement } from "../../src/gpu/memory_plan.ts";
 import { placeEngines, placeGpus } from "../../src/gpu/placement.ts";
 import type { GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
 import type { Footprint } from "../../src/engines/footprint.ts";
@@ -206,7 +206,7 @@ Deno.test("budgets are summed per device exactly; an over-commit is refused in o
     refusal(() =>
       placeEngines(over.cards, detection, snapshot(), "PCI_BUS_ID", over.memory)
     ),
-    /^Cannot place b: its gpu_memory 40600 MiB fits on no GPU: over-committed in pool 0-1 \(a holds 40960 MiB of 0; big holds 81559 MiB of 1\) \(expected the budgets on each device to add up to at most its total\)$/,
+    /^Cannot place b: its gpu_memory 40600 MiB fits on no GPU: over-committed in pool 0-1 \(a holds 40960 MiB of 81559 MiB on GPU 0; big holds 81559 MiB of 81559 MiB on GPU 1\) \(expected the budgets on each device to add up to at most its total\)$/,
   );
   const exact = budgets({
     a: { gpu_memory: "40GiB" },
@@ -232,7 +232,8 @@ function planned(fields: Record<string, unknown>, measured?: Footprint) {
   const entries = measured
     ? [{ key: footprintKey(c), device: H100, footprint: measured }]
     : [];
-  return engineMemory(c, placement, entries, null);
+  const { args, memoryNeed } = enginePlacement(c, placement, entries);
+  return { args, memoryNeed };
 }
 
 Deno.test("gpu_memory becomes each engine's own knob, and the need the gate waits for", () => {
@@ -277,7 +278,7 @@ Deno.test("gpu_memory becomes each engine's own knob, and the need the gate wait
   }];
   const memory = { m: cardMemory(llama, entries)! };
   const placement = placeEngines([llama], detection, snapshot(), "x", memory);
-  assert.deepEqual(engineMemory(llama, placement, entries, null).memoryNeed, {
+  assert.deepEqual(enginePlacement(llama, placement, entries).memoryNeed, {
     fraction: 2100 / 81559,
     mib: 2100,
     from: `measured 2100 MiB on ${H100} at 2026-12-01T12:00:00.000Z`,
@@ -286,11 +287,10 @@ Deno.test("gpu_memory becomes each engine's own knob, and the need the gate wait
   const noTotal = card({ gpu_memory: "24GiB" });
   assert.match(
     refusal(() =>
-      engineMemory(
+      enginePlacement(
         noTotal,
         placeEngines([noTotal], detection, undefined, "x", {}),
         [],
-        null,
       )
     ),
     /^Cannot place m: its gpu_memory 24576 MiB needs a placed GPU whose total memory nvidia-smi reports \(GPU 0: not known\)/,

@@ -92,7 +92,7 @@ Deno.test("engines bound to every interface are reported under the host the clie
   const body = await response.json();
   assert.equal(
     body.active.alpha.url,
-    `http://gpu-7.example:${engine!.port}/v1`,
+    `http://gpu-7.example:${engine!.plan.port}/v1`,
   );
 });
 

@@ -549,7 +549,7 @@ Deno.test("--dry-run and a start refuse an over-commit of gpu_memory budgets in 
   assert.equal(dry.stderr.trim().split("\n").at(-1), line);
   assert.match(
     line,
-    /Cannot place y: its gpu_memory 40960 MiB fits on no GPU: over-committed in pool 0 \(x holds 51200 MiB of 0\)/,
+    /Cannot place y: its gpu_memory 40960 MiB fits on no GPU: over-committed in pool 0 \(x holds 51200 MiB of 81920 MiB on GPU 0\)/,
   );
   await assertUntouched(s, before, 2);
 

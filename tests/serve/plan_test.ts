@@ -130,7 +130,7 @@ Deno.test("each engine's plan resolves its settings once, a reload's amend anew;
       }),
       planned,
     );
-    const reload = diff(planned, again, ["beta"]);
+    const reload = diff(planned, again);
     assert.deepEqual([reload.amend, reload.retry], [["alpha"], ["beta"]]);
     assert.deepEqual(settings(again.engines[0]!), {
       restart: "always",

@@ -66,7 +66,7 @@ function engine(
     port: 1,
     directory: root,
     apiKey: "",
-    gpus: more.gpus ?? null,
+    placement: { gpus: more.gpus ?? null },
     defaults: { ...OFF, restart: "always" },
   });
   return new EngineRun(plan, {
@@ -228,7 +228,7 @@ async function driven(
     host: "127.0.0.1",
     port: more.port ?? 1,
     directory: root,
-    gpus: more.gate ? ["0"] : null,
+    placement: { gpus: more.gate ? ["0"] : null },
     defaults: {
       ...OFF,
       failedRetryMs: more.failedRetryMs ?? 0,

@@ -54,10 +54,14 @@ function stage(
     },
   );
   const run = {
-    host: "127.0.0.1",
-    port: server.addr.port,
     pid: 1,
-    plan: { apiKey: "", env: {}, baseEnv: {} },
+    plan: {
+      host: "127.0.0.1",
+      port: server.addr.port,
+      apiKey: "",
+      env: {},
+      baseEnv: {},
+    },
   } as unknown as ServerProcess;
   const lines: string[] = [];
   const previous = configureLogging({

@@ -61,7 +61,6 @@ function engineRun(
     host: "127.0.0.1",
     port: more.port ?? 1,
     directory: root,
-    gpus: null,
     defaults: {
       restart: "on-failure",
       failedRetryMs: 0,

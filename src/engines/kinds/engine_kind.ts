@@ -150,10 +150,6 @@ export interface EngineKind {
   localFile?(dir: string, files: readonly string[]): string;
   /** @throws {FlagValueError} When a size or share in the args is not usable. */
   devices(args: readonly string[]): EngineDevices;
-  /** Its flag for the share of each device's memory it takes, and the share without it (vLLM's 0.9). */
-  readonly memoryShare?: { readonly flag: string; readonly default?: number };
-  /** The flags whose product is the number of devices its weights are split over, each with its aliases. */
-  readonly splitFlags?: readonly (readonly string[])[];
   /** It reads `CUDA_VISIBLE_DEVICES` as integers: it is handed nvidia-smi's indices for `GPU-<uuid>` entries. */
   readonly integerDevices?: boolean;
   readonly flags?: EngineFlags;
@@ -173,12 +169,26 @@ export interface EngineKind {
   readonly sizing?: MemorySizing;
 }
 
+/** What one engine takes on each of its devices before it serves. */
+export interface MemoryNeed {
+  /** Of each device's total memory. */
+  readonly fraction: number;
+  /** MiB, where known (its budget or its footprint): wins over `fraction`. */
+  readonly mib?: number;
+  /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
+  readonly from: string;
+}
+
 /** What sizes an engine's memory, and how a card's `gpu_memory` reaches it. */
 export interface MemorySizing {
   /** The flags that change what it takes, aliases space-separated: with the model, the footprint book's key. */
   readonly flags: readonly string[];
   /** Its own knobs for it: a card sets them or `gpu_memory`, not both. */
   readonly knobs: readonly string[];
+  /** Its flag for the share of each device's memory it takes, and the share without it (vLLM's 0.9). */
+  readonly share?: { readonly flag: string; readonly default?: number };
+  /** The flags whose product is the number of devices its weights are split over, each with its aliases. */
+  readonly split?: readonly (readonly string[])[];
   /** It sizes nothing from the memory free at its start: its footprint is what it takes, placement packs it by that. */
   readonly packs?: boolean;
   /** The args holding it to a budget on one device, or why it cannot be held (MiB). */

@@ -51,8 +51,6 @@ export const SGLANG: EngineKind = {
     ];
   },
   devices,
-  memoryShare: { flag: "--mem-fraction-static" },
-  splitFlags: [TP, ["--pp-size", "--pipeline-parallel-size"]],
   ownedFlags: ["--served-model-name", "--model-path", "--model"],
   flags: {
     helpArgv: ["-m", "sglang.launch_server", "--help"],
@@ -67,6 +65,8 @@ export const SGLANG: EngineKind = {
       "--context-length,--mem-fraction-static,--tp-size --tensor-parallel-size,--pp-size --pipeline-parallel-size,--quantization,--dtype,--kv-cache-dtype,--max-running-requests,--max-total-tokens,--chunked-prefill-size,--cuda-graph-max-bs,--disable-cuda-graph"
         .split(","),
     knobs: ["--mem-fraction-static"],
+    share: { flag: "--mem-fraction-static" },
+    split: [TP, ["--pp-size", "--pipeline-parallel-size"]],
     budget: (given) => ["--mem-fraction-static", fractionOf(given)],
   },
   // python/sglang/srt/environ.py: SGLANG_DG_CACHE_DIR (~/.cache/deep_gemm),

@@ -58,10 +58,8 @@ export const VLLM: EngineKind = {
     return ["serve", ctx.model, ...serveFlags(ctx, "--served-model-name")];
   },
   devices,
-  memoryShare: { flag: SHARE, default: DEFAULT_SHARE },
   // vllm/platforms/interface.py: int(device_ids[physical_device_id]) (vllm #41848).
   integerDevices: true,
-  splitFlags: [TP, PP],
   ownedFlags: ["--served-model-name", "--model"],
   // vLLM's FlexibleArgumentParser reads `_` as `-` and takes no abbreviations.
   flags: {
@@ -95,6 +93,8 @@ export const VLLM: EngineKind = {
       "--max-model-len,--gpu-memory-utilization,--kv-cache-memory-bytes,--tensor-parallel-size -tp,--pipeline-parallel-size -pp,--quantization -q,--dtype,--max-num-seqs,--max-num-batched-tokens,--kv-cache-dtype,--cpu-offload-gb,--enforce-eager"
         .split(","),
     knobs: [SHARE, "--kv-cache-memory-bytes"],
+    share: { flag: SHARE, default: DEFAULT_SHARE },
+    split: [TP, PP],
     budget(given) {
       const share = [SHARE, fractionOf(given)];
       const { weights_mib, graphs_mib } = given.measured ?? {};
