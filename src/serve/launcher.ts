@@ -283,6 +283,7 @@ export class Semioserve implements AsyncDisposable {
       old.gpus ?? [],
       old.name,
       `the reload's restart of engine ${old.name}`,
+      this.#stopping.signal,
     );
     const released = old.gpuReleased();
     // The new run starts once the old one is gone (its port).
@@ -518,11 +519,14 @@ export class Semioserve implements AsyncDisposable {
       const draining = drainLine(runs, o);
       if (draining) log.info(draining);
       journal.record({ model: null, event: "stopping" });
-      // A reload under way finishes first (its read ends now): no engine starts after the others stopped.
+      // One event every engine hears at once: a reload's restart under way is
+      // abandoned (its read ends, its drain goes on beside the others').
       this.#stopping.abort(STOPPING);
-      await this.#reloads.close();
-      await healthLoop.stop();
-      await Promise.all(runs.map((run) => run.stop(o.graceMs)));
+      await Promise.all([
+        ...runs.map((run) => run.stop(o.graceMs)),
+        this.#reloads.close(),
+        healthLoop.stop(),
+      ]);
       journal.record({ model: null, event: "stopped" });
       await journal.close();
       this.#writeMetrics = undefined;
