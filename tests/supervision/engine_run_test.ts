@@ -639,6 +639,49 @@ Deno.test("driven by hand: a second signal cuts a drain short at once", async ()
   }
 });
 
+Deno.test("driven by hand: a health poll answered after the stop began changes nothing: the drain goes on", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const server = standIn({
+    running: 1,
+    generated: 5,
+    canary: 200,
+    canaries: 0,
+  });
+  const { run, made, bin } = await driven(root, events, {
+    port: server.addr.port,
+  });
+  try {
+    await captureLog(async () => {
+      run.start();
+      made[0]!.health = true;
+      await run.healthy(1_000, true);
+      // A background round's poll, in flight when the stop begins.
+      const answer = Promise.withResolvers<
+        { ok: boolean; answered: boolean; ms: number }
+      >();
+      made[0]!.check = () => answer.promise;
+      const poll = run.healthy(1_000, true);
+      const stopped = run.stop();
+      answer.resolve({ ok: true, answered: true, ms: 1 });
+      await poll;
+      assert.equal(run.state, "draining", "the late answer is no verdict");
+      run.hurry();
+      await stopped;
+    });
+    assert.deepEqual(transitions(events), [
+      "starting>ready",
+      "ready>draining",
+      "draining>stopping",
+      "stopping>exited",
+    ]);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
 Deno.test("driven by hand: a start is held while a neighbour loads on its GPU and goes at the neighbour's first 200", async () => {
   const root = await makeRoot();
   const events: Partial<JournalEvent>[] = [];
