@@ -452,7 +452,7 @@ export class Semioserve implements AsyncDisposable {
       ["SIGTERM", "SIGINT"],
       onShutdownSignal(
         () => this.#shutdown.resolve(),
-        () => runs.forEach((run) => run.kill()),
+        () => runs.forEach((run) => run.process.kill()),
         () => runs.map((run) => run.hurry()).includes(true),
         log.warn,
       ),

@@ -224,10 +224,6 @@ export class EngineRun {
     this.serving.inherit(old.serving);
   }
 
-  kill(): void {
-    this.#process.kill();
-  }
-
   /** A second signal cuts a drain short; `exited`: the engine's own drain (SIGTERM) ended it. */
   hurry(why: "skipped" | "exited" = "skipped"): boolean {
     if (this.#state !== "draining") return false;
@@ -341,8 +337,11 @@ export class EngineRun {
 
   /** A verdict on the current run: a poll's, the silence timer's, the serving watch's. */
   #judge(run: ServerProcess, judge: () => Verdict | undefined): void {
-    const state = this.#state;
-    if (run !== this.#process || !run.running || state === "stopping") return;
+    const state = this.#state; // no verdict once a stop began (a late poll's)
+    if (
+      run !== this.#process || !run.running || this.#stopWhy !== undefined ||
+      state === "stopping"
+    ) return;
     const verdict = judge();
     switch (verdict?.kind) {
       case "ready":
