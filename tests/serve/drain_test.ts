@@ -468,7 +468,10 @@ Deno.test("drain: a SIGTERM during a reload's drain drains every engine at once 
     `the stop took ${took} s; expected within --drain-timeout 6 + --grace 1 + 2 s`,
   );
   await Promise.all(flows.map((f) => f.done));
-  await reloaded;
+  assert.match(
+    await reloaded,
+    /\] reload: engine moving could not start: the launcher is stopping$/,
+  );
   // Beside the reload's drain, not after it.
   const states = (await journal(s.root)).filter((e) => e.event === "state")
     .map((e) => `${e.model}:${e.from}>${e.to}`);
