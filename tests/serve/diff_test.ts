@@ -29,11 +29,11 @@ Deno.test("the summary counts plurals, catalogue names, failures and the engine 
     reloadSummary({
       ...NONE,
       restarted: ["a", "b"],
-      failed: [{ name: "b", error: "Cannot prepare b: gone" }],
+      failed: [{ name: "c", error: "Cannot prepare c: gone" }],
       catalogue: { added: ["new"], removed: ["old"] },
       secrets: ["LOCAL_ENGINE_API_KEY"],
     }),
-    "reload: 2 engines restarted (a, b), engine b could not start: Cannot prepare b: gone, catalogue updated (+new, -old), engine API key reloaded (used from each engine's next start)",
+    "reload: 2 engines restarted (a, b), engine c could not start: Cannot prepare c: gone, catalogue updated (+new, -old), engine API key reloaded (used from each engine's next start)",
   );
 });
 
