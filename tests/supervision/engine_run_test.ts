@@ -213,10 +213,11 @@ async function driven(
     gate?: GpuStartGate;
     name?: string;
     footprint?: EngineRunOptions["footprint"];
+    clock?: ManualClock;
   } = {},
 ) {
   const bin = await fakeBin(["vllm"]);
-  const clock = new ManualClock();
+  const clock = more.clock ?? new ManualClock();
   const made: FakeProcess[] = [];
   const card = Registry.parse(
     `models:\n  ${more.name ?? "m"}: { verb: chat, hub: org/m${
@@ -865,5 +866,46 @@ Deno.test("driven by hand: a recovery runs from an unplanned exit to the next fi
   } finally {
     await Deno.remove(root, { recursive: true });
     await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a reload's replacement measures its start from its own spawn, not the old run's", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const card = ", drain_timeout: 0";
+  const old = await driven(root, events, { card });
+  const fresh = await driven(root, events, { card, clock: old.clock });
+  const { clock } = old;
+  try {
+    await captureLog(async () => {
+      old.run.start();
+      await clock.advance(2_000);
+      old.made[0]!.listening = true; // answers 503 while not ready
+      await old.run.healthy(1_000);
+      await clock.advance(1_000);
+      old.made[0]!.health = true;
+      await old.run.healthy(1_000);
+      await clock.advance(25_000);
+      await old.run.stop();
+      fresh.run.inherit(old.run);
+      fresh.run.start();
+      await clock.advance(3_000);
+      fresh.made[0]!.health = true;
+      await fresh.run.healthy(1_000);
+      await fresh.run.stop();
+    });
+    const own = { seconds: 3, phases: { spawn: 3 } };
+    assert.deepEqual(fresh.run.detail().last_start, own);
+    const journaled = events.filter((e) => e.event === "start");
+    assert.deepEqual(journaled.map((e) => e.start), [
+      { seconds: 3, phases: { spawn: 2, listening: 1 } },
+      own,
+    ]);
+    assert.deepEqual(fresh.run.counts().starts, { count: 2, sum: 6 });
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    for (const { bin } of [old, fresh]) {
+      await Deno.remove(bin, { recursive: true });
+    }
   }
 });
