@@ -218,7 +218,7 @@ export class EngineRun {
   /** A reload's replacement counts on from `old` (restarts, exits, requests cut, tokens). */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
-    this.#starts = old.#starts;
+    this.#starts.inherit(old.#starts);
     this.#exits = { ...old.#exits };
     this.#cut = old.#cut;
     this.serving.inherit(old.serving);
