@@ -540,3 +540,38 @@ Deno.test("drain: an engine killed during a stop begun in a reload's drain is no
   );
   assert.equal(starts.length, 1, s.launcher.stderr);
 });
+
+Deno.test("drain: a stop during a reload's read of the engine's --help ends at once: the reload is refused, the read ended", async () => {
+  await using cat = await catalogue(card("moving", 100));
+  await using s = await launch(["moving"], {
+    catalogue: cat.path,
+    args: ["--grace", "1"],
+  });
+  await s.launcher.ready();
+  await ready(s, "moving");
+  // The stand-in's help answers never (a real `vllm serve --help=all` takes seconds).
+  const asked = `${s.records}/help-asked`;
+  const stub = await Deno.readTextFile(`${s.bin}/vllm`);
+  await Deno.writeTextFile(
+    `${s.bin}/vllm`,
+    stub.replace(
+      "#!/bin/sh\n",
+      () =>
+        `#!/bin/sh\ncase "$*" in *--help=all*) echo $$ > '${asked}'; exec sleep 600;; esac\n`,
+    ),
+  );
+  await cat.write(card("moving", 100).replace("4096", "8192"));
+  const reloaded = hup(s);
+  let helper = 0;
+  await waitFor(async () => {
+    helper = Number(await Deno.readTextFile(asked).catch(() => "0"));
+    return helper > 0;
+  }, "the reload's --help read under way");
+  const term = Date.now();
+  s.launcher.child.kill("SIGTERM");
+  assert.equal((await s.launcher.exited()).code, 0);
+  const took = (Date.now() - term) / 1000;
+  assert.ok(took < 1 + 2, `${took} s; --grace 1 (the read's own limit: 10 s)`);
+  assert.match(await reloaded, /reload refused: the launcher is stopping/);
+  assert.ok(!pidAlive(helper), "the help read is gone");
+});
