@@ -67,12 +67,15 @@ interface Event {
 const journal = (root: string) => readJournal<Event>(root);
 
 async function hup(s: Setup): Promise<string> {
-  const before = s.launcher.lines.filter((l) => /reload: /.test(l)).length;
+  const before =
+    s.launcher.lines.filter((l) => /reload( refused)?: /.test(l)).length;
   s.launcher.child.kill("SIGHUP");
   let line = "";
   await waitFor(
     () => {
-      const lines = s.launcher.lines.filter((l) => /reload: /.test(l));
+      const lines = s.launcher.lines.filter((l) =>
+        /reload( refused)?: /.test(l)
+      );
       line = lines[before] ?? "";
       return line !== "";
     },
