@@ -367,10 +367,12 @@ export class Semioserve implements AsyncDisposable {
         running,
       );
       const fresh = facts.cards.filter((card) => facts.fresh.has(card.name));
-      const warnings = [...plan.warnings];
       // The help reads may take seconds: a stop ends them, and the reload.
       const signal = this.#stopping.signal;
-      warnings.push(...await flagWarnings(fresh, { signal }));
+      const warnings = [
+        ...plan.warnings,
+        ...await flagWarnings(fresh, { signal }),
+      ];
       signal.throwIfAborted();
       for (const warning of warnings) log.warn(warning);
       const changes = diff(running.plan, plan, running.failed);

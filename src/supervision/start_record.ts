@@ -44,11 +44,7 @@ export class Starts {
 
   /** A reload's replacement counts on from `old`'s starts; its own marks begin with its own start. */
   inherit(old: Starts): void {
-    [this.last, this.recovery, this.tally] = [
-      old.last,
-      old.recovery,
-      old.tally,
-    ];
+    ({ last: this.last, recovery: this.recovery, tally: this.tally } = old);
     this.#down = old.#down;
   }
 
