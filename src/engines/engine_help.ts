@@ -10,7 +10,7 @@ import { unknownFlagWarnings } from "./unknown_flags.ts";
 /** Help that cannot be read is one line: `qwen3-8b: flags not checked (vllm not found on PATH)`. */
 export async function flagWarnings(
   cards: readonly ModelCard[],
-  options: { readonly timeoutMs?: number } = {},
+  options: { readonly timeoutMs?: number; readonly signal?: AbortSignal } = {},
 ): Promise<string[]> {
   type Ask = { cards: ModelCard[]; listed: Promise<string[] | string> };
   const asks = new Map<string, Ask>();
@@ -21,7 +21,7 @@ export async function flagWarnings(
     const key = [executable, ...kind.flags.helpArgv].join(" ");
     let ask = asks.get(key);
     if (ask === undefined) {
-      const listed = readHelp(executable, kind.flags, options.timeoutMs);
+      const listed = readHelp(executable, kind.flags, options);
       asks.set(key, ask = { cards: [], listed });
     }
     ask.cards.push(card);
@@ -42,12 +42,12 @@ export async function flagWarnings(
 async function readHelp(
   executable: string,
   flags: EngineFlags,
-  timeoutMs = 10_000,
+  { timeoutMs = 10_000, signal }: { timeoutMs?: number; signal?: AbortSignal },
 ): Promise<string[] | string> {
   const command = [executable, ...flags.helpArgv].join(" ");
   let run;
   try {
-    run = await runHelper(executable, flags.helpArgv, { timeoutMs });
+    run = await runHelper(executable, flags.helpArgv, { timeoutMs, signal });
   } catch (error) {
     if (!(error instanceof Deno.errors.NotFound)) {
       return `${command} cannot run: ${(error as Error).message}`;

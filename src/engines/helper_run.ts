@@ -23,6 +23,8 @@ export async function runHelper(
     readonly env?: Record<string, string> | undefined;
     readonly timeoutMs: number;
     readonly cap?: number;
+    /** Ends the run as its timeout does (the launcher's stop). */
+    readonly signal?: AbortSignal | undefined;
   },
 ): Promise<HelperRun> {
   const child = new Deno.Command(program, {
@@ -37,7 +39,15 @@ export async function runHelper(
   const stdout = drain(child.stdout, cap);
   const stderr = drain(child.stderr, cap);
   const all = Promise.all([child.status, stdout.text, stderr.text]);
-  const done = await within(all, options.timeoutMs);
+  const stopped = Promise.withResolvers<undefined>();
+  const stop = () => stopped.resolve(undefined);
+  options.signal?.addEventListener("abort", stop, { once: true });
+  if (options.signal?.aborted) stop();
+  const done = await within(
+    Promise.race([all, stopped.promise]),
+    options.timeoutMs,
+  );
+  options.signal?.removeEventListener("abort", stop);
   if (done === undefined) {
     attempt(() => signalGroup(child.pid, "SIGKILL"), false); // gone already
     if (await within(all, REAP_MS) === undefined) {

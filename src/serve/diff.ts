@@ -134,7 +134,9 @@ export function reloadResult(
 ): ReloadResult {
   const result = {
     ok: true,
-    restarted: [...changes.restart, ...changes.retry],
+    // One whose new run could not start (the stop came first) was stopped, not restarted.
+    restarted: [...changes.restart, ...changes.retry]
+      .filter((name) => !failed.some((f) => f.name === name)),
     changed: changes.amend,
     unchanged: changes.same,
     failed,

@@ -285,6 +285,7 @@ export class Semioserve implements AsyncDisposable {
       old.gpus ?? [],
       old.name,
       `the reload's restart of engine ${old.name}`,
+      this.#stopping.signal,
     );
     const released = old.gpuReleased();
     // The new run starts once the old one is gone (its port).
@@ -369,7 +370,13 @@ export class Semioserve implements AsyncDisposable {
       );
       const renew = renewed(facts.changes);
       const fresh = facts.cards.filter((card) => renew.has(card.name));
-      const warnings = [...plan.warnings, ...await flagWarnings(fresh)];
+      // The help reads may take seconds: a stop ends them, and the reload.
+      const signal = this.#stopping.signal;
+      const warnings = [
+        ...plan.warnings,
+        ...await flagWarnings(fresh, { signal }),
+      ];
+      signal.throwIfAborted();
       for (const warning of warnings) log.warn(warning);
       const changes = diff(running.plan, plan);
       const failed = await this.#apply(changes, plan);
@@ -454,7 +461,7 @@ export class Semioserve implements AsyncDisposable {
       ["SIGTERM", "SIGINT"],
       onShutdownSignal(
         () => this.#shutdown.resolve(),
-        () => runs.forEach((run) => run.kill()),
+        () => runs.forEach((run) => run.process.kill()),
         () => runs.map((run) => run.hurry()).includes(true),
         log.warn,
       ),
@@ -523,11 +530,14 @@ export class Semioserve implements AsyncDisposable {
       const draining = drainLine(runs, o);
       if (draining) log.info(draining);
       journal.record({ model: null, event: "stopping" });
-      // A reload under way finishes first (its read ends now): no engine starts after the others stopped.
+      // One event every engine hears at once: a reload's restart under way is
+      // abandoned (its read ends, its drain goes on beside the others').
       this.#stopping.abort(STOPPING);
-      await this.#reloads.close();
-      await healthLoop.stop();
-      await Promise.all(runs.map((run) => run.stop(o.graceMs)));
+      await Promise.all([
+        ...runs.map((run) => run.stop(o.graceMs)),
+        this.#reloads.close(),
+        healthLoop.stop(),
+      ]);
       journal.record({ model: null, event: "stopped" });
       await journal.close();
       this.#writeMetrics = undefined;

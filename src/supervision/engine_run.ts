@@ -214,14 +214,10 @@ export class EngineRun {
   /** A reload's replacement counts on from `old` (restarts, exits, requests cut, tokens). */
   inherit(old: EngineRun): void {
     [this.#restarts, this.#lastExit] = [old.#restarts, old.#lastExit];
-    this.#starts = old.#starts;
+    this.#starts.inherit(old.#starts);
     this.#exits = { ...old.#exits };
     this.#cut = old.#cut;
     this.serving.inherit(old.serving);
-  }
-
-  kill(): void {
-    this.#process.kill();
   }
 
   /** A second signal cuts a drain short; `exited`: the engine's own drain (SIGTERM) ended it. */
@@ -337,8 +333,11 @@ export class EngineRun {
 
   /** A verdict on the current run: a poll's, the silence timer's, the serving watch's. */
   #judge(run: ServerProcess, judge: () => Verdict | undefined): void {
-    const state = this.#state;
-    if (run !== this.#process || !run.running || state === "stopping") return;
+    const state = this.#state; // no verdict once a stop began (a late poll's)
+    if (
+      run !== this.#process || !run.running || this.#stopWhy !== undefined ||
+      state === "stopping"
+    ) return;
     const verdict = judge();
     switch (verdict?.kind) {
       case "ready":

@@ -42,6 +42,12 @@ export class Starts {
   #marks: Marks = {};
   #down: { at: number; cause: ExitCause } | undefined;
 
+  /** A reload's replacement counts on from `old`'s starts; its own marks begin with its own start. */
+  inherit(old: Starts): void {
+    ({ last: this.last, recovery: this.recovery, tally: this.tally } = old);
+    this.#down = old.#down;
+  }
+
   /** A start asks at the gate, or (`gated` false) spawns at once. */
   begin(now: number, gated: boolean): void {
     this.#marks = gated ? { gate: now } : {};

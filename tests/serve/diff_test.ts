@@ -1,6 +1,10 @@
 /** The reload summary line (src/serve/diff.ts). */
 import assert from "node:assert/strict";
-import { refusedReload, reloadSummary } from "../../src/serve/diff.ts";
+import {
+  refusedReload,
+  reloadResult,
+  reloadSummary,
+} from "../../src/serve/diff.ts";
 
 // A reload that did nothing: the refused result's lists, without its error.
 const { error: _error, summary: _summary, ms: _ms, ...EMPTY } = refusedReload();
@@ -25,11 +29,34 @@ Deno.test("the summary counts plurals, catalogue names, failures and the engine 
     reloadSummary({
       ...NONE,
       restarted: ["a", "b"],
-      failed: [{ name: "b", error: "Cannot prepare b: gone" }],
+      failed: [{ name: "c", error: "Cannot prepare c: gone" }],
       catalogue: { added: ["new"], removed: ["old"] },
       secrets: ["LOCAL_ENGINE_API_KEY"],
     }),
-    "reload: 2 engines restarted (a, b), engine b could not start: Cannot prepare b: gone, catalogue updated (+new, -old), engine API key reloaded (used from each engine's next start)",
+    "reload: 2 engines restarted (a, b), engine c could not start: Cannot prepare c: gone, catalogue updated (+new, -old), engine API key reloaded (used from each engine's next start)",
+  );
+});
+
+Deno.test("a restart abandoned for the stop (its engine drained and stopped, no new run) is not counted restarted", () => {
+  const result = reloadResult(
+    {
+      start: [],
+      restart: ["moving", "other"],
+      retry: [],
+      amend: [],
+      same: [],
+      secret: false,
+      engineKey: false,
+      catalogue: { added: [], removed: [] },
+    },
+    [{ name: "moving", error: "the launcher is stopping" }],
+    [],
+    performance.now(),
+  );
+  assert.deepEqual(result.restarted, ["other"]);
+  assert.equal(
+    result.summary,
+    "reload: 1 engine restarted (other), engine moving could not start: the launcher is stopping",
   );
 });
 

@@ -17,7 +17,11 @@ import {
   type Setup,
   waitFor,
 } from "../support/helpers.ts";
-import { chatStream, streamWhole } from "../support/streams.ts";
+import {
+  type ChatStream,
+  chatStream,
+  streamWhole,
+} from "../support/streams.ts";
 
 /** 30 tokens, one every `ms`: a stream of 30 × `ms`. */
 function card(name: string, ms: number, extra = ""): string {
@@ -63,12 +67,15 @@ interface Event {
 const journal = (root: string) => readJournal<Event>(root);
 
 async function hup(s: Setup): Promise<string> {
-  const before = s.launcher.lines.filter((l) => /reload: /.test(l)).length;
+  const before =
+    s.launcher.lines.filter((l) => /reload( refused)?: /.test(l)).length;
   s.launcher.child.kill("SIGHUP");
   let line = "";
   await waitFor(
     () => {
-      const lines = s.launcher.lines.filter((l) => /reload: /.test(l));
+      const lines = s.launcher.lines.filter((l) =>
+        /reload( refused)?: /.test(l)
+      );
       line = lines[before] ?? "";
       return line !== "";
     },
@@ -411,4 +418,163 @@ Deno.test("drain: a stop of an engine still starting says it is not drained", as
     ["not drained: still starting"],
     s.launcher.stderr,
   );
+});
+
+/** `moving` and `steady`, streams of 30 tokens each 400 ms apart (12 s); `moving`'s `max-model-len` is `len`. */
+function pair(len: number, extra = ""): string {
+  return card("moving", 400, extra).replace("4096", `${len}`) +
+    card("steady", 400, extra);
+}
+
+/** Both engines streaming, `moving`'s card changed and reloaded: its drain under way, `steady` untouched. */
+async function reloadDraining(
+  s: Setup,
+  cat: { write(text: string): Promise<void> },
+  extra = "",
+): Promise<{ flows: ChatStream[]; reloaded: Promise<string> }> {
+  await s.launcher.ready();
+  await ready(s, "moving");
+  await ready(s, "steady");
+  const flows = [chatStream(s.port + 1), chatStream(s.port + 2)];
+  await waitFor(() => flows.every((f) => f.tokens >= 1), "both streams");
+  await cat.write(pair(8192, extra));
+  const reloaded = hup(s);
+  await waitFor(
+    async () =>
+      (await models(s.port, true)).active.moving?.state === "draining",
+    "moving draining",
+  );
+  return { flows, reloaded };
+}
+
+Deno.test("drain: a SIGTERM during a reload's drain drains every engine at once and ends within --drain-timeout + --grace", async () => {
+  await using cat = await catalogue(pair(4096));
+  // 6 s against 12 s streams: every drain runs to its deadline.
+  await using s = await launch(["moving", "steady"], {
+    catalogue: cat.path,
+    args: ["--drain-timeout", "6", "--grace", "1"],
+  });
+  const { flows, reloaded } = await reloadDraining(s, cat);
+  const term = Date.now();
+  s.launcher.child.kill("SIGTERM");
+  await s.launcher.waitForLine(/stopping: draining 2 engines/);
+  const steady = (await models(s.port, true)).active.steady;
+  assert.deepEqual(
+    [steady?.state, steady?.healthy],
+    ["draining", false],
+    "steady drains from the stop's first moment",
+  );
+  assert.equal((await s.launcher.exited()).code, 0);
+  const took = (Date.now() - term) / 1000;
+  assert.ok(
+    took < 6 + 1 + 2,
+    `the stop took ${took} s; expected within --drain-timeout 6 + --grace 1 + 2 s`,
+  );
+  await Promise.all(flows.map((f) => f.done));
+  assert.match(
+    await reloaded,
+    /\] reload: engine moving could not start: the launcher is stopping$/,
+  );
+  // Beside the reload's drain, not after it.
+  const states = (await journal(s.root)).filter((e) => e.event === "state")
+    .map((e) => `${e.model}:${e.from}>${e.to}`);
+  assert.ok(
+    states.indexOf("steady:ready>draining") <
+      states.indexOf("moving:draining>stopping"),
+    states.join(", "),
+  );
+});
+
+Deno.test("drain: a second signal in a stop begun during a reload's drain cuts every drain; a third SIGKILLs engines that ignore SIGTERM", async () => {
+  const ignore = ", fake-ignore-sigterm: true";
+  await using cat = await catalogue(pair(4096, ignore));
+  await using s = await launch(["moving", "steady"], {
+    catalogue: cat.path,
+    args: ["--drain-timeout", "20", "--grace", "20"],
+  });
+  const { flows, reloaded } = await reloadDraining(s, cat, ignore);
+  const first = Date.now();
+  s.launcher.child.kill("SIGTERM");
+  await s.launcher.waitForLine(/stopping: draining 2 engines/);
+  // Past the window in which a second signal is the first delivered twice (signals.ts).
+  await new Promise((r) =>
+    setTimeout(r, Math.max(0, first + 600 - Date.now()))
+  );
+  s.launcher.child.kill("SIGTERM");
+  for (const name of ["moving", "steady"]) {
+    await s.launcher.waitForLine(
+      new RegExp(
+        `engine ${name} \\(pid \\d+\\) drain cut short by a second signal`,
+      ),
+      5_000,
+    );
+  }
+  const third = Date.now();
+  s.launcher.child.kill("SIGTERM");
+  assert.equal((await s.launcher.exited()).code, 0);
+  const took = (Date.now() - third) / 1000;
+  assert.ok(took < 5, `${took} s after the third signal; --grace is 20 s`);
+  assert.match(s.launcher.stderr, /another signal: SIGKILL to every engine/);
+  await Promise.all(flows.map((f) => f.done));
+  await reloaded;
+});
+
+Deno.test("drain: an engine killed during a stop begun in a reload's drain is not started again", async () => {
+  await using cat = await catalogue(pair(4096));
+  await using s = await launch(["moving", "steady"], {
+    catalogue: cat.path,
+    args: ["--drain-timeout", "6", "--grace", "1"],
+  });
+  const { flows, reloaded } = await reloadDraining(s, cat);
+  const steady = (await readRecord(s.records, s.port + 2))!;
+  s.launcher.child.kill("SIGTERM");
+  await s.launcher.waitForLine(/stopping: draining 2 engines/);
+  Deno.kill(steady.pid, "SIGKILL");
+  await s.launcher.waitForLine(
+    /engine steady \(pid \d+\) exit: signal SIGKILL/,
+  );
+  assert.equal((await s.launcher.exited()).code, 0);
+  await Promise.all(flows.map((f) => f.done));
+  await reloaded;
+  assert.doesNotMatch(s.launcher.stderr, /engine steady .*restart 1 in/);
+  assert.equal((await readRecord(s.records, s.port + 2))?.pid, steady.pid);
+  const starts = s.launcher.lines.filter((l) =>
+    /engine steady \(vllm\) started/.test(l)
+  );
+  assert.equal(starts.length, 1, s.launcher.stderr);
+});
+
+Deno.test("drain: a stop during a reload's read of the engine's --help ends at once: the reload is refused, the read ended", async () => {
+  await using cat = await catalogue(card("moving", 100));
+  await using s = await launch(["moving"], {
+    catalogue: cat.path,
+    args: ["--grace", "1"],
+  });
+  await s.launcher.ready();
+  await ready(s, "moving");
+  // The stand-in's help answers never (a real `vllm serve --help=all` takes seconds).
+  const asked = `${s.records}/help-asked`;
+  const stub = await Deno.readTextFile(`${s.bin}/vllm`);
+  await Deno.writeTextFile(
+    `${s.bin}/vllm`,
+    stub.replace(
+      "#!/bin/sh\n",
+      () =>
+        `#!/bin/sh\ncase "$*" in *--help=all*) echo $$ > '${asked}'; exec sleep 600;; esac\n`,
+    ),
+  );
+  await cat.write(card("moving", 100).replace("4096", "8192"));
+  const reloaded = hup(s);
+  let helper = 0;
+  await waitFor(async () => {
+    helper = Number(await Deno.readTextFile(asked).catch(() => "0"));
+    return helper > 0;
+  }, "the reload's --help read under way");
+  const term = Date.now();
+  s.launcher.child.kill("SIGTERM");
+  assert.equal((await s.launcher.exited()).code, 0);
+  const took = (Date.now() - term) / 1000;
+  assert.ok(took < 1 + 4, `${took} s; --grace 1 (the read's own limit: 10 s)`);
+  assert.match(await reloaded, /reload refused: the launcher is stopping/);
+  assert.ok(!pidAlive(helper), "the help read is gone");
 });

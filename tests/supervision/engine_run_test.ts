@@ -213,10 +213,11 @@ async function driven(
     gate?: GpuStartGate;
     name?: string;
     footprint?: EngineRunOptions["footprint"];
+    clock?: ManualClock;
   } = {},
 ) {
   const bin = await fakeBin(["vllm"]);
-  const clock = new ManualClock();
+  const clock = more.clock ?? new ManualClock();
   const made: FakeProcess[] = [];
   const card = Registry.parse(
     `models:\n  ${more.name ?? "m"}: { verb: chat, hub: org/m${
@@ -639,6 +640,49 @@ Deno.test("driven by hand: a second signal cuts a drain short at once", async ()
   }
 });
 
+Deno.test("driven by hand: a health poll answered after the stop began changes nothing: the drain goes on", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const server = standIn({
+    running: 1,
+    generated: 5,
+    canary: 200,
+    canaries: 0,
+  });
+  const { run, made, bin } = await driven(root, events, {
+    port: server.addr.port,
+  });
+  try {
+    await captureLog(async () => {
+      run.start();
+      made[0]!.health = true;
+      await run.healthy(1_000, true);
+      // A background round's poll, in flight when the stop begins.
+      const answer = Promise.withResolvers<
+        { ok: boolean; answered: boolean; ms: number }
+      >();
+      made[0]!.check = () => answer.promise;
+      const poll = run.healthy(1_000, true);
+      const stopped = run.stop();
+      answer.resolve({ ok: true, answered: true, ms: 1 });
+      await poll;
+      assert.equal(run.state, "draining", "the late answer is no verdict");
+      run.hurry();
+      await stopped;
+    });
+    assert.deepEqual(transitions(events), [
+      "starting>ready",
+      "ready>draining",
+      "draining>stopping",
+      "stopping>exited",
+    ]);
+  } finally {
+    await server.shutdown();
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
+});
+
 Deno.test("driven by hand: a start is held while a neighbour loads on its GPU and goes at the neighbour's first 200", async () => {
   const root = await makeRoot();
   const events: Partial<JournalEvent>[] = [];
@@ -822,5 +866,46 @@ Deno.test("driven by hand: a recovery runs from an unplanned exit to the next fi
   } finally {
     await Deno.remove(root, { recursive: true });
     await Deno.remove(bin, { recursive: true });
+  }
+});
+
+Deno.test("driven by hand: a reload's replacement measures its start from its own spawn, not the old run's", async () => {
+  const root = await makeRoot();
+  const events: Partial<JournalEvent>[] = [];
+  const card = ", drain_timeout: 0";
+  const old = await driven(root, events, { card });
+  const fresh = await driven(root, events, { card, clock: old.clock });
+  const { clock } = old;
+  try {
+    await captureLog(async () => {
+      old.run.start();
+      await clock.advance(2_000);
+      old.made[0]!.listening = true; // answers 503 while not ready
+      await old.run.healthy(1_000);
+      await clock.advance(1_000);
+      old.made[0]!.health = true;
+      await old.run.healthy(1_000);
+      await clock.advance(25_000);
+      await old.run.stop();
+      fresh.run.inherit(old.run);
+      fresh.run.start();
+      await clock.advance(3_000);
+      fresh.made[0]!.health = true;
+      await fresh.run.healthy(1_000);
+      await fresh.run.stop();
+    });
+    const own = { seconds: 3, phases: { spawn: 3 } };
+    assert.deepEqual(fresh.run.detail().last_start, own);
+    const journaled = events.filter((e) => e.event === "start");
+    assert.deepEqual(journaled.map((e) => e.start), [
+      { seconds: 3, phases: { spawn: 2, listening: 1 } },
+      own,
+    ]);
+    assert.deepEqual(fresh.run.counts().starts, { count: 2, sum: 6 });
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    for (const { bin } of [old, fresh]) {
+      await Deno.remove(bin, { recursive: true });
+    }
   }
 });
