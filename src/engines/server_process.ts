@@ -85,7 +85,10 @@ export class ServerProcess implements AsyncDisposable {
     this.plan = plan;
     this.#ownLog = log === undefined;
     this.#log = log ?? new EngineLog(plan.logFile);
-    this.watch = new LoadWatch(ENGINE_KINDS[plan.card.engine]?.output);
+    this.watch = new LoadWatch(
+      ENGINE_KINDS[plan.card.engine]?.output,
+      plan.card.name,
+    );
     this.card = plan.card;
     this.host = plan.host;
     this.port = plan.port;

@@ -270,6 +270,13 @@ export class Semioserve implements AsyncDisposable {
           : snapshot && deviceOf(entry, snapshot)?.name;
         if (device) book.note(run.card, device, footprint);
       },
+      deviceMiB: (run) => {
+        const snapshot = this.#live?.plan.placement.snapshot;
+        const totals = (run.gpus ?? []).map((entry) =>
+          snapshot && deviceOf(entry, snapshot)?.totalMiB
+        ).filter((mib): mib is number => Number.isFinite(mib));
+        return totals.length ? Math.max(...totals) : undefined;
+      },
       readAhead: this.#readAhead,
     });
   }

@@ -68,8 +68,10 @@ export interface OutputRules {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
   }[];
-  /** Lines naming what the load took: every rule is tried on every line (`footprint_lines.ts`). */
+  /** Lines naming what the load took, anchored at the engine's log prefix: tried on each line while it loads (`footprint_lines.ts`). */
   readonly memory?: readonly MemoryRule[];
+  /** Besides spawn to first 200: a line that starts a load again (llama.cpp's wake), and one that ends a load (later lines may be requests). */
+  readonly load?: { readonly opens: RegExp; readonly closes: RegExp };
 }
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
@@ -83,7 +85,8 @@ export type MemoryPart =
 /**
  * Its numeric captures are summed (K + V), in `unit`; lines adding to a part
  * sum (devices, buffers, TP ranks), `kv_tokens` keeps the largest. A capture
- * named `device` names where it lives (`CPU_Mapped` counts as `CPU`).
+ * named `device`, always the first, names where it lives (`CPU_Mapped` counts
+ * as `CPU`).
  */
 export interface MemoryRule {
   readonly match: RegExp;

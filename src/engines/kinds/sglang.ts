@@ -36,6 +36,16 @@ const SGLANG_TRAFFIC: TrafficRule = {
   enableFlag: "--enable-metrics",
 };
 
+// python/sglang/srt/utils (configure_logger): `[%(asctime)s{prefix}] %(message)s`,
+// the prefix a scheduler's ` DP0 TP0 EP0`; the date `%Y-%m-%d` or `%m-%d`.
+function logged(message: string, flags?: string): RegExp {
+  return new RegExp(
+    String.raw`^\[(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] ` +
+      message,
+    flags,
+  );
+}
+
 export const SGLANG: EngineKind = {
   name: "sglang",
   title: "SGLang",
@@ -101,19 +111,27 @@ export const SGLANG: EngineKind = {
     // end`) and mem_cache/memory_pool.py (`K size`/`V size`, MLA's `KV size`).
     memory: [
       {
-        match: /Load weight end\..*?mem usage=([\d.]+) GB/,
+        match: logged(String.raw`Load weight end\..*?mem usage=(\S+) GB\.?`),
         part: "weights",
         unit: "GiB",
       },
-      { match: /KV Cache is allocated\. #tokens: (\d+)/, part: "kv_tokens" },
       {
-        match:
-          /KV Cache is allocated\..*?(?:K size: ([\d.]+) GB, V size: ([\d.]+)|\bKV size: ([\d.]+)) GB/,
+        match: logged(String.raw`KV Cache is allocated\. #tokens: (\S+?),.*`),
+        part: "kv_tokens",
+      },
+      {
+        match: logged(
+          String
+            .raw`KV Cache is allocated\..*?(?:K size: (\S+) GB, V size: (\S+)|\bKV size: (\S+)) GB`,
+        ),
         part: "kv_cache",
         unit: "GiB",
       },
       {
-        match: /Capture [\w ]*graph end\..*?mem usage=([\d.]+) GB/i,
+        match: logged(
+          String.raw`Capture [\w ]*graph end\..*?mem usage=(\S+) GB.*`,
+          "i",
+        ),
         part: "graphs",
         unit: "GiB",
       },

@@ -49,6 +49,17 @@ function devices(args: readonly string[]): EngineDevices {
   return { kind: "share", share, from: `gpu-memory-utilization ${share}` };
 }
 
+// vllm/logger.py `_FORMAT`: `%(levelname)s %(asctime)s
+// [%(fileinfo)s:%(lineno)d] %(message)s` at `%m-%d %H:%M:%S`; a worker's
+// output is prefixed `(EngineCore_DP0 pid=212) ` (vllm/utils `decorate_logs`).
+function logged(message: string): RegExp {
+  return new RegExp(
+    String
+      .raw`^(?:\([\w ]+ pid=\d+\) )?[A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] ` +
+      message,
+  );
+}
+
 export const VLLM: EngineKind = {
   name: "vllm",
   title: "vLLM",
@@ -143,24 +154,32 @@ export const VLLM: EngineKind = {
     // tokens`, merged with `Maximum concurrency` in newer versions) at 001cabc1.
     memory: [
       {
-        match: /Model loading took ([\d.]+) GiB/,
+        match: logged(String.raw`Model loading took (\S+) GiB`),
         part: "weights",
         unit: "GiB",
       },
       {
-        match: /Available KV cache memory: ([\d.]+) GiB/,
+        match: logged(String.raw`Available KV cache memory: (\S+) GiB`),
         part: "kv_cache",
         unit: "GiB",
       },
       // With `--kv-cache-memory`, instead (gpu_worker.py, the same function).
       {
-        match: /reserved ([\d.]+) GiB memory for KV Cache as specified/,
+        match: logged(
+          String
+            .raw`Initial free memory \S+ GiB, reserved (\S+) GiB memory for KV Cache as specified`,
+        ),
         part: "kv_cache",
         unit: "GiB",
       },
-      { match: /KV cache size: ([\d,]+) tokens/, part: "kv_tokens" },
       {
-        match: /Graph capturing finished in \d+ secs?, took ([\d.]+) GiB/,
+        match: logged(String.raw`(?:GPU )?KV cache size: (\S+) tokens`),
+        part: "kv_tokens",
+      },
+      {
+        match: logged(
+          String.raw`Graph capturing finished in \d+ secs?, took (\S+) GiB`,
+        ),
         part: "graphs",
         unit: "GiB",
       },
