@@ -483,17 +483,21 @@ export class EngineRun {
     return run;
   }
 
-  /** The run's lines and nvidia-smi's figure, handed on when a figure changed. */
-  #measured(): void {
+  /** The run's lines and nvidia-smi's figure, kept when a figure changed; handed on once its load is whole (`ready`: its first 200), never before (a run stopped or dead before it measured no load). */
+  #measured(ready = false): void {
     const memory = this.#gpu.facts.memory?.mib;
     const at = new Date(this.#clock.now());
     const next = footprintOf(this.#process.watch.memory, memory, at);
-    if (this.#footprint.changed(next)) this.#o.footprint?.(this.#plan, next);
+    const changed = this.#footprint.changed(next);
+    if (next && (ready || changed && this.#process.watch.loaded)) {
+      this.#o.footprint?.(this.#plan, next);
+    }
   }
 
   /** A first 200: the gate's next may start; this start (and a recovery) measured and journaled. */
   #ready(run: ServerProcess): void {
     this.#releaseGpu(true);
+    this.#measured(true);
     const now = this.#clock.now();
     this.#o.journal?.record({
       at: new Date(now).toISOString(),
