@@ -28,7 +28,7 @@ Deno.test("compile bakes in the narrowed permissions and embeds the catalogue", 
     "mod.ts",
   ]);
   assert.ok(!args.includes("-A") && !args.includes("--allow-all"));
-  assert.equal(ALLOW_RUN.split(",").length, 8);
+  assert.equal(ALLOW_RUN.split(",").length, 7);
 });
 
 Deno.test("a runtime that cannot be downloaded is explained in one line", () => {
