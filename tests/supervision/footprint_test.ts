@@ -104,7 +104,7 @@ Deno.test("each kind's memory lines give its footprint in ?detail=1 and in the m
 
   // The book keeps what the run measured, by the device its lines named
   // (no GPU here: vLLM's and SGLang's lines name none, so none is kept).
-  const { entries, unreadable } = readBook(s.root);
+  const { entries, unreadable } = await readBook(s.root);
   assert.equal(unreadable, undefined);
   assert.deepEqual(
     entries.map((e) => [JSON.parse(e.key)[0], e.device, e.footprint.total_mib]),
