@@ -4,6 +4,7 @@
 // whole (atomic_write.ts); the oldest entries dropped past BOOK_ENTRIES.
 import type { ModelCard } from "../catalogue.ts";
 import { writeFileAtomicSync } from "../common/atomic_write.ts";
+import { readFileCapped } from "../common/read_capped.ts";
 import { log } from "../common/log.ts";
 import type { Footprint } from "../engines/footprint.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
@@ -41,25 +42,91 @@ export type ReadBook = {
   readonly unreadable?: string;
 };
 
-/** The book's entries, read with no side effect; `unreadable`: why the file there is no book. */
-export function readBook(
+// 256 entries take about 100 KiB.
+const MAX_BYTES = 2 ** 20;
+// 1 PiB, as `gpu_memory`: no device holds more.
+const MAX_MIB = 2 ** 30;
+const MIB_FIELDS = [
+  "weights_mib",
+  "kv_cache_mib",
+  "kv_tokens",
+  "graphs_mib",
+  "compute_mib",
+  "total_mib",
+] as const;
+
+/**
+ * The book's entries, read with no side effect and without blocking (a FIFO
+ * or a device there is no book); `unreadable`: why the file there is no book.
+ */
+export async function readBook(
   directory: string,
-): ReadBook {
+  signal?: AbortSignal,
+): Promise<ReadBook> {
+  const no = (why: string) => ({ entries: [], unreadable: why });
   try {
-    const data = JSON.parse(Deno.readTextFileSync(bookPath(directory)));
-    if (data?.format !== FORMAT || !Array.isArray(data.entries)) {
-      return { entries: [], unreadable: `not a "${FORMAT}" file` };
+    const read = await readFileCapped(bookPath(directory), MAX_BYTES, signal);
+    if ("not" in read) return no(`it is ${read.not} (expected a regular file)`);
+    if (read.text === undefined) {
+      return no(
+        `it holds more than 1 MiB (expected at most ${BOOK_ENTRIES} entries)`,
+      );
     }
-    const entries = (data.entries as BookEntry[]).filter((e) =>
-      typeof e?.key === "string" && typeof e.device === "string" &&
-      typeof e.footprint?.measured_at === "string"
-    );
-    return { entries };
+    const data = JSON.parse(read.text);
+    if (data?.format !== FORMAT || !Array.isArray(data.entries)) {
+      return no(`not a "${FORMAT}" file`);
+    }
+    const entries = data.entries as unknown[];
+    for (const [i, entry] of entries.entries()) {
+      const bad = badField(entry);
+      if (bad) return no(`entry ${i + 1}: ${bad}`);
+    }
+    return { entries: entries as BookEntry[] };
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return { entries: [] };
     const why = error instanceof SyntaxError ? "not JSON" : "unreadable";
-    return { entries: [], unreadable: `${why} (${(error as Error).message})` };
+    return no(`${why} (${(error as Error).message})`);
   }
+}
+
+/** What is wrong with an entry, and what was expected; undefined when nothing. */
+function badField(entry: unknown): string | undefined {
+  // Infinity (`1e400` to JSON.parse) as itself, not JSON's `null`.
+  const shown = (value: unknown) =>
+    (typeof value === "number" ? String(value) : JSON.stringify(value) ?? "")
+      .slice(0, 40);
+  if (typeof entry !== "object" || entry === null) {
+    return `${shown(entry)} (expected an object)`;
+  }
+  const { key, device, footprint } = entry as Record<string, unknown>;
+  for (const [name, value] of [["key", key], ["device", device]] as const) {
+    if (typeof value !== "string") {
+      return `${name} ${shown(value)} (expected a string)`;
+    }
+  }
+  if (typeof footprint !== "object" || footprint === null) {
+    return `footprint ${shown(footprint)} (expected an object)`;
+  }
+  const f = footprint as Record<string, unknown>;
+  for (const name of MIB_FIELDS) {
+    const n = f[name];
+    if (n !== null && !(typeof n === "number" && n >= 0 && n <= MAX_MIB)) {
+      return `${name} ${
+        shown(n)
+      } (expected null or a number from 0 to ${MAX_MIB})`;
+    }
+  }
+  if (
+    typeof f.measured_at !== "string" || Number.isNaN(Date.parse(f.measured_at))
+  ) {
+    return `measured_at ${shown(f.measured_at)} (expected an ISO time)`;
+  }
+  for (const name of ["device", "from"]) {
+    if (f[name] !== null && typeof f[name] !== "string") {
+      return `footprint.${name} ${shown(f[name])} (expected a string)`;
+    }
+  }
+  return undefined;
 }
 
 /** A card's footprints, by device name. */
@@ -95,8 +162,8 @@ export class FootprintBook {
   #path: string | undefined;
   #entries: BookEntry[];
 
-  /** `read`: the book as the plan's facts read it (else read here). */
-  constructor(directory: string, read = readBook(directory)) {
+  /** `read`: the book as the plan's facts read it ({@linkcode readBook}). */
+  constructor(directory: string, read: ReadBook = { entries: [] }) {
     const path = bookPath(directory);
     const { entries, unreadable } = read;
     this.#entries = [...entries];

@@ -163,7 +163,7 @@ export async function gather(
       tls,
       survey,
       ports: survey ? probePorts(config, cards, survey) : [],
-      footprints: readBook(directory),
+      footprints: await readBook(directory, options.signal),
     };
   } finally {
     // A refusal before placement leaves no nvidia-smi run behind.
