@@ -2,6 +2,7 @@
 // from its card and the launcher's settings, and handed from the launcher's
 // plan to the engine run and the spawn: no reader works a setting out again.
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
+import { dirname } from "node:path";
 import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
@@ -184,6 +185,42 @@ export function engineSettings(
     termDrains: termDrains(kind, card.args),
     traffic,
   };
+}
+
+/**
+ * Why a compile cache of the plan cannot be used, in one line naming the card
+ * and the path; undefined when each is, or can be made, a directory under the
+ * root. The start checks it before making them, `--dry-run` shows it.
+ *
+ * @example `cacheProblem(plan)` is undefined on a fresh root; with a file at
+ * `<root>/data/cache` it reads `alpha: <root>/data/cache is not a directory (…)`.
+ */
+export function cacheProblem(plan: EnginePlan): string | undefined {
+  const expected = `(expected a directory under ${plan.directory}/data/cache)`;
+  const root = Deno.realPathSync(plan.directory);
+  for (const dir of plan.caches) {
+    // The deepest part that exists: a symlink on the way resolves out of the root.
+    for (let at = dir; at.startsWith(`${plan.directory}/`); at = dirname(at)) {
+      let real: string;
+      try {
+        real = Deno.realPathSync(at);
+      } catch (error) {
+        if (error instanceof Deno.errors.NotFound) continue;
+        if (error instanceof Deno.errors.NotADirectory) continue;
+        return `${plan.name}: ${at} cannot be read (${
+          (error as Error).message
+        }) ${expected}`;
+      }
+      if (!real.startsWith(`${root}/`)) {
+        return `${plan.name}: ${at} leads out of the root to ${real} ${expected}`;
+      }
+      if (!Deno.statSync(real).isDirectory) {
+        return `${plan.name}: ${at} is not a directory ${expected}`;
+      }
+      break;
+    }
+  }
+  return undefined;
 }
 
 // Per card: two engines started at once never write one cache.

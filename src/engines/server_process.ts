@@ -7,7 +7,12 @@
  */
 import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
-import { baseUrl, type EnginePlan, masked } from "./engine_plan.ts";
+import {
+  baseUrl,
+  cacheProblem,
+  type EnginePlan,
+  masked,
+} from "./engine_plan.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { abortAfter, sleep, within } from "../common/sleep.ts";
@@ -169,6 +174,8 @@ export class ServerProcess implements AsyncDisposable {
     if (this.#child) {
       throw new EngineError(`Cannot start ${this.name}: already started`);
     }
+    const cache = cacheProblem(this.plan);
+    if (cache) throw new EngineError(`Cannot use a compile cache of ${cache}`);
     try {
       for (const dir of this.plan.caches) {
         Deno.mkdirSync(dir, { recursive: true });

@@ -11,7 +11,11 @@ import {
 } from "../http/handler.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
-import { type EnginePlan, replan } from "../engines/engine_plan.ts";
+import {
+  cacheProblem,
+  type EnginePlan,
+  replan,
+} from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
 import { EngineRun } from "../supervision/engine_run.ts";
 import { type EngineView, engineView } from "../supervision/engine_detail.ts";
@@ -323,6 +327,14 @@ export class Semioserve implements AsyncDisposable {
           ]
           : [],
         ...dryRunNotes(facts, plan.host),
+        ...plan.engines.flatMap((engine) => {
+          const cache = cacheProblem(engine);
+          return cache
+            ? [
+              `Cannot use a compile cache of ${cache}: the start stops this engine alone`,
+            ]
+            : [];
+        }),
         ...plan.warnings,
         ...await flagWarnings(facts.cards),
       ],

@@ -169,18 +169,13 @@ export class EngineRun {
     return this.#gpu.released();
   }
 
-  /** Starts the first run; throws an `EngineError` when an ungated one cannot be spawned. */
+  /** Starts the first run; one that cannot be spawned ends this engine alone (one warning). */
   start(watchdog?: Watchdog): void {
     if (this.#done) return;
     this.#watchdog = watchdog;
     this.#done = Promise.withResolvers();
     if (this.#gpu.gated) return void this.#admit();
-    try {
-      this.#on({ kind: "admitted", slot: undefined });
-    } catch (error) {
-      this.#done = undefined;
-      throw error;
-    }
+    this.#on({ kind: "admitted", slot: undefined });
   }
 
   /** A background poll (`counts`) is a liveness check, a `GET /models` request's is not. */
@@ -304,7 +299,6 @@ export class EngineRun {
     try {
       this.#respawn(restart);
     } catch (error) {
-      if (!restart && slot === undefined) throw error;
       return this.#unspawned(restart, (error as Error).message);
     }
     this.#starts.spawned(this.#clock.now());
