@@ -196,31 +196,31 @@ export function engineSettings(
  * `<root>/data/cache` it reads `alpha: <root>/data/cache is not a directory (…)`.
  */
 export function cacheProblem(plan: EnginePlan): string | undefined {
-  const expected = `(expected a directory under ${plan.directory}/data/cache)`;
   const root = Deno.realPathSync(plan.directory);
-  for (const dir of plan.caches) {
+  const why = (dir: string): string | undefined => {
     // The deepest part that exists: a symlink on the way resolves out of the root.
     for (let at = dir; at.startsWith(`${plan.directory}/`); at = dirname(at)) {
       let real: string;
       try {
         real = Deno.realPathSync(at);
       } catch (error) {
-        if (error instanceof Deno.errors.NotFound) continue;
-        if (error instanceof Deno.errors.NotADirectory) continue;
-        return `${plan.name}: ${at} cannot be read (${
-          (error as Error).message
-        }) ${expected}`;
+        const missing = error instanceof Deno.errors.NotFound ||
+          error instanceof Deno.errors.NotADirectory;
+        if (missing) continue;
+        return `${at} cannot be read (${(error as Error).message})`;
       }
       if (!real.startsWith(`${root}/`)) {
-        return `${plan.name}: ${at} leads out of the root to ${real} ${expected}`;
+        return `${at} leads out of the root to ${real}`;
       }
-      if (!Deno.statSync(real).isDirectory) {
-        return `${plan.name}: ${at} is not a directory ${expected}`;
-      }
-      break;
+      return Deno.statSync(real).isDirectory
+        ? undefined
+        : `${at} is not a directory`;
     }
-  }
-  return undefined;
+    return undefined;
+  };
+  const problem = plan.caches.map(why).find(Boolean);
+  return problem &&
+    `${plan.name}: ${problem} (expected a directory under ${plan.directory}/data/cache)`;
 }
 
 // Per card: two engines started at once never write one cache.

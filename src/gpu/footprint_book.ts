@@ -89,44 +89,33 @@ export async function readBook(
   }
 }
 
-/** What is wrong with an entry, and what was expected; undefined when nothing. */
+/** The first field of an entry that is not what a book holds, and what was expected. */
 function badField(entry: unknown): string | undefined {
-  // Infinity (`1e400` to JSON.parse) as itself, not JSON's `null`.
-  const shown = (value: unknown) =>
-    (typeof value === "number" ? String(value) : JSON.stringify(value) ?? "")
+  const e = (entry ?? {}) as Record<string, unknown>;
+  const f = (e.footprint ?? {}) as Record<string, unknown>;
+  const text = (v: unknown) => typeof v === "string";
+  const mib = (v: unknown) =>
+    v === null || typeof v === "number" && v >= 0 && v <= MAX_MIB;
+  const time = (v: unknown) =>
+    text(v) && !Number.isNaN(Date.parse(v as string));
+  const fields: [string, unknown, (v: unknown) => boolean, string][] = [
+    ["key", e.key, text, "a string"],
+    ["device", e.device, text, "a string"],
+    ...MIB_FIELDS.map((name): [string, unknown, typeof mib, string] => [
+      name,
+      f[name],
+      mib,
+      `null or a number from 0 to ${MAX_MIB}`,
+    ]),
+    ["measured_at", f.measured_at, time, "an ISO time"],
+    ["from", f.from, text, "a string"],
+  ];
+  const bad = fields.find(([, value, ok]) => !ok(value));
+  // Infinity (`1e400` to JSON.parse) shown as itself, not as JSON's `null`.
+  const shown = (v: unknown) =>
+    (typeof v === "number" ? String(v) : JSON.stringify(v) ?? "undefined")
       .slice(0, 40);
-  if (typeof entry !== "object" || entry === null) {
-    return `${shown(entry)} (expected an object)`;
-  }
-  const { key, device, footprint } = entry as Record<string, unknown>;
-  for (const [name, value] of [["key", key], ["device", device]] as const) {
-    if (typeof value !== "string") {
-      return `${name} ${shown(value)} (expected a string)`;
-    }
-  }
-  if (typeof footprint !== "object" || footprint === null) {
-    return `footprint ${shown(footprint)} (expected an object)`;
-  }
-  const f = footprint as Record<string, unknown>;
-  for (const name of MIB_FIELDS) {
-    const n = f[name];
-    if (n !== null && !(typeof n === "number" && n >= 0 && n <= MAX_MIB)) {
-      return `${name} ${
-        shown(n)
-      } (expected null or a number from 0 to ${MAX_MIB})`;
-    }
-  }
-  if (
-    typeof f.measured_at !== "string" || Number.isNaN(Date.parse(f.measured_at))
-  ) {
-    return `measured_at ${shown(f.measured_at)} (expected an ISO time)`;
-  }
-  for (const name of ["device", "from"]) {
-    if (f[name] !== null && typeof f[name] !== "string") {
-      return `footprint.${name} ${shown(f[name])} (expected a string)`;
-    }
-  }
-  return undefined;
+  return bad && `${bad[0]} ${shown(bad[1])} (expected ${bad[3]})`;
 }
 
 /** A card's footprints, by device name. */

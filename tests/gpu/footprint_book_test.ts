@@ -185,7 +185,7 @@ Deno.test("the book's entries are checked field by field: a need that is no size
         { ...good, footprint: { ...good.footprint, measured_at: "soon" } },
         /entry 2: measured_at "soon"/,
       ],
-      [null, /entry 2: null/],
+      [null, /entry 2: key undefined \(expected a string\)/],
     ] as const
   ) {
     const root = await makeRoot();

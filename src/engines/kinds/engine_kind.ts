@@ -74,6 +74,18 @@ export interface OutputRules {
   readonly load?: { readonly opens: RegExp; readonly closes: RegExp };
 }
 
+/**
+ * Rules for one logger's lines: `message` matched right after `prefix` (the
+ * logger's), never inside a line (a request's text).
+ *
+ * @example `atPrefix("\\[\\d+\\] ")("took (\\S+) GiB").exec("[1] took 2 GiB")?.[1]` is `"2"`.
+ */
+export function atPrefix(
+  prefix: string,
+): (message: string, flags?: string) => RegExp {
+  return (message, flags) => new RegExp(`^${prefix}${message}`, flags);
+}
+
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
 export type MemoryPart =
   | "weights"

@@ -1,5 +1,5 @@
 import type { EngineKind, TrafficRule } from "./engine_kind.ts";
-import { helpFlags, serveFlags } from "./engine_kind.ts";
+import { atPrefix, helpFlags, serveFlags } from "./engine_kind.ts";
 
 // Its help (`common/arg.cpp`, `common_arg::to_string`) prints each option
 // from the first column, aliases comma-separated, the value hint after them,
@@ -69,15 +69,11 @@ const LLAMA_TRAFFIC: TrafficRule = {
 const VERBOSITY = "-lv --verbosity --log-verbosity -v --verbose --log-verbose"
   .split(" ");
 
-// No `caches`: ggml's kernels are compiled with llama-server, none at its start.
 // common/log.cpp (common_log_entry::print): `common_init()` turns on the
 // prefix, `M.ss.mmm.uuu ` and the level's letter; `--log-prefix` off leaves none.
-function logged(message: string): RegExp {
-  return new RegExp(
-    String.raw`^(?:\d+\.\d{2}\.\d{3}\.\d{3} [IWED] )?` + message + "$",
-  );
-}
+const logged = atPrefix(String.raw`(?:\d+\.\d{2}\.\d{3}\.\d{3} [IWED] )?`);
 
+// No `caches`: ggml's kernels are compiled with llama-server, none at its start.
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
   title: "llama.cpp",
@@ -149,7 +145,7 @@ export const LLAMA_CPP: EngineKind = {
       {
         match: logged(
           String
-            .raw`load_tensors: +(?<device>\S+) model buffer size = +(\S+) MiB`,
+            .raw`load_tensors: +(?<device>\S+) model buffer size = +(\S+) MiB$`,
         ),
         part: "weights",
         anew: true,
@@ -157,21 +153,21 @@ export const LLAMA_CPP: EngineKind = {
       {
         match: logged(
           String
-            .raw`llama_kv_cache(?:_unified)?: +(?<device>\S+) KV buffer size = +(\S+) MiB`,
+            .raw`llama_kv_cache(?:_unified)?: +(?<device>\S+) KV buffer size = +(\S+) MiB$`,
         ),
         part: "kv_cache",
       },
       {
         match: logged(
           String
-            .raw`llama_kv_cache(?:_unified)?: size = +\S+ MiB \( *(\S+) cells, +\d+ layers, +\d+\/\d+ seqs\).*`,
+            .raw`llama_kv_cache(?:_unified)?: size = +\S+ MiB \( *(\S+) cells, +\d+ layers, +\d+\/\d+ seqs\).*$`,
         ),
         part: "kv_tokens",
       },
       {
         match: logged(
           String
-            .raw`(?:sched_reserve|llama_context): +(?<device>\S+) compute buffer size = +(\S+) MiB`,
+            .raw`(?:sched_reserve|llama_context): +(?<device>\S+) compute buffer size = +(\S+) MiB$`,
         ),
         part: "compute",
       },
@@ -181,9 +177,9 @@ export const LLAMA_CPP: EngineKind = {
     // buffers are made. SRV_INF is `srv  %12.*s: ` (server-common.h).
     load: {
       opens: logged(
-        String.raw`srv +handle_sleep: server is exiting sleeping state`,
+        String.raw`srv +handle_sleep: server is exiting sleeping state$`,
       ),
-      closes: logged(String.raw`srv +load_model: initializing, n_slots = .*`),
+      closes: logged(String.raw`srv +load_model: initializing, n_slots = .*$`),
     },
   },
 };

@@ -1,7 +1,7 @@
 // SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
 // a plain argparse parser (abbreviations allowed, `_` not read as `-`).
 import type { EngineDevices, EngineKind, TrafficRule } from "./engine_kind.ts";
-import { fractionOf, serveFlags } from "./engine_kind.ts";
+import { atPrefix, fractionOf, serveFlags } from "./engine_kind.ts";
 import { argparseFlags, PYTHON_CAUSES, SHARDS } from "./python.ts";
 import { sizeFlag } from "./flag_values.ts";
 
@@ -38,13 +38,9 @@ const SGLANG_TRAFFIC: TrafficRule = {
 
 // python/sglang/srt/utils (configure_logger): `[%(asctime)s{prefix}] %(message)s`,
 // the prefix a scheduler's ` DP0 TP0 EP0`; the date `%Y-%m-%d` or `%m-%d`.
-function logged(message: string, flags?: string): RegExp {
-  return new RegExp(
-    String.raw`^\[(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] ` +
-      message,
-    flags,
-  );
-}
+const logged = atPrefix(
+  String.raw`\[(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] `,
+);
 
 export const SGLANG: EngineKind = {
   name: "sglang",

@@ -1,6 +1,6 @@
 // vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { fractionOf, serveFlags } from "./engine_kind.ts";
+import { atPrefix, fractionOf, serveFlags } from "./engine_kind.ts";
 import {
   flagValue,
   FlagValueError,
@@ -52,13 +52,10 @@ function devices(args: readonly string[]): EngineDevices {
 // vllm/logger.py `_FORMAT`: `%(levelname)s %(asctime)s
 // [%(fileinfo)s:%(lineno)d] %(message)s` at `%m-%d %H:%M:%S`; a worker's
 // output is prefixed `(EngineCore_DP0 pid=212) ` (vllm/utils `decorate_logs`).
-function logged(message: string): RegExp {
-  return new RegExp(
-    String
-      .raw`^(?:\([\w ]+ pid=\d+\) )?[A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] ` +
-      message,
-  );
-}
+const logged = atPrefix(
+  String
+    .raw`(?:\([\w ]+ pid=\d+\) )?[A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] `,
+);
 
 export const VLLM: EngineKind = {
   name: "vllm",
