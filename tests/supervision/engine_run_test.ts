@@ -701,7 +701,11 @@ Deno.test("driven by hand: a run stopped during its download, or dead before its
         made[1]!.print(
           "INFO 12-01 12:00:10 [gpu_model_runner.py:2602] Model loading took 2.00 GiB memory and 8.5 seconds",
         );
-        assert.equal(seen.length, 0, `${end}: nothing booked before a first 200`);
+        assert.equal(
+          seen.length,
+          0,
+          `${end}: nothing booked before a first 200`,
+        );
         made[1]!.health = true;
         assert.equal(await run.healthy(1_000), true);
         await run.stop();
