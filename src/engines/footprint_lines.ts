@@ -13,8 +13,8 @@ export class FootprintLines {
   parts: Partial<Record<MemoryPart, number>> = {};
   /** Device names its lines gave, `CPU_Mapped` as `CPU`, in order. */
   devices: string[] = [];
-  /** The largest MiB one line may name: its device's total (each line is one device's). */
-  ceilingMiB = Infinity;
+  /** The largest MiB one line may name: its device's total (each line is one device's), asked as lines come. */
+  ceilingMiB: () => number = () => Infinity;
   readonly #rules: readonly MemoryRule[];
   readonly #name: string;
   #warned = false;
@@ -56,7 +56,7 @@ export class FootprintLines {
   ): number | undefined {
     const texts = m.slice(m.groups?.device === undefined ? 1 : 2)
       .filter((text) => text !== undefined);
-    const limit = part === "kv_tokens" ? Infinity : this.ceilingMiB;
+    const limit = part === "kv_tokens" ? Infinity : this.ceilingMiB();
     const numbers = texts.map((text) =>
       FIGURE.test(text) ? Number(text.replaceAll(",", "")) * scale : NaN
     );

@@ -115,6 +115,7 @@ export class Semioserve implements AsyncDisposable {
   #writeMetrics: (() => void) | undefined;
   readonly #reloadCounts: ReloadMetrics = { ok: 0, refused: 0 };
   readonly #readAhead = new ReadAhead();
+  #hostMiB: number | undefined;
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
     () => refusedReload(),
@@ -275,11 +276,18 @@ export class Semioserve implements AsyncDisposable {
         if (device) book.note(run.card, device, footprint);
       },
       deviceMiB: (run) => {
-        const snapshot = this.#live?.plan.placement.snapshot;
+        // The plan's look, else the rounds' latest (a start may look at none).
+        const snapshot = this.#live?.plan.placement.snapshot ??
+          this.#gpus.latest;
         const totals = (run.gpus ?? []).map((entry) =>
           snapshot && deviceOf(entry, snapshot)?.totalMiB
         ).filter((mib): mib is number => Number.isFinite(mib));
-        return totals.length ? Math.max(...totals) : undefined;
+        if (totals.length) return Math.max(...totals);
+        // On no GPU: the host's memory.
+        this.#hostMiB ??= Number(
+          /^MemTotal:\s+(\d+) kB/m.exec(this.#readAhead.meminfo())?.[1],
+        ) / 1024;
+        return run.gpus?.length === 0 && this.#hostMiB || undefined;
       },
       readAhead: this.#readAhead,
     });

@@ -472,7 +472,7 @@ export class EngineRun {
     const run = this.#o.spawn?.(plan, this.log) ??
       new ServerProcess(plan, this.log);
     run.watch.onMemory = () => this.#measured();
-    run.watch.memory.ceilingMiB = this.#o.deviceMiB?.(plan) ?? Infinity;
+    run.watch.memory.ceilingMiB = () => this.#o.deviceMiB?.(plan) ?? Infinity;
     run.watch.now = () => this.#clock.now();
     return run;
   }

@@ -171,7 +171,7 @@ Deno.test("vLLM and SGLang: only a line at the logger's prefix counts; a logged 
 
 Deno.test("llama.cpp's wake reopens the load lines until its load is over; a figure not a number, or above its device's total, is dropped with one warning", async () => {
   const watch = new LoadWatch(LLAMA_CPP.output, "a");
-  watch.memory.ceilingMiB = 81_920;
+  watch.memory.ceilingMiB = () => 81_920;
   const { lines } = await captureLog(() => {
     watch.line(
       "0.00.018.222 I load_tensors:        CUDA0 model buffer size =    1.2.3 MiB",
