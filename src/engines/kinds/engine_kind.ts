@@ -75,15 +75,19 @@ export interface OutputRules {
 }
 
 /**
- * Rules for one logger's lines: `message` matched right after `prefix` (the
- * logger's), never inside a line (a request's text).
+ * A tag for one logger's rules: the template (raw) matched right after
+ * `prefix` (the logger's), never inside a line (a request's text).
  *
- * @example `atPrefix("\\[\\d+\\] ")("took (\\S+) GiB").exec("[1] took 2 GiB")?.[1]` is `"2"`.
+ * @example
+ * ```ts
+ * const logged = atPrefix(String.raw`\[\d+\] `);
+ * logged`took (\S+) GiB`.exec("[1] took 2 GiB")?.[1]; // "2"
+ * ```
  */
 export function atPrefix(
   prefix: string,
-): (message: string, flags?: string) => RegExp {
-  return (message, flags) => new RegExp(`^${prefix}${message}`, flags);
+): (template: TemplateStringsArray) => RegExp {
+  return (template) => new RegExp(`^${prefix}${template.raw.join("")}`);
 }
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */

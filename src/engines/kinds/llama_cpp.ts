@@ -143,32 +143,24 @@ export const LLAMA_CPP: EngineKind = {
     // dry runs of `--fit` (common/fit.cpp) print theirs first.
     memory: [
       {
-        match: logged(
-          String
-            .raw`load_tensors: +(?<device>\S+) model buffer size = +(\S+) MiB$`,
-        ),
+        match:
+          logged`load_tensors: +(?<device>\S+) model buffer size = +(\S+) MiB$`,
         part: "weights",
         anew: true,
       },
       {
-        match: logged(
-          String
-            .raw`llama_kv_cache(?:_unified)?: +(?<device>\S+) KV buffer size = +(\S+) MiB$`,
-        ),
+        match:
+          logged`llama_kv_cache(?:_unified)?: +(?<device>\S+) KV buffer size = +(\S+) MiB$`,
         part: "kv_cache",
       },
       {
-        match: logged(
-          String
-            .raw`llama_kv_cache(?:_unified)?: size = +\S+ MiB \( *(\S+) cells, +\d+ layers, +\d+\/\d+ seqs\).*$`,
-        ),
+        match:
+          logged`llama_kv_cache(?:_unified)?: size = +\S+ MiB \( *(\S+) cells, +\d+ layers, +\d+\/\d+ seqs\).*$`,
         part: "kv_tokens",
       },
       {
-        match: logged(
-          String
-            .raw`(?:sched_reserve|llama_context): +(?<device>\S+) compute buffer size = +(\S+) MiB$`,
-        ),
+        match:
+          logged`(?:sched_reserve|llama_context): +(?<device>\S+) compute buffer size = +(\S+) MiB$`,
         part: "compute",
       },
     ],
@@ -176,10 +168,8 @@ export const LLAMA_CPP: EngineKind = {
     // model at a wake; `load_model` prints `initializing, n_slots` once its
     // buffers are made. SRV_INF is `srv  %12.*s: ` (server-common.h).
     load: {
-      opens: logged(
-        String.raw`srv +handle_sleep: server is exiting sleeping state$`,
-      ),
-      closes: logged(String.raw`srv +load_model: initializing, n_slots = .*$`),
+      opens: logged`srv +handle_sleep: server is exiting sleeping state$`,
+      closes: logged`srv +load_model: initializing, n_slots = .*$`,
     },
   },
 };

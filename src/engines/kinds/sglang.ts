@@ -107,27 +107,22 @@ export const SGLANG: EngineKind = {
     // end`) and mem_cache/memory_pool.py (`K size`/`V size`, MLA's `KV size`).
     memory: [
       {
-        match: logged(String.raw`Load weight end\..*?mem usage=(\S+) GB\.?`),
+        match: logged`Load weight end\..*?mem usage=(\S+) GB\.?`,
         part: "weights",
         unit: "GiB",
       },
       {
-        match: logged(String.raw`KV Cache is allocated\. #tokens: (\S+?),.*`),
+        match: logged`KV Cache is allocated\. #tokens: (\S+?),.*`,
         part: "kv_tokens",
       },
       {
-        match: logged(
-          String
-            .raw`KV Cache is allocated\..*?(?:K size: (\S+) GB, V size: (\S+)|\bKV size: (\S+)) GB`,
-        ),
+        match:
+          logged`KV Cache is allocated\..*?(?:K size: (\S+) GB, V size: (\S+)|\bKV size: (\S+)) GB`,
         part: "kv_cache",
         unit: "GiB",
       },
       {
-        match: logged(
-          String.raw`Capture [\w ]*graph end\..*?mem usage=(\S+) GB.*`,
-          "i",
-        ),
+        match: logged`Capture [\w ]*graph end\..*?mem usage=(\S+) GB.*`,
         part: "graphs",
         unit: "GiB",
       },

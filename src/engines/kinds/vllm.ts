@@ -151,32 +151,28 @@ export const VLLM: EngineKind = {
     // tokens`, merged with `Maximum concurrency` in newer versions) at 001cabc1.
     memory: [
       {
-        match: logged(String.raw`Model loading took (\S+) GiB`),
+        match: logged`Model loading took (\S+) GiB`,
         part: "weights",
         unit: "GiB",
       },
       {
-        match: logged(String.raw`Available KV cache memory: (\S+) GiB`),
+        match: logged`Available KV cache memory: (\S+) GiB`,
         part: "kv_cache",
         unit: "GiB",
       },
       // With `--kv-cache-memory`, instead (gpu_worker.py, the same function).
       {
-        match: logged(
-          String
-            .raw`Initial free memory \S+ GiB, reserved (\S+) GiB memory for KV Cache as specified`,
-        ),
+        match:
+          logged`Initial free memory \S+ GiB, reserved (\S+) GiB memory for KV Cache as specified`,
         part: "kv_cache",
         unit: "GiB",
       },
       {
-        match: logged(String.raw`(?:GPU )?KV cache size: (\S+) tokens`),
+        match: logged`(?:GPU )?KV cache size: (\S+) tokens`,
         part: "kv_tokens",
       },
       {
-        match: logged(
-          String.raw`Graph capturing finished in \d+ secs?, took (\S+) GiB`,
-        ),
+        match: logged`Graph capturing finished in \d+ secs?, took (\S+) GiB`,
         part: "graphs",
         unit: "GiB",
       },
