@@ -18,10 +18,8 @@
 import { parseArgs } from "node:util";
 
 /** The programs the launcher runs: engines, `kill` for process groups, `sh` for the
- * watchdog, `setsid` for the engines' sessions, `nvidia-smi` for GPU detection,
- * `prlimit` for the file limit. */
-export const ALLOW_RUN =
-  "vllm,llama-server,python3,kill,sh,setsid,nvidia-smi,prlimit";
+ * watchdog, `nvidia-smi` for GPU detection, `prlimit` for the file limit. */
+export const ALLOW_RUN = "vllm,llama-server,python3,kill,sh,nvidia-smi,prlimit";
 
 /**
  * V8's young generation capped at 2 MiB semi-spaces: the `/models` polls

@@ -320,9 +320,10 @@ function readBytes(f: Field): number {
   const bytes = Math.floor(
     Number(n) * (unit.length === 3 ? 1024 : 1e3) ** power,
   );
-  if (!(bytes >= 2 ** 20)) {
+  // 300 digits are Infinity (or 1e300): no device's size.
+  if (!(bytes >= 2 ** 20 && bytes <= 2 ** 50)) {
     f.expected(
-      "a size of at least 1MiB such as 24GiB, 512MiB or 20GB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
+      "a size from 1MiB to 1PiB such as 24GiB, 512MiB or 20GB (units B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)",
     );
   }
   return bytes;

@@ -1,5 +1,5 @@
 import { log } from "../common/log.ts";
-import { readCapped } from "../common/read_capped.ts";
+import { readCapped, readFileCapped } from "../common/read_capped.ts";
 import { abortAfter } from "../common/sleep.ts";
 import { CatalogueError, KeyError } from "./catalogue_error.ts";
 import { type ModelCard, Verb } from "./model_card.ts";
@@ -186,47 +186,20 @@ export class Registry implements Iterable<ModelCard> {
   }
 }
 
-/** Checked before the open: opening a FIFO blocks until a writer comes, and a device may never end. */
 async function readFileText(
   path: string | URL,
   file: string,
   signal: AbortSignal | undefined,
 ): Promise<string> {
-  const info = await Deno.stat(path);
-  if (!info.isFile) {
+  const read = await readFileCapped(path, MAX_BYTES, signal);
+  if ("not" in read) {
     throw new CatalogueError(
       file,
-      `it is ${
-        kindOf(info)
-      } (expected a regular file holding the catalogue's YAML, or an http:, https: or file: URL)`,
+      `it is ${read.not} (expected a regular file holding the catalogue's YAML, or an http:, https: or file: URL)`,
     );
   }
-  if (info.size > MAX_BYTES) throw tooLarge(file, info.size);
-  const opened = await Deno.open(path);
-  // A read that hangs (a stalled disk) ends when the file is closed.
-  const close = () => {
-    try {
-      opened.close();
-    } catch { /* the read had ended and closed it */ }
-  };
-  signal?.addEventListener("abort", close, { once: true });
-  try {
-    // Capped again: the file may grow while it is read (/proc files say 0).
-    const text = await readCapped(opened.readable, MAX_BYTES);
-    if (text === undefined) throw tooLarge(file);
-    return text;
-  } finally {
-    signal?.removeEventListener("abort", close);
-  }
-}
-
-function kindOf(info: Deno.FileInfo): string {
-  if (info.isDirectory) return "a directory";
-  if (info.isFifo) return "a FIFO";
-  if (info.isCharDevice) return "a character device";
-  if (info.isBlockDevice) return "a block device";
-  if (info.isSocket) return "a socket";
-  return "not a regular file";
+  if (read.text === undefined) throw tooLarge(file, read.size);
+  return read.text;
 }
 
 function tooLarge(file: string, size?: number): CatalogueError {

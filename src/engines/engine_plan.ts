@@ -2,6 +2,7 @@
 // from its card and the launcher's settings, and handed from the launcher's
 // plan to the engine run and the spawn: no reader works a setting out again.
 import type { ModelCard, RestartPolicy } from "../catalogue.ts";
+import { dirname } from "node:path";
 import { urlHost } from "../common/settings.ts";
 import { EngineError } from "./engine_error.ts";
 import { ENGINE_KINDS, executableOf } from "./kinds.ts";
@@ -238,6 +239,42 @@ export function engineSettings(
     termDrains: termDrains(kind, card.args),
     traffic,
   };
+}
+
+/**
+ * Why a compile cache of the plan cannot be used, in one line naming the card
+ * and the path; undefined when each is, or can be made, a directory under the
+ * root. The start checks it before making them, `--dry-run` shows it.
+ *
+ * @example `cacheProblem(plan)` is undefined on a fresh root; with a file at
+ * `<root>/data/cache` it reads `alpha: <root>/data/cache is not a directory (…)`.
+ */
+export function cacheProblem(plan: EnginePlan): string | undefined {
+  const root = Deno.realPathSync(plan.directory);
+  const why = (dir: string): string | undefined => {
+    // The deepest part that exists: a symlink on the way resolves out of the root.
+    for (let at = dir; at.startsWith(`${plan.directory}/`); at = dirname(at)) {
+      let real: string;
+      try {
+        real = Deno.realPathSync(at);
+      } catch (error) {
+        const missing = error instanceof Deno.errors.NotFound ||
+          error instanceof Deno.errors.NotADirectory;
+        if (missing) continue;
+        return `${at} cannot be read (${(error as Error).message})`;
+      }
+      if (!real.startsWith(`${root}/`)) {
+        return `${at} leads out of the root to ${real}`;
+      }
+      return Deno.statSync(real).isDirectory
+        ? undefined
+        : `${at} is not a directory`;
+    }
+    return undefined;
+  };
+  const problem = plan.caches.map(why).find(Boolean);
+  return problem &&
+    `${plan.name}: ${problem} (expected a directory under ${plan.directory}/data/cache)`;
 }
 
 // Per card: two engines started at once never write one cache.

@@ -1,20 +1,28 @@
 // What a run's own lines say it took, folded by its kind's `memory` rules
 // into parts, and with nvidia-smi's per-process figure into a Footprint. The
-// rules match each line's stable core, never its prefix (timestamps, ranks,
-// function names drift between versions).
+// rules are anchored at each engine's log prefix (kinds/*.ts).
 import type { Footprint } from "./footprint.ts";
 import type { MemoryPart, MemoryRule } from "./kinds/engine_kind.ts";
+import { log } from "../common/log.ts";
 
 const MIB_PARTS = ["weights", "kv_cache", "graphs", "compute"] as const;
+// `400,000` tokens; never `1e20`, `nan`, `1.2.3`.
+const FIGURE = /^\d[\d,]*(?:\.\d+)?$/;
 
 export class FootprintLines {
   parts: Partial<Record<MemoryPart, number>> = {};
   /** Device names its lines gave, `CPU_Mapped` as `CPU`, in order. */
   devices: string[] = [];
+  /** The largest MiB one line may name: its device's total (each line is one device's), asked as lines come. */
+  ceilingMiB: () => number = () => Infinity;
   readonly #rules: readonly MemoryRule[];
+  readonly #name: string;
+  #warned = false;
 
-  constructor(rules: readonly MemoryRule[] | undefined) {
+  /** `name`: the engine's, for the warning on a figure dropped. */
+  constructor(rules: readonly MemoryRule[] | undefined, name = "?") {
     this.#rules = rules ?? [];
+    this.#name = name;
   }
 
   /** True when the line filled a part. */
@@ -23,13 +31,12 @@ export class FootprintLines {
     for (const { match, part, unit, anew } of this.#rules) {
       const m = match.exec(text);
       if (!m) continue;
+      const value = this.#value(m, part, unit === "GiB" ? 1024 : 1);
+      if (value === undefined) continue;
       if (anew && Object.keys(this.parts).some((p) => p !== part)) {
         this.parts = {};
         this.devices = [];
       }
-      const value = m.slice(1).map((n) => Number(n?.replaceAll(",", "")))
-        .filter(Number.isFinite).reduce((a, b) => a + b, 0) *
-        (unit === "GiB" ? 1024 : 1);
       const had = this.parts[part] ?? 0;
       this.parts[part] = part === "kv_tokens"
         ? Math.max(had, value)
@@ -39,6 +46,34 @@ export class FootprintLines {
       seen = true;
     }
     return seen;
+  }
+
+  /** Its figures' sum in MiB (or tokens); undefined, with one warning a run, when one is no figure or past the ceiling. */
+  #value(
+    m: RegExpExecArray,
+    part: MemoryPart,
+    scale: number,
+  ): number | undefined {
+    const texts = m.slice(m.groups?.device === undefined ? 1 : 2)
+      .filter((text) => text !== undefined);
+    const limit = part === "kv_tokens" ? Infinity : this.ceilingMiB();
+    const numbers = texts.map((text) =>
+      FIGURE.test(text) ? Number(text.replaceAll(",", "")) * scale : NaN
+    );
+    const bad = numbers.findIndex((n) => !(Number.isFinite(n) && n <= limit));
+    if (bad < 0) return numbers.reduce((sum, n) => sum + n, 0);
+    if (!this.#warned) {
+      this.#warned = true;
+      const most = Number.isFinite(limit)
+        ? ` of MiB up to ${limit}, its device's total`
+        : "";
+      log.warn(
+        `engine ${this.#name}: a load line's figure "${
+          texts[bad]!.slice(0, 40)
+        }" ignored (expected a number${most}): ${m[0].slice(0, 200)}`,
+      );
+    }
+    return undefined;
   }
 }
 

@@ -41,18 +41,30 @@ export class LoadWatch {
   readonly memory: FootprintLines;
   onMemory: (() => void) | undefined;
   readonly #rules: OutputRules | undefined;
+  // Load lines count from the spawn to the first 200 (or the kind's end of a
+  // load), and again at a wake: after it, a line may be a request's body.
+  #loading = true;
+  #served = false;
   #windowAt = 0;
   #windowBytes = 0;
   #bytes: number | null | undefined;
 
-  constructor(rules: OutputRules | undefined) {
+  /** `name`: the engine's, for its warnings. */
+  constructor(rules: OutputRules | undefined, name?: string) {
     this.#rules = rules;
-    this.memory = new FootprintLines(rules?.memory);
+    this.memory = new FootprintLines(rules?.memory, name);
+  }
+
+  /** Served a first 200, and not loading again (a wake): what its lines measured is a whole load. */
+  get loaded(): boolean {
+    return this.#served && !this.#loading;
   }
 
   // What it printed while loading (a missing optional file's 404) says nothing of how it will end.
   served(): void {
     this.cause = undefined;
+    this.#loading = false;
+    this.#served = true;
   }
 
   /** One per stream: splits at `\n` and `\r` (progress bars redraw with `\r`). */
@@ -89,7 +101,16 @@ export class LoadWatch {
     if (!rules || raw.length === 0) return;
     // Cleaned at capture: whatever the launcher shows of it is harmless.
     const text = printable(raw).trim();
-    if (this.memory.line(text)) this.onMemory?.();
+    if (rules.load?.opens.test(text)) {
+      this.#loading = true;
+      this.memory.parts = {};
+      this.memory.devices = [];
+    }
+    if (this.#loading && this.memory.line(text)) this.onMemory?.();
+    if (this.#loading && rules.load?.closes.test(text)) {
+      this.#loading = false;
+      this.onMemory?.();
+    }
     if (!this.cause) {
       for (const { match, cause } of rules.causes) {
         const m = match.exec(text);

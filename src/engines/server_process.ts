@@ -6,7 +6,7 @@
  * @module
  */
 import { EngineError } from "./engine_error.ts";
-import { type EnginePlan, masked } from "./engine_plan.ts";
+import { cacheProblem, type EnginePlan, masked } from "./engine_plan.ts";
 import { forget, signalGroup, stopGroup, track } from "./process_group.ts";
 import { log } from "../common/log.ts";
 import { abortAfter, sleep, within } from "../common/sleep.ts";
@@ -15,19 +15,11 @@ import { engineOrigin } from "./metrics_read.ts";
 import { EngineLog } from "./log_sink.ts";
 import { hubCache, incompleteBytes, LoadWatch } from "./load_watch.ts";
 import { ENGINE_KINDS } from "./kinds.ts";
-import { locateExecutable } from "./launch.ts";
-
-let setsid: boolean | undefined;
-/** `setsid` execs in place: Deno spawns it the fast way (posix_spawn), where `detached` forks the whole launcher (~3 ms each). */
-function viaSetsid(path: string | undefined): boolean {
-  return setsid ??= locateExecutable("setsid", path).found &&
-    Deno.permissions.querySync({ name: "run", command: "setsid" }).state ===
-      "granted";
-}
 
 export type HealthCheck = Awaited<ReturnType<ServerProcess["check"]>>;
 
 const DRAIN_WAIT_MS = 1_000;
+const REAP_MS = 5_000;
 /** Grace given to what an engine that exited on its own left in its group. */
 const ORPHAN_GRACE_MS = 5_000;
 const LOCAL_FAILURE =
@@ -79,7 +71,10 @@ export class ServerProcess implements AsyncDisposable {
     this.clock = clock;
     this.#ownLog = log === undefined;
     this.#log = log ?? new EngineLog(plan.logFile);
-    this.watch = new LoadWatch(ENGINE_KINDS[plan.card.engine]?.output);
+    this.watch = new LoadWatch(
+      ENGINE_KINDS[plan.card.engine]?.output,
+      plan.card.name,
+    );
     this.watch.now = () => clock.now();
   }
 
@@ -174,21 +169,22 @@ export class ServerProcess implements AsyncDisposable {
     if (this.#child) {
       throw new EngineError(`Cannot start ${this.plan.name}: already started`);
     }
+    const cache = cacheProblem(this.plan);
+    if (cache) throw new EngineError(`Cannot use a compile cache of ${cache}`);
     try {
       for (const dir of this.plan.caches) {
         Deno.mkdirSync(dir, { recursive: true });
       }
-      const env = { ...this.plan.baseEnv, ...this.plan.env };
-      const setsid = viaSetsid(env.PATH);
-      const argv = [this.plan.executable, ...this.plan.args];
-      this.#child = new Deno.Command(setsid ? "setsid" : argv[0]!, {
-        args: setsid ? argv : argv.slice(1),
-        env,
+      this.#child = new Deno.Command(this.plan.executable, {
+        args: [...this.plan.args],
+        env: { ...this.plan.baseEnv, ...this.plan.env },
         clearEnv: true,
         stdin: "null",
         stdout: "piped",
         stderr: "piped",
-        detached: !setsid, // either way its own session: its group is its pid
+        // Its own session, made in the child before the exec: its group is
+        // its pid before spawn() returns, whatever `setsid` PATH holds.
+        detached: true,
       }).spawn();
     } catch (cause) {
       this.#mark(`cannot start: ${this.commandLine}`);
@@ -308,13 +304,15 @@ export class ServerProcess implements AsyncDisposable {
           `engine ${this.plan.name} (pgid ${pgid}) outlived ${graceMs} ms after SIGTERM: SIGKILL`,
         ),
     });
-    // Until this resolves, the exit handler sees `#stopping` set and stays quiet.
-    const status = await child.status;
+    // Until this resolves, the exit handler sees `#stopping` set and stays
+    // quiet. Bounded: a child stuck in the kernel past SIGKILL is left.
+    const status = await within(child.status, REAP_MS);
     forget(pgid);
     await within(this.#drained!, DRAIN_WAIT_MS);
     if (!this.#ownLog) return await this.#log.flush();
     const ran = (this.clock.now() - this.#spawnedAt!) / 1000;
-    this.#mark(`exit: ${describe(status)} after ${ran.toFixed(1)} s`);
+    const how = status ? describe(status) : "not reaped after SIGKILL";
+    this.#mark(`exit: ${how} after ${ran.toFixed(1)} s`);
     await this.#log.close();
   }
 

@@ -4,6 +4,7 @@
 // whole (atomic_write.ts); the oldest entries dropped past BOOK_ENTRIES.
 import type { ModelCard } from "../catalogue.ts";
 import { writeFileAtomicSync } from "../common/atomic_write.ts";
+import { readFileCapped } from "../common/read_capped.ts";
 import { log } from "../common/log.ts";
 import type { Footprint } from "../engines/footprint.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
@@ -41,25 +42,80 @@ export type ReadBook = {
   readonly unreadable?: string;
 };
 
-/** The book's entries, read with no side effect; `unreadable`: why the file there is no book. */
-export function readBook(
+// 256 entries take about 100 KiB.
+const MAX_BYTES = 2 ** 20;
+// 1 PiB, as `gpu_memory`: no device holds more.
+const MAX_MIB = 2 ** 30;
+const MIB_FIELDS = [
+  "weights_mib",
+  "kv_cache_mib",
+  "kv_tokens",
+  "graphs_mib",
+  "compute_mib",
+  "total_mib",
+] as const;
+
+/**
+ * The book's entries, read with no side effect and without blocking (a FIFO
+ * or a device there is no book); `unreadable`: why the file there is no book.
+ */
+export async function readBook(
   directory: string,
-): ReadBook {
+  signal?: AbortSignal,
+): Promise<ReadBook> {
+  const no = (why: string) => ({ entries: [], unreadable: why });
   try {
-    const data = JSON.parse(Deno.readTextFileSync(bookPath(directory)));
-    if (data?.format !== FORMAT || !Array.isArray(data.entries)) {
-      return { entries: [], unreadable: `not a "${FORMAT}" file` };
+    const read = await readFileCapped(bookPath(directory), MAX_BYTES, signal);
+    if ("not" in read) return no(`it is ${read.not} (expected a regular file)`);
+    if (read.text === undefined) {
+      return no(
+        `it holds more than 1 MiB (expected at most ${BOOK_ENTRIES} entries)`,
+      );
     }
-    const entries = (data.entries as BookEntry[]).filter((e) =>
-      typeof e?.key === "string" && typeof e.device === "string" &&
-      typeof e.footprint?.measured_at === "string"
-    );
-    return { entries };
+    const data = JSON.parse(read.text);
+    if (data?.format !== FORMAT || !Array.isArray(data.entries)) {
+      return no(`not a "${FORMAT}" file`);
+    }
+    const entries = data.entries as unknown[];
+    for (const [i, entry] of entries.entries()) {
+      const bad = badField(entry);
+      if (bad) return no(`entry ${i + 1}: ${bad}`);
+    }
+    return { entries: entries as BookEntry[] };
   } catch (error) {
     if (error instanceof Deno.errors.NotFound) return { entries: [] };
     const why = error instanceof SyntaxError ? "not JSON" : "unreadable";
-    return { entries: [], unreadable: `${why} (${(error as Error).message})` };
+    return no(`${why} (${(error as Error).message})`);
   }
+}
+
+/** The first field of an entry that is not what a book holds, and what was expected. */
+function badField(entry: unknown): string | undefined {
+  const e = (entry ?? {}) as Record<string, unknown>;
+  const f = (e.footprint ?? {}) as Record<string, unknown>;
+  const text = (v: unknown) => typeof v === "string";
+  const mib = (v: unknown) =>
+    v === null || typeof v === "number" && v >= 0 && v <= MAX_MIB;
+  const time = (v: unknown) =>
+    text(v) && !Number.isNaN(Date.parse(v as string));
+  const fields: [string, unknown, (v: unknown) => boolean, string][] = [
+    ["key", e.key, text, "a string"],
+    ["device", e.device, text, "a string"],
+    ...MIB_FIELDS.map((name): [string, unknown, typeof mib, string] => [
+      name,
+      f[name],
+      mib,
+      `null or a number from 0 to ${MAX_MIB}`,
+    ]),
+    ["measured_at", f.measured_at, time, "an ISO time"],
+    ["from", f.from, text, "a string"],
+  ];
+  const bad = fields.find(([, value, ok]) => !ok(value));
+  // Infinity (`1e400` to JSON.parse) shown as itself, not as JSON's `null`.
+  const shown = (v: unknown) =>
+    (typeof v === "number" ? String(v) : JSON.stringify(v) ?? "undefined")
+      .slice(0, 40);
+  return bad && `${bad[0]} ${shown(bad[1])} (expected ${bad[3]})`;
 }
 
 /** A card's footprints, by device name. */
@@ -95,8 +151,8 @@ export class FootprintBook {
   #path: string | undefined;
   #entries: BookEntry[];
 
-  /** `read`: the book as the plan's facts read it (else read here). */
-  constructor(directory: string, read = readBook(directory)) {
+  /** `read`: the book as the plan's facts read it ({@linkcode readBook}). */
+  constructor(directory: string, read: ReadBook = { entries: [] }) {
     const path = bookPath(directory);
     const { entries, unreadable } = read;
     this.#entries = [...entries];

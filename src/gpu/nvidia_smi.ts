@@ -300,6 +300,11 @@ export class GpuMonitor {
     return this.#queries;
   }
 
+  /** The last answer, however old; undefined before one (or while `nvidia-smi` fails). */
+  get latest(): GpuSnapshot | undefined {
+    return this.#latest?.snapshot;
+  }
+
   /** The facts may change from now on (a run exited or spawned). */
   mark(): number {
     return ++this.#marks;

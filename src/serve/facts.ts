@@ -122,7 +122,7 @@ export async function gather(
     const weights = Object.fromEntries(
       fresh.map((card) => [card.name, localWeights(card, directory)]),
     );
-    const book = readBook(directory);
+    const book = await readBook(directory, options.signal);
     look ??= mayLook && wantsLook(fresh, weights, book.entries)
       ? monitor.look()
       : undefined;

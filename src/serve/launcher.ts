@@ -11,7 +11,11 @@ import {
 } from "../http/handler.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import { flagWarnings } from "../engines/engine_help.ts";
-import { type EnginePlan, replan } from "../engines/engine_plan.ts";
+import {
+  cacheProblem,
+  type EnginePlan,
+  replan,
+} from "../engines/engine_plan.ts";
 import { EngineLog } from "../engines/log_sink.ts";
 import { perDevice } from "../engines/footprint.ts";
 import { EngineRun } from "../supervision/engine_run.ts";
@@ -113,6 +117,7 @@ export class Semioserve implements AsyncDisposable {
   #writeMetrics: (() => void) | undefined;
   readonly #reloadCounts: ReloadMetrics = { ok: 0, refused: 0 };
   readonly #readAhead = new ReadAhead();
+  #hostMiB: number | undefined;
   #reloads = new ReloadQueue<ReloadResult>(
     () => this.#reload(),
     () => refusedReload(),
@@ -272,6 +277,20 @@ export class Semioserve implements AsyncDisposable {
           : snapshot && deviceOf(gpus[0]!, snapshot)?.name;
         if (device) book.note(run.card, device, perDevice(footprint, gpus));
       },
+      deviceMiB: (run) => {
+        // The plan's look, else the rounds' latest (a start may look at none).
+        const snapshot = this.#live?.plan.placement.snapshot ??
+          this.#gpus.latest;
+        const totals = (run.placement.gpus ?? []).map((entry) =>
+          snapshot && deviceOf(entry, snapshot)?.totalMiB
+        ).filter((mib): mib is number => Number.isFinite(mib));
+        if (totals.length) return Math.max(...totals);
+        // On no GPU: the host's memory.
+        this.#hostMiB ??= Number(
+          /^MemTotal:\s+(\d+) kB/m.exec(this.#readAhead.meminfo())?.[1],
+        ) / 1024;
+        return run.placement.gpus?.length === 0 && this.#hostMiB || undefined;
+      },
       readAhead: this.#readAhead,
     });
   }
@@ -319,6 +338,14 @@ export class Semioserve implements AsyncDisposable {
           ]
           : [],
         ...dryRunNotes(facts, plan.host),
+        ...plan.engines.flatMap((engine) => {
+          const cache = cacheProblem(engine);
+          return cache
+            ? [
+              `Cannot use a compile cache of ${cache}: the start stops this engine alone`,
+            ]
+            : [];
+        }),
         ...plan.warnings,
         ...await flagWarnings(facts.cards),
       ],

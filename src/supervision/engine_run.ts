@@ -165,18 +165,13 @@ export class EngineRun {
     return this.#gpu.released();
   }
 
-  /** Starts the first run; throws an `EngineError` when an ungated one cannot be spawned. */
+  /** Starts the first run; one that cannot be spawned ends this engine alone (one warning). */
   start(watchdog?: Watchdog): void {
     if (this.#done) return;
     this.#watchdog = watchdog;
     this.#done = Promise.withResolvers();
     if (this.#gpu.gated) return void this.#admit();
-    try {
-      this.#on({ kind: "admitted", slot: undefined });
-    } catch (error) {
-      this.#done = undefined;
-      throw error;
-    }
+    this.#on({ kind: "admitted", slot: undefined });
   }
 
   /** A background poll (`counts`) is a liveness check, a `GET /models` request's is not. */
@@ -296,7 +291,6 @@ export class EngineRun {
     try {
       this.#respawn(restart);
     } catch (error) {
-      if (!restart && slot === undefined) throw error;
       return this.#unspawned(restart, (error as Error).message);
     }
     this.#starts.spawned(this.#clock.now());
@@ -473,20 +467,25 @@ export class EngineRun {
     const run = this.#o.spawn?.(plan, this.log, this.#clock) ??
       new ServerProcess(plan, this.log, this.#clock);
     run.watch.onMemory = () => this.#measured();
+    run.watch.memory.ceilingMiB = () => this.#o.deviceMiB?.(plan) ?? Infinity;
     return run;
   }
 
-  /** The run's lines and nvidia-smi's figure, handed on when a figure changed. */
-  #measured(): void {
+  /** The run's lines and nvidia-smi's figure, kept when a figure changed; handed on once its load is whole (`ready`: its first 200), never before (a run stopped or dead before it measured no load). */
+  #measured(ready = false): void {
     const memory = this.#gpu.facts.memory?.mib;
     const at = new Date(this.#clock.wall());
     const next = footprintOf(this.#process.watch.memory, memory, at);
-    if (this.#footprint.changed(next)) this.#o.footprint?.(this.#plan, next);
+    const changed = this.#footprint.changed(next);
+    if (next && (ready || changed && this.#process.watch.loaded)) {
+      this.#o.footprint?.(this.#plan, next);
+    }
   }
 
   /** A first 200: the gate's next may start; this start (and a recovery) measured and journaled. */
   #ready(run: ServerProcess): void {
     this.#releaseGpu(true);
+    this.#measured(true);
     const now = this.#clock.now();
     this.#o.journal?.record({
       at: this.#at(),

@@ -45,6 +45,8 @@ export interface EngineRunOptions {
   canaryTimeoutMs?: number;
   /** Each footprint a run measures, as it grows (the footprint book keeps them per card and device). */
   footprint?: ((plan: EnginePlan, footprint: Footprint) => void) | undefined;
+  /** The total MiB of the largest device it runs on: a load line naming more is no figure. */
+  deviceMiB?: ((plan: EnginePlan) => number | undefined) | undefined;
   /** Reads the weights ahead while it waits (the launcher's one, shared by its engines); unset: never. */
   readAhead?: ReadAhead | undefined;
 }

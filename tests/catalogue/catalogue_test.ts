@@ -840,7 +840,7 @@ Deno.test("a gpus value that is not 0, a whole number or a share is reported", (
   );
 });
 
-Deno.test("gpu_memory: a size in bytes, binary or decimal units; another unit, under 1 MiB or a boolean is reported", () => {
+Deno.test("gpu_memory: a size in bytes, binary or decimal units; another unit, under 1 MiB, 300 digits or a boolean is reported", () => {
   for (
     const text of [BAD.gpuMemoryUnit, BAD.gpuMemoryTiny, BAD.gpuMemoryBoolean]
   ) {
@@ -848,8 +848,22 @@ Deno.test("gpu_memory: a size in bytes, binary or decimal units; another unit, u
       card: "m",
       field: "gpu_memory",
       line: 2,
-      says: /expected a size of at least 1MiB such as 24GiB, 512MiB or 20GB/,
+      says: /expected a size from 1MiB to 1PiB such as 24GiB, 512MiB or 20GB/,
     });
+  }
+  // 300 digits: Infinity (with a unit) or 1e300 bytes, no device's size.
+  for (const huge of [`${"9".repeat(300)}GiB`, `"${"9".repeat(300)}"`]) {
+    assertProblem(
+      catalogueError(
+        `models:\n  m: { verb: chat, hub: org/m, gpu_memory: ${huge} }\n`,
+      ),
+      {
+        card: "m",
+        field: "gpu_memory",
+        line: 2,
+        says: /expected a size from 1MiB to 1PiB such as 24GiB/,
+      },
+    );
   }
   assert.deepEqual(
     [...Registry.parse(GOOD.gpuMemory)].map((card) => card.gpuMemory),

@@ -83,7 +83,7 @@ Deno.test("the book: atomic, kept per card key and device, read back by a new la
   book.note(llama, H100, footprint(2100));
   // Written whole: no temporary file is left beside it.
   assert.deepEqual(listDir(`${root}/data`), ["footprints.json"]);
-  const again = readBook(root);
+  const again = await readBook(root);
   assert.equal(again.unreadable, undefined);
   assert.deepEqual(
     again.entries.map((e) => [e.device, e.footprint.total_mib]),
@@ -103,7 +103,7 @@ Deno.test("the book keeps the newest BOOK_ENTRIES entries, the oldest dropped", 
   for (let i = 0; i < BOOK_ENTRIES + 5; i++) {
     book.note(m, `device ${i}`, footprint(i));
   }
-  const { entries } = readBook(root);
+  const { entries } = await readBook(root);
   assert.equal(entries.length, BOOK_ENTRIES);
   assert.equal(entries[0]!.device, "device 5");
   assert.equal(entries.at(-1)!.device, `device ${BOOK_ENTRIES + 4}`);
@@ -118,10 +118,11 @@ Deno.test("a corrupt or foreign book: one warning naming where it went, moved as
     const path = bookPath(root);
     await Deno.writeTextFile(path, text);
     // A dry run's read says so and touches nothing.
-    assert.match(readBook(root).unreadable!, /not JSON|not a "/);
+    assert.match((await readBook(root)).unreadable!, /not JSON|not a "/);
     assert.equal(await Deno.readTextFile(path), text);
+    const read = await readBook(root);
     const { result: book, lines } = await captureLog(() =>
-      new FootprintBook(root)
+      new FootprintBook(root, read)
     );
     assert.equal(lines.length, 1, lines.join("\n"));
     const aside = listDir(`${root}/data`).find((n) =>
@@ -135,9 +136,82 @@ Deno.test("a corrupt or foreign book: one warning naming where it went, moved as
     assert.ok(lines[0]!.includes(aside));
     assert.equal(await Deno.readTextFile(`${root}/data/${aside}`), text);
     book.note(card({ engine: "llama.cpp" }), H100, footprint(1));
-    assert.equal(readBook(root).entries.length, 1);
+    assert.equal((await readBook(root)).entries.length, 1);
     await Deno.remove(root, { recursive: true });
   }
+});
+
+Deno.test("the book is read like the catalogue: a FIFO, a device or a file past the cap is no book, and the read never blocks", async () => {
+  const root = await makeRoot();
+  const path = bookPath(root);
+  try {
+    await Deno.writeTextFile(path, " ".repeat(2 * 2 ** 20));
+    assert.match((await readBook(root)).unreadable!, /more than 1 MiB/);
+    await Deno.remove(path);
+    // A FIFO with no writer: opening it would block until one came.
+    await new Deno.Command("mkfifo", { args: [path] }).output();
+    const fifo = await readBook(root);
+    assert.match(fifo.unreadable!, /a FIFO \(expected a regular file/);
+    await Deno.remove(path);
+    await Deno.symlink("/dev/zero", path);
+    assert.match((await readBook(root)).unreadable!, /a character device/);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+  }
+});
+
+Deno.test("the book's entries are checked field by field: a need that is no size makes the file no book", async () => {
+  const good = {
+    key: "[]",
+    device: H100,
+    footprint: footprint(2000),
+  };
+  for (
+    const [bad, says] of [
+      [
+        { ...good, footprint: { ...good.footprint, total_mib: "lots" } },
+        /entry 2: total_mib "lots"/,
+      ],
+      [
+        { ...good, footprint: { ...good.footprint, total_mib: -100000 } },
+        /entry 2: total_mib -100000/,
+      ],
+      [
+        { ...good, footprint: { ...good.footprint, weights_mib: 1e20 } },
+        /entry 2: weights_mib 100000000000000000000/,
+      ],
+      [{ ...good, device: 7 }, /entry 2: device 7/],
+      [
+        { ...good, footprint: { ...good.footprint, measured_at: "soon" } },
+        /entry 2: measured_at "soon"/,
+      ],
+      [null, /entry 2: key undefined \(expected a string\)/],
+    ] as const
+  ) {
+    const root = await makeRoot();
+    const text = JSON.stringify({
+      format: "mymodel-serve footprints 1",
+      entries: [good, bad],
+    });
+    await Deno.writeTextFile(bookPath(root), text);
+    const read = await readBook(root);
+    assert.equal(read.entries.length, 0);
+    assert.match(read.unreadable ?? "", says);
+    await Deno.remove(root, { recursive: true });
+  }
+  // 1e400 is Infinity to JSON.parse.
+  const root = await makeRoot();
+  await Deno.writeTextFile(
+    bookPath(root),
+    `{"format":"mymodel-serve footprints 1","entries":[{"key":"[]","device":"x","footprint":${
+      JSON.stringify(footprint(1)).replace('"total_mib":1', '"total_mib":1e400')
+    }}]}`,
+  );
+  assert.match(
+    (await readBook(root)).unreadable ?? "",
+    /entry 1: total_mib Infinity/,
+  );
+  await Deno.remove(root, { recursive: true });
 });
 
 // --- placement --------------------------------------------------------------------

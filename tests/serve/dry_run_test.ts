@@ -26,6 +26,7 @@ import { footprintKey } from "../../src/gpu/footprint_book.ts";
 import { COLUMNS } from "../../src/status/table.ts";
 import { PLAN_COLUMNS } from "../../src/serve/start_plan.ts";
 import type { StartPlan } from "../../src/serve.ts";
+import { within } from "../../src/common/sleep.ts";
 
 const MOD = new URL("../../mod.ts", import.meta.url).pathname;
 const EMBED = ["qwen3-embedding-0.6b", "bge-m3", "nomic-embed-text-v1.5"];
@@ -577,4 +578,38 @@ Deno.test("--dry-run and a start refuse an over-commit of gpu_memory budgets in 
     await Deno.readTextFile(`${s.root}/data/footprints.json`),
     "{oops",
   );
+});
+
+Deno.test("a FIFO as the footprint book: --dry-run names it and ends, never opening it (issue 52 item 2)", async () => {
+  const root = await makeRoot();
+  const bin = await fakeBin();
+  try {
+    await new Deno.Command("mkfifo", { args: [`${root}/data/footprints.json`] })
+      .output();
+    // Bounded: the unfixed read blocked here for ever, SIGTERM or not.
+    const child = new Deno.Command(Deno.execPath(), {
+      args: [
+        "run",
+        "-A",
+        "--quiet",
+        MOD,
+        "alpha",
+        ...siteArgs(freePorts(2), root, STAND_IN_CATALOGUE),
+        "--dry-run",
+      ],
+      env: { NO_COLOR: "1", NUCLEUS_MODE: "dev", PATH: pathWith(bin) },
+      stdin: "null",
+      stdout: "piped",
+      stderr: "piped",
+    }).spawn();
+    const out = await within(child.output(), 30_000);
+    if (!out) child.kill("SIGKILL");
+    assert.ok(out, "the dry run ended");
+    const said = new TextDecoder().decode(out.stdout);
+    assert.equal(out.code, 0, new TextDecoder().decode(out.stderr));
+    assert.match(said, /footprint book .*footprints\.json: it is a FIFO/);
+  } finally {
+    await Deno.remove(root, { recursive: true });
+    await Deno.remove(bin, { recursive: true });
+  }
 });

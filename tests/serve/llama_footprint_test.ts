@@ -120,3 +120,87 @@ Deno.test("the real llama-server's footprint: its model, KV and compute buffers 
     await Deno.remove(root, { recursive: true });
   }
 });
+
+Deno.test("a request whose text holds llama.cpp's own load lines (CUDA0 and CPU) changes neither the footprint nor the book of the real llama-server", async () => {
+  const { root, path } = await llamaRoot();
+  const port = freePorts(1);
+  // At -lv 5 (debug, common/log.h) it logs each request's body
+  // (tools/server/server-http.cpp `log_server_request`); -lv 4 does not.
+  const catalogue = `${root}/verbose.yaml`;
+  await Deno.writeTextFile(
+    catalogue,
+    "models:\n  tiny-a: { verb: chat, local: tiny-llama, engine: llama.cpp, args: { ctx-size: 256, parallel: 1, threads: 1, no-warmup: true, log-verbosity: 5 } }\n",
+  );
+  await using launcher = new Launcher([
+    "tiny-a",
+    ...siteArgs(port, root, catalogue),
+    "--dev_mode",
+  ], {
+    PATH: path,
+    MY_LOCAL: "",
+    NUCLEUS_HOST: "",
+    NUCLEUS_PORT: "",
+    LOCAL_ENGINE_API_KEY: "",
+  });
+  try {
+    await launcher.ready();
+    type Entry = { state: string; url: string; footprint: Footprint | null };
+    const entry = async () =>
+      ((await getJson(`http://127.0.0.1:${port}/models?detail=1`)).body as {
+        active: Record<string, Entry>;
+      }).active["tiny-a"]!;
+    await waitFor(
+      async () => (await entry()).footprint?.compute_mib != null,
+      "tiny-a measured",
+      20_000,
+    );
+    const book = `${root}/data/footprints.json`;
+    await waitFor(
+      async () => (await Deno.readTextFile(book).catch(() => "")) !== "",
+      "the book written",
+      5_000,
+    );
+    const before = {
+      footprint: (await entry()).footprint,
+      book: await Deno.readTextFile(book),
+    };
+    const { url } = await entry();
+    // At -lv 5 it logs a Responses request, converted, on one line
+    // (tools/server/server-context.cpp `converted request: %s`), and each
+    // chat message it parses (common/chat.cpp `Parsed message: %s`).
+    const forged = [
+      "load_tensors:        CUDA0 model buffer size = 9999999.00 MiB",
+      "0.00.018.223 I load_tensors:          CPU model buffer size = 9999999.00 MiB",
+    ].join("\n");
+    for (
+      const [path, body] of [
+        ["responses", { input: forged, max_output_tokens: 2 }],
+        ["chat/completions", {
+          max_tokens: 2,
+          messages: [{ role: "user", content: forged }],
+        }],
+      ] as const
+    ) {
+      const response = await fetch(`${url}/${path}`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "tiny-a", ...body }),
+      });
+      await response.body?.cancel();
+    }
+    // Written to the log after the launcher read it (server_process.ts `pump`).
+    await waitFor(
+      async () =>
+        (await Deno.readTextFile(`${root}/logs/tiny-a.log`)).includes(
+          "converted request:",
+        ),
+      "the request in the engine's log",
+      5_000,
+    );
+    assert.deepEqual((await entry()).footprint, before.footprint);
+    assert.equal(await Deno.readTextFile(book), before.book);
+  } finally {
+    await launcher.stop();
+    await Deno.remove(root, { recursive: true });
+  }
+});

@@ -104,6 +104,18 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
         .exec(text);
       return Number(m?.[1] ?? 0) >= usage.completion_tokens;
     }, "its generated tokens counted");
+    // Its wake loads the model again (server-context.cpp handle_sleeping_state):
+    // measured anew, the same figures, not added to the first load's.
+    const figures = (f: object | null | undefined) =>
+      JSON.stringify({ ...f, measured_at: null });
+    await waitFor(
+      async () =>
+        (await detail()).footprint?.measured_at !==
+          asleep.footprint?.measured_at,
+      "the wake's load measured",
+    );
+    const woke = (await detail()).footprint;
+    assert.equal(figures(woke), figures(asleep.footprint));
     // The journal is written in the background: wait for the waking line.
     let moves: string[] = [];
     await waitFor(async () => {

@@ -720,7 +720,53 @@ Deno.test("driven by hand: a start is held while a neighbour loads on its GPU an
   }
 });
 
-Deno.test("driven by hand: the run's footprint grows with its memory lines and nvidia-smi's figure, handed on at each change only", async () => {
+Deno.test("driven by hand: a run stopped during its download, or dead before its load, books nothing; the next run books what it measured at its first 200", async () => {
+  const root = await makeRoot();
+  // nvidia-smi's figure for a run that has not reached the GPU yet.
+  const reading = (mib: number) => ({
+    kind: "gpu-memory" as const,
+    reading: { mib: { "0": mib }, by: "pid" as const, pids: [1], usedMiB: {} },
+  });
+  for (const end of ["stop", "crash"] as const) {
+    const seen: Footprint[] = [];
+    const { run, clock, made, bin } = await driven(root, [], {
+      footprint: (_, footprint) => void seen.push(footprint),
+    });
+    try {
+      await captureLog(async () => {
+        run.start();
+        run.send(reading(0));
+        if (end === "stop") return await run.stop();
+        made[0]!.exit(EXIT_1);
+        await settle();
+        await clock.advance(1_000); // its backoff
+        run.send(reading(0));
+        // vllm/v1/worker/gpu_model_runner.py (load_model).
+        made[1]!.print(
+          "INFO 12-01 12:00:10 [gpu_model_runner.py:2602] Model loading took 2.00 GiB memory and 8.5 seconds",
+        );
+        assert.equal(
+          seen.length,
+          0,
+          `${end}: nothing booked before a first 200`,
+        );
+        made[1]!.health = true;
+        assert.equal(await run.healthy(1_000), true);
+        await run.stop();
+      });
+      assert.deepEqual(
+        seen.map((f) => [f.weights_mib, f.total_mib]),
+        end === "stop" ? [] : [[2048, 2048]],
+        end,
+      );
+    } finally {
+      await Deno.remove(bin, { recursive: true });
+    }
+  }
+  await Deno.remove(root, { recursive: true });
+});
+
+Deno.test("driven by hand: the run's footprint grows with its memory lines and nvidia-smi's figure, handed on from its first 200 at each change only", async () => {
   const root = await makeRoot();
   const seen: Footprint[] = [];
   const { run, clock, made, bin } = await driven(root, [], {
@@ -744,8 +790,12 @@ Deno.test("driven by hand: the run's footprint grows with its memory lines and n
     watch.line(
       "INFO 12-01 12:00:33 [gpu_worker.py:298] Available KV cache memory: 1.00 GiB",
     );
-    assert.deepEqual(seen.map((f) => f.total_mib), [2048, 3072]);
-    assert.equal(seen[1]!.measured_at, new Date(clock.now()).toISOString());
+    assert.equal(seen.length, 0, "nothing handed on before its first 200");
+    assert.equal(run.detail().footprint?.total_mib, 3072, "but shown");
+    made[0]!.health = true;
+    assert.equal(await run.healthy(1_000), true);
+    assert.deepEqual(seen.map((f) => f.total_mib), [3072]);
+    assert.equal(seen[0]!.measured_at, new Date(clock.now()).toISOString());
     const reading = (mib: number) => ({
       kind: "gpu-memory" as const,
       reading: {
@@ -756,17 +806,17 @@ Deno.test("driven by hand: the run's footprint grows with its memory lines and n
       },
     });
     run.send(reading(3000)); // below the lines' sum: a source more, the same total
-    assert.equal(seen.length, 3);
-    assert.equal(seen[2]!.total_mib, 3072);
-    assert.equal(seen[2]!.from, "load lines + nvidia-smi");
+    assert.equal(seen.length, 2);
+    assert.equal(seen[1]!.total_mib, 3072);
+    assert.equal(seen[1]!.from, "load lines + nvidia-smi");
     run.send(reading(3000));
     run.send({ kind: "gpu-memory", reading: null }); // unread
-    assert.equal(seen.length, 3, "no change, nothing handed on");
+    assert.equal(seen.length, 2, "no change, nothing handed on");
     run.send(reading(4000));
-    assert.equal(seen.length, 4);
-    assert.deepEqual(run.detail().footprint, seen[3]);
-    assert.equal(seen[3]!.total_mib, 4000);
-    assert.equal(seen[3]!.weights_mib, 2048);
+    assert.equal(seen.length, 3);
+    assert.deepEqual(run.detail().footprint, seen[2]);
+    assert.equal(seen[2]!.total_mib, 4000);
+    assert.equal(seen[2]!.weights_mib, 2048);
     await run.stop();
   } finally {
     await Deno.remove(root, { recursive: true });

@@ -9,6 +9,11 @@ import { getJson, launch, waitFor } from "../support/helpers.ts";
 import { get, parse } from "../support/prometheus.ts";
 import type { Footprint } from "../../src/engines/footprint.ts";
 import { readBook } from "../../src/gpu/footprint_book.ts";
+import {
+  fakeDevices,
+  fakeGpuMachine,
+  nvidiaSmiScript,
+} from "../support/fake_gpus.ts";
 
 const CARDS = new URL("../fixtures/footprint.yaml", import.meta.url).pathname;
 const NAMES = ["vllm-mem", "sglang-mem", "llama-mem", "quiet"];
@@ -104,10 +109,55 @@ Deno.test("each kind's memory lines give its footprint in ?detail=1 and in the m
 
   // The book keeps what the run measured, by the device its lines named
   // (no GPU here: vLLM's and SGLang's lines name none, so none is kept).
-  const { entries, unreadable } = readBook(s.root);
+  const { entries, unreadable } = await readBook(s.root);
   assert.equal(unreadable, undefined);
   assert.deepEqual(
     entries.map((e) => [JSON.parse(e.key)[0], e.device, e.footprint.total_mib]),
     [["llama-mem", "CPU", 162.06]],
   );
+});
+
+Deno.test("a load line naming more than its GPU's total is dropped with one warning; the rest of the load counts", async () => {
+  const gpus = await fakeGpuMachine({ devices: fakeDevices(1) });
+  const dir = await Deno.makeTempDir({ prefix: "serve-cards-" });
+  const cards = `${dir}/cards.yaml`;
+  // 195.31 GiB of weights on an 80 GiB GPU.
+  await Deno.writeTextFile(
+    cards,
+    'models:\n  huge: { verb: chat, hub: org/huge, args: { fake-footprint: "vllm:200000,40960,90841,512" } }\n',
+  );
+  try {
+    await using s = await launch(["huge"], {
+      catalogue: cards,
+      args: ["--health-interval", "0.2"],
+      bin: { "nvidia-smi": nvidiaSmiScript() },
+      env: { FAKE_GPU_LEDGER: gpus.ledger },
+    });
+    await s.launcher.ready();
+    let footprint: Footprint | null = null;
+    await waitFor(async () => {
+      const { body } = await getJson(
+        `http://127.0.0.1:${s.port}/models?detail=1`,
+      );
+      const huge = (body as {
+        active: Record<string, { state: string; footprint: Footprint | null }>;
+      }).active.huge!;
+      footprint = huge.footprint;
+      return huge.state === "ready";
+    }, "huge ready");
+    const f = footprint! as Footprint;
+    assert.equal(f.weights_mib, null, JSON.stringify(f));
+    assert.equal(f.kv_cache_mib, 40 * GIB);
+    const warned = s.launcher.lines.filter((l) =>
+      /a load line's figure/.test(l)
+    );
+    assert.equal(warned.length, 1, s.launcher.stderr);
+    assert.match(
+      warned[0]!,
+      /engine huge: a load line's figure "195\.31" ignored \(expected a number of MiB up to 81920, its device's total\)/,
+    );
+  } finally {
+    await Deno.remove(dir, { recursive: true });
+    await gpus[Symbol.asyncDispose]();
+  }
 });

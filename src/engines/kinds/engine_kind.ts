@@ -68,8 +68,26 @@ export interface OutputRules {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
   }[];
-  /** Lines naming what the load took: every rule is tried on every line (`footprint_lines.ts`). */
+  /** Lines naming what the load took, anchored at the engine's log prefix: tried on each line while it loads (`footprint_lines.ts`). */
   readonly memory?: readonly MemoryRule[];
+  /** Besides spawn to first 200: a line that starts a load again (llama.cpp's wake), and one that ends a load (later lines may be requests). */
+  readonly load?: { readonly opens: RegExp; readonly closes: RegExp };
+}
+
+/**
+ * A tag for one logger's rules: the template (raw) matched right after
+ * `prefix` (the logger's), never inside a line (a request's text).
+ *
+ * @example
+ * ```ts
+ * const logged = atPrefix(String.raw`\[\d+\] `);
+ * logged`took (\S+) GiB`.exec("[1] took 2 GiB")?.[1]; // "2"
+ * ```
+ */
+export function atPrefix(
+  prefix: string,
+): (template: TemplateStringsArray) => RegExp {
+  return (template) => new RegExp(`^${prefix}${template.raw.join("")}`);
 }
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
@@ -83,7 +101,8 @@ export type MemoryPart =
 /**
  * Its numeric captures are summed (K + V), in `unit`; lines adding to a part
  * sum (devices, buffers, TP ranks), `kv_tokens` keeps the largest. A capture
- * named `device` names where it lives (`CPU_Mapped` counts as `CPU`).
+ * named `device`, always the first, names where it lives (`CPU_Mapped` counts
+ * as `CPU`).
  */
 export interface MemoryRule {
   readonly match: RegExp;

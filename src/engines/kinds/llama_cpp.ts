@@ -1,5 +1,5 @@
 import type { EngineKind, TrafficRule } from "./engine_kind.ts";
-import { helpFlags, serveFlags } from "./engine_kind.ts";
+import { atPrefix, helpFlags, serveFlags } from "./engine_kind.ts";
 
 // Its help (`common/arg.cpp`, `common_arg::to_string`) prints each option
 // from the first column, aliases comma-separated, the value hint after them,
@@ -76,6 +76,10 @@ const LLAMA_TRAFFIC: TrafficRule = {
 const VERBOSITY = "-lv --verbosity --log-verbosity -v --verbose --log-verbose"
   .split(" ");
 
+// common/log.cpp (common_log_entry::print): `common_init()` turns on the
+// prefix, `M.ss.mmm.uuu ` and the level's letter; `--log-prefix` off leaves none.
+const logged = atPrefix(String.raw`(?:\d+\.\d{2}\.\d{3}\.\d{3} [IWED] )?`);
+
 // No `caches`: ggml's kernels are compiled with llama-server, none at its start.
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
@@ -140,28 +144,39 @@ export const LLAMA_CPP: EngineKind = {
       { match: /cudaMalloc failed: out of memory/, cause: "gpu-out-of-memory" },
     ],
     // src/llama-model.cpp (load_tensors), src/llama-kv-cache.cpp and
-    // src/llama-context.cpp (sched_reserve) at de3ff815 (the build here):
+    // src/llama-context.cpp (sched_reserve; `llama_context`,
+    // `llama_kv_cache_unified` in older builds) at de3ff815 (the build here):
     // printed at `-lv 4` only, which the launcher adds (`argv`). At `-v` the
     // dry runs of `--fit` (common/fit.cpp) print theirs first.
     memory: [
       {
-        match: /(?<device>\S+) model buffer size = +([\d.]+) MiB/,
+        match:
+          logged`load_tensors: +(?<device>\S+) model buffer size = +(\S+) MiB$`,
         part: "weights",
         anew: true,
       },
       {
-        match: /(?<device>\S+) KV buffer size = +([\d.]+) MiB/,
+        match:
+          logged`llama_kv_cache(?:_unified)?: +(?<device>\S+) KV buffer size = +(\S+) MiB$`,
         part: "kv_cache",
       },
       {
         match:
-          /size = +[\d.]+ MiB \( *(\d+) cells, +\d+ layers, +\d+\/\d+ seqs\)/,
+          logged`llama_kv_cache(?:_unified)?: size = +\S+ MiB \( *(\S+) cells, +\d+ layers, +\d+\/\d+ seqs\).*$`,
         part: "kv_tokens",
       },
       {
-        match: /(?<device>\S+) compute buffer size = +([\d.]+) MiB/,
+        match:
+          logged`(?:sched_reserve|llama_context): +(?<device>\S+) compute buffer size = +(\S+) MiB$`,
         part: "compute",
       },
     ],
+    // tools/server/server-context.cpp: `handle_sleeping_state` reloads the
+    // model at a wake; `load_model` prints `initializing, n_slots` once its
+    // buffers are made. SRV_INF is `srv  %12.*s: ` (server-common.h).
+    load: {
+      opens: logged`srv +handle_sleep: server is exiting sleeping state$`,
+      closes: logged`srv +load_model: initializing, n_slots = .*$`,
+    },
   },
 };

@@ -1,7 +1,7 @@
 // SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
 // a plain argparse parser (abbreviations allowed, `_` not read as `-`).
 import type { EngineDevices, EngineKind, TrafficRule } from "./engine_kind.ts";
-import { fractionOf, serveFlags } from "./engine_kind.ts";
+import { atPrefix, fractionOf, serveFlags } from "./engine_kind.ts";
 import { argparseFlags, PYTHON_CAUSES, SHARDS } from "./python.ts";
 import { sizeFlag } from "./flag_values.ts";
 
@@ -35,6 +35,12 @@ const SGLANG_TRAFFIC: TrafficRule = {
   },
   enableFlag: "--enable-metrics",
 };
+
+// python/sglang/srt/utils (configure_logger): `[%(asctime)s{prefix}] %(message)s`,
+// the prefix a scheduler's ` DP0 TP0 EP0`; the date `%Y-%m-%d` or `%m-%d`.
+const logged = atPrefix(
+  String.raw`\[(?:\d{4}-)?\d\d-\d\d \d\d:\d\d:\d\d(?: [A-Z]+\d+)*\] `,
+);
 
 export const SGLANG: EngineKind = {
   name: "sglang",
@@ -101,19 +107,22 @@ export const SGLANG: EngineKind = {
     // end`) and mem_cache/memory_pool.py (`K size`/`V size`, MLA's `KV size`).
     memory: [
       {
-        match: /Load weight end\..*?mem usage=([\d.]+) GB/,
+        match: logged`Load weight end\..*?mem usage=(\S+) GB\.?`,
         part: "weights",
         unit: "GiB",
       },
-      { match: /KV Cache is allocated\. #tokens: (\d+)/, part: "kv_tokens" },
+      {
+        match: logged`KV Cache is allocated\. #tokens: (\S+?),.*`,
+        part: "kv_tokens",
+      },
       {
         match:
-          /KV Cache is allocated\..*?(?:K size: ([\d.]+) GB, V size: ([\d.]+)|\bKV size: ([\d.]+)) GB/,
+          logged`KV Cache is allocated\..*?(?:K size: (\S+) GB, V size: (\S+)|\bKV size: (\S+)) GB`,
         part: "kv_cache",
         unit: "GiB",
       },
       {
-        match: /Capture [\w ]*graph end\..*?mem usage=([\d.]+) GB/i,
+        match: logged`Capture [\w ]*graph end\..*?mem usage=(\S+) GB.*`,
         part: "graphs",
         unit: "GiB",
       },

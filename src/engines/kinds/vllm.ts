@@ -1,6 +1,6 @@
 // vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { fractionOf, serveFlags } from "./engine_kind.ts";
+import { atPrefix, fractionOf, serveFlags } from "./engine_kind.ts";
 import {
   flagValue,
   FlagValueError,
@@ -48,6 +48,14 @@ function devices(args: readonly string[]): EngineDevices {
   }
   return { kind: "share", share, from: `gpu-memory-utilization ${share}` };
 }
+
+// vllm/logger.py `_FORMAT`: `%(levelname)s %(asctime)s
+// [%(fileinfo)s:%(lineno)d] %(message)s` at `%m-%d %H:%M:%S`; a worker's
+// output is prefixed `(EngineCore_DP0 pid=212) ` (vllm/utils `decorate_logs`).
+const logged = atPrefix(
+  String
+    .raw`(?:\([\w ]+ pid=\d+\) )?[A-Z]+ \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \[[\w./-]+:\d+\] `,
+);
 
 export const VLLM: EngineKind = {
   name: "vllm",
@@ -143,24 +151,28 @@ export const VLLM: EngineKind = {
     // tokens`, merged with `Maximum concurrency` in newer versions) at 001cabc1.
     memory: [
       {
-        match: /Model loading took ([\d.]+) GiB/,
+        match: logged`Model loading took (\S+) GiB`,
         part: "weights",
         unit: "GiB",
       },
       {
-        match: /Available KV cache memory: ([\d.]+) GiB/,
+        match: logged`Available KV cache memory: (\S+) GiB`,
         part: "kv_cache",
         unit: "GiB",
       },
       // With `--kv-cache-memory`, instead (gpu_worker.py, the same function).
       {
-        match: /reserved ([\d.]+) GiB memory for KV Cache as specified/,
+        match:
+          logged`Initial free memory \S+ GiB, reserved (\S+) GiB memory for KV Cache as specified`,
         part: "kv_cache",
         unit: "GiB",
       },
-      { match: /KV cache size: ([\d,]+) tokens/, part: "kv_tokens" },
       {
-        match: /Graph capturing finished in \d+ secs?, took ([\d.]+) GiB/,
+        match: logged`(?:GPU )?KV cache size: (\S+) tokens`,
+        part: "kv_tokens",
+      },
+      {
+        match: logged`Graph capturing finished in \d+ secs?, took (\S+) GiB`,
         part: "graphs",
         unit: "GiB",
       },
