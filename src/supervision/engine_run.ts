@@ -477,7 +477,9 @@ export class EngineRun {
     const at = new Date(this.#clock.wall());
     const next = footprintOf(this.#process.watch.memory, memory, at);
     const changed = this.#footprint.changed(next);
-    if (next && (ready || changed && this.#process.watch.loaded)) {
+    // 0 MiB is no measurement: nvidia-smi's round came before the load did.
+    if (!next?.total_mib) return;
+    if (ready || changed && this.#process.watch.loaded) {
       this.#o.footprint?.(this.#plan, next);
     }
   }
