@@ -32,6 +32,7 @@ const ONCE_IN = new Map([
 
 /** Aliases can repeat a subtree exponentially. */
 const MAX_PLAIN_NODES = 10_000;
+const MAX_PLAIN_DEPTH = 1_000;
 
 /**
  * One catalogue document. npm:yaml's own duplicate-key check compares each key
@@ -176,23 +177,27 @@ export class Field {
   /** For JSON text; npm:yaml's `toJS` would walk the whole document for each alias. */
   plain(): unknown {
     let budget = MAX_PLAIN_NODES;
-    const plain = (node: unknown): unknown => {
-      if (--budget < 0) {
+    // Depth too: an alias inside itself would otherwise reach the stack's
+    // end before the item count, on a thread with a smaller stack.
+    const plain = (node: unknown, depth = 0): unknown => {
+      if (--budget < 0 || depth > MAX_PLAIN_DEPTH) {
         this.fail(
-          `value too large once its aliases are followed (expected at most ${MAX_PLAIN_NODES} items)`,
+          `value too large once its aliases are followed (expected at most ${MAX_PLAIN_NODES} items, ${MAX_PLAIN_DEPTH} levels deep)`,
         );
       }
       const value = this.ctx.deref(this.where, node);
-      if (isSeq(value)) return value.items.map(plain);
+      if (isSeq(value)) {
+        return value.items.map((item) => plain(item, depth + 1));
+      }
       if (!isMap(value)) return (isScalar(value) ? value.value : null) ?? null;
       // No prototype: a key `__proto__` stays a key.
       const out: Record<string, unknown> = Object.create(null);
       for (const pair of value.items) {
-        const key = plain(pair.key);
+        const key = plain(pair.key, depth + 1);
         const name = key !== null && typeof key === "object"
           ? JSON.stringify(key)
           : String(key ?? "");
-        out[name] = plain(pair.value);
+        out[name] = plain(pair.value, depth + 1);
       }
       return out;
     };

@@ -307,7 +307,7 @@ Deno.test("an alias inside the value it names is reported, not followed for ever
       field: "args.limit-mm-per-prompt",
       line: 5,
       says:
-        /value too large once its aliases are followed \(expected at most 10000 items\)$/,
+        /value too large once its aliases are followed \(expected at most 10000 items, 1000 levels deep\)$/,
     },
   );
 });
