@@ -63,6 +63,7 @@ const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
   stall_timeout: (f) => seconds(f, "no stall detection"),
   canary: flag,
   read_ahead: flag,
+  sleep_after: wholeSeconds,
 };
 
 function flag(f: Field): boolean {
@@ -286,6 +287,17 @@ function seconds(f: Field, zero: string): number {
     f.expected(secondsExpected(0, zero));
   }
   return value;
+}
+
+/** Idle seconds as an engine's flag takes them (llama.cpp's `--sleep-idle-seconds` is an int). */
+function wholeSeconds(f: Field): number {
+  const value = f.scalar;
+  if (!Number.isInteger(value) || (value as number) < 0) {
+    f.expected(
+      "0 (never) or a whole number of idle seconds before the engine sleeps, such as 600",
+    );
+  }
+  return Math.min(value as number, 2_147_483); // an int's seconds, any engine's
 }
 
 function oneOf<T extends string>(f: Field, allowed: readonly T[]): T {
