@@ -12,6 +12,7 @@ import {
 } from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
+import { sleepArgs } from "./sleep_after.ts";
 
 /** Where an engine runs: what its plan is made from besides its card. */
 export interface EngineSite {
@@ -225,6 +226,7 @@ function commandOf(
       `Cannot prepare ${card.name}: card '${card.name}' sets both gpu_memory and ${knob} in args (expected one of them: gpu_memory sets ${its} itself)`,
     );
   }
+  const sleep = sleepArgs(card, kind);
   const executable = executableOf(card, kind);
   const found = executable
     ? locateExecutable(executable, site.baseEnv.PATH)
@@ -243,7 +245,7 @@ function commandOf(
     apiKey: site.apiKey,
     card,
   });
-  return { executable, args };
+  return { executable, args: [...args, ...sleep] };
 }
 
 /**

@@ -190,7 +190,8 @@ export function canaryRequest(
 ): CanaryRequest | null {
   const canary = CANARY[card.verb];
   const sleep = kind.traffic?.sleepFlag;
-  if (canary === undefined || (sleep && flagValue(card.args, [sleep]))) {
+  const sleeps = card.sleepAfter || (sleep && flagValue(card.args, [sleep]));
+  if (canary === undefined || sleeps) {
     return null;
   }
   return { path: canary.path, body: { model: card.name, ...canary.body } };

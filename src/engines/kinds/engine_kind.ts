@@ -40,6 +40,7 @@ export type ExitCause =
   | "bad-arguments"
   | "model-not-found"
   | "stalled"
+  | "wake-failed"
   | "signal"
   | "exit";
 
@@ -51,6 +52,7 @@ export const EXIT_CAUSES: readonly ExitCause[] = [
   "bad-arguments",
   "model-not-found",
   "stalled",
+  "wake-failed",
   "signal",
   "exit",
 ];
@@ -66,11 +68,35 @@ export interface OutputRules {
   }[];
   readonly causes: readonly {
     readonly match: RegExp;
-    readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
+    readonly cause: Exclude<
+      ExitCause,
+      "signal" | "exit" | "stalled" | "wake-failed"
+    >;
   }[];
+  /** Its lines saying it sleeps and wakes by itself (`supervision/sleep_watch.ts`). */
+  readonly sleep?: SleepLines;
   /** Lines naming what the load took: every rule is tried on every line (`footprint_lines.ts`). */
   readonly memory?: readonly MemoryRule[];
 }
+
+/**
+ * `asleep`: it gave its memory back; `waking`: a request woke it; `awake`:
+ * the wake's reload is over; `failed`: the reload failed and it aborts.
+ */
+export interface SleepLines {
+  readonly asleep: RegExp;
+  readonly waking: RegExp;
+  readonly awake: RegExp;
+  readonly failed: RegExp;
+}
+
+/** A line of {@linkcode SleepLines}, by its key. */
+export type SleepLine = keyof SleepLines;
+
+/** How a card's `sleep_after` reaches the engine: its own flag (idle seconds), or why it cannot. */
+export type SleepRule =
+  | { readonly flag: string }
+  | { readonly refused: string };
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
 export type MemoryPart =
@@ -163,6 +189,8 @@ export interface EngineKind {
   /** SIGTERM is its own drain (arrivals refused, what is in flight finished, then exit) when the args set `flag` above 0; `since`: its first version. */
   readonly termDrain?: { readonly flag: string; readonly since: string };
   readonly sizing?: MemorySizing;
+  /** Absent: a card's `sleep_after` is refused (no request can wake it). */
+  readonly sleep?: SleepRule;
 }
 
 /** What sizes an engine's memory, and how a card's `gpu_memory` reaches it. */

@@ -45,6 +45,10 @@ function slotTasks(json: unknown): number[] | null {
   );
 }
 
+// common/arg.cpp: idle seconds (an int, -1 off) after which it frees the
+// model, context and KV cache; the next request reloads them.
+const SLEEP_FLAG = "--sleep-idle-seconds";
+
 // tools/server/server-task.cpp (to_metrics), read on the build here; `/metrics`
 // and `/props` do not wake a sleeping server, `/slots` does (../shared/ENGINES.md).
 // Its token totals move when a request (or a prefill) ends; n_decode_total and
@@ -60,7 +64,7 @@ const LLAMA_TRAFFIC: TrafficRule = {
     perStep: "llamacpp:n_busy_slots_per_decode",
   },
   enableFlag: "--metrics",
-  sleepFlag: "--sleep-idle-seconds",
+  sleepFlag: SLEEP_FLAG,
   asleep: { path: "/props" },
   requests: { path: "/slots", processing: slotTasks },
 };
@@ -97,6 +101,7 @@ export const LLAMA_CPP: EngineKind = {
   },
   flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
   traffic: LLAMA_TRAFFIC,
+  sleep: { flag: SLEEP_FLAG },
   // common/arg.cpp on the build here: no absolute knob. `--fit` (on by
   // default) sets the unset -ngl and -c so that `--fit-target` MiB stay free
   // on each device after the load: what the others placed there leave spare.
@@ -132,6 +137,16 @@ export const LLAMA_CPP: EngineKind = {
       { match: /failed to open GGUF file/, cause: "model-not-found" },
       { match: /cudaMalloc failed: out of memory/, cause: "gpu-out-of-memory" },
     ],
+    // tools/server/server-context.cpp at de3ff815 (`handle_sleeping_state`;
+    // SRV_INF cuts the function's name to 12 characters): entering frees the
+    // model, exiting reloads it with load_model, whose `initializing` line
+    // comes once the model and its context are back; a failed reload aborts.
+    sleep: {
+      asleep: /handle_sleep: server is entering sleeping state/,
+      waking: /handle_sleep: server is exiting sleeping state/,
+      awake: /load_model: initializing, n_slots/,
+      failed: /failed to reload model after sleeping/,
+    },
     // src/llama-model.cpp (load_tensors), src/llama-kv-cache.cpp and
     // src/llama-context.cpp (sched_reserve) at de3ff815 (the build here):
     // printed at `-lv 4` only, which the launcher adds (`argv`). At `-v` the
