@@ -2,7 +2,12 @@
 // rules and from the bytes a hub download has written. Lines are cut at a
 // bound while they arrive: a binary, huge or endless line is never held whole.
 import { printable } from "../common/printable.ts";
-import type { ExitCause, LoadPhase, OutputRules } from "./kinds/engine_kind.ts";
+import type {
+  ExitCause,
+  LoadPhase,
+  OutputRules,
+  SleepLine,
+} from "./kinds/engine_kind.ts";
 import { FootprintLines } from "./footprint_lines.ts";
 
 /** `total` null when not known (a download's size). */
@@ -40,6 +45,8 @@ export class LoadWatch {
   /** What its lines say the load took; `onMemory` hears each line that adds to it. */
   readonly memory: FootprintLines;
   onMemory: (() => void) | undefined;
+  /** Hears each of its kind's sleep lines (`OutputRules.sleep`): a llama.cpp wake is a load window of its own. */
+  onSleep: ((line: SleepLine, text: string) => void) | undefined;
   readonly #rules: OutputRules | undefined;
   #windowAt = 0;
   #windowBytes = 0;
@@ -90,6 +97,9 @@ export class LoadWatch {
     // Cleaned at capture: whatever the launcher shows of it is harmless.
     const text = printable(raw).trim();
     if (this.memory.line(text)) this.onMemory?.();
+    for (const [line, match] of Object.entries(rules.sleep ?? {})) {
+      if (match.test(text)) this.onSleep?.(line as SleepLine, text);
+    }
     if (!this.cause) {
       for (const { match, cause } of rules.causes) {
         const m = match.exec(text);
