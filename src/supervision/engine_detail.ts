@@ -105,6 +105,27 @@ export interface EngineView {
     readonly seconds: number;
     readonly cause: ExitCause;
   } | null;
+  /** An engine set to sleep when idle (`sleep_after`, or its kind's flag in `args`); null for the others. */
+  readonly sleep?: {
+    /** Idle seconds before it sleeps (`sleep_after`, or its kind's flag in `args`). */
+    readonly after_seconds: number;
+    /** ISO time it fell asleep, while it sleeps; else null. */
+    readonly asleep_since: string | null;
+    /** What it keeps asleep, measured after its last sleep; null before one. */
+    readonly residue_bytes: number | null;
+    /** What it held at the last round awake. */
+    readonly awake_bytes: number | null;
+    /** Awake less residue, at its last sleep. */
+    readonly freed_bytes: number | null;
+    /** `nvidia-smi`: its pids' figure on its GPUs; `rss`: its resident memory (CPU). */
+    readonly by: "nvidia-smi" | "rss" | null;
+    /** Since the launcher started. */
+    readonly sleeps: number;
+    readonly wakes: number;
+    /** Seconds of every wake: from its line that a request woke it to its reload's end. */
+    readonly wake_seconds_sum: number;
+    readonly last_wake_seconds: number | null;
+  } | null;
   /** `running` and `waiting` are null before the first read. */
   readonly drain: {
     readonly since: string;
