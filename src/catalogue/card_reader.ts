@@ -291,14 +291,12 @@ function seconds(f: Field, zero: string): number {
 
 /** Idle seconds as an engine's flag takes them (llama.cpp's `--sleep-idle-seconds` is an int). */
 function wholeSeconds(f: Field): number {
-  const value = f.scalar;
-  if (!Number.isInteger(value) || (value as number) < 0) {
-    f.expected(
-      "0 (never) or a whole number of idle seconds before the engine sleeps, such as 600",
-    );
-  }
-  return Math.min(value as number, 2_147_483); // an int's seconds, any engine's
+  const value = f.scalar as number;
+  if (!Number.isInteger(value) || value < 0) f.expected(WHOLE_SECONDS);
+  return Math.min(value, 2_147_483); // an int's seconds, any engine's
 }
+const WHOLE_SECONDS =
+  "0 (never) or a whole number of idle seconds before the engine sleeps, such as 600";
 
 function oneOf<T extends string>(f: Field, allowed: readonly T[]): T {
   const value = f.scalar;

@@ -9,13 +9,8 @@ import { flagValue } from "./kinds/flag_values.ts";
  * The args that make the engine sleep after the card's `sleep_after` idle
  * seconds; none for 0 or unset.
  *
- * @throws {EngineError} When its kind has no sleep a request ends, or the
- *   card's args set the kind's flag too.
- *
- * @example
- * ```ts ignore
- * sleepArgs({ ...card, sleepAfter: 600 }, LLAMA_CPP); // ["--sleep-idle-seconds", "600"]
- * ```
+ * @throws {EngineError} When no request can wake its kind, or the card's args set its flag too.
+ * @example `sleepArgs({ ...card, sleepAfter: 600 }, LLAMA_CPP)` is `["--sleep-idle-seconds", "600"]`.
  */
 export function sleepArgs(card: ModelCard, kind: EngineKind): string[] {
   const { name, sleepAfter } = card;
@@ -42,10 +37,7 @@ export function sleepArgs(card: ModelCard, kind: EngineKind): string[] {
  * Idle seconds before the engine sleeps: the card's `sleep_after`, else its
  * kind's flag in its args; undefined when it never does.
  *
- * @example
- * ```ts ignore
- * sleepSeconds({ ...card, args: ["--sleep-idle-seconds", "2"] }, LLAMA_CPP); // 2
- * ```
+ * @example `sleepSeconds({ ...card, args: ["--sleep-idle-seconds", "2"] }, LLAMA_CPP)` is 2.
  */
 export function sleepSeconds(
   card: ModelCard,

@@ -105,24 +105,18 @@ export interface EngineView {
     readonly seconds: number;
     readonly cause: ExitCause;
   } | null;
-  /** An engine set to sleep when idle (`sleep_after`, or its kind's flag in `args`); null for the others. */
+  /** An engine set to sleep when idle (`sleep_after`, or its kind's flag in `args`), else null: bytes (null until measured) `by` nvidia-smi's per-pid figure on a GPU or `rss` (resident memory); `awake_bytes` at the last round awake, `residue_bytes` kept asleep, `freed_bytes` their difference at its last sleep; each wake's seconds from the engine's line that a request woke it to its reload's end. */
   readonly sleep?: {
-    /** Idle seconds before it sleeps (`sleep_after`, or its kind's flag in `args`). */
     readonly after_seconds: number;
     /** ISO time it fell asleep, while it sleeps; else null. */
     readonly asleep_since: string | null;
-    /** What it keeps asleep, measured after its last sleep; null before one. */
     readonly residue_bytes: number | null;
-    /** What it held at the last round awake. */
     readonly awake_bytes: number | null;
-    /** Awake less residue, at its last sleep. */
     readonly freed_bytes: number | null;
-    /** `nvidia-smi`: its pids' figure on its GPUs; `rss`: its resident memory (CPU). */
     readonly by: "nvidia-smi" | "rss" | null;
     /** Since the launcher started. */
     readonly sleeps: number;
     readonly wakes: number;
-    /** Seconds of every wake: from its line that a request woke it to its reload's end. */
     readonly wake_seconds_sum: number;
     readonly last_wake_seconds: number | null;
   } | null;

@@ -18,12 +18,8 @@ import type { EngineState } from "./engine_state.ts";
 export type SleepView = NonNullable<EngineView["sleep"]>;
 
 /** What it tells the engine run (the serving watch's `sleep` event). */
-interface SleepEvent {
-  readonly kind: "sleep";
-  readonly run: ServerProcess;
-  readonly asleep: boolean;
-  readonly why: string;
-}
+type SleepEvent = { kind: "sleep"; run: ServerProcess } & Told;
+type Told = { asleep: boolean; why: string };
 
 /** Read each time afresh: a reload amends the plan. */
 interface Engine {
@@ -50,7 +46,9 @@ export class SleepWatch {
   #lineAt = -Infinity; // a poll asked before the last line answered before it
   #byLine = false;
   #first: number | null = null; // the run's first residue: growth is against it
-  #view: Omit<SleepView, "after_seconds" | "asleep_since"> = {
+  #v: { -readonly [K in keyof SleepView]: SleepView[K] } = {
+    after_seconds: 0,
+    asleep_since: null,
     residue_bytes: null,
     awake_bytes: null,
     freed_bytes: null,
@@ -74,9 +72,9 @@ export class SleepWatch {
   /** Null for an engine never set to sleep. */
   view(): SleepView | null {
     const after = this.#after();
-    if (after === undefined) return null;
     const since = this.#asleepAt && new Date(this.#asleepAt).toISOString();
-    return { after_seconds: after, asleep_since: since || null, ...this.#view };
+    if (after === undefined) return null;
+    return { ...this.#v, after_seconds: after, asleep_since: since || null };
   }
 
   /** A new run: its lines come here. */
@@ -88,8 +86,8 @@ export class SleepWatch {
 
   /** A reload's replacement counts on. */
   inherit(old: SleepWatch): void {
-    const { sleeps, wakes, wake_seconds_sum } = old.#view;
-    this.#view = { ...this.#view, sleeps, wakes, wake_seconds_sum };
+    const { sleeps, wakes, wake_seconds_sum } = old.#v;
+    Object.assign(this.#v, { sleeps, wakes, wake_seconds_sum });
   }
 
   /**
@@ -109,7 +107,7 @@ export class SleepWatch {
     this.#asleepAt = asleep ? this.#now() : null;
     if (!asleep) return "ready";
     this.#told = false;
-    this.#view = { ...this.#view, sleeps: this.#view.sleeps + 1 };
+    this.#v.sleeps++;
     return "sleeping";
   }
 
@@ -123,30 +121,28 @@ export class SleepWatch {
     if (asleep && this.#now() - (this.#asleepAt ?? 0) < SETTLE_MS) return;
     const bytes = await this.#read(run);
     if (bytes === undefined || this.#engine.state !== state) return;
-    if (!asleep) {
-      return void (this.#view = { ...this.#view, awake_bytes: bytes });
-    }
-    const awake = this.#view.awake_bytes;
-    const freed = this.#told
-      ? this.#view.freed_bytes
-      : awake && Math.max(awake - bytes, 0);
-    this.#view = { ...this.#view, residue_bytes: bytes, freed_bytes: freed };
+    const v = this.#v;
+    if (!asleep) return void (v.awake_bytes = bytes);
+    v.residue_bytes = bytes;
     if (!this.#told) {
       this.#told = true;
-      const gave = freed === null ? "" : `freed ${size(freed)}, `;
+      v.freed_bytes = v.awake_bytes && Math.max(v.awake_bytes - bytes, 0);
+      const gave = v.freed_bytes === null
+        ? ""
+        : `freed ${size(v.freed_bytes)}, `;
       this.#say(
         "asleep",
         `asleep after ${after} s idle: ${gave}keeps ${size(bytes)}`,
       );
     }
-    this.#first ??= bytes;
-    if (bytes - this.#first > GROWTH_BYTES) {
-      const grew = `its residue grew from ${size(this.#first)} to ${
-        size(bytes)
-      } asleep`;
-      this.#first = Infinity; // said once a run
-      this.#say("residue-grew", grew, "warn");
-    }
+    const first = this.#first ??= bytes;
+    if (bytes - first <= GROWTH_BYTES) return;
+    this.#first = Infinity; // said once a run
+    this.#say(
+      "residue-grew",
+      `its residue grew from ${size(first)} to ${size(bytes)} asleep`,
+      "warn",
+    );
   }
 
   #line(run: ServerProcess, line: SleepLine, text: string): void {
@@ -155,26 +151,19 @@ export class SleepWatch {
     if (line === "failed") {
       run.watch.cause = { cause: "wake-failed", message: text.slice(0, 200) };
     }
-    if (line === "asleep" || line === "waking") {
-      const asleep = line === "asleep";
-      this.#wakingAt = asleep ? null : this.#now();
-      const why = asleep
-        ? `asleep after ${this.#after()} s idle`
-        : "woken by a request";
+    const told = LINES[line]?.(this.#after());
+    if (told) {
+      this.#wakingAt = told.asleep ? null : this.#now();
       [this.#lineAt, this.#byLine] = [this.#now(), true];
-      this.#on({ kind: "sleep", run, asleep, why });
+      this.#on({ kind: "sleep", run, ...told });
       this.#byLine = false;
     }
     if (line !== "awake" || this.#wakingAt === null) return; // a first load's
     const seconds = (this.#now() - this.#wakingAt) / 1000;
     this.#wakingAt = null;
-    const { wakes, wake_seconds_sum } = this.#view;
-    this.#view = {
-      ...this.#view,
-      wakes: wakes + 1,
-      wake_seconds_sum: wake_seconds_sum + seconds,
-      last_wake_seconds: seconds,
-    };
+    this.#v.wakes++;
+    this.#v.wake_seconds_sum += seconds;
+    this.#v.last_wake_seconds = seconds;
     this.#say("woken", `woken by a request in ${seconds.toFixed(2)} s`);
   }
 
@@ -184,14 +173,14 @@ export class SleepWatch {
       const { gpu_memory_mib: mib, gpu_memory_by: by } =
         this.#engine.detail?.() ?? {};
       if (!mib || by !== "pid") return undefined; // a device's change is not its own
-      this.#view = { ...this.#view, by: "nvidia-smi" };
+      this.#v.by = "nvidia-smi";
       return Object.values(mib).reduce((sum, n) => sum + n, 0) * 2 ** 20;
     }
     const status = await Deno.readTextFile(`/proc/${run.pid}/status`)
       .catch(() => "");
     const kib = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
     if (kib === undefined) return undefined;
-    this.#view = { ...this.#view, by: "rss" };
+    this.#v.by = "rss";
     return Number(kib) * 1024;
   }
 
@@ -210,6 +199,12 @@ export class SleepWatch {
     return (this.#o.clock ?? REAL_CLOCK).now();
   }
 }
+
+/** The lines that move it, and why. */
+const LINES: Partial<Record<SleepLine, (after?: number) => Told>> = {
+  asleep: (after) => ({ asleep: true, why: `asleep after ${after} s idle` }),
+  waking: () => ({ asleep: false, why: "woken by a request" }),
+};
 
 /** `21.3 GiB`, `19.0 MiB`. */
 function size(bytes: number): string {

@@ -68,35 +68,21 @@ export interface OutputRules {
   }[];
   readonly causes: readonly {
     readonly match: RegExp;
-    readonly cause: Exclude<
-      ExitCause,
-      "signal" | "exit" | "stalled" | "wake-failed"
-    >;
+    readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
   }[];
   /** Its lines saying it sleeps and wakes by itself (`supervision/sleep_watch.ts`). */
-  readonly sleep?: SleepLines;
+  readonly sleep?: Readonly<Record<SleepLine, RegExp>>;
   /** Lines naming what the load took: every rule is tried on every line (`footprint_lines.ts`). */
   readonly memory?: readonly MemoryRule[];
 }
 
-/**
- * `asleep`: it gave its memory back; `waking`: a request woke it; `awake`:
- * the wake's reload is over; `failed`: the reload failed and it aborts.
- */
-export interface SleepLines {
-  readonly asleep: RegExp;
-  readonly waking: RegExp;
-  readonly awake: RegExp;
-  readonly failed: RegExp;
-}
-
-/** A line of {@linkcode SleepLines}, by its key. */
-export type SleepLine = keyof SleepLines;
+/** Gave its memory back; a request woke it; the wake's reload is over; the reload failed (it aborts). */
+export type SleepLine = "asleep" | "waking" | "awake" | "failed";
 
 /** How a card's `sleep_after` reaches the engine: its own flag (idle seconds), or why it cannot. */
-export type SleepRule =
-  | { readonly flag: string }
-  | { readonly refused: string };
+export type SleepRule = { readonly flag: string } | {
+  readonly refused: string;
+};
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
 export type MemoryPart =
