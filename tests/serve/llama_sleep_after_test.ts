@@ -142,6 +142,16 @@ Deno.test("a llama.cpp card with sleep_after: 2 sleeps on its own line, shows it
         /mymodel_engine_sleeps_total\{model="dozy"\} [1-9]/.test(text) &&
         /mymodel_engine_sleep_residue_bytes\{model="dozy"\} \d+/.test(text);
     }, "sleeps, wakes and residue in the metrics file");
+    // Asleep again: the launcher's rounds (health, /props, /metrics), no
+    // canary, and a stop's drain never wake it (its log says exits).
+    await waitFor(async () => {
+      const e = await detail();
+      return e.state === "sleeping" && e.sleep?.sleeps === 2;
+    }, "asleep again");
+    await launcher.stop();
+    const exits = (await Deno.readTextFile(`${root}/logs/dozy.log`))
+      .split("handle_sleep: server is exiting sleeping state").length - 1;
+    assert.equal(exits, 1, "woken once: by the chat request");
   } finally {
     await launcher.stop();
     await Deno.remove(root, { recursive: true }).catch(() => {});
