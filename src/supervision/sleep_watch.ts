@@ -4,7 +4,7 @@
 // its line to its reload's end; a reload that aborts is the run's exit cause.
 // Nothing here sends the engine anything: a request would wake it.
 import { log } from "../common/log.ts";
-import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
+import { REAL_CLOCK } from "../common/sleep.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import type { SleepLine } from "../engines/kinds/engine_kind.ts";
