@@ -34,6 +34,7 @@ const SETTLE_MS = 1_000;
 // vLLM's sleep has leaked pinned memory cycle after cycle (torch_memory_saver #71).
 const GROWTH_BYTES = 256 * 2 ** 20;
 
+/** One engine's sleep, fed by its run's lines and the health rounds (`ServingWatch.sleep`); e.g. `watch.view()?.residue_bytes`. */
 export class SleepWatch {
   readonly #engine: Engine;
   readonly #o: Pick<EngineRunOptions, "journal" | "clock">;
@@ -187,7 +188,14 @@ export class SleepWatch {
   #say(reason: string, detail: string, level: "info" | "warn" = "info"): void {
     const { name } = this.#engine;
     log[level](`engine ${name} (pid ${this.#run?.pid}) ${detail}`);
-    this.#o.journal?.record({ model: name, event: "sleep", reason, detail });
+    const at = new Date(this.#now()).toISOString();
+    this.#o.journal?.record({
+      at,
+      model: name,
+      event: "sleep",
+      reason,
+      detail,
+    });
   }
 
   #after(): number | undefined {
