@@ -63,6 +63,7 @@ const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
   stall_timeout: (f) => seconds(f, "no stall detection"),
   canary: flag,
   read_ahead: flag,
+  sleep_after: wholeSeconds,
 };
 
 function flag(f: Field): boolean {
@@ -287,6 +288,15 @@ function seconds(f: Field, zero: string): number {
   }
   return value;
 }
+
+/** Idle seconds as an engine's flag takes them (llama.cpp's `--sleep-idle-seconds` is an int). */
+function wholeSeconds(f: Field): number {
+  const value = f.scalar as number;
+  if (!Number.isInteger(value) || value < 0) f.expected(WHOLE_SECONDS);
+  return Math.min(value, 2_147_483); // an int's seconds, any engine's
+}
+const WHOLE_SECONDS =
+  "0 (never) or a whole number of idle seconds before the engine sleeps, such as 600";
 
 function oneOf<T extends string>(f: Field, allowed: readonly T[]): T {
   const value = f.scalar;

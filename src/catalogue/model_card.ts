@@ -78,6 +78,8 @@ export interface ModelCard {
   readonly canary?: boolean;
   /** `false`: its local weights are not read ahead while it waits (`read_ahead`). @default {true} */
   readonly readAhead?: boolean;
+  /** Idle seconds before the engine gives its memory back, through its kind's own sleep (`sleep_after`; 0: never). */
+  readonly sleepAfter?: number;
 }
 
 /**

@@ -13,6 +13,7 @@ import {
 } from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
+import { sleepArgs } from "./sleep_after.ts";
 
 /** Where placement put an engine, as its plan holds it. */
 export type EnginePlacement = EnginePlan["placement"];
@@ -176,7 +177,8 @@ function engineOf(
   const placement = { ...UNPLACED, ...site.placement };
   const caches = cacheEnv(card, site);
   const ctx = { model, isLocal, host, port, apiKey, card };
-  const argv = ENGINE_KINDS[card.engine]!.argv(ctx);
+  const kind = ENGINE_KINDS[card.engine]!;
+  const argv = [...kind.argv(ctx), ...sleepArgs(card, kind)];
   return {
     name: card.name,
     card,
@@ -314,6 +316,7 @@ function resolveEngine(card: ModelCard, site: EngineSite): Resolved {
       `Cannot prepare ${card.name}: card '${card.name}' sets both gpu_memory and ${knob} in args (expected one of them: gpu_memory sets ${its} itself)`,
     );
   }
+  sleepArgs(card, kind); // its refusal comes before the executable's
   const executable = executableOf(card, kind);
   const found = executable
     ? locateExecutable(executable, site.baseEnv.PATH)

@@ -2,7 +2,12 @@
 // rules and from the bytes a hub download has written. Lines are cut at a
 // bound while they arrive: a binary, huge or endless line is never held whole.
 import { printable } from "../common/printable.ts";
-import type { ExitCause, LoadPhase, OutputRules } from "./kinds/engine_kind.ts";
+import type {
+  ExitCause,
+  LoadPhase,
+  OutputRules,
+  SleepLine,
+} from "./kinds/engine_kind.ts";
 import { FootprintLines } from "./footprint_lines.ts";
 
 /** `total` null when not known (a download's size). */
@@ -40,6 +45,8 @@ export class LoadWatch {
   /** What its lines say the load took; `onMemory` hears each line that adds to it. */
   readonly memory: FootprintLines;
   onMemory: (() => void) | undefined;
+  /** Hears each of its kind's sleep lines (`OutputRules.sleep`): a llama.cpp wake is a load window of its own. */
+  onSleep: ((line: SleepLine, text: string) => void) | undefined;
   readonly #rules: OutputRules | undefined;
   // Load lines count from the spawn to the first 200 (or the kind's end of a
   // load), and again at a wake: after it, a line may be a request's body.
@@ -110,6 +117,9 @@ export class LoadWatch {
     if (this.#loading && rules.load?.closes.test(text)) {
       this.#loading = false;
       this.onMemory?.();
+    }
+    for (const [line, match] of Object.entries(rules.sleep ?? {})) {
+      if (match.test(text)) this.onSleep?.(line as SleepLine, text);
     }
     if (!this.cause) {
       for (const { match, cause } of rules.causes) {

@@ -243,8 +243,9 @@ export function canaryRequest(
 ): CanaryRequest | null {
   const canary = CANARY[card.verb];
   const sleep = kind.traffic?.sleepFlag;
-  const idle = sleep && Number(flagValue(card.args, [sleep])?.value) > 0;
-  if (canary === undefined || idle) {
+  const sleeps = card.sleepAfter ||
+    sleep && Number(flagValue(card.args, [sleep])?.value) > 0;
+  if (canary === undefined || sleeps) {
     return null;
   }
   return { path: canary.path, body: { model: card.name, ...canary.body } };

@@ -34,7 +34,12 @@ export interface EngineMetrics
     Partial<
       Pick<
         EngineDetail,
-        "state" | "gpu_memory_mib" | "footprint" | "phase" | "traffic"
+        | "state"
+        | "gpu_memory_mib"
+        | "footprint"
+        | "phase"
+        | "traffic"
+        | "sleep"
       >
     >,
     Partial<EngineCounts> {
@@ -94,6 +99,9 @@ mymodel_engine_start_wait_seconds_total counter Seconds the engine's starts were
 mymodel_engine_start_seconds gauge Seconds the engine's last start took to its first 200, from the start gate (else the spawn).
 mymodel_engine_start_duration_seconds summary Seconds each start took to its first 200, since the launcher started.
 mymodel_engine_recovery_seconds gauge Seconds the engine's last recovery took: from an exit the launcher did not ask for to the next first 200.
+mymodel_engine_sleeps_total counter Times the engine went to sleep when idle (sleep_after) since the launcher started.
+mymodel_engine_wake_duration_seconds summary Seconds each wake took, from the engine's line that a request woke it to its reload's end.
+mymodel_engine_sleep_residue_bytes gauge Memory the engine kept at its last sleep: nvidia-smi's per-process figure on a GPU, its resident memory on CPU.
 mymodel_engine_requests_cut_total counter Requests still in flight when a planned stop's drain ended at its deadline or at a second signal: SIGTERM cut them.
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
 mymodel_launcher_start_time_seconds gauge Start time of the launcher in Unix seconds.
@@ -117,6 +125,9 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
   mymodel_engine_kv_cache_tokens: (e) => e.footprint?.kv_tokens ?? undefined,
   mymodel_engine_start_seconds: (e) => e.last_start?.seconds,
   mymodel_engine_recovery_seconds: (e) => e.last_recovery?.seconds,
+  mymodel_engine_sleeps_total: (e) => e.sleep?.sleeps,
+  mymodel_engine_sleep_residue_bytes: (e) =>
+    e.sleep?.residue_bytes ?? undefined,
 };
 
 const PARTS = ["weights", "kv_cache", "graphs", "compute", "total"] as const;
@@ -200,6 +211,13 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       (starts ? ["sum", "count"] as const : []).map((k) => ({
         labels: [["model", model]],
         value: starts![k],
+        suffix: `_${k}`,
+      }))
+    ),
+    mymodel_engine_wake_duration_seconds: engines.flatMap(({ model, sleep }) =>
+      (sleep ? ["sum", "count"] as const : []).map((k) => ({
+        labels: [["model", model]],
+        value: k === "sum" ? sleep!.wake_seconds_sum : sleep!.wakes,
         suffix: `_${k}`,
       }))
     ),

@@ -177,8 +177,13 @@ const TABLE: readonly Column[] = [
     return gpus.length === 0 ? "none" : gpus.map(String).join(",");
   }],
   ["MEM", ({ engine }) => {
-    // MiB: `162M` below 10G, then `12.3G`.
-    const mib = num(obj(engine.footprint)?.total_mib);
+    // MiB: `162M` below 10G, then `12.3G`; asleep, what it keeps.
+    const kept = engine.state === "sleeping"
+      ? num(obj(engine.sleep)?.residue_bytes)
+      : null;
+    const mib = kept === null
+      ? num(obj(engine.footprint)?.total_mib)
+      : kept / 2 ** 20;
     if (mib === null) return "-";
     return mib < 10240 ? `${Math.round(mib)}M` : `${(mib / 1024).toFixed(1)}G`;
   }],

@@ -105,6 +105,21 @@ export interface EngineView {
     readonly seconds: number;
     readonly cause: ExitCause;
   } | null;
+  /** An engine set to sleep when idle (`sleep_after`, or its kind's flag in `args`), else null: bytes (null until measured) `by` nvidia-smi's per-pid figure on a GPU or `rss` (resident memory); `awake_bytes` at the last round awake, `residue_bytes` kept asleep, `freed_bytes` their difference at its last sleep; each wake's seconds from the engine's line that a request woke it to its reload's end. */
+  readonly sleep?: {
+    readonly after_seconds: number;
+    /** ISO time it fell asleep, while it sleeps; else null. */
+    readonly asleep_since: string | null;
+    readonly residue_bytes: number | null;
+    readonly awake_bytes: number | null;
+    readonly freed_bytes: number | null;
+    readonly by: "nvidia-smi" | "rss" | null;
+    /** Since the launcher started. */
+    readonly sleeps: number;
+    readonly wakes: number;
+    readonly wake_seconds_sum: number;
+    readonly last_wake_seconds: number | null;
+  } | null;
   /** `running` and `waiting` are null before the first read. */
   readonly drain: {
     readonly since: string;

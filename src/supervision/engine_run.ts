@@ -411,9 +411,8 @@ export class EngineRun {
   }
 
   #sleep({ run, asleep, why }: EventOf<"sleep">): void {
-    const [from, to] = asleep ? ["ready", "sleeping"] : ["sleeping", "ready"];
-    if (run !== this.#process || this.#state !== from) return;
-    this.#enter(to as EngineState, asleep ? "asleep" : "awake", why);
+    const to = this.serving.sleep.move(run, asleep, this.#state);
+    if (to) this.#enter(to, asleep ? "asleep" : "awake", why);
   }
 
   #stop({ why }: EventOf<"stop">): void {
@@ -521,6 +520,7 @@ export class EngineRun {
     });
     this.#gpu.spawned(run.pid);
     this.#o.readAhead?.loading(this.name, this.#plan);
+    this.serving.sleep.attach(run);
     if (this.#gpu.loading || run.plan.card.hub) void this.#watchLoad(run);
     this.#liveness.spawned(run);
     void run.ended.then((status) => this.#on({ kind: "exited", run, status }));

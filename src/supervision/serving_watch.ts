@@ -30,6 +30,7 @@ import type { EngineDetail } from "./engine_detail.ts";
 import type { Journal } from "./journal.ts";
 import type { EngineRunOptions } from "./engine_run_options.ts";
 import type { EngineState } from "./engine_state.ts";
+import { SleepWatch } from "./sleep_watch.ts";
 
 export type ServingEvent =
   | {
@@ -46,6 +47,7 @@ interface Engine {
   /** The running run's plan: its key, its settings. */
   readonly plan: EnginePlan;
   readonly state: EngineState;
+  detail?(): Pick<EngineDetail, "gpu_memory_mib" | "gpu_memory_by">;
 }
 
 const READ_TIMEOUT_MS = 2_000;
@@ -74,6 +76,8 @@ export class ServingWatch {
   #carried = 0; // generated tokens of earlier runs and before counter resets
   #generated = 0;
   #counted = false;
+  /** Its kind's own sleep, from its lines (`sleep_watch.ts`). */
+  readonly sleep: SleepWatch;
 
   constructor(
     engine: Engine,
@@ -87,11 +91,13 @@ export class ServingWatch {
     this.#clock = options.clock ?? REAL_CLOCK;
     this.#journal = options.journal;
     this.#on = on;
+    this.sleep = new SleepWatch(engine, options, on);
   }
 
-  detail(): Pick<EngineDetail, "traffic" | "canary"> {
+  detail(): Pick<EngineDetail, "traffic" | "canary" | "sleep"> {
     const serving = ["ready", "sleeping"].includes(this.#engine.state);
-    return { traffic: serving ? this.#traffic : null, canary: this.#canary };
+    const traffic = serving ? this.#traffic : null;
+    return { traffic, canary: this.#canary, sleep: this.sleep.view() };
   }
 
   /** Over every run since the launcher started; undefined before a first reading. */
@@ -102,6 +108,7 @@ export class ServingWatch {
   inherit(old: ServingWatch): void {
     this.#counted = old.#counted;
     this.#carried = old.#carried + old.#generated;
+    this.sleep.inherit(old.sleep);
   }
 
   async round(run: ServerProcess, state: EngineState): Promise<void> {
@@ -116,6 +123,7 @@ export class ServingWatch {
       this.#forget();
       this.#canaryFailures = 0;
     }
+    await this.sleep.round(run, state);
     if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
     const origin = engineOrigin(run.plan.host, run.plan.port);

@@ -871,6 +871,21 @@ Deno.test("gpu_memory: a size in bytes, binary or decimal units; another unit, u
   );
 });
 
+Deno.test("sleep_after: whole idle seconds, 0 for never, read as sleepAfter; a fraction or below 0 is reported naming the card and the field", () => {
+  for (const text of [BAD.sleepAfterFraction, BAD.sleepAfterNegative]) {
+    assertProblem(catalogueError(text), {
+      card: "m",
+      field: "sleep_after",
+      line: 2,
+      says: /expected 0 \(never\) or a whole number of idle seconds/,
+    });
+  }
+  assert.deepEqual(
+    [...Registry.parse(GOOD.sleepAfter)].map((c) => [c.name, c.sleepAfter]),
+    [["dozy", 600], ["awake", 0]],
+  );
+});
+
 Deno.test("drain_timeout: seconds, 0 or more, read as drainTimeout; below 0 or a word is reported", () => {
   for (const text of [BAD.drainTimeoutNegative, BAD.drainTimeoutText]) {
     assertProblem(catalogueError(text), {

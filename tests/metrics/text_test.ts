@@ -55,6 +55,9 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_start_seconds", "GAUGE"],
   ["mymodel_engine_start_duration_seconds", "SUMMARY"],
   ["mymodel_engine_recovery_seconds", "GAUGE"],
+  ["mymodel_engine_sleeps_total", "COUNTER"],
+  ["mymodel_engine_wake_duration_seconds", "SUMMARY"],
+  ["mymodel_engine_sleep_residue_bytes", "GAUGE"],
   ["mymodel_engine_requests_cut_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
   ["mymodel_launcher_start_time_seconds", "GAUGE"],
@@ -393,6 +396,34 @@ Deno.test("renderMetrics gives the start-up checks' warning count, and no sample
   );
 });
 
+Deno.test("a sleeper's sleeps, wakes with their seconds and residue bytes; an engine never set to sleep gives no sample", () => {
+  const sleep = {
+    after_seconds: 600,
+    asleep_since: "2026-01-01T00:00:00.000Z",
+    residue_bytes: 644_245_094,
+    awake_bytes: 23_515_107_737,
+    freed_bytes: 22_870_862_643,
+    by: "nvidia-smi" as const,
+    sleeps: 3,
+    wakes: 2,
+    wake_seconds_sum: 0.72,
+    last_wake_seconds: 0.36,
+  };
+  const families = parse(renderMetrics(snapshot({
+    engines: [engine({ sleep }), engine({ model: "awake", sleep: null })],
+  })));
+  const samples = (name: string) =>
+    get(families, name).metrics.map((m) => [m.labels?.model, m.value]);
+  assert.deepEqual(samples("mymodel_engine_sleeps_total"), [["qwen3-8b", "3"]]);
+  assert.deepEqual(samples("mymodel_engine_sleep_residue_bytes"), [
+    ["qwen3-8b", "644245094"],
+  ]);
+  assert.match(
+    renderMetrics(snapshot({ engines: [engine({ sleep })] })),
+    /wake_duration_seconds_sum\{model="qwen3-8b"\} 0\.72\n[^\n]*_count\{model="qwen3-8b"\} 2\n/,
+  );
+});
+
 Deno.test("renderMetrics counts exits by cause and gives a starting engine's load phase", () => {
   const families = parse(renderMetrics(snapshot({
     engines: [engine({
@@ -402,8 +433,8 @@ Deno.test("renderMetrics counts exits by cause and gives a starting engine's loa
     })],
   })));
   const exits = get(families, "mymodel_engine_exits_total").metrics;
-  // stalled joined the seven causes (issue 36)
-  assert.equal(exits.length, 8, "every cause, zeros included");
+  // stalled joined the seven causes (issue 36), wake-failed then (issue 53)
+  assert.equal(exits.length, 9, "every cause, zeros included");
   assert.deepEqual(
     exits.filter((m) => m.value !== "0").map((m) => [m.labels?.cause, m.value]),
     [["bad-arguments", "2"], ["exit", "1"]],

@@ -84,3 +84,22 @@ Deno.test("an unknown model with the shipped catalogue says that catalogue was r
     { catalogue: null },
   );
 });
+
+Deno.test("sleep_after on an engine no request can wake is refused in one line naming the card, sleep_after and why, start and dry run alike", async () => {
+  const cases = [
+    ["vllm", "no request can wake a sleeping vLLM until the launcher wakes it"],
+    ["sglang", "no request can wake a sleeping SGLang engine"],
+  ];
+  for (const [engine, why] of cases) {
+    await using file = await catalogueFile(
+      `models:\n  m: { verb: chat, hub: org/m, engine: ${engine}, sleep_after: 600 }\n`,
+    );
+    await refused(
+      ["m"],
+      new RegExp(
+        `^\\[serve\\] error: .*card 'm' sets sleep_after, which engine ${engine} cannot honour: ${why}`,
+      ),
+      { catalogue: file.path },
+    );
+  }
+});

@@ -441,6 +441,24 @@ Deno.test("MEM is the footprint's total: MiB below 10G, GiB with a decimal above
   ]);
 });
 
+Deno.test("MEM of a sleeping engine is what it keeps asleep (its residue), of one awake its footprint", () => {
+  const footprint = { total_mib: 22000 };
+  const sleep = { residue_bytes: 600 * 2 ** 20 };
+  const rows = rowsOf({
+    active: {
+      asleep: { state: "sleeping", footprint, sleep },
+      awake: { state: "ready", footprint, sleep },
+      unmeasured: { state: "sleeping", footprint, sleep: null },
+    },
+  });
+  const mem = COLUMNS.indexOf("MEM");
+  assert.deepEqual(rows.map((row) => cellsOf(row, NOW)[mem]), [
+    "600M",
+    "21.5G",
+    "21.5G",
+  ]);
+});
+
 Deno.test("a draining engine's STATE says what is in flight and when SIGTERM comes at most", () => {
   const draining = (drain: unknown) =>
     rowsOf({

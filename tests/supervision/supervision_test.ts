@@ -211,6 +211,7 @@ Deno.test("GET /models without detail keeps exactly the specified shape", async 
     "progress",
     "restarts",
     "since",
+    "sleep",
     "state",
     "traffic",
     "url",

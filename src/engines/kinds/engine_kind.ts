@@ -40,6 +40,7 @@ export type ExitCause =
   | "bad-arguments"
   | "model-not-found"
   | "stalled"
+  | "wake-failed"
   | "signal"
   | "exit";
 
@@ -51,6 +52,7 @@ export const EXIT_CAUSES: readonly ExitCause[] = [
   "bad-arguments",
   "model-not-found",
   "stalled",
+  "wake-failed",
   "signal",
   "exit",
 ];
@@ -68,6 +70,8 @@ export interface OutputRules {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
   }[];
+  /** Its lines saying it sleeps and wakes by itself (`supervision/sleep_watch.ts`). */
+  readonly sleep?: Readonly<Record<SleepLine, RegExp>>;
   /** Lines naming what the load took, anchored at the engine's log prefix: tried on each line while it loads (`footprint_lines.ts`). */
   readonly memory?: readonly MemoryRule[];
   /** Besides spawn to first 200: a line that starts a load again (llama.cpp's wake), and one that ends a load (later lines may be requests). */
@@ -89,6 +93,14 @@ export function atPrefix(
 ): (template: TemplateStringsArray) => RegExp {
   return (template) => new RegExp(`^${prefix}${template.raw.join("")}`);
 }
+
+/** Gave its memory back; a request woke it; the wake's reload is over; the reload failed (it aborts). */
+export type SleepLine = "asleep" | "waking" | "awake" | "failed";
+
+/** How a card's `sleep_after` reaches the engine: its own flag (idle seconds), or why it cannot. */
+export type SleepRule = { readonly flag: string } | {
+  readonly refused: string;
+};
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
 export type MemoryPart =
@@ -186,6 +198,8 @@ export interface EngineKind {
   /** SIGTERM is its own drain (arrivals refused, what is in flight finished, then exit) when the args set `flag` above 0; `since`: its first version. */
   readonly termDrain?: { readonly flag: string; readonly since: string };
   readonly sizing?: MemorySizing;
+  /** Absent: a card's `sleep_after` is refused (no request can wake it). */
+  readonly sleep?: SleepRule;
 }
 
 /** What one engine takes on each of its devices before it serves. */

@@ -45,6 +45,10 @@ function slotTasks(json: unknown): number[] | null {
   );
 }
 
+// common/arg.cpp: idle seconds (an int, -1 off) after which it frees the
+// model, context and KV cache; the next request reloads them.
+const SLEEP_FLAG = "--sleep-idle-seconds";
+
 // tools/server/server-task.cpp (to_metrics), read on the build here; `/metrics`
 // and `/props` do not wake a sleeping server, `/slots` does (../shared/ENGINES.md).
 // Its token totals move when a request (or a prefill) ends; n_decode_total and
@@ -67,7 +71,7 @@ const LLAMA_TRAFFIC: TrafficRule = {
     },
   },
   enableFlag: "--metrics",
-  sleepFlag: "--sleep-idle-seconds",
+  sleepFlag: SLEEP_FLAG,
   asleep: { path: "/props" },
   requests: { path: "/slots", processing: slotTasks },
 };
@@ -108,6 +112,7 @@ export const LLAMA_CPP: EngineKind = {
   },
   flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
   traffic: LLAMA_TRAFFIC,
+  sleep: { flag: SLEEP_FLAG },
   // common/arg.cpp on the build here: no absolute knob. `--fit` (on by
   // default) sets the unset -ngl and -c so that `--fit-target` MiB stay free
   // on each device after the load: what the others placed there leave spare.
@@ -143,6 +148,17 @@ export const LLAMA_CPP: EngineKind = {
       { match: /failed to open GGUF file/, cause: "model-not-found" },
       { match: /cudaMalloc failed: out of memory/, cause: "gpu-out-of-memory" },
     ],
+    // tools/server/server-context.cpp at de3ff815 (`handle_sleeping_state`;
+    // SRV_INF cuts the function's name to 12 characters): entering frees the
+    // model, exiting reloads it with load_model, whose `initializing` line
+    // comes once the model and its context are back; a failed reload aborts.
+    // Anchored as the load lines are: a request's text cannot put it to sleep.
+    sleep: {
+      asleep: logged`srv +handle_sleep: server is entering sleeping state$`,
+      waking: logged`srv +handle_sleep: server is exiting sleeping state$`,
+      awake: logged`srv +load_model: initializing, n_slots = .*$`,
+      failed: /failed to reload model after sleeping/,
+    },
     // src/llama-model.cpp (load_tensors), src/llama-kv-cache.cpp and
     // src/llama-context.cpp (sched_reserve; `llama_context`,
     // `llama_kv_cache_unified` in older builds) at de3ff815 (the build here):

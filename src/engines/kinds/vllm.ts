@@ -66,6 +66,12 @@ export const VLLM: EngineKind = {
     return ["serve", ctx.model, ...serveFlags(ctx, "--served-model-name")];
   },
   devices,
+  // `POST /sleep` (dev mode) is undone only by `POST /wake_up`: a request
+  // that comes while it sleeps is parked (vllm/v1/engine/core.py).
+  sleep: {
+    refused:
+      "no request can wake a sleeping vLLM until the launcher wakes it (issue 54)",
+  },
   // vllm/platforms/interface.py: int(device_ids[physical_device_id]) (vllm #41848).
   integerDevices: true,
   ownedFlags: ["--served-model-name", "--model"],

@@ -1,0 +1,225 @@
+// An engine that sleeps when idle by itself (llama.cpp): its own lines move
+// it to `sleeping` and back at once; each health round measures what it
+// holds awake and what it keeps asleep (its residue); a wake is timed from
+// its line to its reload's end; a reload that aborts is the run's exit cause.
+// Nothing here sends the engine anything: a request would wake it.
+import { log } from "../common/log.ts";
+import { type Clock, REAL_CLOCK, shownAt } from "../common/sleep.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
+import type { SleepLine } from "../engines/kinds/engine_kind.ts";
+import type { ServerProcess } from "../engines/server_process.ts";
+import { sleepSeconds } from "../engines/sleep_after.ts";
+import type { EngineDetail, EngineView } from "./engine_detail.ts";
+import type { EngineRunOptions } from "./engine_run_options.ts";
+import type { EngineState } from "./engine_state.ts";
+
+/** An engine set to sleep when idle, as `GET /models?detail=1` shows it. */
+export type SleepView = NonNullable<EngineView["sleep"]>;
+
+/** What it tells the engine run (the serving watch's `sleep` event). */
+type SleepEvent = { kind: "sleep"; run: ServerProcess } & Told;
+type Told = { asleep: boolean; why: string };
+
+/** Read each time afresh: a reload amends the plan. */
+interface Engine {
+  readonly name: string;
+  readonly plan: EnginePlan;
+  readonly state: EngineState;
+  detail?(): Pick<EngineDetail, "gpu_memory_mib" | "gpu_memory_by">;
+}
+
+// Freeing takes milliseconds: a round before this reads the awake figure.
+const SETTLE_MS = 1_000;
+// vLLM's sleep has leaked pinned memory cycle after cycle (torch_memory_saver #71).
+const GROWTH_BYTES = 256 * 2 ** 20;
+
+/** One engine's sleep, fed by its run's lines and the health rounds (`ServingWatch.sleep`); e.g. `watch.view()?.residue_bytes`. */
+export class SleepWatch {
+  readonly #engine: Engine;
+  readonly #o: Pick<EngineRunOptions, "journal" | "clock">;
+  readonly #on: (event: SleepEvent) => void;
+  #run: ServerProcess | undefined;
+  #asleepAt: number | null = null;
+  #wakingAt: number | null = null;
+  #told = false; // this sleep's residue journaled
+  #roundAt = 0; // a poll of this round asked after it
+  #lineAt = -Infinity; // a poll asked before the last line answered before it
+  #byLine = false;
+  #first: number | null = null; // the run's first residue: growth is against it
+  #v: { -readonly [K in keyof SleepView]: SleepView[K] } = {
+    after_seconds: 0,
+    asleep_since: null,
+    residue_bytes: null,
+    awake_bytes: null,
+    freed_bytes: null,
+    by: null,
+    sleeps: 0,
+    wakes: 0,
+    wake_seconds_sum: 0,
+    last_wake_seconds: null,
+  };
+
+  constructor(
+    engine: Engine,
+    options: Pick<EngineRunOptions, "journal" | "clock">,
+    on: (event: SleepEvent) => void,
+  ) {
+    this.#engine = engine;
+    this.#o = options;
+    this.#on = on;
+  }
+
+  /** Null for an engine never set to sleep. */
+  view(): SleepView | null {
+    const after = this.#after();
+    const since = this.#asleepAt && shownAt(this.#clock, this.#asleepAt);
+    if (after === undefined) return null;
+    return { ...this.#v, after_seconds: after, asleep_since: since || null };
+  }
+
+  /** A new run: its lines come here. */
+  attach(run: ServerProcess): void {
+    this.#run = run;
+    this.#asleepAt = this.#wakingAt = this.#first = null;
+    run.watch.onSleep = (line, text) => this.#line(run, line, text);
+  }
+
+  /** A reload's replacement counts on. */
+  inherit(old: SleepWatch): void {
+    const { sleeps, wakes, wake_seconds_sum } = old.#v;
+    Object.assign(this.#v, { sleeps, wakes, wake_seconds_sum });
+  }
+
+  /**
+   * Where a sleep event (a line, a poll's `is_sleeping`) moves run `run` in
+   * `state`: undefined when not its current run or state, or when a poll
+   * says asleep while a wake reloads (the engine clears it at the reload's
+   * end), or a poll asked before its last line.
+   */
+  move(
+    run: ServerProcess,
+    asleep: boolean,
+    state: EngineState,
+  ): "sleeping" | "ready" | undefined {
+    if (run !== this.#run || state !== (asleep ? "ready" : "sleeping")) return;
+    if (asleep && this.#wakingAt !== null) return;
+    if (!this.#byLine && this.#lineAt >= this.#roundAt) return;
+    this.#asleepAt = asleep ? this.#now() : null;
+    if (!asleep) return "ready";
+    this.#told = false;
+    this.#v.sleeps++;
+    return "sleeping";
+  }
+
+  /** A health round: what it holds, awake or (once settled) asleep. */
+  async round(run: ServerProcess, state: EngineState): Promise<void> {
+    const after = this.#after();
+    this.#roundAt = this.#now();
+    if (run !== this.#run || after === undefined || !run.running) return;
+    const asleep = state === "sleeping";
+    if (!asleep && (state !== "ready" || this.#wakingAt !== null)) return;
+    if (asleep && this.#now() - (this.#asleepAt ?? 0) < SETTLE_MS) return;
+    const bytes = await this.#read(run);
+    if (bytes === undefined || this.#engine.state !== state) return;
+    const v = this.#v;
+    if (!asleep) return void (v.awake_bytes = bytes);
+    v.residue_bytes = bytes;
+    if (!this.#told) {
+      this.#told = true;
+      v.freed_bytes = v.awake_bytes && Math.max(v.awake_bytes - bytes, 0);
+      const gave = v.freed_bytes === null
+        ? ""
+        : `freed ${size(v.freed_bytes)}, `;
+      this.#say(
+        "asleep",
+        `asleep after ${after} s idle: ${gave}keeps ${size(bytes)}`,
+      );
+    }
+    const first = this.#first ??= bytes;
+    if (bytes - first <= GROWTH_BYTES) return;
+    this.#first = Infinity; // said once a run
+    this.#say(
+      "residue-grew",
+      `its residue grew from ${size(first)} to ${size(bytes)} asleep`,
+      "warn",
+    );
+  }
+
+  #line(run: ServerProcess, line: SleepLine, text: string): void {
+    if (run !== this.#run) return;
+    // Its run's exit cause, over a line the failed reload printed first (an out of memory).
+    if (line === "failed") {
+      run.watch.cause = { cause: "wake-failed", message: text.slice(0, 200) };
+    }
+    const told = LINES[line]?.(this.#after());
+    if (told) {
+      this.#wakingAt = told.asleep ? null : this.#now();
+      [this.#lineAt, this.#byLine] = [this.#now(), true];
+      this.#on({ kind: "sleep", run, ...told });
+      this.#byLine = false;
+    }
+    if (line !== "awake" || this.#wakingAt === null) return; // a first load's
+    const seconds = (this.#now() - this.#wakingAt) / 1000;
+    this.#wakingAt = null;
+    this.#v.wakes++;
+    this.#v.wake_seconds_sum += seconds;
+    this.#v.last_wake_seconds = seconds;
+    this.#say("woken", `woken by a request in ${seconds.toFixed(2)} s`);
+  }
+
+  async #read(run: ServerProcess): Promise<number | undefined> {
+    // A GPU engine's residue is on its devices: its resident memory is not it.
+    if (this.#engine.plan.placement.gpus?.length) {
+      const { gpu_memory_mib: mib, gpu_memory_by: by } =
+        this.#engine.detail?.() ?? {};
+      if (!mib || by !== "pid") return undefined; // a device's change is not its own
+      this.#v.by = "nvidia-smi";
+      return Object.values(mib).reduce((sum, n) => sum + n, 0) * 2 ** 20;
+    }
+    const status = await Deno.readTextFile(`/proc/${run.pid}/status`)
+      .catch(() => "");
+    const kib = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
+    if (kib === undefined) return undefined;
+    this.#v.by = "rss";
+    return Number(kib) * 1024;
+  }
+
+  #say(reason: string, detail: string, level: "info" | "warn" = "info"): void {
+    const { name } = this.#engine;
+    log[level](`engine ${name} (pid ${this.#run?.pid}) ${detail}`);
+    const at = shownAt(this.#clock, this.#now());
+    this.#o.journal?.record({
+      at,
+      model: name,
+      event: "sleep",
+      reason,
+      detail,
+    });
+  }
+
+  #after(): number | undefined {
+    const card = this.#engine.plan.card;
+    return sleepSeconds(card, ENGINE_KINDS[card.engine]);
+  }
+
+  get #clock(): Clock {
+    return this.#o.clock ?? REAL_CLOCK;
+  }
+
+  #now(): number {
+    return this.#clock.now();
+  }
+}
+
+/** The lines that move it, and why. */
+const LINES: Partial<Record<SleepLine, (after?: number) => Told>> = {
+  asleep: (after) => ({ asleep: true, why: `asleep after ${after} s idle` }),
+  waking: () => ({ asleep: false, why: "woken by a request" }),
+};
+
+/** `21.3 GiB`, `19.0 MiB`. */
+function size(bytes: number): string {
+  const gib = Math.abs(bytes) >= 2 ** 30;
+  return `${(bytes / 2 ** (gib ? 30 : 20)).toFixed(1)} ${gib ? "GiB" : "MiB"}`;
+}
