@@ -34,7 +34,7 @@ function stage() {
   } as unknown as ModelCard;
   const engine = {
     name: "dozy",
-    plan: { card, gpus: null } as unknown as EnginePlan,
+    plan: { card, placement: { gpus: null } } as unknown as EnginePlan,
     state: "ready" as EngineState,
   };
   const said: { reason: string | null; detail: string | null }[] = [];
