@@ -119,11 +119,10 @@ export class Context {
       where = { card, field: fieldPath(inCard) || key, node };
       expected = ONCE_IN.get(inCard.join()) ?? expected;
     }
+    const line = this.lineOf(first);
     this.fail(
       where,
-      `duplicate key '${key}' (expected ${expected}; the first is on line ${
-        this.lineOf(first)
-      })`,
+      `duplicate key '${key}' (expected ${expected}; the first is on line ${line})`,
     );
   }
 
@@ -201,13 +200,10 @@ export class Field {
 
   /** A list's items, as `field[i]`. */
   items(): Field[] {
-    return (this.value as YAMLSeq).items.map((item, i) =>
-      new Field(this.ctx, item, {
-        ...this.where,
-        field: `${this.where.field}[${i}]`,
-        node: item,
-      })
-    );
+    return (this.value as YAMLSeq).items.map((item, i) => {
+      const field = `${this.where.field}[${i}]`;
+      return new Field(this.ctx, item, { ...this.where, field, node: item });
+    });
   }
 
   /** A mapping's entries by key text, as `field.key`; each key is checked when its turn comes. */
@@ -245,9 +241,10 @@ export function clip(text: string): string {
 
 /** `args.limit-mm-per-prompt`, `command[0]`. */
 function fieldPath(parts: readonly string[]): string {
-  return parts.map((p, i) => i === 0 || p.startsWith("[") ? p : `.${p}`).join(
-    "",
+  const dotted = parts.map((p, i) =>
+    i === 0 || p.startsWith("[") ? p : `.${p}`
   );
+  return dotted.join("");
 }
 
 /** The card and field a YAML syntax problem lies in. */

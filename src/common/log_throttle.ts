@@ -27,9 +27,7 @@ export class LogThrottle {
   #clock: Clock;
   #windows = new Map<string, Window>();
 
-  constructor(
-    options: { write: (line: string) => void; clock?: Clock },
-  ) {
+  constructor(options: { write: (line: string) => void; clock?: Clock }) {
     this.#write = options.write;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
   }

@@ -10,12 +10,11 @@ export function parsePort(text: string, what: string): number {
   const port = portIn(text);
   if (port !== undefined) return port;
   const trimmed = text.trim();
+  const quoted = JSON.stringify(text);
   throw new ConfigError(
     /^\d+$/.test(trimmed)
       ? `Cannot use ${what}=${trimmed}: expected a port from 1 to ${MAX_PORT}`
-      : `Cannot use ${what}=${
-        JSON.stringify(text)
-      }: expected an integer from 1 to ${MAX_PORT}`,
+      : `Cannot use ${what}=${quoted}: expected an integer from 1 to ${MAX_PORT}`,
   );
 }
 

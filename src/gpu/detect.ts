@@ -123,11 +123,7 @@ export async function detectGpuPool(
 const NO_NVIDIA_SMI =
   "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
 
-function pooled(
-  entries: string[],
-  source: string,
-  explicit = false,
-): GpuDetection {
+function pooled(entries: string[], source: string, explicit = false) {
   return { pool: { entries, explicit }, source };
 }
 

@@ -195,13 +195,8 @@ export class GpuSeat {
   ): Promise<StartSlot | null> {
     const [devices, released] = [this.gated!, this.#released];
     try {
-      const ticket = this.#gate!.admit({
-        name,
-        devices,
-        memory,
-        released,
-        signal,
-      });
+      const request = { name, devices, memory, released, signal };
+      const ticket = this.#gate!.admit(request);
       let step = await ticket.next();
       for (; !step.done; step = await ticket.next()) held(step.value);
       return step.value;
@@ -214,10 +209,8 @@ export class GpuSeat {
   seat(slot: StartSlot, name: string, waited: WaitingFor | null): void {
     this.#facts = { ...this.#facts, slot, startUsed: slot.usedMiB };
     if (!waited) return;
-    const on = this.gated!.join(",");
-    log.info(
-      `engine ${name} starts on GPU ${on} (waited for ${waited.reason})`,
-    );
+    const on = `GPU ${this.gated!.join(",")}`;
+    log.info(`engine ${name} starts on ${on} (waited for ${waited.reason})`);
   }
 
   spawned(pgid: number | undefined): void {
@@ -277,9 +270,8 @@ export class GpuSeat {
 
   /** Waits while a neighbour loads on its devices (vLLM profiles device-wide free memory). */
   quiet(name: string, why: string, signal: AbortSignal): Promise<void> {
-    return Promise.resolve(
-      this.#gate?.quiet(this.gated ?? [], name, why, signal),
-    );
+    return this.#gate?.quiet(this.gated ?? [], name, why, signal) ??
+      Promise.resolve();
   }
 }
 
@@ -320,16 +312,13 @@ export function chargedLoad(
   reading: GpuReading | null,
   facts: GateFacts,
 ): GpuReading | null {
-  const end = facts.loadEnd?.pgid === facts.pgid
-    ? facts.loadEnd?.used
-    : undefined;
+  const end = facts.loadEnd?.pgid === facts.pgid && facts.loadEnd?.used;
   if (!reading || reading.by !== "device" || !end) return reading;
   const mib: Record<string, number> = { ...reading.mib };
   for (const entry of Object.keys(mib)) {
     const [before, after] = [facts.startUsed[entry], end[entry]];
-    if (before !== undefined && after !== undefined) {
-      mib[entry] = Math.max(0, after - before);
-    }
+    if (before === undefined || after === undefined) continue;
+    mib[entry] = Math.max(0, after - before);
   }
   return { ...reading, mib };
 }

@@ -94,12 +94,10 @@ export class Layout {
     const { count } = need;
     const free = this.#open.filter((device) => this.#isFree(device));
     if (free.length < count) {
-      throw new GpuPlacementError(
-        name,
-        `needs ${count} ${
-          count === 1 ? "GPU" : "GPUs"
-        }, ${free.length} free ${this.#where()}`,
-      );
+      const gpus = count === 1 ? "GPU" : "GPUs";
+      const why =
+        `needs ${count} ${gpus}, ${free.length} free ${this.#where()}`;
+      throw new GpuPlacementError(name, why);
     }
     const devices = this.#adjacentRun(count) ?? free.slice(0, count);
     this.placed.set(name, { devices, need });
@@ -178,10 +176,8 @@ export class Layout {
   #fits(device: string, units: number | undefined, mib?: number): boolean {
     if (mib !== undefined) {
       const total = deviceOf(device, this.#snapshot!)!.totalMiB;
-      return this.#on(device).reduce(
-        (sum, [, a]) => sum + heldOn(a, total),
-        mib,
-      ) <= total;
+      const on = this.#on(device);
+      return on.reduce((sum, [, a]) => sum + heldOn(a, total), mib) <= total;
     }
     const held = this.#on(device).map(([, a]) => unitsOf(a.need));
     if (units === undefined || held.includes(undefined)) return false;

@@ -117,7 +117,6 @@ export class GpuStartGate {
   readonly #queue: Waiter[] = [];
   /** Device → the mark of the last event there. */
   readonly #changed = new Map<string, number>();
-  /** Woken when a load ends or a request leaves. */
   readonly #wakers = new Set<() => void>();
 
   constructor(options: StartGateOptions) {
@@ -171,7 +170,6 @@ export class GpuStartGate {
           // The world may have moved while nvidia-smi answered.
           this.#busy(waiter);
         if (held === undefined) return this.#grant(waiter);
-        // Rule 1 waits for a wake; a release is looked at soon.
         const { intervalMs } = this.#options;
         // Armed before the yield: a wake while the asker reads it is not lost.
         const woken = this.#wait(
@@ -252,9 +250,8 @@ export class GpuStartGate {
   #release(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
     const { name, devices, released } = waiter.request;
     if (!released || waiter.releaseDone) return undefined;
-    const listed = snapshot.processes.filter((p) =>
-      released.pids.includes(p.pid)
-    );
+    const { processes } = snapshot;
+    const listed = processes.filter((p) => released.pids.includes(p.pid));
     const still = listed.map((p) =>
       `pid ${p.pid} (${p.usedMiB} MiB) still listed`
     );
@@ -302,16 +299,11 @@ export class GpuStartGate {
 
   /** Rule 3: a device whose memory reads as an error (Xid: `ERR!`, `[GPU requires reset]`). */
   #errored(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
-    const bad = waiter.request.devices.filter((e) =>
-      deviceOf(e, snapshot)?.error
-    );
+    const error = (e: string) => deviceOf(e, snapshot)?.error;
+    const bad = waiter.request.devices.filter(error);
     if (bad.length === 0) return undefined;
-    return {
-      reason: "gpu-error",
-      devices: bad,
-      detail: bad.map((e) => `GPU ${e}: ${deviceOf(e, snapshot)!.error}`)
-        .join("; "),
-    };
+    const detail = bad.map((e) => `GPU ${e}: ${error(e)}`).join("; ");
+    return { reason: "gpu-error", devices: bad, detail };
   }
 
   /** Rule 4: each device has the fraction of its total free. */
@@ -326,12 +318,11 @@ export class GpuStartGate {
           : entry.startsWith("MIG-")
           ? "it is a MIG device"
           : "it is not in nvidia-smi's list";
-        if (!waiter.noted.has(entry)) {
-          log.info(
-            `engine ${name}: GPU ${entry}: ${why}: its free memory is not checked before a start`,
-          );
-        }
+        if (waiter.noted.has(entry)) continue;
         waiter.noted.add(entry);
+        log.info(
+          `engine ${name}: GPU ${entry}: ${why}: its free memory is not checked before a start`,
+        );
         continue;
       }
       const kept = this.#options.asleep?.(entry) ?? 0;
@@ -365,11 +356,10 @@ export class GpuStartGate {
         return `pid ${p.pid} (${p.usedMiB} MiB), gone or not visible here`;
       }
       const engine = ours.get(facts.pgid);
-      return `pid ${p.pid} (${facts.comm}, ${p.usedMiB} MiB), ${
-        engine === undefined
-          ? "not an engine of this launcher"
-          : `engine ${engine}`
-      }`;
+      const whose = engine === undefined
+        ? "not an engine of this launcher"
+        : `engine ${engine}`;
+      return `pid ${p.pid} (${facts.comm}, ${p.usedMiB} MiB), ${whose}`;
     });
     return `; held by ${who.join("; ")}`;
   }

@@ -194,12 +194,10 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
-    mymodel_engine_start_duration_seconds: engines.flatMap((
-      { model, starts },
-    ) =>
-      (starts ? ["sum", "count"] as const : []).map((k) => ({
-        labels: [["model", model]],
-        value: starts![k],
+    mymodel_engine_start_duration_seconds: engines.flatMap((e) =>
+      (e.starts ? ["sum", "count"] as const : []).map((k) => ({
+        labels: [["model", e.model]],
+        value: e.starts![k],
         suffix: `_${k}`,
       }))
     ),

@@ -24,16 +24,8 @@ export type EngineChanges = Record<EngineChange, string[]>;
  * setting.
  */
 const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
-  "name",
-  "verb",
-  "modality",
-  "description",
-  "restart",
-  "failedRetry",
-  "stallTimeout",
-  "canary",
-  "readAhead",
-  "drainTimeout",
+  ..."name verb modality description restart".split(" "),
+  ..."failedRetry stallTimeout canary readAhead drainTimeout".split(" "),
 ]);
 
 /** `restart` when a field reaching the engine differs, else `amend` when another differs, else `same`. */
@@ -73,10 +65,9 @@ export function engineChanges(
     cards.map(({ card }) => card.name);
   const after = cards.map((card) => ({ card }));
   if (!isDeepStrictEqual(names(running), names(after))) {
+    const [was, now] = [names(running).join(", "), names(after).join(", ")];
     throw new RangeError(
-      `Cannot compare the cards: [${names(running).join(", ")}] and [${
-        names(after).join(", ")
-      }] (expected the same engines)`,
+      `Cannot compare the cards: [${was}] and [${now}] (expected the same engines)`,
     );
   }
   running.forEach(({ card }, i) => {

@@ -217,17 +217,11 @@ export type FlagGroup = keyof typeof SECTIONS;
 /** The flags of every section, each naming its section. */
 export const CLI_FLAGS: readonly CliFlag[] = Object.entries(SECTIONS).flatMap(
   ([group, rows]) =>
-    Object.entries(rows).map(([option, row]) =>
-      ({
-        ...row,
-        name: option.replace(/Ms$/, "").replace(
-          /[A-Z]/g,
-          (letter) => `-${letter.toLowerCase()}`,
-        ),
-        option,
-        group,
-      }) as CliFlag
-    ),
+    Object.entries(rows).map(([option, row]) => {
+      const dash = (letter: string) => `-${letter.toLowerCase()}`;
+      const name = option.replace(/Ms$/, "").replace(/[A-Z]/g, dash);
+      return { ...row, name, option, group } as CliFlag;
+    }),
 );
 
 /** A default as the command line spells it. */

@@ -57,7 +57,6 @@ import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
 
-/** What runs: the plan in force and the objects that apply it. */
 interface Live {
   plan: Plan;
   runs: EngineRun[];
@@ -109,7 +108,6 @@ export class Semioserve implements AsyncDisposable {
   #shutdown = Promise.withResolvers<void>();
   /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
   #stopping = new AbortController();
-  /** Rewrites the metrics file: on every engine change, health round and reload. */
   #writeMetrics: (() => void) | undefined;
   readonly #reloadCounts: ReloadMetrics = { ok: 0, refused: 0 };
   readonly #readAhead = new ReadAhead();
@@ -168,7 +166,6 @@ export class Semioserve implements AsyncDisposable {
     config = this.#config,
     running?: { plan: Plan; failed: readonly string[] },
   ): Promise<{ facts: Facts; plan: Plan }> {
-    // A start's read of the catalogue ends at the launcher's stop, as a reload's.
     const signal = options.signal ?? config.signal;
     const facts = await gather(config, this.#gpus, {
       ...options,
@@ -245,12 +242,9 @@ export class Semioserve implements AsyncDisposable {
     released?: Released,
   ): EngineRun {
     const o = this.#config;
+    const rotation = { maxBytes: o.logMaxBytes, keep: o.logKeep };
     return new EngineRun(plan, {
-      log: old?.log ??
-        new EngineLog(plan.logFile, {
-          maxBytes: o.logMaxBytes,
-          keep: o.logKeep,
-        }),
+      log: old?.log ?? new EngineLog(plan.logFile, rotation),
       records,
       journal,
       onChange: () => this.#writeMetrics?.(),
@@ -357,10 +351,10 @@ export class Semioserve implements AsyncDisposable {
     let done: ReloadResult;
     try {
       const config = withSecretsReread(this.#config);
+      const { runs } = live;
       const running = {
-        plan: { ...live.plan, engines: live.runs.map((run) => run.plan) },
-        failed: live.runs.filter((run) => run.state === "failed")
-          .map((run) => run.name),
+        plan: { ...live.plan, engines: runs.map((run) => run.plan) },
+        failed: runs.filter((r) => r.state === "failed").map((r) => r.name),
       };
       using deadline = reloadDeadline(this.#stopping.signal);
       const { facts, plan } = await this.#plan(
@@ -399,7 +393,7 @@ export class Semioserve implements AsyncDisposable {
     return done;
   }
 
-  /** Each engine as the difference says; a retry resolves its command line anew, as a restart does. */
+  /** A retry resolves its command line anew, as a restart does. */
   async #apply(
     changes: Changes,
     next: Plan,
@@ -453,8 +447,8 @@ export class Semioserve implements AsyncDisposable {
     const openFiles = await reportOpenFiles();
     log.info(stance.describe());
     const cards = plan.engines.map((engine) => engine.card);
-    for (const line of placementReport(plan.placement, cards)) {
-      log[line.level](line.text);
+    for (const { level, text } of placementReport(plan.placement, cards)) {
+      log[level](text);
     }
     for (const warning of plan.warnings) log.warn(warning);
     signals.on(

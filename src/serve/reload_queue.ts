@@ -62,15 +62,11 @@ export function reloadDeadline(
   ms: number = RELOAD_READ_MS,
 ): { signal: AbortSignal } & Disposable {
   const late = new AbortController();
+  const why = `no complete read within ${ms / 1000} s`;
+  const expected =
+    "expected the catalogue read and parsed in time; the running engines are kept";
   const timer = setTimeout(
-    () =>
-      late.abort(
-        new Error(
-          `no complete read within ${
-            ms / 1000
-          } s (expected the catalogue read and parsed in time; the running engines are kept)`,
-        ),
-      ),
+    () => late.abort(new Error(`${why} (${expected})`)),
     ms,
   );
   return {

@@ -52,10 +52,9 @@ export class Journal implements AsyncDisposable {
       onWriteError: (error) => {
         if (this.#warned) return;
         this.#warned = true;
+        const why = (error as Error).message;
         log.warn(
-          `Cannot write the journal ${path}: ${
-            (error as Error).message
-          } (events are dropped until it can be written)`,
+          `Cannot write the journal ${path}: ${why} (events are dropped until it can be written)`,
         );
       },
     });
@@ -103,13 +102,13 @@ export class Journal implements AsyncDisposable {
   }
 
   async #bounded(work: Promise<void> | undefined): Promise<void> {
-    if (work && await late(work, CLOSE_MS)) {
-      log.warn(
-        `The journal ${this.#file!.path} was not written within ${
-          CLOSE_MS / 1000
-        } s (a disk that hangs?): its last events may be lost`,
-      );
-    }
+    if (!work || !await late(work, CLOSE_MS)) return;
+    const s = CLOSE_MS / 1000;
+    log.warn(
+      `The journal ${
+        this.#file!.path
+      } was not written within ${s} s (a disk that hangs?): its last events may be lost`,
+    );
   }
 
   [Symbol.asyncDispose](): Promise<void> {

@@ -67,14 +67,8 @@ export class Liveness {
       return undefined;
     }
     const limit = this.#o.livenessFailures;
-    const now = this.#clock.now();
-    const [verdict, health] = pollVerdict(
-      this.#health,
-      result.ok,
-      counts,
-      limit,
-      now,
-    );
+    const [now, old] = [this.#clock.now(), this.#health];
+    const [verdict, health] = pollVerdict(old, result.ok, counts, limit, now);
     this.#health = health;
     return verdict;
   }

@@ -22,9 +22,8 @@ export class CauseStreak {
   next(cause: string, served = false): "failed" | "same-delay" | "grow" {
     this.#hopeless = !served && HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
     if (this.#hopeless >= 2) return "failed";
-    this.#profiling = cause === "gpu-memory-profiling"
-      ? this.#profiling + 1
-      : 0;
+    const profiling = cause === "gpu-memory-profiling";
+    this.#profiling = profiling ? this.#profiling + 1 : 0;
     return this.#profiling > 1 && this.#profiling <= PROFILING_RETRIES
       ? "same-delay"
       : "grow";
@@ -73,10 +72,8 @@ export function pollVerdict(
 ): [Verdict, RunHealth] {
   if (ok) {
     const first = health.firstOkAt === undefined;
-    return [{ kind: "ready", first }, {
-      firstOkAt: health.firstOkAt ?? now,
-      failures: 0,
-    }];
+    const firstOkAt = health.firstOkAt ?? now;
+    return [{ kind: "ready", first }, { firstOkAt, failures: 0 }];
   }
   if (health.firstOkAt === undefined) return [{ kind: "loading" }, health];
   if (!counts) return [{ kind: "unhealthy" }, health];
