@@ -67,23 +67,22 @@ export class Layout {
   pin(name: string, need: GpuNeed): void {
     const units = unitsOf(need);
     for (const device of need.pinned!) {
+      const pins = `its CUDA_VISIBLE_DEVICES pins GPU ${device}`;
       if (this.#explicit && !this.#order.includes(device)) {
+        const pool = formatGpuList(this.#order);
         throw new GpuPlacementError(
           name,
-          `its CUDA_VISIBLE_DEVICES pins GPU ${device}, outside the pool ${
-            formatGpuList(this.#order)
-          } given by --gpus (expected devices from that pool, or a wider --gpus)`,
+          `${pins}, outside the pool ${pool} given by --gpus (expected devices from that pool, or a wider --gpus)`,
         );
       }
       const others = this.#on(device).map(([other]) => other);
       if (others.length > 0 && !this.#fits(device, units)) {
+        const who = `${others.join(" and ")} also ${
+          others.length === 1 ? "pins" : "pin"
+        }`;
         throw new GpuPlacementError(
           name,
-          `its CUDA_VISIBLE_DEVICES pins GPU ${device}, which ${
-            others.join(" and ")
-          } also ${
-            others.length === 1 ? "pins" : "pin"
-          } (expected each device pinned by one card, or by shares adding up to at most 1)`,
+          `${pins}, which ${who} (expected each device pinned by one card, or by shares adding up to at most 1)`,
         );
       }
     }
@@ -122,11 +121,10 @@ export class Layout {
     ).find(([d, mib]) => this.#fits(d, 0, mib));
     if (pick === undefined) {
       if (memory.budgetMiB === undefined) return false;
+      const budget = mibText(memory.budgetMiB);
       throw new GpuPlacementError(
         name,
-        `its gpu_memory ${
-          mibText(memory.budgetMiB)
-        } fits on no GPU: over-committed ${this.#where()} (expected the budgets on each device to add up to at most its total)`,
+        `its gpu_memory ${budget} fits on no GPU: over-committed ${this.#where()} (expected the budgets on each device to add up to at most its total)`,
       );
     }
     const [device, mib] = pick;
@@ -214,9 +212,8 @@ export class Layout {
         : `${units / WHOLE} of ${on}`;
       return inPool.length > 0 ? [`${name} holds ${what}`] : [];
     });
-    return `in pool ${formatGpuList(this.#order)}${
-      held.length > 0 ? ` (${held.join("; ")})` : ""
-    }`;
+    const holds = held.length > 0 ? ` (${held.join("; ")})` : "";
+    return `in pool ${formatGpuList(this.#order)}${holds}`;
   }
 }
 

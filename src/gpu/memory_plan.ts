@@ -48,17 +48,14 @@ export function enginePlacement(
   });
   if (card.gpuMemory === undefined) {
     const mib = measured?.total_mib;
+    if (mib == null || total === undefined) {
+      return { ...where, args: [], memoryNeed: gpuMemoryNeed(card) ?? null };
+    }
+    const at = `on ${device!.name} at ${measured!.measured_at}`;
     return {
       ...where,
       args: [],
-      memoryNeed: mib == null || total === undefined
-        ? gpuMemoryNeed(card) ?? null
-        : need(
-          mib,
-          `measured ${mibText(mib)} on ${device!.name} at ${
-            measured!.measured_at
-          }`,
-        ),
+      memoryNeed: need(mib, `measured ${mibText(mib)} ${at}`),
     };
   }
   const refuse = (why: string): never => {
@@ -67,10 +64,11 @@ export function enginePlacement(
   const budgetMiB = card.gpuMemory / 2 ** 20;
   const text = mibText(budgetMiB);
   if (total === undefined) {
+    const which = entry === undefined
+      ? "it has none"
+      : `GPU ${entry}: not known`;
     refuse(
-      `${text} needs a placed GPU whose total memory nvidia-smi reports${
-        entry === undefined ? " (it has none)" : ` (GPU ${entry}: not known)`
-      } (expected a GPU pool nvidia-smi lists, or no gpu_memory)`,
+      `${text} needs a placed GPU whose total memory nvidia-smi reports (${which}) (expected a GPU pool nvidia-smi lists, or no gpu_memory)`,
     );
   }
   // What stays free once each engine there holds its own, less what others held at the look.

@@ -69,12 +69,12 @@ export function gpuMemoryNeed(card: ModelCard): MemoryNeed | undefined {
   if (share === undefined) return undefined;
   const flag = flagValue(card.args, [share.flag]);
   if (flag === undefined) {
-    return share.default === undefined ? undefined : {
-      fraction: share.default,
-      from: `${share.flag.slice(2)} ${share.default} (${
-        kind!.title
-      }'s default)`,
-    };
+    const fraction = share.default;
+    if (fraction === undefined) return undefined;
+    const from = `${share.flag.slice(2)} ${fraction} (${
+      kind!.title
+    }'s default)`;
+    return { fraction, from };
   }
   const fraction = Number(flag.value);
   // An unusable value is the engine's to refuse; placement reports vLLM's already.

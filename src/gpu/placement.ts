@@ -123,10 +123,9 @@ export function placementReport(
   if (detection.warning) warn(detection.warning);
   info(gpuPoolLine(detection));
   for (const entry of placement.avoid) {
+    const error = deviceOf(entry, snapshot!)?.error;
     warn(
-      `GPU ${entry} reports its memory as an error (${
-        deviceOf(entry, snapshot!)?.error
-      }): left out of automatic placement; engines pinned there wait until it reports memory again`,
+      `GPU ${entry} reports its memory as an error (${error}): left out of automatic placement; engines pinned there wait until it reports memory again`,
     );
   }
   for (const [name, a] of Object.entries(placement.assigned)) {
@@ -136,10 +135,9 @@ export function placementReport(
     const unmapped = integerEntries(placement, card)
       ?.filter((entry) => !isIndex(entry) && !entry.startsWith("MIG-")) ?? [];
     if (unmapped.length === 0) continue;
+    const gpus = unmapped.join(",");
     warn(
-      `engine ${card.name}: GPU ${
-        unmapped.join(",")
-      } passed as given, and its engine reads CUDA_VISIBLE_DEVICES as integers: nvidia-smi could not map them to indices`,
+      `engine ${card.name}: GPU ${gpus} passed as given, and its engine reads CUDA_VISIBLE_DEVICES as integers: nvidia-smi could not map them to indices`,
     );
   }
   return lines;
@@ -214,11 +212,10 @@ export function placeGpus(
       devices && devices.length > 1 && devices.some((d) => d.startsWith("MIG-"))
     ) {
       // A CUDA process sees one MIG device, whatever CUDA_VISIBLE_DEVICES lists.
+      const given = devices.join(",");
       throw new GpuPlacementError(
         name,
-        `needs ${devices.length} devices (${need.from}), given ${
-          devices.join(",")
-        }: a CUDA process sees one MIG instance (expected a tensor parallelism of 1 on MIG)`,
+        `needs ${devices.length} devices (${need.from}), given ${given}: a CUDA process sees one MIG instance (expected a tensor parallelism of 1 on MIG)`,
       );
     }
   }

@@ -148,10 +148,9 @@ export class GpuStartGate {
   ): Promise<void> {
     const loading = this.loadingOn(devices, name);
     if (loading === undefined) return;
+    const on = devices.join(",");
     log.info(
-      `${what} waits until engine ${loading} on GPU ${
-        devices.join(",")
-      } has started (it measures the device's free memory while it loads)`,
+      `${what} waits until engine ${loading} on GPU ${on} has started (it measures the device's free memory while it loads)`,
     );
     while (this.loadingOn(devices, name) !== undefined && !signal?.aborted) {
       await this.#wait(undefined, signal);
@@ -275,12 +274,12 @@ export class GpuStartGate {
     if (enough || waited >= this.#options.releaseTimeoutMs) {
       waiter.releaseDone = true;
       if (enough) return undefined;
+      const what = still.join(", ") || "memory back in one reading only";
+      const s = Math.round(waited / 1000);
       log.warn(
-        `engine ${name}: GPU ${devices.join(",")}: ${
-          still.join(", ") || "memory back in one reading only"
-        } ${
-          Math.round(waited / 1000)
-        } s after the exit (--gpu-release-timeout); starting anyway`,
+        `engine ${name}: GPU ${
+          devices.join(",")
+        }: ${what} ${s} s after the exit (--gpu-release-timeout); starting anyway`,
       );
       return undefined;
     }
@@ -331,12 +330,12 @@ export class GpuStartGate {
       const needed = Math.ceil(need.mib ?? need.fraction * device.totalMiB);
       if (free >= needed) continue;
       const asleep = kept ? ` (${kept} MiB kept for sleeping engines)` : "";
+      const who = this.#holders(snapshot, device.uuid);
       return {
         reason: "gpu-memory-free",
         devices: [entry],
-        detail: `${free} MiB free${asleep}, needs ${needed} MiB (${need.from})${
-          this.#holders(snapshot, device.uuid)
-        }`,
+        detail:
+          `${free} MiB free${asleep}, needs ${needed} MiB (${need.from})${who}`,
       };
     }
     return undefined;

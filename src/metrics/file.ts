@@ -22,9 +22,8 @@ export async function writeMetricsFile(
   text: string,
 ): Promise<void> {
   // 0644: node_exporter usually runs as another user and must read it.
-  await writeFileAtomic(metricsFilePath(directory, port), text, {
-    mode: 0o644,
-  });
+  const path = metricsFilePath(directory, port);
+  await writeFileAtomic(path, text, { mode: 0o644 });
 }
 
 // One write at a time and only the latest snapshot waiting; a snapshot is
@@ -127,10 +126,9 @@ export class MetricsWriter implements AsyncDisposable {
     } catch (error) {
       if (!this.#failing) {
         this.#failing = true;
+        const why = (error as Error).message;
         log.warn(
-          `Cannot write metrics file ${this.path}: ${
-            (error as Error).message
-          } (retrying on the next update)`,
+          `Cannot write metrics file ${this.path}: ${why} (retrying on the next update)`,
         );
       }
     }

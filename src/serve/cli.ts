@@ -146,10 +146,9 @@ function normalizeSwitches(args: readonly string[]): string[] {
     }
     // parseArgs reads `-port` as -p -o -r -t and names only `-p`.
     if (/^-[^-]{2,}/.test(arg) && !/^-\d/.test(arg)) {
+      const hint = flagHint(arg);
       throw new UsageError(
-        `Cannot parse the command line: Unknown option '${arg}'${
-          flagHint(arg)
-        }`,
+        `Cannot parse the command line: Unknown option '${arg}'${hint}`,
       );
     }
     const flag = NEGATABLE.find(({ pattern }) => pattern.test(arg));
@@ -185,11 +184,10 @@ function readFlag(flag: Exclude<CliFlag, BooleanFlag>, text: string): unknown {
   }
   if (flag.unit === "seconds") {
     const ms = secondsToMs(text, flag.min);
+    const expected = secondsExpected(flag.min);
     if (ms === undefined) {
       throw new UsageError(
-        `Cannot use --${flag.name}=${text}: expected ${
-          secondsExpected(flag.min)
-        }`,
+        `Cannot use --${flag.name}=${text}: expected ${expected}`,
       );
     }
     return ms;
@@ -236,11 +234,8 @@ export function parseCli(args: readonly string[]): CliOptions {
       );
     }
     const unknown = /^Unknown option '([^']+)'/.exec(first ?? "")?.[1];
-    throw new UsageError(
-      `Cannot parse the command line: ${first}${
-        unknown === undefined ? "" : flagHint(unknown)
-      }`,
-    );
+    const hint = unknown === undefined ? "" : flagHint(unknown);
+    throw new UsageError(`Cannot parse the command line: ${first}${hint}`);
   }
   const { values, positionals } = parsed;
   const options: CliOptions = {

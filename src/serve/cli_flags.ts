@@ -156,10 +156,9 @@ const SECTIONS = {
       "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
       (text) => {
         if (!(RESTART_POLICIES as readonly string[]).includes(text)) {
+          const policies = RESTART_POLICIES.join(", ");
           throw new Error(
-            `Cannot use --restart=${text}: expected one of ${
-              RESTART_POLICIES.join(", ")
-            }`,
+            `Cannot use --restart=${text}: expected one of ${policies}`,
           );
         }
         return text;

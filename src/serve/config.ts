@@ -142,13 +142,8 @@ export type Config = Readonly<
 export function engineDefaults(config: Config): EngineDefaults {
   const { restart, failedRetryMs, drainTimeoutMs } = config;
   const { stallTimeoutMs, canaryIntervalMs } = config;
-  return {
-    restart,
-    failedRetryMs,
-    drainTimeoutMs,
-    stallTimeoutMs,
-    canaryIntervalMs,
-  };
+  const timings = { failedRetryMs, drainTimeoutMs, stallTimeoutMs };
+  return { restart, ...timings, canaryIntervalMs };
 }
 
 /**
@@ -179,20 +174,17 @@ export function readConfig(
     }
   }
   const count = options.models.length;
+  const flag = given.port === undefined ? "port" : "--port";
   const overflow = (port: number) =>
-    `Cannot use ${
-      given.port === undefined ? "port" : "--port"
-    } ${port} for ${count} models: engine ports would pass ${MAX_PORT}`;
+    `Cannot use ${flag} ${port} for ${count} models: engine ports would pass ${MAX_PORT}`;
   if (given.port !== undefined && given.port + count > MAX_PORT) {
     throw new UsageError(overflow(given.port));
   }
   const read = readEnvironment(captured, given);
   if (read.port + count > MAX_PORT) throw new ConfigError(overflow(read.port));
-  const env = Object.fromEntries(
-    Object.entries(captured).filter((e): e is [string, string] =>
-      e[1] !== undefined
-    ),
-  );
+  const set = (e: [string, unknown]): e is [string, string] =>
+    e[1] !== undefined;
+  const env = Object.fromEntries(Object.entries(captured).filter(set));
   return Object.freeze({
     ...SEMIOSERVE_DEFAULTS,
     host: read.host,
@@ -219,12 +211,11 @@ export function readConfig(
 /** The config with its secret files read again (a reload). */
 export function withSecretsReread(config: Config): Config {
   const get = (name: string) => config.env[name];
+  const key = secretFromEnv("LOCAL_ENGINE_API_KEY", get);
+  const engineKey = checkedEngineKey(key, config.env);
   return Object.freeze({
     ...config,
-    engineKey: checkedEngineKey(
-      secretFromEnv("LOCAL_ENGINE_API_KEY", get),
-      config.env,
-    ),
+    engineKey,
     idpSecret: secretFromEnv("IDP_SECRET", get),
   });
 }
@@ -255,9 +246,8 @@ function checkedEngineKey(key: string, env: EnvRecord): string {
     ? "starts or ends with a space"
     : undefined;
   if (problem === undefined) return key;
+  const source = engineKeySource(env);
   throw new ConfigError(
-    `Cannot use ${
-      engineKeySource(env)
-    }: the key ${problem} (expected printable ASCII without surrounding spaces: the launcher sends it to each engine in an Authorization header)`,
+    `Cannot use ${source}: the key ${problem} (expected printable ASCII without surrounding spaces: the launcher sends it to each engine in an Authorization header)`,
   );
 }

@@ -107,10 +107,9 @@ export async function gather(
     for (const spec of config.models) {
       const card = catalogue.expand(catalogue.resolve(spec), config.env);
       if (cards.some((c) => c.name === card.name)) {
+        const verb = running ? "reload" : "start";
         throw new ConfigError(
-          `Cannot ${
-            running ? "reload" : "start"
-          }: model '${card.name}' is requested twice (expected each model once)`,
+          `Cannot ${verb}: model '${card.name}' is requested twice (expected each model once)`,
         );
       }
       cards.push(card);
@@ -155,9 +154,10 @@ export async function gather(
       devMode: running?.devMode ?? config.devMode,
       keyLogFile: config.env.SSLKEYLOGFILE,
     }).then((pair) => pair && { ...pair }, (error: Error) => error);
-    const survey = running ? undefined : new EngineRecords(directory).survey(
-      cards.map((card) => card.name),
-    );
+    const names = cards.map((card) => card.name);
+    const survey = running
+      ? undefined
+      : new EngineRecords(directory).survey(names);
     return {
       directory,
       catalogue,
@@ -204,10 +204,11 @@ function checkRoot(directory: string): void {
   }
   if (missing.length > 0) {
     const paths = missing.map((sub) => `${directory}/${sub}`);
+    const mkdir = `mkdir -p ${paths.join(" ")}`;
     throw new AssertionError({
       message: `Cannot use root directory ${directory}: missing ${
         missing.join(", ")
-      } (create with: mkdir -p ${paths.join(" ")})`,
+      } (create with: ${mkdir})`,
     });
   }
   for (const sub of ["logs", "data", "metrics"]) {

@@ -302,16 +302,15 @@ export class Semioserve implements AsyncDisposable {
    */
   async plan(): Promise<StartPlan> {
     const { facts, plan } = await this.#plan({ look: true });
+    const { unreadable } = facts.footprints;
+    const book = unreadable &&
+      `footprint book ${
+        bookPath(plan.directory)
+      }: ${unreadable}: ignored; a start moves it aside and measures anew`;
     return startPlan({
       ...plan,
       warnings: [
-        ...facts.footprints.unreadable
-          ? [
-            `footprint book ${
-              bookPath(plan.directory)
-            }: ${facts.footprints.unreadable}: ignored; a start moves it aside and measures anew`,
-          ]
-          : [],
+        ...book ? [book] : [],
         ...dryRunNotes(facts, plan.host),
         ...plan.warnings,
         ...await flagWarnings(facts.cards),
@@ -486,13 +485,9 @@ export class Semioserve implements AsyncDisposable {
     const { tls } = plan;
     let stopAsked = false;
     try {
-      journal.record({
-        model: null,
-        event: "started",
-        detail: `${runs.length} engine(s): ${
-          runs.map((run) => run.name).join(", ")
-        }`,
-      });
+      const names = runs.map((run) => run.name).join(", ");
+      const detail = `${runs.length} engine(s): ${names}`;
+      journal.record({ model: null, event: "started", detail });
       await this.#apply(diff(undefined, plan), plan);
       healthLoop.start();
       writeMetrics();
@@ -508,10 +503,9 @@ export class Semioserve implements AsyncDisposable {
         onListen: ({ port }) => {
           const scheme = tls ? "https" : "http";
           this.#url = new URL(`${scheme}://${urlHost(this.host)}:${port}`);
+          const how = tls ? `TLS, ${tls.certFile}` : "plain HTTP";
           log.info(
-            `listening on ${this.#url.origin} (${
-              tls ? `TLS, ${tls.certFile}` : "plain HTTP"
-            }) with ${runs.length} engine(s)`,
+            `listening on ${this.#url.origin} (${how}) with ${runs.length} engine(s)`,
           );
           o.onListen?.(this.#url);
         },

@@ -68,11 +68,10 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
   const engines = cards.map((card): EnginePlan => {
     // Every card, a running one too: a reload's key reaches it at its next start.
     const split = keySplit(card, config.engineKey);
+    const source = split && engineKeySource(config.env);
     if (split) {
       throw new ConfigError(
-        `Cannot use ${
-          engineKeySource(config.env)
-        } for ${card.name}: the key ${split}`,
+        `Cannot use ${source} for ${card.name}: the key ${split}`,
       );
     }
     const resolved = facts.engines[card.name]!;
@@ -118,10 +117,7 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     idpSecret: config.idpSecret,
     idpIssuer: config.idpIssuer,
     engineKey: config.engineKey,
-    warnings: cardWarnings(
-      engines.filter((engine) => fresh.has(engine.name)),
-      facts,
-    ),
+    warnings: cardWarnings(engines.filter((e) => fresh.has(e.name)), facts),
   };
 }
 
@@ -165,10 +161,9 @@ export function dryRunNotes(facts: Facts, host: string): string[] {
   const notes: string[] = [];
   const serving = Map.groupBy(survey.serving, (record) => record.launcherPid);
   for (const [pid, records] of serving) {
+    const models = records.map((record) => record.model).join(", ");
     notes.push(
-      `launcher pid ${pid} already serves ${
-        records.map((record) => record.model).join(", ")
-      } from ${facts.directory}: a start beside it would refuse (stop it first); this plan is what a reload of it reads`,
+      `launcher pid ${pid} already serves ${models} from ${facts.directory}: a start beside it would refuse (stop it first); this plan is what a reload of it reads`,
     );
   }
   for (const { record, running } of survey.stale) {

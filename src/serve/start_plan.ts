@@ -93,6 +93,7 @@ type PlanGpu = StartPlan["gpus"][number];
 export function startPlan(plan: Plan, facts: Facts): StartPlan {
   const { placement } = plan;
   const { snapshot } = facts;
+  const scheme = plan.tls ? "https" : "http";
   const waits = startWaits(
     plan.engines.map((e) => ({ name: e.name, devices: e.placement.gpus })),
   );
@@ -151,10 +152,9 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
     const each = on.filter((e) => e.need_mib !== null)
       .map((e) => `${e.name} ${e.need_mib} MiB, ${e.need_from}`);
     if (free !== null && need > free) {
+      const parts = each.join("; ");
       unfit.push(
-        `GPU ${entry}: its engines need ${need} MiB (${
-          each.join("; ")
-        }), ${free} MiB free: they do not fit`,
+        `GPU ${entry}: its engines need ${need} MiB (${parts}), ${free} MiB free: they do not fit`,
       );
     }
     return {
@@ -181,9 +181,7 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
   return {
     ok: true,
     directory: plan.directory,
-    management_url: `${plan.tls ? "https" : "http"}://${
-      urlHost(plan.host)
-    }:${plan.port}`,
+    management_url: `${scheme}://${urlHost(plan.host)}:${plan.port}`,
     gpu_pool: gpuPoolLine(placement.detection),
     engines,
     gpus,
