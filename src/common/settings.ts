@@ -1,5 +1,3 @@
-// The launcher's settings from a captured environment, the checks they share
-// with the command line, and hosts as URLs write them.
 import { ConfigError } from "./config_error.ts";
 import { secretFromEnv } from "./secret_file.ts";
 

@@ -1,6 +1,4 @@
-// Where the GPU pool comes from: `--gpus`, else the launcher's own
-// `CUDA_VISIBLE_DEVICES`, else `nvidia-smi`, else no pool. A failing
-// `nvidia-smi` is a warning and no pool, never an error.
+// A failing `nvidia-smi` is a warning and no pool, never an error.
 import { ConfigError } from "../common/config_error.ts";
 import { clip, foldLines } from "../common/one_line.ts";
 import type { GpuDetection } from "./placement.ts";

@@ -1,5 +1,3 @@
-// What GPUs one card needs, from its `gpus`, its own `CUDA_VISIBLE_DEVICES`,
-// or its engine's flags. Pure.
 import type { ModelCard } from "../catalogue.ts";
 import { foldLines } from "../common/one_line.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";

@@ -35,7 +35,6 @@ export interface Placement {
   /** Pool entries left out of automatic placement: their memory reads as an error. */
   readonly avoid: readonly string[];
   readonly snapshot: GpuSnapshot | undefined;
-  /** Whether engines get `CUDA_DEVICE_ORDER=PCI_BUS_ID`. */
   readonly pciOrder: boolean;
 }
 

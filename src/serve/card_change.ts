@@ -9,7 +9,6 @@
 import { isDeepStrictEqual } from "node:util";
 import type { ModelCard } from "../catalogue.ts";
 
-/** What happens to one engine's card on a reload. */
 export type CardChange = "restart" | "amend" | "same";
 
 /** What happens to one engine: `start` when none runs, `retry` a failed one. */

@@ -82,7 +82,6 @@ engines. The engines' state: deno run -A jsr:@mymodel/serve/status (or
 deno task status in a checkout).
 `;
 
-/** Every flag the launcher takes, as `node:util` parseArgs wants them. */
 const FLAGS: Record<string, { type: "string" | "boolean"; short?: string }> =
   Object.fromEntries([
     ...CLI_FLAGS.flatMap((flag) =>

@@ -1,5 +1,4 @@
-// The flag table: each flag's option, unit, bounds, help and section, read by
-// `parseCli`, printed by `--help`, checked against the docs by the tests.
+// Read by `parseCli`, printed by `--help`, checked against the docs by the tests.
 import { parsePort } from "../common/settings.ts";
 import { RESTART_POLICIES } from "../catalogue/model_card.ts";
 import { parseGpuList } from "../gpu/detect.ts";

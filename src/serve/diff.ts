@@ -90,7 +90,6 @@ function some(names: readonly string[]): string {
   return names.length > MAX_NAMED ? `${named} ${more(names.length)}` : named;
 }
 
-/** The summary line of a reload, as logged. */
 export function reloadSummary(
   result: Omit<ReloadResult, "summary" | "ms">,
 ): string {

@@ -209,7 +209,6 @@ const CUTS: readonly (readonly [string, number])[] = [
 export const DROPS: readonly string[] =
   "URL,PID,GPUS,MEM,VERB,RESTARTS,SINCE,TOK/S,REQ,LAST EXIT,HEALTHY".split(",");
 
-/** A row's width in columns: each shown column's width plus the gaps. */
 function rowWidth(widths: readonly number[], gap: number): number {
   return widths.reduce((a, b) => a + b, gap * (widths.length - 1));
 }

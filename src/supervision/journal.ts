@@ -60,7 +60,6 @@ export class Journal implements AsyncDisposable {
     });
   }
 
-  /** An engine's state change, `from` → `to`. */
   state(
     at: string,
     model: string,

@@ -33,12 +33,10 @@ export class Liveness {
     this.#silence = silence;
   }
 
-  /** When the current run first answered 200, if it has. */
   get firstOkAt(): number | undefined {
     return this.#health.firstOkAt;
   }
 
-  /** How long the last health poll took. */
   get pollSeconds(): number | undefined {
     return this.#pollSeconds;
   }

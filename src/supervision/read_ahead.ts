@@ -43,7 +43,6 @@ export class ReadAhead {
       );
   }
 
-  /** Ends the engine's read-ahead, if one runs. */
   end(name: string): void {
     this.#running.get(name)?.abort();
   }

@@ -50,13 +50,8 @@ export function importVerifyKey(secret: string): Promise<CryptoKey> {
       `IDP_SECRET is ${bytes.length} bytes; HS512 wants a secret of at least ${MIN_SECRET_BYTES} bytes`,
     );
   }
-  const key = crypto.subtle.importKey(
-    "raw",
-    bytes,
-    { name: "HMAC", hash: "SHA-512" },
-    false,
-    ["verify"],
-  );
+  const hmac = { name: "HMAC", hash: "SHA-512" };
+  const key = crypto.subtle.importKey("raw", bytes, hmac, false, ["verify"]);
   // Awaited per request; this keeps a failed import from going unhandled before then.
   key.catch(() => {});
   return key;
