@@ -33,12 +33,8 @@ const ONCE_IN = new Map([
 /** Aliases can repeat a subtree exponentially. */
 const MAX_PLAIN_NODES = 10_000;
 
-/**
- * One catalogue document. npm:yaml's own duplicate-key check compares each key
- * with every earlier one of its mapping, and its `Alias.resolve` walks the
- * whole document once per alias: both are quadratic in the number of cards.
- * One walk here does both.
- */
+// npm:yaml's duplicate-key check and its `Alias.resolve` are both quadratic in
+// the number of cards: one walk here does both.
 export class Context {
   readonly contents: unknown;
   #lines = new LineCounter();

@@ -106,13 +106,9 @@ export class GpuLifecycle {
   }
 }
 
-/**
- * The MiB a run holds on each of its devices: by pid where listed pids are in
- * its process group (`groups`: each listed live pid's; vLLM's workers are the
- * engine's children); else (a container lists the host's pids) by the
- * device's change since just before the spawn: the gate's rule 1 lets one
- * load at a time onto a device.
- */
+// By pid where listed pids are in its process group (vLLM's workers are the
+// engine's children); else (a container lists the host's pids) by the device's
+// change since just before the spawn: rule 1 lets one load at a time onto it.
 export function runMemory(
   snapshot: GpuSnapshot,
   devices: readonly string[],
@@ -135,12 +131,7 @@ export function runMemory(
   return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
 }
 
-/**
- * One engine run's passage through the gate and the memory it holds: plain
- * facts, derived anew at each step; only its engine run's handlers call it.
- * What the gate measures later (a load's end) goes back to the run as an
- * event (`measured`), never written here.
- */
+/** One run's passage through the gate; a later measurement (a load's end) goes back to the run as an event. */
 export class GpuSeat {
   #facts: GateFacts = { since: 0, ms: {}, startUsed: {} };
   readonly #gate: GpuStartGate | undefined;
@@ -303,11 +294,7 @@ export function releasedBy(facts: GateFacts): Released {
   return { devices, pids: [...pids], byPid: settled?.by === "pid" };
 }
 
-/**
- * `reading` as the run is charged: by device, once its load has ended, the
- * device's change across the load (spawn to first 200), not since: a
- * neighbour that loads later on the device is never its.
- */
+/** By device, once its load ended: the change across the load (spawn to first 200); a later neighbour is never its. */
 export function chargedLoad(
   reading: GpuReading | null,
   facts: GateFacts,

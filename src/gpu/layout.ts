@@ -102,11 +102,7 @@ export class Layout {
     this.placed.set(name, { devices, need });
   }
 
-  /**
-   * One device's worth by MiB: the first device in use it fits beside, else
-   * the lowest free one. False when nothing is known of it (today's way then).
-   * @throws {GpuPlacementError} When a budget fits nowhere: an over-commit.
-   */
+  /** The first device in use it fits beside by MiB, else the lowest free one; false when its MiB are unknown. */
   pack(name: string, need: GpuNeed): boolean {
     const memory = this.#memory[name];
     if (!memory || need.kind === "unplaced") return false;
@@ -217,11 +213,7 @@ export class Layout {
   }
 }
 
-/**
- * What an engine placed as `a` holds on one of its devices of `totalMiB`: its
- * budget or footprint where packed by it, else its share of the total (a
- * whole device: all of it). The one rule packing and the budgets' args read.
- */
+/** Its budget or footprint where packed by it, else its share of `totalMiB`: the one rule packing and the budgets read. */
 export function heldOn(a: GpuAssignment, totalMiB: number): number {
   return a.mib ?? (unitsOf(a.need) ?? WHOLE) / WHOLE * totalMiB;
 }

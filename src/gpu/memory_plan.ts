@@ -12,12 +12,7 @@ import { heldOn, mibText } from "./layout.ts";
 import { type Placement, placementEnv } from "./placement.ts";
 import { deviceOf } from "./nvidia_smi.ts";
 
-/**
- * The placement an engine's plan is made with (`placed` in
- * `engines/engine_plan.ts`), and kept for its restarts.
- *
- * @throws {GpuPlacementError} A budget that cannot be held: no GPU, no total, no room.
- */
+/** Kept for its restarts. @throws {GpuPlacementError} A budget that cannot be held: no GPU, no total, no room. */
 export function enginePlacement(
   card: ModelCard,
   placement: Placement,

@@ -142,12 +142,7 @@ export function placementReport(
   return lines;
 }
 
-/**
- * The placement after a reload, on the same pool: engines not in `changed`
- * keep their devices, the changed ones are placed in what is left.
- *
- * @throws {GpuPlacementError} When a changed card does not fit.
- */
+/** Engines not in `changed` keep their devices. @throws {GpuPlacementError} A changed card does not fit. */
 export function replacePlacement(
   placement: Placement,
   cards: readonly ModelCard[],

@@ -1,22 +1,18 @@
-/**
- * The GPU start gate: says when an engine placed on devices D may spawn
- * (supervision asks before every start). It spawns nothing and stops nothing.
- * A start on D proceeds only when:
- * 1. no other engine on D is loading, nor asked earlier (vLLM sizes its KV
- *    cache from device-wide free memory while it loads);
- * 2. for a restart, the dead run's pids (where they match ours) are gone from
- *    `nvidia-smi`'s list, or two readings in a row show D's used memory fell
- *    by what it held, within max(256 MiB, 2 %); bounded by the release timeout;
- * 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires reset]`);
- * 4. each device of D has the free memory the engine needs (its budget, or
- *    its measured footprint, else what it checks at start), less what
- *    sleeping engines there take back when they wake.
- *
- * Rules 2 to 4 read facts asked after the last event on D
- * ({@linkcode GpuStartGate.changed}); without facts they are skipped.
- *
- * @module
- */
+// The GPU start gate: says when an engine placed on devices D may spawn
+// (supervision asks before every start). It spawns nothing and stops nothing.
+// A start on D proceeds only when:
+// 1. no other engine on D is loading, nor asked earlier (vLLM sizes its KV
+//    cache from device-wide free memory while it loads);
+// 2. for a restart, the dead run's pids (where they match ours) are gone from
+//    `nvidia-smi`'s list, or two readings in a row show D's used memory fell
+//    by what it held, within max(256 MiB, 2 %); bounded by the release timeout;
+// 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires reset]`);
+// 4. each device of D has the free memory the engine needs (its budget, or
+//    its measured footprint, else what it checks at start), less what
+//    sleeping engines there take back when they wake.
+//
+// Rules 2 to 4 read facts asked after the last event on D
+// ({@linkcode GpuStartGate.changed}); without facts they are skipped.
 import { log } from "../common/log.ts";
 import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
 import type { ProcStat } from "../engines/proc.ts";

@@ -77,10 +77,7 @@ export class MetricsWriter implements AsyncDisposable {
     await removeFile(this.path, "");
   }
 
-  /**
-   * A clean stop: after the write in flight, `last` is written with
-   * `mymodel_launcher_stopped 1` and the file stays (nothing is written after).
-   */
+  /** A clean stop: `last` is written with `mymodel_launcher_stopped 1` and the file stays. */
   async stop(last: MetricsSnapshot): Promise<void> {
     this.#closed = true;
     this.#pending = undefined;

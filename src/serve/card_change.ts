@@ -1,11 +1,7 @@
-/**
- * What a plan does to each engine, the one place it is decided: a pure
- * function of what runs (its plan, whether it failed) and the new expanded
- * card. A field that reaches the engine means a restart; a failed engine is
- * retried whatever its card (the fix may be under models/).
- *
- * @module
- */
+// What a plan does to each engine, the one place it is decided: a pure
+// function of what runs (its plan, whether it failed) and the new expanded
+// card. A field that reaches the engine means a restart; a failed engine is
+// retried whatever its card (the fix may be under models/).
 import { isDeepStrictEqual } from "node:util";
 import type { ModelCard } from "../catalogue.ts";
 
@@ -17,11 +13,7 @@ export type EngineChange = "start" | CardChange | "retry";
 /** The engines of a plan, by what happens to them, each in request order. */
 export type EngineChanges = Record<EngineChange, string[]>;
 
-/**
- * Fields that never reach the engine process. Any other field does, one added
- * later included, so a reload restarts rather than silently keeping an old
- * setting.
- */
+/** Any other field, one added later too, reaches the engine: a reload restarts rather than keep an old setting. */
 const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   ..."name verb modality description restart".split(" "),
   ..."failedRetry stallTimeout canary readAhead drainTimeout".split(" "),
@@ -38,12 +30,7 @@ export function cardChange(before: ModelCard, after: ModelCard): CardChange {
   return changed.length > 0 ? "amend" : "same";
 }
 
-/**
- * `running`: each engine's card as it runs (none: a start), `failed` the
- * names of those that failed.
- *
- * @throws {RangeError} When the lists do not name the same engines in order.
- */
+/** `running`: each engine's card as it runs (none: a start). @throws {RangeError} Not the same engines in order. */
 export function engineChanges(
   running: readonly { readonly card: ModelCard }[] | undefined,
   cards: readonly ModelCard[],

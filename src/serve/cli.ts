@@ -122,11 +122,7 @@ const NEGATABLE = CLI_FLAGS.filter((flag): flag is CliFlag & BooleanFlag =>
   ),
 }));
 
-/**
- * Folds a negatable switch's spellings into `--<name>` / `--no-<name>`, and
- * words what `parseArgs` would not: a negative number after a flag is its
- * value (`--grace -1`), `-port` is an unknown option as typed.
- */
+/** Folds a negatable switch's spellings into `--<name>` / `--no-<name>`. */
 function normalizeSwitches(args: readonly string[]): string[] {
   const out: string[] = [];
   for (let index = 0; index < args.length; index++) {
@@ -203,11 +199,7 @@ function readFlag(flag: Exclude<CliFlag, BooleanFlag>, text: string): unknown {
   return value;
 }
 
-/**
- * The models and ports are checked by `readConfig`.
- *
- * @throws {UsageError} On an unknown flag, a missing or bad value.
- */
+/** The models and ports are checked by `readConfig`. @throws {UsageError} */
 export function parseCli(args: readonly string[]): CliOptions {
   let parsed;
   const normalized = normalizeSwitches(args);

@@ -9,12 +9,7 @@ export type CliOptions =
     SemioserveOptions,
     "pollTimeoutMs" | "stableAfterMs" | "signal" | "handleSignals" | "onListen"
   >
-  & {
-    help: boolean;
-    version?: boolean;
-    dryRun?: boolean;
-    json?: boolean;
-  };
+  & { help: boolean; version?: boolean; dryRun?: boolean; json?: boolean };
 
 type OptionOf<T> = {
   [K in keyof CliOptions]-?: NonNullable<CliOptions[K]> extends T ? K

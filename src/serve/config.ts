@@ -1,11 +1,7 @@
-/**
- * The launcher's options, their defaults, and the configuration read from
- * them and the environment once, when the launcher is made: an option wins
- * over the variable it mirrors. A test holds the `@default` tags to
- * {@linkcode SEMIOSERVE_DEFAULTS}.
- *
- * @module
- */
+// The launcher's options, their defaults, and the configuration read from
+// them and the environment once, when the launcher is made: an option wins
+// over the variable it mirrors. A test holds the `@default` tags to
+// {@linkcode SEMIOSERVE_DEFAULTS}.
 import type { RestartPolicy } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
 import { MAX_TIMER_MS } from "../common/seconds.ts";
@@ -146,10 +142,7 @@ export function engineDefaults(config: Config): EngineDefaults {
   return { restart, ...timings, canaryIntervalMs };
 }
 
-/**
- * @throws {UsageError} Without a model, or when a given port leaves no room for the engines.
- * @throws {ConfigError} On a bad variable or secret file.
- */
+/** @throws {UsageError | ConfigError} No model, no room for the engines' ports, a bad variable or secret file. */
 export function readConfig(
   options: SemioserveOptions,
   captured: EnvRecord = Deno.env.toObject(),
@@ -232,12 +225,9 @@ const KEY_CHARACTERS: Record<string, string> = {
   "\t": "a tab",
 };
 
-/**
- * The launcher sends the key itself (`Authorization: Bearer`, to read each
- * engine's traffic, drain it, send its canary): fetch drops a header's
- * surrounding whitespace and a trailing CR, refuses characters beyond
- * Latin-1, and sends Latin-1 as one byte where the engine's argv holds UTF-8.
- */
+// The launcher sends the key in a header: fetch drops surrounding whitespace and
+// a trailing CR, refuses what is beyond Latin-1, and sends Latin-1 as one byte
+// where the engine's argv holds UTF-8.
 function checkedEngineKey(key: string, env: EnvRecord): string {
   const bad = /[^\x20-\x7e]/.exec(key)?.[0];
   const problem = bad !== undefined

@@ -1,9 +1,5 @@
-/**
- * The difference of two plans, a value: a start applies `diff(undefined,
- * plan)`, a reload `diff(running, next)`; and what a reload reports.
- *
- * @module
- */
+// The difference of two plans, a value: a start applies `diff(undefined,
+// plan)`, a reload `diff(running, next)`; and what a reload reports.
 import type { EngineChanges } from "./card_change.ts";
 import type { Plan } from "./plan.ts";
 import type { TlsPair } from "./facts.ts";

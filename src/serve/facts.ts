@@ -1,10 +1,6 @@
-/**
- * What the machine says, read once for a plan. A refusal that start-up gives
- * later (an engine, TLS, a port) is kept as a value, so the plan throws the
- * first one in start-up's order.
- *
- * @module
- */
+// What the machine says, read once for a plan. A refusal that start-up gives
+// later (an engine, TLS, a port) is kept as a value, so the plan throws the
+// first one in start-up's order.
 import { AssertionError } from "node:assert";
 import { type ModelCard, Registry } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
@@ -178,12 +174,8 @@ export async function gather(
   }
 }
 
-/**
- * Checks the root holds `models`, `logs`, `metrics` and `data`, and that the
- * launcher can write `logs`, `data` and `metrics`: each is probed by creating
- * and removing one empty file, its times then put back (Deno has no
- * access(2); mode bits alone miss ACLs, read-only mounts and groups).
- */
+// Writability is probed with one empty file, its times then put back: Deno has
+// no access(2), and mode bits alone miss ACLs, read-only mounts and groups.
 function checkRoot(directory: string): void {
   checkDirectory(directory, "--directory");
   const missing: string[] = [];
@@ -241,12 +233,8 @@ function checkVisibleDevices(visible: string | undefined): void {
   }
 }
 
-/**
- * Whether a look tells these cards anything: local weights to compare, a
- * budget to size, a kind that packs or a footprint to place by, an engine
- * reading integer devices. A dry run looks whatever the cards: a start that
- * looked less would place them otherwise.
- */
+// A dry run looks whatever the cards: a start that looked less would place
+// them otherwise.
 function wantsLook(
   cards: readonly ModelCard[],
   weights: Readonly<Record<string, LocalWeights>>,

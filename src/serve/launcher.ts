@@ -1,9 +1,5 @@
-/**
- * The launcher: config → facts → plan → diff from what runs → apply, then the
- * management API over the engines until it stops them.
- *
- * @module
- */
+// The launcher: config → facts → plan → diff from what runs → apply, then the
+// management API over the engines until it stops them.
 import { type Handler, withSecurityHeaders } from "../web/security_headers.ts";
 import {
   createManagementHandler,

@@ -1,10 +1,6 @@
-/**
- * What runs, as a value computed without I/O; the first refusal in start-up's
- * order is thrown. `--dry-run` renders it, a start applies it, a reload
- * applies its difference from the running one (`diff.ts`).
- *
- * @module
- */
+// What runs, as a value computed without I/O; the first refusal in start-up's
+// order is thrown. `--dry-run` renders it, a start applies it, a reload
+// applies its difference from the running one (`diff.ts`).
 import { ConfigError } from "../common/config_error.ts";
 import { type EnginePlan, keySplit, placed } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
@@ -138,11 +134,7 @@ function cardWarnings(
   });
 }
 
-/**
- * A start's refusals from the records and ports: a launcher serving the same
- * models from this directory, a port in use (but one a killed launcher's
- * engine holds: the start stops it first).
- */
+/** A port a killed launcher's engine holds is no refusal: the start stops it first. */
 export function refuseStart(facts: Facts): void {
   const survey = facts.survey!;
   new EngineRecords(facts.directory).refuseServed(survey);
@@ -151,11 +143,7 @@ export function refuseStart(facts: Facts): void {
   }
 }
 
-/**
- * What a dry run says instead of refusing: a launcher serving on this
- * directory, a killed launcher's leftovers, the ports they hold. A port
- * held by anyone else is refused as a start would.
- */
+/** What a dry run says instead of refusing; a port held by anyone else is refused as a start would. */
 export function dryRunNotes(facts: Facts, host: string): string[] {
   const survey = facts.survey!;
   const notes: string[] = [];

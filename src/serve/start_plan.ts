@@ -1,9 +1,5 @@
-/**
- * A plan rendered: the JSON of `--dry-run --json` and {@linkcode Semioserve.plan},
- * a contract for scripts (no key renamed or removed), and the text for people.
- *
- * @module
- */
+// A plan rendered: the JSON of `--dry-run --json` and {@linkcode Semioserve.plan},
+// a contract for scripts (no key renamed or removed), and the text for people.
 import { alignColumns } from "../common/columns.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuPoolLine, startWaits } from "../gpu/placement.ts";

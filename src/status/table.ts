@@ -200,12 +200,8 @@ const CUTS: readonly (readonly [string, number])[] = [
   ["STATE", 9],
 ];
 
-/**
- * The columns a terminal too narrow for the cut row loses, first to last (the
- * help lists them; a new column joins): the URL follows from the port, and
- * `--json` has them all. MODEL, the row's identity, and STATE stay; MODEL is
- * never cut.
- */
+// Lost first to last by a terminal too narrow for the cut row (`--json` has
+// them all); MODEL, the row's identity, and STATE stay.
 export const DROPS: readonly string[] =
   "URL,PID,GPUS,MEM,VERB,RESTARTS,SINCE,TOK/S,REQ,LAST EXIT,HEALTHY".split(",");
 
@@ -213,10 +209,7 @@ function rowWidth(widths: readonly number[], gap: number): number {
   return widths.reduce((a, b) => a + b, gap * (widths.length - 1));
 }
 
-/**
- * The fewest columns to drop, then the least to cut, for rows to fit `width`:
- * the shown columns' indexes, their widths and the gap.
- */
+/** The fewest columns to drop, then the least to cut, for rows to fit `width`. */
 function fit(natural: readonly number[], width: number) {
   let shown: number[] = [];
   for (let dropped = 0; dropped <= DROPS.length; dropped++) {

@@ -59,11 +59,8 @@ function inFlight(r: TrafficReading): number {
 
 type Read<T> = (timeoutMs: number) => Promise<T | null>;
 
-/**
- * The requests in flight at the start, by id: those processing then, and the
- * next `waiting` to start (llama-server takes its deferred tasks first in,
- * first out, and numbers tasks as they arrive: the lowest new ids are theirs).
- */
+// Those processing at the start, and the next `waiting` to start: llama-server
+// takes deferred tasks first in, first out, numbered as they arrive.
 interface Held {
   readonly ids: Set<number>;
   readonly seen: Set<number>;

@@ -9,12 +9,9 @@ const HOPELESS = new Set(["bad-arguments", "model-not-found"]);
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
 
-/**
- * A cause a restart cannot fix ends in `failed` at its second exit in a row
- * of runs that never answered 200 (one that served proved the card and its
- * files); a `gpu-memory-profiling` exit (a neighbour moved its memory while
- * vLLM measured: the next try may pass) keeps its delay a few times.
- */
+// A cause a restart cannot fix fails at its second exit in a row of runs that
+// never served; `gpu-memory-profiling` (a neighbour moved its memory while vLLM
+// measured: the next try may pass) keeps its delay a few times.
 export class CauseStreak {
   #hopeless = 0;
   #profiling = 0;
@@ -58,11 +55,8 @@ export interface RunHealth {
   readonly failures: number;
 }
 
-/**
- * A run that never answered 200 is loading and spared (big models load for
- * tens of minutes); after its first 200, `limit` failed background polls in a
- * row stop it (0: never); a `GET /models` request's poll never counts.
- */
+// Before its first 200 a run is loading and spared (big models load for tens
+// of minutes); after it, `limit` failed background polls in a row stop it.
 export function pollVerdict(
   health: RunHealth,
   ok: boolean,
