@@ -1,5 +1,4 @@
-// A catalogue's YAML as the card reader reads it; every problem a
-// CatalogueError naming the card, field and line.
+// A catalogue's YAML as the card reader reads it; every problem a CatalogueError naming the card, field and line.
 import {
   type Alias,
   isAlias,
@@ -33,8 +32,7 @@ const ONCE_IN = new Map([
 /** Aliases can repeat a subtree exponentially. */
 const MAX_PLAIN_NODES = 10_000;
 
-// npm:yaml's duplicate-key check and its `Alias.resolve` are both quadratic in
-// the number of cards: one walk here does both.
+// npm:yaml's duplicate-key check and its `Alias.resolve` are both quadratic in the number of cards: one walk here does both.
 export class Context {
   readonly contents: unknown;
   #lines = new LineCounter();

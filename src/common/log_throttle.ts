@@ -17,11 +17,7 @@ type Window = { opened: number; suppressed: number; cancel: () => void };
 
 const COUNT = new Intl.NumberFormat("en-US");
 
-/**
- * A log bounded under abuse: per key, the first line of a 10 s window is
- * written, the rest counted ("… and 4,211 more in 10 s"). Keys must come from
- * a small fixed set: one entry is kept per live key.
- */
+/** Per key, the first line of a 10 s window, the rest counted; keys from a small fixed set (one entry each). */
 export class LogThrottle {
   #write: (line: string) => void;
   #clock: Clock;

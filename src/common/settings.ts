@@ -66,8 +66,7 @@ export function isDevMode(mode: string): boolean {
 
 export type EnvRecord = Readonly<Record<string, string | undefined>>;
 
-// A setting in `given` (the command line's) wins: its variable is not read, so
-// a stale one cannot refuse the start.
+// A setting in `given` (the command line's) wins: its variable is not read, so a stale one cannot refuse the start.
 export function readEnvironment(
   env: EnvRecord,
   given: { directory?: string | undefined; port?: number | undefined } = {},

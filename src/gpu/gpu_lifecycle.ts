@@ -1,7 +1,4 @@
-// The GPU lifecycle as the launcher composes it when some engine is placed on
-// GPUs: the start gate, and the memory each run holds, read once per health
-// round, sent to each run as an event. Each engine run keeps its passage
-// through the gate in a `GpuSeat`: plain data (`GateFacts`) derived anew.
+// The start gate, and the memory each run holds, read once per health round and sent to each run as an event.
 import { log } from "../common/log.ts";
 import { procStats } from "../engines/proc.ts";
 import {

@@ -24,8 +24,7 @@ export class GpuPlacementError extends InputError {
   }
 }
 
-// CUDA stops reading at the first entry it cannot use, so `-1` hides it and
-// everything after it.
+// CUDA stops reading at the first entry it cannot use, so `-1` hides it and everything after it.
 export function parseVisibleDevices(value: string): string[] {
   const entries: string[] = [];
   for (const raw of value.split(",")) {

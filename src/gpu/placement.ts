@@ -190,7 +190,6 @@ export function placeGpus(
   if (pool === undefined) return unplacedLayout(cards);
   const layout = new Layout(pool, options);
   const needs = cards.map((card) => [card.name, gpuNeed(card)] as const);
-  // Pinned cards are placed before the rest.
   for (const [name, need] of needs) if (need.pinned) layout.pin(name, need);
   for (const [name, need] of needs) {
     if (need.pinned || layout.pack(name, need)) continue;

@@ -137,8 +137,7 @@ const FILE = /^mymodel_serve_(\d+)\.prom$/;
 // `writeFileAtomic`'s temporary name: a launcher killed between its write and
 // its rename leaves one, which goes with the dead launcher's file.
 const TEMPORARY = /^\.mymodel_serve_(\d+)\.prom\.[0-9a-f]+\.tmp$/;
-// The owner line is a file's first; a file of any size (a neighbour's, a
-// planted one) costs one small read.
+// The owner line is a file's first; a file of any size (a neighbour's, a planted one) costs one small read.
 const FIRST_LINE_BYTES = 4096;
 
 // Prometheus' text format skips comments other than HELP and TYPE.
@@ -151,8 +150,7 @@ export function ownerOf(text: string): Owner | undefined {
   return match ? { pid: Number(match[1]), startTime: match[2]! } : undefined;
 }
 
-// Left alone: this launcher's own file (`port`), files of live launchers, of
-// this process, and files naming no owner.
+// Left alone: this launcher's own file (`port`), files of live launchers, of this process, and files naming no owner.
 async function removeDeadOwnersFiles(
   directory: string,
   port: number,

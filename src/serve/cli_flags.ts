@@ -27,10 +27,7 @@ interface FlagBase {
   readonly arg: string;
 }
 
-/**
- * Seconds on the command line (milliseconds in the options), or a count; the
- * default is the option's in {@linkcode SEMIOSERVE_DEFAULTS}.
- */
+/** Seconds on the command line (milliseconds in the options), or a count. */
 interface NumberFlag extends FlagBase {
   readonly unit: "seconds" | "count";
   readonly option: Extract<keyof typeof SEMIOSERVE_DEFAULTS, OptionOf<number>>;

@@ -98,7 +98,6 @@ export async function gather(
     : undefined;
   try {
     const catalogue = await Registry.load(config.catalogue, options);
-    // `${NAME}` filled in from the launcher's environment, each model once.
     const cards: ModelCard[] = [];
     for (const spec of config.models) {
       const card = catalogue.expand(catalogue.resolve(spec), config.env);
@@ -233,8 +232,7 @@ function checkVisibleDevices(visible: string | undefined): void {
   }
 }
 
-// A dry run looks whatever the cards: a start that looked less would place
-// them otherwise.
+// A dry run looks whatever the cards: a start that looked less would place them otherwise.
 function wantsLook(
   cards: readonly ModelCard[],
   weights: Readonly<Record<string, LocalWeights>>,

@@ -188,13 +188,11 @@ export class Semioserve implements AsyncDisposable {
     // A killed launcher's engines go first, so their ports are free again.
     await records.reap(facts.survey!, config.graceMs);
     const runs: EngineRun[] = [];
+    const rotation = { maxBytes: config.logMaxBytes, keep: config.logKeep };
     const parts = {
       records,
       book: new FootprintBook(plan.directory, facts.footprints),
-      journal: new Journal(journalPath(plan.directory), {
-        maxBytes: config.logMaxBytes,
-        keep: config.logKeep,
-      }),
+      journal: new Journal(journalPath(plan.directory), rotation),
       gpu: plan.engines.some((e) => (e.placement.gpus?.length ?? 0) > 0)
         ? new GpuLifecycle({
           intervalMs: config.healthIntervalMs,
@@ -206,11 +204,8 @@ export class Semioserve implements AsyncDisposable {
     };
     // Before the handler: it counts the engines once.
     runs.push(...plan.engines.map((e) => this.#engineRun(e, parts)));
-    const stance = OpsStance.resolve({
-      dev_mode: plan.devMode,
-      secret: plan.idpSecret,
-      issuer: plan.idpIssuer,
-    });
+    const { devMode: dev_mode, idpSecret: secret, idpIssuer: issuer } = plan;
+    const stance = OpsStance.resolve({ dev_mode, secret, issuer });
     const state: ManagementState = {
       engines: runs,
       catalogue: plan.catalogue,

@@ -38,12 +38,7 @@ export interface Plan {
   readonly warnings: readonly string[];
 }
 
-/**
- * Plans from the facts; for a reload, against the running plan (its engines
- * as they run now): unchanged engines, the pool and the mode are kept.
- *
- * @throws {GpuPlacementError | EngineError | ConfigError | SSLConfigError} The first refusal.
- */
+/** A reload keeps unchanged engines, the pool and the mode of `running`. @throws The first refusal. */
 export function plan(config: Config, facts: Facts, running?: Plan): Plan {
   const { cards, changes } = facts;
   const fresh = renewed(changes);
