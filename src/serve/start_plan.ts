@@ -198,17 +198,12 @@ const ENGINE_TABLE: Table<PlanEngine> = [
   ["VERB", (e) => e.verb],
   ["ENGINE", (e) => e.engine],
   ["PORT", (e) => String(e.port)],
-  [
-    "GPUS",
-    (e) =>
-      e.gpus === null
-        ? "-"
-        : e.gpus.length === 0
-        ? "none"
-        : e.share !== null && e.share < 1
-        ? `${e.gpus.join(",")} (${e.share})`
-        : e.gpus.join(","),
-  ],
+  ["GPUS", ({ gpus, share }) => {
+    if (gpus === null) return "-";
+    if (gpus.length === 0) return "none";
+    const list = gpus.join(",");
+    return share !== null && share < 1 ? `${list} (${share})` : list;
+  }],
   ["WAITS FOR", (e) => e.waits_for.join(",") || "-"],
   ["URL", (e) => e.url],
   ["LOG", (e) => e.log],
@@ -225,11 +220,10 @@ const GPU_TABLE: Table<PlanGpu> = [
   [
     "ENGINES",
     (g) =>
-      g.engines.map((e) =>
-        `${e.share < 1 ? `${e.name} ${e.share}` : e.name} (${
-          e.need_mib === null ? "?" : `${e.need_mib} MiB`
-        } ${needLabel(e.need_from)})`
-      ).join(", ") || "-",
+      g.engines.map((e) => {
+        const name = e.share < 1 ? `${e.name} ${e.share}` : e.name;
+        return `${name} (${mib(e.need_mib)} ${needLabel(e.need_from)})`;
+      }).join(", ") || "-",
   ],
   ["THEY NEED", (g) => mib(g.need_mib)],
   [
