@@ -1,7 +1,6 @@
-// Where placement put one engine, as its plan holds it: its devices and share,
-// what it takes on each device (its `gpu_memory`, else its last footprint on
-// such a device, else its kind's estimate), and the env and args that hold it
-// there. Pure: the book's entries and the plan's one nvidia-smi look are data.
+// What a placed engine takes on each device (its `gpu_memory`, else its last
+// footprint on such a device, else its kind's estimate), and the args that hold
+// it there. Pure: the book's entries and the plan's one look are data.
 import type { ModelCard } from "../catalogue.ts";
 import type { EnginePlacement } from "../engines/engine_plan.ts";
 import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";

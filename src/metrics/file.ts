@@ -1,10 +1,7 @@
-// `<directory>/metrics/mymodel_serve_<port>.prom`, kept the way
-// node_exporter's textfile collector expects: replaced atomically; at a clean
-// stop written a last time saying so (`mymodel_launcher_stopped 1`, no engine)
-// and left, so that the alert rules tell a planned stop from a death. A
-// launcher killed outright leaves its file as it was (aging, saying it runs).
-// The next launcher on the directory removes the files whose owner no longer
-// runs, stopped or killed.
+// Kept as node_exporter's textfile collector expects: replaced atomically; a clean
+// stop writes it a last time (`mymodel_launcher_stopped 1`) and leaves it, so the
+// alert rules tell a planned stop from a death (a killed launcher's file ages).
+// The next launcher on the directory removes the files of launchers gone.
 import { writeFileAtomic } from "../common/atomic_write.ts";
 import { log } from "../common/log.ts";
 import { living, type Owner, thisLauncher } from "../supervision/records.ts";

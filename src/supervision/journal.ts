@@ -1,8 +1,6 @@
-// The journal: every engine state change and every launcher event, one JSON
-// object per line in `<directory>/logs/events.jsonl`. An EngineLog underneath:
-// queued, written in the background, rotated; supervision never waits for it.
-// A path that is not a regular file (a FIFO would block the first write for
-// good) turns it off; a stop waits for its last writes a bounded time.
+// One JSON line per engine state change and launcher event, written in the
+// background (supervision never waits for it) and rotated. A path that is not a
+// regular file (a FIFO would block the first write for good) turns it off.
 import { log } from "../common/log.ts";
 import { late } from "../common/sleep.ts";
 import { EngineLog, type EngineLogOptions } from "../engines/log_sink.ts";

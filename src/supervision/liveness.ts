@@ -1,7 +1,5 @@
-// One run's liveness: its health polls and the `--start-timeout` silence
-// timer, judged by the pure rules of `restart_policy.ts`. The timer is a
-// timer, not the health round (a round may be far longer than the timeout),
-// and ends in a `silence` event for the engine run.
+// The `--start-timeout` silence timer is a timer, not the health round (a round
+// may be far longer than the timeout); it ends in a `silence` event.
 import { log } from "../common/log.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
 import type { Clock } from "../common/sleep.ts";
