@@ -41,9 +41,8 @@ export class KeyError extends InputError {
       ? "a model of your own, write a catalogue and pass it with --catalogue"
       : "";
     const more = names.length - KNOWN_SHOWN;
-    const listed = `${names.slice(0, KNOWN_SHOWN).join(", ") || "none"}${
-      more > 0 ? ` and ${more} more` : ""
-    }`;
+    const tail = more > 0 ? ` and ${more} more` : "";
+    const listed = `${names.slice(0, KNOWN_SHOWN).join(", ") || "none"}${tail}`;
     const help = suggestions.length > 0
       ? `did you mean ${orList(suggestions)}?${own && ` For ${own}`}`
       : `known: ${listed}${own && `; for ${own}`}`;
@@ -99,12 +98,9 @@ export class CatalogueError extends InputError {
     if (line !== undefined) {
       where = where ? `${where} (line ${line})` : `line ${line}`;
     }
-    super(
-      foldLines(
-        `Cannot load catalogue ${file}: ${where && `${where}: `}${detail}`,
-      ),
-      cause === undefined ? undefined : { cause },
-    );
+    const at = where && `${where}: `;
+    const message = foldLines(`Cannot load catalogue ${file}: ${at}${detail}`);
+    super(message, cause === undefined ? undefined : { cause });
     this.name = "CatalogueError";
     this.file = file;
     if (card !== undefined) this.card = card;

@@ -65,12 +65,8 @@ export class Registry implements Iterable<ModelCard> {
     const url = typeof source === "string"
       ? (URL_LIKE.test(source) ? URL.parse(source) : undefined)
       : source;
-    if (url === null) {
-      throw new CatalogueError(
-        String(source),
-        `not a valid URL (expected ${SOURCES})`,
-      );
-    }
+    const invalid = `not a valid URL (expected ${SOURCES})`;
+    if (url === null) throw new CatalogueError(String(source), invalid);
     const file = url === undefined ? String(source) : displayName(url);
     if (url && !["file:", "http:", "https:"].includes(url.protocol)) {
       throw new CatalogueError(
@@ -233,11 +229,10 @@ async function fetchText(
     const length = Number(response.headers.get("content-length") ?? NaN);
     if (!response.ok || length > MAX_BYTES) {
       await response.body?.cancel();
+      const status = `${response.status} ${response.statusText}`.trim();
       throw response.ok ? tooLarge(file, length) : new CatalogueError(
         file,
-        `the server answered ${
-          `${response.status} ${response.statusText}`.trim()
-        } (expected 200 with the catalogue's YAML)`,
+        `the server answered ${status} (expected 200 with the catalogue's YAML)`,
       );
     }
     // The fetch's signal ends the body's read too.
@@ -260,15 +255,14 @@ async function fetchText(
     const cause = error instanceof Error && error.cause instanceof Error
       ? error.cause
       : error;
-    const reason = cause instanceof Error ? cause.message : String(cause);
+    const reason = (cause instanceof Error ? cause.message : String(cause))
+      .replace(
+        /^(?:error sending request for url \([^)]*\): )?(?:client error \(Connect\): )?(?:Fetch failed: )?/,
+        "",
+      );
     throw new CatalogueError(
       file,
-      `cannot fetch it: ${
-        reason.replace(
-          /^(?:error sending request for url \([^)]*\): )?(?:client error \(Connect\): )?(?:Fetch failed: )?/,
-          "",
-        )
-      } (expected a reachable HTTP server serving the catalogue at that URL)`,
+      `cannot fetch it: ${reason} (expected a reachable HTTP server serving the catalogue at that URL)`,
       { cause: error },
     );
   } finally {

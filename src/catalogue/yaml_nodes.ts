@@ -1,5 +1,4 @@
-// A catalogue's YAML as the card reader reads it; every problem a
-// CatalogueError naming the card, field and line.
+// A catalogue's YAML as the card reader reads it; every problem a CatalogueError naming the card, field and line.
 import {
   type Alias,
   isAlias,
@@ -34,12 +33,7 @@ const ONCE_IN = new Map([
 const MAX_PLAIN_NODES = 10_000;
 const MAX_PLAIN_DEPTH = 1_000;
 
-/**
- * One catalogue document. npm:yaml's own duplicate-key check compares each key
- * with every earlier one of its mapping, and its `Alias.resolve` walks the
- * whole document once per alias: both are quadratic in the number of cards.
- * One walk here does both.
- */
+// npm:yaml's duplicate-key check and its `Alias.resolve` are both quadratic in the number of cards: one walk here does both.
 export class Context {
   readonly contents: unknown;
   #lines = new LineCounter();
@@ -120,11 +114,10 @@ export class Context {
       where = { card, field: fieldPath(inCard) || key, node };
       expected = ONCE_IN.get(inCard.join()) ?? expected;
     }
+    const line = this.lineOf(first);
     this.fail(
       where,
-      `duplicate key '${key}' (expected ${expected}; the first is on line ${
-        this.lineOf(first)
-      })`,
+      `duplicate key '${key}' (expected ${expected}; the first is on line ${line})`,
     );
   }
 
@@ -206,13 +199,10 @@ export class Field {
 
   /** A list's items, as `field[i]`. */
   items(): Field[] {
-    return (this.value as YAMLSeq).items.map((item, i) =>
-      new Field(this.ctx, item, {
-        ...this.where,
-        field: `${this.where.field}[${i}]`,
-        node: item,
-      })
-    );
+    return (this.value as YAMLSeq).items.map((item, i) => {
+      const field = `${this.where.field}[${i}]`;
+      return new Field(this.ctx, item, { ...this.where, field, node: item });
+    });
   }
 
   /** A mapping's entries by key text, as `field.key`; each key is checked when its turn comes. */
@@ -250,9 +240,10 @@ export function clip(text: string): string {
 
 /** `args.limit-mm-per-prompt`, `command[0]`. */
 function fieldPath(parts: readonly string[]): string {
-  return parts.map((p, i) => i === 0 || p.startsWith("[") ? p : `.${p}`).join(
-    "",
+  const dotted = parts.map((p, i) =>
+    i === 0 || p.startsWith("[") ? p : `.${p}`
   );
+  return dotted.join("");
 }
 
 /** The card and field a YAML syntax problem lies in. */

@@ -10,10 +10,7 @@ export function alignColumns(
   gap = 3,
 ): string {
   const widths = titles.map((title, i) =>
-    Math.max(
-      displayWidth(title),
-      ...rows.map((cells) => displayWidth(cells[i] ?? "")),
-    )
+    Math.max(displayWidth(title), ...rows.map((c) => displayWidth(c[i] ?? "")))
   );
   function line(cells: readonly string[], row: number): string {
     return cells.map((text, i) => {
@@ -26,7 +23,6 @@ export function alignColumns(
         : `${code}${text}${RESET}${padded.slice(text.length)}`;
     }).join(" ".repeat(gap)).trimEnd();
   }
-  return [line(titles, -1), ...rows.map((cells, r) => line(cells, r))].join(
-    "\n",
-  );
+  const lines = [line(titles, -1), ...rows.map((cells, r) => line(cells, r))];
+  return lines.join("\n");
 }

@@ -88,7 +88,6 @@ export function cutToWidth(text: string, width: number): string {
   return `${kept}…`;
 }
 
-/** `text` padded with spaces to `width` columns. */
 export function padToWidth(text: string, width: number): string {
   return text + " ".repeat(Math.max(0, width - displayWidth(text)));
 }

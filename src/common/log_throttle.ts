@@ -17,19 +17,13 @@ type Window = { opened: number; suppressed: number; cancel: () => void };
 
 const COUNT = new Intl.NumberFormat("en-US");
 
-/**
- * A log bounded under abuse: per key, the first line of a 10 s window is
- * written, the rest counted ("… and 4,211 more in 10 s"). Keys must come from
- * a small fixed set: one entry is kept per live key.
- */
+/** Per key, the first line of a 10 s window, the rest counted; keys from a small fixed set (one entry each). */
 export class LogThrottle {
   #write: (line: string) => void;
   #clock: Clock;
   #windows = new Map<string, Window>();
 
-  constructor(
-    options: { write: (line: string) => void; clock?: Clock },
-  ) {
+  constructor(options: { write: (line: string) => void; clock?: Clock }) {
     this.#write = options.write;
     this.#clock = options.clock ?? SYSTEM_CLOCK;
   }

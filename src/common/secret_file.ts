@@ -14,10 +14,9 @@ function readSecretFile(variable: string, path: string): string {
     mode = Deno.statSync(path).mode;
     bytes = Deno.readFileSync(path);
   } catch (cause) {
+    const why = oneLine(cause);
     throw new ConfigError(
-      `Cannot read ${variable}=${path}: ${
-        oneLine(cause)
-      } (expected a readable file holding the secret)`,
+      `Cannot read ${variable}=${path}: ${why} (expected a readable file holding the secret)`,
       { cause },
     );
   }
@@ -38,10 +37,9 @@ function readSecretFile(variable: string, path: string): string {
     );
   }
   if (mode !== null && (mode & 0o044) !== 0) {
+    const octal = (mode & 0o777).toString(8).padStart(4, "0");
     log.warn(
-      `${variable}=${path} is readable by group or others (mode ${
-        (mode & 0o777).toString(8).padStart(4, "0")
-      }); chmod 600 it`,
+      `${variable}=${path} is readable by group or others (mode ${octal}); chmod 600 it`,
     );
   }
   return value;

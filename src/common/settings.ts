@@ -1,5 +1,3 @@
-// The launcher's settings from a captured environment, the checks they share
-// with the command line, and hosts as URLs write them.
 import { ConfigError } from "./config_error.ts";
 import { secretFromEnv } from "./secret_file.ts";
 
@@ -10,12 +8,11 @@ export function parsePort(text: string, what: string): number {
   const port = portIn(text);
   if (port !== undefined) return port;
   const trimmed = text.trim();
+  const quoted = JSON.stringify(text);
   throw new ConfigError(
     /^\d+$/.test(trimmed)
       ? `Cannot use ${what}=${trimmed}: expected a port from 1 to ${MAX_PORT}`
-      : `Cannot use ${what}=${
-        JSON.stringify(text)
-      }: expected an integer from 1 to ${MAX_PORT}`,
+      : `Cannot use ${what}=${quoted}: expected an integer from 1 to ${MAX_PORT}`,
   );
 }
 
@@ -69,11 +66,7 @@ export function isDevMode(mode: string): boolean {
 
 export type EnvRecord = Readonly<Record<string, string | undefined>>;
 
-/**
- * The settings as the environment gives them (see `common.ts`); secrets empty
- * when unset. A setting in `given` (the command line's) wins: its variable is
- * not read, so a stale one cannot refuse the start.
- */
+// A setting in `given` (the command line's) wins: its variable is not read, so a stale one cannot refuse the start.
 export function readEnvironment(
   env: EnvRecord,
   given: { directory?: string | undefined; port?: number | undefined } = {},

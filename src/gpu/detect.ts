@@ -1,6 +1,4 @@
-// Where the GPU pool comes from: `--gpus`, else the launcher's own
-// `CUDA_VISIBLE_DEVICES`, else `nvidia-smi`, else no pool. A failing
-// `nvidia-smi` is a warning and no pool, never an error.
+// A failing `nvidia-smi` is a warning and no pool, never an error.
 import { ConfigError } from "../common/config_error.ts";
 import { clip, foldLines } from "../common/one_line.ts";
 import type { GpuDetection } from "./placement.ts";
@@ -45,11 +43,8 @@ export function parseGpuList(text: string, what: string): string[] | "none" {
       items = Array.from({ length: high - low + 1 }, (_, i) => `${low + i}`);
     } else if (/^(?:GPU|MIG)-[A-Za-z0-9/_.:-]+$/.test(part)) items = [part];
     else {
-      throw bad(
-        `${
-          part === "" ? "an empty entry" : `'${part.slice(0, 40)}'`
-        } is not a device (${EXPECTED})`,
-      );
+      const what = part === "" ? "an empty entry" : `'${part.slice(0, 40)}'`;
+      throw bad(`${what} is not a device (${EXPECTED})`);
     }
     for (const item of items) {
       if (entries.includes(item)) {
@@ -79,11 +74,10 @@ export async function detectGpuPool(
   const visible = options.env["CUDA_VISIBLE_DEVICES"];
   if (visible !== undefined) {
     const entries = parseVisibleDevices(visible);
-    return entries.length > 0 ? pooled(entries, "CUDA_VISIBLE_DEVICES") : none(
-      `the launcher's CUDA_VISIBLE_DEVICES=${
-        JSON.stringify(visible)
-      } hides every GPU`,
-    );
+    const hides = `CUDA_VISIBLE_DEVICES=${JSON.stringify(visible)} hides`;
+    return entries.length > 0
+      ? pooled(entries, "CUDA_VISIBLE_DEVICES")
+      : none(`the launcher's ${hides} every GPU`);
   }
   const look = await options.query;
   if (look?.ok) {
@@ -123,11 +117,7 @@ export async function detectGpuPool(
 const NO_NVIDIA_SMI =
   "no --gpus, no CUDA_VISIBLE_DEVICES and no nvidia-smi on PATH";
 
-function pooled(
-  entries: string[],
-  source: string,
-  explicit = false,
-): GpuDetection {
+function pooled(entries: string[], source: string, explicit = false) {
   return { pool: { entries, explicit }, source };
 }
 

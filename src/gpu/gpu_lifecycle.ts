@@ -1,7 +1,4 @@
-// The GPU lifecycle as the launcher composes it when some engine is placed on
-// GPUs: the start gate, and the memory each run holds, read once per health
-// round, sent to each run as an event. Each engine run keeps its passage
-// through the gate in a `GpuSeat`: plain data (`GateFacts`) derived anew.
+// The start gate, and the memory each run holds, read once per health round and sent to each run as an event.
 import { log } from "../common/log.ts";
 import { procStats } from "../engines/proc.ts";
 import {
@@ -106,13 +103,9 @@ export class GpuLifecycle {
   }
 }
 
-/**
- * The MiB a run holds on each of its devices: by pid where listed pids are in
- * its process group (`groups`: each listed live pid's; vLLM's workers are the
- * engine's children); else (a container lists the host's pids) by the
- * device's change since just before the spawn: the gate's rule 1 lets one
- * load at a time onto a device.
- */
+// By pid where listed pids are in its process group (vLLM's workers are the
+// engine's children); else (a container lists the host's pids) by the device's
+// change since just before the spawn: rule 1 lets one load at a time onto it.
 export function runMemory(
   snapshot: GpuSnapshot,
   devices: readonly string[],
@@ -135,12 +128,7 @@ export function runMemory(
   return { mib, by, pids: [...new Set(mine.map((p) => p.pid))], usedMiB };
 }
 
-/**
- * One engine run's passage through the gate and the memory it holds: plain
- * facts, derived anew at each step; only its engine run's handlers call it.
- * What the gate measures later (a load's end) goes back to the run as an
- * event (`measured`), never written here.
- */
+/** One run's passage through the gate; a later measurement (a load's end) goes back to the run as an event. */
 export class GpuSeat {
   #facts: GateFacts = { since: 0, ms: {}, startUsed: {} };
   readonly #gate: GpuStartGate | undefined;
@@ -195,13 +183,8 @@ export class GpuSeat {
   ): Promise<StartSlot | null> {
     const [devices, released] = [this.gated!, this.#released];
     try {
-      const ticket = this.#gate!.admit({
-        name,
-        devices,
-        memory,
-        released,
-        signal,
-      });
+      const request = { name, devices, memory, released, signal };
+      const ticket = this.#gate!.admit(request);
       let step = await ticket.next();
       for (; !step.done; step = await ticket.next()) held(step.value);
       return step.value;
@@ -214,10 +197,8 @@ export class GpuSeat {
   seat(slot: StartSlot, name: string, waited: WaitingFor | null): void {
     this.#facts = { ...this.#facts, slot, startUsed: slot.usedMiB };
     if (!waited) return;
-    const on = this.gated!.join(",");
-    log.info(
-      `engine ${name} starts on GPU ${on} (waited for ${waited.reason})`,
-    );
+    const on = `GPU ${this.gated!.join(",")}`;
+    log.info(`engine ${name} starts on ${on} (waited for ${waited.reason})`);
   }
 
   spawned(pgid: number | undefined): void {
@@ -277,9 +258,8 @@ export class GpuSeat {
 
   /** Waits while a neighbour loads on its devices (vLLM profiles device-wide free memory). */
   quiet(name: string, why: string, signal: AbortSignal): Promise<void> {
-    return Promise.resolve(
-      this.#gate?.quiet(this.gated ?? [], name, why, signal),
-    );
+    return this.#gate?.quiet(this.gated ?? [], name, why, signal) ??
+      Promise.resolve();
   }
 }
 
@@ -311,25 +291,18 @@ export function releasedBy(facts: GateFacts): Released {
   return { devices, pids: [...pids], byPid: settled?.by === "pid" };
 }
 
-/**
- * `reading` as the run is charged: by device, once its load has ended, the
- * device's change across the load (spawn to first 200), not since: a
- * neighbour that loads later on the device is never its.
- */
+/** By device, once its load ended: the change across the load (spawn to first 200); a later neighbour is never its. */
 export function chargedLoad(
   reading: GpuReading | null,
   facts: GateFacts,
 ): GpuReading | null {
-  const end = facts.loadEnd?.pgid === facts.pgid
-    ? facts.loadEnd?.used
-    : undefined;
+  const end = facts.loadEnd?.pgid === facts.pgid && facts.loadEnd?.used;
   if (!reading || reading.by !== "device" || !end) return reading;
   const mib: Record<string, number> = { ...reading.mib };
   for (const entry of Object.keys(mib)) {
     const [before, after] = [facts.startUsed[entry], end[entry]];
-    if (before !== undefined && after !== undefined) {
-      mib[entry] = Math.max(0, after - before);
-    }
+    if (before === undefined || after === undefined) continue;
+    mib[entry] = Math.max(0, after - before);
   }
   return { ...reading, mib };
 }

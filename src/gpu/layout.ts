@@ -67,23 +67,22 @@ export class Layout {
   pin(name: string, need: GpuNeed): void {
     const units = unitsOf(need);
     for (const device of need.pinned!) {
+      const pins = `its CUDA_VISIBLE_DEVICES pins GPU ${device}`;
       if (this.#explicit && !this.#order.includes(device)) {
+        const pool = formatGpuList(this.#order);
         throw new GpuPlacementError(
           name,
-          `its CUDA_VISIBLE_DEVICES pins GPU ${device}, outside the pool ${
-            formatGpuList(this.#order)
-          } given by --gpus (expected devices from that pool, or a wider --gpus)`,
+          `${pins}, outside the pool ${pool} given by --gpus (expected devices from that pool, or a wider --gpus)`,
         );
       }
       const others = this.#on(device).map(([other]) => other);
       if (others.length > 0 && !this.#fits(device, units)) {
+        const who = `${others.join(" and ")} also ${
+          others.length === 1 ? "pins" : "pin"
+        }`;
         throw new GpuPlacementError(
           name,
-          `its CUDA_VISIBLE_DEVICES pins GPU ${device}, which ${
-            others.join(" and ")
-          } also ${
-            others.length === 1 ? "pins" : "pin"
-          } (expected each device pinned by one card, or by shares adding up to at most 1)`,
+          `${pins}, which ${who} (expected each device pinned by one card, or by shares adding up to at most 1)`,
         );
       }
     }
@@ -94,22 +93,16 @@ export class Layout {
     const { count } = need;
     const free = this.#open.filter((device) => this.#isFree(device));
     if (free.length < count) {
-      throw new GpuPlacementError(
-        name,
-        `needs ${count} ${
-          count === 1 ? "GPU" : "GPUs"
-        }, ${free.length} free ${this.#where()}`,
-      );
+      const gpus = count === 1 ? "GPU" : "GPUs";
+      const why =
+        `needs ${count} ${gpus}, ${free.length} free ${this.#where()}`;
+      throw new GpuPlacementError(name, why);
     }
     const devices = this.#adjacentRun(count) ?? free.slice(0, count);
     this.placed.set(name, { devices, need });
   }
 
-  /**
-   * One device's worth by MiB: the first device in use it fits beside, else
-   * the lowest free one. False when nothing is known of it (today's way then).
-   * @throws {GpuPlacementError} When a budget fits nowhere: an over-commit.
-   */
+  /** The first device in use it fits beside by MiB, else the lowest free one; false when its MiB are unknown. */
   pack(name: string, need: GpuNeed): boolean {
     const memory = this.#memory[name];
     if (!memory || need.kind === "unplaced") return false;
@@ -124,11 +117,10 @@ export class Layout {
     ).find(([d, mib]) => this.#fits(d, 0, mib));
     if (pick === undefined) {
       if (memory.budgetMiB === undefined) return false;
+      const budget = mibText(memory.budgetMiB);
       throw new GpuPlacementError(
         name,
-        `its gpu_memory ${
-          mibText(memory.budgetMiB)
-        } fits on no GPU: over-committed ${this.#where()} (expected the budgets on each device to add up to at most its total)`,
+        `its gpu_memory ${budget} fits on no GPU: over-committed ${this.#where()} (expected the budgets on each device to add up to at most its total)`,
       );
     }
     const [device, mib] = pick;
@@ -178,10 +170,8 @@ export class Layout {
   #fits(device: string, units: number | undefined, mib?: number): boolean {
     if (mib !== undefined) {
       const total = deviceOf(device, this.#snapshot!)!.totalMiB;
-      return this.#on(device).reduce(
-        (sum, [, a]) => sum + heldOn(a, total),
-        mib,
-      ) <= total;
+      const on = this.#on(device);
+      return on.reduce((sum, [, a]) => sum + heldOn(a, total), mib) <= total;
     }
     const held = this.#on(device).map(([, a]) => unitsOf(a.need));
     if (units === undefined || held.includes(undefined)) return false;
@@ -218,17 +208,12 @@ export class Layout {
         : `${units / WHOLE} of ${on}`;
       return inPool.length > 0 ? [`${name} holds ${what}`] : [];
     });
-    return `in pool ${formatGpuList(this.#order)}${
-      held.length > 0 ? ` (${held.join("; ")})` : ""
-    }`;
+    const holds = held.length > 0 ? ` (${held.join("; ")})` : "";
+    return `in pool ${formatGpuList(this.#order)}${holds}`;
   }
 }
 
-/**
- * What an engine placed as `a` holds on one of its devices of `totalMiB`: its
- * budget or footprint where packed by it, else its share of the total (a
- * whole device: all of it). The one rule packing and the budgets' args read.
- */
+/** Its budget or footprint where packed by it, else its share of `totalMiB`: the one rule packing and the budgets read. */
 export function heldOn(a: GpuAssignment, totalMiB: number): number {
   return a.mib ?? (unitsOf(a.need) ?? WHOLE) / WHOLE * totalMiB;
 }

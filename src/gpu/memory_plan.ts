@@ -1,7 +1,6 @@
-// Where placement put one engine, as its plan holds it: its devices and share,
-// what it takes on each device (its `gpu_memory`, else its last footprint on
-// such a device, else its kind's estimate), and the env and args that hold it
-// there. Pure: the book's entries and the plan's one nvidia-smi look are data.
+// What a placed engine takes on each device (its `gpu_memory`, else its last
+// footprint on such a device, else its kind's estimate), and the args that hold
+// it there. Pure: the book's entries and the plan's one look are data.
 import type { ModelCard } from "../catalogue.ts";
 import type { EnginePlacement } from "../engines/engine_plan.ts";
 import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
@@ -12,12 +11,7 @@ import { heldOn, mibText } from "./layout.ts";
 import { type Placement, placementEnv } from "./placement.ts";
 import { deviceOf } from "./nvidia_smi.ts";
 
-/**
- * The placement an engine's plan is made with (`placed` in
- * `engines/engine_plan.ts`), and kept for its restarts.
- *
- * @throws {GpuPlacementError} A budget that cannot be held: no GPU, no total, no room.
- */
+/** Kept for its restarts. @throws {GpuPlacementError} A budget that cannot be held: no GPU, no total, no room. */
 export function enginePlacement(
   card: ModelCard,
   placement: Placement,
@@ -48,17 +42,14 @@ export function enginePlacement(
   });
   if (card.gpuMemory === undefined) {
     const mib = measured?.total_mib;
+    if (mib == null || total === undefined) {
+      return { ...where, args: [], memoryNeed: gpuMemoryNeed(card) ?? null };
+    }
+    const at = `on ${device!.name} at ${measured!.measured_at}`;
     return {
       ...where,
       args: [],
-      memoryNeed: mib == null || total === undefined
-        ? gpuMemoryNeed(card) ?? null
-        : need(
-          mib,
-          `measured ${mibText(mib)} on ${device!.name} at ${
-            measured!.measured_at
-          }`,
-        ),
+      memoryNeed: need(mib, `measured ${mibText(mib)} ${at}`),
     };
   }
   const refuse = (why: string): never => {
@@ -67,10 +58,11 @@ export function enginePlacement(
   const budgetMiB = card.gpuMemory / 2 ** 20;
   const text = mibText(budgetMiB);
   if (total === undefined) {
+    const which = entry === undefined
+      ? "it has none"
+      : `GPU ${entry}: not known`;
     refuse(
-      `${text} needs a placed GPU whose total memory nvidia-smi reports${
-        entry === undefined ? " (it has none)" : ` (GPU ${entry}: not known)`
-      } (expected a GPU pool nvidia-smi lists, or no gpu_memory)`,
+      `${text} needs a placed GPU whose total memory nvidia-smi reports (${which}) (expected a GPU pool nvidia-smi lists, or no gpu_memory)`,
     );
   }
   // What stays free once each engine there holds its own, less what others held at the look.

@@ -1,5 +1,3 @@
-// What GPUs one card needs, from its `gpus`, its own `CUDA_VISIBLE_DEVICES`,
-// or its engine's flags. Pure.
 import type { ModelCard } from "../catalogue.ts";
 import { foldLines } from "../common/one_line.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
@@ -26,8 +24,7 @@ export class GpuPlacementError extends InputError {
   }
 }
 
-// CUDA stops reading at the first entry it cannot use, so `-1` hides it and
-// everything after it.
+// CUDA stops reading at the first entry it cannot use, so `-1` hides it and everything after it.
 export function parseVisibleDevices(value: string): string[] {
   const entries: string[] = [];
   for (const raw of value.split(",")) {
@@ -69,12 +66,12 @@ export function gpuMemoryNeed(card: ModelCard): MemoryNeed | undefined {
   if (share === undefined) return undefined;
   const flag = flagValue(card.args, [share.flag]);
   if (flag === undefined) {
-    return share.default === undefined ? undefined : {
-      fraction: share.default,
-      from: `${share.flag.slice(2)} ${share.default} (${
-        kind!.title
-      }'s default)`,
-    };
+    const fraction = share.default;
+    if (fraction === undefined) return undefined;
+    const from = `${share.flag.slice(2)} ${fraction} (${
+      kind!.title
+    }'s default)`;
+    return { fraction, from };
   }
   const fraction = Number(flag.value);
   // An unusable value is the engine's to refuse; placement reports vLLM's already.

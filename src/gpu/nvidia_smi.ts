@@ -361,11 +361,9 @@ export class GpuMonitor {
     this.#failures.fail(
       `${answer.error}; rules needing GPU memory facts are skipped while it fails`,
     );
+    const max = this.#maxBackoffMs;
     const doubled = 2 * (this.#latest?.backoffMs || FIRST_BACKOFF_MS / 2);
-    const backoffMs = answer.absent ? this.#maxBackoffMs : Math.min(
-      this.#maxBackoffMs,
-      doubled,
-    );
+    const backoffMs = answer.absent ? max : Math.min(max, doubled);
     this.#latest = { snapshot: undefined, came: this.#now(), backoffMs, mark };
     return undefined;
   }

@@ -35,7 +35,6 @@ export interface Placement {
   /** Pool entries left out of automatic placement: their memory reads as an error. */
   readonly avoid: readonly string[];
   readonly snapshot: GpuSnapshot | undefined;
-  /** Whether engines get `CUDA_DEVICE_ORDER=PCI_BUS_ID`. */
   readonly pciOrder: boolean;
 }
 
@@ -118,39 +117,32 @@ export function placementReport(
 ): ReportLine[] {
   const { detection, snapshot } = placement;
   const lines: ReportLine[] = [];
-  if (detection.warning) lines.push({ level: "warn", text: detection.warning });
-  lines.push({ level: "info", text: gpuPoolLine(detection) });
+  const warn = (text: string) => lines.push({ level: "warn", text });
+  const info = (text: string) => lines.push({ level: "info", text });
+  if (detection.warning) warn(detection.warning);
+  info(gpuPoolLine(detection));
   for (const entry of placement.avoid) {
-    lines.push({
-      level: "warn",
-      text: `GPU ${entry} reports its memory as an error (${
-        deviceOf(entry, snapshot!)?.error
-      }): left out of automatic placement; engines pinned there wait until it reports memory again`,
-    });
+    const error = deviceOf(entry, snapshot!)?.error;
+    warn(
+      `GPU ${entry} reports its memory as an error (${error}): left out of automatic placement; engines pinned there wait until it reports memory again`,
+    );
   }
   for (const [name, a] of Object.entries(placement.assigned)) {
-    lines.push({ level: "info", text: gpuLine(name, a) });
+    info(gpuLine(name, a));
   }
   for (const card of cards) {
     const unmapped = integerEntries(placement, card)
       ?.filter((entry) => !isIndex(entry) && !entry.startsWith("MIG-")) ?? [];
     if (unmapped.length === 0) continue;
-    lines.push({
-      level: "warn",
-      text: `engine ${card.name}: GPU ${
-        unmapped.join(",")
-      } passed as given, and its engine reads CUDA_VISIBLE_DEVICES as integers: nvidia-smi could not map them to indices`,
-    });
+    const gpus = unmapped.join(",");
+    warn(
+      `engine ${card.name}: GPU ${gpus} passed as given, and its engine reads CUDA_VISIBLE_DEVICES as integers: nvidia-smi could not map them to indices`,
+    );
   }
   return lines;
 }
 
-/**
- * The placement after a reload, on the same pool: engines not in `changed`
- * keep their devices, the changed ones are placed in what is left.
- *
- * @throws {GpuPlacementError} When a changed card does not fit.
- */
+/** Engines not in `changed` keep their devices. @throws {GpuPlacementError} A changed card does not fit. */
 export function replacePlacement(
   placement: Placement,
   cards: readonly ModelCard[],
@@ -193,19 +185,12 @@ export function placeGpus(
   const twice = cards.find((card, i) =>
     cards.findIndex((other) => other.name === card.name) < i
   );
-  if (twice) {
-    throw new GpuPlacementError(
-      twice.name,
-      "it is requested twice (expected each model once)",
-    );
-  }
+  const again = "it is requested twice (expected each model once)";
+  if (twice) throw new GpuPlacementError(twice.name, again);
   if (pool === undefined) return unplacedLayout(cards);
   const layout = new Layout(pool, options);
   const needs = cards.map((card) => [card.name, gpuNeed(card)] as const);
-  // Pinned cards are placed before the rest.
-  for (const [name, need] of needs) {
-    if (need.pinned) layout.pin(name, need);
-  }
+  for (const [name, need] of needs) if (need.pinned) layout.pin(name, need);
   for (const [name, need] of needs) {
     if (need.pinned || layout.pack(name, need)) continue;
     if (need.kind === "whole") layout.takeWhole(name, need);
@@ -220,11 +205,10 @@ export function placeGpus(
       devices && devices.length > 1 && devices.some((d) => d.startsWith("MIG-"))
     ) {
       // A CUDA process sees one MIG device, whatever CUDA_VISIBLE_DEVICES lists.
+      const given = devices.join(",");
       throw new GpuPlacementError(
         name,
-        `needs ${devices.length} devices (${need.from}), given ${
-          devices.join(",")
-        }: a CUDA process sees one MIG instance (expected a tensor parallelism of 1 on MIG)`,
+        `needs ${devices.length} devices (${need.from}), given ${given}: a CUDA process sees one MIG instance (expected a tensor parallelism of 1 on MIG)`,
       );
     }
   }
@@ -244,7 +228,6 @@ function unplacedLayout(
   }));
 }
 
-// Shares in millionths of a device, so that 0.3 + 0.3 + 0.4 fills one exactly.
 /** Nothing for a pinned card: its own `env` already says it, exactly as written. */
 export function gpuEnv(
   assignment: GpuAssignment | undefined,

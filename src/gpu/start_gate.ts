@@ -1,22 +1,18 @@
-/**
- * The GPU start gate: says when an engine placed on devices D may spawn
- * (supervision asks before every start). It spawns nothing and stops nothing.
- * A start on D proceeds only when:
- * 1. no other engine on D is loading, nor asked earlier (vLLM sizes its KV
- *    cache from device-wide free memory while it loads);
- * 2. for a restart, the dead run's pids (where they match ours) are gone from
- *    `nvidia-smi`'s list, or two readings in a row show D's used memory fell
- *    by what it held, within max(256 MiB, 2 %); bounded by the release timeout;
- * 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires reset]`);
- * 4. each device of D has the free memory the engine needs (its budget, or
- *    its measured footprint, else what it checks at start), less what
- *    sleeping engines there take back when they wake.
- *
- * Rules 2 to 4 read facts asked after the last event on D
- * ({@linkcode GpuStartGate.changed}); without facts they are skipped.
- *
- * @module
- */
+// The GPU start gate: says when an engine placed on devices D may spawn
+// (supervision asks before every start). It spawns nothing and stops nothing.
+// A start on D proceeds only when:
+// 1. no other engine on D is loading, nor asked earlier (vLLM sizes its KV
+//    cache from device-wide free memory while it loads);
+// 2. for a restart, the dead run's pids (where they match ours) are gone from
+//    `nvidia-smi`'s list, or two readings in a row show D's used memory fell
+//    by what it held, within max(256 MiB, 2 %); bounded by the release timeout;
+// 3. no device of D reports its memory as an error (`ERR!`, `[GPU requires reset]`);
+// 4. each device of D has the free memory the engine needs (its budget, or
+//    its measured footprint, else what it checks at start), less what
+//    sleeping engines there take back when they wake.
+//
+// Rules 2 to 4 read facts asked after the last event on D
+// ({@linkcode GpuStartGate.changed}); without facts they are skipped.
 import { log } from "../common/log.ts";
 import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
 import type { ProcStat } from "../engines/proc.ts";
@@ -117,7 +113,6 @@ export class GpuStartGate {
   readonly #queue: Waiter[] = [];
   /** Device → the mark of the last event there. */
   readonly #changed = new Map<string, number>();
-  /** Woken when a load ends or a request leaves. */
   readonly #wakers = new Set<() => void>();
 
   constructor(options: StartGateOptions) {
@@ -149,10 +144,9 @@ export class GpuStartGate {
   ): Promise<void> {
     const loading = this.loadingOn(devices, name);
     if (loading === undefined) return;
+    const on = devices.join(",");
     log.info(
-      `${what} waits until engine ${loading} on GPU ${
-        devices.join(",")
-      } has started (it measures the device's free memory while it loads)`,
+      `${what} waits until engine ${loading} on GPU ${on} has started (it measures the device's free memory while it loads)`,
     );
     while (this.loadingOn(devices, name) !== undefined && !signal?.aborted) {
       await this.#wait(undefined, signal);
@@ -171,7 +165,6 @@ export class GpuStartGate {
           // The world may have moved while nvidia-smi answered.
           this.#busy(waiter);
         if (held === undefined) return this.#grant(waiter);
-        // Rule 1 waits for a wake; a release is looked at soon.
         const { intervalMs } = this.#options;
         // Armed before the yield: a wake while the asker reads it is not lost.
         const woken = this.#wait(
@@ -252,9 +245,8 @@ export class GpuStartGate {
   #release(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
     const { name, devices, released } = waiter.request;
     if (!released || waiter.releaseDone) return undefined;
-    const listed = snapshot.processes.filter((p) =>
-      released.pids.includes(p.pid)
-    );
+    const { processes } = snapshot;
+    const listed = processes.filter((p) => released.pids.includes(p.pid));
     const still = listed.map((p) =>
       `pid ${p.pid} (${p.usedMiB} MiB) still listed`
     );
@@ -278,12 +270,12 @@ export class GpuStartGate {
     if (enough || waited >= this.#options.releaseTimeoutMs) {
       waiter.releaseDone = true;
       if (enough) return undefined;
+      const what = still.join(", ") || "memory back in one reading only";
+      const s = Math.round(waited / 1000);
       log.warn(
-        `engine ${name}: GPU ${devices.join(",")}: ${
-          still.join(", ") || "memory back in one reading only"
-        } ${
-          Math.round(waited / 1000)
-        } s after the exit (--gpu-release-timeout); starting anyway`,
+        `engine ${name}: GPU ${
+          devices.join(",")
+        }: ${what} ${s} s after the exit (--gpu-release-timeout); starting anyway`,
       );
       return undefined;
     }
@@ -302,16 +294,11 @@ export class GpuStartGate {
 
   /** Rule 3: a device whose memory reads as an error (Xid: `ERR!`, `[GPU requires reset]`). */
   #errored(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
-    const bad = waiter.request.devices.filter((e) =>
-      deviceOf(e, snapshot)?.error
-    );
+    const error = (e: string) => deviceOf(e, snapshot)?.error;
+    const bad = waiter.request.devices.filter(error);
     if (bad.length === 0) return undefined;
-    return {
-      reason: "gpu-error",
-      devices: bad,
-      detail: bad.map((e) => `GPU ${e}: ${deviceOf(e, snapshot)!.error}`)
-        .join("; "),
-    };
+    const detail = bad.map((e) => `GPU ${e}: ${error(e)}`).join("; ");
+    return { reason: "gpu-error", devices: bad, detail };
   }
 
   /** Rule 4: each device has the fraction of its total free. */
@@ -326,12 +313,11 @@ export class GpuStartGate {
           : entry.startsWith("MIG-")
           ? "it is a MIG device"
           : "it is not in nvidia-smi's list";
-        if (!waiter.noted.has(entry)) {
-          log.info(
-            `engine ${name}: GPU ${entry}: ${why}: its free memory is not checked before a start`,
-          );
-        }
+        if (waiter.noted.has(entry)) continue;
         waiter.noted.add(entry);
+        log.info(
+          `engine ${name}: GPU ${entry}: ${why}: its free memory is not checked before a start`,
+        );
         continue;
       }
       const kept = this.#options.asleep?.(entry) ?? 0;
@@ -340,12 +326,12 @@ export class GpuStartGate {
       const needed = Math.ceil(need.mib ?? need.fraction * device.totalMiB);
       if (free >= needed) continue;
       const asleep = kept ? ` (${kept} MiB kept for sleeping engines)` : "";
+      const who = this.#holders(snapshot, device.uuid);
       return {
         reason: "gpu-memory-free",
         devices: [entry],
-        detail: `${free} MiB free${asleep}, needs ${needed} MiB (${need.from})${
-          this.#holders(snapshot, device.uuid)
-        }`,
+        detail:
+          `${free} MiB free${asleep}, needs ${needed} MiB (${need.from})${who}`,
       };
     }
     return undefined;
@@ -365,11 +351,10 @@ export class GpuStartGate {
         return `pid ${p.pid} (${p.usedMiB} MiB), gone or not visible here`;
       }
       const engine = ours.get(facts.pgid);
-      return `pid ${p.pid} (${facts.comm}, ${p.usedMiB} MiB), ${
-        engine === undefined
-          ? "not an engine of this launcher"
-          : `engine ${engine}`
-      }`;
+      const whose = engine === undefined
+        ? "not an engine of this launcher"
+        : `engine ${engine}`;
+      return `pid ${p.pid} (${facts.comm}, ${p.usedMiB} MiB), ${whose}`;
     });
     return `; held by ${who.join("; ")}`;
   }

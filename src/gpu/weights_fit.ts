@@ -31,20 +31,18 @@ export function weightFitWarning({ card, devices, weightBytes, snapshot }: {
   const kind = ENGINE_KINDS[card.engine]!;
   const flag = kind.sizing!.share!.flag.slice(2);
   const engine = kind.title;
-  const where = `${devices.length === 1 ? "GPU" : "GPUs"} ${
-    devices.join(",")
-  } (${flag} ${need.fraction} × ${gib(totalMiB / 1024)} GiB${
-    split.count > 1 ? ` × ${split.from}` : ""
-  })`;
+  const gpus = `${devices.length === 1 ? "GPU" : "GPUs"} ${devices.join(",")}`;
+  const times = split.count > 1 ? ` × ${split.from}` : "";
+  const share = `${flag} ${need.fraction} × ${gib(totalMiB / 1024)} GiB`;
+  const where = `${gpus} (${share}${times})`;
   const weights = `${card.name}: weights ${(weightBytes / GIB).toFixed(1)} GiB`;
   const limit = `${(mayUse / GIB).toFixed(1)} GiB it may use on ${where}`;
   if (weightBytes > mayUse) {
     return `${weights} exceed the ${limit}: ${engine} will fail to allocate its KV cache`;
   }
   if (weightBytes > TIGHT * mayUse) {
-    return `${weights} take ${
-      Math.round(100 * weightBytes / mayUse)
-    } % of the ${limit}: little is left for ${engine}'s KV cache`;
+    const percent = Math.round(100 * weightBytes / mayUse);
+    return `${weights} take ${percent} % of the ${limit}: little is left for ${engine}'s KV cache`;
   }
   return undefined;
 }

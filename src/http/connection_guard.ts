@@ -163,11 +163,9 @@ export class GuardedServer implements AsyncDisposable {
   #expire(): void {
     const now = this.#clock.now();
     const idle = this.#options.idleTimeoutMs;
-    for (const t of this.#tracked) {
-      if (now > (t.headDeadline ?? Infinity) || now - t.lastActive > idle) {
-        drop(t);
-      }
-    }
+    const late = (t: Tracked) =>
+      now > (t.headDeadline ?? Infinity) || now - t.lastActive > idle;
+    for (const t of this.#tracked) if (late(t)) drop(t);
   }
 
   async #handle(conn: Deno.Conn): Promise<void> {
@@ -186,10 +184,8 @@ export class GuardedServer implements AsyncDisposable {
       let upstream: Deno.TcpConn;
       try {
         t.server = this.#internal ??= this.#listen(this.#tls);
-        upstream = await Deno.connect({
-          hostname: "127.0.0.1",
-          port: t.server.addr.port,
-        });
+        const { port } = t.server.addr;
+        upstream = await Deno.connect({ hostname: "127.0.0.1", port });
       } catch (error) {
         this.#upstreamFailures.fail(error);
         return;

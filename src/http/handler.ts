@@ -65,10 +65,8 @@ export function createManagementHandler(state: ManagementState): Handler {
     }
     const head = req.method === "HEAD";
     if (req.method !== "GET" && !head) {
-      return Response.json({ error: "method not allowed" }, {
-        status: 405,
-        headers: { allow: "GET, HEAD" },
-      });
+      const allow = { status: 405, headers: { allow: "GET, HEAD" } };
+      return Response.json({ error: "method not allowed" }, allow);
     }
     if (path === "/health") {
       return new Response(head ? null : health, { headers: JSON_HEADERS });

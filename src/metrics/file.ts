@@ -1,10 +1,7 @@
-// `<directory>/metrics/mymodel_serve_<port>.prom`, kept the way
-// node_exporter's textfile collector expects: replaced atomically; at a clean
-// stop written a last time saying so (`mymodel_launcher_stopped 1`, no engine)
-// and left, so that the alert rules tell a planned stop from a death. A
-// launcher killed outright leaves its file as it was (aging, saying it runs).
-// The next launcher on the directory removes the files whose owner no longer
-// runs, stopped or killed.
+// Kept as node_exporter's textfile collector expects: replaced atomically; a clean
+// stop writes it a last time (`mymodel_launcher_stopped 1`) and leaves it, so the
+// alert rules tell a planned stop from a death (a killed launcher's file ages).
+// The next launcher on the directory removes the files of launchers gone.
 import { writeFileAtomic } from "../common/atomic_write.ts";
 import { log } from "../common/log.ts";
 import { living, type Owner, thisLauncher } from "../supervision/records.ts";
@@ -22,9 +19,8 @@ export async function writeMetricsFile(
   text: string,
 ): Promise<void> {
   // 0644: node_exporter usually runs as another user and must read it.
-  await writeFileAtomic(metricsFilePath(directory, port), text, {
-    mode: 0o644,
-  });
+  const path = metricsFilePath(directory, port);
+  await writeFileAtomic(path, text, { mode: 0o644 });
 }
 
 // One write at a time and only the latest snapshot waiting; a snapshot is
@@ -78,10 +74,7 @@ export class MetricsWriter implements AsyncDisposable {
     await removeFile(this.path, "");
   }
 
-  /**
-   * A clean stop: after the write in flight, `last` is written with
-   * `mymodel_launcher_stopped 1` and the file stays (nothing is written after).
-   */
+  /** A clean stop: `last` is written with `mymodel_launcher_stopped 1` and the file stays. */
   async stop(last: MetricsSnapshot): Promise<void> {
     this.#closed = true;
     this.#pending = undefined;
@@ -127,10 +120,9 @@ export class MetricsWriter implements AsyncDisposable {
     } catch (error) {
       if (!this.#failing) {
         this.#failing = true;
+        const why = (error as Error).message;
         log.warn(
-          `Cannot write metrics file ${this.path}: ${
-            (error as Error).message
-          } (retrying on the next update)`,
+          `Cannot write metrics file ${this.path}: ${why} (retrying on the next update)`,
         );
       }
     }
@@ -142,8 +134,7 @@ const FILE = /^mymodel_serve_(\d+)\.prom$/;
 // `writeFileAtomic`'s temporary name: a launcher killed between its write and
 // its rename leaves one, which goes with the dead launcher's file.
 const TEMPORARY = /^\.mymodel_serve_(\d+)\.prom\.[0-9a-f]+\.tmp$/;
-// The owner line is a file's first; a file of any size (a neighbour's, a
-// planted one) costs one small read.
+// The owner line is a file's first; a file of any size (a neighbour's, a planted one) costs one small read.
 const FIRST_LINE_BYTES = 4096;
 
 // Prometheus' text format skips comments other than HELP and TYPE.
@@ -156,8 +147,7 @@ export function ownerOf(text: string): Owner | undefined {
   return match ? { pid: Number(match[1]), startTime: match[2]! } : undefined;
 }
 
-// Left alone: this launcher's own file (`port`), files of live launchers, of
-// this process, and files naming no owner.
+// Left alone: this launcher's own file (`port`), files of live launchers, of this process, and files naming no owner.
 async function removeDeadOwnersFiles(
   directory: string,
   port: number,

@@ -1,5 +1,4 @@
-// The metrics as Prometheus text exposition format 0.0.4, from a plain
-// snapshot. Pure.
+// The metrics as Prometheus text exposition format 0.0.4, from a plain snapshot. Pure.
 import { ENGINE_STATES } from "../supervision/engine_state.ts";
 import { WAIT_REASONS } from "../gpu/start_gate.ts";
 import {
@@ -26,8 +25,7 @@ export interface LauncherMetrics {
   stopped?: boolean | undefined;
 }
 
-// The detail view's facts and those only the metrics have; an absent field
-// gives no sample.
+// The detail view's facts and those only the metrics have; an absent field gives no sample.
 export interface EngineMetrics
   extends
     Pick<EngineDetail, "gpus" | "restarts" | "last_start" | "last_recovery">,
@@ -132,8 +130,7 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
 
 const PARTS = ["weights", "kv_cache", "graphs", "compute", "total"] as const;
 
-// No timestamps: node_exporter's textfile collector refuses them. A family
-// whose samples are undefined is left out.
+// No timestamps: node_exporter's textfile collector refuses them. A family whose samples are undefined is left out.
 export function renderMetrics(snapshot: MetricsSnapshot): string {
   const engines = [...snapshot.engines].sort((a, b) =>
     a.model === b.model ? a.port - b.port : a.model < b.model ? -1 : 1
@@ -205,12 +202,10 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
         value: e.startWaitSeconds?.[reason] ?? 0,
       }))
     ),
-    mymodel_engine_start_duration_seconds: engines.flatMap((
-      { model, starts },
-    ) =>
-      (starts ? ["sum", "count"] as const : []).map((k) => ({
-        labels: [["model", model]],
-        value: starts![k],
+    mymodel_engine_start_duration_seconds: engines.flatMap((e) =>
+      (e.starts ? ["sum", "count"] as const : []).map((k) => ({
+        labels: [["model", e.model]],
+        value: e.starts![k],
         suffix: `_${k}`,
       }))
     ),

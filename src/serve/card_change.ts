@@ -1,15 +1,10 @@
-/**
- * What a plan does to each engine, the one place it is decided: a pure
- * function of what runs (its plan, whether it failed) and the new expanded
- * card. A field that reaches the engine means a restart; a failed engine is
- * retried whatever its card (the fix may be under models/).
- *
- * @module
- */
+// What a plan does to each engine, the one place it is decided: a pure
+// function of what runs (its plan, whether it failed) and the new expanded
+// card. A field that reaches the engine means a restart; a failed engine is
+// retried whatever its card (the fix may be under models/).
 import { isDeepStrictEqual } from "node:util";
 import type { ModelCard } from "../catalogue.ts";
 
-/** What happens to one engine's card on a reload. */
 export type CardChange = "restart" | "amend" | "same";
 
 /** What happens to one engine: `start` when none runs, `retry` a failed one. */
@@ -18,22 +13,10 @@ export type EngineChange = "start" | CardChange | "retry";
 /** The engines of a plan, by what happens to them, each in request order. */
 export type EngineChanges = Record<EngineChange, string[]>;
 
-/**
- * Fields that never reach the engine process. Any other field does, one added
- * later included, so a reload restarts rather than silently keeping an old
- * setting.
- */
+/** Any other field, one added later too, reaches the engine: a reload restarts rather than keep an old setting. */
 const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
-  "name",
-  "verb",
-  "modality",
-  "description",
-  "restart",
-  "failedRetry",
-  "stallTimeout",
-  "canary",
-  "readAhead",
-  "drainTimeout",
+  ..."name verb modality description restart".split(" "),
+  ..."failedRetry stallTimeout canary readAhead drainTimeout".split(" "),
 ]);
 
 /** `restart` when a field reaching the engine differs, else `amend` when another differs, else `same`. */
@@ -47,12 +30,7 @@ export function cardChange(before: ModelCard, after: ModelCard): CardChange {
   return changed.length > 0 ? "amend" : "same";
 }
 
-/**
- * `running`: each engine's card as it runs (none: a start), `failed` the
- * names of those that failed.
- *
- * @throws {RangeError} When the lists do not name the same engines in order.
- */
+/** `running`: each engine's card as it runs (none: a start). @throws {RangeError} Not the same engines in order. */
 export function engineChanges(
   running: readonly { readonly card: ModelCard }[] | undefined,
   cards: readonly ModelCard[],
@@ -73,10 +51,9 @@ export function engineChanges(
     cards.map(({ card }) => card.name);
   const after = cards.map((card) => ({ card }));
   if (!isDeepStrictEqual(names(running), names(after))) {
+    const [was, now] = [names(running).join(", "), names(after).join(", ")];
     throw new RangeError(
-      `Cannot compare the cards: [${names(running).join(", ")}] and [${
-        names(after).join(", ")
-      }] (expected the same engines)`,
+      `Cannot compare the cards: [${was}] and [${now}] (expected the same engines)`,
     );
   }
   running.forEach(({ card }, i) => {

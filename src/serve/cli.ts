@@ -82,7 +82,6 @@ engines. The engines' state: deno run -A jsr:@mymodel/serve/status (or
 deno task status in a checkout).
 `;
 
-/** Every flag the launcher takes, as `node:util` parseArgs wants them. */
 const FLAGS: Record<string, { type: "string" | "boolean"; short?: string }> =
   Object.fromEntries([
     ...CLI_FLAGS.flatMap((flag) =>
@@ -123,11 +122,7 @@ const NEGATABLE = CLI_FLAGS.filter((flag): flag is CliFlag & BooleanFlag =>
   ),
 }));
 
-/**
- * Folds a negatable switch's spellings into `--<name>` / `--no-<name>`, and
- * words what `parseArgs` would not: a negative number after a flag is its
- * value (`--grace -1`), `-port` is an unknown option as typed.
- */
+/** Folds a negatable switch's spellings into `--<name>` / `--no-<name>`. */
 function normalizeSwitches(args: readonly string[]): string[] {
   const out: string[] = [];
   for (let index = 0; index < args.length; index++) {
@@ -146,10 +141,9 @@ function normalizeSwitches(args: readonly string[]): string[] {
     }
     // parseArgs reads `-port` as -p -o -r -t and names only `-p`.
     if (/^-[^-]{2,}/.test(arg) && !/^-\d/.test(arg)) {
+      const hint = flagHint(arg);
       throw new UsageError(
-        `Cannot parse the command line: Unknown option '${arg}'${
-          flagHint(arg)
-        }`,
+        `Cannot parse the command line: Unknown option '${arg}'${hint}`,
       );
     }
     const flag = NEGATABLE.find(({ pattern }) => pattern.test(arg));
@@ -185,11 +179,10 @@ function readFlag(flag: Exclude<CliFlag, BooleanFlag>, text: string): unknown {
   }
   if (flag.unit === "seconds") {
     const ms = secondsToMs(text, flag.min);
+    const expected = secondsExpected(flag.min);
     if (ms === undefined) {
       throw new UsageError(
-        `Cannot use --${flag.name}=${text}: expected ${
-          secondsExpected(flag.min)
-        }`,
+        `Cannot use --${flag.name}=${text}: expected ${expected}`,
       );
     }
     return ms;
@@ -206,11 +199,7 @@ function readFlag(flag: Exclude<CliFlag, BooleanFlag>, text: string): unknown {
   return value;
 }
 
-/**
- * The models and ports are checked by `readConfig`.
- *
- * @throws {UsageError} On an unknown flag, a missing or bad value.
- */
+/** The models and ports are checked by `readConfig`. @throws {UsageError} */
 export function parseCli(args: readonly string[]): CliOptions {
   let parsed;
   const normalized = normalizeSwitches(args);
@@ -236,11 +225,8 @@ export function parseCli(args: readonly string[]): CliOptions {
       );
     }
     const unknown = /^Unknown option '([^']+)'/.exec(first ?? "")?.[1];
-    throw new UsageError(
-      `Cannot parse the command line: ${first}${
-        unknown === undefined ? "" : flagHint(unknown)
-      }`,
-    );
+    const hint = unknown === undefined ? "" : flagHint(unknown);
+    throw new UsageError(`Cannot parse the command line: ${first}${hint}`);
   }
   const { values, positionals } = parsed;
   const options: CliOptions = {

@@ -1,5 +1,4 @@
-// The flag table: each flag's option, unit, bounds, help and section, read by
-// `parseCli`, printed by `--help`, checked against the docs by the tests.
+// Read by `parseCli`, printed by `--help`, checked against the docs by the tests.
 import { parsePort } from "../common/settings.ts";
 import { RESTART_POLICIES } from "../catalogue/model_card.ts";
 import { parseGpuList } from "../gpu/detect.ts";
@@ -10,12 +9,7 @@ export type CliOptions =
     SemioserveOptions,
     "pollTimeoutMs" | "stableAfterMs" | "signal" | "handleSignals" | "onListen"
   >
-  & {
-    help: boolean;
-    version?: boolean;
-    dryRun?: boolean;
-    json?: boolean;
-  };
+  & { help: boolean; version?: boolean; dryRun?: boolean; json?: boolean };
 
 type OptionOf<T> = {
   [K in keyof CliOptions]-?: NonNullable<CliOptions[K]> extends T ? K
@@ -33,10 +27,7 @@ interface FlagBase {
   readonly arg: string;
 }
 
-/**
- * Seconds on the command line (milliseconds in the options), or a count; the
- * default is the option's in {@linkcode SEMIOSERVE_DEFAULTS}.
- */
+/** Seconds on the command line (milliseconds in the options), or a count. */
 interface NumberFlag extends FlagBase {
   readonly unit: "seconds" | "count";
   readonly option: Extract<keyof typeof SEMIOSERVE_DEFAULTS, OptionOf<number>>;
@@ -156,10 +147,9 @@ const SECTIONS = {
       "on-failure | always | never: when an engine that ended is started again; a card's restart: field wins",
       (text) => {
         if (!(RESTART_POLICIES as readonly string[]).includes(text)) {
+          const policies = RESTART_POLICIES.join(", ");
           throw new Error(
-            `Cannot use --restart=${text}: expected one of ${
-              RESTART_POLICIES.join(", ")
-            }`,
+            `Cannot use --restart=${text}: expected one of ${policies}`,
           );
         }
         return text;
@@ -217,17 +207,11 @@ export type FlagGroup = keyof typeof SECTIONS;
 /** The flags of every section, each naming its section. */
 export const CLI_FLAGS: readonly CliFlag[] = Object.entries(SECTIONS).flatMap(
   ([group, rows]) =>
-    Object.entries(rows).map(([option, row]) =>
-      ({
-        ...row,
-        name: option.replace(/Ms$/, "").replace(
-          /[A-Z]/g,
-          (letter) => `-${letter.toLowerCase()}`,
-        ),
-        option,
-        group,
-      }) as CliFlag
-    ),
+    Object.entries(rows).map(([option, row]) => {
+      const dash = (letter: string) => `-${letter.toLowerCase()}`;
+      const name = option.replace(/Ms$/, "").replace(/[A-Z]/g, dash);
+      return { ...row, name, option, group } as CliFlag;
+    }),
 );
 
 /** A default as the command line spells it. */

@@ -1,11 +1,7 @@
-/**
- * The launcher's options, their defaults, and the configuration read from
- * them and the environment once, when the launcher is made: an option wins
- * over the variable it mirrors. A test holds the `@default` tags to
- * {@linkcode SEMIOSERVE_DEFAULTS}.
- *
- * @module
- */
+// The launcher's options, their defaults, and the configuration read from
+// them and the environment once, when the launcher is made: an option wins
+// over the variable it mirrors. A test holds the `@default` tags to
+// {@linkcode SEMIOSERVE_DEFAULTS}.
 import type { RestartPolicy } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
 import { MAX_TIMER_MS } from "../common/seconds.ts";
@@ -142,19 +138,11 @@ export type Config = Readonly<
 export function engineDefaults(config: Config): EngineDefaults {
   const { restart, failedRetryMs, drainTimeoutMs } = config;
   const { stallTimeoutMs, canaryIntervalMs } = config;
-  return {
-    restart,
-    failedRetryMs,
-    drainTimeoutMs,
-    stallTimeoutMs,
-    canaryIntervalMs,
-  };
+  const timings = { failedRetryMs, drainTimeoutMs, stallTimeoutMs };
+  return { restart, ...timings, canaryIntervalMs };
 }
 
-/**
- * @throws {UsageError} Without a model, or when a given port leaves no room for the engines.
- * @throws {ConfigError} On a bad variable or secret file.
- */
+/** @throws {UsageError | ConfigError} No model, no room for the engines' ports, a bad variable or secret file. */
 export function readConfig(
   options: SemioserveOptions,
   captured: EnvRecord = Deno.env.toObject(),
@@ -179,20 +167,17 @@ export function readConfig(
     }
   }
   const count = options.models.length;
+  const flag = given.port === undefined ? "port" : "--port";
   const overflow = (port: number) =>
-    `Cannot use ${
-      given.port === undefined ? "port" : "--port"
-    } ${port} for ${count} models: engine ports would pass ${MAX_PORT}`;
+    `Cannot use ${flag} ${port} for ${count} models: engine ports would pass ${MAX_PORT}`;
   if (given.port !== undefined && given.port + count > MAX_PORT) {
     throw new UsageError(overflow(given.port));
   }
   const read = readEnvironment(captured, given);
   if (read.port + count > MAX_PORT) throw new ConfigError(overflow(read.port));
-  const env = Object.fromEntries(
-    Object.entries(captured).filter((e): e is [string, string] =>
-      e[1] !== undefined
-    ),
-  );
+  const set = (e: [string, unknown]): e is [string, string] =>
+    e[1] !== undefined;
+  const env = Object.fromEntries(Object.entries(captured).filter(set));
   return Object.freeze({
     ...SEMIOSERVE_DEFAULTS,
     host: read.host,
@@ -219,12 +204,11 @@ export function readConfig(
 /** The config with its secret files read again (a reload). */
 export function withSecretsReread(config: Config): Config {
   const get = (name: string) => config.env[name];
+  const key = secretFromEnv("LOCAL_ENGINE_API_KEY", get);
+  const engineKey = checkedEngineKey(key, config.env);
   return Object.freeze({
     ...config,
-    engineKey: checkedEngineKey(
-      secretFromEnv("LOCAL_ENGINE_API_KEY", get),
-      config.env,
-    ),
+    engineKey,
     idpSecret: secretFromEnv("IDP_SECRET", get),
   });
 }
@@ -241,12 +225,9 @@ const KEY_CHARACTERS: Record<string, string> = {
   "\t": "a tab",
 };
 
-/**
- * The launcher sends the key itself (`Authorization: Bearer`, to read each
- * engine's traffic, drain it, send its canary): fetch drops a header's
- * surrounding whitespace and a trailing CR, refuses characters beyond
- * Latin-1, and sends Latin-1 as one byte where the engine's argv holds UTF-8.
- */
+// The launcher sends the key in a header: fetch drops surrounding whitespace and
+// a trailing CR, refuses what is beyond Latin-1, and sends Latin-1 as one byte
+// where the engine's argv holds UTF-8.
 function checkedEngineKey(key: string, env: EnvRecord): string {
   const bad = /[^\x20-\x7e]/.exec(key)?.[0];
   const problem = bad !== undefined
@@ -255,9 +236,8 @@ function checkedEngineKey(key: string, env: EnvRecord): string {
     ? "starts or ends with a space"
     : undefined;
   if (problem === undefined) return key;
+  const source = engineKeySource(env);
   throw new ConfigError(
-    `Cannot use ${
-      engineKeySource(env)
-    }: the key ${problem} (expected printable ASCII without surrounding spaces: the launcher sends it to each engine in an Authorization header)`,
+    `Cannot use ${source}: the key ${problem} (expected printable ASCII without surrounding spaces: the launcher sends it to each engine in an Authorization header)`,
   );
 }

@@ -1,9 +1,5 @@
-/**
- * The difference of two plans, a value: a start applies `diff(undefined,
- * plan)`, a reload `diff(running, next)`; and what a reload reports.
- *
- * @module
- */
+// The difference of two plans, a value: a start applies `diff(undefined,
+// plan)`, a reload `diff(running, next)`; and what a reload reports.
 import type { EngineChanges } from "./card_change.ts";
 import type { Plan } from "./plan.ts";
 import type { TlsPair } from "./facts.ts";
@@ -90,7 +86,6 @@ function some(names: readonly string[]): string {
   return names.length > MAX_NAMED ? `${named} ${more(names.length)}` : named;
 }
 
-/** The summary line of a reload, as logged. */
 export function reloadSummary(
   result: Omit<ReloadResult, "summary" | "ms">,
 ): string {
@@ -100,11 +95,9 @@ export function reloadSummary(
     ...catalogue.added.map((name) => `+${name}`),
     ...catalogue.removed.map((name) => `-${name}`),
   ];
+  const engines = count(restarted.length, "engine", "engines");
   const parts = [
-    restarted.length > 0 &&
-    `${count(restarted.length, "engine", "engines")} restarted (${
-      some(restarted)
-    })`,
+    restarted.length > 0 && `${engines} restarted (${some(restarted)})`,
     changed.length > 0 &&
     `${changed.length} changed without a restart (${some(changed)})`,
     ...failed.slice(0, MAX_NAMED).map(({ name, error }) =>
@@ -117,11 +110,8 @@ export function reloadSummary(
     secrets.includes("LOCAL_ENGINE_API_KEY") &&
     "engine API key reloaded (used from each engine's next start)",
   ].filter((part) => part !== false);
-  if (parts.length === 0) {
-    return `reload: nothing changed (${
-      count(result.unchanged.length, "engine", "engines")
-    } unchanged)`;
-  }
+  const same = count(result.unchanged.length, "engine", "engines");
+  if (parts.length === 0) return `reload: nothing changed (${same} unchanged)`;
   return `reload: ${parts.join(", ")}`;
 }
 

@@ -1,10 +1,6 @@
-/**
- * What the machine says, read once for a plan. A refusal that start-up gives
- * later (an engine, TLS, a port) is kept as a value, so the plan throws the
- * first one in start-up's order.
- *
- * @module
- */
+// What the machine says, read once for a plan. A refusal that start-up gives
+// later (an engine, TLS, a port) is kept as a value, so the plan throws the
+// first one in start-up's order.
 import { AssertionError } from "node:assert";
 import { type ModelCard, Registry } from "../catalogue.ts";
 import { ConfigError } from "../common/config_error.ts";
@@ -102,15 +98,13 @@ export async function gather(
     : undefined;
   try {
     const catalogue = await Registry.load(config.catalogue, options);
-    // `${NAME}` filled in from the launcher's environment, each model once.
     const cards: ModelCard[] = [];
     for (const spec of config.models) {
       const card = catalogue.expand(catalogue.resolve(spec), config.env);
       if (cards.some((c) => c.name === card.name)) {
+        const verb = running ? "reload" : "start";
         throw new ConfigError(
-          `Cannot ${
-            running ? "reload" : "start"
-          }: model '${card.name}' is requested twice (expected each model once)`,
+          `Cannot ${verb}: model '${card.name}' is requested twice (expected each model once)`,
         );
       }
       cards.push(card);
@@ -155,9 +149,10 @@ export async function gather(
       devMode: running?.devMode ?? config.devMode,
       keyLogFile: config.env.SSLKEYLOGFILE,
     }).then((pair) => pair && { ...pair }, (error: Error) => error);
-    const survey = running ? undefined : new EngineRecords(directory).survey(
-      cards.map((card) => card.name),
-    );
+    const names = cards.map((card) => card.name);
+    const survey = running
+      ? undefined
+      : new EngineRecords(directory).survey(names);
     return {
       directory,
       catalogue,
@@ -178,12 +173,8 @@ export async function gather(
   }
 }
 
-/**
- * Checks the root holds `models`, `logs`, `metrics` and `data`, and that the
- * launcher can write `logs`, `data` and `metrics`: each is probed by creating
- * and removing one empty file, its times then put back (Deno has no
- * access(2); mode bits alone miss ACLs, read-only mounts and groups).
- */
+// Writability is probed with one empty file, its times then put back: Deno has
+// no access(2), and mode bits alone miss ACLs, read-only mounts and groups.
 function checkRoot(directory: string): void {
   checkDirectory(directory, "--directory");
   const missing: string[] = [];
@@ -204,10 +195,11 @@ function checkRoot(directory: string): void {
   }
   if (missing.length > 0) {
     const paths = missing.map((sub) => `${directory}/${sub}`);
+    const mkdir = `mkdir -p ${paths.join(" ")}`;
     throw new AssertionError({
       message: `Cannot use root directory ${directory}: missing ${
         missing.join(", ")
-      } (create with: mkdir -p ${paths.join(" ")})`,
+      } (create with: ${mkdir})`,
     });
   }
   for (const sub of ["logs", "data", "metrics"]) {
@@ -240,12 +232,7 @@ function checkVisibleDevices(visible: string | undefined): void {
   }
 }
 
-/**
- * Whether a look tells these cards anything: local weights to compare, a
- * budget to size, a kind that packs or a footprint to place by, an engine
- * reading integer devices. A dry run looks whatever the cards: a start that
- * looked less would place them otherwise.
- */
+// A dry run looks whatever the cards: a start that looked less would place them otherwise.
 function wantsLook(
   cards: readonly ModelCard[],
   weights: Readonly<Record<string, LocalWeights>>,

@@ -1,9 +1,5 @@
-/**
- * The launcher: config → facts → plan → diff from what runs → apply, then the
- * management API over the engines until it stops them.
- *
- * @module
- */
+// The launcher: config → facts → plan → diff from what runs → apply, then the
+// management API over the engines until it stops them.
 import { type Handler, withSecurityHeaders } from "../web/security_headers.ts";
 import {
   createManagementHandler,
@@ -61,7 +57,6 @@ import { MetricsWriter } from "../metrics/file.ts";
 import { metricsSnapshot } from "../metrics/snapshot.ts";
 import type { ReloadMetrics } from "../metrics/text.ts";
 
-/** What runs: the plan in force and the objects that apply it. */
 interface Live {
   plan: Plan;
   runs: EngineRun[];
@@ -113,7 +108,6 @@ export class Semioserve implements AsyncDisposable {
   #shutdown = Promise.withResolvers<void>();
   /** Aborted when the stop begins: a reload's read ends, the stop never waits for it. */
   #stopping = new AbortController();
-  /** Rewrites the metrics file: on every engine change, health round and reload. */
   #writeMetrics: (() => void) | undefined;
   readonly #reloadCounts: ReloadMetrics = { ok: 0, refused: 0 };
   readonly #readAhead = new ReadAhead();
@@ -173,7 +167,6 @@ export class Semioserve implements AsyncDisposable {
     config = this.#config,
     running?: { plan: Plan; failed: readonly string[] },
   ): Promise<{ facts: Facts; plan: Plan }> {
-    // A start's read of the catalogue ends at the launcher's stop, as a reload's.
     const signal = options.signal ?? config.signal;
     const facts = await gather(config, this.#gpus, {
       ...options,
@@ -200,13 +193,11 @@ export class Semioserve implements AsyncDisposable {
     // A killed launcher's engines go first, so their ports are free again.
     await records.reap(facts.survey!, config.graceMs);
     const runs: EngineRun[] = [];
+    const rotation = { maxBytes: config.logMaxBytes, keep: config.logKeep };
     const parts = {
       records,
       book: new FootprintBook(plan.directory, facts.footprints),
-      journal: new Journal(journalPath(plan.directory), {
-        maxBytes: config.logMaxBytes,
-        keep: config.logKeep,
-      }),
+      journal: new Journal(journalPath(plan.directory), rotation),
       gpu: plan.engines.some((e) => (e.placement.gpus?.length ?? 0) > 0)
         ? new GpuLifecycle({
           intervalMs: config.healthIntervalMs,
@@ -218,11 +209,8 @@ export class Semioserve implements AsyncDisposable {
     };
     // Before the handler: it counts the engines once.
     runs.push(...plan.engines.map((e) => this.#engineRun(e, parts)));
-    const stance = OpsStance.resolve({
-      dev_mode: plan.devMode,
-      secret: plan.idpSecret,
-      issuer: plan.idpIssuer,
-    });
+    const { devMode: dev_mode, idpSecret: secret, idpIssuer: issuer } = plan;
+    const stance = OpsStance.resolve({ dev_mode, secret, issuer });
     const state: ManagementState = {
       engines: runs,
       catalogue: plan.catalogue,
@@ -250,12 +238,9 @@ export class Semioserve implements AsyncDisposable {
     released?: Released,
   ): EngineRun {
     const o = this.#config;
+    const rotation = { maxBytes: o.logMaxBytes, keep: o.logKeep };
     return new EngineRun(plan, {
-      log: old?.log ??
-        new EngineLog(plan.logFile, {
-          maxBytes: o.logMaxBytes,
-          keep: o.logKeep,
-        }),
+      log: old?.log ?? new EngineLog(plan.logFile, rotation),
       records,
       journal,
       onChange: () => this.#writeMetrics?.(),
@@ -327,16 +312,15 @@ export class Semioserve implements AsyncDisposable {
    */
   async plan(): Promise<StartPlan> {
     const { facts, plan } = await this.#plan({ look: true });
+    const { unreadable } = facts.footprints;
+    const book = unreadable &&
+      `footprint book ${
+        bookPath(plan.directory)
+      }: ${unreadable}: ignored; a start moves it aside and measures anew`;
     return startPlan({
       ...plan,
       warnings: [
-        ...facts.footprints.unreadable
-          ? [
-            `footprint book ${
-              bookPath(plan.directory)
-            }: ${facts.footprints.unreadable}: ignored; a start moves it aside and measures anew`,
-          ]
-          : [],
+        ...book ? [book] : [],
         ...dryRunNotes(facts, plan.host),
         ...plan.engines.flatMap((engine) => {
           const cache = cacheProblem(engine);
@@ -384,10 +368,10 @@ export class Semioserve implements AsyncDisposable {
     let done: ReloadResult;
     try {
       const config = withSecretsReread(this.#config);
+      const { runs } = live;
       const running = {
-        plan: { ...live.plan, engines: live.runs.map((run) => run.plan) },
-        failed: live.runs.filter((run) => run.state === "failed")
-          .map((run) => run.name),
+        plan: { ...live.plan, engines: runs.map((run) => run.plan) },
+        failed: runs.filter((r) => r.state === "failed").map((r) => r.name),
       };
       using deadline = reloadDeadline(this.#stopping.signal);
       const { facts, plan } = await this.#plan(
@@ -426,7 +410,7 @@ export class Semioserve implements AsyncDisposable {
     return done;
   }
 
-  /** Each engine as the difference says; a retry resolves its command line anew, as a restart does. */
+  /** A retry resolves its command line anew, as a restart does. */
   async #apply(
     changes: Changes,
     next: Plan,
@@ -480,8 +464,8 @@ export class Semioserve implements AsyncDisposable {
     const openFiles = await reportOpenFiles();
     log.info(stance.describe());
     const cards = plan.engines.map((engine) => engine.card);
-    for (const line of placementReport(plan.placement, cards)) {
-      log[line.level](line.text);
+    for (const { level, text } of placementReport(plan.placement, cards)) {
+      log[level](text);
     }
     for (const warning of plan.warnings) log.warn(warning);
     signals.on(
@@ -519,13 +503,9 @@ export class Semioserve implements AsyncDisposable {
     const { tls } = plan;
     let stopAsked = false;
     try {
-      journal.record({
-        model: null,
-        event: "started",
-        detail: `${runs.length} engine(s): ${
-          runs.map((run) => run.name).join(", ")
-        }`,
-      });
+      const names = runs.map((run) => run.name).join(", ");
+      const detail = `${runs.length} engine(s): ${names}`;
+      journal.record({ model: null, event: "started", detail });
       await this.#apply(diff(undefined, plan), plan);
       healthLoop.start();
       writeMetrics();
@@ -541,10 +521,9 @@ export class Semioserve implements AsyncDisposable {
         onListen: ({ port }) => {
           const scheme = tls ? "https" : "http";
           this.#url = new URL(`${scheme}://${urlHost(this.host)}:${port}`);
+          const how = tls ? `TLS, ${tls.certFile}` : "plain HTTP";
           log.info(
-            `listening on ${this.#url.origin} (${
-              tls ? `TLS, ${tls.certFile}` : "plain HTTP"
-            }) with ${runs.length} engine(s)`,
+            `listening on ${this.#url.origin} (${how}) with ${runs.length} engine(s)`,
           );
           o.onListen?.(this.#url);
         },

@@ -1,10 +1,6 @@
-/**
- * What runs, as a value computed without I/O; the first refusal in start-up's
- * order is thrown. `--dry-run` renders it, a start applies it, a reload
- * applies its difference from the running one (`diff.ts`).
- *
- * @module
- */
+// What runs, as a value computed without I/O; the first refusal in start-up's
+// order is thrown. `--dry-run` renders it, a start applies it, a reload
+// applies its difference from the running one (`diff.ts`).
 import { ConfigError } from "../common/config_error.ts";
 import { type EnginePlan, keySplit, placed } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
@@ -42,12 +38,7 @@ export interface Plan {
   readonly warnings: readonly string[];
 }
 
-/**
- * Plans from the facts; for a reload, against the running plan (its engines
- * as they run now): unchanged engines, the pool and the mode are kept.
- *
- * @throws {GpuPlacementError | EngineError | ConfigError | SSLConfigError} The first refusal.
- */
+/** A reload keeps unchanged engines, the pool and the mode of `running`. @throws The first refusal. */
 export function plan(config: Config, facts: Facts, running?: Plan): Plan {
   const { cards, changes } = facts;
   const fresh = renewed(changes);
@@ -68,11 +59,10 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
   const engines = cards.map((card): EnginePlan => {
     // Every card, a running one too: a reload's key reaches it at its next start.
     const split = keySplit(card, config.engineKey);
+    const source = split && engineKeySource(config.env);
     if (split) {
       throw new ConfigError(
-        `Cannot use ${
-          engineKeySource(config.env)
-        } for ${card.name}: the key ${split}`,
+        `Cannot use ${source} for ${card.name}: the key ${split}`,
       );
     }
     const resolved = facts.engines[card.name]!;
@@ -118,10 +108,7 @@ export function plan(config: Config, facts: Facts, running?: Plan): Plan {
     idpSecret: config.idpSecret,
     idpIssuer: config.idpIssuer,
     engineKey: config.engineKey,
-    warnings: cardWarnings(
-      engines.filter((engine) => fresh.has(engine.name)),
-      facts,
-    ),
+    warnings: cardWarnings(engines.filter((e) => fresh.has(e.name)), facts),
   };
 }
 
@@ -142,11 +129,7 @@ function cardWarnings(
   });
 }
 
-/**
- * A start's refusals from the records and ports: a launcher serving the same
- * models from this directory, a port in use (but one a killed launcher's
- * engine holds: the start stops it first).
- */
+/** A port a killed launcher's engine holds is no refusal: the start stops it first. */
 export function refuseStart(facts: Facts): void {
   const survey = facts.survey!;
   new EngineRecords(facts.directory).refuseServed(survey);
@@ -155,20 +138,15 @@ export function refuseStart(facts: Facts): void {
   }
 }
 
-/**
- * What a dry run says instead of refusing: a launcher serving on this
- * directory, a killed launcher's leftovers, the ports they hold. A port
- * held by anyone else is refused as a start would.
- */
+/** What a dry run says instead of refusing; a port held by anyone else is refused as a start would. */
 export function dryRunNotes(facts: Facts, host: string): string[] {
   const survey = facts.survey!;
   const notes: string[] = [];
   const serving = Map.groupBy(survey.serving, (record) => record.launcherPid);
   for (const [pid, records] of serving) {
+    const models = records.map((record) => record.model).join(", ");
     notes.push(
-      `launcher pid ${pid} already serves ${
-        records.map((record) => record.model).join(", ")
-      } from ${facts.directory}: a start beside it would refuse (stop it first); this plan is what a reload of it reads`,
+      `launcher pid ${pid} already serves ${models} from ${facts.directory}: a start beside it would refuse (stop it first); this plan is what a reload of it reads`,
     );
   }
   for (const { record, running } of survey.stale) {

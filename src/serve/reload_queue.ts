@@ -1,10 +1,6 @@
-/**
- * Reloads one at a time: a request during a reload runs one more after it,
- * and any number of requests while one waits are that same one. Requests
- * before {@linkcode ReloadQueue.open} (the API not listening yet) wait for it.
- *
- * @module
- */
+// Reloads one at a time: a request during a reload runs one more after it,
+// and any number of requests while one waits are that same one. Requests
+// before {@linkcode ReloadQueue.open} (the API not listening yet) wait for it.
 
 export class ReloadQueue<R> {
   readonly #run: () => Promise<R>;
@@ -53,24 +49,17 @@ export const STOPPING: Error = new Error(
   "the launcher is stopping (expected no reload during a stop)",
 );
 
-/**
- * What ends a reload's read: `stop`, or `ms` gone by (a file on a disk that
- * hangs, a server that sends a byte a second). Disposing of it clears the timer.
- */
+/** `stop`, or `ms` gone by (a disk that hangs, a server sending a byte a second); disposing clears the timer. */
 export function reloadDeadline(
   stop: AbortSignal,
   ms: number = RELOAD_READ_MS,
 ): { signal: AbortSignal } & Disposable {
   const late = new AbortController();
+  const why = `no complete read within ${ms / 1000} s`;
+  const expected =
+    "expected the catalogue read and parsed in time; the running engines are kept";
   const timer = setTimeout(
-    () =>
-      late.abort(
-        new Error(
-          `no complete read within ${
-            ms / 1000
-          } s (expected the catalogue read and parsed in time; the running engines are kept)`,
-        ),
-      ),
+    () => late.abort(new Error(`${why} (${expected})`)),
     ms,
   );
   return {

@@ -1,13 +1,9 @@
-/**
- * The program's signals. From its first instruction (`mod.ts` imports this
- * module first) until `main` hands them to the launcher: otherwise a SIGHUP or
- * SIGTERM during start-up would end the process by its default action (exit
- * 129 or 143, no line), maybe mid-reaping. No imports: nothing evaluates
- * before it. Then those a running launcher answers (none with
- * `handleSignals: false`).
- *
- * @module
- */
+// The program's signals. From its first instruction (`mod.ts` imports this
+// module first) until `main` hands them to the launcher: otherwise a SIGHUP or
+// SIGTERM during start-up would end the process by its default action (exit
+// 129 or 143, no line), maybe mid-reaping. No imports: nothing evaluates
+// before it. Then those a running launcher answers (none with
+// `handleSignals: false`).
 
 /** Signals closer together than this are one signal delivered twice. */
 const DUPLICATE_SIGNAL_MS = 500;
@@ -39,10 +35,7 @@ export class SignalListeners implements Disposable {
 /** `mod.ts`: only the program it starts listens this early; an embedder owns its signals. */
 const PROGRAM = new URL("../../mod.ts", import.meta.url).href;
 
-/**
- * SIGTERM and SIGINT abort {@linkcode EarlySignals.signal}; a SIGHUP is kept
- * until {@linkcode EarlySignals.handOver} replays it once.
- */
+/** SIGTERM and SIGINT abort `signal`; a SIGHUP is kept until `handOver` replays it once. */
 export class EarlySignals extends SignalListeners {
   readonly #controller = new AbortController();
   readonly signal: AbortSignal = this.#controller.signal;
@@ -88,12 +81,9 @@ if (
   /^jsr:\/?@mymodel\/serve(@[^/]*)?\/?$/.test(Deno.mainModule)
 ) holdEarlySignals();
 
-/**
- * The listener of SIGTERM and SIGINT: each shuts down; a second one cuts the
- * drains short (`hurry` true: some engine was draining), else skips the grace
- * period; unless it comes at once: a wrapper (`deno task`, `timeout`)
- * relaying to the whole group.
- */
+// A second SIGTERM or SIGINT cuts the drains short (`hurry` true), else skips
+// the grace period; unless it comes at once: a wrapper (`deno task`,
+// `timeout`) relaying to the whole group.
 export function onShutdownSignal(
   shutdown: () => void,
   kill: () => void,

@@ -1,9 +1,5 @@
-/**
- * A plan rendered: the JSON of `--dry-run --json` and {@linkcode Semioserve.plan},
- * a contract for scripts (no key renamed or removed), and the text for people.
- *
- * @module
- */
+// A plan rendered: the JSON of `--dry-run --json` and {@linkcode Semioserve.plan},
+// a contract for scripts (no key renamed or removed), and the text for people.
 import { alignColumns } from "../common/columns.ts";
 import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuPoolLine, startWaits } from "../gpu/placement.ts";
@@ -93,6 +89,7 @@ type PlanGpu = StartPlan["gpus"][number];
 export function startPlan(plan: Plan, facts: Facts): StartPlan {
   const { placement } = plan;
   const { snapshot } = facts;
+  const scheme = plan.tls ? "https" : "http";
   const waits = startWaits(
     plan.engines.map((e) => ({ name: e.name, devices: e.placement.gpus })),
   );
@@ -151,10 +148,9 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
     const each = on.filter((e) => e.need_mib !== null)
       .map((e) => `${e.name} ${e.need_mib} MiB, ${e.need_from}`);
     if (free !== null && need > free) {
+      const parts = each.join("; ");
       unfit.push(
-        `GPU ${entry}: its engines need ${need} MiB (${
-          each.join("; ")
-        }), ${free} MiB free: they do not fit`,
+        `GPU ${entry}: its engines need ${need} MiB (${parts}), ${free} MiB free: they do not fit`,
       );
     }
     return {
@@ -181,9 +177,7 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
   return {
     ok: true,
     directory: plan.directory,
-    management_url: `${plan.tls ? "https" : "http"}://${
-      urlHost(plan.host)
-    }:${plan.port}`,
+    management_url: `${scheme}://${urlHost(plan.host)}:${plan.port}`,
     gpu_pool: gpuPoolLine(placement.detection),
     engines,
     gpus,
@@ -204,17 +198,12 @@ const ENGINE_TABLE: Table<PlanEngine> = [
   ["VERB", (e) => e.verb],
   ["ENGINE", (e) => e.engine],
   ["PORT", (e) => String(e.port)],
-  [
-    "GPUS",
-    (e) =>
-      e.gpus === null
-        ? "-"
-        : e.gpus.length === 0
-        ? "none"
-        : e.share !== null && e.share < 1
-        ? `${e.gpus.join(",")} (${e.share})`
-        : e.gpus.join(","),
-  ],
+  ["GPUS", ({ gpus, share }) => {
+    if (gpus === null) return "-";
+    if (gpus.length === 0) return "none";
+    const list = gpus.join(",");
+    return share !== null && share < 1 ? `${list} (${share})` : list;
+  }],
   ["WAITS FOR", (e) => e.waits_for.join(",") || "-"],
   ["URL", (e) => e.url],
   ["LOG", (e) => e.log],
@@ -231,11 +220,10 @@ const GPU_TABLE: Table<PlanGpu> = [
   [
     "ENGINES",
     (g) =>
-      g.engines.map((e) =>
-        `${e.share < 1 ? `${e.name} ${e.share}` : e.name} (${
-          e.need_mib === null ? "?" : `${e.need_mib} MiB`
-        } ${needLabel(e.need_from)})`
-      ).join(", ") || "-",
+      g.engines.map((e) => {
+        const name = e.share < 1 ? `${e.name} ${e.share}` : e.name;
+        return `${name} (${mib(e.need_mib)} ${needLabel(e.need_from)})`;
+      }).join(", ") || "-",
   ],
   ["THEY NEED", (g) => mib(g.need_mib)],
   [

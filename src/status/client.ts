@@ -73,13 +73,10 @@ function resolveTarget(options: StatusOptions): Target {
   if (options.url !== undefined) {
     const url = URL.parse(options.url);
     if (url?.protocol !== "http:" && url?.protocol !== "https:") {
-      throw new ConfigError(
-        `Cannot use --url ${options.url}: ${
-          url === null
-            ? "not a URL (expected http(s)://host:port)"
-            : "expected an http:// or https:// URL"
-        }`,
-      );
+      const why = url === null
+        ? "not a URL (expected http(s)://host:port)"
+        : "expected an http:// or https:// URL";
+      throw new ConfigError(`Cannot use --url ${options.url}: ${why}`);
     }
     return { base: url.origin, ...(url.protocol === "https:" ? trust : {}) };
   }
@@ -118,19 +115,17 @@ async function reachProblem(
     const http = target.base.replace(/^https:/, "http:");
     return `TLS failed: it answers plain HTTP (expected TLS at an https:// URL; try --url ${http}, or give the launcher its certificate pair in <directory>/ssl/)`;
   }
+  const s = TIMEOUT_MS / 1000;
   if ((error as Error)?.name === "TimeoutError") {
-    return `no answer within ${
-      TIMEOUT_MS / 1000
-    } s (expected /models to answer in about 2 s)`;
+    return `no answer within ${s} s (expected /models to answer in about 2 s)`;
   }
   if (/connection refused|ECONNREFUSED|os error 111/i.test(text)) {
     return "connection refused (is it running? --port?)";
   }
   if (/certificate|tls|ssl|handshake|UnknownIssuer|peer/i.test(text)) {
     const trusted = target.trusted ?? "the system's root certificates";
-    return `TLS failed: ${
-      oneLine(text)
-    } (trusted ${trusted}; expected the launcher's certificate to chain to it)`;
+    const why = oneLine(text);
+    return `TLS failed: ${why} (trusted ${trusted}; expected the launcher's certificate to chain to it)`;
   }
   if (/dns|lookup|name or service|failed to lookup/i.test(text)) {
     return `cannot resolve the host: ${oneLine(text)} (--host?)`;

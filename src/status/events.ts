@@ -130,7 +130,6 @@ function sameFile(a: Deno.FileInfo, b: Deno.FileInfo): boolean {
   return a.ino === b.ino && a.dev === b.dev;
 }
 
-/** Renamed or removed. */
 function rotatedAway(path: string, held: Followed): boolean {
   try {
     return !sameFile(Deno.statSync(path), held.info);

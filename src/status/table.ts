@@ -45,9 +45,8 @@ export function relativeTime(iso: string | null, now: number): string {
   if (Number.isNaN(at)) return iso;
   const delta = now - at;
   if (Math.abs(delta) < 1000) return "just now";
-  return delta > 0
-    ? `${shortDuration(delta)} ago`
-    : `in ${shortDuration(delta)}`;
+  const time = shortDuration(delta);
+  return delta > 0 ? `${time} ago` : `in ${time}`;
 }
 
 export function rowsOf(detail: ModelsDetail): StatusRow[] {
@@ -91,10 +90,8 @@ function progressText(progress: Json): string {
     return of === null ? `${done}` : `${done}/${of}`;
   }
   const big = Math.max(done, of ?? 0) >= 1e9;
-  const size = (n: number) =>
-    big
-      ? (n / 1e9).toFixed(1).replace(/\.0$/, "")
-      : String(Math.round(n / 1e6));
+  const gb = (n: number) => (n / 1e9).toFixed(1).replace(/\.0$/, "");
+  const size = (n: number) => big ? gb(n) : String(Math.round(n / 1e6));
   const u = big ? "GB" : "MB";
   return of === null ? `${size(done)} ${u}` : `${size(done)}/${size(of)} ${u}`;
 }
@@ -122,9 +119,8 @@ export function stateText({ engine }: StatusRow, now: number): string {
     const inFlight = running === null
       ? ""
       : `${running + (num(drain?.waiting) ?? 0)} in flight, `;
-    return `draining (${inFlight}SIGTERM ${
-      relativeTime(deadline, now)
-    } at most)`;
+    const at = relativeTime(deadline, now);
+    return `draining (${inFlight}SIGTERM ${at} at most)`;
   }
   const next = text(engine.next_restart);
   if (state === "backoff" && next !== null) {
@@ -209,47 +205,24 @@ const CUTS: readonly (readonly [string, number])[] = [
   ["STATE", 9],
 ];
 
-/**
- * The columns a terminal too narrow for the cut row loses, first to last (the
- * help lists them; a new column joins): the URL follows from the port, and
- * `--json` has them all. MODEL, the row's identity, and STATE stay; MODEL is
- * never cut.
- */
-export const DROPS: readonly string[] = [
-  "URL",
-  "PID",
-  "GPUS",
-  "MEM",
-  "VERB",
-  "RESTARTS",
-  "SINCE",
-  "TOK/S",
-  "REQ",
-  "LAST EXIT",
-  "HEALTHY",
-];
+// Lost first to last by a terminal too narrow for the cut row (`--json` has
+// them all); MODEL, the row's identity, and STATE stay.
+export const DROPS: readonly string[] =
+  "URL,PID,GPUS,MEM,VERB,RESTARTS,SINCE,TOK/S,REQ,LAST EXIT,HEALTHY".split(",");
 
-/** A row's width in columns: each shown column's width plus the gaps. */
 function rowWidth(widths: readonly number[], gap: number): number {
   return widths.reduce((a, b) => a + b, gap * (widths.length - 1));
 }
 
-/**
- * The fewest columns to drop, then the least to cut, for rows to fit `width`:
- * the shown columns' indexes, their widths and the gap.
- */
+/** The fewest columns to drop, then the least to cut, for rows to fit `width`. */
 function fit(natural: readonly number[], width: number) {
   let shown: number[] = [];
   for (let dropped = 0; dropped <= DROPS.length; dropped++) {
     const gone = DROPS.slice(0, dropped);
     shown = COLUMNS.flatMap((title, i) => gone.includes(title) ? [] : [i]);
-    const floors = shown.map((i) =>
-      Math.min(
-        natural[i]!,
-        ...CUTS.filter(([title]) => title === COLUMNS[i])
-          .map(([, floor]) => floor),
-      )
-    );
+    const cuts = (i: number) =>
+      CUTS.filter(([title]) => title === COLUMNS[i]).map(([, floor]) => floor);
+    const floors = shown.map((i) => Math.min(natural[i]!, ...cuts(i)));
     if (rowWidth(floors, 2) <= width) break;
   }
   const widths = shown.map((i) => natural[i]!);

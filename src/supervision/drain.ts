@@ -59,11 +59,8 @@ function inFlight(r: TrafficReading): number {
 
 type Read<T> = (timeoutMs: number) => Promise<T | null>;
 
-/**
- * The requests in flight at the start, by id: those processing then, and the
- * next `waiting` to start (llama-server takes its deferred tasks first in,
- * first out, and numbers tasks as they arrive: the lowest new ids are theirs).
- */
+// Those processing at the start, and the next `waiting` to start: llama-server
+// takes deferred tasks first in, first out, numbered as they arrive.
 interface Held {
   readonly ids: Set<number>;
   readonly seen: Set<number>;
@@ -130,17 +127,13 @@ export class Drain {
       );
     }
     if (ms <= 0 || !rule) return undefined;
+    const { apiKey } = plan;
     const origin = engineOrigin(plan.host, plan.port);
+    const traffic = (t: number) => readEngineTraffic(origin, rule, apiKey, t);
     const view = rule.requests;
-    const drain = new Drain(
-      ms,
-      (timeoutMs) => readEngineTraffic(origin, rule, plan.apiKey, timeoutMs),
-      emit,
-      view &&
-        ((timeoutMs) =>
-          readEngineRequests(origin, view, plan.apiKey, timeoutMs)),
-      clock,
-    );
+    const requests = view &&
+      ((t: number) => readEngineRequests(origin, view, apiKey, t));
+    const drain = new Drain(ms, traffic, emit, requests, clock);
     drain.#termed = plan.termDrains;
     if (drain.#termed) term();
     return drain;
@@ -225,9 +218,8 @@ export class Drain {
     const n = held ? held.began - cut : this.#finished;
     const arrived = held ? Math.max(0, now - cut) : 0;
     const came = arrived > 0 ? ` (${arrived} that came during it cut)` : "";
-    const tally = `${n} request${
-      n === 1 ? "" : "s"
-    } finished, ${cut} cut${came}${this.#note}`;
+    const s = n === 1 ? "" : "s";
+    const tally = `${n} request${s} finished, ${cut} cut${came}${this.#note}`;
     const detail = reason === "unread"
       ? "not drained: its metrics could not be read"
       : reason === "drained"

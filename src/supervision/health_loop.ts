@@ -1,6 +1,4 @@
-// The background health loop: every interval, one liveness poll of every
-// engine at once, each followed by its serving look (`serving_watch.ts`),
-// then `onRound`. Rounds never overlap; stopping ends the wait at once.
+// Rounds never overlap; stopping ends the wait at once.
 import { sleep } from "../common/sleep.ts";
 import type { EngineRun } from "./engine_run.ts";
 

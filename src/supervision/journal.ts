@@ -1,8 +1,6 @@
-// The journal: every engine state change and every launcher event, one JSON
-// object per line in `<directory>/logs/events.jsonl`. An EngineLog underneath:
-// queued, written in the background, rotated; supervision never waits for it.
-// A path that is not a regular file (a FIFO would block the first write for
-// good) turns it off; a stop waits for its last writes a bounded time.
+// One JSON line per engine state change and launcher event, written in the
+// background (supervision never waits for it) and rotated. A path that is not a
+// regular file (a FIFO would block the first write for good) turns it off.
 import { log } from "../common/log.ts";
 import { late } from "../common/sleep.ts";
 import { EngineLog, type EngineLogOptions } from "../engines/log_sink.ts";
@@ -52,16 +50,14 @@ export class Journal implements AsyncDisposable {
       onWriteError: (error) => {
         if (this.#warned) return;
         this.#warned = true;
+        const why = (error as Error).message;
         log.warn(
-          `Cannot write the journal ${path}: ${
-            (error as Error).message
-          } (events are dropped until it can be written)`,
+          `Cannot write the journal ${path}: ${why} (events are dropped until it can be written)`,
         );
       },
     });
   }
 
-  /** An engine's state change, `from` → `to`. */
   state(
     at: string,
     model: string,
@@ -103,13 +99,13 @@ export class Journal implements AsyncDisposable {
   }
 
   async #bounded(work: Promise<void> | undefined): Promise<void> {
-    if (work && await late(work, CLOSE_MS)) {
-      log.warn(
-        `The journal ${this.#file!.path} was not written within ${
-          CLOSE_MS / 1000
-        } s (a disk that hangs?): its last events may be lost`,
-      );
-    }
+    if (!work || !await late(work, CLOSE_MS)) return;
+    const s = CLOSE_MS / 1000;
+    log.warn(
+      `The journal ${
+        this.#file!.path
+      } was not written within ${s} s (a disk that hangs?): its last events may be lost`,
+    );
   }
 
   [Symbol.asyncDispose](): Promise<void> {

@@ -1,7 +1,5 @@
-// One run's liveness: its health polls and the `--start-timeout` silence
-// timer, judged by the pure rules of `restart_policy.ts`. The timer is a
-// timer, not the health round (a round may be far longer than the timeout),
-// and ends in a `silence` event for the engine run.
+// The `--start-timeout` silence timer is a timer, not the health round (a round
+// may be far longer than the timeout); it ends in a `silence` event.
 import { log } from "../common/log.ts";
 import { LogThrottle } from "../common/log_throttle.ts";
 import type { Clock } from "../common/sleep.ts";
@@ -33,12 +31,10 @@ export class Liveness {
     this.#silence = silence;
   }
 
-  /** When the current run first answered 200, if it has. */
   get firstOkAt(): number | undefined {
     return this.#health.firstOkAt;
   }
 
-  /** How long the last health poll took. */
   get pollSeconds(): number | undefined {
     return this.#pollSeconds;
   }
@@ -67,14 +63,8 @@ export class Liveness {
       return undefined;
     }
     const limit = this.#o.livenessFailures;
-    const now = this.#clock.now();
-    const [verdict, health] = pollVerdict(
-      this.#health,
-      result.ok,
-      counts,
-      limit,
-      now,
-    );
+    const [now, old] = [this.#clock.now(), this.#health];
+    const [verdict, health] = pollVerdict(old, result.ok, counts, limit, now);
     this.#health = health;
     return verdict;
   }

@@ -43,7 +43,6 @@ export class ReadAhead {
       );
   }
 
-  /** Ends the engine's read-ahead, if one runs. */
   end(name: string): void {
     this.#running.get(name)?.abort();
   }
@@ -79,9 +78,8 @@ export class ReadAhead {
     const rival = () =>
       [...this.#loading].find(([n, d]) => n !== plan.name && d === dev)?.[0];
     const budget = available - READ_AHEAD_MARGIN;
-    const why = `MemAvailable ${mib(available)} less a ${
-      mib(READ_AHEAD_MARGIN)
-    } margin`;
+    const margin = mib(READ_AHEAD_MARGIN);
+    const why = `MemAvailable ${mib(available)} less a ${margin} margin`;
     if (budget <= 0) return say(`no read-ahead: ${why}`, true), 0;
     const began = this.clock.now();
     const buffer = new Uint8Array(CHUNK);

@@ -41,11 +41,8 @@ export function thisLauncher(): Owner | undefined {
 /** Those still running, in one read of `/proc`. */
 export function living(owners: readonly Owner[]): Set<Owner> {
   const stats = procStats(owners.map((owner) => owner.pid));
-  return new Set(
-    owners.filter((owner) =>
-      stats.get(owner.pid)?.startTime === owner.startTime
-    ),
-  );
+  const alive = (o: Owner) => stats.get(o.pid)?.startTime === o.startTime;
+  return new Set(owners.filter(alive));
 }
 
 const SUFFIX = ".engine.json";
@@ -94,10 +91,8 @@ export class EngineRecords {
       };
       try {
         // Never through a link planted at a predictable temporary name.
-        writeFileAtomicSync(
-          this.#path(run.model),
-          JSON.stringify(record) + "\n",
-        );
+        const path = this.#path(run.model);
+        writeFileAtomicSync(path, JSON.stringify(record) + "\n");
       } catch (error) {
         const why = (error as Error).message;
         log.warn(

@@ -9,12 +9,9 @@ const HOPELESS = new Set(["bad-arguments", "model-not-found"]);
 /** `gpu-memory-profiling` exits in a row retried without a longer delay. */
 const PROFILING_RETRIES = 3;
 
-/**
- * A cause a restart cannot fix ends in `failed` at its second exit in a row
- * of runs that never answered 200 (one that served proved the card and its
- * files); a `gpu-memory-profiling` exit (a neighbour moved its memory while
- * vLLM measured: the next try may pass) keeps its delay a few times.
- */
+// A cause a restart cannot fix fails at its second exit in a row of runs that
+// never served; `gpu-memory-profiling` (a neighbour moved its memory while vLLM
+// measured: the next try may pass) keeps its delay a few times.
 export class CauseStreak {
   #hopeless = 0;
   #profiling = 0;
@@ -22,9 +19,8 @@ export class CauseStreak {
   next(cause: string, served = false): "failed" | "same-delay" | "grow" {
     this.#hopeless = !served && HOPELESS.has(cause) ? this.#hopeless + 1 : 0;
     if (this.#hopeless >= 2) return "failed";
-    this.#profiling = cause === "gpu-memory-profiling"
-      ? this.#profiling + 1
-      : 0;
+    const profiling = cause === "gpu-memory-profiling";
+    this.#profiling = profiling ? this.#profiling + 1 : 0;
     return this.#profiling > 1 && this.#profiling <= PROFILING_RETRIES
       ? "same-delay"
       : "grow";
@@ -59,11 +55,8 @@ export interface RunHealth {
   readonly failures: number;
 }
 
-/**
- * A run that never answered 200 is loading and spared (big models load for
- * tens of minutes); after its first 200, `limit` failed background polls in a
- * row stop it (0: never); a `GET /models` request's poll never counts.
- */
+// Before its first 200 a run is loading and spared (big models load for tens
+// of minutes); after it, `limit` failed background polls in a row stop it.
 export function pollVerdict(
   health: RunHealth,
   ok: boolean,
@@ -73,10 +66,8 @@ export function pollVerdict(
 ): [Verdict, RunHealth] {
   if (ok) {
     const first = health.firstOkAt === undefined;
-    return [{ kind: "ready", first }, {
-      firstOkAt: health.firstOkAt ?? now,
-      failures: 0,
-    }];
+    const firstOkAt = health.firstOkAt ?? now;
+    return [{ kind: "ready", first }, { firstOkAt, failures: 0 }];
   }
   if (health.firstOkAt === undefined) return [{ kind: "loading" }, health];
   if (!counts) return [{ kind: "unhealthy" }, health];

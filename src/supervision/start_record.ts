@@ -77,12 +77,9 @@ export class Starts {
     const recovery = down &&
       { seconds: seconds(now - down.at), cause: down.cause };
     if (recovery) this.recovery = recovery;
-    const steps = Object.entries(start.phases).map(([k, s]) =>
-      `${k} ${s.toFixed(1)} s`
-    );
-    const detail = `ready after ${start.seconds.toFixed(1)} s: ${
-      steps.join(", ")
-    }`;
+    const steps = Object.entries(start.phases)
+      .map(([k, s]) => `${k} ${s.toFixed(1)} s`).join(", ");
+    const detail = `ready after ${start.seconds.toFixed(1)} s: ${steps}`;
     return { event: "start", detail, start, ...recovery && { recovery } };
   }
 }

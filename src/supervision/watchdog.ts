@@ -59,10 +59,9 @@ export class Watchdog {
       }).spawn();
       return new Watchdog(child);
     } catch (error) {
+      const why = (error as Error).message;
       log.warn(
-        `cannot start the watchdog (sh): ${
-          (error as Error).message
-        }; a launcher killed outright would leave its engines running until the next start reaps them`,
+        `cannot start the watchdog (sh): ${why}; a launcher killed outright would leave its engines running until the next start reaps them`,
       );
       return undefined;
     }
@@ -81,10 +80,9 @@ export class Watchdog {
     this.#writer.write(new TextEncoder().encode(line)).catch((error) => {
       if (this.#off) return;
       this.#off = true;
+      const why = (error as Error).message;
       log.warn(
-        `the watchdog (pid ${this.#child.pid}) is gone: ${
-          (error as Error).message
-        }; engine records still let the next start clean up`,
+        `the watchdog (pid ${this.#child.pid}) is gone: ${why}; engine records still let the next start clean up`,
       );
     });
   }

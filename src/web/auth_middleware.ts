@@ -96,8 +96,7 @@ function unauthorized(req: Request): Response {
     "content-type": "text/plain",
     "www-authenticate": "Bearer",
   });
-  // Used on its own, the middleware still answers like the API: scanners
-  // flag a 401 without the security headers.
+  // Used on its own, the middleware still answers like the API: scanners flag a 401 without the security headers.
   setSecurityHeaders(headers, req.url.startsWith("https:"));
   return new Response("Unauthorized", { status: 401, headers });
 }

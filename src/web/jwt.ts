@@ -50,13 +50,8 @@ export function importVerifyKey(secret: string): Promise<CryptoKey> {
       `IDP_SECRET is ${bytes.length} bytes; HS512 wants a secret of at least ${MIN_SECRET_BYTES} bytes`,
     );
   }
-  const key = crypto.subtle.importKey(
-    "raw",
-    bytes,
-    { name: "HMAC", hash: "SHA-512" },
-    false,
-    ["verify"],
-  );
+  const hmac = { name: "HMAC", hash: "SHA-512" };
+  const key = crypto.subtle.importKey("raw", bytes, hmac, false, ["verify"]);
   // Awaited per request; this keeps a failed import from going unhandled before then.
   key.catch(() => {});
   return key;
@@ -94,8 +89,7 @@ function checkStructure(token: string): void {
   }
   for (const [i, segment] of segments.entries()) {
     const label = SEGMENTS[i];
-    // An empty signature is refused after the header, so an `alg: none`
-    // token is logged as such.
+    // An empty signature is refused after the header, so an `alg: none` token is logged as such.
     if (segment.length === 0 && label !== "signature") {
       throw malformed(`empty ${label}`);
     }
@@ -130,8 +124,7 @@ function checkStructure(token: string): void {
     throw malformed("b64 header present (unencoded payloads refused)");
   }
   if (segments[2] === "") throw new TokenError("signature", "empty signature");
-  // kid, jku, x5u, jwk and x5c are ignored on purpose: the key never comes
-  // from the token.
+  // kid, jku, x5u, jwk and x5c are ignored on purpose: the key never comes from the token.
 }
 
 /**

@@ -38,10 +38,8 @@ function internalError(req: Request, error: unknown): Response {
   // An Error reads `<name>: <message>`.
   const what = String(error).replace(/\s+/g, " ");
   log.error(`500 ${req.method} ${loggedPath(req.url)}: ${what}`);
-  return new Response("Internal Server Error", {
-    status: 500,
-    headers: { "content-type": "text/plain" },
-  });
+  const headers = { "content-type": "text/plain" };
+  return new Response("Internal Server Error", { status: 500, headers });
 }
 
 /**
