@@ -182,7 +182,8 @@ export class EngineRun {
     const result = await run.check(timeoutMs);
     this.#on({ kind: "probe", run, result, counts });
     if (counts) await this.serving.round(run, this.#state);
-    return result.ok;
+    // A drain begun while the poll was out: it takes no new work all the same.
+    return result.ok && !off.includes(this.#state);
   }
 
   /** Stops for good: a ready run drains first; `keepLog` for a replacement. */
