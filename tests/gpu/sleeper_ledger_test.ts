@@ -129,7 +129,7 @@ async function asleep(port: number, name: string): Promise<void> {
   );
 }
 
-Deno.test("a self-waking sleeper's footprint stays its awake one while it sleeps: the book keeps 30000 MiB (600 MiB beside it as its residue), so the next placement does not pack a 60000 MiB card beside it", async () => {
+Deno.test("a self-waking sleeper's footprint stays its awake one while it sleeps: the book keeps 30000 MiB (600 MiB beside it as its residue), so the next placement does not pack a 60000 MiB card beside it, and --dry-run shows what it holds awake and asleep", async () => {
   await using s = await site();
   await s.seed({ big: 60000 });
   const launcher = s.start(["dozy"]);
@@ -155,7 +155,34 @@ Deno.test("a self-waking sleeper's footprint stays its awake one while it sleeps
     ["dozy", ["0"]],
     ["big", ["1"]],
   ]);
-  assert.equal(plan.gpus[0]!.engines[0]!.need_mib, 30000);
+  const [dozy] = plan.gpus[0]!.engines;
+  assert.equal(dozy!.need_mib, 30000);
+  assert.deepEqual(dozy!.sleep, {
+    after_seconds: 3,
+    awake_mib: 30000,
+    asleep_mib: 600,
+  });
+  assert.equal(plan.gpus[1]!.engines[0]!.sleep, undefined, "big never sleeps");
+  const text = await s.dryRun(["dozy", "big"], false);
+  assert.match(
+    text,
+    /^0 +81920 MiB +81920 MiB +dozy 0\.3662 \(30000 MiB measured awake, 600 MiB asleep after 3 s idle\) +30000 MiB +-$/m,
+  );
+});
+
+Deno.test("--dry-run says not measured for a sleeper's residue the book does not know, and counts the flag in args as sleep_after", async () => {
+  await using s = await site();
+  await s.seed({ nap: 30000 });
+  const plan = JSON.parse(await s.dryRun(["nap"])) as StartPlan;
+  assert.deepEqual(plan.gpus[0]!.engines[0]!.sleep, {
+    after_seconds: 5,
+    awake_mib: 30000,
+    asleep_mib: null,
+  });
+  assert.match(
+    await s.dryRun(["nap"], false),
+    /^0 +81920 MiB +81920 MiB +nap 0\.3662 \(30000 MiB measured awake, not measured asleep after 5 s idle\) +30000 MiB +-$/m,
+  );
 });
 
 Deno.test("while a self-waking sleeper holds only its residue, a start packed beside it still waits for the memory its wake takes back", async () => {
