@@ -183,13 +183,10 @@ export class FootprintBook {
     // An awake run's figures keep what its last sleep measured it keeps.
     const residue_mib = footprint.residue_mib ??
       this.#entries.find(same)?.footprint.residue_mib;
+    if (residue_mib != null) footprint = { ...footprint, residue_mib };
     this.#entries = [
       ...this.#entries.filter((e) => !same(e)),
-      {
-        key,
-        device,
-        footprint: { ...footprint, ...residue_mib != null && { residue_mib } },
-      },
+      { key, device, footprint },
     ].slice(-BOOK_ENTRIES);
     const text = JSON.stringify({ format: FORMAT, entries: this.#entries });
     try {
