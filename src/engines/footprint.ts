@@ -30,6 +30,8 @@ export interface Footprint {
   readonly compute_mib: number | null;
   /** The parts' sum, or nvidia-smi's per-process figure where larger. */
   readonly total_mib: number | null;
+  /** What it keeps asleep (`sleep_after`), measured at its last sleep: `total_mib` stays its awake figure. */
+  readonly residue_mib?: number | null;
   /** Where it lives: the engine's device name (`CPU`, `CUDA0`) or nvidia-smi's GPU name. */
   readonly device: string | null;
   /** ISO time of the last figure. */
@@ -50,7 +52,9 @@ export function perDevice(
 ): Footprint {
   const n = Math.max(1, devices.length);
   const parts = ["weights_mib", "kv_cache_mib", "graphs_mib", "compute_mib"];
-  const split = [...parts, "total_mib"].map((part) => {
+  const split = [...parts, "total_mib", "residue_mib"].filter((part) =>
+    part in footprint
+  ).map((part) => {
     const mib = footprint[part as "total_mib"];
     return [part, mib === null ? null : Math.round((mib / n) * 100) / 100];
   });

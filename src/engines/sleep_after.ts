@@ -48,3 +48,8 @@ export function sleepSeconds(
   const seconds = Number(flag && flagValue(card.args, [flag])?.value);
   return seconds > 0 ? seconds : undefined;
 }
+
+/** Whether it sleeps and wakes by itself (its kind's flag): nothing can stop its wake, so its memory stays counted. */
+export function wakesItself(card: ModelCard, kind?: EngineKind): boolean {
+  return !!kind?.sleep && "flag" in kind.sleep && !!sleepSeconds(card, kind);
+}

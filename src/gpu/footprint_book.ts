@@ -53,6 +53,7 @@ const MIB_FIELDS = [
   "graphs_mib",
   "compute_mib",
   "total_mib",
+  "residue_mib",
 ] as const;
 
 /**
@@ -103,7 +104,8 @@ function badField(entry: unknown): string | undefined {
     ["device", e.device, text, "a string"],
     ...MIB_FIELDS.map((name): [string, unknown, typeof mib, string] => [
       name,
-      f[name],
+      // Only a sleeper has a residue.
+      name === "residue_mib" && !(name in f) ? null : f[name],
       mib,
       `null or a number from 0 to ${MAX_MIB}`,
     ]),
@@ -177,8 +179,13 @@ export class FootprintBook {
   note(card: ModelCard, device: string, footprint: Footprint): void {
     if (this.#path === undefined) return;
     const key = footprintKey(card);
+    const same = (e: BookEntry) => e.key === key && e.device === device;
+    // An awake run's figures keep what its last sleep measured it keeps.
+    const residue_mib = footprint.residue_mib ??
+      this.#entries.find(same)?.footprint.residue_mib;
+    if (residue_mib != null) footprint = { ...footprint, residue_mib };
     this.#entries = [
-      ...this.#entries.filter((e) => e.key !== key || e.device !== device),
+      ...this.#entries.filter((e) => !same(e)),
       { key, device, footprint },
     ].slice(-BOOK_ENTRIES);
     const text = JSON.stringify({ format: FORMAT, entries: this.#entries });

@@ -8,6 +8,9 @@ import {
   usedOn,
 } from "./nvidia_smi.ts";
 import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
+import type { EnginePlan } from "../engines/engine_plan.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
+import { wakesItself } from "../engines/sleep_after.ts";
 import {
   GpuStartGate,
   type Released,
@@ -37,6 +40,8 @@ export interface GpuRun {
   readonly gpus: readonly string[] | null;
   readonly pgid: number | undefined;
   readonly gpuStartUsed: Readonly<Record<string, number>>;
+  /** Its card and placement's need: a sleeper that wakes itself is held to it. */
+  readonly plan?: Pick<EnginePlan, "card" | "placement">;
   send(event: GpuMemoryEvent): void;
 }
 
@@ -68,13 +73,21 @@ export class GpuLifecycle {
           ),
         ),
       // Asleep (llama-server's --sleep-idle-seconds, vLLM's /sleep) an engine
-      // frees most of its memory; the gate keeps it for its wake.
+      // frees most of its memory; the gate keeps it for its wake. One that
+      // wakes itself may take it back at any time, before any round saw it
+      // awake or midway through a wake: never less than its planned need.
       asleep: (entry) => {
         let kept = 0;
         for (const run of options.runs()) {
-          const awake = this.#awake.get(run)?.mib[entry];
-          if (run.state !== "sleeping" || awake === undefined) continue;
-          kept += Math.max(0, awake - (this.#now.get(run)?.mib[entry] ?? 0));
+          const { card, placement } = run.plan ?? {};
+          const self = card && wakesItself(card, ENGINE_KINDS[card.engine]);
+          if (run.state !== "sleeping" && !(self && run.state === "ready")) {
+            continue;
+          }
+          const planned = self && placement?.memoryNeed?.mib || 0;
+          const awake = this.#awake.get(run)?.mib[entry] ?? 0;
+          const now = this.#now.get(run)?.mib[entry] ?? 0;
+          kept += Math.max(awake, planned, now) - now;
         }
         return kept;
       },

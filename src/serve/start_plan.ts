@@ -5,6 +5,9 @@ import { deviceOf } from "../gpu/nvidia_smi.ts";
 import { gpuPoolLine, startWaits } from "../gpu/placement.ts";
 import { procStats } from "../engines/proc.ts";
 import { masked } from "../engines/engine_plan.ts";
+import { ENGINE_KINDS } from "../engines/kinds.ts";
+import { sleepSeconds } from "../engines/sleep_after.ts";
+import { measuredOf } from "../gpu/footprint_book.ts";
 import { urlHost } from "../common/settings.ts";
 import type { Plan } from "./plan.ts";
 import type { Facts } from "./facts.ts";
@@ -65,6 +68,12 @@ export interface StartPlan {
       need_mib: number | null;
       /** `measured …`, `gpu_memory …`, `estimated: …` or `not measured yet`. */
       need_from: string;
+      /** Where it may sleep (`sleep_after`, or its kind's flag in `args`): it wakes itself, so `need_mib` (awake) stays counted asleep; `asleep_mib` is its residue where the book knows it. */
+      sleep?: {
+        after_seconds: number;
+        awake_mib: number | null;
+        asleep_mib: number | null;
+      };
     }[];
     /** Free memory its engines demand before they start (vLLM's gpu-memory-utilization × total …); null when unknown. */
     need_mib: number | null;
@@ -132,15 +141,25 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
     const on = placed.map((e) => {
       const m = e.placement.memoryNeed;
       const mib = m?.mib ?? (known && m ? m.fraction * device!.totalMiB : null);
+      const need = mib === null ? null : Math.ceil(mib);
+      const after = sleepSeconds(e.card, ENGINE_KINDS[e.card.engine]);
+      const book = measuredOf(facts.footprints.entries, e.card);
       return {
         name: e.name,
         share: e.placement.share ?? 1,
-        need_mib: mib === null ? null : Math.ceil(mib),
+        need_mib: need,
         need_from: !m
           ? "not measured yet"
           : m.mib
           ? m.from
           : `estimated: ${m.from}`,
+        ...after && {
+          sleep: {
+            after_seconds: after,
+            awake_mib: need,
+            asleep_mib: book[device?.name ?? ""]?.residue_mib ?? null,
+          },
+        },
       };
     });
     const need = on.reduce((sum, e) => sum + (e.need_mib ?? 0), 0);
@@ -222,7 +241,12 @@ const GPU_TABLE: Table<PlanGpu> = [
     (g) =>
       g.engines.map((e) => {
         const name = e.share < 1 ? `${e.name} ${e.share}` : e.name;
-        return `${name} (${mib(e.need_mib)} ${needLabel(e.need_from)})`;
+        const z = e.sleep;
+        const kept = z?.asleep_mib == null ? "not measured" : mib(z.asleep_mib);
+        const need = `${mib(e.need_mib)} ${needLabel(e.need_from)}`;
+        const asleep =
+          ` awake, ${kept} asleep after ${z?.after_seconds} s idle`;
+        return `${name} (${need}${z ? asleep : ""})`;
       }).join(", ") || "-",
   ],
   ["THEY NEED", (g) => mib(g.need_mib)],

@@ -475,7 +475,14 @@ export class EngineRun {
   #measured(ready = false): void {
     const memory = this.#gpu.facts.memory?.mib;
     const at = new Date(this.#clock.wall());
-    const next = footprintOf(this.#process.watch.memory, memory, at);
+    // Asleep it holds its residue: its footprint stays the awake one, the residue beside it.
+    const residue = this.serving.sleep.view()?.residue_bytes;
+    const last = this.#footprint.last;
+    const next = this.#state !== "sleeping"
+      ? footprintOf(this.#process.watch.memory, memory, at)
+      : last && residue != null
+      ? { ...last, residue_mib: Math.round(residue / 2 ** 20) }
+      : null;
     const changed = this.#footprint.changed(next);
     // 0 MiB is no measurement: nvidia-smi's round came before the load did.
     if (!next?.total_mib) return;
