@@ -302,10 +302,9 @@ function resolveEngine(card: ModelCard, site: EngineSite): Resolved {
     owned?.includes(flag.replace(/^--.*/, (long) => long.replaceAll("_", "-")))
   );
   if (set !== undefined) {
+    const none = `expected none of ${owned!.join(", ")} in args`;
     throw new EngineError(
-      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${set}, which the launcher sets (expected none of ${
-        owned!.join(", ")
-      } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
+      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${set}, which the launcher sets (${none}: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
     );
   }
   const knob = card.gpuMemory && card.args.map((a) => a.replace(/=.*$/, ""))

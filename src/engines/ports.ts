@@ -29,10 +29,9 @@ export function checkPortFree(
     if (
       ![AddrInUse, PermissionDenied, NotCapable].some((c) => cause instanceof c)
     ) {
+      const why = (cause as Error).message;
       throw new ConfigError(
-        `Cannot use ${host}: ${
-          (cause as Error).message
-        } (expected a name or address of this machine to listen on)`,
+        `Cannot use ${host}: ${why} (expected a name or address of this machine to listen on)`,
         { cause },
       );
     }

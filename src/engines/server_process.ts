@@ -216,10 +216,9 @@ export class ServerProcess implements AsyncDisposable {
       this.#status = status;
       if (!this.#stopping) {
         if (this.#ownLog && !this.#termed) {
+          const how = describe(status);
           log.warn(
-            `engine ${this.plan.name} (pid ${child.pid}) exited on its own with ${
-              describe(status)
-            }; see ${this.logFile}`,
+            `engine ${this.plan.name} (pid ${child.pid}) exited on its own with ${how}; see ${this.logFile}`,
           );
         }
         // Its children may live on (vLLM's EngineCore does): clear the group.

@@ -198,9 +198,9 @@ export function stalled(
   }
   if (countersMoved(mark, current)) return null;
   const n = running || waiting;
-  return `${n} request${n === 1 ? "" : "s"} ${
-    running ? "running" : "waiting, none running"
-  }, no token for ${Math.round(quiet / 1000)} s`;
+  const how = running ? "running" : "waiting, none running";
+  const s = Math.round(quiet / 1000);
+  return `${n} request${n === 1 ? "" : "s"} ${how}, no token for ${s} s`;
 }
 
 export function quietMark(

@@ -124,6 +124,11 @@ export interface MemoryRule {
   readonly anew?: boolean;
 }
 
+/** A rule whose figures are GiB. */
+export function inGiB(part: MemoryPart, match: RegExp): MemoryRule {
+  return { match, part, unit: "GiB" };
+}
+
 /** A path answering the Prometheus text format, and the samples read there. */
 export interface TrafficRule {
   readonly path: string;
@@ -260,19 +265,14 @@ export function serveFlags(
   nameFlag: string,
   enable?: string,
 ): string[] {
+  const { host, port, apiKey, card } = ctx;
+  const given = enable === undefined ||
+    card.args.some((a) => a === enable || a.startsWith(`${enable}=`));
   return [
-    "--host",
-    ctx.host,
-    "--port",
-    String(ctx.port),
-    nameFlag,
-    ctx.card.name,
-    ...ctx.apiKey ? ["--api-key", ctx.apiKey] : [],
-    ...enable === undefined ||
-        ctx.card.args.some((a) => a === enable || a.startsWith(`${enable}=`))
-      ? []
-      : [enable],
-    ...ctx.card.args,
+    ...["--host", host, "--port", String(port), nameFlag, card.name],
+    ...apiKey ? ["--api-key", apiKey] : [],
+    ...given ? [] : [enable],
+    ...card.args,
   ];
 }
 

@@ -24,12 +24,12 @@ function singleGguf(dir: string, names: readonly string[]): string {
   ) {
     return `${dir}/${shards[0]}`;
   }
+  const holds = `Cannot choose a model file: ${dir} holds`;
+  const list = files.join(", ");
   throw new Error(
     files.length === 0
-      ? `Cannot choose a model file: ${dir} holds no .gguf file`
-      : `Cannot choose a model file: ${dir} holds ${files.length} .gguf files (${
-        files.join(", ")
-      }); set the card's local to one of them`,
+      ? `${holds} no .gguf file`
+      : `${holds} ${files.length} .gguf files (${list}); set the card's local to one of them`,
   );
 }
 
