@@ -107,10 +107,8 @@ export function localWeights(card: ModelCard, directory: string): LocalWeights {
   try {
     const files = weightFiles(path);
     if (!files) return { kind: "hub" };
-    const bytes = files.reduce(
-      (sum, file) => sum + Deno.statSync(file).size,
-      0,
-    );
+    const size = (file: string) => Deno.statSync(file).size;
+    const bytes = files.reduce((sum, file) => sum + size(file), 0);
     return { kind: "local", path, bytes };
   } catch (error) {
     return { kind: "unreadable", path, reason: oneLine(error) };

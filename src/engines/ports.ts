@@ -95,11 +95,8 @@ done 2>/dev/null
 
 /** Lowest pid first; `command` empty when it could not be read. */
 export function portHolders(port: number): { pid: number; command: string }[] {
-  const tables = shLines('cat "$@" 2>/dev/null', [
-    "port-tables",
-    "/proc/net/tcp",
-    "/proc/net/tcp6",
-  ]);
+  const args = ["port-tables", "/proc/net/tcp", "/proc/net/tcp6"];
+  const tables = shLines('cat "$@" 2>/dev/null', args);
   const inodes = listeningInodes(tables.join("\n"), port);
   if (inodes.length === 0) return [];
   const unique = new Map<number, { pid: number; command: string }>();

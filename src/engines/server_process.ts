@@ -71,10 +71,8 @@ export class ServerProcess implements AsyncDisposable {
     this.clock = clock;
     this.#ownLog = log === undefined;
     this.#log = log ?? new EngineLog(plan.logFile);
-    this.watch = new LoadWatch(
-      ENGINE_KINDS[plan.card.engine]?.output,
-      plan.card.name,
-    );
+    const rules = ENGINE_KINDS[plan.card.engine]?.output;
+    this.watch = new LoadWatch(rules, plan.card.name);
     this.watch.now = () => clock.now();
   }
 

@@ -441,9 +441,7 @@ export class EngineRun {
   }
 
   #drained(event: EventOf<"drain-read" | "drain-over">): void {
-    const end = this.#state === "draining"
-      ? this.#drain!.step(event)
-      : undefined;
+    const end = this.#state === "draining" && this.#drain!.step(event);
     if (!end) return;
     this.#cut += end.drain.cut + (end.drain.arrived ?? 0);
     this.#report("info", end.detail);
@@ -488,12 +486,9 @@ export class EngineRun {
   #ready(run: ServerProcess): void {
     this.#releaseGpu(true);
     this.#measured(true);
-    const now = this.#clock.now();
-    this.#o.journal?.record({
-      at: this.#at(),
-      model: this.name,
-      ...this.#starts.ready(now, run.watch.began),
-    });
+    const at = this.#at();
+    const start = this.#starts.ready(this.#clock.now(), run.watch.began);
+    this.#o.journal?.record({ at, model: this.name, ...start });
   }
 
   async #admit(): Promise<void> {

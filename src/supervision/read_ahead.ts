@@ -55,11 +55,7 @@ export class ReadAhead {
   }
 
   /** Reads `plan`'s weights until done or `signal`; `say` names why it read less. Resolves to the bytes read. */
-  async read(
-    plan: EnginePlan,
-    signal: AbortSignal,
-    say: Say,
-  ): Promise<number> {
+  async read(plan: EnginePlan, signal: AbortSignal, say: Say): Promise<number> {
     const path = `${plan.directory}/models/${plan.card.local}`;
     let files: string[] | null, available: number;
     try {

@@ -116,7 +116,6 @@ export class ServingWatch {
     const { card, traffic: rule } = plan;
     const signal = this.#signal;
     if (run !== this.#run) {
-      // A new run: its counters start from 0, its marks afresh.
       this.#carried += this.#generated;
       this.#generated = 0;
       this.#run = run;
@@ -171,12 +170,8 @@ export class ServingWatch {
     this.#generated = reading.generated;
     this.#counted = true;
     const held = this.#traffic?.tokens_per_s ?? null;
-    this.#traffic = trafficOf(
-      this.#base,
-      reading,
-      held,
-      shownAt(this.#clock, reading.at),
-    );
+    const shown = shownAt(this.#clock, reading.at);
+    this.#traffic = trafficOf(this.#base, reading, held, shown);
     if (!this.#base || resolved(this.#base, reading)) this.#base = reading;
     // Proof of life forgives a failed canary: progress the canaries could not have made.
     if (this.#last && beyondCanaries(this.#last, reading, this.#sent)) {
@@ -193,10 +188,9 @@ export class ServingWatch {
     // Its token totals move only when a request ends: without the step counter, no stall can be told.
     const blind = rule.steps !== undefined && reading.steps === undefined;
     if (blind && stallMs > 0) {
+      const counter = rule.steps!.counter;
       this.#once(
-        `its traffic at ${at} has no ${
-          rule.steps!.counter
-        }: no stall rule (its token counters move only when a request ends)`,
+        `its traffic at ${at} has no ${counter}: no stall rule (its token counters move only when a request ends)`,
       );
     }
     const batch = batchTokens(card, rule);

@@ -131,19 +131,15 @@ export class SleepWatch {
       const gave = v.freed_bytes === null
         ? ""
         : `freed ${size(v.freed_bytes)}, `;
-      this.#say(
-        "asleep",
-        `asleep after ${after} s idle: ${gave}keeps ${size(bytes)}`,
-      );
+      const said = `asleep after ${after} s idle: ${gave}keeps ${size(bytes)}`;
+      this.#say("asleep", said);
     }
     const first = this.#first ??= bytes;
     if (bytes - first <= GROWTH_BYTES) return;
     this.#first = Infinity; // said once a run
-    this.#say(
-      "residue-grew",
-      `its residue grew from ${size(first)} to ${size(bytes)} asleep`,
-      "warn",
-    );
+    const [from, to] = [size(first), size(bytes)];
+    const grew = `its residue grew from ${from} to ${to} asleep`;
+    this.#say("residue-grew", grew, "warn");
   }
 
   #line(run: ServerProcess, line: SleepLine, text: string): void {
@@ -188,14 +184,8 @@ export class SleepWatch {
   #say(reason: string, detail: string, level: "info" | "warn" = "info"): void {
     const { name } = this.#engine;
     log[level](`engine ${name} (pid ${this.#run?.pid}) ${detail}`);
-    const at = shownAt(this.#clock, this.#now());
-    this.#o.journal?.record({
-      at,
-      model: name,
-      event: "sleep",
-      reason,
-      detail,
-    });
+    const [at, journal] = [shownAt(this.#clock, this.#now()), this.#o.journal];
+    journal?.record({ at, model: name, event: "sleep", reason, detail });
   }
 
   #after(): number | undefined {
