@@ -334,6 +334,7 @@ export class EngineRun {
       state === "stopping"
     ) return;
     const verdict = judge();
+    const restart = `the liveness restart of engine ${this.name}`;
     switch (verdict?.kind) {
       case "ready":
         if (verdict.first) this.#ready(run);
@@ -344,11 +345,8 @@ export class EngineRun {
         this.#endReason = verdict.reason;
         this.#report("warn", verdict.why);
         this.#enter("stopping", verdict.reason, verdict.why);
-        return void this.#gpu.quiet(
-          this.name,
-          `the liveness restart of engine ${this.name}`,
-          this.#interrupt.signal,
-        ).then(() => run.stop(this.#o.graceMs));
+        return void this.#gpu.quiet(this.name, restart, this.#interrupt.signal)
+          .then(() => run.stop(this.#o.graceMs));
     }
   }
 
@@ -507,13 +505,9 @@ export class EngineRun {
 
   #watch(run: ServerProcess): void {
     this.#watchdog?.add(run.pid!);
-    this.#o.records.write({
-      model: this.name,
-      pid: run.pid!,
-      command: run.commandLine,
-      host: run.plan.host,
-      port: run.plan.port,
-    });
+    const { host, port } = run.plan;
+    const [model, pid, command] = [this.name, run.pid!, run.commandLine];
+    this.#o.records.write({ model, pid, command, host, port });
     this.#gpu.spawned(run.pid);
     this.#o.readAhead?.loading(this.name, this.#plan);
     this.serving.sleep.attach(run);

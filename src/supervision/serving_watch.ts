@@ -2,7 +2,6 @@
 // metrics and, where its kind says, whether it sleeps; from them the pure
 // rules of `engines/traffic.ts` give its traffic, a stall, or a canary due.
 // What the engine run must act on comes back as events.
-import type { EnginePlan } from "../engines/engine_plan.ts";
 import { log } from "../common/log.ts";
 import { type Clock, REAL_CLOCK, shownAt } from "../common/sleep.ts";
 import {
@@ -30,32 +29,18 @@ import type { EngineDetail } from "./engine_detail.ts";
 import type { Journal } from "./journal.ts";
 import type { EngineRunOptions } from "./engine_run_options.ts";
 import type { EngineState } from "./engine_state.ts";
-import { SleepWatch } from "./sleep_watch.ts";
+import { type SleepEvent, SleepWatch, type Watched } from "./sleep_watch.ts";
 
 export type ServingEvent =
-  | {
-    readonly kind: "sleep";
-    readonly run: ServerProcess;
-    readonly asleep: boolean;
-    readonly why: string;
-  }
+  | SleepEvent
   | { readonly kind: "stalled"; readonly run: ServerProcess; seen: string };
-
-/** Read each time afresh: a reload amends the plan (the stall and canary settings, the traffic rule). */
-interface Engine {
-  readonly name: string;
-  /** The running run's plan: its key, its settings. */
-  readonly plan: EnginePlan;
-  readonly state: EngineState;
-  detail?(): Pick<EngineDetail, "gpu_memory_mib" | "gpu_memory_by">;
-}
 
 const READ_TIMEOUT_MS = 2_000;
 const CANARY_MAX_BYTES = 1024 * 1024;
 const CANARY_FAILURES = 2;
 
 export class ServingWatch {
-  readonly #engine: Engine;
+  readonly #engine: Watched;
   readonly #canaryTimeoutMs: number;
   readonly #clock: Clock;
   readonly #journal: Journal | undefined;
@@ -80,7 +65,7 @@ export class ServingWatch {
   readonly sleep: SleepWatch;
 
   constructor(
-    engine: Engine,
+    engine: Watched,
     options: Pick<EngineRunOptions, "canaryTimeoutMs" | "journal" | "clock">,
     on: (event: ServingEvent) => void,
     signal: AbortSignal,
@@ -126,13 +111,9 @@ export class ServingWatch {
     if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
     const origin = engineOrigin(run.plan.host, run.plan.port);
+    const o = { apiKey: plan.apiKey, timeoutMs: READ_TIMEOUT_MS, signal };
     const ask = (path: string) =>
-      askEngine(origin + path, {
-        apiKey: plan.apiKey,
-        timeoutMs: READ_TIMEOUT_MS,
-        maxBytes: METRICS_MAX_BYTES,
-        signal,
-      });
+      askEngine(origin + path, { ...o, maxBytes: METRICS_MAX_BYTES });
     const sleep = kind?.traffic?.asleep;
     // The plan's `env` over its `baseEnv`, without copying the whole of it each round.
     const { env, baseEnv } = plan;
@@ -226,13 +207,9 @@ export class ServingWatch {
     this.#canaryBusy = true;
     this.#sent++;
     const began = this.#clock.now();
-    const answer = await askEngine(url, {
-      apiKey: this.#engine.plan.apiKey,
-      timeoutMs: this.#canaryTimeoutMs,
-      maxBytes: CANARY_MAX_BYTES,
-      body,
-      signal,
-    });
+    const { apiKey } = this.#engine.plan;
+    const o = { apiKey, timeoutMs: this.#canaryTimeoutMs, body, signal };
+    const answer = await askEngine(url, { ...o, maxBytes: CANARY_MAX_BYTES });
     this.#canaryBusy = false;
     if (run !== this.#run || signal.aborted) return;
     const at = this.#clock.now();
@@ -248,14 +225,10 @@ export class ServingWatch {
       return;
     }
     const n = ++this.#canaryFailures;
-    const why = `canary ${new URL(url).pathname} failed: ${answer.why}`;
-    log.warn(`engine ${name} (pid ${run.pid}) ${why} (${n} in a row)`);
-    this.#journal?.record({
-      model: name,
-      event: "canary",
-      reason: "failed",
-      detail: why,
-    });
+    const detail = `canary ${new URL(url).pathname} failed: ${answer.why}`;
+    log.warn(`engine ${name} (pid ${run.pid}) ${detail} (${n} in a row)`);
+    const entry = { model: name, event: "canary", reason: "failed", detail };
+    this.#journal?.record(entry);
     if (n < CANARY_FAILURES || this.#engine.state !== "ready") return;
     const seen = `${n} canary requests in a row failed (${answer.why})`;
     this.#on({ kind: "stalled", run, seen });

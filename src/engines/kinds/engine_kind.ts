@@ -124,7 +124,6 @@ export interface MemoryRule {
   readonly anew?: boolean;
 }
 
-/** A rule whose figures are GiB. */
 export function inGiB(part: MemoryPart, match: RegExp): MemoryRule {
   return { match, part, unit: "GiB" };
 }
