@@ -135,10 +135,8 @@ export interface EnginePlan
  * ```
  */
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
-  return {
-    ...engineOf(card, site, resolveEngine(card, site)),
-    ...engineSettings(card, site.defaults ?? OFF),
-  };
+  const engine = engineOf(card, site, resolveEngine(card, site));
+  return { ...engine, ...engineSettings(card, site.defaults ?? OFF) };
 }
 
 /** The plan placed anew (pure): its command line and environment made again with `placement`. */
@@ -156,10 +154,8 @@ export function placed(
  * @throws {EngineError} As {@linkcode planEngine}.
  */
 export function replan(plan: EnginePlan): EnginePlan {
-  return {
-    ...plan,
-    ...engineOf(plan.card, plan, resolveEngine(plan.card, plan)),
-  };
+  const resolved = resolveEngine(plan.card, plan);
+  return { ...plan, ...engineOf(plan.card, plan, resolved) };
 }
 
 type Resolved = Pick<EnginePlan, "executable" | "model" | "isLocal">;
@@ -209,22 +205,10 @@ export function amendPlan(
   return { ...plan, card, apiKey, ...engineSettings(card, defaults) };
 }
 
-type EngineSettings = Pick<
-  EnginePlan,
-  | "restart"
-  | "failedRetryMs"
-  | "drainMs"
-  | "stallMs"
-  | "canaryMs"
-  | "termDrains"
-  | "traffic"
->;
+type EngineSettings = ReturnType<typeof engineSettings>;
 
 /** "The card's value, else the launcher's", once for every setting. */
-export function engineSettings(
-  card: ModelCard,
-  launcher: EngineDefaults,
-): EngineSettings {
+export function engineSettings(card: ModelCard, launcher: EngineDefaults) {
   const kind = ENGINE_KINDS[card.engine]!;
   const traffic = trafficRule(card, kind) ?? null;
   const ms = (seconds: number | undefined, otherwise: number) =>

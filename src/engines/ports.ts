@@ -75,8 +75,7 @@ export function listeningInodes(table: string, port: number): string[] {
     // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode;
     // st 0A is LISTEN.
     const fields = line.trim().split(/\s+/);
-    const local = fields[1];
-    const inode = fields[9];
+    const [local, inode] = [fields[1], fields[9]];
     if (fields[3] !== "0A" || !local || !inode || inode === "0") continue;
     if (local.slice(local.lastIndexOf(":") + 1).toUpperCase() !== hex) continue;
     if (!out.includes(inode)) out.push(inode);

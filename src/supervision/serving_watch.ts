@@ -70,12 +70,10 @@ export class ServingWatch {
     on: (event: ServingEvent) => void,
     signal: AbortSignal,
   ) {
-    this.#engine = engine;
-    this.#signal = signal;
+    [this.#engine, this.#signal, this.#on] = [engine, signal, on];
     this.#canaryTimeoutMs = options.canaryTimeoutMs ?? 0;
     this.#clock = options.clock ?? REAL_CLOCK;
     this.#journal = options.journal;
-    this.#on = on;
     this.sleep = new SleepWatch(engine, options, on);
   }
 

@@ -1,6 +1,7 @@
 // An engine kind knows everything engine-specific; other folders ask it
 // instead of comparing engine names. Kinds are pure.
 import type { ModelCard } from "../../catalogue.ts";
+import type { EnginePlacement } from "../engine_plan.ts";
 import type { Footprint } from "../footprint.ts";
 import { flagValue } from "./flag_values.ts";
 
@@ -62,10 +63,7 @@ export const EXIT_CAUSES: readonly ExitCause[] = [
  * first line matching a cause rule decides the exit cause. First match wins.
  */
 export interface OutputRules {
-  readonly phases: readonly {
-    readonly match: RegExp;
-    readonly phase: LoadPhase;
-  }[];
+  readonly phases: readonly { match: RegExp; phase: LoadPhase }[];
   readonly causes: readonly {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
@@ -98,9 +96,7 @@ export function atPrefix(
 export type SleepLine = "asleep" | "waking" | "awake" | "failed";
 
 /** How a card's `sleep_after` reaches the engine: its own flag (idle seconds), or why it cannot. */
-export type SleepRule = { readonly flag: string } | {
-  readonly refused: string;
-};
+export type SleepRule = { flag: string } | { refused: string };
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
 export type MemoryPart =
@@ -207,14 +203,7 @@ export interface EngineKind {
 }
 
 /** What one engine takes on each of its devices before it serves. */
-export interface MemoryNeed {
-  /** Of each device's total memory. */
-  readonly fraction: number;
-  /** MiB, where known (its budget or its footprint): wins over `fraction`. */
-  readonly mib?: number;
-  /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
-  readonly from: string;
-}
+export type MemoryNeed = NonNullable<EnginePlacement["memoryNeed"]>;
 
 /** What sizes an engine's memory, and how a card's `gpu_memory` reaches it. */
 export interface MemorySizing {
