@@ -89,12 +89,9 @@ export function readCatalogue(
   let models: Field | undefined;
   for (const [key, entry] of top.entries()) {
     if (key !== "models") {
-      entry.fail(
-        `unknown top-level field (expected only 'models'${
-          hint(key, ["models"])
-        })`,
-        entry.key,
-      );
+      const also = hint(key, ["models"]);
+      const why = `unknown top-level field (expected only 'models'${also})`;
+      entry.fail(why, entry.key);
     }
     entry.value; // Read now, as the fields of a card below.
     models = entry;
@@ -108,10 +105,9 @@ export function readCatalogue(
   }
   const list = models.value;
   if (!isMap(list) || list.items.length === 0) {
+    const got = isMap(list) ? "an empty mapping" : describe(list);
     models.fail(
-      `expected a non-empty mapping of catalogue names to model cards, got ${
-        isMap(list) ? "an empty mapping" : describe(list)
-      }`,
+      `expected a non-empty mapping of catalogue names to model cards, got ${got}`,
       list ?? models.key,
     );
   }
@@ -149,10 +145,9 @@ const REFERENCE = /\$\$\{|\$\{(?:([A-Za-z_][A-Za-z0-9_]*)\})?/g;
 function checkReferences(f: Field, text: string): string {
   for (const found of text.matchAll(REFERENCE)) {
     if (found[0] === "$${" || found[1] !== undefined) continue;
+    const ref = text.slice(found.index, found.index + 24);
     f.fail(
-      `bad reference '${
-        text.slice(found.index, found.index + 24)
-      }' (expected \${NAME} with a name of letters, digits and _, or $\${ for a literal \${)`,
+      `bad reference '${ref}' (expected \${NAME} with a name of letters, digits and _, or $\${ for a literal \${)`,
     );
   }
   return text;
@@ -187,22 +182,17 @@ export function expandCard(
 function readCard(body: Field, expand: Expand): ModelCard {
   const name = body.where.card!;
   if (!isMap(body.value)) {
+    const got = describe(body.value);
     body.fail(
-      `expected a mapping with at least 'verb' and 'hub' or 'local', got ${
-        describe(body.value)
-      }`,
+      `expected a mapping with at least 'verb' and 'hub' or 'local', got ${got}`,
       body.value ?? body.where.node,
     );
   }
   const given = new Map<string, Field>();
   for (const [key, field] of body.entries()) {
     if (!Object.hasOwn(FIELDS, key)) {
-      field.fail(
-        `unknown field (expected one of ${FIELD_NAMES.join(", ")}${
-          hint(key, FIELD_NAMES)
-        })`,
-        field.key,
-      );
+      const [names, also] = [FIELD_NAMES.join(", "), hint(key, FIELD_NAMES)];
+      field.fail(`unknown field (expected one of ${names}${also})`, field.key);
     }
     // Read now: an unknown anchor is reported in the order of the text.
     field.value;
@@ -327,9 +317,8 @@ function readBytes(f: Field): number {
   const [, n, unit = "b"] =
     /^\s*(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?\s*$/i.exec(String(f.scalar)) ?? [];
   const power = Math.max(0, " kmgt".indexOf(unit[0]!.toLowerCase()));
-  const bytes = Math.floor(
-    Number(n) * (unit.length === 3 ? 1024 : 1e3) ** power,
-  );
+  const base = unit.length === 3 ? 1024 : 1e3;
+  const bytes = Math.floor(Number(n) * base ** power);
   // 300 digits are Infinity (or 1e300): no device's size.
   if (!(bytes >= 2 ** 20 && bytes <= 2 ** 50)) {
     f.expected(
@@ -351,18 +340,15 @@ function readModality(f: Field): Modality[] {
 
 function readLocal(f: Field): string {
   const local = text(f, "a path relative to <directory>/models");
+  const shown = clip(local);
   if (/^(?:[\\/]|[A-Za-z]:)/.test(local)) {
     f.fail(
-      `expected a path relative to <directory>/models, got the absolute path '${
-        clip(local)
-      }'`,
+      `expected a path relative to <directory>/models, got the absolute path '${shown}'`,
     );
   }
   if (local.split(/[\\/]/).includes("..")) {
     f.fail(
-      `expected a path inside <directory>/models, got '${
-        clip(local)
-      }' (no '..' segments)`,
+      `expected a path inside <directory>/models, got '${shown}' (no '..' segments)`,
     );
   }
   return local;
@@ -394,7 +380,6 @@ function readArgs(f: Field, expand: Expand): string[] {
     const scalar = entry.scalar;
     if (scalar === true) argv.push(flag);
     if (typeof scalar === "boolean") continue;
-    // A list repeats the flag for each item.
     const list = isSeq(entry.value);
     for (const item of list ? entry.items() : [entry]) {
       const value = item.value;
@@ -430,10 +415,9 @@ function readEnv(f: Field, expand: Expand): Record<string, string> {
 function readCommand(f: Field, expand: Expand): string[] {
   const node = f.value;
   if (!isSeq(node) || node.items.length === 0) {
+    const got = isSeq(node) ? "an empty list" : describe(node);
     f.fail(
-      `expected a non-empty argv list such as [my-engine, --port, "{port}"], got ${
-        isSeq(node) ? "an empty list" : describe(node)
-      }`,
+      `expected a non-empty argv list such as [my-engine, --port, "{port}"], got ${got}`,
     );
   }
   const items = f.items();

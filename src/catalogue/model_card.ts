@@ -126,11 +126,7 @@ export interface CardMetrics {
 export type RestartPolicy = "on-failure" | "always" | "never";
 
 /** Every {@linkcode RestartPolicy}, in the help text's order. */
-export const RESTART_POLICIES: readonly RestartPolicy[] = [
-  "on-failure",
-  "always",
-  "never",
-];
+export const RESTART_POLICIES = ["on-failure", "always", "never"] as const;
 
 /** Plain data, so the catalogue need not import `engines/kinds.ts` (whose `registerEngineKind` adds a name here). */
 export const ENGINE_NAMES: string[] = [

@@ -61,9 +61,8 @@ async function readHelp(
   }
   if (!run.status.success) {
     const last = run.stderr.trim().split("\n").at(-1);
-    return `${command} exited with code ${run.status.code}${
-      last ? `: ${last.slice(0, 200)}` : ""
-    }`;
+    const tail = last ? `: ${last.slice(0, 200)}` : "";
+    return `${command} exited with code ${run.status.code}${tail}`;
   }
   const listed = flags.parseHelp(run.stdout);
   return listed.length > 0 ? listed : `${command} listed no flags`;

@@ -15,10 +15,8 @@ import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
 import { sleepArgs } from "./sleep_after.ts";
 
-/** Where placement put an engine, as its plan holds it. */
 export type EnginePlacement = EnginePlan["placement"];
 
-/** Not placed. */
 const UNPLACED: EnginePlacement = {
   gpus: null,
   share: null,
@@ -51,7 +49,6 @@ export interface EngineSite {
   };
 }
 
-/** The launcher's per-engine settings. */
 export type EngineDefaults = NonNullable<EngineSite["defaults"]>;
 
 /** Without the launcher's. */
@@ -138,10 +135,8 @@ export interface EnginePlan
  * ```
  */
 export function planEngine(card: ModelCard, site: EngineSite): EnginePlan {
-  return {
-    ...engineOf(card, site, resolveEngine(card, site)),
-    ...engineSettings(card, site.defaults ?? OFF),
-  };
+  const engine = engineOf(card, site, resolveEngine(card, site));
+  return { ...engine, ...engineSettings(card, site.defaults ?? OFF) };
 }
 
 /** The plan placed anew (pure): its command line and environment made again with `placement`. */
@@ -159,10 +154,8 @@ export function placed(
  * @throws {EngineError} As {@linkcode planEngine}.
  */
 export function replan(plan: EnginePlan): EnginePlan {
-  return {
-    ...plan,
-    ...engineOf(plan.card, plan, resolveEngine(plan.card, plan)),
-  };
+  const resolved = resolveEngine(plan.card, plan);
+  return { ...plan, ...engineOf(plan.card, plan, resolved) };
 }
 
 type Resolved = Pick<EnginePlan, "executable" | "model" | "isLocal">;
@@ -212,22 +205,10 @@ export function amendPlan(
   return { ...plan, card, apiKey, ...engineSettings(card, defaults) };
 }
 
-type EngineSettings = Pick<
-  EnginePlan,
-  | "restart"
-  | "failedRetryMs"
-  | "drainMs"
-  | "stallMs"
-  | "canaryMs"
-  | "termDrains"
-  | "traffic"
->;
+type EngineSettings = ReturnType<typeof engineSettings>;
 
 /** "The card's value, else the launcher's", once for every setting. */
-export function engineSettings(
-  card: ModelCard,
-  launcher: EngineDefaults,
-): EngineSettings {
+export function engineSettings(card: ModelCard, launcher: EngineDefaults) {
   const kind = ENGINE_KINDS[card.engine]!;
   const traffic = trafficRule(card, kind) ?? null;
   const ms = (seconds: number | undefined, otherwise: number) =>
@@ -292,20 +273,18 @@ function cacheEnv(card: ModelCard, site: EngineSite): Record<string, string> {
 /** The executable on the site's PATH (or by path) and the weights: a spawn's I/O, done again at each restart. */
 function resolveEngine(card: ModelCard, site: EngineSite): Resolved {
   const kind = ENGINE_KINDS[card.engine];
+  const cannot = `Cannot prepare ${card.name}`;
   if (!kind) {
-    throw new EngineError(
-      `Cannot prepare ${card.name}: unknown engine '${card.engine}'`,
-    );
+    throw new EngineError(`${cannot}: unknown engine '${card.engine}'`);
   }
   const owned = kind.ownedFlags && [...SERVE_FLAGS, ...kind.ownedFlags];
   const set = card.args.map((arg) => arg.replace(/=.*$/, "")).find((flag) =>
     owned?.includes(flag.replace(/^--.*/, (long) => long.replaceAll("_", "-")))
   );
   if (set !== undefined) {
+    const none = `expected none of ${owned!.join(", ")} in args`;
     throw new EngineError(
-      `Cannot prepare ${card.name}: card '${card.name}', field 'args' sets ${set}, which the launcher sets (expected none of ${
-        owned!.join(", ")
-      } in args: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
+      `${cannot}: card '${card.name}', field 'args' sets ${set}, which the launcher sets (${none}: the launcher passes --host, --port, the card's name, the key of LOCAL_ENGINE_API_KEY and its local or hub)`,
     );
   }
   const knob = card.gpuMemory && card.args.map((a) => a.replace(/=.*$/, ""))
@@ -313,7 +292,7 @@ function resolveEngine(card: ModelCard, site: EngineSite): Resolved {
   if (knob) {
     const its = kind.sizing!.knobs.join(", ");
     throw new EngineError(
-      `Cannot prepare ${card.name}: card '${card.name}' sets both gpu_memory and ${knob} in args (expected one of them: gpu_memory sets ${its} itself)`,
+      `${cannot}: card '${card.name}' sets both gpu_memory and ${knob} in args (expected one of them: gpu_memory sets ${its} itself)`,
     );
   }
   sleepArgs(card, kind); // its refusal comes before the executable's
@@ -324,8 +303,8 @@ function resolveEngine(card: ModelCard, site: EngineSite): Resolved {
   if (!found.found) {
     throw new EngineError(
       found.why
-        ? `Cannot prepare ${card.name}: the ${card.engine} engine's executable ${found.why} (expected an executable file: set the card's executable to one, or chmod +x it)`
-        : `Cannot prepare ${card.name}: the ${card.engine} engine's executable '${executable}' is not on PATH (${kind.install}, or set the card's executable)`,
+        ? `${cannot}: the ${card.engine} engine's executable ${found.why} (expected an executable file: set the card's executable to one, or chmod +x it)`
+        : `${cannot}: the ${card.engine} engine's executable '${executable}' is not on PATH (${kind.install}, or set the card's executable)`,
     );
   }
   return { executable, ...resolveModel(card, kind, site.directory) };

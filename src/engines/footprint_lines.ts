@@ -67,10 +67,9 @@ export class FootprintLines {
       const most = Number.isFinite(limit)
         ? ` of MiB up to ${limit}, its device's total`
         : "";
+      const [figure, line] = [texts[bad]!.slice(0, 40), m[0].slice(0, 200)];
       log.warn(
-        `engine ${this.#name}: a load line's figure "${
-          texts[bad]!.slice(0, 40)
-        }" ignored (expected a number${most}): ${m[0].slice(0, 200)}`,
+        `engine ${this.#name}: a load line's figure "${figure}" ignored (expected a number${most}): ${line}`,
       );
     }
     return undefined;

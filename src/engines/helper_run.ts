@@ -36,35 +36,28 @@ export async function runHelper(
     detached: true,
   }).spawn();
   const cap = options.cap ?? Infinity;
-  const stdout = drain(child.stdout, cap);
-  const stderr = drain(child.stderr, cap);
-  const all = Promise.all([child.status, stdout.text, stderr.text]);
+  const out = drain(child.stdout, cap);
+  const err = drain(child.stderr, cap);
+  const all = Promise.all([child.status, out.text, err.text]);
   const stopped = Promise.withResolvers<undefined>();
   const stop = () => stopped.resolve(undefined);
   options.signal?.addEventListener("abort", stop, { once: true });
   if (options.signal?.aborted) stop();
-  const done = await within(
-    Promise.race([all, stopped.promise]),
-    options.timeoutMs,
-  );
+  const race = Promise.race([all, stopped.promise]);
+  const done = await within(race, options.timeoutMs);
   options.signal?.removeEventListener("abort", stop);
   if (done === undefined) {
     attempt(() => signalGroup(child.pid, "SIGKILL"), false); // gone already
     if (await within(all, REAP_MS) === undefined) {
       // Stuck in the kernel (a hung driver): stop reading and move on.
-      stdout.cancel();
-      stderr.cancel();
+      out.cancel();
+      err.cancel();
       child.unref();
     }
     return "timeout";
   }
-  const [status, out, err] = done;
-  return {
-    status,
-    stdout: out.text,
-    stderr: err.text,
-    truncated: out.truncated,
-  };
+  const [status, { text: stdout, truncated }, { text: stderr }] = done;
+  return { status, stdout, stderr, truncated };
 }
 
 function drain(

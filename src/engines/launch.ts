@@ -29,11 +29,10 @@ export function locateExecutable(
     if (info.isFile && ((info.mode ?? 0o111) & 0o111) !== 0) {
       return { found: true };
     }
+    const mode = ((info.mode ?? 0) & 0o777).toString(8).padStart(3, "0");
     why ??= info.isDirectory
       ? `'${file}' is a directory`
-      : `'${file}' is not executable (mode ${
-        ((info.mode ?? 0) & 0o777).toString(8).padStart(3, "0")
-      })`;
+      : `'${file}' is not executable (mode ${mode})`;
   }
   return why === undefined ? { found: false } : { found: false, why };
 }
@@ -108,10 +107,8 @@ export function localWeights(card: ModelCard, directory: string): LocalWeights {
   try {
     const files = weightFiles(path);
     if (!files) return { kind: "hub" };
-    const bytes = files.reduce(
-      (sum, file) => sum + Deno.statSync(file).size,
-      0,
-    );
+    const size = (file: string) => Deno.statSync(file).size;
+    const bytes = files.reduce((sum, file) => sum + size(file), 0);
     return { kind: "local", path, bytes };
   } catch (error) {
     return { kind: "unreadable", path, reason: oneLine(error) };

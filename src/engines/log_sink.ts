@@ -103,11 +103,10 @@ export class EngineLog {
     }
     try {
       const file = await this.#open();
+      const at = new Date().toISOString();
       const note = this.#lost === 0 ? [] : [
         encoder.encode(
-          `--- ${
-            new Date().toISOString()
-          } log: ${this.#lost} bytes of engine output were lost (the log could not be written)\n`,
+          `--- ${at} log: ${this.#lost} bytes of engine output were lost (the log could not be written)\n`,
         ),
       ];
       this.#lost = 0;
@@ -163,12 +162,9 @@ export class EngineLog {
       this.#stuck = false;
       return true;
     } catch (error) {
-      const why = (error as Error).message;
-      if (!this.#stuck) {
-        this.#o.onWriteError(
-          new Error(`cannot rotate it past ${maxBytes} bytes: ${why}`),
-        );
-      }
+      const why = `cannot rotate it past ${maxBytes} bytes`;
+      const message = `${why}: ${(error as Error).message}`;
+      if (!this.#stuck) this.#o.onWriteError(new Error(message));
       this.#stuck = true;
       return false;
     }

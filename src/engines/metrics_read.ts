@@ -55,11 +55,8 @@ export async function askEngine(
       const said = response.body
         ? engineMessage(await readCapped(response.body, 4096) ?? "")
         : "";
-      return {
-        ok: false,
-        status,
-        why: `answered ${status}${said && `: ${said}`}`,
-      };
+      const why = `answered ${status}${said && `: ${said}`}`;
+      return { ok: false, status, why };
     }
     const text = response.body
       ? await readCapped(response.body, o.maxBytes)
@@ -68,12 +65,10 @@ export async function askEngine(
       ? { ok: false, status, why: `its answer passed ${o.maxBytes} bytes` }
       : { ok: true, status, text };
   } catch (error) {
-    return {
-      ok: false,
-      why: abort.signal.aborted
-        ? `no answer within ${o.timeoutMs / 1000} s`
-        : (error as Error).message.split("\n")[0]!,
-    };
+    const why = abort.signal.aborted
+      ? `no answer within ${o.timeoutMs / 1000} s`
+      : (error as Error).message.split("\n")[0]!;
+    return { ok: false, why };
   } finally {
     abort.clear();
   }
@@ -98,11 +93,8 @@ export async function readEngineTraffic(
   apiKey: string,
   timeoutMs: number,
 ): Promise<TrafficReading | null> {
-  const answer = await askEngine(`${origin}${rule.path}`, {
-    apiKey,
-    timeoutMs,
-    maxBytes: METRICS_MAX_BYTES,
-  });
+  const o = { apiKey, timeoutMs, maxBytes: METRICS_MAX_BYTES };
+  const answer = await askEngine(`${origin}${rule.path}`, o);
   return answer.ok ? readTraffic(answer.text, rule, performance.now()) : null;
 }
 
@@ -113,11 +105,8 @@ export async function readEngineRequests(
   apiKey: string,
   timeoutMs: number,
 ): Promise<number[] | null> {
-  const answer = await askEngine(`${origin}${view.path}`, {
-    apiKey,
-    timeoutMs,
-    maxBytes: METRICS_MAX_BYTES,
-  });
+  const o = { apiKey, timeoutMs, maxBytes: METRICS_MAX_BYTES };
+  const answer = await askEngine(`${origin}${view.path}`, o);
   if (!answer.ok) return null;
   try {
     return view.processing(JSON.parse(answer.text));

@@ -29,10 +29,9 @@ export function checkPortFree(
     if (
       ![AddrInUse, PermissionDenied, NotCapable].some((c) => cause instanceof c)
     ) {
+      const why = (cause as Error).message;
       throw new ConfigError(
-        `Cannot use ${host}: ${
-          (cause as Error).message
-        } (expected a name or address of this machine to listen on)`,
+        `Cannot use ${host}: ${why} (expected a name or address of this machine to listen on)`,
         { cause },
       );
     }
@@ -76,8 +75,7 @@ export function listeningInodes(table: string, port: number): string[] {
     // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode;
     // st 0A is LISTEN.
     const fields = line.trim().split(/\s+/);
-    const local = fields[1];
-    const inode = fields[9];
+    const [local, inode] = [fields[1], fields[9]];
     if (fields[3] !== "0A" || !local || !inode || inode === "0") continue;
     if (local.slice(local.lastIndexOf(":") + 1).toUpperCase() !== hex) continue;
     if (!out.includes(inode)) out.push(inode);
@@ -96,11 +94,8 @@ done 2>/dev/null
 
 /** Lowest pid first; `command` empty when it could not be read. */
 export function portHolders(port: number): { pid: number; command: string }[] {
-  const tables = shLines('cat "$@" 2>/dev/null', [
-    "port-tables",
-    "/proc/net/tcp",
-    "/proc/net/tcp6",
-  ]);
+  const args = ["port-tables", "/proc/net/tcp", "/proc/net/tcp6"];
+  const tables = shLines('cat "$@" 2>/dev/null', args);
   const inodes = listeningInodes(tables.join("\n"), port);
   if (inodes.length === 0) return [];
   const unique = new Map<number, { pid: number; command: string }>();

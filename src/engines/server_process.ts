@@ -71,10 +71,8 @@ export class ServerProcess implements AsyncDisposable {
     this.clock = clock;
     this.#ownLog = log === undefined;
     this.#log = log ?? new EngineLog(plan.logFile);
-    this.watch = new LoadWatch(
-      ENGINE_KINDS[plan.card.engine]?.output,
-      plan.card.name,
-    );
+    const rules = ENGINE_KINDS[plan.card.engine]?.output;
+    this.watch = new LoadWatch(rules, plan.card.name);
     this.watch.now = () => clock.now();
   }
 
@@ -216,10 +214,9 @@ export class ServerProcess implements AsyncDisposable {
       this.#status = status;
       if (!this.#stopping) {
         if (this.#ownLog && !this.#termed) {
+          const how = describe(status);
           log.warn(
-            `engine ${this.plan.name} (pid ${child.pid}) exited on its own with ${
-              describe(status)
-            }; see ${this.logFile}`,
+            `engine ${this.plan.name} (pid ${child.pid}) exited on its own with ${how}; see ${this.logFile}`,
           );
         }
         // Its children may live on (vLLM's EngineCore does): clear the group.

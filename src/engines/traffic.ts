@@ -56,12 +56,8 @@ export function parseTraffic(
   const { counter, tokens, perStep, digits, batch } = rule.steps ?? {};
   const off = (v: number) =>
     digits && v ? 10 ** (Math.floor(Math.log10(v)) - digits + 1) / 2 : 0;
-  const names = [
-    rule.running,
-    rule.waiting,
-    rule.promptTokens,
-    rule.generatedTokens,
-  ];
+  const { running: r, waiting: w, promptTokens: p, generatedTokens: g } = rule;
+  const names = [r, w, p, g];
   const extra = [counter, tokens, perStep, batch?.seconds]
     .filter((n) => n !== undefined);
   const { sums, odd, nonFinite } = readSamples(text, [...names, ...extra]);
@@ -72,21 +68,15 @@ export function parseTraffic(
       : `${missing} is ${nonFinite[missing]}`;
     return { reading: null, why, odd: odd.filter((o) => o !== why) };
   }
-  const [running, waiting, prompt, generated] = names.map((n) => sums[n]!) as [
-    number,
-    number,
-    number,
-    number,
-  ];
   const steps = counter === undefined ? null : sums[counter];
   const perToken = tokens === undefined ? steps : sums[tokens];
   const width = perStep === undefined ? 1 : sums[perStep];
   const promptSeconds = batch && sums[batch.seconds];
   const reading: TrafficReading = {
-    running,
-    waiting,
-    prompt,
-    generated,
+    running: sums[r]!,
+    waiting: sums[w]!,
+    prompt: sums[p]!,
+    generated: sums[g]!,
     ...steps == null ? {} : { steps },
     ...promptSeconds == null ? {} : { promptSeconds },
     ...perToken == null || width == null ? {} : {
@@ -198,9 +188,9 @@ export function stalled(
   }
   if (countersMoved(mark, current)) return null;
   const n = running || waiting;
-  return `${n} request${n === 1 ? "" : "s"} ${
-    running ? "running" : "waiting, none running"
-  }, no token for ${Math.round(quiet / 1000)} s`;
+  const how = running ? "running" : "waiting, none running";
+  const s = Math.round(quiet / 1000);
+  return `${n} request${n === 1 ? "" : "s"} ${how}, no token for ${s} s`;
 }
 
 export function quietMark(
@@ -245,9 +235,7 @@ export function canaryRequest(
   const sleep = kind.traffic?.sleepFlag;
   const sleeps = card.sleepAfter ||
     sleep && Number(flagValue(card.args, [sleep])?.value) > 0;
-  if (canary === undefined || sleeps) {
-    return null;
-  }
+  if (canary === undefined || sleeps) return null;
   return { path: canary.path, body: { model: card.name, ...canary.body } };
 }
 

@@ -30,9 +30,8 @@ export function unknownFlagWarnings(
     const hint = best === undefined
       ? ""
       : ` (did you mean ${listed[bare.indexOf(best)]}?)`;
-    warnings.push(
-      `${card.name}: ${flag} is not a known ${kind.title} flag${hint}`,
-    );
+    const unknown = `${flag} is not a known ${kind.title} flag`;
+    warnings.push(`${card.name}: ${unknown}${hint}`);
   }
   return warnings;
 }

@@ -31,15 +31,12 @@ const READ_TIMEOUT_MS = 2_000;
 export type DrainEvent =
   /** null: unreadable; `processing`: the ids the engine's own view gives, when it was read. */
   | {
-    readonly kind: "drain-read";
-    readonly reading: TrafficReading | null;
-    readonly processing?: readonly number[] | null;
+    kind: "drain-read";
+    reading: TrafficReading | null;
+    processing?: readonly number[] | null;
   }
   /** `skipped`: a second signal cut the drain short. */
-  | {
-    readonly kind: "drain-over";
-    readonly why: "deadline" | "skipped" | "exited";
-  };
+  | { kind: "drain-over"; why: "deadline" | "skipped" | "exited" };
 
 /** `unread`: not even a first reading came; `cut`: still in flight, SIGTERM cuts them. The journal's fields. */
 interface DrainEnd {

@@ -133,21 +133,12 @@ export type EngineDetail = Omit<EngineView, "name" | "port" | "policy">;
 
 export type LastExit = NonNullable<EngineView["last_exit"]>;
 
-export function engineView(
-  engine: {
-    readonly plan: Pick<EngineView, "name" | "port"> & {
-      readonly restart: RestartPolicy;
-    };
-    detail(): EngineDetail;
-  },
-): EngineView {
-  const { plan } = engine;
-  return Object.freeze({
-    name: plan.name,
-    port: plan.port,
-    policy: plan.restart,
-    ...engine.detail(),
-  });
+export function engineView(engine: {
+  readonly plan: { name: string; port: number; restart: RestartPolicy };
+  detail(): EngineDetail;
+}): EngineView {
+  const { name, port, restart: policy } = engine.plan;
+  return Object.freeze({ name, port, policy, ...engine.detail() });
 }
 
 /** How a run ended: a stall the launcher saw (`seen`), else the engine's own line decides the cause, else the code or signal. */

@@ -8,36 +8,22 @@ import type { DrainEvent } from "./drain.ts";
 import type { ServingEvent } from "./serving_watch.ts";
 
 export type EngineEvent =
-  | { readonly kind: "held"; readonly waiting: WaitingFor }
+  | { kind: "held"; waiting: WaitingFor }
   /** `undefined`: not gated; `null`: the wait ended without a start. */
-  | { readonly kind: "admitted"; readonly slot: StartSlot | undefined | null }
-  | {
-    readonly kind: "probe";
-    readonly run: ServerProcess;
-    readonly result: HealthCheck;
-    readonly counts: boolean;
-  }
+  | { kind: "admitted"; slot: StartSlot | undefined | null }
+  | { kind: "probe"; run: ServerProcess; result: HealthCheck; counts: boolean }
   /** The `--start-timeout` timer fired. */
-  | { readonly kind: "silence"; readonly run: ServerProcess }
-  | {
-    readonly kind: "exited";
-    readonly run: ServerProcess;
-    readonly status: Deno.CommandStatus;
-  }
+  | { kind: "silence"; run: ServerProcess }
+  | { kind: "exited"; run: ServerProcess; status: Deno.CommandStatus }
   /** `retry`: `--failed-retry` ran out for a `failed` engine. */
-  | { readonly kind: "backoff-over" | "retry" }
-  | { readonly kind: "stop"; readonly why: string }
+  | { kind: "backoff-over" | "retry" }
+  | { kind: "stop"; why: string }
   /** The gate measured the devices where run `pgid`'s load ended (its first 200). */
-  | {
-    readonly kind: "load-end";
-    readonly pgid: number;
-    readonly used: Readonly<Record<string, number>>;
-  }
+  | { kind: "load-end"; pgid: number; used: Readonly<Record<string, number>> }
   | GpuMemoryEvent
   | ServingEvent
   | DrainEvent;
 
-/** One event kind's shape. */
 export type EventOf<K extends EngineEvent["kind"]> = Extract<
   EngineEvent,
   { kind: K }

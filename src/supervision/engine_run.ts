@@ -334,6 +334,7 @@ export class EngineRun {
       state === "stopping"
     ) return;
     const verdict = judge();
+    const restart = `the liveness restart of engine ${this.name}`;
     switch (verdict?.kind) {
       case "ready":
         if (verdict.first) this.#ready(run);
@@ -344,11 +345,8 @@ export class EngineRun {
         this.#endReason = verdict.reason;
         this.#report("warn", verdict.why);
         this.#enter("stopping", verdict.reason, verdict.why);
-        return void this.#gpu.quiet(
-          this.name,
-          `the liveness restart of engine ${this.name}`,
-          this.#interrupt.signal,
-        ).then(() => run.stop(this.#o.graceMs));
+        return void this.#gpu.quiet(this.name, restart, this.#interrupt.signal)
+          .then(() => run.stop(this.#o.graceMs));
     }
   }
 
@@ -441,9 +439,7 @@ export class EngineRun {
   }
 
   #drained(event: EventOf<"drain-read" | "drain-over">): void {
-    const end = this.#state === "draining"
-      ? this.#drain!.step(event)
-      : undefined;
+    const end = this.#state === "draining" && this.#drain!.step(event);
     if (!end) return;
     this.#cut += end.drain.cut + (end.drain.arrived ?? 0);
     this.#report("info", end.detail);
@@ -495,12 +491,9 @@ export class EngineRun {
   #ready(run: ServerProcess): void {
     this.#releaseGpu(true);
     this.#measured(true);
-    const now = this.#clock.now();
-    this.#o.journal?.record({
-      at: this.#at(),
-      model: this.name,
-      ...this.#starts.ready(now, run.watch.began),
-    });
+    const at = this.#at();
+    const start = this.#starts.ready(this.#clock.now(), run.watch.began);
+    this.#o.journal?.record({ at, model: this.name, ...start });
   }
 
   async #admit(): Promise<void> {
@@ -519,13 +512,9 @@ export class EngineRun {
 
   #watch(run: ServerProcess): void {
     this.#watchdog?.add(run.pid!);
-    this.#o.records.write({
-      model: this.name,
-      pid: run.pid!,
-      command: run.commandLine,
-      host: run.plan.host,
-      port: run.plan.port,
-    });
+    const { host, port } = run.plan;
+    const [model, pid, command] = [this.name, run.pid!, run.commandLine];
+    this.#o.records.write({ model, pid, command, host, port });
     this.#gpu.spawned(run.pid);
     this.#o.readAhead?.loading(this.name, this.#plan);
     this.serving.sleep.attach(run);

@@ -100,11 +100,9 @@ export class Journal implements AsyncDisposable {
 
   async #bounded(work: Promise<void> | undefined): Promise<void> {
     if (!work || !await late(work, CLOSE_MS)) return;
-    const s = CLOSE_MS / 1000;
+    const [s, path] = [CLOSE_MS / 1000, this.#file!.path];
     log.warn(
-      `The journal ${
-        this.#file!.path
-      } was not written within ${s} s (a disk that hangs?): its last events may be lost`,
+      `The journal ${path} was not written within ${s} s (a disk that hangs?): its last events may be lost`,
     );
   }
 

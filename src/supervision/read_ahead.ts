@@ -11,6 +11,7 @@ const GIB = 1024 ** 3;
 /** Left free beyond what it reads: the engine's own load and the machine's. */
 export const READ_AHEAD_MARGIN = 2 * GIB;
 const CHUNK = 8 * 1024 ** 2;
+const MEMINFO = 'while read -r l; do echo "$l"; done </proc/meminfo';
 /** A line of the read-ahead's; `skipped`: it read less than it would have, the launcher's log says so. */
 type Say = (line: string, skipped: boolean) => void;
 const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
@@ -23,9 +24,7 @@ export class ReadAhead {
     // Under a list of paths Deno demands --allow-all for /proc: `sh` reads it.
     readonly meminfo = (): string =>
       attempt(() => Deno.readTextFileSync("/proc/meminfo"), "") ||
-      shLines('while read -r l; do echo "$l"; done </proc/meminfo', []).join(
-        "\n",
-      ),
+      shLines(MEMINFO, []).join("\n"),
     readonly clock: Clock = REAL_CLOCK,
   ) {}
 
@@ -55,11 +54,7 @@ export class ReadAhead {
   }
 
   /** Reads `plan`'s weights until done or `signal`; `say` names why it read less. Resolves to the bytes read. */
-  async read(
-    plan: EnginePlan,
-    signal: AbortSignal,
-    say: Say,
-  ): Promise<number> {
+  async read(plan: EnginePlan, signal: AbortSignal, say: Say): Promise<number> {
     const path = `${plan.directory}/models/${plan.card.local}`;
     let files: string[] | null, available: number;
     try {

@@ -91,10 +91,9 @@ export function silenceVerdict(
   if (silent < timeoutMs) return undefined;
   const seconds = Math.round(silent / 1000);
   const where = phase ? `, stalled while ${phase}` : "";
-  return stopVerdict(
-    "start-timeout",
-    `has not answered 200 and wrote nothing for ${seconds} s (--start-timeout${where})`,
-  );
+  const why =
+    `has not answered 200 and wrote nothing for ${seconds} s (--start-timeout${where})`;
+  return stopVerdict("start-timeout", why);
 }
 
 export function stopVerdict(reason: EndReason, what: string): Verdict {

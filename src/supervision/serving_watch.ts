@@ -2,7 +2,6 @@
 // metrics and, where its kind says, whether it sleeps; from them the pure
 // rules of `engines/traffic.ts` give its traffic, a stall, or a canary due.
 // What the engine run must act on comes back as events.
-import type { EnginePlan } from "../engines/engine_plan.ts";
 import { log } from "../common/log.ts";
 import { type Clock, REAL_CLOCK, shownAt } from "../common/sleep.ts";
 import {
@@ -30,32 +29,18 @@ import type { EngineDetail } from "./engine_detail.ts";
 import type { Journal } from "./journal.ts";
 import type { EngineRunOptions } from "./engine_run_options.ts";
 import type { EngineState } from "./engine_state.ts";
-import { SleepWatch } from "./sleep_watch.ts";
+import { type SleepEvent, SleepWatch, type Watched } from "./sleep_watch.ts";
 
 export type ServingEvent =
-  | {
-    readonly kind: "sleep";
-    readonly run: ServerProcess;
-    readonly asleep: boolean;
-    readonly why: string;
-  }
+  | SleepEvent
   | { readonly kind: "stalled"; readonly run: ServerProcess; seen: string };
-
-/** Read each time afresh: a reload amends the plan (the stall and canary settings, the traffic rule). */
-interface Engine {
-  readonly name: string;
-  /** The running run's plan: its key, its settings. */
-  readonly plan: EnginePlan;
-  readonly state: EngineState;
-  detail?(): Pick<EngineDetail, "gpu_memory_mib" | "gpu_memory_by">;
-}
 
 const READ_TIMEOUT_MS = 2_000;
 const CANARY_MAX_BYTES = 1024 * 1024;
 const CANARY_FAILURES = 2;
 
 export class ServingWatch {
-  readonly #engine: Engine;
+  readonly #engine: Watched;
   readonly #canaryTimeoutMs: number;
   readonly #clock: Clock;
   readonly #journal: Journal | undefined;
@@ -80,17 +65,15 @@ export class ServingWatch {
   readonly sleep: SleepWatch;
 
   constructor(
-    engine: Engine,
+    engine: Watched,
     options: Pick<EngineRunOptions, "canaryTimeoutMs" | "journal" | "clock">,
     on: (event: ServingEvent) => void,
     signal: AbortSignal,
   ) {
-    this.#engine = engine;
-    this.#signal = signal;
+    [this.#engine, this.#signal, this.#on] = [engine, signal, on];
     this.#canaryTimeoutMs = options.canaryTimeoutMs ?? 0;
     this.#clock = options.clock ?? REAL_CLOCK;
     this.#journal = options.journal;
-    this.#on = on;
     this.sleep = new SleepWatch(engine, options, on);
   }
 
@@ -116,7 +99,6 @@ export class ServingWatch {
     const { card, traffic: rule } = plan;
     const signal = this.#signal;
     if (run !== this.#run) {
-      // A new run: its counters start from 0, its marks afresh.
       this.#carried += this.#generated;
       this.#generated = 0;
       this.#run = run;
@@ -127,13 +109,9 @@ export class ServingWatch {
     if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
     const origin = engineOrigin(run.plan.host, run.plan.port);
+    const o = { apiKey: plan.apiKey, timeoutMs: READ_TIMEOUT_MS, signal };
     const ask = (path: string) =>
-      askEngine(origin + path, {
-        apiKey: plan.apiKey,
-        timeoutMs: READ_TIMEOUT_MS,
-        maxBytes: METRICS_MAX_BYTES,
-        signal,
-      });
+      askEngine(origin + path, { ...o, maxBytes: METRICS_MAX_BYTES });
     const sleep = kind?.traffic?.asleep;
     // The plan's `env` over its `baseEnv`, without copying the whole of it each round.
     const { env, baseEnv } = plan;
@@ -171,12 +149,8 @@ export class ServingWatch {
     this.#generated = reading.generated;
     this.#counted = true;
     const held = this.#traffic?.tokens_per_s ?? null;
-    this.#traffic = trafficOf(
-      this.#base,
-      reading,
-      held,
-      shownAt(this.#clock, reading.at),
-    );
+    const shown = shownAt(this.#clock, reading.at);
+    this.#traffic = trafficOf(this.#base, reading, held, shown);
     if (!this.#base || resolved(this.#base, reading)) this.#base = reading;
     // Proof of life forgives a failed canary: progress the canaries could not have made.
     if (this.#last && beyondCanaries(this.#last, reading, this.#sent)) {
@@ -193,10 +167,9 @@ export class ServingWatch {
     // Its token totals move only when a request ends: without the step counter, no stall can be told.
     const blind = rule.steps !== undefined && reading.steps === undefined;
     if (blind && stallMs > 0) {
+      const counter = rule.steps!.counter;
       this.#once(
-        `its traffic at ${at} has no ${
-          rule.steps!.counter
-        }: no stall rule (its token counters move only when a request ends)`,
+        `its traffic at ${at} has no ${counter}: no stall rule (its token counters move only when a request ends)`,
       );
     }
     const batch = batchTokens(card, rule);
@@ -232,13 +205,9 @@ export class ServingWatch {
     this.#canaryBusy = true;
     this.#sent++;
     const began = this.#clock.now();
-    const answer = await askEngine(url, {
-      apiKey: this.#engine.plan.apiKey,
-      timeoutMs: this.#canaryTimeoutMs,
-      maxBytes: CANARY_MAX_BYTES,
-      body,
-      signal,
-    });
+    const { apiKey } = this.#engine.plan;
+    const o = { apiKey, timeoutMs: this.#canaryTimeoutMs, body, signal };
+    const answer = await askEngine(url, { ...o, maxBytes: CANARY_MAX_BYTES });
     this.#canaryBusy = false;
     if (run !== this.#run || signal.aborted) return;
     const at = this.#clock.now();
@@ -254,14 +223,10 @@ export class ServingWatch {
       return;
     }
     const n = ++this.#canaryFailures;
-    const why = `canary ${new URL(url).pathname} failed: ${answer.why}`;
-    log.warn(`engine ${name} (pid ${run.pid}) ${why} (${n} in a row)`);
-    this.#journal?.record({
-      model: name,
-      event: "canary",
-      reason: "failed",
-      detail: why,
-    });
+    const detail = `canary ${new URL(url).pathname} failed: ${answer.why}`;
+    log.warn(`engine ${name} (pid ${run.pid}) ${detail} (${n} in a row)`);
+    const entry = { model: name, event: "canary", reason: "failed", detail };
+    this.#journal?.record(entry);
     if (n < CANARY_FAILURES || this.#engine.state !== "ready") return;
     const seen = `${n} canary requests in a row failed (${answer.why})`;
     this.#on({ kind: "stalled", run, seen });

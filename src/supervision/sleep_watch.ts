@@ -18,11 +18,11 @@ import type { EngineState } from "./engine_state.ts";
 export type SleepView = NonNullable<EngineView["sleep"]>;
 
 /** What it tells the engine run (the serving watch's `sleep` event). */
-type SleepEvent = { kind: "sleep"; run: ServerProcess } & Told;
+export type SleepEvent = { kind: "sleep"; run: ServerProcess } & Told;
 type Told = { asleep: boolean; why: string };
 
-/** Read each time afresh: a reload amends the plan. */
-interface Engine {
+/** An engine as the watches read it, afresh each time: a reload amends the plan (its key, the stall and canary settings, the traffic rule). */
+export interface Watched {
   readonly name: string;
   readonly plan: EnginePlan;
   readonly state: EngineState;
@@ -36,7 +36,7 @@ const GROWTH_BYTES = 256 * 2 ** 20;
 
 /** One engine's sleep, fed by its run's lines and the health rounds (`ServingWatch.sleep`); e.g. `watch.view()?.residue_bytes`. */
 export class SleepWatch {
-  readonly #engine: Engine;
+  readonly #engine: Watched;
   readonly #o: Pick<EngineRunOptions, "journal" | "clock">;
   readonly #on: (event: SleepEvent) => void;
   #run: ServerProcess | undefined;
@@ -61,13 +61,11 @@ export class SleepWatch {
   };
 
   constructor(
-    engine: Engine,
+    engine: Watched,
     options: Pick<EngineRunOptions, "journal" | "clock">,
     on: (event: SleepEvent) => void,
   ) {
-    this.#engine = engine;
-    this.#o = options;
-    this.#on = on;
+    [this.#engine, this.#o, this.#on] = [engine, options, on];
   }
 
   /** Null for an engine never set to sleep. */
@@ -131,19 +129,15 @@ export class SleepWatch {
       const gave = v.freed_bytes === null
         ? ""
         : `freed ${size(v.freed_bytes)}, `;
-      this.#say(
-        "asleep",
-        `asleep after ${after} s idle: ${gave}keeps ${size(bytes)}`,
-      );
+      const said = `asleep after ${after} s idle: ${gave}keeps ${size(bytes)}`;
+      this.#say("asleep", said);
     }
     const first = this.#first ??= bytes;
     if (bytes - first <= GROWTH_BYTES) return;
     this.#first = Infinity; // said once a run
-    this.#say(
-      "residue-grew",
-      `its residue grew from ${size(first)} to ${size(bytes)} asleep`,
-      "warn",
-    );
+    const [from, to] = [size(first), size(bytes)];
+    const grew = `its residue grew from ${from} to ${to} asleep`;
+    this.#say("residue-grew", grew, "warn");
   }
 
   #line(run: ServerProcess, line: SleepLine, text: string): void {
@@ -188,14 +182,8 @@ export class SleepWatch {
   #say(reason: string, detail: string, level: "info" | "warn" = "info"): void {
     const { name } = this.#engine;
     log[level](`engine ${name} (pid ${this.#run?.pid}) ${detail}`);
-    const at = shownAt(this.#clock, this.#now());
-    this.#o.journal?.record({
-      at,
-      model: name,
-      event: "sleep",
-      reason,
-      detail,
-    });
+    const [at, journal] = [shownAt(this.#clock, this.#now()), this.#o.journal];
+    journal?.record({ at, model: name, event: "sleep", reason, detail });
   }
 
   #after(): number | undefined {
@@ -212,7 +200,6 @@ export class SleepWatch {
   }
 }
 
-/** The lines that move it, and why. */
 const LINES: Partial<Record<SleepLine, (after?: number) => Told>> = {
   asleep: (after) => ({ asleep: true, why: `asleep after ${after} s idle` }),
   waking: () => ({ asleep: false, why: "woken by a request" }),

@@ -29,7 +29,5 @@ export const COMMAND: EngineKind = {
   executable: "",
   install: "install the program the card's command names",
   argv: templateArgv,
-  devices() {
-    return { kind: "unplaced", from: "engine command" };
-  },
+  devices: () => ({ kind: "unplaced", from: "engine command" }),
 };

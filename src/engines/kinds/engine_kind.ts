@@ -1,6 +1,7 @@
 // An engine kind knows everything engine-specific; other folders ask it
 // instead of comparing engine names. Kinds are pure.
 import type { ModelCard } from "../../catalogue.ts";
+import type { EnginePlacement } from "../engine_plan.ts";
 import type { Footprint } from "../footprint.ts";
 import { flagValue } from "./flag_values.ts";
 
@@ -62,10 +63,7 @@ export const EXIT_CAUSES: readonly ExitCause[] = [
  * first line matching a cause rule decides the exit cause. First match wins.
  */
 export interface OutputRules {
-  readonly phases: readonly {
-    readonly match: RegExp;
-    readonly phase: LoadPhase;
-  }[];
+  readonly phases: readonly { match: RegExp; phase: LoadPhase }[];
   readonly causes: readonly {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
@@ -98,9 +96,7 @@ export function atPrefix(
 export type SleepLine = "asleep" | "waking" | "awake" | "failed";
 
 /** How a card's `sleep_after` reaches the engine: its own flag (idle seconds), or why it cannot. */
-export type SleepRule = { readonly flag: string } | {
-  readonly refused: string;
-};
+export type SleepRule = { flag: string } | { refused: string };
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
 export type MemoryPart =
@@ -122,6 +118,10 @@ export interface MemoryRule {
   readonly unit?: "MiB" | "GiB";
   /** Its line starts a load: other parts before it were a trial's (llama.cpp's `--fit` dry runs, printed at `-v`). */
   readonly anew?: boolean;
+}
+
+export function inGiB(part: MemoryPart, match: RegExp): MemoryRule {
+  return { match, part, unit: "GiB" };
 }
 
 /** A path answering the Prometheus text format, and the samples read there. */
@@ -203,14 +203,7 @@ export interface EngineKind {
 }
 
 /** What one engine takes on each of its devices before it serves. */
-export interface MemoryNeed {
-  /** Of each device's total memory. */
-  readonly fraction: number;
-  /** MiB, where known (its budget or its footprint): wins over `fraction`. */
-  readonly mib?: number;
-  /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
-  readonly from: string;
-}
+export type MemoryNeed = NonNullable<EnginePlacement["memoryNeed"]>;
 
 /** What sizes an engine's memory, and how a card's `gpu_memory` reaches it. */
 export interface MemorySizing {
@@ -260,19 +253,14 @@ export function serveFlags(
   nameFlag: string,
   enable?: string,
 ): string[] {
+  const { host, port, apiKey, card } = ctx;
+  const given = enable === undefined ||
+    card.args.some((a) => a === enable || a.startsWith(`${enable}=`));
   return [
-    "--host",
-    ctx.host,
-    "--port",
-    String(ctx.port),
-    nameFlag,
-    ctx.card.name,
-    ...ctx.apiKey ? ["--api-key", ctx.apiKey] : [],
-    ...enable === undefined ||
-        ctx.card.args.some((a) => a === enable || a.startsWith(`${enable}=`))
-      ? []
-      : [enable],
-    ...ctx.card.args,
+    ...["--host", host, "--port", String(port), nameFlag, card.name],
+    ...apiKey ? ["--api-key", apiKey] : [],
+    ...given ? [] : [enable],
+    ...card.args,
   ];
 }
 

@@ -34,10 +34,9 @@ export function sizeFlag(
   if (flag === undefined) return undefined;
   const size = Number(flag.value);
   if (!/^\s*\d+\s*$/.test(flag.value) || !(size >= 1)) {
+    const its = `its ${flag.name} is ${JSON.stringify(flag.value)}`;
     throw new FlagValueError(
-      `its ${flag.name} is ${
-        JSON.stringify(flag.value)
-      } (expected a whole number, 1 or more; or set the card's gpus)`,
+      `${its} (expected a whole number, 1 or more; or set the card's gpus)`,
     );
   }
   return { name: flag.name, size };

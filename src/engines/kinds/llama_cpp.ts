@@ -24,12 +24,12 @@ function singleGguf(dir: string, names: readonly string[]): string {
   ) {
     return `${dir}/${shards[0]}`;
   }
+  const holds = `Cannot choose a model file: ${dir} holds`;
+  const list = files.join(", ");
   throw new Error(
     files.length === 0
-      ? `Cannot choose a model file: ${dir} holds no .gguf file`
-      : `Cannot choose a model file: ${dir} holds ${files.length} .gguf files (${
-        files.join(", ")
-      }); set the card's local to one of them`,
+      ? `${holds} no .gguf file`
+      : `${holds} ${files.length} .gguf files (${list}); set the card's local to one of them`,
   );
 }
 
@@ -84,6 +84,14 @@ const VERBOSITY = "-lv --verbosity --log-verbosity -v --verbose --log-verbose"
 // prefix, `M.ss.mmm.uuu ` and the level's letter; `--log-prefix` off leaves none.
 const logged = atPrefix(String.raw`(?:\d+\.\d{2}\.\d{3}\.\d{3} [IWED] )?`);
 
+// tools/server/server-context.cpp: `handle_sleeping_state` reloads the model
+// at a wake; `load_model` prints `initializing, n_slots` once its buffers are
+// made. SRV_INF is `srv  %12.*s: ` (server-common.h).
+const WAKE = {
+  opens: logged`srv +handle_sleep: server is exiting sleeping state$`,
+  closes: logged`srv +load_model: initializing, n_slots = .*$`,
+};
+
 // No `caches`: ggml's kernels are compiled with llama-server, none at its start.
 export const LLAMA_CPP: EngineKind = {
   name: "llama.cpp",
@@ -107,9 +115,7 @@ export const LLAMA_CPP: EngineKind = {
   ownedFlags:
     "--api-key-file --alias -a -m --model -hf -hfr --hf-repo -mu --model-url"
       .split(" "),
-  devices() {
-    return { kind: "whole", count: 1, from: "llama.cpp uses one GPU" };
-  },
+  devices: () => ({ kind: "whole", count: 1, from: "llama.cpp uses one GPU" }),
   flags: { helpArgv: ["--help"], parseHelp: llamaServerFlags },
   traffic: LLAMA_TRAFFIC,
   sleep: { flag: SLEEP_FLAG },
@@ -155,8 +161,8 @@ export const LLAMA_CPP: EngineKind = {
     // Anchored as the load lines are: a request's text cannot put it to sleep.
     sleep: {
       asleep: logged`srv +handle_sleep: server is entering sleeping state$`,
-      waking: logged`srv +handle_sleep: server is exiting sleeping state$`,
-      awake: logged`srv +load_model: initializing, n_slots = .*$`,
+      waking: WAKE.opens,
+      awake: WAKE.closes,
       failed: /failed to reload model after sleeping/,
     },
     // src/llama-model.cpp (load_tensors), src/llama-kv-cache.cpp and
@@ -187,12 +193,6 @@ export const LLAMA_CPP: EngineKind = {
         part: "compute",
       },
     ],
-    // tools/server/server-context.cpp: `handle_sleeping_state` reloads the
-    // model at a wake; `load_model` prints `initializing, n_slots` once its
-    // buffers are made. SRV_INF is `srv  %12.*s: ` (server-common.h).
-    load: {
-      opens: logged`srv +handle_sleep: server is exiting sleeping state$`,
-      closes: logged`srv +load_model: initializing, n_slots = .*$`,
-    },
+    load: WAKE,
   },
 };

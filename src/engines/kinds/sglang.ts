@@ -1,7 +1,7 @@
 // SGLang's flags: `python/sglang/srt/server_args.py` (`ServerArgs.add_cli_args`),
 // a plain argparse parser (abbreviations allowed, `_` not read as `-`).
 import type { EngineDevices, EngineKind, TrafficRule } from "./engine_kind.ts";
-import { atPrefix, fractionOf, serveFlags } from "./engine_kind.ts";
+import { atPrefix, fractionOf, inGiB, serveFlags } from "./engine_kind.ts";
 import { argparseFlags, PYTHON_CAUSES, SHARDS } from "./python.ts";
 import { sizeFlag } from "./flag_values.ts";
 
@@ -106,26 +106,16 @@ export const SGLANG: EngineKind = {
     // `Capture cuda graph end` or, newer, `Capture target decode CUDA graph
     // end`) and mem_cache/memory_pool.py (`K size`/`V size`, MLA's `KV size`).
     memory: [
-      {
-        match: logged`Load weight end\..*?mem usage=(\S+) GB\.?`,
-        part: "weights",
-        unit: "GiB",
-      },
+      inGiB("weights", logged`Load weight end\..*?mem usage=(\S+) GB\.?`),
       {
         match: logged`KV Cache is allocated\. #tokens: (\S+?),.*`,
         part: "kv_tokens",
       },
-      {
-        match:
-          logged`KV Cache is allocated\..*?(?:K size: (\S+) GB, V size: (\S+)|\bKV size: (\S+)) GB`,
-        part: "kv_cache",
-        unit: "GiB",
-      },
-      {
-        match: logged`Capture [\w ]*graph end\..*?mem usage=(\S+) GB.*`,
-        part: "graphs",
-        unit: "GiB",
-      },
+      inGiB(
+        "kv_cache",
+        logged`KV Cache is allocated\..*?(?:K size: (\S+) GB, V size: (\S+)|\bKV size: (\S+)) GB`,
+      ),
+      inGiB("graphs", logged`Capture [\w ]*graph end\..*?mem usage=(\S+) GB.*`),
     ],
   },
 };

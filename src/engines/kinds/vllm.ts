@@ -1,6 +1,6 @@
 // vLLM's flags: `vllm/engine/arg_utils.py` (`EngineArgs.add_cli_args`).
 import type { EngineDevices, EngineKind } from "./engine_kind.ts";
-import { atPrefix, fractionOf, serveFlags } from "./engine_kind.ts";
+import { atPrefix, fractionOf, inGiB, serveFlags } from "./engine_kind.ts";
 import {
   flagValue,
   FlagValueError,
@@ -40,10 +40,9 @@ function devices(args: readonly string[]): EngineDevices {
   }
   const share = Number(flag.value);
   if (!/^\s*[0-9.]+\s*$/.test(flag.value) || !(share > 0 && share <= 1)) {
+    const its = `its ${flag.name} is ${JSON.stringify(flag.value)}`;
     throw new FlagValueError(
-      `its ${flag.name} is ${
-        JSON.stringify(flag.value)
-      } (expected a fraction of a GPU above 0 and at most 1)`,
+      `${its} (expected a fraction of a GPU above 0 and at most 1)`,
     );
   }
   return { kind: "share", share, from: `gpu-memory-utilization ${share}` };
@@ -115,11 +114,10 @@ export const VLLM: EngineKind = {
       if (weights_mib == null) return share;
       const kv = given.budgetMiB - weights_mib - (graphs_mib ?? 0);
       const bytes = String(Math.floor(kv * 2 ** 20));
+      const took = Math.ceil(given.budgetMiB - kv);
       return kv > 0
         ? [...share, "--kv-cache-memory-bytes", bytes]
-        : `its weights and graphs measured ${
-          Math.ceil(given.budgetMiB - kv)
-        } MiB, no room for a KV cache`;
+        : `its weights and graphs measured ${took} MiB, no room for a KV cache`;
     },
   },
   // vllm/envs.py: VLLM_CACHE_ROOT (~/.cache/vllm), torch.compile's output under
@@ -156,32 +154,21 @@ export const VLLM: EngineKind = {
     // (determine_available_memory), kv_cache_utils.py (`%s KV cache size: %s
     // tokens`, merged with `Maximum concurrency` in newer versions) at 001cabc1.
     memory: [
-      {
-        match: logged`Model loading took (\S+) GiB`,
-        part: "weights",
-        unit: "GiB",
-      },
-      {
-        match: logged`Available KV cache memory: (\S+) GiB`,
-        part: "kv_cache",
-        unit: "GiB",
-      },
+      inGiB("weights", logged`Model loading took (\S+) GiB`),
+      inGiB("kv_cache", logged`Available KV cache memory: (\S+) GiB`),
       // With `--kv-cache-memory`, instead (gpu_worker.py, the same function).
-      {
-        match:
-          logged`Initial free memory \S+ GiB, reserved (\S+) GiB memory for KV Cache as specified`,
-        part: "kv_cache",
-        unit: "GiB",
-      },
+      inGiB(
+        "kv_cache",
+        logged`Initial free memory \S+ GiB, reserved (\S+) GiB memory for KV Cache as specified`,
+      ),
       {
         match: logged`(?:GPU )?KV cache size: (\S+) tokens`,
         part: "kv_tokens",
       },
-      {
-        match: logged`Graph capturing finished in \d+ secs?, took (\S+) GiB`,
-        part: "graphs",
-        unit: "GiB",
-      },
+      inGiB(
+        "graphs",
+        logged`Graph capturing finished in \d+ secs?, took (\S+) GiB`,
+      ),
     ],
   },
 };
