@@ -76,17 +76,29 @@ export class GpuLifecycle {
       // frees most of its memory; the gate keeps it for its wake. One that
       // wakes itself may take it back at any time, before any round saw it
       // awake or midway through a wake: never less than its planned need.
-      asleep: (entry) => {
+      // What it holds now is read from the gate's own look where its pids are
+      // listed: the last round's can predate a sleep whose line is not heard yet.
+      asleep: (entry, snapshot) => {
         let kept = 0;
+        let groups: Map<number, number> | undefined;
         for (const run of options.runs()) {
           const { card, placement } = run.plan ?? {};
           const self = card && wakesItself(card, ENGINE_KINDS[card.engine]);
           if (run.state !== "sleeping" && !(self && run.state === "ready")) {
             continue;
           }
+          groups ??= new Map(
+            [...procStats(snapshot.processes.map((p) => p.pid))]
+              .map(([pid, { pgid }]) => [pid, pgid]),
+          );
+          const look = run.pgid !== undefined && run.gpus
+            ? runMemory(snapshot, run.gpus, run.pgid, groups, run.gpuStartUsed)
+            : undefined;
           const planned = self && placement?.memoryNeed?.mib || 0;
           const awake = this.#awake.get(run)?.mib[entry] ?? 0;
-          const now = this.#now.get(run)?.mib[entry] ?? 0;
+          const now = look?.by === "pid"
+            ? look.mib[entry] ?? 0
+            : this.#now.get(run)?.mib[entry] ?? 0;
           kept += Math.max(awake, planned, now) - now;
         }
         return kept;

@@ -58,7 +58,7 @@ export interface StartGateOptions {
   /** Process group → engine name. */
   readonly ownGroups: () => ReadonlyMap<number, string>;
   /** MiB the sleeping engines on a device take back when they wake: rule 4 counts them used. */
-  readonly asleep?: (entry: string) => number;
+  readonly asleep?: (entry: string, snapshot: GpuSnapshot) => number;
   /** Its waits and the release timeout's. @default {REAL_CLOCK} */
   readonly clock?: Clock;
 }
@@ -320,7 +320,7 @@ export class GpuStartGate {
         );
         continue;
       }
-      const kept = this.#options.asleep?.(entry) ?? 0;
+      const kept = this.#options.asleep?.(entry, snapshot) ?? 0;
       const free = device.totalMiB - device.usedMiB - kept;
       // What it took when measured (or its budget), else its share of the total.
       const needed = Math.ceil(need.mib ?? need.fraction * device.totalMiB);

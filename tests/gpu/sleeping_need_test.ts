@@ -88,7 +88,7 @@ Deno.test("a start on a sleeping engine's device counts what it takes back when 
 
 // Issue 53 item 4: a sleeper that wakes itself (llama.cpp) is held to its
 // planned need (its budget or measured footprint) whatever the rounds saw.
-async function selfWaking(state: string, held: number) {
+async function selfWaking(state: string, held: number, then = held) {
   const snapshot = (): GpuSnapshot => ({
     devices: [{
       index: "0",
@@ -129,6 +129,7 @@ async function selfWaking(state: string, held: number) {
     monitor,
   });
   await gpu.round();
+  held = then; // what the gate's own look sees, after the round's
   await new Promise((r) => setTimeout(r, 20)); // past the snapshot's age
   gpu.gate.changed(["0"]);
   const abort = new AbortController();
@@ -156,5 +157,13 @@ Deno.test("midway through its wake (ready, 10000 of its 30000 MiB back) a self-w
   assert.match(
     (await selfWaking("ready", 10_000)) ?? "started",
     /^51920 MiB free \(20000 MiB kept for sleeping engines\), needs 60000 MiB/,
+  );
+});
+
+Deno.test("a self-waking engine that fell asleep after the last round (its line not yet heard) is held by the gate's own look, not the round's", async () => {
+  // The round saw it awake at 30000 MiB; the gate's fresher look lists 600.
+  assert.match(
+    (await selfWaking("ready", 30_000, 600)) ?? "started",
+    /^51920 MiB free \(29400 MiB kept for sleeping engines\), needs 60000 MiB/,
   );
 });
