@@ -1,7 +1,6 @@
 // An engine kind knows everything engine-specific; other folders ask it
 // instead of comparing engine names. Kinds are pure.
 import type { ModelCard } from "../../catalogue.ts";
-import type { EnginePlacement } from "../engine_plan.ts";
 import type { Footprint } from "../footprint.ts";
 import { flagValue } from "./flag_values.ts";
 
@@ -203,7 +202,14 @@ export interface EngineKind {
 }
 
 /** What one engine takes on each of its devices before it serves. */
-export type MemoryNeed = NonNullable<EnginePlacement["memoryNeed"]>;
+export interface MemoryNeed {
+  /** Of each device's total memory. */
+  readonly fraction: number;
+  /** MiB, where known (its budget or its footprint): wins over `fraction`. */
+  readonly mib?: number;
+  /** Where it comes from, e.g. `gpu-memory-utilization 0.9 (vLLM's default)`. */
+  readonly from: string;
+}
 
 /** What sizes an engine's memory, and how a card's `gpu_memory` reaches it. */
 export interface MemorySizing {
