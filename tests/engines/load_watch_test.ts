@@ -8,6 +8,7 @@ import { VLLM } from "../../src/engines/kinds/vllm.ts";
 import { SGLANG } from "../../src/engines/kinds/sglang.ts";
 import { LLAMA_CPP } from "../../src/engines/kinds/llama_cpp.ts";
 import { captureLog } from "../support/helpers.ts";
+import { manyBlobs } from "../fixtures/many_blobs.ts";
 
 Deno.test("the load watch: unknown, binary and endless lines change nothing and are never held whole", () => {
   const watch = new LoadWatch(VLLM.output);
@@ -218,4 +219,35 @@ Deno.test("llama.cpp's wake reopens the load lines until its load is over; a fig
   );
   watch.line(`0.09.000.400 I load_tensors:        ${FORGED}`);
   assert.deepEqual(watch.memory.parts, { weights: 100, compute: 10 });
+});
+
+Deno.test("the download look over 50,000 .incomplete blobs never holds the event loop: timers keep firing while it runs", async () => {
+  const home = await Deno.makeTempDir({ prefix: "serve-hf-" });
+  try {
+    await manyBlobs(home, "org/many-blobs", 50_000, true);
+    // A synchronous read gives no tick and one gap as long as the look
+    // (0 ticks, gaps of 217-709 ms here); the asynchronous one 19-84 ticks,
+    // its longest gap a fraction of the look. Counted, not timed: a loaded
+    // machine stretches both alike.
+    let [last, gap, ticks] = [performance.now(), 0, 0];
+    const timer = setInterval(() => {
+      const now = performance.now();
+      [gap, last, ticks] = [Math.max(gap, now - last), now, ticks + 1];
+    }, 1);
+    const began = performance.now();
+    const bytes = await incompleteBytes(`${home}/hub`, "org/many-blobs");
+    const took = performance.now() - began;
+    gap = Math.max(gap, performance.now() - last);
+    clearInterval(timer);
+    assert.notEqual(bytes, null, "the blobs were found");
+    assert.ok(ticks > 0, `no timer fired in the ${took.toFixed(0)} ms look`);
+    assert.ok(
+      gap < 0.75 * took,
+      `the loop was held ${gap.toFixed(0)} ms of the ${
+        took.toFixed(0)
+      } ms look`,
+    );
+  } finally {
+    await Deno.remove(home, { recursive: true });
+  }
 });

@@ -21,8 +21,6 @@ import {
   withinGuard,
 } from "../support/helpers.ts";
 
-import { manyBlobs } from "../fixtures/many_blobs.ts";
-
 const CARDS =
   new URL("../fixtures/exit_history.yaml", import.meta.url).pathname;
 
@@ -409,32 +407,4 @@ Deno.test("SIGTERM during a reload whose URL catalogue never finishes its body: 
     s.launcher.stderr,
     /reload refused: Cannot load catalogue http:\/\/127\.0\.0\.1:\d+\/catalogue\.yaml: the launcher is stopping/,
   );
-});
-
-Deno.test("the download watch over 50,000 .incomplete blobs never stalls /health", async () => {
-  const home = await Deno.makeTempDir({ prefix: "serve-hf-" });
-  try {
-    await manyBlobs(home, "org/many-blobs", 50_000, true);
-    await using s = await launch(["many-blobs"], {
-      catalogue: CARDS,
-      env: { HF_HOME: home },
-    });
-    await s.launcher.ready();
-    await waitFor(
-      async () => (await detail(s))["many-blobs"]!.state === "starting",
-      "loading",
-    );
-    // The watch looks once a second: 5 s of polls see several looks.
-    let longest = 0;
-    for (const end = Date.now() + 5_000; Date.now() < end;) {
-      const began = performance.now();
-      await (await fetch(`http://127.0.0.1:${s.port}/health`)).body?.cancel();
-      longest = Math.max(longest, performance.now() - began);
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
-    console.log(`longest /health wait, 50,000 blobs: ${longest.toFixed(0)} ms`);
-    assert.ok(longest < 150, `${longest.toFixed(0)} ms`);
-  } finally {
-    await Deno.remove(home, { recursive: true });
-  }
 });
