@@ -193,7 +193,15 @@ export class FakeGpuMachine implements AsyncDisposable {
   }
 
   async [Symbol.asyncDispose](): Promise<void> {
-    await Deno.remove(this.dir, { recursive: true });
+    // A stand-in nvidia-smi asked just before its launcher stopped may still
+    // append its call: wait for it (bounded), then remove.
+    for (let i = 0; i < 50 && (await this.processes()).length > 0; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    await Deno.remove(this.dir, { recursive: true }).catch(async () => {
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      await Deno.remove(this.dir, { recursive: true });
+    });
   }
 }
 
