@@ -22,7 +22,7 @@ import {
 import { fakeDevices, fakeGpuMachine } from "../support/fake_gpus.ts";
 import { catalogueText } from "../support/gpu_cards.ts";
 import { footprintKey } from "../../src/gpu/footprint_book.ts";
-import { catalogue } from "../support/gpu_cards.ts";
+import { catalogue, seedFootprints } from "../support/gpu_cards.ts";
 import type { StartPlan } from "../../src/serve.ts";
 
 const MOD = new URL("../../mod.ts", import.meta.url).pathname;
@@ -234,34 +234,6 @@ Deno.test("a tensor-parallel card measured at 60000 MiB per GPU starts again: it
   );
 });
 
-/** Footprints in the book as a start would have written them, each card on an H100. */
-async function seedBook(
-  root: string,
-  cards: Record<string, Record<string, unknown>>,
-  totals: Record<string, number>,
-): Promise<void> {
-  const registry = catalogue(cards);
-  const entries = Object.entries(totals).map(([name, total]) => ({
-    key: footprintKey(registry.get(name)),
-    device: H100,
-    footprint: {
-      weights_mib: null,
-      kv_cache_mib: null,
-      kv_tokens: null,
-      graphs_mib: null,
-      compute_mib: null,
-      total_mib: total,
-      device: "CUDA0",
-      measured_at: "2026-12-01T12:00:00.000Z",
-      from: "load lines",
-    },
-  }));
-  await Deno.writeTextFile(
-    `${root}/data/footprints.json`,
-    JSON.stringify({ format: "mymodel-serve footprints 1", entries }),
-  );
-}
-
 Deno.test("a start with only llama.cpp cards looks at the GPUs as its --dry-run does: gpu_memory is held, measured cards are packed alike, the book is written", async () => {
   const cards = {
     budget: {
@@ -273,7 +245,7 @@ Deno.test("a start with only llama.cpp cards looks at the GPUs as its --dry-run 
     b: { engine: "llama.cpp" },
   };
   await using s = await site(cards);
-  await seedBook(s.root, cards, { a: 30000, b: 40000 });
+  await seedFootprints(s.root, cards, { a: 30000, b: 40000 });
   const names = ["a", "b", "budget"];
   const args = [...names, "--gpus", "0-1"];
   const plan = await s.dryRun(args);

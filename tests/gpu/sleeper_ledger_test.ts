@@ -19,7 +19,11 @@ import {
   waitFor,
 } from "../support/helpers.ts";
 import { fakeDevices, fakeGpuMachine } from "../support/fake_gpus.ts";
-import { catalogue, catalogueText } from "../support/gpu_cards.ts";
+import {
+  catalogue,
+  catalogueText,
+  seedFootprints,
+} from "../support/gpu_cards.ts";
 import { footprintKey } from "../../src/gpu/footprint_book.ts";
 import type { StartPlan } from "../../src/serve.ts";
 
@@ -86,27 +90,12 @@ async function site() {
       )?.footprint;
     },
     /** The book a start would have left: `mib` measured per card on the H100s. */
-    async seed(mib: Record<string, number>, residue?: number) {
-      const entries = Object.entries(mib).map(([name, total]) => ({
-        key: key(name),
-        device: H100,
-        footprint: {
-          weights_mib: null,
-          kv_cache_mib: null,
-          kv_tokens: null,
-          graphs_mib: null,
-          compute_mib: null,
-          total_mib: total,
-          ...name === "dozy" && residue ? { residue_mib: residue } : {},
-          device: null,
-          measured_at: "2026-12-01T12:00:00.000Z",
-          from: "nvidia-smi",
-        },
+    seed(mib: Record<string, number>, residue?: number) {
+      return seedFootprints(root, CARDS, mib, (name) => ({
+        ...name === "dozy" && residue ? { residue_mib: residue } : {},
+        device: null,
+        from: "nvidia-smi",
       }));
-      await Deno.writeTextFile(
-        book,
-        JSON.stringify({ format: "mymodel-serve footprints 1", entries }),
-      );
     },
     async [Symbol.asyncDispose]() {
       await machine[Symbol.asyncDispose]();

@@ -21,8 +21,7 @@ import {
   fakeGpuMachine,
   nvidiaSmiScript,
 } from "../support/fake_gpus.ts";
-import { catalogue, catalogueText } from "../support/gpu_cards.ts";
-import { footprintKey } from "../../src/gpu/footprint_book.ts";
+import { catalogueText, seedFootprints } from "../support/gpu_cards.ts";
 import { COLUMNS } from "../../src/status/table.ts";
 import { PLAN_COLUMNS } from "../../src/serve/start_plan.ts";
 import type { StartPlan } from "../../src/serve.ts";
@@ -442,34 +441,6 @@ Deno.test("Semioserve.plan() gives embedders the same plan, and a refusal as the
 
 const H100 = "NVIDIA H100 80GB HBM3";
 
-/** The book a start would have left: `mib` measured per card on the stand-in's H100s. */
-async function seedBook(
-  root: string,
-  models: Record<string, Record<string, unknown>>,
-  mib: Record<string, number>,
-): Promise<void> {
-  const cards = catalogue(models);
-  const entries = Object.entries(mib).map(([name, total]) => ({
-    key: footprintKey(cards.get(name)),
-    device: H100,
-    footprint: {
-      weights_mib: total - 100,
-      kv_cache_mib: 100,
-      kv_tokens: 4096,
-      graphs_mib: null,
-      compute_mib: null,
-      total_mib: total,
-      device: "CUDA0",
-      measured_at: "2026-12-01T12:00:00.000Z",
-      from: "load lines",
-    },
-  }));
-  await Deno.writeTextFile(
-    `${root}/data/footprints.json`,
-    JSON.stringify({ format: "mymodel-serve footprints 1", entries }),
-  );
-}
-
 Deno.test("--dry-run with footprints in the book: two llama.cpp cards share a GPU, each need labelled measured; too much for what is free is a warning", async () => {
   const models = {
     a: { engine: "llama.cpp" },
@@ -478,7 +449,16 @@ Deno.test("--dry-run with footprints in the book: two llama.cpp cards share a GP
     d: { engine: "llama.cpp" },
   };
   await using s = await site(models);
-  await seedBook(s.root, models, { a: 30000, b: 40000, c: 20000 });
+  await seedFootprints(
+    s.root,
+    models,
+    { a: 30000, b: 40000, c: 20000 },
+    (_, total) => ({
+      weights_mib: total - 100,
+      kv_cache_mib: 100,
+      kv_tokens: 4096,
+    }),
+  );
   await s.gpus.addForeign("other", { pid: 4242, gpu: "0", mib: 20000 });
   const before = tree(s.root);
   const json = await cli(

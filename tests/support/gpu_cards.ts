@@ -4,6 +4,7 @@ import { stringify } from "yaml";
 import { type ModelCard, Registry } from "../../src/catalogue.ts";
 import type { GpuAssignment, GpuPool } from "../../src/gpu/layout.ts";
 import { GpuPlacementError } from "../../src/gpu/need.ts";
+import { footprintKey } from "../../src/gpu/footprint_book.ts";
 
 /**
  * A catalogue's YAML text from a `models:` mapping, each card a `chat` model
@@ -69,4 +70,38 @@ export function refusal(fn: () => unknown): string {
 export const shipped = await Registry.load();
 export function shippedCards(...names: string[]): ModelCard[] {
   return names.map((name) => shipped.get(name));
+}
+
+/**
+ * Writes the footprint book a start would have left under `root`: `mib`
+ * measured per card of `models` on the stand-in's H100s, each entry's
+ * footprint made plain (total only) and then given `parts(name, total)`.
+ */
+export async function seedFootprints(
+  root: string,
+  models: Record<string, Record<string, unknown>>,
+  mib: Record<string, number>,
+  parts: (name: string, total: number) => Record<string, unknown> = () => ({}),
+): Promise<void> {
+  const cards = catalogue(models);
+  const entries = Object.entries(mib).map(([name, total]) => ({
+    key: footprintKey(cards.get(name)),
+    device: "NVIDIA H100 80GB HBM3",
+    footprint: {
+      weights_mib: null,
+      kv_cache_mib: null,
+      kv_tokens: null,
+      graphs_mib: null,
+      compute_mib: null,
+      total_mib: total,
+      device: "CUDA0",
+      measured_at: "2026-12-01T12:00:00.000Z",
+      from: "load lines",
+      ...parts(name, total),
+    },
+  }));
+  await Deno.writeTextFile(
+    `${root}/data/footprints.json`,
+    JSON.stringify({ format: "mymodel-serve footprints 1", entries }),
+  );
 }
