@@ -48,6 +48,12 @@ export function shLines(script: string, args: readonly string[]): string[] {
     .filter(Boolean);
 }
 
+/** A `/proc` file's text, read directly where allowed, else through `sh` (under a list of paths Deno demands --allow-all for /proc); "" when neither can. */
+export function procFile(path: string): string {
+  return attempt(() => Deno.readTextFileSync(path), "") ||
+    shLines('while read -r l; do echo "$l"; done <"$1"', [path]).join("\n");
+}
+
 let direct: boolean | undefined;
 
 // Read directly where allowed: no spawn each health round, no need of `sh`.

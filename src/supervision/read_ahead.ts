@@ -4,14 +4,13 @@
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { weightFiles } from "../engines/launch.ts";
 import { oneLine } from "../common/one_line.ts";
-import { attempt, shLines } from "../engines/proc.ts";
+import { procFile } from "../engines/proc.ts";
 import { type Clock, REAL_CLOCK } from "../common/sleep.ts";
 
 const GIB = 1024 ** 3;
 /** Left free beyond what it reads: the engine's own load and the machine's. */
 export const READ_AHEAD_MARGIN = 2 * GIB;
 const CHUNK = 8 * 1024 ** 2;
-const MEMINFO = 'while read -r l; do echo "$l"; done </proc/meminfo';
 /** A line of the read-ahead's; `skipped`: it read less than it would have, the launcher's log says so. */
 type Say = (line: string, skipped: boolean) => void;
 const mib = (bytes: number) => `${Math.round(bytes / 2 ** 20)} MiB`;
@@ -21,10 +20,7 @@ export class ReadAhead {
   readonly #loading = new Map<string, number>(); // engine name: st_dev of its weights
 
   constructor(
-    // Under a list of paths Deno demands --allow-all for /proc: `sh` reads it.
-    readonly meminfo = (): string =>
-      attempt(() => Deno.readTextFileSync("/proc/meminfo"), "") ||
-      shLines(MEMINFO, []).join("\n"),
+    readonly meminfo = (): string => procFile("/proc/meminfo"),
     readonly clock: Clock = REAL_CLOCK,
   ) {}
 

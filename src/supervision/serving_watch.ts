@@ -105,7 +105,7 @@ export class ServingWatch {
       this.#forget();
       this.#canaryFailures = 0;
     }
-    await this.sleep.round(run, state);
+    this.sleep.round(run, state);
     if (state !== "ready" && state !== "sleeping") return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
     const origin = engineOrigin(run.plan.host, run.plan.port);

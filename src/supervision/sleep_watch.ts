@@ -9,6 +9,7 @@ import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import type { SleepLine } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
+import { procFile } from "../engines/proc.ts";
 import { sleepSeconds } from "../engines/sleep_after.ts";
 import type { EngineDetail, EngineView } from "./engine_detail.ts";
 import type { EngineRunOptions } from "./engine_run_options.ts";
@@ -111,14 +112,14 @@ export class SleepWatch {
   }
 
   /** A health round: what it holds, awake or (once settled) asleep. */
-  async round(run: ServerProcess, state: EngineState): Promise<void> {
+  round(run: ServerProcess, state: EngineState): void {
     const after = this.#after();
     this.#roundAt = this.#now();
     if (run !== this.#run || after === undefined || !run.running) return;
     const asleep = state === "sleeping";
     if (!asleep && (state !== "ready" || this.#wakingAt !== null)) return;
     if (asleep && this.#now() - (this.#asleepAt ?? 0) < SETTLE_MS) return;
-    const bytes = await this.#read(run);
+    const bytes = this.#read(run);
     if (bytes === undefined || this.#engine.state !== state) return;
     const v = this.#v;
     if (!asleep) return void (v.awake_bytes = bytes);
@@ -162,7 +163,7 @@ export class SleepWatch {
     this.#say("woken", `woken by a request in ${seconds.toFixed(2)} s`);
   }
 
-  async #read(run: ServerProcess): Promise<number | undefined> {
+  #read(run: ServerProcess): number | undefined {
     // A GPU engine's residue is on its devices: its resident memory is not it.
     if (this.#engine.plan.placement.gpus?.length) {
       const { gpu_memory_mib: mib, gpu_memory_by: by } =
@@ -171,8 +172,7 @@ export class SleepWatch {
       this.#v.by = "nvidia-smi";
       return Object.values(mib).reduce((sum, n) => sum + n, 0) * 2 ** 20;
     }
-    const status = await Deno.readTextFile(`/proc/${run.pid}/status`)
-      .catch(() => "");
+    const status = procFile(`/proc/${run.pid}/status`);
     const kib = /^VmRSS:\s+(\d+) kB/m.exec(status)?.[1];
     if (kib === undefined) return undefined;
     this.#v.by = "rss";
