@@ -149,9 +149,14 @@ Deno.test("a request whose text holds llama.cpp's own load lines (CUDA0 and CPU)
       ((await getJson(`http://127.0.0.1:${port}/models?detail=1`)).body as {
         active: Record<string, Entry>;
       }).active["tiny-a"]!;
+    // The book is written at the first 200, which these polls are the first
+    // to see (no load poll for a local CPU card; the health round is 10 s).
     await waitFor(
-      async () => (await entry()).footprint?.compute_mib != null,
-      "tiny-a measured",
+      async () => {
+        const { state, footprint } = await entry();
+        return state === "ready" && footprint?.compute_mib != null;
+      },
+      "tiny-a ready and measured",
       20_000,
     );
     const book = `${root}/data/footprints.json`;
