@@ -64,6 +64,8 @@ const FIELDS: Record<string, (f: Field, expand: Expand) => unknown> = {
   canary: flag,
   read_ahead: flag,
   sleep_after: wholeSeconds,
+  pin: flag,
+  priority: readPriority,
 };
 
 function flag(f: Field): boolean {
@@ -284,6 +286,16 @@ function wholeSeconds(f: Field): number {
   const value = f.scalar as number;
   if (!Number.isInteger(value) || value < 0) f.expected(WHOLE_SECONDS);
   return Math.min(value, 2_147_483); // an int's seconds, any engine's
+}
+/** Who is put to sleep first to make room: an integer, lowest first. */
+function readPriority(f: Field): number {
+  const value = f.scalar as number;
+  if (!Number.isInteger(value) || Math.abs(value) > 1_000_000) {
+    f.expected(
+      "a whole number such as 0 or 10 (lower is put to sleep first to make room; default 0)",
+    );
+  }
+  return value;
 }
 const WHOLE_SECONDS =
   "0 (never) or a whole number of idle seconds before the engine sleeps, such as 600";

@@ -80,6 +80,10 @@ export interface ModelCard {
   readonly readAhead?: boolean;
   /** Idle seconds before the engine gives its memory back, through its kind's own sleep (`sleep_after`; 0: never). */
   readonly sleepAfter?: number;
+  /** `true`: never put to sleep to make room for another engine (`pin`). @default {false} */
+  readonly pin?: boolean;
+  /** Lower is put to sleep first to make room for another engine (`priority`). @default {0} */
+  readonly priority?: number;
 }
 
 /**

@@ -13,7 +13,7 @@ import {
 } from "./kinds/engine_kind.ts";
 import { locateExecutable, resolveModel } from "./launch.ts";
 import { trafficRule } from "./traffic.ts";
-import { sleepArgs } from "./sleep_after.ts";
+import { sleepArgs, sleepEnv } from "./sleep_after.ts";
 
 export type EnginePlacement = EnginePlan["placement"];
 
@@ -187,7 +187,7 @@ function engineOf(
     url: `http://${urlHost(host)}:${port}/v1`,
     logFile: `${directory}/logs/${card.name}.log`,
     args: [...argv, ...placement.args],
-    env: { ...caches, ...card.env, ...placement.env },
+    env: { ...caches, ...sleepEnv(card, kind), ...card.env, ...placement.env },
     caches: Object.values(caches),
   };
 }

@@ -46,7 +46,9 @@ export class LoadWatch {
   readonly memory: FootprintLines;
   onMemory: (() => void) | undefined;
   /** Hears each of its kind's sleep lines (`OutputRules.sleep`): a llama.cpp wake is a load window of its own. */
-  onSleep: ((line: SleepLine, text: string) => void) | undefined;
+  onSleep:
+    | ((line: SleepLine, text: string, said: readonly string[]) => void)
+    | undefined;
   readonly #rules: OutputRules | undefined;
   // Load lines count from the spawn to the first 200 (or the kind's end of a
   // load), and again at a wake: after it, a line may be a request's body.
@@ -119,7 +121,8 @@ export class LoadWatch {
       this.onMemory?.();
     }
     for (const [line, match] of Object.entries(rules.sleep ?? {})) {
-      if (match.test(text)) this.onSleep?.(line as SleepLine, text);
+      const found = match.exec(text);
+      if (found) this.onSleep?.(line as SleepLine, text, found.slice(1));
     }
     if (!this.cause) {
       for (const { match, cause } of rules.causes) {

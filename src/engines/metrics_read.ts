@@ -34,6 +34,8 @@ export async function askEngine(
     timeoutMs: number;
     maxBytes: number;
     body?: unknown;
+    /** A `POST` with no body (vLLM's `/sleep`, `/wake_up`). */
+    post?: boolean;
     signal?: AbortSignal;
   },
 ): Promise<EngineAnswer> {
@@ -46,9 +48,11 @@ export async function askEngine(
     const response = await fetch(url, {
       signal: abort.signal,
       headers,
-      ...o.body === undefined
-        ? {}
-        : { method: "POST", body: JSON.stringify(o.body) },
+      ...o.body !== undefined
+        ? { method: "POST", body: JSON.stringify(o.body) }
+        : o.post
+        ? { method: "POST" }
+        : {},
     });
     const status = response.status;
     if (!response.ok) {

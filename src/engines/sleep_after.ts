@@ -1,8 +1,9 @@
-// A card's `sleep_after` as its kind's own sleep (llama.cpp's flag), or a
-// refusal: an engine that no request can wake would stop serving for good.
+// A card's `sleep_after` as its kind's own sleep (llama.cpp's flag, vLLM's
+// routes the launcher drives), or a refusal: an engine that no request can
+// wake would stop serving for good.
 import type { ModelCard } from "../catalogue.ts";
 import { EngineError } from "./engine_error.ts";
-import type { EngineKind } from "./kinds/engine_kind.ts";
+import type { EngineKind, LauncherSleep } from "./kinds/engine_kind.ts";
 import { flagValue } from "./kinds/flag_values.ts";
 
 /**
@@ -22,6 +23,8 @@ export function sleepArgs(card: ModelCard, kind: EngineKind): string[] {
     );
   }
   if (!sleepAfter) return [];
+  const routes = launcherSleep(card, kind);
+  if (routes) return [...routes.args];
   if (!flag) {
     const why = kind.sleep && "refused" in kind.sleep
       ? kind.sleep.refused
@@ -34,6 +37,28 @@ export function sleepArgs(card: ModelCard, kind: EngineKind): string[] {
 }
 
 /**
+ * The routes the launcher sleeps and wakes it by, for a card with
+ * `sleep_after` whose kind has them; undefined otherwise.
+ *
+ * @example `launcherSleep({ ...card, sleepAfter: 60 }, VLLM)?.wake` is `"/wake_up"`.
+ */
+export function launcherSleep(
+  card: ModelCard,
+  kind: EngineKind | undefined,
+): LauncherSleep | undefined {
+  if (!card.sleepAfter || !kind?.sleep || !("launcher" in kind.sleep)) return;
+  return kind.sleep.launcher;
+}
+
+/** The environment its sleep routes need (vLLM's development mode), none otherwise. */
+export function sleepEnv(
+  card: ModelCard,
+  kind: EngineKind | undefined,
+): Readonly<Record<string, string>> {
+  return launcherSleep(card, kind)?.env ?? {};
+}
+
+/**
  * Idle seconds before the engine sleeps: the card's `sleep_after`, else its
  * kind's flag in its args; undefined when it never does.
  *
@@ -43,7 +68,10 @@ export function sleepSeconds(
   card: ModelCard,
   kind: EngineKind | undefined,
 ): number | undefined {
-  if (card.sleepAfter !== undefined) return card.sleepAfter || undefined;
+  if (card.sleepAfter !== undefined) {
+    return kind?.sleep && !("refused" in kind.sleep) && card.sleepAfter ||
+      undefined;
+  }
   const flag = kind?.sleep && "flag" in kind.sleep ? kind.sleep.flag : "";
   const seconds = Number(flag && flagValue(card.args, [flag])?.value);
   return seconds > 0 ? seconds : undefined;

@@ -8,6 +8,7 @@ import { readFileCapped } from "../common/read_capped.ts";
 import { log } from "../common/log.ts";
 import type { Footprint } from "../engines/footprint.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
+import { launcherSleep } from "../engines/sleep_after.ts";
 import { flagValue } from "../engines/kinds/flag_values.ts";
 import type { CardMemory } from "./layout.ts";
 
@@ -136,16 +137,28 @@ export function cardMemory(
   card: ModelCard,
   entries: readonly BookEntry[],
 ): CardMemory | undefined {
+  const kind = ENGINE_KINDS[card.engine];
+  const routes = launcherSleep(card, kind);
+  const book = Object.entries(measuredOf(entries, card));
+  const residue = routes && {
+    residue: {
+      measured: Object.fromEntries(
+        book.flatMap(([device, f]) =>
+          f.residue_mib == null ? [] : [[device, f.residue_mib]]
+        ),
+      ),
+      estimate: routes.residueMiB,
+    },
+  };
   if (card.gpuMemory !== undefined) {
-    return { budgetMiB: card.gpuMemory / 2 ** 20 };
+    return { budgetMiB: card.gpuMemory / 2 ** 20, ...residue };
   }
-  if (!ENGINE_KINDS[card.engine]?.sizing?.packs) return undefined;
-  const measured = Object.entries(measuredOf(entries, card))
-    .filter(([, f]) => f.total_mib !== null)
+  if (!kind?.sizing?.packs) return residue;
+  const measured = book.filter(([, f]) => f.total_mib !== null)
     .map(([device, f]) => [device, f.total_mib!]);
   return measured.length
-    ? { measured: Object.fromEntries(measured) }
-    : undefined;
+    ? { measured: Object.fromEntries(measured), ...residue }
+    : residue;
 }
 
 /** The launcher's book: a file there that is no book is moved aside (one warning), never overwritten. */

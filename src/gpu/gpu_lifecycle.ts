@@ -10,7 +10,7 @@ import {
 import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
 import type { EnginePlan } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
-import { wakesItself } from "../engines/sleep_after.ts";
+import { launcherSleep, wakesItself } from "../engines/sleep_after.ts";
 import {
   GpuStartGate,
   type Released,
@@ -83,8 +83,15 @@ export class GpuLifecycle {
         let groups: Map<number, number> | undefined;
         for (const run of options.runs()) {
           const { card, placement } = run.plan ?? {};
-          const self = card && wakesItself(card, ENGINE_KINDS[card.engine]);
-          if (run.state !== "sleeping" && !(self && run.state === "ready")) {
+          const kind = card && ENGINE_KINDS[card.engine];
+          const self = card && wakesItself(card, kind);
+          // One the launcher wakes gets room made before its wake: only a wake under way is kept.
+          const woken = card && launcherSleep(card, kind);
+          if (
+            woken
+              ? run.state !== "waking"
+              : run.state !== "sleeping" && !(self && run.state === "ready")
+          ) {
             continue;
           }
           groups ??= new Map(
@@ -94,7 +101,7 @@ export class GpuLifecycle {
           const look = run.pgid !== undefined && run.gpus
             ? runMemory(snapshot, run.gpus, run.pgid, groups, run.gpuStartUsed)
             : undefined;
-          const planned = self && placement?.memoryNeed?.mib || 0;
+          const planned = (self || woken) && placement?.memoryNeed?.mib || 0;
           const awake = this.#awake.get(run)?.mib[entry] ?? 0;
           const now = look?.by === "pid"
             ? look.mib[entry] ?? 0
@@ -104,6 +111,19 @@ export class GpuLifecycle {
         return kept;
       },
     });
+  }
+
+  /** MiB free on a device for a start or a wake: its total less what is used and what sleepers that wake themselves (or wake now) take back; undefined where unknown. */
+  free(entry: string, snapshot: GpuSnapshot): number | undefined {
+    const device = deviceOf(entry, snapshot);
+    if (!device?.memoryKnown) return undefined;
+    const kept = this.gate.kept(entry, snapshot);
+    return device.totalMiB - device.usedMiB - kept;
+  }
+
+  /** What a run held at its last round awake, by device entry. */
+  awake(run: GpuRun): Readonly<Record<string, number>> | undefined {
+    return this.#awake.get(run)?.mib;
   }
 
   /** At most one `nvidia-smi` query (shared with the gate), then each placed run's memory. */

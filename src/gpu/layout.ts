@@ -18,12 +18,19 @@ export interface GpuAssignment {
   readonly need: GpuNeed;
   /** MiB it takes on its device where packed by its budget or footprint (its `need` then the share of that device). */
   readonly mib?: number;
+  /** MiB it keeps asleep where the launcher sleeps and wakes it (vLLM's routes): only that is held for it while others wake. */
+  readonly residueMiB?: number;
 }
 
-/** A card's MiB on a device: its `gpu_memory`, else its footprints by device name. */
+/** A card's MiB on a device: its `gpu_memory`, else its footprints by device name; `residue` where the launcher sleeps and wakes it. */
 export type CardMemory = {
   readonly budgetMiB?: number;
   readonly measured?: Readonly<Record<string, number>>;
+  /** What it keeps asleep: measured by device name, else `estimate`. */
+  readonly residue?: {
+    readonly measured: Readonly<Record<string, number>>;
+    readonly estimate: number;
+  };
 };
 export type Memories = Readonly<Record<string, CardMemory>>;
 
@@ -108,38 +115,67 @@ export class Layout {
     if (!memory || need.kind === "unplaced") return false;
     if (need.kind === "whole" && need.count !== 1) return false;
     const sized = this.#open.flatMap((device) => {
-      const mib = this.#mibOn(device, memory);
+      const mib = this.#mibOn(device, memory, need);
       return mib === undefined ? [] : [[device, mib] as const];
     });
     if (sized.length === 0) return false;
+    const residueOn = (device: string) => this.#residueOn(device, memory);
     const pick = [...sized].sort(([a], [b]) =>
       Number(this.#isFree(a)) - Number(this.#isFree(b))
-    ).find(([d, mib]) => this.#fits(d, 0, mib));
+    ).find(([d, mib]) => this.#fits(d, 0, mib, residueOn(d)));
     if (pick === undefined) {
-      if (memory.budgetMiB === undefined) return false;
-      const budget = mibText(memory.budgetMiB);
+      if (memory.budgetMiB === undefined && !memory.residue) return false;
+      const what = memory.budgetMiB === undefined
+        ? `its ${mibText(sized[0]![1])} (${need.from})`
+        : `its gpu_memory ${mibText(memory.budgetMiB)}`;
+      const rule = memory.residue
+        ? "expected room on a device to wake it while every other engine there that the launcher wakes sleeps"
+        : "expected the budgets on each device to add up to at most its total";
       throw new GpuPlacementError(
         name,
-        `its gpu_memory ${budget} fits on no GPU: over-committed ${this.#where()} (expected the budgets on each device to add up to at most its total)`,
+        `${what} fits on no GPU: over-committed ${this.#where()} (${rule})`,
       );
     }
     const [device, mib] = pick;
     const { totalMiB, name: model } = deviceOf(device, this.#snapshot!)!;
-    const from = memory.budgetMiB === undefined
+    const from = memory.budgetMiB !== undefined
+      ? `gpu_memory ${mibText(mib)}`
+      : memory.measured?.[model ?? ""] === mib
       ? `measured ${mibText(mib)} on ${model}`
-      : `gpu_memory ${mibText(mib)}`;
+      : need.from;
     const share = Math.max(1e-4, Math.round((mib / totalMiB) * 1e4) / 1e4);
     const need_: GpuNeed = { kind: "share", share, from };
-    this.placed.set(name, { devices: [device], need: need_, mib });
+    const residueMiB = residueOn(device);
+    this.placed.set(name, {
+      devices: [device],
+      need: need_,
+      mib,
+      ...residueMiB === undefined ? {} : { residueMiB },
+    });
     return true;
   }
 
-  /** Its budget, else its footprint on a device of that name; only where the total is known. */
-  #mibOn(device: string, memory: CardMemory): number | undefined {
+  /** Its budget, else its footprint on a device of that name, else (one the launcher wakes) its share; only where the total is known. */
+  #mibOn(
+    device: string,
+    memory: CardMemory,
+    need: GpuNeed,
+  ): number | undefined {
     const known = this.#snapshot && deviceOf(device, this.#snapshot);
     if (!known?.memoryKnown) return undefined;
+    const share = memory.residue && need.kind === "share"
+      ? need.share * known.totalMiB
+      : undefined;
     return memory.budgetMiB ??
-      (known.name === undefined ? undefined : memory.measured?.[known.name]);
+      (known.name === undefined ? undefined : memory.measured?.[known.name]) ??
+      share;
+  }
+
+  #residueOn(device: string, memory: CardMemory): number | undefined {
+    const { residue } = memory;
+    if (!residue) return undefined;
+    const model = this.#snapshot && deviceOf(device, this.#snapshot)?.name;
+    return residue.measured[model ?? ""] ?? residue.estimate;
   }
 
   takeShare(name: string, need: GpuNeed & { kind: "share" }): void {
@@ -166,12 +202,23 @@ export class Layout {
     return this.#on(device).length === 0;
   }
 
-  /** Whether a share of `units` (or `mib`, summed exactly) fits beside the device's holds; a whole device never does. */
-  #fits(device: string, units: number | undefined, mib?: number): boolean {
+  /** Whether a share of `units` (or `mib`, by the device's ledger) fits beside the device's holds; a whole device never does. */
+  #fits(
+    device: string,
+    units: number | undefined,
+    mib?: number,
+    residueMiB?: number,
+  ): boolean {
     if (mib !== undefined) {
       const total = deviceOf(device, this.#snapshot!)!.totalMiB;
-      const on = this.#on(device);
-      return on.reduce((sum, [, a]) => sum + heldOn(a, total), mib) <= total;
+      const on = this.#on(device).map(([, a]) => a);
+      const self: GpuAssignment = {
+        devices: [device],
+        need: UNITLESS,
+        mib,
+        ...residueMiB === undefined ? {} : { residueMiB },
+      };
+      return deviceLoad([...on, self], total) <= total;
     }
     const held = this.#on(device).map(([, a]) => unitsOf(a.need));
     if (units === undefined || held.includes(undefined)) return false;
@@ -211,6 +258,32 @@ export class Layout {
     const holds = held.length > 0 ? ` (${held.join("; ")})` : "";
     return `in pool ${formatGpuList(this.#order)}${holds}`;
   }
+}
+
+const UNITLESS: GpuNeed = { kind: "unplaced", from: "" };
+
+/**
+ * What a device must hold for its engines, the one ledger placement and the
+ * budgets read: every engine's MiB, except that the engines the launcher
+ * sleeps and wakes count their residue, plus room for the largest of them to
+ * wake (the launcher puts the others to sleep first).
+ *
+ * @example `deviceLoad([{ devices: ["0"], need, mib: 10240, residueMiB: 1434 }], 24576)` is 10240.
+ */
+export function deviceLoad(
+  on: readonly GpuAssignment[],
+  totalMiB: number,
+): number {
+  let [held, wake] = [0, 0];
+  for (const a of on) {
+    const mib = heldOn(a, totalMiB);
+    if (a.residueMiB === undefined) held += mib;
+    else {
+      held += a.residueMiB;
+      wake = Math.max(wake, mib - a.residueMiB);
+    }
+  }
+  return held + wake;
 }
 
 /** Its budget or footprint where packed by it, else its share of `totalMiB`: the one rule packing and the budgets read. */

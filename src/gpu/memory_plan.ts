@@ -7,7 +7,7 @@ import type { MemoryNeed } from "../engines/kinds/engine_kind.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
 import { type BookEntry, measuredOf } from "./footprint_book.ts";
 import { gpuMemoryNeed, GpuPlacementError } from "./need.ts";
-import { heldOn, mibText } from "./layout.ts";
+import { deviceLoad, mibText } from "./layout.ts";
 import { type Placement, placementEnv } from "./placement.ts";
 import { deviceOf } from "./nvidia_smi.ts";
 
@@ -65,10 +65,11 @@ export function enginePlacement(
       `${text} needs a placed GPU whose total memory nvidia-smi reports (${which}) (expected a GPU pool nvidia-smi lists, or no gpu_memory)`,
     );
   }
-  // What stays free once each engine there holds its own, less what others held at the look.
-  const left = Object.entries(placement.assigned)
-    .filter(([name, a]) => name !== card.name && a.devices?.includes(entry!))
-    .reduce((left, [, a]) => left - heldOn(a, total!), total! - budgetMiB);
+  // What stays free once each engine there holds its own (by the device's
+  // ledger), less what others held at the look.
+  const on = Object.values(placement.assigned)
+    .filter((a) => a.devices?.includes(entry!));
+  const left = total! - deviceLoad(on, total!);
   if (left < 0) {
     refuse(
       `${text} is above GPU ${entry}'s ${total} MiB (expected at most its total)`,

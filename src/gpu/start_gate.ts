@@ -301,6 +301,11 @@ export class GpuStartGate {
     return { reason: "gpu-error", devices: bad, detail };
   }
 
+  /** MiB the sleepers on a device take back when they wake (rule 4 counts them used). */
+  kept(entry: string, snapshot: GpuSnapshot): number {
+    return this.#options.asleep?.(entry, snapshot) ?? 0;
+  }
+
   /** Rule 4: each device has the fraction of its total free. */
   #free(waiter: Waiter, snapshot: GpuSnapshot): WaitingFor | undefined {
     const { name, devices, memory: need } = waiter.request;

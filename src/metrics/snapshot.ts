@@ -45,7 +45,7 @@ export function metricsSnapshot(
         engine: s.plan.card.engine,
         port: s.plan.port,
         // What `ready` means, asleep or not: the current run's last poll answered 200.
-        up: run.running && (s.state === "ready" || s.state === "sleeping"),
+        up: run.running && ["ready", "sleeping", "waking"].includes(s.state),
         startTimeSeconds: run.running && run.startedAt !== undefined
           ? run.startedAt / 1000
           : undefined,

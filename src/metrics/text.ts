@@ -99,6 +99,8 @@ mymodel_engine_start_duration_seconds summary Seconds each start took to its fir
 mymodel_engine_recovery_seconds gauge Seconds the engine's last recovery took: from an exit the launcher did not ask for to the next first 200.
 mymodel_engine_sleeps_total counter Times the engine went to sleep when idle (sleep_after) since the launcher started.
 mymodel_engine_wake_duration_seconds summary Seconds each wake took, from the engine's line that a request woke it to its reload's end.
+mymodel_engine_switch_duration_seconds summary Seconds from a request parked in a sleeping engine the launcher wakes (vLLM) to its wake's end, room made first.
+mymodel_engine_made_room_total counter Times the engine was put to sleep to make room for another engine's wake or start.
 mymodel_engine_sleep_residue_bytes gauge Memory the engine kept at its last sleep: nvidia-smi's per-process figure on a GPU, its resident memory on CPU.
 mymodel_engine_requests_cut_total counter Requests still in flight when a planned stop's drain ended at its deadline or at a second signal: SIGTERM cut them.
 mymodel_launcher_info gauge The launcher's version, mode and whether it serves TLS; always 1.
@@ -124,6 +126,8 @@ const PER_MODEL: Record<string, (e: EngineMetrics) => number | undefined> = {
   mymodel_engine_start_seconds: (e) => e.last_start?.seconds,
   mymodel_engine_recovery_seconds: (e) => e.last_recovery?.seconds,
   mymodel_engine_sleeps_total: (e) => e.sleep?.sleeps,
+  mymodel_engine_made_room_total: (e) =>
+    e.sleep?.woken_by === "launcher" ? e.sleep.made_room : undefined,
   mymodel_engine_sleep_residue_bytes: (e) =>
     e.sleep?.residue_bytes ?? undefined,
 };
@@ -213,6 +217,17 @@ export function renderMetrics(snapshot: MetricsSnapshot): string {
       (sleep ? ["sum", "count"] as const : []).map((k) => ({
         labels: [["model", model]],
         value: k === "sum" ? sleep!.wake_seconds_sum : sleep!.wakes,
+        suffix: `_${k}`,
+      }))
+    ),
+    mymodel_engine_switch_duration_seconds: engines.flatMap((
+      { model, sleep },
+    ) =>
+      (sleep?.woken_by === "launcher" ? ["sum", "count"] as const : []).map((
+        k,
+      ) => ({
+        labels: [["model", model]],
+        value: k === "sum" ? sleep!.switch_seconds_sum : sleep!.switches,
         suffix: `_${k}`,
       }))
     ),

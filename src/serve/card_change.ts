@@ -16,7 +16,8 @@ export type EngineChanges = Record<EngineChange, string[]>;
 /** Any other field, one added later too, reaches the engine: a reload restarts rather than keep an old setting. */
 const NOT_ENGINE_FIELDS: ReadonlySet<string> = new Set([
   ..."name verb modality description restart".split(" "),
-  ..."failedRetry stallTimeout canary readAhead drainTimeout".split(" "),
+  ..."failedRetry stallTimeout canary readAhead drainTimeout pin priority"
+    .split(" "),
 ]);
 
 /** `restart` when a field reaching the engine differs, else `amend` when another differs, else `same`. */

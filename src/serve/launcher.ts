@@ -21,6 +21,7 @@ import { EngineRecords } from "../supervision/records.ts";
 import { Watchdog } from "../supervision/watchdog.ts";
 import { ReadAhead } from "../supervision/read_ahead.ts";
 import { HealthLoop } from "../supervision/health_loop.ts";
+import { Residency } from "./residency.ts";
 import { Journal, journalPath } from "../supervision/journal.ts";
 import { GpuLifecycle } from "../gpu/gpu_lifecycle.ts";
 import { GpuMonitor } from "../gpu/nvidia_smi.ts";
@@ -500,6 +501,12 @@ export class Semioserve implements AsyncDisposable {
         ? () => void gpu.round().then(writeMetrics)
         : writeMetrics,
     });
+    const residency = new Residency({
+      runs: () => live.runs,
+      gpu,
+      monitor: this.#gpus,
+      journal,
+    });
     const { tls } = plan;
     let stopAsked = false;
     try {
@@ -508,6 +515,7 @@ export class Semioserve implements AsyncDisposable {
       journal.record({ model: null, event: "started", detail });
       await this.#apply(diff(undefined, plan), plan);
       healthLoop.start();
+      residency.start();
       writeMetrics();
       this.#server = new GuardedServer({
         hostname: this.host,
@@ -540,6 +548,7 @@ export class Semioserve implements AsyncDisposable {
       // abandoned (its read ends, its drain goes on beside the others').
       this.#stopping.abort(STOPPING);
       await Promise.all([
+        residency.stop(), // no sleep or wake from now on
         ...runs.map((run) => run.stop(o.graceMs)),
         this.#reloads.close(),
         healthLoop.stop(),

@@ -6,7 +6,9 @@ import { gpuPoolLine, startWaits } from "../gpu/placement.ts";
 import { procStats } from "../engines/proc.ts";
 import { masked } from "../engines/engine_plan.ts";
 import { ENGINE_KINDS } from "../engines/kinds.ts";
-import { sleepSeconds } from "../engines/sleep_after.ts";
+import { launcherSleep, sleepSeconds } from "../engines/sleep_after.ts";
+import { deviceLoad } from "../gpu/layout.ts";
+import { startsAsleep } from "../gpu/make_room.ts";
 import { measuredOf } from "../gpu/footprint_book.ts";
 import { urlHost } from "../common/settings.ts";
 import type { Plan } from "./plan.ts";
@@ -68,15 +70,20 @@ export interface StartPlan {
       need_mib: number | null;
       /** `measured …`, `gpu_memory …`, `estimated: …` or `not measured yet`. */
       need_from: string;
-      /** Where it may sleep (`sleep_after`, or its kind's flag in `args`): it wakes itself, so `need_mib` (awake) stays counted asleep; `asleep_mib` is its residue where the book knows it. */
+      /** Where it may sleep (`sleep_after`, or its kind's flag in `args`). `itself` (llama.cpp): it wakes itself, so `need_mib` (awake) stays counted asleep. `launcher` (vLLM): only `asleep_mib` is held for it while others wake, and `starts` says whether it is put to sleep to make room once the start has loaded every engine. `asleep_mib`: its residue where the book knows it (else, launcher-woken, its kind's estimate: `asleep_from`). */
       sleep?: {
         after_seconds: number;
+        woken_by: "itself" | "launcher";
         awake_mib: number | null;
         asleep_mib: number | null;
+        asleep_from?: string;
+        starts?: "awake" | "asleep";
       };
     }[];
-    /** Free memory its engines demand before they start (vLLM's gpu-memory-utilization × total …); null when unknown. */
+    /** Free memory its engines demand before they start (vLLM's gpu-memory-utilization × total …; launcher-woken ones: their residues and room for the largest to wake); null when unknown. */
     need_mib: number | null;
+    /** What is left once every engine has loaded (some put to sleep to make room); null when unknown. */
+    left_mib?: number | null;
     /** Processes holding memory there now; no engine of this plan runs yet. */
     holders: {
       pid: number;
@@ -138,12 +145,15 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
     const placed = plan.engines.filter((e) =>
       e.placement.gpus?.includes(entry)
     );
-    const on = placed.map((e) => {
+    const on = placed.map((e): PlanGpu["engines"][number] => {
       const m = e.placement.memoryNeed;
       const mib = m?.mib ?? (known && m ? m.fraction * device!.totalMiB : null);
       const need = mib === null ? null : Math.ceil(mib);
-      const after = sleepSeconds(e.card, ENGINE_KINDS[e.card.engine]);
+      const kind = ENGINE_KINDS[e.card.engine];
+      const after = sleepSeconds(e.card, kind);
       const book = measuredOf(facts.footprints.entries, e.card);
+      const routes = launcherSleep(e.card, kind);
+      const residue = book[device?.name ?? ""]?.residue_mib ?? null;
       return {
         name: e.name,
         share: e.placement.share ?? 1,
@@ -156,13 +166,46 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
         ...after && {
           sleep: {
             after_seconds: after,
+            woken_by: routes ? "launcher" as const : "itself" as const,
             awake_mib: need,
-            asleep_mib: book[device?.name ?? ""]?.residue_mib ?? null,
+            asleep_mib: residue ?? routes?.residueMiB ?? null,
+            ...routes && residue === null
+              ? { asleep_from: `estimated: ${routes.residueFrom}` }
+              : {},
           },
         },
       };
     });
-    const need = on.reduce((sum, e) => sum + (e.need_mib ?? 0), 0);
+    // The device's ledger: launcher-woken engines hold their residues, and room for the largest to wake.
+    const need = deviceLoad(
+      on.map((e) => ({
+        devices: [entry],
+        need: { kind: "unplaced", from: "" },
+        mib: e.need_mib ?? 0,
+        ...e.sleep?.woken_by === "launcher"
+          ? { residueMiB: e.sleep.asleep_mib ?? 0 }
+          : {},
+      })),
+      0,
+    );
+    const loads = known
+      ? startsAsleep(
+        placed.map((e, i) => ({
+          name: e.name,
+          needMiB: on[i]!.need_mib ?? 0,
+          ...on[i]!.sleep?.woken_by === "launcher"
+            ? { residueMiB: on[i]!.sleep!.asleep_mib ?? 0 }
+            : {},
+          pinned: e.card.pin === true,
+          priority: e.card.priority ?? 0,
+        })),
+        device!.totalMiB - device!.usedMiB,
+      )
+      : undefined;
+    for (const e of on) {
+      if (e.sleep?.woken_by !== "launcher" || !loads) continue;
+      e.sleep.starts = loads.asleep.includes(e.name) ? "asleep" : "awake";
+    }
     const free = known ? device!.totalMiB - device!.usedMiB : null;
     const each = on.filter((e) => e.need_mib !== null)
       .map((e) => `${e.name} ${e.need_mib} MiB, ${e.need_from}`);
@@ -178,6 +221,7 @@ export function startPlan(plan: Plan, facts: Facts): StartPlan {
       free_mib: free,
       engines: on,
       need_mib: known ? need : null,
+      ...loads ? { left_mib: Math.floor(loads.leftMiB) } : {},
       holders: device
         ? listed.filter((p) => p.gpuUuid === device.uuid).map((p) => {
           const stat = live.get(p.pid);
@@ -242,14 +286,20 @@ const GPU_TABLE: Table<PlanGpu> = [
       g.engines.map((e) => {
         const name = e.share < 1 ? `${e.name} ${e.share}` : e.name;
         const z = e.sleep;
-        const kept = z?.asleep_mib == null ? "not measured" : mib(z.asleep_mib);
+        const kept = z?.asleep_mib == null
+          ? "not measured"
+          : `${mib(z.asleep_mib)}${z.asleep_from ? " estimated" : ""}`;
         const need = `${mib(e.need_mib)} ${needLabel(e.need_from)}`;
         const asleep =
           ` awake, ${kept} asleep after ${z?.after_seconds} s idle`;
-        return `${name} (${need}${z ? asleep : ""})`;
+        const woken = z?.woken_by === "launcher"
+          ? `; launcher-woken, starts ${z.starts ?? "awake"}`
+          : "";
+        return `${name} (${need}${z ? asleep : ""}${woken})`;
       }).join(", ") || "-",
   ],
   ["THEY NEED", (g) => mib(g.need_mib)],
+  ["LEFT", (g) => g.left_mib == null ? "-" : mib(g.left_mib)],
   [
     "HELD BY OTHERS",
     (g) =>

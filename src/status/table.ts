@@ -174,7 +174,7 @@ const TABLE: readonly Column[] = [
   }],
   ["MEM", ({ engine }) => {
     // MiB: `162M` below 10G, then `12.3G`; asleep, what it keeps.
-    const kept = engine.state === "sleeping"
+    const kept = ["sleeping", "waking"].includes(String(engine.state))
       ? num(obj(engine.sleep)?.residue_bytes)
       : null;
     const mib = kept === null

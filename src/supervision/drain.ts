@@ -22,6 +22,7 @@ import type { EngineState } from "./engine_state.ts";
 export const DRAINS_FROM: readonly EngineState[] = [
   "ready",
   "sleeping",
+  "waking",
   "unhealthy",
 ];
 

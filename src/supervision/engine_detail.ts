@@ -119,6 +119,22 @@ export interface EngineView {
     readonly wakes: number;
     readonly wake_seconds_sum: number;
     readonly last_wake_seconds: number | null;
+    /** `itself`: a request wakes it (llama.cpp); `launcher`: the launcher wakes it for a request parked in its `/load` (vLLM). */
+    readonly woken_by: "itself" | "launcher";
+    /** What the engine itself said at its last sleep, where it says it (vLLM's `Sleep mode freed … still in use`). */
+    readonly engine_freed_bytes: number | null;
+    readonly engine_in_use_bytes: number | null;
+    /** While `waking`: what the wake waits for (room on a device, its answer). */
+    readonly waits_for: string | null;
+    /** Launcher-woken: from a parked request seen to the wake's end, with the engines put to sleep for it. */
+    readonly switches: number;
+    readonly switch_seconds_sum: number;
+    readonly last_switch_seconds: number | null;
+    readonly last_made_room: readonly string[];
+    /** Times it was put to sleep to make room for another. */
+    readonly made_room: number;
+    /** Why the launcher does not sleep and wake it after all (its probe failed, its routes answer without its key); null when it does. */
+    readonly launcher_sleep_off: string | null;
   } | null;
   /** `running` and `waiting` are null before the first read. */
   readonly drain: {

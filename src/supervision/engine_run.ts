@@ -25,6 +25,7 @@ import type { EngineState } from "./engine_state.ts";
 import type { EngineEvent, EventOf } from "./engine_events.ts";
 import type { EngineCounts, EngineRunOptions } from "./engine_run_options.ts";
 import { ServingWatch } from "./serving_watch.ts";
+import type { SleepEvent } from "./sleep_watch.ts";
 import {
   type EngineDetail,
   exitLine,
@@ -152,8 +153,8 @@ export class EngineRun {
     };
   }
 
-  /** A memory round's reading of this run. */
-  send(event: GpuMemoryEvent): void {
+  /** A memory round's reading of this run; the launcher's sleep or wake of it (`serve/residency.ts`). */
+  send(event: GpuMemoryEvent | SleepEvent | EventOf<"wake-failed">): void {
     this.#on(event);
   }
 
@@ -251,6 +252,12 @@ export class EngineRun {
         return this.#sleep(event);
       case "stalled":
         return this.#judge(event.run, () => this.#stalled(event.seen));
+      case "wake-failed":
+        event.run.watch.cause = { cause: "wake-failed", message: event.seen };
+        return this.#judge(
+          event.run,
+          () => stopVerdict("unhealthy", `its wake failed: ${event.seen}`),
+        );
       case "stop":
         return this.#stop(event);
       case "drain-read":
@@ -338,7 +345,9 @@ export class EngineRun {
     switch (verdict?.kind) {
       case "ready":
         if (verdict.first) this.#ready(run);
-        return this.#enter(state === "sleeping" ? state : "ready");
+        return this.#enter(
+          state === "sleeping" || state === "waking" ? state : "ready",
+        );
       case "unhealthy":
         return this.#enter("unhealthy");
       case "stop":
@@ -409,9 +418,11 @@ export class EngineRun {
     this.#backoffOver();
   }
 
-  #sleep({ run, asleep, why }: EventOf<"sleep">): void {
-    const to = this.serving.sleep.move(run, asleep, this.#state);
-    if (to) this.#enter(to, asleep ? "asleep" : "awake", why);
+  #sleep({ run, asleep, why, waking, sure }: EventOf<"sleep">): void {
+    const state = this.#state;
+    const to = this.serving.sleep.move(run, asleep, state, waking, sure);
+    const reason = waking ? "waking" : asleep ? "asleep" : "awake";
+    if (to) this.#enter(to, reason, why);
   }
 
   #stop({ why }: EventOf<"stop">): void {

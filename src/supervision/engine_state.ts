@@ -8,13 +8,15 @@
  * a restart cannot fix (bad arguments, model not found), tried again after
  * `--failed-retry` or at the next reload; `sleeping`: ready, its weights off
  * the GPU until a request wakes it (llama-server's `--sleep-idle-seconds`,
- * vLLM's `/sleep`).
+ * vLLM's `/sleep`); `waking`: the launcher wakes it for a parked request
+ * (vLLM), making room first.
  */
 export type EngineState =
   | "waiting"
   | "starting"
   | "ready"
   | "sleeping"
+  | "waking"
   | "unhealthy"
   | "draining"
   | "stopping"
@@ -27,6 +29,7 @@ export const ENGINE_STATES: readonly EngineState[] = [
   "starting",
   "ready",
   "sleeping",
+  "waking",
   "unhealthy",
   "draining",
   "stopping",

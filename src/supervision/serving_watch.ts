@@ -33,7 +33,9 @@ import { type SleepEvent, SleepWatch, type Watched } from "./sleep_watch.ts";
 
 export type ServingEvent =
   | SleepEvent
-  | { readonly kind: "stalled"; readonly run: ServerProcess; seen: string };
+  | { readonly kind: "stalled"; readonly run: ServerProcess; seen: string }
+  /** The launcher's wake of it failed and cannot succeed (vLLM stays asleep, wedged). */
+  | { readonly kind: "wake-failed"; readonly run: ServerProcess; seen: string };
 
 const READ_TIMEOUT_MS = 2_000;
 const CANARY_MAX_BYTES = 1024 * 1024;

@@ -11,6 +11,7 @@ import type { SleepLine } from "../engines/kinds/engine_kind.ts";
 import type { ServerProcess } from "../engines/server_process.ts";
 import { procFile } from "../engines/proc.ts";
 import { sleepSeconds } from "../engines/sleep_after.ts";
+import { routesOf } from "../engines/sleep_routes.ts";
 import type { EngineDetail, EngineView } from "./engine_detail.ts";
 import type { EngineRunOptions } from "./engine_run_options.ts";
 import type { EngineState } from "./engine_state.ts";
@@ -20,7 +21,8 @@ export type SleepView = NonNullable<EngineView["sleep"]>;
 
 /** What it tells the engine run (the serving watch's `sleep` event). */
 export type SleepEvent = { kind: "sleep"; run: ServerProcess } & Told;
-type Told = { asleep: boolean; why: string };
+/** `waking`: asleep still, its wake begun (the launcher's, for a parked request); `sure`: the launcher's own sleep or wake, as sure as a line. */
+type Told = { asleep: boolean; why: string; waking?: boolean; sure?: boolean };
 
 /** An engine as the watches read it, afresh each time: a reload amends the plan (its key, the stall and canary settings, the traffic rule). */
 export interface Watched {
@@ -47,6 +49,7 @@ export class SleepWatch {
   #roundAt = 0; // a poll of this round asked after it
   #lineAt = -Infinity; // a poll asked before the last line answered before it
   #byLine = false;
+  #because: string | null = null;
   #first: number | null = null; // the run's first residue: growth is against it
   #v: { -readonly [K in keyof SleepView]: SleepView[K] } = {
     after_seconds: 0,
@@ -59,6 +62,16 @@ export class SleepWatch {
     wakes: 0,
     wake_seconds_sum: 0,
     last_wake_seconds: null,
+    woken_by: "itself",
+    engine_freed_bytes: null,
+    engine_in_use_bytes: null,
+    waits_for: null,
+    switches: 0,
+    switch_seconds_sum: 0,
+    last_switch_seconds: null,
+    last_made_room: [],
+    made_room: 0,
+    launcher_sleep_off: null,
   };
 
   constructor(
@@ -74,20 +87,69 @@ export class SleepWatch {
     const after = this.#after();
     const since = this.#asleepAt && shownAt(this.#clock, this.#asleepAt);
     if (after === undefined) return null;
-    return { ...this.#v, after_seconds: after, asleep_since: since || null };
+    const woken_by = routesOf(this.#engine.plan) ? "launcher" : "itself";
+    return {
+      ...this.#v,
+      after_seconds: after,
+      asleep_since: since || null,
+      woken_by,
+    };
+  }
+
+  /** The next sleep's reason in its journal line (the launcher's: idle, or room for another). */
+  because(why: string, forRoom = false): void {
+    this.#because = why;
+    if (forRoom) this.#v.made_room++;
+  }
+
+  /** The launcher's wake began (a parked request): it waits for `what`. */
+  waitsFor(what: string | null): void {
+    this.#v.waits_for = what;
+  }
+
+  /** The launcher asks it to wake now: the wake is timed from here. */
+  wakeSent(run: ServerProcess): void {
+    if (run === this.#run) this.#wakingAt = this.#now();
+  }
+
+  /** The wake's answer came: its end, where its line did not say so first. */
+  woken(run: ServerProcess): void {
+    if (run === this.#run) this.#woke();
+  }
+
+  /** A parked request's wait, to the wake's end; the engines put to sleep for it. */
+  switched(seconds: number, madeRoom: readonly string[]): void {
+    const v = this.#v;
+    v.switches++;
+    v.switch_seconds_sum += seconds;
+    v.last_switch_seconds = seconds;
+    v.last_made_room = [...madeRoom];
+  }
+
+  /** The launcher will not sleep it (null: it will again). */
+  off(why: string | null): void {
+    this.#v.launcher_sleep_off = why;
   }
 
   /** A new run: its lines come here. */
   attach(run: ServerProcess): void {
     this.#run = run;
     this.#asleepAt = this.#wakingAt = this.#first = null;
-    run.watch.onSleep = (line, text) => this.#line(run, line, text);
+    run.watch.onSleep = (line, text, said) => this.#line(run, line, text, said);
   }
 
   /** A reload's replacement counts on. */
   inherit(old: SleepWatch): void {
-    const { sleeps, wakes, wake_seconds_sum } = old.#v;
-    Object.assign(this.#v, { sleeps, wakes, wake_seconds_sum });
+    const { sleeps, wakes, wake_seconds_sum, switches, switch_seconds_sum } =
+      old.#v;
+    Object.assign(this.#v, {
+      made_room: old.#v.made_room,
+      sleeps,
+      wakes,
+      wake_seconds_sum,
+      switches,
+      switch_seconds_sum,
+    });
   }
 
   /**
@@ -100,12 +162,18 @@ export class SleepWatch {
     run: ServerProcess,
     asleep: boolean,
     state: EngineState,
-  ): "sleeping" | "ready" | undefined {
-    if (run !== this.#run || state !== (asleep ? "ready" : "sleeping")) return;
+    waking = false,
+    sure = false,
+  ): "sleeping" | "waking" | "ready" | undefined {
+    if (run !== this.#run) return;
+    if (sure) this.#lineAt = this.#now();
+    if (waking) return asleep && state === "sleeping" ? "waking" : undefined;
+    const from = asleep ? ["ready"] : ["sleeping", "waking"];
+    if (!from.includes(state)) return;
     if (asleep && this.#wakingAt !== null) return;
-    if (!this.#byLine && this.#lineAt >= this.#roundAt) return;
+    if (!this.#byLine && !sure && this.#lineAt >= this.#roundAt) return;
     this.#asleepAt = asleep ? this.#now() : null;
-    if (!asleep) return "ready";
+    if (!asleep) return this.#v.waits_for = null, "ready";
     this.#told = false;
     this.#v.sleeps++;
     return "sleeping";
@@ -130,7 +198,9 @@ export class SleepWatch {
       const gave = v.freed_bytes === null
         ? ""
         : `freed ${size(v.freed_bytes)}, `;
-      const said = `asleep after ${after} s idle: ${gave}keeps ${size(bytes)}`;
+      const why = this.#because ?? `asleep after ${after} s idle`;
+      this.#because = null;
+      const said = `${why}: ${gave}keeps ${size(bytes)}`;
       this.#say("asleep", said);
     }
     const first = this.#first ??= bytes;
@@ -141,8 +211,19 @@ export class SleepWatch {
     this.#say("residue-grew", grew, "warn");
   }
 
-  #line(run: ServerProcess, line: SleepLine, text: string): void {
+  #line(
+    run: ServerProcess,
+    line: SleepLine,
+    text: string,
+    said?: readonly string[],
+  ): void {
     if (run !== this.#run) return;
+    // vLLM says what its sleep freed and what is still in use, in GiB.
+    const [freed, inUse] = (said ?? []).map((g) => Number(g) * 2 ** 30);
+    if (line === "asleep" && Number.isFinite(inUse)) {
+      this.#v.engine_freed_bytes = Number.isFinite(freed) ? freed! : null;
+      this.#v.engine_in_use_bytes = inUse!;
+    }
     // Its run's exit cause, over a line the failed reload printed first (an out of memory).
     if (line === "failed") {
       run.watch.cause = { cause: "wake-failed", message: text.slice(0, 200) };
@@ -154,13 +235,18 @@ export class SleepWatch {
       this.#on({ kind: "sleep", run, ...told });
       this.#byLine = false;
     }
-    if (line !== "awake" || this.#wakingAt === null) return; // a first load's
+    if (line === "awake") this.#woke();
+  }
+
+  #woke(): void {
+    if (this.#wakingAt === null) return; // a first load's line, or told twice
     const seconds = (this.#now() - this.#wakingAt) / 1000;
     this.#wakingAt = null;
     this.#v.wakes++;
     this.#v.wake_seconds_sum += seconds;
     this.#v.last_wake_seconds = seconds;
-    this.#say("woken", `woken by a request in ${seconds.toFixed(2)} s`);
+    const by = routesOf(this.#engine.plan) ? "the launcher" : "a request";
+    this.#say("woken", `woken by ${by} in ${seconds.toFixed(2)} s`);
   }
 
   #read(run: ServerProcess): number | undefined {

@@ -2,7 +2,13 @@ import assert from "node:assert/strict";
 import type { ModelCard } from "../../src/catalogue.ts";
 import { ENGINE_KINDS } from "../../src/engines/kinds.ts";
 import { canaryRequest } from "../../src/engines/traffic.ts";
-import { sleepArgs, sleepSeconds } from "../../src/engines/sleep_after.ts";
+import {
+  launcherSleep,
+  sleepArgs,
+  sleepEnv,
+  sleepSeconds,
+  wakesItself,
+} from "../../src/engines/sleep_after.ts";
 
 function card(engine: string, more: Partial<ModelCard> = {}): ModelCard {
   return {
@@ -46,9 +52,23 @@ Deno.test("sleep-idle-seconds in a llama.cpp card's args keeps working and means
   );
 });
 
-Deno.test("sleep_after is refused in one line for vLLM (until the launcher wakes it), SGLang and command (no request can wake them)", () => {
+Deno.test("sleep_after on a vLLM card turns on its sleep mode and parked-request count, and its development routes in its environment", () => {
+  const kind = ENGINE_KINDS.vllm!;
+  const given = card("vllm", { sleepAfter: 60 });
+  assert.deepEqual(sleepArgs(given, kind), [
+    "--enable-sleep-mode",
+    "--enable-server-load-tracking",
+  ]);
+  assert.deepEqual(sleepEnv(given, kind), { VLLM_SERVER_DEV_MODE: "1" });
+  assert.equal(sleepSeconds(given, kind), 60);
+  assert.equal(wakesItself(given, kind), false, "the launcher wakes it");
+  assert.equal(launcherSleep(given, kind)?.load.path, "/load");
+  assert.deepEqual(sleepEnv(card("vllm", {}), kind), {});
+  assert.deepEqual(sleepArgs(card("vllm", { sleepAfter: 0 }), kind), []);
+});
+
+Deno.test("sleep_after is refused in one line for SGLang and command (no request can wake them)", () => {
   const why: Record<string, RegExp> = {
-    vllm: /no request can wake a sleeping vLLM until the launcher wakes it/,
     sglang: /no request can wake a sleeping SGLang engine/,
     command: /no request can wake a sleeping command engine/,
   };

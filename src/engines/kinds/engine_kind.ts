@@ -67,8 +67,8 @@ export interface OutputRules {
     readonly match: RegExp;
     readonly cause: Exclude<ExitCause, "signal" | "exit" | "stalled">;
   }[];
-  /** Its lines saying it sleeps and wakes by itself (`supervision/sleep_watch.ts`). */
-  readonly sleep?: Readonly<Record<SleepLine, RegExp>>;
+  /** Its lines saying it sleeps and wakes (`supervision/sleep_watch.ts`); an `asleep` rule's captures, where present, are the GiB it freed and keeps, as the engine counts them. */
+  readonly sleep?: Readonly<Partial<Record<SleepLine, RegExp>>>;
   /** Lines naming what the load took, anchored at the engine's log prefix: tried on each line while it loads (`footprint_lines.ts`). */
   readonly memory?: readonly MemoryRule[];
   /** Besides spawn to first 200: a line that starts a load again (llama.cpp's wake), and one that ends a load (later lines may be requests). */
@@ -94,8 +94,37 @@ export function atPrefix(
 /** Gave its memory back; a request woke it; the wake's reload is over; the reload failed (it aborts). */
 export type SleepLine = "asleep" | "waking" | "awake" | "failed";
 
-/** How a card's `sleep_after` reaches the engine: its own flag (idle seconds), or why it cannot. */
-export type SleepRule = { flag: string } | { refused: string };
+/**
+ * How a card's `sleep_after` reaches the engine: its own flag (idle seconds:
+ * it sleeps and wakes itself), routes the launcher drives (it sleeps when the
+ * launcher says, parks what comes meanwhile, wakes when the launcher says), or
+ * why it cannot.
+ */
+export type SleepRule =
+  | { flag: string }
+  | { launcher: LauncherSleep }
+  | { refused: string };
+
+/** An engine the launcher puts to sleep and wakes (vLLM's development routes). */
+export interface LauncherSleep {
+  /** What turns the routes and the parked-request count on. */
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  /** `POST`: fall asleep; `wait` is added where the build takes it (what is in flight ends first). */
+  readonly sleep: string;
+  readonly wait: string;
+  /** `POST`: wake. */
+  readonly wake: string;
+  /** `GET`: whether it sleeps, a route as guarded as the others (JSON `is_sleeping`). */
+  readonly asleep: string;
+  /** `GET`: requests its API server holds, parked ones included: JSON `field`. */
+  readonly load: { readonly path: string; readonly field: string };
+  /** The first version that parks requests while asleep (`GET /version`): an older one is never put to sleep. */
+  readonly parksSince: string;
+  /** MiB one keeps asleep before its first sleep measured it. */
+  readonly residueMiB: number;
+  readonly residueFrom: string;
+}
 
 /** A part of a run's memory a line fills: MiB, or tokens for `kv_tokens`. */
 export type MemoryPart =

@@ -66,10 +66,26 @@ export const VLLM: EngineKind = {
   },
   devices,
   // `POST /sleep` (dev mode) is undone only by `POST /wake_up`: a request
-  // that comes while it sleeps is parked (vllm/v1/engine/core.py).
+  // that comes while it sleeps is parked (vllm/v1/engine/core.py: pause
+  // modes queue new adds) and counted by `/load` (the API server's own
+  // counter, vllm/entrypoints/.../api_utils.py), never by its gauges.
   sleep: {
-    refused:
-      "no request can wake a sleeping vLLM until the launcher wakes it (issue 54)",
+    launcher: {
+      args: ["--enable-sleep-mode", "--enable-server-load-tracking"],
+      env: { VLLM_SERVER_DEV_MODE: "1" },
+      sleep: "/sleep?level=1",
+      wait: "&mode=wait",
+      wake: "/wake_up",
+      asleep: "/is_sleeping",
+      // PR #34528 (v0.17): sleep pauses the scheduler; before it a request
+      // stepped while asleep crashed the engine core (vLLM #15483, #28714).
+      parksSince: "0.17.0",
+      load: { path: "/load", field: "server_load" },
+      // Level 1 keeps the CUDA context, the allocator's pool and more: about
+      // 1.4 GiB on an H100 (vLLM PR #15248; ai-dynamo/dynamo #11233).
+      residueMiB: 1434,
+      residueFrom: "vLLM's level-1 sleep keeps about 1.4 GiB (vLLM PR #15248)",
+    },
   },
   // vllm/platforms/interface.py: int(device_ids[physical_device_id]) (vllm #41848).
   integerDevices: true,
@@ -153,6 +169,13 @@ export const VLLM: EngineKind = {
     // gpu_model_runner.py (load_model, capture_model), gpu_worker.py
     // (determine_available_memory), kv_cache_utils.py (`%s KV cache size: %s
     // tokens`, merged with `Maximum concurrency` in newer versions) at 001cabc1.
+    // vllm/v1/worker/gpu_worker.py (`sleep`, `wake_up`), printed by the
+    // engine core's worker: a line marks the sleep or the wake done.
+    sleep: {
+      asleep:
+        logged`Sleep mode freed (\S+) GiB memory, (\S+) GiB memory is still in use\.`,
+      awake: logged`It took \S+ seconds to wake up tags`,
+    },
     memory: [
       inGiB("weights", logged`Model loading took (\S+) GiB`),
       inGiB("kv_cache", logged`Available KV cache memory: (\S+) GiB`),

@@ -1,0 +1,244 @@
+/**
+ * Issue 54: more models than memory, without a proxy. Three vLLM cards of
+ * 10 GiB each on one 24 GiB GPU, through the real CLI, with the vLLM stand-in
+ * built from vLLM's source (tests/fixtures/vllm_stand_in.ts: sleep pauses its
+ * scheduler, a request that comes asleep parks and counts in `/load`, a wake
+ * past the device's memory fails) in a stand-in `nvidia-smi`. The launcher
+ * probes the build, starts the third card by putting an idle one to sleep,
+ * wakes a sleeper for each parked request after making room, never puts the
+ * pinned card to sleep, and holds a request while every other engine is busy
+ * until one's work ends.
+ */
+import assert from "node:assert/strict";
+import {
+  freePorts,
+  Launcher,
+  makeRoot,
+  models,
+  pathWith,
+  readJournal,
+  siteArgs,
+  waitFor,
+} from "../support/helpers.ts";
+import { fakeDevices, fakeGpuMachine } from "../support/fake_gpus.ts";
+import { catalogueText } from "../support/gpu_cards.ts";
+import { vllmStandIn } from "../support/vllm_stand_in.ts";
+
+const MIB = 2 ** 20;
+const card = (extra: Record<string, unknown> = {}) => ({
+  engine: "vllm",
+  gpu_memory: "10GiB",
+  sleep_after: 600, // asleep only to make room here
+  args: {
+    "fake-awake-mib": 10240,
+    "fake-residue-mib": 1024,
+    "fake-load-ms": 300,
+    "fake-wake-ms": 150,
+    "fake-tokens": 4,
+    "fake-token-ms": 20,
+  },
+  ...extra,
+});
+const CARDS = { a: card({ pin: true }), b: card(), c: card() };
+
+interface Journaled {
+  model: string | null;
+  event: string;
+  reason?: string;
+  detail?: string;
+}
+
+async function site(cards: Record<string, Record<string, unknown>> = CARDS) {
+  const root = await makeRoot();
+  const vllm = await vllmStandIn();
+  const machine = await fakeGpuMachine({ devices: fakeDevices(1, 24576) });
+  const file = `${root}/cards.yaml`;
+  await Deno.writeTextFile(file, catalogueText(cards));
+  const port = freePorts(4);
+  const env = {
+    PATH: pathWith(`${vllm.dir}:${machine.bin}`),
+    FAKE_GPU_LEDGER: machine.ledger,
+    NUCLEUS_MODE: "dev",
+    LOCAL_ENGINE_API_KEY: "",
+  };
+  const args = [
+    ...siteArgs(port, root, file),
+    "--gpus",
+    "0",
+    "--health-interval",
+    "0.3",
+  ];
+  return {
+    root,
+    port,
+    machine,
+    start: (names: string[], more: Record<string, string> = {}) =>
+      new Launcher([...names, ...args], { ...env, ...more }),
+    journal: () => readJournal<Journaled>(root),
+    /** A chat request straight to the engine's own port, as a client sends it. */
+    async chat(name: string, stream = false): Promise<string> {
+      const engine = (await models(port, true)).active[name]!;
+      const response = await fetch(
+        `http://127.0.0.1:${engine.port}/v1/chat/completions`,
+        {
+          method: "POST",
+          headers: { "content-type": "application/json" },
+          body: JSON.stringify({
+            model: name,
+            messages: [{ role: "user", content: "hi" }],
+            max_tokens: 4,
+            stream,
+          }),
+          signal: AbortSignal.timeout(30_000),
+        },
+      );
+      const text = await response.text();
+      assert.equal(response.status, 200, `${name}: ${text}`);
+      return text;
+    },
+    async state(name: string): Promise<string | undefined> {
+      return (await models(port, true)).active[name]?.state;
+    },
+    async [Symbol.asyncDispose]() {
+      await machine[Symbol.asyncDispose]();
+      await vllm[Symbol.asyncDispose]();
+      await Deno.remove(root, { recursive: true }).catch(() => {});
+    },
+  };
+}
+
+/** The device's used MiB by the stand-in nvidia-smi's ledger, never past its total. */
+function deviceUsed(ledger: string): number {
+  let used = 0;
+  for (const entry of Deno.readDirSync(`${ledger}/procs`)) {
+    if (!entry.name.endsWith(".json")) continue;
+    try {
+      const proc = JSON.parse(
+        Deno.readTextFileSync(`${ledger}/procs/${entry.name}`),
+      );
+      if (proc.goneAt === undefined) used += proc.mib;
+    } catch { /* being rewritten */ }
+  }
+  return used;
+}
+
+Deno.test("three 10 GiB vLLM cards on one 24 GiB GPU: the third starts once an idle one sleeps, alternating requests each wake their engine after room is made, none fails or runs out of memory, and the pinned card never sleeps for room", async () => {
+  await using s = await site();
+  const launcher = s.start(["a", "b", "c"]);
+  try {
+    await launcher.ready();
+    await waitFor(
+      async () => {
+        const active = (await models(s.port, true)).active;
+        const states = ["a", "b", "c"].map((n) => active[n]?.state);
+        return states.every((x) => x === "ready" || x === "sleeping") &&
+          states.includes("sleeping");
+      },
+      "all three loaded, one asleep to make room",
+      40_000,
+    );
+    const journal = await s.journal();
+    const probe = journal.find((e) => e.reason === "probe");
+    assert.ok(probe, "the build was probed: sleep, a parked request, a wake");
+    const room = journal.filter((e) =>
+      /put to sleep to make room for c/.test(e.detail ?? "")
+    );
+    assert.equal(room.length, 1, "one engine made room for the third start");
+    assert.notEqual(room[0]!.model, "a", "never the pinned card");
+
+    // Alternate: each request to a sleeper parks in its /load until its wake.
+    let peak = 0;
+    const watch = setInterval(() => {
+      peak = Math.max(peak, deviceUsed(s.machine.ledger));
+    }, 20);
+    try {
+      const order = ["b", "c", "a", "b", "c", "b", "a", "c"];
+      for (const [i, name] of order.entries()) {
+        const text = await s.chat(name, i % 2 === 1);
+        assert.ok(text.length > 0);
+      }
+    } finally {
+      clearInterval(watch);
+    }
+    assert.ok(peak <= 24576, `the device held ${peak} MiB at its peak`);
+    const after = await s.journal();
+    const switches = after.filter((e) => e.reason === "switch");
+    assert.ok(switches.length >= 3, `switches: ${switches.length}`);
+    assert.ok(
+      !after.some((e) =>
+        e.model === "a" && /put to sleep to make room/.test(e.detail ?? "")
+      ),
+      "the pinned card is never put to sleep for room",
+    );
+    assert.ok(!after.some((e) => e.reason === "wake-failed"), "no wake failed");
+    const active = (await models(s.port, true)).active;
+    const sleepOf = (n: string) => active[n]!.sleep!;
+    assert.equal(sleepOf("b").woken_by, "launcher");
+    const total = ["a", "b", "c"].reduce((n, x) => n + sleepOf(x).switches, 0);
+    assert.equal(total, switches.length, "each switch counted once");
+    const last = ["b", "c"].map((n) => sleepOf(n))
+      .find((z) => z.last_switch_seconds !== null)!;
+    assert.ok(last.last_switch_seconds! > 0);
+    assert.ok(last.last_wake_seconds! >= 0.1, "the stand-in's 150 ms wake");
+    const slept = ["b", "c"].map((n) => sleepOf(n))
+      .find((z) => z.residue_bytes !== null);
+    if (slept) assert.equal(slept.residue_bytes, 1024 * MIB);
+    const metrics = await Deno.readTextFile(`${s.root}/metrics/mymodel.prom`)
+      .catch(() => "");
+    assert.match(metrics, /mymodel_engine_switches_total\{[^}]*model="b"/);
+  } finally {
+    await launcher.stop();
+  }
+});
+
+Deno.test("a request that finds no room waits parked while the others are busy or pinned, says why once, and is served when a stream ends", async () => {
+  await using s = await site({
+    a: card({ pin: true }),
+    b: card({
+      args: { ...card().args, "fake-tokens": 60, "fake-token-ms": 50 },
+    }),
+    c: card(),
+  });
+  const launcher = s.start(["a", "b", "c"]);
+  try {
+    await launcher.ready();
+    await waitFor(
+      async () =>
+        (await s.state("c")) === "ready" &&
+        ["ready", "sleeping"].includes(await s.state("b") ?? ""),
+      "all three loaded",
+      40_000,
+    );
+    // b streams for 3 s; c is then put to sleep for b's wake if b slept.
+    const long = s.chat("b", true);
+    await waitFor(async () => (await s.state("b")) === "ready", "b awake");
+    const sleeper = (await s.state("c")) === "sleeping" ? "c" : undefined;
+    assert.equal(sleeper, "c", "c slept to make room for b");
+    const began = Date.now();
+    const parked = s.chat("c");
+    await waitFor(
+      async () =>
+        (await s.journal()).some((e) =>
+          e.model === "c" && e.reason === "wake-waits" &&
+          /busy/.test(e.detail ?? "")
+        ),
+      "the wait's reason journaled",
+    );
+    assert.equal(await s.state("c"), "waking");
+    const view = (await models(s.port, true)).active.c!.sleep!;
+    assert.match(
+      view.waits_for ?? "",
+      /room on GPU 0: .*b busy.*a pinned|a pinned.*b busy/,
+    );
+    await long;
+    await parked;
+    const waited = (Date.now() - began) / 1000;
+    assert.ok(waited > 1, `served only after b's stream ended (${waited} s)`);
+    const said = (await s.journal()).filter((e) =>
+      e.model === "c" && e.reason === "wake-waits"
+    );
+    assert.equal(said.length, 1, "said once, not per poll");
+  } finally {
+    await launcher.stop();
+  }
+});
