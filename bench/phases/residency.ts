@@ -46,7 +46,7 @@ export const MAX_TOKENS = 4;
 export const HEALTH_INTERVAL_S = 0.5;
 /** After `sleeping` shows: llama-server prints its line before it frees the model. */
 const SETTLE_MS = 250;
-/** Six blocks of width 1024, feed-forward 2816: 296 MiB of f32, written in about 6 s here. */
+/** Six blocks of width 1024, feed-forward 2816: 296 MiB of f32, generated and written in 6–9 s on two cores. */
 export const RESIDENCY_MODEL: TinyLlamaOptions = {
   embeddingLength: 1024,
   headCount: 16,
@@ -109,8 +109,11 @@ function chat(bench: Bench, n: number): ChatOptions {
   };
 }
 
+// One thread: on two cores shared with other work, llama.cpp's two threads
+// wait on each other whenever one loses its core (a token's eval went from
+// 20 to 220 ms here under a load average of 3), which swamps the wake.
 function catalogueText(): string {
-  return `models:\n  ${RESIDENCY_CARD}:\n    verb: chat\n    local: ${RESIDENCY_CARD}.gguf\n    engine: llama.cpp\n    sleep_after: ${SLEEP_AFTER_S}\n    args: { ctx-size: 256, parallel: 1 }\n`;
+  return `models:\n  ${RESIDENCY_CARD}:\n    verb: chat\n    local: ${RESIDENCY_CARD}.gguf\n    engine: llama.cpp\n    sleep_after: ${SLEEP_AFTER_S}\n    args: { ctx-size: 256, parallel: 1, threads: 1 }\n`;
 }
 
 /** Polls the engine's detail every 50 ms until `test` holds. */

@@ -31,12 +31,14 @@ export function residencyMethod(r: ResidencyResults): string {
     `feed-forward ${m.feedForwardLength}; generated and written in ${
       (r.writeMs / 1000).toFixed(1)
     } s),`,
-    `card \`sleep_after: ${SLEEP_AFTER_S}\`, \`ctx-size 256, parallel 1\`, an engine key. ${RESIDENCY_ROUNDS} rounds, each:`,
+    `card \`sleep_after: ${SLEEP_AFTER_S}\`, \`ctx-size 256, parallel 1, threads 1\` (two threads on two shared cores stall`,
+    `each other whenever one loses its core), an engine key. ${RESIDENCY_ROUNDS} rounds, each:`,
     `wait until \`?detail=1\` says \`sleeping\` (+0.25 s), one streamed chat (first token asleep), then`,
     `${AWAKE_PER_ROUND} more at once (awake), then a cold start: a fresh launcher over a fresh root (the same file, hard-linked,`,
     `in the page cache as the wake's reload finds it), from its spawn to the first token of a chat sent again every 25 ms`,
     `while the port refuses or answers 503. First token: send to the first chunk with content`,
-    `(max_tokens ${MAX_TOKENS}; each request's prompt starts with another letter, so no prompt cache outlives a request;`,
+    `(max_tokens ${MAX_TOKENS}; each request's prompt starts with another letter, so awake llama-server's prompt cache`,
+    `keeps only the template's tokens before it, 12 of 52, and a wake keeps none: part of the extra a wake costs;`,
     `a logit_bias keeps the byte-level model to ASCII, so the first token is the first chunk). p95 is the nearest rank:`,
     `with fewer than 20 samples, the largest. Ratios are of the p50s. Client-seen extra: each round's asleep first token`,
     `less its awake median. Wake: the launcher's \`last_wake_seconds\` (the engine's \`exiting sleeping state\` line to its`,
