@@ -44,7 +44,10 @@
  * `bench/results/serving.md`); `--only=reload` the reload rows (about 10 s,
  * written to `bench/results/reload.md`); `--only=drain` streams through a
  * reload and a stop with and without the drain (about 30 s, written to
- * `bench/results/drain.md`).
+ * `bench/results/drain.md`); `--only=residency` the first token of the real
+ * llama-server awake, asleep (`sleep_after`) and from a cold start, on CPU
+ * (about 40 s, needs `deno task engine:llama` but not `wrk`, written to
+ * `bench/results/residency.md`).
  *
  * @module
  */
@@ -66,6 +69,7 @@ import { servingPhase } from "./phases/serving.ts";
 import { cataloguePhase } from "./phases/catalogue.ts";
 import { reloadPhase } from "./phases/reload.ts";
 import { drainPhase } from "./phases/drain.ts";
+import { residencyPhase } from "./phases/residency.ts";
 import {
   authReport,
   buildReport,
@@ -79,6 +83,7 @@ import {
   pipelineReport,
   reloadReport,
   type Report,
+  residencyReport,
   servingReport,
 } from "./report/report.ts";
 
@@ -87,6 +92,7 @@ const AUTH_RESULTS = new URL("./results/auth.md", import.meta.url);
 const RELOAD_RESULTS = new URL("./results/reload.md", import.meta.url);
 const SERVING_RESULTS = new URL("./results/serving.md", import.meta.url);
 const DRAIN_RESULTS = new URL("./results/drain.md", import.meta.url);
+const RESIDENCY_RESULTS = new URL("./results/residency.md", import.meta.url);
 
 /** A PATH directory whose `vllm` sleeps: an engine that costs no CPU and never answers. */
 async function sleepBin(): Promise<string> {
@@ -137,7 +143,15 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
     await write(RELOAD_RESULTS, report);
     return report;
   },
+  "--only=residency": async (bench) => {
+    const report = residencyReport(await residencyPhase(bench));
+    await write(RESIDENCY_RESULTS, report);
+    return report;
+  },
 };
+
+/** Rows that send no load with `wrk`: they run where it is not installed. */
+const WITHOUT_WRK: ReadonlySet<string> = new Set(["--only=residency"]);
 
 /** Every phase, or `only` alone. */
 async function measure(
@@ -183,9 +197,10 @@ async function measure(
 
 async function run(
   strict: boolean,
-  only: OnePhase | undefined,
+  flag: string | undefined,
 ): Promise<number> {
-  await wrkVersion();
+  if (!flag || !WITHOUT_WRK.has(flag)) await wrkVersion();
+  const only = flag === undefined ? undefined : ONE_PHASE[flag];
   await using stack = new AsyncDisposableStack();
   const controller = new AbortController();
   const work = await Deno.makeTempDir({ prefix: "serve-bench-" });
@@ -241,7 +256,9 @@ async function run(
  * one-engine work (about 90 s); `--only=catalogue` measures only catalogue
  * loading (about 20 s); `--only=reload` measures only `/health` during
  * reloads of 5,000 cards (about 10 s); `--only=drain` measures only
- * streams through a reload and a stop, with and without the drain (about 30 s).
+ * streams through a reload and a stop, with and without the drain (about 30 s);
+ * `--only=residency` measures only the real llama-server's first token awake,
+ * asleep and from a cold start (about 40 s).
  * @returns The exit code.
  */
 export async function main(
@@ -257,10 +274,7 @@ export async function main(
   }
   try {
     const only = Object.keys(ONE_PHASE).find((flag) => args.includes(flag));
-    return await run(
-      args.includes("--strict"),
-      only === undefined ? undefined : ONE_PHASE[only],
-    );
+    return await run(args.includes("--strict"), only);
   } catch (error) {
     if (error instanceof WrkMissingError) {
       console.error(error.message);

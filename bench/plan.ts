@@ -116,6 +116,20 @@ export function median(values: readonly number[]): number {
 }
 
 /**
+ * The nearest-rank quantile (`q` in 0..1): with fewer than 20 values, p95 is
+ * the largest. NaN for no values.
+ */
+export function quantile(values: readonly number[], q: number): number {
+  if (values.length === 0) return Number.NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  const rank = Math.min(
+    Math.max(Math.ceil(q * sorted.length), 1),
+    sorted.length,
+  );
+  return sorted[rank - 1] as number;
+}
+
+/**
  * Round `round`'s order of `items` in rotating rounds: the list started at
  * `round % items.length`, wrapped, so each item takes each place in turn.
  */

@@ -2,8 +2,8 @@
  * The Markdown `deno task bench` prints and writes: the full report (every
  * phase's rows, then the Targets section) and the one-phase reports of
  * `--auth-only`, `--only=guard`, `--only=log`, `--only=gpu`,
- * `--only=journal`, `--only=dryrun`, `--only=pipeline`, `--only=catalogue` and
- * `--only=reload`.
+ * `--only=journal`, `--only=dryrun`, `--only=pipeline`, `--only=catalogue`,
+ * `--only=reload` and `--only=residency`.
  *
  * @module
  */
@@ -52,6 +52,13 @@ import type { ServingResults } from "../phases/serving.ts";
 import { SERVING_METHOD, servingNotes, servingRows } from "../rows/serving.ts";
 import { DRAIN_METHOD, drainRows, drainTargets } from "../rows/drain.ts";
 import { RELOAD_METHOD, reloadRows, reloadTargets } from "../rows/reload.ts";
+import type { ResidencyResults } from "../phases/residency.ts";
+import {
+  residencyMethod,
+  residencyNotes,
+  residencyRows,
+  residencyTargets,
+} from "../rows/residency.ts";
 import { HOST, MANY, PLAN } from "../plan.ts";
 import { type Row, tableLines, type Verdict, verdictLines } from "./table.ts";
 
@@ -345,4 +352,59 @@ export function reloadReport(results: ReloadResults): Report {
     RELOAD_METHOD,
     reloadSection(results),
   );
+}
+
+/** `2 CPUs (AMD EPYC …), 23.5 GiB memory, llama-server's CPU build: no GPU`. */
+function machine(): string {
+  const read = (file: string) => {
+    try {
+      return Deno.readTextFileSync(file);
+    } catch {
+      return "";
+    }
+  };
+  const cpu = /^model name\s*:\s*(.+)$/m.exec(read("/proc/cpuinfo"))?.[1];
+  const kib = Number(/^MemTotal:\s+(\d+)/m.exec(read("/proc/meminfo"))?.[1]);
+  return [
+    `${navigator.hardwareConcurrency} CPUs${cpu ? ` (${cpu.trim()})` : ""}`,
+    ...(kib ? [`${(kib / 2 ** 20).toFixed(1)} GiB memory`] : []),
+    "llama-server's CPU build: no GPU",
+  ].join(", ");
+}
+
+/**
+ * The residency rows (`deno task bench --only=residency`), one section per
+ * half of issue 54 item 6: the self-waking llama-server measured here; the
+ * launcher-woken vLLM stand-in's section holds its place until its rows come.
+ */
+export function residencyReport(selfWaking: ResidencyResults): Report {
+  const targets = residencyTargets(selfWaking);
+  const notes = residencyNotes(selfWaking);
+  const markdown = [
+    "# Benchmark: more models than memory (`deno task bench --only=residency`)",
+    "",
+    `Run ${
+      new Date().toISOString()
+    }: Deno ${Deno.version.deno}, ${machine()}, ` +
+    `load average ${selfWaking.load[0].toFixed(2)} before and ${
+      selfWaking.load[1].toFixed(2)
+    } after, ${selfWaking.seconds.toFixed(0)} s in all.`,
+    "",
+    "## Self-waking: the real llama-server asleep, awake and cold, on CPU",
+    "",
+    residencyMethod(selfWaking),
+    "",
+    ...tableLines(residencyRows(selfWaking)),
+    "",
+    "### Targets",
+    "",
+    ...verdictLines(targets),
+    ...(notes.length ? ["", ...notes] : []),
+    "",
+    "## Launcher-woken: the vLLM stand-in (three cards at 1.25× one GPU)",
+    "",
+    "Not measured yet: 100 alternating requests with streams in flight; failed requests, out-of-memory events, switch seconds p50/p95 over the engine's own wake time.",
+    "",
+  ].join("\n");
+  return { markdown, targets };
 }

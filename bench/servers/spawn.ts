@@ -6,6 +6,7 @@
  * @module
  */
 import { makeRoot, pathWith, siteArgs } from "../../tests/support/helpers.ts";
+import type { EngineView } from "../../src/supervision/engine_detail.ts";
 import { Child } from "./process.ts";
 import {
   type Bench,
@@ -181,6 +182,29 @@ export async function waitHealthy(
     await sleep(pollMs);
   }
   throw new Error("interrupted");
+}
+
+/** One engine as `GET /models?detail=1` shows it. */
+export type EngineDetailView = Partial<EngineView>;
+
+/** Engine `name` in the launcher's `GET /models?detail=1`; undefined when it is not there. */
+export async function engineDetail(
+  bench: Bench,
+  port: number,
+  name: string,
+): Promise<EngineDetailView | undefined> {
+  const response = await fetch(url(port, "/models?detail=1"), {
+    client: bench.client,
+    signal: AbortSignal.timeout(POLL_TIMEOUT_MS + 3_000),
+  });
+  if (!response.ok) {
+    await response.body?.cancel();
+    throw new Error(`GET /models?detail=1 answered ${response.status}`);
+  }
+  const body = await response.json() as {
+    active?: Record<string, EngineDetailView>;
+  };
+  return body.active?.[name];
 }
 
 /** Milliseconds from the spawn to the first 200 from `GET /health`, polling every 5 ms. */
