@@ -281,6 +281,9 @@ export class Residency {
       const victims = others.filter((o) => room.victims.includes(o.name));
       const why = `${ROOM}${r.name}`;
       const slept = await Promise.all(victims.map((v) => this.#sleep(v, why)));
+      for (const v of victims) {
+        this.#say(v, "made-room", `${why} (GPU ${entry})`);
+      }
       if (!slept.every(Boolean)) return false;
       this.#of(r).madeRoom.push(...victims.map((v) => v.name));
       gpu.gate.changed([entry]);
@@ -316,12 +319,13 @@ export class Residency {
     return gpu_memory_by === "pid" ? gpu_memory_mib ?? undefined : undefined;
   }
 
-  /** The wait's reason in its view, journaled once a reason. */
+  /** The wait's reason in its view, journaled once a reason (its figures move each poll). */
   #wait(r: EngineRun, what: string): void {
     r.serving.sleep.waitsFor(what);
     const seen = this.#of(r);
-    if (seen.said === what) return;
-    seen.said = what;
+    const kind = what.replace(/\d+(?:\.\d+)?/g, "#");
+    if (seen.said === kind) return;
+    seen.said = kind;
     this.#say(r, "wake-waits", `its wake waits for ${what}`);
   }
 
@@ -412,7 +416,8 @@ export class Residency {
   }
 
   #say(r: EngineRun, reason: string, detail: string): void {
-    log.info(`engine ${r.name} (pid ${r.process.pid}) ${detail}`);
+    const pid = r.process.pid === undefined ? "" : ` (pid ${r.process.pid})`;
+    log.info(`engine ${r.name}${pid} ${detail}`);
     const at = shownAt(this.#clock, this.#now());
     this.#o.journal?.record({
       at,
