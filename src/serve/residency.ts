@@ -361,7 +361,7 @@ export class Residency {
       return `vLLM ${version} does not park requests while asleep (a request then crashes its engine core: vLLM #15483; parking since ${routes.parksSince})`;
     }
     if (plan.apiKey && await sleepRouteOpen(plan, signal)) {
-      return `its ${routes.asleep} answers without the engine key (an older build guards only /v1): anyone who reaches its port could put it to sleep`;
+      return `its ${routes.asleep} answers without the engine key (released vLLM's --api-key guards only /v1 and a few other API prefixes, vLLM PR #58028): anyone who reaches its port could put it to sleep`;
     }
     const probe = "the probe of its build";
     if (!(await this.#sleep(r, `put to sleep by ${probe}`))) {
