@@ -231,11 +231,16 @@ export function canaryRequest(
   card: ModelCard,
   kind: EngineKind,
 ): CanaryRequest | null {
-  const canary = CANARY[card.verb];
   const sleep = kind.traffic?.sleepFlag;
   const sleeps = card.sleepAfter ||
     sleep && Number(flagValue(card.args, [sleep])?.value) > 0;
-  if (canary === undefined || sleeps) return null;
+  return sleeps ? null : cheapRequest(card);
+}
+
+/** The cheapest request of its verb (one token where it generates), null for a verb with none; also the check after a wake. */
+export function cheapRequest(card: ModelCard): CanaryRequest | null {
+  const canary = CANARY[card.verb];
+  if (canary === undefined) return null;
   return { path: canary.path, body: { model: card.name, ...canary.body } };
 }
 
