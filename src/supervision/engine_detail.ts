@@ -119,6 +119,13 @@ export interface EngineView {
     readonly wakes: number;
     readonly wake_seconds_sum: number;
     readonly last_wake_seconds: number | null;
+    /** How its last wake was proven, null before a wake: by a request's tokens on its own counters, or by a canary of one token; `ok` null while not proven (yet, or it slept again first), false when the canary came back with no token, a 5xx or nothing (then stopped as stalled). */
+    readonly last_wake_check: {
+      readonly by: "request" | "canary" | null;
+      readonly ok: boolean | null;
+      /** ISO time of the verdict, or of the wake while none. */
+      readonly at: string;
+    } | null;
   } | null;
   /** `running` and `waiting` are null before the first read. */
   readonly drain: {

@@ -18,6 +18,8 @@ import type { EngineState } from "./engine_state.ts";
 /** An engine set to sleep when idle, as `GET /models?detail=1` shows it. */
 export type SleepView = NonNullable<EngineView["sleep"]>;
 
+type Own = Omit<SleepView, "last_wake_check">;
+
 /** What it tells the engine run (the serving watch's `sleep` event). */
 export type SleepEvent = { kind: "sleep"; run: ServerProcess } & Told;
 type Told = { asleep: boolean; why: string };
@@ -40,6 +42,7 @@ export class SleepWatch {
   readonly #engine: Watched;
   readonly #o: Pick<EngineRunOptions, "journal" | "clock">;
   readonly #on: (event: SleepEvent) => void;
+  readonly #woken: (run: ServerProcess) => void;
   #run: ServerProcess | undefined;
   #asleepAt: number | null = null;
   #wakingAt: number | null = null;
@@ -48,7 +51,7 @@ export class SleepWatch {
   #lineAt = -Infinity; // a poll asked before the last line answered before it
   #byLine = false;
   #first: number | null = null; // the run's first residue: growth is against it
-  #v: { -readonly [K in keyof SleepView]: SleepView[K] } = {
+  #v: { -readonly [K in keyof Own]: Own[K] } = {
     after_seconds: 0,
     asleep_since: null,
     residue_bytes: null,
@@ -65,12 +68,14 @@ export class SleepWatch {
     engine: Watched,
     options: Pick<EngineRunOptions, "journal" | "clock">,
     on: (event: SleepEvent) => void,
+    woken: (run: ServerProcess) => void = () => {},
   ) {
     [this.#engine, this.#o, this.#on] = [engine, options, on];
+    this.#woken = woken; // a wake's end: the serving watch checks it
   }
 
-  /** Null for an engine never set to sleep. */
-  view(): SleepView | null {
+  /** Null for an engine never set to sleep; its wake's check is the serving watch's. */
+  view(): Own | null {
     const after = this.#after();
     const since = this.#asleepAt && shownAt(this.#clock, this.#asleepAt);
     if (after === undefined) return null;
@@ -161,6 +166,7 @@ export class SleepWatch {
     this.#v.wake_seconds_sum += seconds;
     this.#v.last_wake_seconds = seconds;
     this.#say("woken", `woken by a request in ${seconds.toFixed(2)} s`);
+    this.#woken(run);
   }
 
   #read(run: ServerProcess): number | undefined {

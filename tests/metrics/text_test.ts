@@ -408,6 +408,7 @@ Deno.test("a sleeper's sleeps, wakes with their seconds and residue bytes; an en
     wakes: 2,
     wake_seconds_sum: 0.72,
     last_wake_seconds: 0.36,
+    last_wake_check: null,
   };
   const families = parse(renderMetrics(snapshot({
     engines: [engine({ sleep }), engine({ model: "awake", sleep: null })],
