@@ -421,6 +421,7 @@ Deno.test("a sleeper's sleeps, wakes with their seconds and residue bytes; an en
     last_made_room: [],
     made_room: 0,
     launcher_sleep_off: null,
+    last_wake_check: null,
   };
   const families = parse(renderMetrics(snapshot({
     engines: [engine({ sleep }), engine({ model: "awake", sleep: null })],
