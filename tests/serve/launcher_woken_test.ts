@@ -194,6 +194,11 @@ Deno.test("three 10 GiB vLLM cards on one 24 GiB GPU: the third starts once an i
     const slept = ["b", "c"].map((n) => sleepOf(n))
       .find((z) => z.residue_bytes !== null);
     if (slept) assert.equal(slept.residue_bytes, 1024 * MIB);
+    // vLLM's own "Sleep mode freed … still in use" line was read at a sleep.
+    assert.ok(
+      ["b", "c"].some((n) => sleepOf(n).engine_in_use_bytes !== null),
+      "the engine's own figures from its sleep line",
+    );
     const metrics = await Deno.readTextFile(
       `${s.root}/metrics/mymodel_serve_${s.port}.prom`,
     );
