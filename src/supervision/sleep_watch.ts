@@ -173,6 +173,11 @@ export class SleepWatch {
     if (run !== this.#run) return;
     if (sure) this.#lineAt = this.#now();
     if (waking) return asleep && state === "sleeping" ? "waking" : undefined;
+    // A wake given up (its parked request left first): asleep still.
+    if (asleep && sure && state === "waking") {
+      this.#v.waits_for = null;
+      return "sleeping";
+    }
     const from = asleep ? ["ready"] : ["sleeping", "waking"];
     if (!from.includes(state)) return;
     if (asleep && this.#wakingAt !== null) return;
