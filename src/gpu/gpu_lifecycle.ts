@@ -58,6 +58,8 @@ export class GpuLifecycle {
   /** Each run's last reading while awake, and its reading now. */
   readonly #awake = new WeakMap<GpuRun, GpuReading>();
   readonly #now = new WeakMap<GpuRun, GpuReading>();
+  /** Each run's state when the last round's look was asked. */
+  readonly #asked = new WeakMap<GpuRun, string>();
 
   constructor(options: GpuLifecycleOptions) {
     this.#options = options;
@@ -121,6 +123,23 @@ export class GpuLifecycle {
     return device.totalMiB - device.usedMiB - kept;
   }
 
+  /** What a run holds in `snapshot` by its listed pids, by device entry; undefined where they are not listed. */
+  holds(
+    run: GpuRun,
+    snapshot: GpuSnapshot,
+  ): Readonly<Record<string, number>> | undefined {
+    if (run.pgid === undefined || !run.gpus?.length) return undefined;
+    const groups = groupsOf(snapshot);
+    const reading = runMemory(
+      snapshot,
+      run.gpus,
+      run.pgid,
+      groups,
+      run.gpuStartUsed,
+    );
+    return reading.by === "pid" ? reading.mib : undefined;
+  }
+
   /** What a run held at its last round awake, by device entry. */
   awake(run: GpuRun): Readonly<Record<string, number>> | undefined {
     return this.#awake.get(run)?.mib;
@@ -133,10 +152,18 @@ export class GpuLifecycle {
     if (placed.length === 0) return;
     // Younger than half an interval: a fresh answer each round while nvidia-smi
     // is quick, never more than one query a round when it is slow.
-    const snapshot = await monitor.snapshot(intervalMs / 2);
-    const live = procStats(snapshot?.processes.map((p) => p.pid) ?? []);
-    const groups = new Map([...live].map(([pid, { pgid }]) => [pid, pgid]));
+    // A run that slept or woke since the last round's look: one asked before
+    // would charge it what it held in its other state.
+    const moved = placed.some((run) => this.#asked.get(run) !== run.state);
+    const snapshot = moved
+      ? await monitor.snapshot(0, monitor.mark())
+      : await monitor.snapshot(intervalMs / 2);
+    const asked = new Map(placed.map((run) => [run, run.state]));
+    const groups = groupsOf(snapshot);
     for (const run of placed) {
+      this.#asked.set(run, asked.get(run)!);
+      // Its state changed while the query ran: its next round reads it.
+      if (run.state !== asked.get(run)) continue;
       const reading = snapshot && run.pgid !== undefined
         ? runMemory(snapshot, run.gpus!, run.pgid, groups, run.gpuStartUsed)
         : null;
@@ -146,6 +173,12 @@ export class GpuLifecycle {
       if (run.state === "ready") this.#awake.set(run, reading);
     }
   }
+}
+
+/** Each listed pid's process group. */
+function groupsOf(snapshot: GpuSnapshot | undefined): Map<number, number> {
+  const live = procStats(snapshot?.processes.map((p) => p.pid) ?? []);
+  return new Map([...live].map(([pid, { pgid }]) => [pid, pgid]));
 }
 
 // By pid where listed pids are in its process group (vLLM's workers are the

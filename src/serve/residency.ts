@@ -65,6 +65,7 @@ export class Residency {
   readonly #probes = new Map<string, Promise<string | null>>();
   readonly #passed = new Set<string>();
   readonly #stop = new AbortController();
+  #mark = 0; // nvidia-smi's looks from before it predate the last sleep or wake
   #loop: Promise<void> | undefined;
 
   constructor(options: ResidencyOptions) {
@@ -107,8 +108,7 @@ export class Residency {
     await Promise.all(live.map(async (r) => {
       const seen = this.#of(r);
       seen.load = await serverLoad(r.plan, signal);
-      const running = r.serving.detail().traffic?.running ?? 0;
-      if ((seen.load ?? 0) > 0 || running > 0) seen.busyAt = this.#now();
+      if ((seen.load ?? 0) > 0) seen.busyAt = this.#now();
     }));
     for (const r of live) {
       if (signal.aborted) return;
@@ -181,6 +181,7 @@ export class Residency {
       );
       return false;
     }
+    this.#mark = this.#o.monitor.mark(); // its memory changed
     r.serving.sleep.because(why, why.startsWith(ROOM));
     r.send({ kind: "sleep", run: process, asleep: true, why, sure: true });
     return true;
@@ -228,6 +229,7 @@ export class Residency {
       return r.send({ kind: "wake-failed", run: process, seen: tries });
     }
     seen.failures = 0;
+    this.#mark = this.#o.monitor.mark();
     r.serving.sleep.woken(process);
     const seconds = (this.#now() - (seen.parkedAt ?? this.#now())) / 1000;
     const made = seen.madeRoom;
@@ -262,7 +264,8 @@ export class Residency {
     const devices = r.gpus ?? [];
     if (!gpu || devices.length === 0) return true; // nothing to count it by
     for (let look = 0; look < 3; look++) {
-      const snapshot = await monitor.snapshot(look ? 0 : LOAD_POLL_MS);
+      // Asked after the last sleep or wake that answered.
+      const snapshot = await monitor.snapshot(LOAD_POLL_MS, this.#mark);
       if (!snapshot) return this.#wait(r, "nvidia-smi's answer"), false;
       const loading = gpu.gate.loadingOn(devices, r.name);
       if (loading) {
@@ -284,7 +287,7 @@ export class Residency {
       );
       const room = makeRoom(
         missing,
-        others.map((o) => this.#candidate(o, entry)),
+        others.map((o) => this.#candidate(o, entry, snapshot)),
         GUARD_S,
       );
       if ("why" in room) {
@@ -303,10 +306,15 @@ export class Residency {
     return false;
   }
 
-  #candidate(o: EngineRun, entry: string): RoomCandidate {
+  #candidate(
+    o: EngineRun,
+    entry: string,
+    snapshot: GpuSnapshot,
+  ): RoomCandidate {
     const seen = this.#of(o);
     const sleep = o.serving.sleep.view();
-    const holds = this.#holds(o)?.[entry] ??
+    // What it holds by this look (a health round's may predate a wake).
+    const holds = this.#o.gpu?.holds(o, snapshot)?.[entry] ??
       o.plan.placement.memoryNeed?.mib ?? 0;
     const residue = sleep?.residue_bytes != null
       ? sleep.residue_bytes / 2 ** 20
@@ -317,18 +325,12 @@ export class Residency {
       freesMiB: holds - residue,
       pinned: o.plan.card.pin === true,
       priority: o.plan.card.priority ?? 0,
-      busy: (seen.load ?? 1) > 0 ||
-        (o.serving.detail().traffic?.running ?? 0) > 0,
+      // Its API server's own count, read this tick; unread is busy.
+      busy: (seen.load ?? 1) > 0,
       awakeSeconds: (now - seen.awakeAt) / 1000,
       idleSeconds: (now - seen.busyAt) / 1000,
       wakeSeconds: sleep?.last_wake_seconds ?? null,
     };
-  }
-
-  /** What it holds now by nvidia-smi's per-process figure, by device entry. */
-  #holds(r: EngineRun): Readonly<Record<string, number>> | undefined {
-    const { gpu_memory_mib, gpu_memory_by } = r.detail();
-    return gpu_memory_by === "pid" ? gpu_memory_mib ?? undefined : undefined;
   }
 
   /** The wait's reason in its view, journaled once a reason (its figures move each poll). */
