@@ -237,7 +237,7 @@ export function canaryRequest(
   return sleeps ? null : cheapRequest(card);
 }
 
-/** The cheapest request its verb takes (one token, or one embedding); null for a verb with none. */
+/** The cheapest request of its verb (one token where it generates), null for a verb with none; also the check after a wake. */
 export function cheapRequest(card: ModelCard): CanaryRequest | null {
   const canary = CANARY[card.verb];
   if (canary === undefined) return null;

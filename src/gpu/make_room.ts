@@ -61,13 +61,23 @@ export function makeRoom(
     c.idleSeconds / Math.max(c.wakeSeconds ?? UNMEASURED_WAKE_S, 0.01);
   const open = candidates.filter((c) => !barred(c))
     .sort((a, b) => a.priority - b.priority || score(b) - score(a));
-  const victims: string[] = [];
+  let taken: RoomCandidate[] = [];
   let frees = 0;
   for (const c of open) {
     if (frees >= missingMiB) break;
-    victims.push(c.name);
+    taken.push(c);
     frees += c.freesMiB;
   }
+  // None put to sleep for nothing: one the later ones cover without it is
+  // spared, unless that would spare a lower priority for a higher one.
+  for (const c of [...taken]) {
+    const rest = taken.filter((t) => t !== c);
+    const higher = rest.some((t) => t.priority > c.priority);
+    if (!higher && frees - c.freesMiB >= missingMiB) {
+      [taken, frees] = [rest, frees - c.freesMiB];
+    }
+  }
+  const victims = taken.map((c) => c.name);
   if (frees >= missingMiB) return { victims, freesMiB: frees };
   const held = candidates.map((c) => `${c.name} ${barred(c) ?? "idle"}`);
   const can = `${Math.floor(frees)} MiB can be freed`;

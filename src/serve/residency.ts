@@ -54,6 +54,7 @@ interface Seen {
   said: string | null; // the wait's reason, journaled once
   retryAt: number; // a refused sleep or failed wake is tried again only after this
   failures: number; // wakes failed in a row
+  waking: boolean; // its wake asked, not answered
 }
 
 /** The launcher's side of sleep and wake for the engines whose kind lets it drive them; e.g. `new Residency(o).start()`. */
@@ -125,6 +126,14 @@ export class Residency {
       (this.#of(a).parkedAt ?? Infinity) - (this.#of(b).parkedAt ?? Infinity)
     );
     for (const r of parked) if (!signal.aborted) await this.#wake(r, runs);
+    // A wake not begun whose parked request left (its client gave up).
+    for (const r of live) {
+      const seen = this.#of(r);
+      if (r.state !== "waking" || seen.load !== 0 || seen.waking) continue;
+      [seen.parkedAt, seen.said] = [null, null];
+      const why = "its parked request left before its wake";
+      r.send({ kind: "sleep", run: r.process, asleep: true, why, sure: true });
+    }
     // Starts held for memory: more cards than fit load one after another.
     for (const r of runs) {
       const waiting = r.detail().waiting_for;
@@ -150,6 +159,7 @@ export class Residency {
         said: null,
         retryAt: 0,
         failures: 0,
+        waking: false,
       };
       this.#seen.set(r.process, seen);
     }
@@ -199,7 +209,9 @@ export class Residency {
     if (!(await this.#room(r, runs, () => 0))) return;
     r.serving.sleep.waitsFor("its wake");
     r.serving.sleep.wakeSent(process);
+    seen.waking = true;
     const answer = await askWake(r.plan, this.#stop.signal);
+    seen.waking = false;
     if (this.#stop.signal.aborted) return;
     if (!answer.ok) {
       // vLLM stays asleep after a failed wake, its requests parked: newer
@@ -326,7 +338,8 @@ export class Residency {
     const kind = what.replace(/\d+(?:\.\d+)?/g, "#");
     if (seen.said === kind) return;
     seen.said = kind;
-    this.#say(r, "wake-waits", `its wake waits for ${what}`);
+    const its = r.state === "waiting" ? "its start" : "its wake";
+    this.#say(r, "wake-waits", `${its} waits for ${what}`);
   }
 
   /** Once per build (its executable): sleep, a parked request, a wake, the answer. */
@@ -361,7 +374,7 @@ export class Residency {
       return `vLLM ${version} does not park requests while asleep (a request then crashes its engine core: vLLM #15483; parking since ${routes.parksSince})`;
     }
     if (plan.apiKey && await sleepRouteOpen(plan, signal)) {
-      return `its ${routes.asleep} answers without the engine key (an older build guards only /v1): anyone who reaches its port could put it to sleep`;
+      return `its ${routes.asleep} answers without the engine key (released vLLM's --api-key guards only /v1 and a few other API prefixes, vLLM PR #58028): anyone who reaches its port could put it to sleep`;
     }
     const probe = "the probe of its build";
     if (!(await this.#sleep(r, `put to sleep by ${probe}`))) {

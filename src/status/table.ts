@@ -122,6 +122,9 @@ export function stateText({ engine }: StatusRow, now: number): string {
     const at = relativeTime(deadline, now);
     return `draining (${inFlight}SIGTERM ${at} at most)`;
   }
+  // What a launcher's wake waits for, its kind only: `room on GPU 0`.
+  const waits = text(obj(engine.sleep)?.waits_for)?.split(":")[0];
+  if (state === "waking" && waits) return `waking (${waits})`;
   const next = text(engine.next_restart);
   if (state === "backoff" && next !== null) {
     return `backoff (restart ${relativeTime(next, now)})`;

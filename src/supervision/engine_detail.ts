@@ -135,6 +135,13 @@ export interface EngineView {
     readonly made_room: number;
     /** Why the launcher does not sleep and wake it after all (its probe failed, its routes answer without its key); null when it does. */
     readonly launcher_sleep_off: string | null;
+    /** How its last wake was proven, null before a wake: by a request's tokens on its own counters, or by a canary of one token; `ok` null while not proven (yet, or it slept again first), false when the canary came back with no token, a 5xx or nothing (then stopped as stalled). */
+    readonly last_wake_check: {
+      readonly by: "request" | "canary" | null;
+      readonly ok: boolean | null;
+      /** ISO time of the verdict, or of the wake while none. */
+      readonly at: string;
+    } | null;
   } | null;
   /** `running` and `waiting` are null before the first read. */
   readonly drain: {

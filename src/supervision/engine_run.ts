@@ -11,7 +11,7 @@ import { type Clock, late, REAL_CLOCK, shownAt } from "../common/sleep.ts";
 import type { Watchdog } from "./watchdog.ts";
 import type { EngineLog } from "../engines/log_sink.ts";
 import type { Released } from "../gpu/start_gate.ts";
-import { type GpuMemoryEvent, GpuSeat } from "../gpu/gpu_lifecycle.ts";
+import { GpuSeat } from "../gpu/gpu_lifecycle.ts";
 import { Liveness } from "./liveness.ts";
 import {
   CauseStreak,
@@ -25,7 +25,6 @@ import type { EngineState } from "./engine_state.ts";
 import type { EngineEvent, EventOf } from "./engine_events.ts";
 import type { EngineCounts, EngineRunOptions } from "./engine_run_options.ts";
 import { ServingWatch } from "./serving_watch.ts";
-import type { SleepEvent } from "./sleep_watch.ts";
 import {
   type EngineDetail,
   exitLine,
@@ -154,7 +153,7 @@ export class EngineRun {
   }
 
   /** A memory round's reading of this run; the launcher's sleep or wake of it (`serve/residency.ts`). */
-  send(event: GpuMemoryEvent | SleepEvent | EventOf<"wake-failed">): void {
+  send(event: EventOf<"gpu-memory" | "sleep" | "wake-failed">): void {
     this.#on(event);
   }
 
@@ -252,12 +251,11 @@ export class EngineRun {
         return this.#sleep(event);
       case "stalled":
         return this.#judge(event.run, () => this.#stalled(event.seen));
-      case "wake-failed":
-        event.run.watch.cause = { cause: "wake-failed", message: event.seen };
-        return this.#judge(
-          event.run,
-          () => stopVerdict("unhealthy", `its wake failed: ${event.seen}`),
-        );
+      case "wake-failed": {
+        const { run, seen } = event;
+        run.watch.cause = { cause: "wake-failed", message: seen };
+        return this.#judge(run, () => stopVerdict("unhealthy", seen));
+      }
       case "stop":
         return this.#stop(event);
       case "drain-read":
@@ -419,8 +417,7 @@ export class EngineRun {
   }
 
   #sleep({ run, asleep, why, waking, sure }: EventOf<"sleep">): void {
-    const state = this.#state;
-    const to = this.serving.sleep.move(run, asleep, state, waking, sure);
+    const to = this.serving.sleep.move(run, asleep, this.#state, waking, sure);
     const reason = waking ? "waking" : asleep ? "asleep" : "awake";
     if (to) this.#enter(to, reason, why);
   }

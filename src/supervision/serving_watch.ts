@@ -15,6 +15,7 @@ import {
   batchTokens,
   beyondCanaries,
   canaryDue,
+  type CanaryRequest,
   canaryRequest,
   parseTraffic,
   quietMark,
@@ -30,6 +31,7 @@ import type { Journal } from "./journal.ts";
 import type { EngineRunOptions } from "./engine_run_options.ts";
 import type { EngineState } from "./engine_state.ts";
 import { type SleepEvent, SleepWatch, type Watched } from "./sleep_watch.ts";
+import { WakeCheck } from "./wake_check.ts";
 
 export type ServingEvent =
   | SleepEvent
@@ -65,6 +67,7 @@ export class ServingWatch {
   #counted = false;
   /** Its kind's own sleep, from its lines (`sleep_watch.ts`). */
   readonly sleep: SleepWatch;
+  readonly #wake: WakeCheck;
 
   constructor(
     engine: Watched,
@@ -76,13 +79,25 @@ export class ServingWatch {
     this.#canaryTimeoutMs = options.canaryTimeoutMs ?? 0;
     this.#clock = options.clock ?? REAL_CLOCK;
     this.#journal = options.journal;
-    this.sleep = new SleepWatch(engine, options, on);
+    this.sleep = new SleepWatch(engine, options, on, (run) => this.woken(run));
+    const stalled = (run: ServerProcess, seen: string) =>
+      on({ kind: "stalled", run, seen });
+    const o = { clock: this.#clock, journal: this.#journal };
+    this.#wake = new WakeCheck(engine, o, stalled);
+  }
+
+  /** A wake of `run` ended now (its own line, or the launcher's wake): the engine must prove it (`wake_check.ts`). */
+  woken(run: ServerProcess): void {
+    this.#wake.woken(run);
   }
 
   detail(): Pick<EngineDetail, "traffic" | "canary" | "sleep"> {
     const serving = ["ready", "sleeping"].includes(this.#engine.state);
     const traffic = serving ? this.#traffic : null;
-    return { traffic, canary: this.#canary, sleep: this.sleep.view() };
+    const view = this.sleep.view();
+    const last_wake_check = this.#wake.view();
+    const sleep = view && { ...view, last_wake_check };
+    return { traffic, canary: this.#canary, sleep };
   }
 
   /** Over every run since the launcher started; undefined before a first reading. */
@@ -100,12 +115,14 @@ export class ServingWatch {
     const { plan, name } = this.#engine;
     const { card, traffic: rule } = plan;
     const signal = this.#signal;
+    const began = this.#clock.now();
     if (run !== this.#run) {
       this.#carried += this.#generated;
       this.#generated = 0;
       this.#run = run;
       this.#forget();
       this.#canaryFailures = 0;
+      this.#wake.reset();
     }
     this.sleep.round(run, state);
     if (state !== "ready" && state !== "sleeping") return this.#forget();
@@ -137,6 +154,8 @@ export class ServingWatch {
     const at = `${origin}${rule.path}`;
     for (const odd of read.odd) this.#once(`its traffic at ${at}: ${odd}`);
     const reading = read.reading;
+    const check = this.#wake.round(run, began, reading, asleep);
+    if (check) void this.#wakeCanary(run, origin, check);
     if (!reading) {
       this.#forget();
       if (this.#failing) return;
@@ -232,6 +251,20 @@ export class ServingWatch {
     if (n < CANARY_FAILURES || this.#engine.state !== "ready") return;
     const seen = `${n} canary requests in a row failed (${answer.why})`;
     this.#on({ kind: "stalled", run, seen });
+  }
+
+  async #wakeCanary(
+    run: ServerProcess,
+    origin: string,
+    { path, body }: CanaryRequest,
+  ): Promise<void> {
+    const { apiKey } = this.#engine.plan;
+    const [timeoutMs, signal] = [this.#canaryTimeoutMs, this.#signal];
+    const o = { apiKey, timeoutMs, body, signal, maxBytes: CANARY_MAX_BYTES };
+    const answer = await askEngine(origin + path, o);
+    if (run === this.#run && !signal.aborted) {
+      this.#wake.answered(run, path, answer);
+    }
   }
 }
 

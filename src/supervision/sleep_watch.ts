@@ -19,6 +19,8 @@ import type { EngineState } from "./engine_state.ts";
 /** An engine set to sleep when idle, as `GET /models?detail=1` shows it. */
 export type SleepView = NonNullable<EngineView["sleep"]>;
 
+type Own = Omit<SleepView, "last_wake_check">;
+
 /** What it tells the engine run (the serving watch's `sleep` event). */
 export type SleepEvent = { kind: "sleep"; run: ServerProcess } & Told;
 /** `waking`: asleep still, its wake begun (the launcher's, for a parked request); `sure`: the launcher's own sleep or wake, as sure as a line. */
@@ -42,6 +44,7 @@ export class SleepWatch {
   readonly #engine: Watched;
   readonly #o: Pick<EngineRunOptions, "journal" | "clock">;
   readonly #on: (event: SleepEvent) => void;
+  readonly #woken: (run: ServerProcess) => void;
   #run: ServerProcess | undefined;
   #asleepAt: number | null = null;
   #wakingAt: number | null = null;
@@ -51,7 +54,7 @@ export class SleepWatch {
   #byLine = false;
   #because: string | null = null;
   #first: number | null = null; // the run's first residue: growth is against it
-  #v: { -readonly [K in keyof SleepView]: SleepView[K] } = {
+  #v: { -readonly [K in keyof Own]: Own[K] } = {
     after_seconds: 0,
     asleep_since: null,
     residue_bytes: null,
@@ -78,12 +81,14 @@ export class SleepWatch {
     engine: Watched,
     options: Pick<EngineRunOptions, "journal" | "clock">,
     on: (event: SleepEvent) => void,
+    woken: (run: ServerProcess) => void = () => {},
   ) {
     [this.#engine, this.#o, this.#on] = [engine, options, on];
+    this.#woken = woken; // a wake's end: the serving watch checks it
   }
 
-  /** Null for an engine never set to sleep. */
-  view(): SleepView | null {
+  /** Null for an engine never set to sleep; its wake's check is the serving watch's. */
+  view(): Own | null {
     const after = this.#after();
     const since = this.#asleepAt && shownAt(this.#clock, this.#asleepAt);
     if (after === undefined) return null;
@@ -114,7 +119,7 @@ export class SleepWatch {
 
   /** The wake's answer came: its end, where its line did not say so first. */
   woken(run: ServerProcess): void {
-    if (run === this.#run) this.#woke();
+    if (run === this.#run) this.#woke(run);
   }
 
   /** A parked request's wait, to the wake's end; the engines put to sleep for it. */
@@ -168,6 +173,11 @@ export class SleepWatch {
     if (run !== this.#run) return;
     if (sure) this.#lineAt = this.#now();
     if (waking) return asleep && state === "sleeping" ? "waking" : undefined;
+    // A wake given up (its parked request left first): asleep still.
+    if (asleep && sure && state === "waking") {
+      this.#v.waits_for = null;
+      return "sleeping";
+    }
     const from = asleep ? ["ready"] : ["sleeping", "waking"];
     if (!from.includes(state)) return;
     if (asleep && this.#wakingAt !== null) return;
@@ -235,10 +245,10 @@ export class SleepWatch {
       this.#on({ kind: "sleep", run, ...told });
       this.#byLine = false;
     }
-    if (line === "awake") this.#woke();
+    if (line === "awake") this.#woke(run);
   }
 
-  #woke(): void {
+  #woke(run: ServerProcess): void {
     if (this.#wakingAt === null) return; // a first load's line, or told twice
     const seconds = (this.#now() - this.#wakingAt) / 1000;
     this.#wakingAt = null;
@@ -247,6 +257,7 @@ export class SleepWatch {
     this.#v.last_wake_seconds = seconds;
     const by = routesOf(this.#engine.plan) ? "the launcher" : "a request";
     this.#say("woken", `woken by ${by} in ${seconds.toFixed(2)} s`);
+    this.#woken(run);
   }
 
   #read(run: ServerProcess): number | undefined {

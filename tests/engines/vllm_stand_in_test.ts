@@ -404,3 +404,71 @@ Deno.test("SIGTERM: the stand-in exits 0 and notes its exit in the ledger; vllmS
   const after = (await gpus.procs()).get(entry.pid);
   assert.ok(after?.goneAt !== undefined);
 });
+
+Deno.test("mode=wait drains the running requests first (one arriving meanwhile is published as waiting); keep freezes them until the wake", async () => {
+  await using vllm = start(undefined, [
+    "--enable-sleep-mode",
+    "--enable-server-load-tracking",
+    "--fake-tokens",
+    "10",
+    "--fake-token-ms",
+    "40",
+  ]);
+  await up(vllm);
+  const first = chatStream(vllm.port);
+  await waitFor(() => first.tokens >= 1, "a token");
+  const asleep = vllm.post("/sleep?level=1&mode=wait");
+  await waitFor(
+    () => vllm.out().includes("Waiting for in-flight requests to complete"),
+    "the drain",
+  );
+  const late = chat(vllm);
+  await waitFor(async () => await load(vllm) === 2, "both counted");
+  assert.equal(await code(asleep), 200);
+  assert.ok(streamWhole((await first.done).text, 10));
+  // The drain's last step published the late one as waiting; nothing steps since.
+  assert.deepEqual(await gauges(vllm), [0, 1]);
+  assert.equal(await code(vllm.post("/wake_up")), 200);
+  assert.equal((await (await late).json()).usage.completion_tokens, 10);
+
+  const frozen = chatStream(vllm.port);
+  await waitFor(() => frozen.tokens >= 2, "two tokens");
+  assert.equal(await code(vllm.post("/sleep?level=1&mode=keep")), 200);
+  const kept = frozen.tokens;
+  await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.equal(frozen.tokens, kept);
+  assert.ok(kept < 10);
+  assert.equal(await code(vllm.post("/wake_up")), 200);
+  assert.ok(streamWhole((await frozen.done).text, 10));
+});
+
+Deno.test("a wake by tags maps that part back and keeps the scheduler paused until no tag sleeps", async () => {
+  await using gpus = await fakeGpuMachine({ devices: fakeDevices(1) });
+  await using vllm = start(gpus, [
+    "--enable-sleep-mode",
+    "--fake-awake-mib",
+    "21434",
+    "--fake-residue-mib",
+    "1434",
+    "--fake-weights-mib",
+    "8000",
+  ]);
+  await up(vllm);
+  const pid = pidOf(vllm);
+  assert.equal(await code(vllm.post("/sleep?level=1")), 200);
+  assert.equal(await code(vllm.post("/wake_up?tags=weights")), 200);
+  assert.equal(await held(gpus, pid), 9434);
+  assert.deepEqual(await json(vllm.get("/is_sleeping")), { is_sleeping: true });
+  assert.match(vllm.out(), /seconds to wake up tags \['weights'\]\./);
+  assert.equal(await code(vllm.post("/wake_up?tags=kv_cache")), 200);
+  assert.equal(await held(gpus, pid), 21434);
+  assert.deepEqual(await json(vllm.get("/is_sleeping")), {
+    is_sleeping: false,
+  });
+  assert.equal(await code(chat(vllm)), 200);
+  const rpc = await vllm.post("/collective_rpc", {});
+  assert.equal(rpc.status, 400);
+  assert.deepEqual(await rpc.json(), {
+    detail: "Missing 'method' in request body",
+  });
+});

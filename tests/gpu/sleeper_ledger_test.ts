@@ -148,6 +148,7 @@ Deno.test("a self-waking sleeper's footprint stays its awake one while it sleeps
   assert.equal(dozy!.need_mib, 30000);
   assert.deepEqual(dozy!.sleep, {
     after_seconds: 3,
+    woken_by: "itself",
     awake_mib: 30000,
     asleep_mib: 600,
   });
@@ -155,7 +156,7 @@ Deno.test("a self-waking sleeper's footprint stays its awake one while it sleeps
   const text = await s.dryRun(["dozy", "big"], false);
   assert.match(
     text,
-    /^0 +81920 MiB +81920 MiB +dozy 0\.3662 \(30000 MiB measured awake, 600 MiB asleep after 3 s idle\) +30000 MiB +-$/m,
+    /^0 +81920 MiB +81920 MiB +dozy 0\.3662 \(30000 MiB measured awake, 600 MiB asleep after 3 s idle\) +30000 MiB +51920 MiB +-$/m,
   );
 });
 
@@ -165,12 +166,13 @@ Deno.test("--dry-run says not measured for a sleeper's residue the book does not
   const plan = JSON.parse(await s.dryRun(["nap"])) as StartPlan;
   assert.deepEqual(plan.gpus[0]!.engines[0]!.sleep, {
     after_seconds: 5,
+    woken_by: "itself",
     awake_mib: 30000,
     asleep_mib: null,
   });
   assert.match(
     await s.dryRun(["nap"], false),
-    /^0 +81920 MiB +81920 MiB +nap 0\.3662 \(30000 MiB measured awake, not measured asleep after 5 s idle\) +30000 MiB +-$/m,
+    /^0 +81920 MiB +81920 MiB +nap 0\.3662 \(30000 MiB measured awake, not measured asleep after 5 s idle\) +30000 MiB +51920 MiB +-$/m,
   );
 });
 

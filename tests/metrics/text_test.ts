@@ -57,6 +57,8 @@ const ENGINE_FAMILIES = [
   ["mymodel_engine_recovery_seconds", "GAUGE"],
   ["mymodel_engine_sleeps_total", "COUNTER"],
   ["mymodel_engine_wake_duration_seconds", "SUMMARY"],
+  ["mymodel_engine_switch_duration_seconds", "SUMMARY"],
+  ["mymodel_engine_made_room_total", "COUNTER"],
   ["mymodel_engine_sleep_residue_bytes", "GAUGE"],
   ["mymodel_engine_requests_cut_total", "COUNTER"],
   ["mymodel_launcher_info", "GAUGE"],
@@ -355,8 +357,9 @@ Deno.test("renderMetrics reports the lifecycle state, GPU memory and start waits
   })));
   const states = get(families, "mymodel_engine_state").metrics;
   // failed joined the seven states (issue 29), draining and sleeping the
-  // eight (issues 36, 37)
-  assert.equal(states.length, 10);
+  // eight (issues 36, 37), waking the ten (issue 54)
+  assert.equal(states.length, 11);
+  assert.ok(states.some((m) => m.labels?.state === "waking"));
   assert.ok(states.some((m) => m.labels?.state === "draining"));
   assert.ok(states.some((m) => m.labels?.state === "sleeping"));
   assert.deepEqual(
@@ -408,6 +411,17 @@ Deno.test("a sleeper's sleeps, wakes with their seconds and residue bytes; an en
     wakes: 2,
     wake_seconds_sum: 0.72,
     last_wake_seconds: 0.36,
+    woken_by: "itself" as const,
+    engine_freed_bytes: null,
+    engine_in_use_bytes: null,
+    waits_for: null,
+    switches: 0,
+    switch_seconds_sum: 0,
+    last_switch_seconds: null,
+    last_made_room: [],
+    made_room: 0,
+    launcher_sleep_off: null,
+    last_wake_check: null,
   };
   const families = parse(renderMetrics(snapshot({
     engines: [engine({ sleep }), engine({ model: "awake", sleep: null })],
@@ -422,6 +436,24 @@ Deno.test("a sleeper's sleeps, wakes with their seconds and residue bytes; an en
     renderMetrics(snapshot({ engines: [engine({ sleep })] })),
     /wake_duration_seconds_sum\{model="qwen3-8b"\} 0\.72\n[^\n]*_count\{model="qwen3-8b"\} 2\n/,
   );
+  // Switches and made room are a launcher-woken engine's (vLLM) only.
+  assert.deepEqual(
+    families.get("mymodel_engine_made_room_total")?.metrics ?? [],
+    [],
+  );
+  const woken = {
+    ...sleep,
+    woken_by: "launcher" as const,
+    switches: 4,
+    switch_seconds_sum: 1.5,
+    made_room: 2,
+  };
+  const text = renderMetrics(snapshot({ engines: [engine({ sleep: woken })] }));
+  assert.match(
+    text,
+    /switch_duration_seconds_sum\{model="qwen3-8b"\} 1\.5\n[^\n]*_count\{model="qwen3-8b"\} 4\n/,
+  );
+  assert.match(text, /^mymodel_engine_made_room_total\{model="qwen3-8b"\} 2$/m);
 });
 
 Deno.test("renderMetrics counts exits by cause and gives a starting engine's load phase", () => {

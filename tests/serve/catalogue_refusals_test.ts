@@ -87,7 +87,6 @@ Deno.test("an unknown model with the shipped catalogue says that catalogue was r
 
 Deno.test("sleep_after on an engine no request can wake is refused in one line naming the card, sleep_after and why, start and dry run alike", async () => {
   const cases = [
-    ["vllm", "no request can wake a sleeping vLLM until the launcher wakes it"],
     ["sglang", "no request can wake a sleeping SGLang engine"],
   ];
   for (const [engine, why] of cases) {

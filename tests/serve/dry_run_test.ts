@@ -156,7 +156,7 @@ Deno.test("--dry-run prints the shipped catalogue's embedding shares on 8 GPUs: 
   assert.match(human.stdout, /^GPU pool 0-7 \(from nvidia-smi\)$/m);
   assert.match(
     human.stdout,
-    /^0 +81920 MiB +81920 MiB +qwen3-embedding-0\.6b 0\.3 \(24576 MiB estimated\), bge-m3 0\.3 \(24576 MiB estimated\), nomic-embed-text-v1\.5 0\.2 \(16384 MiB estimated\) +65536 MiB +-$/m,
+    /^0 +81920 MiB +81920 MiB +qwen3-embedding-0\.6b 0\.3 \(24576 MiB estimated\), bge-m3 0\.3 \(24576 MiB estimated\), nomic-embed-text-v1\.5 0\.2 \(16384 MiB estimated\) +65536 MiB +16384 MiB +-$/m,
   );
 
   const json = await cli([...EMBED, ...s.args, "--dry-run", "--json"], env);
@@ -205,6 +205,7 @@ Deno.test("--dry-run prints the shipped catalogue's embedding shares on 8 GPUs: 
       })),
     ],
     need_mib: 65536,
+    left_mib: 81920 - 65536,
     holders: [],
   });
   // vLLM cards without --shutdown-timeout: SIGTERM is no drain (one line each).
@@ -495,7 +496,7 @@ Deno.test("--dry-run with footprints in the book: two llama.cpp cards share a GP
   );
   assert.match(
     human.stdout,
-    /^0 +81920 MiB +61920 MiB +a 0\.3662 \(30000 MiB measured\), b 0\.4883 \(40000 MiB measured\) +70000 MiB +pid 4242/m,
+    /^0 +81920 MiB +61920 MiB +a 0\.3662 \(30000 MiB measured\), b 0\.4883 \(40000 MiB measured\) +70000 MiB +-8080 MiB +pid 4242/m,
   );
   // d, never measured, takes a whole GPU as before, and its need says so.
   const fresh = await cli(

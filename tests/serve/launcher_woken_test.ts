@@ -25,6 +25,7 @@ import { catalogueText } from "../support/gpu_cards.ts";
 import { vllmStandIn } from "../support/vllm_stand_in.ts";
 
 const MIB = 2 ** 20;
+const MOD = new URL("../../mod.ts", import.meta.url).pathname;
 const card = (extra: Record<string, unknown> = {}) => ({
   engine: "vllm",
   gpu_memory: "10GiB",
@@ -75,6 +76,18 @@ async function site(cards: Record<string, Record<string, unknown>> = CARDS) {
     start: (names: string[], more: Record<string, string> = {}) =>
       new Launcher([...names, ...args], { ...env, ...more }),
     journal: () => readJournal<Journaled>(root),
+    /** `--dry-run` (JSON unless `json` is false): its stdout, or its stderr when it exits `code`. */
+    async dryRun(names: string[], json = true, code = 0): Promise<string> {
+      const out = await new Deno.Command(Deno.execPath(), {
+        args: ["run", "-A", "--quiet", MOD, ...names, ...args, "--dry-run"]
+          .concat(json ? ["--json"] : []),
+        env: { NO_COLOR: "1", ...env },
+        stdin: "null",
+      }).output();
+      const text = new TextDecoder();
+      assert.equal(out.code, code, text.decode(out.stderr));
+      return text.decode(code === 0 ? out.stdout : out.stderr);
+    },
     /** A chat request straight to the engine's own port, as a client sends it. */
     async chat(name: string, stream = false): Promise<string> {
       const engine = (await models(port, true)).active[name]!;
@@ -181,6 +194,11 @@ Deno.test("three 10 GiB vLLM cards on one 24 GiB GPU: the third starts once an i
     const slept = ["b", "c"].map((n) => sleepOf(n))
       .find((z) => z.residue_bytes !== null);
     if (slept) assert.equal(slept.residue_bytes, 1024 * MIB);
+    // vLLM's own "Sleep mode freed … still in use" line was read at a sleep.
+    assert.ok(
+      ["b", "c"].some((n) => sleepOf(n).engine_in_use_bytes !== null),
+      "the engine's own figures from its sleep line",
+    );
     const metrics = await Deno.readTextFile(
       `${s.root}/metrics/mymodel_serve_${s.port}.prom`,
     );
@@ -244,5 +262,116 @@ Deno.test("a request that finds no room waits parked while the others are busy o
     assert.ok(said.length <= 2, JSON.stringify(said));
   } finally {
     await launcher.stop();
+  }
+});
+
+Deno.test("--dry-run starts three 10 GiB launcher-woken cards on one 24 GiB GPU: per device who starts awake, who asleep (never the pinned one), their residues (estimated until measured) and what is left; a card that could never fit alone is refused in one line", async () => {
+  await using s = await site({
+    ...CARDS,
+    huge: card({ gpu_memory: "30GiB" }),
+  });
+  const plan = JSON.parse(await s.dryRun(["a", "b", "c"]));
+  const gpu = plan.gpus[0];
+  const starts = Object.fromEntries(
+    gpu.engines.map((
+      e: { name: string; sleep: { starts: string } },
+    ) => [e.name, e.sleep.starts]),
+  );
+  assert.deepEqual(starts, { a: "awake", b: "asleep", c: "awake" });
+  const b = gpu.engines.find((e: { name: string }) => e.name === "b").sleep;
+  assert.equal(b.woken_by, "launcher");
+  assert.equal(b.asleep_mib, 1434);
+  assert.match(b.asleep_from, /^estimated: vLLM's level-1 sleep/);
+  // Two awake, one residue: 24576 - 2 × 10240 - 1434.
+  assert.equal(gpu.left_mib, 24576 - 2 * 10240 - 1434);
+  // The ledger: three residues and room for one to wake.
+  assert.equal(gpu.need_mib, 3 * 1434 + 10240 - 1434);
+  // Beside the stand-in's flags and --shutdown-timeout's absence: no device short.
+  assert.deepEqual(
+    plan.warnings.filter((w: string) => /GPU|fit/.test(w)),
+    [],
+  );
+  const text = await s.dryRun(["a", "b", "c"], false);
+  assert.match(text, /b 0\.4167 \(10240 MiB .*launcher-woken, starts asleep\)/);
+  assert.match(text, /\bLEFT\b/);
+  const refused = await s.dryRun(["a", "huge"], true, 1);
+  assert.match(
+    refused.trim(),
+    /^\[serve\] error: .*huge.*30720 MiB.*fits on no GPU[^\n]*$/,
+  );
+});
+
+Deno.test("the probe leaves a build without launcher-driven sleep, in one line, when its development routes answer without the engine key or it parks nothing asleep (before 0.17); a build that passes sleeps when idle", async () => {
+  await using s = await site();
+  const [open, old, good] = [
+    await vllmStandIn(),
+    await vllmStandIn(),
+    await vllmStandIn(),
+  ];
+  try {
+    const cards = {
+      // Released vLLM's --api-key guards /v1 only: its dev routes answer anyone.
+      open: {
+        ...card({ gpu_memory: "6GiB" }),
+        executable: open.executable,
+        sleep_after: 1,
+        args: { ...card().args, "fake-awake-mib": 6144 },
+      },
+      old: {
+        ...card({ gpu_memory: "6GiB" }),
+        executable: old.executable,
+        sleep_after: 1,
+        args: {
+          ...card().args,
+          "fake-no-mode": true,
+          "fake-auth": "route-table",
+        },
+      },
+      good: {
+        ...card({ gpu_memory: "6GiB" }),
+        executable: good.executable,
+        sleep_after: 1,
+        args: {
+          ...card().args,
+          "fake-awake-mib": 6144,
+          "fake-auth": "route-table",
+        },
+      },
+    };
+    await Deno.writeTextFile(`${s.root}/cards.yaml`, catalogueText(cards));
+    const launcher = s.start(["open", "old", "good"], {
+      LOCAL_ENGINE_API_KEY: "engine-key-0123456789",
+    });
+    try {
+      await launcher.ready();
+      await waitFor(
+        async () => (await s.state("good")) === "sleeping",
+        "the build that passed asleep after 1 s idle",
+        30_000,
+      ).catch((e) => {
+        throw new Error(`${e.message}\n${launcher.stderr}`);
+      });
+      await launcher.waitForLine(
+        /engine open: runs without launcher-driven sleep: its \/is_sleeping answers without the engine key/,
+      );
+      await launcher.waitForLine(
+        /engine old: runs without launcher-driven sleep: vLLM 0\.16\.0 does not park requests while asleep/,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 1500));
+      const active = (await models(s.port, true)).active;
+      for (const name of ["open", "old"]) {
+        assert.equal(active[name]!.state, "ready", `${name} never slept`);
+        assert.match(active[name]!.sleep!.launcher_sleep_off ?? "", /./);
+      }
+      assert.equal(active.good!.sleep!.launcher_sleep_off, null);
+      const said = launcher.lines.filter((l) =>
+        /runs without launcher-driven sleep/.test(l)
+      );
+      assert.equal(said.length, 2, "one line each");
+    } finally {
+      await launcher.stop();
+    }
+  } finally {
+    for (const v of [open, old, good]) await v[Symbol.asyncDispose]();
   }
 });

@@ -4,7 +4,7 @@
  * `--sleep-idle-seconds`, moves the engine to `sleeping` on its own
  * `handle_sleep` line, measures what it keeps (its resident memory on CPU),
  * and a chat request wakes it: the wake's seconds, the journal's reasons and
- * the metrics file say so. A wake whose reload fails (its model file gone)
+ * the metrics file say so, and its tokens prove the wake (no canary). A wake whose reload fails (its model file gone)
  * ends the run as `wake-failed` with the engine's own line.
  * Without the build it fails saying how to build it.
  */
@@ -118,6 +118,12 @@ Deno.test("a llama.cpp card with sleep_after: 2 sleeps on its own line, shows it
       woken = await detail();
       return woken.sleep?.wakes === 1;
     }, "the wake counted");
+    // The chat request's own tokens on its counters prove the wake: no canary.
+    await waitFor(async () => {
+      woken = await detail();
+      return woken.sleep?.last_wake_check?.ok === true;
+    }, "the wake proven");
+    assert.equal(woken.sleep!.last_wake_check!.by, "request");
     const { last_wake_seconds: seconds, wake_seconds_sum } = woken.sleep!;
     assert.ok(seconds! >= 0 && seconds! < 30, `woke in ${seconds} s`);
     assert.equal(wake_seconds_sum, seconds);

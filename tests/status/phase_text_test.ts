@@ -35,6 +35,27 @@ Deno.test("STATE shows a starting engine's phase, its progress and how long it h
   ]);
 });
 
+Deno.test("STATE shows what a launcher's wake waits for, its kind only", () => {
+  const rows = rowsOf({
+    active: {
+      a: {
+        state: "waking",
+        sleep: {
+          waits_for:
+            "room on GPU 0: needs 6144 MiB more, 0 MiB can be freed (b busy)",
+        },
+      },
+      b: { state: "waking", sleep: { waits_for: "its wake" } },
+      c: { state: "waking", sleep: { waits_for: null } },
+    },
+  });
+  assert.deepEqual(rows.map((row) => stateText(row, NOW)), [
+    "waking (room on GPU 0)",
+    "waking (its wake)",
+    "waking",
+  ]);
+});
+
 Deno.test("LAST EXIT names a cause the code does not say, and the engine's line", () => {
   assert.equal(
     lastExitText({
