@@ -47,7 +47,10 @@
  * `bench/results/drain.md`); `--only=residency` the first token of the real
  * llama-server awake, asleep (`sleep_after`) and from a cold start, on CPU
  * (about 40 s, needs `deno task engine:llama` but not `wrk`, written to
- * `bench/results/residency.md`).
+ * `bench/results/residency.md`); `--only=residency-vllm` the launcher-woken
+ * half there: three vLLM stand-in cards at 1.25× one stand-in GPU, 100
+ * alternating requests from two clients, switch seconds against the engine's
+ * own wake (about 2 min, no `wrk`, its section of the same file).
  *
  * @module
  */
@@ -70,6 +73,7 @@ import { cataloguePhase } from "./phases/catalogue.ts";
 import { reloadPhase } from "./phases/reload.ts";
 import { drainPhase } from "./phases/drain.ts";
 import { residencyPhase } from "./phases/residency.ts";
+import { residencyVllmPhase } from "./phases/residency_vllm.ts";
 import {
   authReport,
   buildReport,
@@ -83,8 +87,11 @@ import {
   pipelineReport,
   reloadReport,
   type Report,
+  RESIDENCY_VLLM_HEADING,
   residencyReport,
+  residencyVllmReport,
   servingReport,
+  withSection,
 } from "./report/report.ts";
 
 const RESULTS = new URL("./results/latest.md", import.meta.url);
@@ -107,6 +114,18 @@ async function write(url: URL, report: Report): Promise<void> {
   await Deno.mkdir(new URL(".", url), { recursive: true });
   await Deno.writeTextFile(url, report.markdown);
   progress(`wrote ${url.pathname}`);
+}
+
+/** The results file's section under `heading` (to the next one), or undefined. */
+async function sectionOf(
+  url: URL,
+  heading: string,
+): Promise<string | undefined> {
+  const text = await Deno.readTextFile(url).catch(() => "");
+  const at = text.indexOf(`${heading}\n`);
+  if (at < 0) return undefined;
+  const next = text.indexOf("\n## ", at + heading.length);
+  return next < 0 ? text.slice(at) : text.slice(at, next + 1);
 }
 
 /** A phase measured alone and its report. */
@@ -143,15 +162,30 @@ const ONE_PHASE: Readonly<Record<string, OnePhase>> = {
     await write(RELOAD_RESULTS, report);
     return report;
   },
+  // Each residency half rewrites its own section and keeps the other's.
   "--only=residency": async (bench) => {
     const report = residencyReport(await residencyPhase(bench));
-    await write(RESIDENCY_RESULTS, report);
+    const vllm = await sectionOf(RESIDENCY_RESULTS, RESIDENCY_VLLM_HEADING);
+    const markdown = vllm === undefined
+      ? report.markdown
+      : withSection(report.markdown, RESIDENCY_VLLM_HEADING, vllm);
+    await write(RESIDENCY_RESULTS, { ...report, markdown });
+    return report;
+  },
+  "--only=residency-vllm": async (bench) => {
+    const report = residencyVllmReport(await residencyVllmPhase(bench));
+    const text = await Deno.readTextFile(RESIDENCY_RESULTS).catch(() => "");
+    const markdown = withSection(text, RESIDENCY_VLLM_HEADING, report.markdown);
+    await write(RESIDENCY_RESULTS, { ...report, markdown });
     return report;
   },
 };
 
 /** Rows that send no load with `wrk`: they run where it is not installed. */
-const WITHOUT_WRK: ReadonlySet<string> = new Set(["--only=residency"]);
+const WITHOUT_WRK: ReadonlySet<string> = new Set([
+  "--only=residency",
+  "--only=residency-vllm",
+]);
 
 /** Every phase, or `only` alone. */
 async function measure(
@@ -258,7 +292,8 @@ async function run(
  * reloads of 5,000 cards (about 10 s); `--only=drain` measures only
  * streams through a reload and a stop, with and without the drain (about 30 s);
  * `--only=residency` measures only the real llama-server's first token awake,
- * asleep and from a cold start (about 40 s).
+ * asleep and from a cold start (about 40 s); `--only=residency-vllm` only the
+ * launcher-woken switches of three vLLM stand-in cards (about 2 min).
  * @returns The exit code.
  */
 export async function main(

@@ -15,6 +15,10 @@
  *   layers on the GPU (skipped without `nvcc`);
  * - two llama.cpp cards with footprints in the book: one GPU when they fit,
  *   two when not (`--dry-run`);
+ * - two vLLM cards with `sleep_after` that do not fit together on one GPU:
+ *   the launcher puts one to sleep to start the other, then switches between
+ *   them for alternating requests (tools/gpu_engine.py sleeps and wakes as
+ *   vLLM does), none failed or out of memory, the switch's seconds reported;
  * - neighbours crashing on one GPU where `nvidia-smi` lists host pids (a
  *   container), a GPU reporting `[GPU requires reset]` (stand-in only), a
  *   pool given as UUIDs handed to vLLM as indices, and a liveness restart
@@ -44,6 +48,7 @@ import {
 } from "./gpu_check/container_scenarios.ts";
 import { llamaCuda } from "./gpu_check/llama_scenario.ts";
 import { llamaPacking } from "./gpu_check/packing_scenario.ts";
+import { vllmSwitch } from "./gpu_check/vllm_switch_scenario.ts";
 import {
   foreignHolder,
   launcherKilled,
@@ -71,6 +76,7 @@ export const SCENARIOS: readonly Scenario[] = [
   launcherKilled,
   llamaCuda,
   llamaPacking,
+  vllmSwitch,
   containerRelease,
   gpuError,
   deviceIds,

@@ -13,7 +13,7 @@ import { HOST, sleep } from "../plan.ts";
 export interface FirstToken {
   /** Send (or `since`) to the first chunk with content, in ms; NaN when none came. */
   ms: number;
-  /** Chunks with content. */
+  /** Chunks with content (a plain answer with content: 1). */
   tokens: number;
   /** The HTTP status; 0 when no response came. */
   status: number;
@@ -36,6 +36,12 @@ export interface ChatOptions {
   maxTokens?: number;
   /** More body fields (e.g. `logit_bias`). */
   extra?: Record<string, unknown>;
+  /**
+   * `stream`: false sends a plain request, whose first token is its whole
+   * answer (a server sends nothing before it has generated all of it).
+   * @default {true}
+   */
+  stream?: boolean;
   client?: Deno.HttpClient;
   /**
    * The whole request's limit.
@@ -84,7 +90,7 @@ export async function firstToken(
       body: JSON.stringify({
         messages: [{ role: "user", content: options.prompt ?? "hello" }],
         max_tokens: options.maxTokens ?? 8,
-        stream: true,
+        stream: options.stream ?? true,
         ...options.extra,
       }),
       signal: AbortSignal.timeout(options.timeoutMs ?? 60_000),
@@ -96,6 +102,7 @@ export async function firstToken(
       out.error = `status ${response.status}`;
       return out;
     }
+    if (options.stream === false) return await whole(response, out, since);
     let rest = "";
     for await (
       const text of response.body.pipeThrough(new TextDecoderStream())
@@ -125,6 +132,24 @@ export async function firstToken(
   if (!out.ok) {
     out.error = out.tokens ? "no [DONE]" : "no token in the stream";
   }
+  return out;
+}
+
+/** A plain (not streamed) answer: its first token comes with its last. */
+async function whole(
+  response: Response,
+  out: FirstToken,
+  since: number,
+): Promise<FirstToken> {
+  const body = await response.json() as {
+    choices?: { message?: { content?: unknown }; text?: unknown }[];
+  };
+  out.ms = performance.now() - since;
+  const choice = body.choices?.[0];
+  const content = choice?.message?.content ?? choice?.text;
+  out.tokens = typeof content === "string" && content ? 1 : 0;
+  out.ok = out.tokens > 0;
+  if (!out.ok) out.error = "no content in the answer";
   return out;
 }
 

@@ -53,6 +53,13 @@ import { SERVING_METHOD, servingNotes, servingRows } from "../rows/serving.ts";
 import { DRAIN_METHOD, drainRows, drainTargets } from "../rows/drain.ts";
 import { RELOAD_METHOD, reloadRows, reloadTargets } from "../rows/reload.ts";
 import type { ResidencyResults } from "../phases/residency.ts";
+import type { VllmResidencyResults } from "../phases/residency_vllm.ts";
+import {
+  residencyVllmMethod,
+  residencyVllmNotes,
+  residencyVllmRows,
+  residencyVllmTargets,
+} from "../rows/residency_vllm.ts";
 import {
   residencyMethod,
   residencyNotes,
@@ -355,7 +362,7 @@ export function reloadReport(results: ReloadResults): Report {
 }
 
 /** `2 CPUs (AMD EPYC …), 23.5 GiB memory, llama-server's CPU build: no GPU`. */
-function machine(): string {
+function machine(engine = "llama-server's CPU build"): string {
   const read = (file: string) => {
     try {
       return Deno.readTextFileSync(file);
@@ -368,20 +375,42 @@ function machine(): string {
   return [
     `${navigator.hardwareConcurrency} CPUs${cpu ? ` (${cpu.trim()})` : ""}`,
     ...(kib ? [`${(kib / 2 ** 20).toFixed(1)} GiB memory`] : []),
-    "llama-server's CPU build: no GPU",
+    `${engine}: no GPU`,
   ].join(", ");
+}
+
+/** The heading of the launcher-woken half's section in `bench/results/residency.md`. */
+export const RESIDENCY_VLLM_HEADING =
+  "## Launcher-woken: the vLLM stand-in (three cards at 1.25× one GPU)";
+
+/**
+ * `text` with its section under `heading` (to the next `## ` heading or the
+ * end) replaced by `section`, which starts with that heading; appended when
+ * `text` has none.
+ */
+export function withSection(
+  text: string,
+  heading: string,
+  section: string,
+): string {
+  const body = section.endsWith("\n") ? section : `${section}\n`;
+  const at = text.indexOf(`${heading}\n`);
+  if (at < 0) return `${text.trimEnd()}\n\n${body}`;
+  const next = text.indexOf("\n## ", at + heading.length);
+  return text.slice(0, at) + body + (next < 0 ? "" : text.slice(next + 1));
 }
 
 /**
  * The residency rows (`deno task bench --only=residency`), one section per
  * half of issue 54 item 6: the self-waking llama-server measured here; the
- * launcher-woken vLLM stand-in's section holds its place until its rows come.
+ * launcher-woken vLLM stand-in's section holds its place until its rows come
+ * (`--only=residency-vllm`; writing the file keeps a measured one).
  */
 export function residencyReport(selfWaking: ResidencyResults): Report {
   const targets = residencyTargets(selfWaking);
   const notes = residencyNotes(selfWaking);
   const markdown = [
-    "# Benchmark: more models than memory (`deno task bench --only=residency`)",
+    "# Benchmark: more models than memory (`deno task bench --only=residency`, `--only=residency-vllm`)",
     "",
     `Run ${
       new Date().toISOString()
@@ -401,9 +430,41 @@ export function residencyReport(selfWaking: ResidencyResults): Report {
     ...verdictLines(targets),
     ...(notes.length ? ["", ...notes] : []),
     "",
-    "## Launcher-woken: the vLLM stand-in (three cards at 1.25× one GPU)",
+    RESIDENCY_VLLM_HEADING,
     "",
     "Not measured yet: 100 alternating requests with streams in flight; failed requests, out-of-memory events, switch seconds p50/p95 over the engine's own wake time.",
+    "",
+  ].join("\n");
+  return { markdown, targets };
+}
+
+/**
+ * The launcher-woken half's section (`deno task bench --only=residency-vllm`),
+ * under {@linkcode RESIDENCY_VLLM_HEADING}: its own run line, the method, the
+ * rows, the targets and where a switch's time goes.
+ */
+export function residencyVllmReport(r: VllmResidencyResults): Report {
+  const targets = residencyVllmTargets(r);
+  const markdown = [
+    RESIDENCY_VLLM_HEADING,
+    "",
+    `Run ${new Date().toISOString()}: Deno ${Deno.version.deno}, ${
+      machine("the vLLM stand-in")
+    }, load average ${r.load[0].toFixed(2)} before and ${
+      r.load[1].toFixed(2)
+    } after, ${
+      r.seconds.toFixed(0)
+    } s in all. **Stand-in figures, not GPU figures.**`,
+    "",
+    residencyVllmMethod(r),
+    "",
+    ...tableLines(residencyVllmRows(r)),
+    "",
+    "### Targets",
+    "",
+    ...verdictLines(targets),
+    "",
+    ...residencyVllmNotes(r),
     "",
   ].join("\n");
   return { markdown, targets };

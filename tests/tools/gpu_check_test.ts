@@ -6,7 +6,8 @@
  * the report afterwards, and no process may still carry it.
  *
  * Also tools/gpu_engine.py, the real check's engine, where python3 is here
- * (without `--hold-mib` it imports no PyTorch).
+ * (without `--hold-mib` it imports no PyTorch): its load, crash and SIGTERM
+ * behaviours, and vLLM's sleep routes as the vLLM stand-in has them.
  */
 import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
@@ -83,7 +84,7 @@ Deno.test("gpu-check --stand-in: every scenario passes through the real CLI, and
   // Two halves at once, each its own CLI run: the suite's longest file ends sooner.
   const halves = await Promise.all([
     "shares,crash-during-load,foreign-holder,launcher-killed,llama-cuda",
-    "llama-packing,container-release,gpu-error,device-ids,quiet-neighbour",
+    "llama-packing,vllm-switch,container-release,gpu-error,device-ids,quiet-neighbour",
   ].map((only) => runCheck(["--stand-in", "--crashes", "3", "--only", only])));
   for (const half of halves) {
     assert.equal(half.code, 0, half.stdout + half.stderr);
@@ -105,6 +106,7 @@ Deno.test("gpu-check --stand-in: every scenario passes through the real CLI, and
       "launcher-killed": "PASS",
       "llama-cuda": llama,
       "llama-packing": "PASS",
+      "vllm-switch": "PASS",
       "container-release": "PASS",
       "gpu-error": "PASS",
       "device-ids": "PASS",
@@ -239,6 +241,98 @@ Deno.test({
       assert.equal(status.code, 3);
     } finally {
       await Deno.remove(records, { recursive: true });
+    }
+  },
+});
+
+Deno.test({
+  name:
+    "tools/gpu_engine.py sleeps as vLLM does: dev routes only in dev mode, a request while asleep parks and counts in /load (not in the running gauge), the wake runs it, a bad mode answers 500",
+  ignore: !hasPython(),
+  async fn() {
+    const port = freePorts(1);
+    const origin = `http://127.0.0.1:${port}`;
+    const start = (env: Record<string, string>) =>
+      new Deno.Command("python3", {
+        args: [
+          ENGINE,
+          "serve",
+          "org/m",
+          "--host",
+          "127.0.0.1",
+          "--port",
+          String(port),
+          "--served-model-name",
+          "m",
+          "--enable-sleep-mode",
+          "--enable-server-load-tracking",
+          "--token-ms",
+          "20",
+        ],
+        env,
+        stdin: "null",
+        stdout: "piped",
+        stderr: "null",
+      }).spawn();
+    const ask = async (path: string, post = false) => {
+      const r = await fetch(origin + path, { method: post ? "POST" : "GET" });
+      return { status: r.status, text: await r.text() };
+    };
+    const up = async () =>
+      await waitFor(
+        async () =>
+          (await ask("/health").catch(() => ({ status: 0 }))).status === 200,
+        "listening",
+      );
+    const stop = async (engine: Deno.ChildProcess) => {
+      engine.kill("SIGKILL");
+      const out = new TextDecoder().decode((await engine.output()).stdout);
+      return out;
+    };
+
+    const plain = start({});
+    await up();
+    assert.equal((await ask("/sleep?level=1", true)).status, 404);
+    assert.equal((await ask("/is_sleeping")).status, 404);
+    await stop(plain);
+
+    const engine = start({ VLLM_SERVER_DEV_MODE: "1" });
+    try {
+      await up();
+      assert.deepEqual(JSON.parse((await ask("/version")).text), {
+        version: "0.17.0",
+      });
+      assert.equal((await ask("/sleep?level=1&mode=wait", true)).status, 200);
+      assert.deepEqual(JSON.parse((await ask("/is_sleeping")).text), {
+        is_sleeping: true,
+      });
+      const parked = fetch(`${origin}/v1/chat/completions`, {
+        method: "POST",
+        body: JSON.stringify({ max_tokens: 3, stream: true }),
+      }).then((r) => r.text());
+      await waitFor(
+        async () => JSON.parse((await ask("/load")).text).server_load === 1,
+        "the parked request in /load",
+      );
+      assert.match(
+        (await ask("/metrics")).text,
+        /^vllm:num_requests_running\{[^}]*\} 0\.0$/m,
+      );
+      assert.equal((await ask("/wake_up", true)).status, 200);
+      const text = await parked;
+      assert.match(text, / t2/);
+      assert.match(text, /data: \[DONE\]/);
+      assert.equal(JSON.parse((await ask("/load")).text).server_load, 0);
+      const bad = await ask("/sleep?level=1&mode=later", true);
+      assert.equal(bad.status, 500);
+      assert.equal(
+        JSON.parse(bad.text).error.message,
+        "Call to sleep method failed: Invalid pause mode: later",
+      );
+    } finally {
+      const out = await stop(engine);
+      assert.match(out, /Sleep mode freed 0\.00 GiB memory/);
+      assert.match(out, /It took \S+ seconds to wake up tags/);
     }
   },
 });

@@ -139,13 +139,15 @@ export class Scope {
 
   /**
    * Runs the launcher for `names` of `cards` on the checked GPU with the
-   * scope's launcher flags, then `args`; engine i listens on `port + i`.
+   * scope's launcher flags, then `args`, and the world's environment with
+   * `env`; engine i listens on `port + i`.
    */
   async launch(
     cards: Record<string, unknown>,
     names: string[],
     port: number,
     args: readonly string[] = [],
+    env: Readonly<Record<string, string>> = {},
   ): Promise<CheckLauncher> {
     const catalogue = `${this.root}/catalogue.yaml`;
     await Deno.writeTextFile(catalogue, stringify({ models: cards }));
@@ -158,7 +160,7 @@ export class Scope {
         ...this.#launcherArgs,
         ...args,
       ],
-      this.world.env,
+      { ...this.world.env, ...env },
       port,
     );
     this.#launchers.push(launcher);
@@ -178,6 +180,11 @@ export class Scope {
     this.#children.push(child);
     this.#pids.add(child.pid);
     return child;
+  }
+
+  /** An engine pid seen (`?detail=1`), for cleanup: one that writes no record. */
+  note(pid: number): void {
+    this.#pids.add(pid);
   }
 
   /** The record of the engine on `port`, noting its pid for cleanup. */

@@ -5,11 +5,13 @@
  * lines that describe the machine in the report.
  *
  * - real: the machine's `nvidia-smi`, and `tools/gpu_engine.py` (PyTorch,
- *   real memory) on PATH as `vllm`.
+ *   real memory) on PATH as `vllm`; it also sleeps and wakes as vLLM does, so
+ *   it is the `sleeper` too.
  * - stand-in: the stand-in `nvidia-smi` (tests/fixtures/nvidia_smi.ts) over a
  *   ledger, and the stand-in engine (tests/fixtures/fake_engine.ts) as
  *   `vllm`, entering its MiB in the ledger; a dead pid stays listed for
- *   `releaseMs` after its exit.
+ *   `releaseMs` after its exit. The `sleeper` is the vLLM stand-in
+ *   (tests/fixtures/vllm_stand_in.ts), on the same ledger.
  *
  * @module
  */
@@ -33,6 +35,9 @@ const PYTHON_ENGINE = fileURLToPath(
 const FAKE_ENGINE = fileURLToPath(
   new URL("../../tests/fixtures/fake_engine.ts", import.meta.url),
 );
+const VLLM_STAND_IN = fileURLToPath(
+  new URL("../../tests/fixtures/vllm_stand_in.ts", import.meta.url),
+);
 
 /** What an engine does, whichever engine plays it. */
 export interface EngineSpec {
@@ -44,6 +49,15 @@ export interface EngineSpec {
   readonly crashAfterMs?: number;
   /** Survives SIGTERM. */
   readonly ignoreSigterm?: boolean;
+}
+
+/** What an engine that sleeps as vLLM does (its dev routes, parking, `/load`) does. */
+export interface SleeperSpec {
+  /** MiB it holds on its device awake. */
+  readonly mib: number;
+  /** Tokens a request gets, one every `tokenMs`. */
+  readonly tokens: number;
+  readonly tokenMs: number;
 }
 
 /** An engine run's record (`<records>/<port>.json`), as either engine writes it. */
@@ -84,6 +98,10 @@ export interface GpuWorld extends AsyncDisposable {
   readonly releaseBoundMs: number;
   /** Card args for a behaviour. */
   engineArgs(spec: EngineSpec): Record<string, number | boolean>;
+  /** A vLLM build that sleeps and parks requests: an `engine: vllm` card's `executable`. */
+  readonly sleeper: string;
+  /** Its card args. */
+  sleeperArgs(spec: SleeperSpec): Record<string, number>;
   /** Command line of an engine outside the launcher (a foreign process). */
   engineCommand(spec: EngineSpec): string[];
   /**
@@ -194,6 +212,12 @@ export async function realWorld(index?: string): Promise<GpuWorld> {
       ...(spec.crashAfterMs ? { "crash-after-ms": spec.crashAfterMs } : {}),
       ...(spec.ignoreSigterm ? { "ignore-sigterm": true } : {}),
     }),
+    sleeper: `${dirs.bin}/vllm`,
+    sleeperArgs: (spec) => ({
+      "hold-mib": spec.mib,
+      tokens: spec.tokens,
+      "token-ms": spec.tokenMs,
+    }),
     engineCommand: (spec) => [
       "python3",
       PYTHON_ENGINE,
@@ -259,6 +283,10 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
     `${dirs.bin}/vllm`,
     `exec '${Deno.execPath()}' run -A --quiet '${FAKE_ENGINE}' "$@"`,
   );
+  await writeScript(
+    `${dirs.bin}/vllm-sleeper`,
+    `exec '${Deno.execPath()}' run -A --quiet '${VLLM_STAND_IN}' "$@"`,
+  );
   const env = {
     PATH: pathWith(`${dirs.bin}:${machine.bin}`),
     FAKE_GPU_LEDGER: machine.ledger,
@@ -287,6 +315,16 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
         : {}),
       ...(spec.ignoreSigterm ? { "fake-ignore-sigterm": true } : {}),
     }),
+    sleeper: `${dirs.bin}/vllm-sleeper`,
+    // Level 1 keeps 1 GiB; a 200 ms wake (the stand-in's own figure).
+    sleeperArgs: (spec) => ({
+      "fake-awake-mib": spec.mib,
+      "fake-residue-mib": 1024,
+      "fake-load-ms": 300,
+      "fake-wake-ms": 200,
+      "fake-tokens": spec.tokens,
+      "fake-token-ms": spec.tokenMs,
+    }),
     engineCommand: (spec) => [
       Deno.execPath(),
       "run",
@@ -312,7 +350,8 @@ export async function standInWorld(releaseMs: number): Promise<GpuWorld> {
       Promise.resolve([
         "- **stand-in**: no GPU was used. `nvidia-smi` is the stand-in " +
         "(tests/fixtures/nvidia_smi.ts) answering from a ledger; the engine is " +
-        "the stand-in (tests/fixtures/fake_engine.ts), entering its MiB there.",
+        "the stand-in (tests/fixtures/fake_engine.ts), entering its MiB there; " +
+        "the vLLM cards' is the vLLM stand-in (tests/fixtures/vllm_stand_in.ts).",
         `- fake GPUs: index ${gpu.index}, ${gpu.uuid}, ${gpu.totalMiB} MiB (index ${second.index} only for llama-packing); ` +
         `a dead pid stays listed ${releaseMs} ms after its exit (a made-up figure, not a driver's)`,
       ]),
