@@ -310,6 +310,11 @@ export class GpuMonitor {
     return ++this.#marks;
   }
 
+  /** The last mark: `snapshot(age, marked)` is an answer asked after it. */
+  get marked(): number {
+    return this.#marks;
+  }
+
   /** The first successful answer to a query asked at `mark` or later, whoever asks it; asks nothing. */
   next(mark: number): Promise<GpuSnapshot> {
     return new Promise((resolve) => this.#next.push({ mark, resolve }));

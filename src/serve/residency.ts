@@ -32,6 +32,9 @@ export const LOAD_POLL_MS = 250;
 // Never put to sleep one woken less than this ago: no evict/reload loop (Ollama #18282).
 const GUARD_S = 1;
 const PROBE_MS = 30_000;
+// A look asked after the last sleep, wake, spawn or exit this young holds
+// every engine's memory (only another user's job could have moved since).
+const LOOK_MS = 1_000;
 const WAKE_TRIES = 3;
 const WAKE_RETRY_MS = 2_000;
 const ROOM = "put to sleep to make room for ";
@@ -65,7 +68,6 @@ export class Residency {
   readonly #probes = new Map<string, Promise<string | null>>();
   readonly #passed = new Set<string>();
   readonly #stop = new AbortController();
-  #mark = 0; // nvidia-smi's looks from before it predate the last sleep or wake
   #loop: Promise<void> | undefined;
 
   constructor(options: ResidencyOptions) {
@@ -171,8 +173,10 @@ export class Residency {
     const seen = this.#of(r);
     if (this.#now() < seen.retryAt) return false;
     const process = r.process;
+    r.serving.sleep.because(why); // its own line may come first
     const answer = await askSleep(r.plan, true, this.#stop.signal);
     if (!answer.ok) {
+      r.serving.sleep.because(null);
       seen.retryAt = this.#now() + 30_000;
       log.warn(
         `engine ${r.name} (pid ${process.pid}): its ${
@@ -181,8 +185,8 @@ export class Residency {
       );
       return false;
     }
-    this.#mark = this.#o.monitor.mark(); // its memory changed
-    r.serving.sleep.because(why, why.startsWith(ROOM));
+    this.#o.monitor.mark(); // its memory changed: no earlier look will do
+    if (why.startsWith(ROOM)) r.serving.sleep.madeRoom();
     r.send({ kind: "sleep", run: process, asleep: true, why, sure: true });
     return true;
   }
@@ -229,7 +233,7 @@ export class Residency {
       return r.send({ kind: "wake-failed", run: process, seen: tries });
     }
     seen.failures = 0;
-    this.#mark = this.#o.monitor.mark();
+    this.#o.monitor.mark();
     r.serving.sleep.woken(process);
     const seconds = (this.#now() - (seen.parkedAt ?? this.#now())) / 1000;
     const made = seen.madeRoom;
@@ -265,7 +269,7 @@ export class Residency {
     if (!gpu || devices.length === 0) return true; // nothing to count it by
     for (let look = 0; look < 3; look++) {
       // Asked after the last sleep or wake that answered.
-      const snapshot = await monitor.snapshot(LOAD_POLL_MS, this.#mark);
+      const snapshot = await monitor.snapshot(LOOK_MS, monitor.marked);
       if (!snapshot) return this.#wait(r, "nvidia-smi's answer"), false;
       const loading = gpu.gate.loadingOn(devices, r.name);
       if (loading) {

@@ -101,10 +101,14 @@ export class SleepWatch {
     };
   }
 
-  /** The next sleep's reason in its journal line (the launcher's: idle, or room for another). */
-  because(why: string, forRoom = false): void {
+  /** The next sleep's reason, for its line's state change and its journal line (the launcher's: idle, room for another, the probe); null: none asked. */
+  because(why: string | null): void {
     this.#because = why;
-    if (forRoom) this.#v.made_room++;
+  }
+
+  /** It was put to sleep to make room for another. */
+  madeRoom(): void {
+    this.#v.made_room++;
   }
 
   /** The launcher's wake began (a parked request): it waits for `what`. */
@@ -238,7 +242,7 @@ export class SleepWatch {
     if (line === "failed") {
       run.watch.cause = { cause: "wake-failed", message: text.slice(0, 200) };
     }
-    const told = LINES[line]?.(this.#after());
+    const told = LINES[line]?.(this.#after(), this.#because);
     if (told) {
       this.#wakingAt = told.asleep ? null : this.#now();
       [this.#lineAt, this.#byLine] = [this.#now(), true];
@@ -297,8 +301,13 @@ export class SleepWatch {
   }
 }
 
-const LINES: Partial<Record<SleepLine, (after?: number) => Told>> = {
-  asleep: (after) => ({ asleep: true, why: `asleep after ${after} s idle` }),
+const LINES: Partial<
+  Record<SleepLine, (after?: number, because?: string | null) => Told>
+> = {
+  asleep: (after, because) => ({
+    asleep: true,
+    why: because ?? `asleep after ${after} s idle`,
+  }),
   waking: () => ({ asleep: false, why: "woken by a request" }),
 };
 
