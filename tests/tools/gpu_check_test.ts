@@ -81,10 +81,11 @@ function rows(report: string): Map<string, string> {
 }
 
 Deno.test("gpu-check --stand-in: every scenario passes through the real CLI, and says it is no GPU measurement", async () => {
-  // Two halves at once, each its own CLI run: the suite's longest file ends sooner.
+  // Three parts at once, each its own CLI run: the suite's longest file ends sooner.
   const halves = await Promise.all([
     "shares,crash-during-load,foreign-holder,launcher-killed,llama-cuda",
-    "llama-packing,vllm-switch,container-release,gpu-error,device-ids,quiet-neighbour",
+    "llama-packing,container-release,gpu-error,device-ids,quiet-neighbour",
+    "vllm-switch",
   ].map((only) => runCheck(["--stand-in", "--crashes", "3", "--only", only])));
   for (const half of halves) {
     assert.equal(half.code, 0, half.stdout + half.stderr);
