@@ -36,11 +36,37 @@ export async function serverLoad(
 ): Promise<number | undefined> {
   const routes = routesOf(plan);
   if (!routes) return undefined;
-  const answer = await ask(plan, routes.load.path, ASK_MS, false, signal);
+  const { path, field } = routes.load;
+  const value = await fieldOf(plan, path, field, signal);
+  return Number.isInteger(value) && (value as number) >= 0
+    ? value as number
+    : undefined;
+}
+
+/**
+ * Its `GET /version`'s `version` (vLLM's), undefined when unread.
+ *
+ * @example `await engineVersion(plan)` is `"0.19.0"`.
+ */
+export async function engineVersion(
+  plan: EnginePlan,
+  signal?: AbortSignal,
+): Promise<string | undefined> {
+  const version = await fieldOf(plan, "/version", "version", signal);
+  return typeof version === "string" ? version : undefined;
+}
+
+/** One field of a route's JSON answer; undefined when unread. */
+async function fieldOf(
+  plan: EnginePlan,
+  path: string,
+  field: string,
+  signal: AbortSignal | undefined,
+): Promise<unknown> {
+  const answer = await ask(plan, path, ASK_MS, false, signal);
   if (!answer.ok) return undefined;
   try {
-    const value = JSON.parse(answer.text)?.[routes.load.field];
-    return Number.isInteger(value) && value >= 0 ? value : undefined;
+    return JSON.parse(answer.text)?.[field];
   } catch {
     return undefined;
   }

@@ -12,6 +12,7 @@ import type { ServerProcess } from "../engines/server_process.ts";
 import {
   askSleep,
   askWake,
+  engineVersion,
   routesOf,
   serverLoad,
   sleepRouteOpen,
@@ -134,7 +135,7 @@ export class Residency {
       if (r.state !== "waking" || seen.load !== 0 || seen.waking) continue;
       [seen.parkedAt, seen.said] = [null, null];
       const why = "its parked request left before its wake";
-      r.send({ kind: "sleep", run: r.process, asleep: true, why, sure: true });
+      this.#tell(r, true, why);
     }
     // Starts held for memory: more cards than fit load one after another.
     for (const r of runs) {
@@ -187,7 +188,7 @@ export class Residency {
     }
     this.#o.monitor.mark(); // its memory changed: no earlier look will do
     if (why.startsWith(ROOM)) r.serving.sleep.madeRoom();
-    r.send({ kind: "sleep", run: process, asleep: true, why, sure: true });
+    this.#tell(r, true, why);
     return true;
   }
 
@@ -199,14 +200,7 @@ export class Residency {
       seen.parkedAt ??= this.#now();
       seen.madeRoom = [];
       const why = `a request parked in its ${routesOf(r.plan)!.load.path}`;
-      r.send({
-        kind: "sleep",
-        run: process,
-        asleep: true,
-        why,
-        waking: true,
-        sure: true,
-      });
+      this.#tell(r, true, why, true);
     }
     if (r.state !== "waking" || this.#now() < seen.retryAt) return;
     // Waking, its room is counted as kept (gpu_lifecycle.ts): the device's
@@ -245,13 +239,7 @@ export class Residency {
       seconds.toFixed(2)
     } s${room}`;
     this.#say(r, "switch", detail);
-    r.send({
-      kind: "sleep",
-      run: process,
-      asleep: false,
-      why: detail,
-      sure: true,
-    });
+    this.#tell(r, false, detail);
   }
 
   /**
@@ -402,24 +390,11 @@ export class Residency {
       parked = (await serverLoad(plan, signal) ?? 0) >= 1;
       if (!parked) await sleep(50, signal, this.#clock);
     }
-    r.send({
-      kind: "sleep",
-      run: process,
-      asleep: true,
-      why: probe,
-      waking: true,
-      sure: true,
-    });
+    this.#tell(r, true, probe, true);
     r.serving.sleep.wakeSent(process);
     const woke = await askWake(plan, signal);
     if (woke.ok) r.serving.sleep.woken(process);
-    r.send({
-      kind: "sleep",
-      run: process,
-      asleep: false,
-      why: probe,
-      sure: true,
-    });
+    this.#tell(r, false, probe);
     this.#of(r).awakeAt = this.#now();
     const answer = await asked;
     if (!woke.ok) return `its ${routes.wake} ${woke.why} at the probe`;
@@ -432,6 +407,12 @@ export class Residency {
     }
     this.#say(r, "probe", "its sleep, a parked request and its wake work");
     return null;
+  }
+
+  /** The launcher's own sleep or wake of it (`waking`: begun), as sure as the engine's line. */
+  #tell(r: EngineRun, asleep: boolean, why: string, waking = false): void {
+    const run = r.process;
+    r.send({ kind: "sleep", run, asleep, why, waking, sure: true });
   }
 
   #say(r: EngineRun, reason: string, detail: string): void {
@@ -449,23 +430,6 @@ export class Residency {
 
   #now(): number {
     return this.#clock.now();
-  }
-}
-
-/** Its `/version` answer's `version`, undefined when unread. */
-async function engineVersion(
-  plan: EngineRun["plan"],
-  signal: AbortSignal,
-): Promise<string | undefined> {
-  const url = engineOrigin(plan.host, plan.port) + "/version";
-  const o = { apiKey: plan.apiKey, timeoutMs: 2_000, maxBytes: 4096, signal };
-  const answer = await askEngine(url, o);
-  if (!answer.ok) return undefined;
-  try {
-    const version = JSON.parse(answer.text)?.version;
-    return typeof version === "string" ? version : undefined;
-  } catch {
-    return undefined;
   }
 }
 
