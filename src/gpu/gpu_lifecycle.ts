@@ -155,10 +155,10 @@ export class GpuLifecycle {
     // A run that slept or woke since the last round's look: one asked before
     // would charge it what it held in its other state.
     const moved = placed.some((run) => this.#asked.get(run) !== run.state);
+    const asked = new Map(placed.map((run) => [run, run.state]));
     const snapshot = moved
       ? await monitor.snapshot(0, monitor.mark())
       : await monitor.snapshot(intervalMs / 2);
-    const asked = new Map(placed.map((run) => [run, run.state]));
     const groups = groupsOf(snapshot);
     for (const run of placed) {
       this.#asked.set(run, asked.get(run)!);
