@@ -40,6 +40,8 @@ export type ServingEvent =
   | { readonly kind: "wake-failed"; readonly run: ServerProcess; seen: string };
 
 const READ_TIMEOUT_MS = 2_000;
+// Asleep or waking it serves still: its traffic is read, no stall is judged.
+const SERVING: readonly EngineState[] = ["ready", "sleeping", "waking"];
 const CANARY_MAX_BYTES = 1024 * 1024;
 const CANARY_FAILURES = 2;
 
@@ -92,7 +94,7 @@ export class ServingWatch {
   }
 
   detail(): Pick<EngineDetail, "traffic" | "canary" | "sleep"> {
-    const serving = ["ready", "sleeping"].includes(this.#engine.state);
+    const serving = SERVING.includes(this.#engine.state);
     const traffic = serving ? this.#traffic : null;
     const view = this.sleep.view();
     const last_wake_check = this.#wake.view();
@@ -125,7 +127,7 @@ export class ServingWatch {
       this.#wake.reset();
     }
     this.sleep.round(run, state);
-    if (state !== "ready" && state !== "sleeping") return this.#forget();
+    if (!SERVING.includes(state)) return this.#forget();
     const kind = ENGINE_KINDS[card.engine];
     const origin = engineOrigin(run.plan.host, run.plan.port);
     const o = { apiKey: plan.apiKey, timeoutMs: READ_TIMEOUT_MS, signal };
