@@ -10,7 +10,7 @@
  */
 import assert from "node:assert/strict";
 import { models, readJournal, waitFor } from "../support/helpers.ts";
-import { llamaLauncher } from "../support/llama.ts";
+import { llamaLauncher, untilSleeping } from "../support/llama.ts";
 
 const KEY = "sleepy-key";
 
@@ -55,11 +55,7 @@ Deno.test("a llama.cpp card with sleep_after: 2 sleeps on its own line, shows it
   const { root, port, launcher, detail, chat, journal } = await start();
   try {
     await launcher.ready();
-    await waitFor(
-      async () => (await detail()).state === "sleeping",
-      "sleeping",
-      60_000,
-    );
+    await untilSleeping(detail);
     const log = await Deno.readTextFile(`${root}/logs/dozy.log`);
     assert.match(log, /--sleep-idle-seconds 2/, "sleep_after reached its argv");
     // Its residue is measured at a round after the sleep has settled.
@@ -147,11 +143,7 @@ Deno.test("a llama-server whose wake cannot reload its model ends as wake-failed
   const { root, model, launcher, detail, chat, journal } = await start();
   try {
     await launcher.ready();
-    await waitFor(
-      async () => (await detail()).state === "sleeping",
-      "sleeping",
-      60_000,
-    );
+    await untilSleeping(detail);
     await Deno.remove(model); // the reload of the wake cannot open it
     await chat().then((r) => r.body?.cancel()).catch(() => {});
     let end = await detail();

@@ -11,7 +11,7 @@
  */
 import assert from "node:assert/strict";
 import { models, readJournal, waitFor } from "../support/helpers.ts";
-import { llamaLauncher } from "../support/llama.ts";
+import { llamaLauncher, untilSleeping } from "../support/llama.ts";
 
 const KEY = "sleepy-key";
 const CATALOGUE = `models:
@@ -37,11 +37,7 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
   const detail = async () => (await models(port, true)).active.dozy!;
   try {
     await launcher.ready();
-    await waitFor(
-      async () => (await detail()).state === "sleeping",
-      "sleeping",
-      60_000,
-    );
+    await untilSleeping(detail);
     const asleep = await detail();
     assert.equal(asleep.healthy, true);
     assert.equal(await props(), true);

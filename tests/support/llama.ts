@@ -16,6 +16,7 @@ import {
   makeRoot,
   pathWith,
   siteArgs,
+  waitFor,
 } from "./helpers.ts";
 
 /** The cached `llama-server` binary, or a failure saying how to build it. */
@@ -73,4 +74,18 @@ export async function llamaLauncher(
     LOCAL_ENGINE_API_KEY: key,
   });
   return { root, model, port, launcher };
+}
+
+/**
+ * Until `detail()` (an engine's `/models?detail=1` entry) says `sleeping`:
+ * 60 s at most, for its first load and its idle seconds.
+ */
+export async function untilSleeping(
+  detail: () => Promise<{ state?: string }>,
+): Promise<void> {
+  await waitFor(
+    async () => (await detail()).state === "sleeping",
+    "sleeping",
+    60_000,
+  );
 }
