@@ -16,7 +16,11 @@ import {
   withinGuard,
 } from "../support/helpers.ts";
 import { chatStream, streamWhole } from "../support/streams.ts";
-import { VLLM_STAND_IN, vllmStandIn } from "../support/vllm_stand_in.ts";
+import {
+  VLLM_STAND_IN,
+  vllmServeArgs,
+  vllmStandIn,
+} from "../support/vllm_stand_in.ts";
 
 interface StandIn extends AsyncDisposable {
   port: number;
@@ -43,14 +47,7 @@ function start(
       "run",
       "-A",
       VLLM_STAND_IN,
-      "serve",
-      "org/m",
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--served-model-name",
-      "m",
+      ...vllmServeArgs(port),
       ...FAST,
       ...flags,
     ],
@@ -377,18 +374,7 @@ Deno.test("SIGTERM: the stand-in exits 0 and notes its exit in the ledger; vllmS
   await using exe = await vllmStandIn();
   const port = freePorts(1);
   const child = new Deno.Command(exe.executable, {
-    args: [
-      "serve",
-      "org/m",
-      "--host",
-      "127.0.0.1",
-      "--port",
-      String(port),
-      "--served-model-name",
-      "m",
-      "--fake-load-ms",
-      "50",
-    ],
+    args: [...vllmServeArgs(port), "--fake-load-ms", "50"],
     env: { ...gpus.env, CUDA_VISIBLE_DEVICES: "0" },
     stdout: "null",
     stderr: "null",

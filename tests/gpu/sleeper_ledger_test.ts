@@ -8,26 +8,13 @@
  * GPUs; placement, the start gate and `--dry-run` read the same ledger.
  */
 import assert from "node:assert/strict";
-import {
-  fakeBin,
-  freePorts,
-  Launcher,
-  makeRoot,
-  models,
-  pathWith,
-  siteArgs,
-  waitFor,
-} from "../support/helpers.ts";
-import { fakeDevices, fakeGpuMachine } from "../support/fake_gpus.ts";
-import {
-  catalogue,
-  catalogueText,
-  seedFootprints,
-} from "../support/gpu_cards.ts";
+import { models, waitFor } from "../support/helpers.ts";
+import { fakeDevices } from "../support/fake_gpus.ts";
+import { catalogue, seedFootprints } from "../support/gpu_cards.ts";
+import { gpuSite } from "../support/gpu_site.ts";
 import { footprintKey } from "../../src/gpu/footprint_book.ts";
 import type { StartPlan } from "../../src/serve.ts";
 
-const MOD = new URL("../../mod.ts", import.meta.url).pathname;
 const H100 = "NVIDIA H100 80GB HBM3";
 const MIB = 2 ** 20;
 
@@ -45,43 +32,16 @@ const CARDS = {
 };
 
 async function site() {
-  const root = await makeRoot();
-  const bin = await fakeBin(["llama-server"]);
-  const machine = await fakeGpuMachine({ devices: fakeDevices(2) });
-  const file = `${root}/cards.yaml`;
-  await Deno.writeTextFile(file, catalogueText(CARDS));
-  const port = freePorts(4);
-  const env = {
-    PATH: pathWith(`${bin}:${machine.bin}`),
-    FAKE_GPU_LEDGER: machine.ledger,
-    NUCLEUS_MODE: "dev",
-    LOCAL_ENGINE_API_KEY: "",
-  };
-  const args = [
-    ...siteArgs(port, root, file),
-    "--gpus",
-    "0-1",
-    "--health-interval",
-    "0.3",
-  ];
-  const book = `${root}/data/footprints.json`;
+  const s = await gpuSite({
+    cards: CARDS,
+    bin: ["llama-server"],
+    devices: fakeDevices(2),
+    gpus: "0-1",
+  });
+  const book = `${s.root}/data/footprints.json`;
   const key = (name: string) => footprintKey(catalogue(CARDS).get(name));
   return {
-    root,
-    port,
-    machine,
-    start: (names: string[]) => new Launcher([...names, ...args], env),
-    async dryRun(names: string[], json = true): Promise<string> {
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "-A", "--quiet", MOD, ...names, ...args, "--dry-run"]
-          .concat(json ? ["--json"] : []),
-        env: { NO_COLOR: "1", ...env },
-        stdin: "null",
-      }).output();
-      const text = new TextDecoder();
-      assert.equal(out.code, 0, text.decode(out.stderr));
-      return text.decode(out.stdout);
-    },
+    ...s,
     /** The book's entry for card `name` on the H100s. */
     async entry(name: string) {
       const { entries } = JSON.parse(await Deno.readTextFile(book));
@@ -91,16 +51,11 @@ async function site() {
     },
     /** The book a start would have left: `mib` measured per card on the H100s. */
     seed(mib: Record<string, number>, residue?: number) {
-      return seedFootprints(root, CARDS, mib, (name) => ({
+      return seedFootprints(s.root, CARDS, mib, (name) => ({
         ...name === "dozy" && residue ? { residue_mib: residue } : {},
         device: null,
         from: "nvidia-smi",
       }));
-    },
-    async [Symbol.asyncDispose]() {
-      await machine[Symbol.asyncDispose]();
-      await Deno.remove(bin, { recursive: true }).catch(() => {});
-      await Deno.remove(root, { recursive: true }).catch(() => {});
     },
   };
 }

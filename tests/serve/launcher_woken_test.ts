@@ -10,22 +10,13 @@
  * until one's work ends.
  */
 import assert from "node:assert/strict";
-import {
-  freePorts,
-  Launcher,
-  makeRoot,
-  models,
-  pathWith,
-  readJournal,
-  siteArgs,
-  waitFor,
-} from "../support/helpers.ts";
-import { fakeDevices, fakeGpuMachine } from "../support/fake_gpus.ts";
+import { models, readJournal, waitFor } from "../support/helpers.ts";
+import { fakeDevices } from "../support/fake_gpus.ts";
 import { catalogueText } from "../support/gpu_cards.ts";
+import { gpuSite } from "../support/gpu_site.ts";
 import { vllmStandIn } from "../support/vllm_stand_in.ts";
 
 const MIB = 2 ** 20;
-const MOD = new URL("../../mod.ts", import.meta.url).pathname;
 const card = (extra: Record<string, unknown> = {}) => ({
   engine: "vllm",
   gpu_memory: "10GiB",
@@ -50,44 +41,16 @@ interface Journaled {
 }
 
 async function site(cards: Record<string, Record<string, unknown>> = CARDS) {
-  const root = await makeRoot();
-  const vllm = await vllmStandIn();
-  const machine = await fakeGpuMachine({ devices: fakeDevices(1, 24576) });
-  const file = `${root}/cards.yaml`;
-  await Deno.writeTextFile(file, catalogueText(cards));
-  const port = freePorts(4);
-  const env = {
-    PATH: pathWith(`${vllm.dir}:${machine.bin}`),
-    FAKE_GPU_LEDGER: machine.ledger,
-    NUCLEUS_MODE: "dev",
-    LOCAL_ENGINE_API_KEY: "",
-  };
-  const args = [
-    ...siteArgs(port, root, file),
-    "--gpus",
-    "0",
-    "--health-interval",
-    "0.3",
-  ];
+  const s = await gpuSite({
+    cards,
+    bin: "vllm stand-in",
+    devices: fakeDevices(1, 24576),
+    gpus: "0",
+  });
+  const { root, port } = s;
   return {
-    root,
-    port,
-    machine,
-    start: (names: string[], more: Record<string, string> = {}) =>
-      new Launcher([...names, ...args], { ...env, ...more }),
+    ...s,
     journal: () => readJournal<Journaled>(root),
-    /** `--dry-run` (JSON unless `json` is false): its stdout, or its stderr when it exits `code`. */
-    async dryRun(names: string[], json = true, code = 0): Promise<string> {
-      const out = await new Deno.Command(Deno.execPath(), {
-        args: ["run", "-A", "--quiet", MOD, ...names, ...args, "--dry-run"]
-          .concat(json ? ["--json"] : []),
-        env: { NO_COLOR: "1", ...env },
-        stdin: "null",
-      }).output();
-      const text = new TextDecoder();
-      assert.equal(out.code, code, text.decode(out.stderr));
-      return text.decode(code === 0 ? out.stdout : out.stderr);
-    },
     /** A chat request straight to the engine's own port, as a client sends it. */
     async chat(name: string, stream = false): Promise<string> {
       const engine = (await models(port, true)).active[name]!;
@@ -111,11 +74,6 @@ async function site(cards: Record<string, Record<string, unknown>> = CARDS) {
     },
     async state(name: string): Promise<string | undefined> {
       return (await models(port, true)).active[name]?.state;
-    },
-    async [Symbol.asyncDispose]() {
-      await machine[Symbol.asyncDispose]();
-      await vllm[Symbol.asyncDispose]();
-      await Deno.remove(root, { recursive: true }).catch(() => {});
     },
   };
 }

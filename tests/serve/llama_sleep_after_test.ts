@@ -9,15 +9,8 @@
  * Without the build it fails saying how to build it.
  */
 import assert from "node:assert/strict";
-import {
-  freePorts,
-  Launcher,
-  models,
-  readJournal,
-  siteArgs,
-  waitFor,
-} from "../support/helpers.ts";
-import { llamaRoot } from "../support/llama.ts";
+import { models, readJournal, waitFor } from "../support/helpers.ts";
+import { llamaLauncher, untilSleeping } from "../support/llama.ts";
 
 const KEY = "sleepy-key";
 
@@ -34,26 +27,12 @@ function catalogue(restart = "on-failure"): string {
 }
 
 async function start(restart?: string) {
-  const { root, path, model } = await llamaRoot();
-  await Deno.writeTextFile(`${root}/catalogue.yaml`, catalogue(restart));
-  const port = freePorts(2);
-  const launcher = new Launcher([
-    "dozy",
-    ...siteArgs(port, root, `${root}/catalogue.yaml`),
-    "--dev_mode",
-    "--grace",
-    "5",
-    "--health-interval",
-    "0.2",
-    "--canary-interval",
-    "1",
-  ], {
-    PATH: path,
-    MY_LOCAL: "",
-    NUCLEUS_HOST: "",
-    NUCLEUS_PORT: "",
-    LOCAL_ENGINE_API_KEY: KEY,
-  });
+  const { root, port, model, launcher } = await llamaLauncher(
+    ["dozy"],
+    catalogue(restart),
+    ["--grace", "5", "--health-interval", "0.2", "--canary-interval", "1"],
+    KEY,
+  );
   const detail = async () => (await models(port, true)).active.dozy!;
   const chat = () =>
     fetch(`http://127.0.0.1:${port + 1}/v1/chat/completions`, {
@@ -76,11 +55,7 @@ Deno.test("a llama.cpp card with sleep_after: 2 sleeps on its own line, shows it
   const { root, port, launcher, detail, chat, journal } = await start();
   try {
     await launcher.ready();
-    await waitFor(
-      async () => (await detail()).state === "sleeping",
-      "sleeping",
-      60_000,
-    );
+    await untilSleeping(detail);
     const log = await Deno.readTextFile(`${root}/logs/dozy.log`);
     assert.match(log, /--sleep-idle-seconds 2/, "sleep_after reached its argv");
     // Its residue is measured at a round after the sleep has settled.
@@ -168,11 +143,7 @@ Deno.test("a llama-server whose wake cannot reload its model ends as wake-failed
   const { root, model, launcher, detail, chat, journal } = await start();
   try {
     await launcher.ready();
-    await waitFor(
-      async () => (await detail()).state === "sleeping",
-      "sleeping",
-      60_000,
-    );
+    await untilSleeping(detail);
     await Deno.remove(model); // the reload of the wake cannot open it
     await chat().then((r) => r.body?.cancel()).catch(() => {});
     let end = await detail();

@@ -10,15 +10,8 @@
  * Without the build it fails saying how to build it.
  */
 import assert from "node:assert/strict";
-import {
-  freePorts,
-  Launcher,
-  models,
-  readJournal,
-  siteArgs,
-  waitFor,
-} from "../support/helpers.ts";
-import { llamaRoot } from "../support/llama.ts";
+import { models, readJournal, waitFor } from "../support/helpers.ts";
+import { llamaLauncher, untilSleeping } from "../support/llama.ts";
 
 const KEY = "sleepy-key";
 const CATALOGUE = `models:
@@ -30,26 +23,12 @@ const CATALOGUE = `models:
 `;
 
 Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the launcher's rounds, ready after a completion before it sleeps again", async () => {
-  const { root, path } = await llamaRoot();
-  await Deno.writeTextFile(`${root}/catalogue.yaml`, CATALOGUE);
-  const port = freePorts(2);
-  const launcher = new Launcher([
-    "dozy",
-    ...siteArgs(port, root, `${root}/catalogue.yaml`),
-    "--dev_mode",
-    "--grace",
-    "5",
-    "--health-interval",
-    "0.1",
-    "--canary-interval",
-    "1",
-  ], {
-    PATH: path,
-    MY_LOCAL: "",
-    NUCLEUS_HOST: "",
-    NUCLEUS_PORT: "",
-    LOCAL_ENGINE_API_KEY: KEY,
-  });
+  const { root, port, launcher } = await llamaLauncher(
+    ["dozy"],
+    CATALOGUE,
+    ["--grace", "5", "--health-interval", "0.1", "--canary-interval", "1"],
+    KEY,
+  );
   const engine = `http://127.0.0.1:${port + 1}`;
   const auth = { authorization: `Bearer ${KEY}` };
   const props = async () =>
@@ -58,11 +37,7 @@ Deno.test("a llama-server set to sleep when idle: sleeping, never woken by the l
   const detail = async () => (await models(port, true)).active.dozy!;
   try {
     await launcher.ready();
-    await waitFor(
-      async () => (await detail()).state === "sleeping",
-      "sleeping",
-      60_000,
-    );
+    await untilSleeping(detail);
     const asleep = await detail();
     assert.equal(asleep.healthy, true);
     assert.equal(await props(), true);

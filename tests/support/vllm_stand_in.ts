@@ -48,3 +48,21 @@ export async function vllmStandIn(): Promise<VllmStandIn> {
 
 /** The stand-in's script, for tests that spawn it themselves. */
 export const VLLM_STAND_IN: string = STAND_IN;
+
+/**
+ * The argv a vLLM card's engine starts with, `serve MODEL --host 127.0.0.1
+ * --port PORT --served-model-name m`: for the stand-in, or any engine taking
+ * vLLM's flags, spawned by a test itself.
+ */
+export function vllmServeArgs(port: number, model = "org/m"): string[] {
+  return [
+    "serve",
+    model,
+    "--host",
+    "127.0.0.1",
+    "--port",
+    String(port),
+    "--served-model-name",
+    "m",
+  ];
+}

@@ -14,6 +14,7 @@ import { fileURLToPath } from "node:url";
 import { isLlamaServerBuilt } from "../../tools/llama_server.ts";
 import { processesWithEnv } from "../support/fake_gpus.ts";
 import { freePorts, pidAlive, waitFor } from "../support/helpers.ts";
+import { vllmServeArgs } from "../support/vllm_stand_in.ts";
 
 const CHECK = fileURLToPath(
   new URL("../../tools/gpu_check.ts", import.meta.url),
@@ -200,14 +201,7 @@ Deno.test({
       new Deno.Command("python3", {
         args: [
           ENGINE,
-          "serve",
-          "m",
-          "--host",
-          "127.0.0.1",
-          "--port",
-          String(port),
-          "--served-model-name",
-          "m",
+          ...vllmServeArgs(port, "m"),
           ...extra,
         ],
         env: { GPU_ENGINE_RECORD_DIR: records },
@@ -257,14 +251,7 @@ Deno.test({
       new Deno.Command("python3", {
         args: [
           ENGINE,
-          "serve",
-          "org/m",
-          "--host",
-          "127.0.0.1",
-          "--port",
-          String(port),
-          "--served-model-name",
-          "m",
+          ...vllmServeArgs(port),
           "--enable-sleep-mode",
           "--enable-server-load-tracking",
           "--token-ms",
