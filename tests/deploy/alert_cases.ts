@@ -53,6 +53,13 @@ interface AlertCase {
 export const TARGET = { instance: "gpu-node-1:9100", job: "node" };
 
 const held = (s: Sample) => `${s.value}x40`;
+/** An input from `family`'s samples of `model`. */
+const of = (
+  family: string,
+  model: string,
+  values: Input["values"],
+  relabel?: Record<string, string>,
+): Input => ({ family, match: { model }, values, ...relabel && { relabel } });
 const state = (model: string, at: Record<string, string>, other: string) => ({
   family: "mymodel_engine_state",
   match: { model },
@@ -93,11 +100,7 @@ export const CASES: AlertCase[] = [
   {
     name: "a ready engine down for 15 minutes",
     inputs: [
-      {
-        family: "mymodel_engine_up",
-        match: { model: "ready" },
-        values: "0x20",
-      },
+      of("mymodel_engine_up", "ready", "0x20"),
       state("ready", { backoff: "1x20" }, "0x20"),
     ],
     checks: [{ at: "14m", alert: "MymodelEngineNotReady" }, {
@@ -114,22 +117,11 @@ export const CASES: AlertCase[] = [
     name:
       "a first start downloading for 40 minutes, then loading for 5: no page (--start-timeout stops only a silent start)",
     inputs: [
-      {
-        family: "mymodel_engine_up",
-        match: { model: "fetching" },
-        values: "0x44 1x10",
-      },
-      {
-        family: "mymodel_engine_load_phase",
-        match: { model: "fetching" },
-        values: "1x39 stale",
-      },
-      {
-        family: "mymodel_engine_load_phase",
-        match: { model: "fetching" },
-        relabel: { phase: "loading" },
-        values: "_x40 1x4 stale",
-      },
+      of("mymodel_engine_up", "fetching", "0x44 1x10"),
+      of("mymodel_engine_load_phase", "fetching", "1x39 stale"),
+      of("mymodel_engine_load_phase", "fetching", "_x40 1x4 stale", {
+        phase: "loading",
+      }),
       state("fetching", { starting: "1x44 0x10", ready: "0x44 1x10" }, "0x54"),
     ],
     checks: ["16m", "30m", "39m", "44m", "50m"].map((at) => ({
@@ -140,22 +132,11 @@ export const CASES: AlertCase[] = [
   {
     name: "a download done at 10m, then a load not ready for 15 minutes",
     inputs: [
-      {
-        family: "mymodel_engine_up",
-        match: { model: "fetching" },
-        values: "0x40",
-      },
-      {
-        family: "mymodel_engine_load_phase",
-        match: { model: "fetching" },
-        values: "1x9 stale",
-      },
-      {
-        family: "mymodel_engine_load_phase",
-        match: { model: "fetching" },
-        relabel: { phase: "loading" },
-        values: "_x10 1x30",
-      },
+      of("mymodel_engine_up", "fetching", "0x40"),
+      of("mymodel_engine_load_phase", "fetching", "1x9 stale"),
+      of("mymodel_engine_load_phase", "fetching", "_x10 1x30", {
+        phase: "loading",
+      }),
     ],
     checks: [{ at: "24m", alert: "MymodelEngineNotReady" }, {
       at: "26m",
@@ -171,16 +152,8 @@ export const CASES: AlertCase[] = [
     name:
       "a download stalled at 5m: --start-timeout stops it at 20m, its restart not ready pages 15 minutes later",
     inputs: [
-      {
-        family: "mymodel_engine_up",
-        match: { model: "fetching" },
-        values: "0x50",
-      },
-      {
-        family: "mymodel_engine_load_phase",
-        match: { model: "fetching" },
-        values: "1x19 stale",
-      },
+      of("mymodel_engine_up", "fetching", "0x50"),
+      of("mymodel_engine_load_phase", "fetching", "1x19 stale"),
     ],
     checks: [{ at: "34m", alert: "MymodelEngineNotReady" }, {
       at: "36m",
@@ -216,16 +189,8 @@ export const CASES: AlertCase[] = [
   {
     name: "three restarts in 10 minutes, and one",
     inputs: [
-      {
-        family: "mymodel_engine_restarts_total",
-        match: { model: "typo" },
-        values: "1x3 2 3 4x5",
-      },
-      {
-        family: "mymodel_engine_restarts_total",
-        match: { model: "ready" },
-        values: "0 1x10",
-      },
+      of("mymodel_engine_restarts_total", "typo", "1x3 2 3 4x5"),
+      of("mymodel_engine_restarts_total", "ready", "0 1x10"),
     ],
     checks: [{
       at: "7m",
@@ -265,16 +230,8 @@ export const CASES: AlertCase[] = [
   {
     name: "a drain that cut 2 requests, and one that cut none",
     inputs: [
-      {
-        family: "mymodel_engine_requests_cut_total",
-        match: { model: "ready" },
-        values: "0x3 2x10",
-      },
-      {
-        family: "mymodel_engine_requests_cut_total",
-        match: { model: "typo" },
-        values: "0x13",
-      },
+      of("mymodel_engine_requests_cut_total", "ready", "0x3 2x10"),
+      of("mymodel_engine_requests_cut_total", "typo", "0x13"),
     ],
     checks: [{
       at: "5m",
