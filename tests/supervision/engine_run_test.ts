@@ -22,6 +22,7 @@ import {
   waitFor,
 } from "../support/helpers.ts";
 import { metricsText } from "../fixtures/engine_metrics.ts";
+import { vllmMetricsServer } from "../support/vllm_metrics.ts";
 import { FakeProcess, ManualClock, settle } from "../support/manual_clock.ts";
 
 const CARDS = Registry.parse(`models:
@@ -349,20 +350,8 @@ Deno.test("driven by hand: a failed engine is tried again after its plan's faile
 Deno.test("driven by hand: a stop drains a ready engine until what was in flight is done, then stops its process", async () => {
   const root = await makeRoot();
   const events: Partial<JournalEvent>[] = [];
-  let running = 1;
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    () =>
-      new Response(
-        metricsText("vllm", {
-          running,
-          waiting: 0,
-          prompt: 5,
-          generated: 5,
-          model: "m",
-        }),
-      ),
-  );
+  const served = { running: 1, generated: 5 };
+  const server = vllmMetricsServer(served);
   const { run, clock, made, bin } = await driven(root, events, {
     port: server.addr.port,
   });
@@ -379,7 +368,7 @@ Deno.test("driven by hand: a stop drains a ready engine until what was in flight
         "a first reading: one in flight",
       );
       assert.equal(made[0]!.running, true, "no SIGTERM while it drains");
-      running = 0;
+      served.running = 0;
       await clock.next("the drain's next read");
       await stopped;
     });

@@ -18,7 +18,7 @@ import { EngineRun } from "../../src/supervision/engine_run.ts";
 import type { EngineRunOptions } from "../../src/supervision/engine_run_options.ts";
 import { Journal, type JournalEvent } from "../../src/supervision/journal.ts";
 import { EngineRecords } from "../../src/supervision/records.ts";
-import { metricsText } from "../fixtures/engine_metrics.ts";
+import { vllmMetricsServer } from "../support/vllm_metrics.ts";
 import {
   captureLog,
   fakeBin,
@@ -118,20 +118,8 @@ Deno.test("a wall clock stepped 3 h ahead does not end a drain at its deadline: 
   const root = await makeRoot();
   const bin = await fakeBin(["vllm"]);
   const events: Partial<JournalEvent>[] = [];
-  let running = 1;
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    () =>
-      new Response(
-        metricsText("vllm", {
-          running,
-          waiting: 0,
-          prompt: 5,
-          generated: 5,
-          model: "m",
-        }),
-      ),
-  );
+  const served = { running: 1, generated: 5 };
+  const server = vllmMetricsServer(served);
   const clock = new HandTimers();
   const made: FakeProcess[] = [];
   const run = engineRun(
@@ -154,7 +142,7 @@ Deno.test("a wall clock stepped 3 h ahead does not end a drain at its deadline: 
         await clock.next("the drain's second read");
         assert.equal(run.state, "draining", "30 s to drain, not 3 h past it");
         await waitFor(() => clock.pending > 0, "the drain's third read");
-        running = 0;
+        served.running = 0;
         await clock.next("the drain's third read");
       }
       await stopped;
@@ -260,19 +248,7 @@ Deno.test("a wall clock stepped 3 h ahead does not skip a restart's wait for the
 Deno.test("on a fake clock whose wall steps 3 h while its monotonic time stands: times shown follow the wall, the backoff and the drain do not", async () => {
   const root = await makeRoot();
   const bin = await fakeBin(["vllm"]);
-  const server = Deno.serve(
-    { hostname: "127.0.0.1", port: 0, onListen() {} },
-    () =>
-      new Response(
-        metricsText("vllm", {
-          running: 1,
-          waiting: 0,
-          prompt: 5,
-          generated: 5,
-          model: "m",
-        }),
-      ),
-  );
+  const server = vllmMetricsServer({ running: 1, generated: 5 });
   const clock = new ManualClock();
   const made: FakeProcess[] = [];
   const drains: FakeProcess[] = [];
