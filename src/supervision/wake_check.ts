@@ -101,6 +101,7 @@ export class WakeCheck {
   #pending: Pending | null = null;
   #view: WakeCheckView | null = null;
   #slept: number | null = null; // the count read asleep since the last wake
+  #last: number | null = null; // the last count read
   #wokenAt = -Infinity;
 
   constructor(
@@ -123,7 +124,9 @@ export class WakeCheck {
   woken(run: ServerProcess): void {
     const { card, traffic } = this.#engine.plan;
     const now = this.#clock.now();
-    const base = this.#slept;
+    // Asleep nothing is generated: the last count read before the wake is
+    // its count asleep, where no round found it asleep (a short sleep).
+    const base = this.#slept ?? this.#last;
     [this.#slept, this.#wokenAt] = [null, now];
     // No counter to read, or no request to send: nothing could prove it.
     if (!traffic || !cheapRequest(card)) return;
@@ -133,6 +136,7 @@ export class WakeCheck {
   /** A new run: a wake of the last one proves nothing now. */
   reset(): void {
     [this.#pending, this.#slept, this.#wokenAt] = [null, null, -Infinity];
+    this.#last = null;
   }
 
   /**
@@ -151,6 +155,7 @@ export class WakeCheck {
     if (asleep && count !== null && began >= this.#wokenAt) {
       this.#slept = count;
     }
+    if (count !== null) this.#last = count;
     const p = this.#pending;
     if (!p || p.run !== run || began < p.since || p.sent) return null;
     if (asleep) {

@@ -227,6 +227,21 @@ Deno.test("a wake followed by a request whose tokens move the counter needs no c
   assert.equal(s.canaries.length, 0);
 });
 
+Deno.test("a short sleep no round saw asleep: the count read awake before it is the base, so a request that ended before the first round after the wake still proves it", async () => {
+  await using s = stage(SLEEPER);
+  await s.round(1_000); // read awake: its count before the sleep
+  s.sleep();
+  s.wake(); // no round in between
+  s.counts.generated += 5; // the waking request ended before the next round
+  await s.round(500);
+  assert.deepEqual(
+    { ...s.watch.detail().sleep!.last_wake_check, at: undefined },
+    { by: "request", ok: true, at: undefined },
+  );
+  await rounds(s, 10_000);
+  assert.equal(s.canaries.length, 0, "no canary: the request proved it");
+});
+
 Deno.test("a request still in flight a few seconds after the wake holds the canary back until its tokens are counted", async () => {
   await using s = stage(SLEEPER);
   await sleepAndWake(s);
