@@ -87,15 +87,14 @@ export class GpuLifecycle {
           const { card, placement } = run.plan ?? {};
           const kind = card && ENGINE_KINDS[card.engine];
           const self = card && wakesItself(card, kind);
-          // One the launcher wakes gets room made before its wake: only a wake under way is kept.
+          // One the launcher wakes holds its room until the launcher marks
+          // it asleep (its memory frees before its sleep's answer comes), and
+          // again from its wake's start; asleep, room is made before its wake.
           const woken = card && launcherSleep(card, kind);
-          if (
-            woken
-              ? run.state !== "waking"
-              : run.state !== "sleeping" && !(self && run.state === "ready")
-          ) {
-            continue;
-          }
+          const holds = woken
+            ? run.state === "ready" || run.state === "waking"
+            : run.state === "sleeping" || (self && run.state === "ready");
+          if (!holds) continue;
           groups ??= new Map(
             [...procStats(snapshot.processes.map((p) => p.pid))]
               .map(([pid, { pgid }]) => [pid, pgid]),

@@ -170,7 +170,8 @@ export class Residency {
   }
 
   /** Put to sleep, `mode=wait` (nothing is in flight: what comes meanwhile parks). */
-  async #sleep(r: EngineRun, why: string): Promise<boolean> {
+  /** `hold`: its wake follows at once (the probe's), so its room stays kept meanwhile. */
+  async #sleep(r: EngineRun, why: string, hold = false): Promise<boolean> {
     const seen = this.#of(r);
     if (this.#now() < seen.retryAt) return false;
     const process = r.process;
@@ -189,6 +190,8 @@ export class Residency {
     this.#o.monitor.mark(); // its memory changed: no earlier look will do
     if (why.startsWith(ROOM)) r.serving.sleep.madeRoom();
     this.#tell(r, true, why);
+    // Within the same turn: no start is let into the room it just freed.
+    if (hold) this.#tell(r, true, why, true);
     return true;
   }
 
@@ -371,7 +374,7 @@ export class Residency {
       return `its ${routes.asleep} answers without the engine key (released vLLM's --api-key guards only /v1 and a few other API prefixes, vLLM PR #58028): anyone who reaches its port could put it to sleep`;
     }
     const probe = "the probe of its build";
-    if (!(await this.#sleep(r, `put to sleep by ${probe}`))) {
+    if (!(await this.#sleep(r, `put to sleep by ${probe}`, true))) {
       return `its ${routes.sleep} failed at the probe`;
     }
     const request = cheapRequest(plan.card);
@@ -390,7 +393,6 @@ export class Residency {
       parked = (await serverLoad(plan, signal) ?? 0) >= 1;
       if (!parked) await sleep(50, signal, this.#clock);
     }
-    this.#tell(r, true, probe, true);
     r.serving.sleep.wakeSent(process);
     const woke = await askWake(plan, signal);
     if (woke.ok) r.serving.sleep.woken(process);

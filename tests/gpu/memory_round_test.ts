@@ -15,8 +15,9 @@ import {
 } from "../../src/gpu/gpu_lifecycle.ts";
 import { GpuMonitor, type GpuSnapshot } from "../../src/gpu/nvidia_smi.ts";
 import { procStats } from "../../src/engines/proc.ts";
+import { card } from "../support/gpu_cards.ts";
 
-function world() {
+function world(plan?: GpuRun["plan"]) {
   let held = 10_240; // awake
   let during: (() => void) | undefined;
   const snapshot = (): GpuSnapshot => ({
@@ -43,6 +44,7 @@ function world() {
     gpus: ["0"],
     pgid: procStats([Deno.pid]).get(Deno.pid)!.pgid,
     gpuStartUsed: { "0": 0 },
+    ...plan ? { plan } : {},
     send(event: GpuMemoryEvent) {
       readings.push(event.reading?.mib["0"]);
     },
@@ -99,4 +101,29 @@ Deno.test("a run whose state changes while the query runs gets no reading that r
   w.hold(10_240);
   await w.gpu.round();
   assert.deepEqual(w.readings, [10_240, 10_240]);
+});
+
+Deno.test("a vLLM the launcher sleeps holds its room while ready, even once its memory freed before its sleep's answer came, and gives it up only when marked asleep", async () => {
+  const vllm = card({ engine: "vllm", gpu_memory: "10GiB", sleep_after: 60 });
+  const placement = {
+    gpus: ["0"],
+    share: 0.4167,
+    env: {},
+    args: [],
+    memoryNeed: { fraction: 0.4167, mib: 10_240, from: "gpu_memory" },
+  };
+  const w = world({ card: vllm, placement });
+  await w.gpu.round(); // awake: 10240 MiB
+  const snapshot = () => w.monitor.snapshot(0, w.monitor.mark());
+  assert.equal(w.gpu.gate.kept("0", (await snapshot())!), 0);
+  // Its /sleep freed the memory; the answer has not come: still ready.
+  w.hold(1_024);
+  assert.equal(w.gpu.gate.kept("0", (await snapshot())!), 9_216);
+  assert.equal(w.gpu.free("0", (await snapshot())!), 24_576 - 10_240);
+  // Marked asleep: room is made before its wake, nothing kept.
+  w.engine.state = "sleeping";
+  assert.equal(w.gpu.gate.kept("0", (await snapshot())!), 0);
+  // Its wake under way keeps the room again.
+  w.engine.state = "waking";
+  assert.equal(w.gpu.gate.kept("0", (await snapshot())!), 9_216);
 });
