@@ -1,4 +1,5 @@
 /** Runs `deno task gpu-check` (tools/gpu_check.ts) for its tests, each run in a fresh TMPDIR. */
+import assert from "node:assert/strict";
 import { fileURLToPath } from "node:url";
 import { processesWithEnv } from "./fake_gpus.ts";
 
@@ -62,4 +63,27 @@ export function rows(report: string): Map<string, string> {
     out.set(match[1]!, match[2]!);
   }
   return out;
+}
+
+/**
+ * The stand-in scenarios in three parts, each its own test file so the
+ * suite runs them side by side; together every scenario of the check.
+ */
+export const STAND_IN_PARTS = [
+  "shares,crash-during-load,foreign-holder,launcher-killed,llama-cuda",
+  "llama-packing,container-release,gpu-error,device-ids,quiet-neighbour",
+  "vllm-switch",
+] as const;
+
+/** One part's stand-in run, checked as every run is: passed, said to be no GPU measurement, nothing left behind. */
+export async function standInPart(only: string): Promise<CheckRun> {
+  const run = await runCheck(["--stand-in", "--crashes", "3", "--only", only]);
+  assert.equal(run.code, 0, run.stdout + run.stderr);
+  assert.ok(run.report, "a report");
+  assert.match(run.report, /^# GPU check — stand-in run \(no GPU\)/);
+  assert.match(run.report, /\*\*Not a GPU measurement\.\*\*/);
+  assert.match(run.report, /compute-app pids visible: yes/);
+  assert.deepEqual(run.left, [], "the check removed its temp folders");
+  assert.deepEqual(run.running, [], "no process left running");
+  return run;
 }

@@ -1,46 +1,32 @@
 /**
- * `deno task gpu-check` (tools/gpu_check.ts) against the stand-ins: every
- * scenario passes through the real CLI; without `nvidia-smi` it exits 3 with
+ * `deno task gpu-check` (tools/gpu_check.ts) against the stand-ins: the first
+ * part of the scenarios passes through the real CLI (the others:
+ * gpu_check_more_test.ts, gpu_check_vllm_test.ts, run side by side), and
+ * they are every scenario; without `nvidia-smi` it exits 3 with
  * one line. Each run gets its own TMPDIR, which must be empty of all but the
  * report afterwards, and no process may still carry it. A deliberately failed
  * scenario: gpu_check_failure_test.ts; its engine: gpu_engine_test.ts.
  */
 import assert from "node:assert/strict";
 import { isLlamaServerBuilt } from "../../tools/llama_server.ts";
-import { rows, runCheck } from "../support/gpu_check_run.ts";
+import {
+  rows,
+  runCheck,
+  STAND_IN_PARTS,
+  standInPart,
+} from "../support/gpu_check_run.ts";
 
-Deno.test("gpu-check --stand-in: every scenario passes through the real CLI, and says it is no GPU measurement", async () => {
-  // Three parts at once, each its own CLI run: the suite's longest file ends sooner.
-  const halves = await Promise.all([
-    "shares,crash-during-load,foreign-holder,launcher-killed,llama-cuda",
-    "llama-packing,container-release,gpu-error,device-ids,quiet-neighbour",
-    "vllm-switch",
-  ].map((only) => runCheck(["--stand-in", "--crashes", "3", "--only", only])));
-  for (const half of halves) {
-    assert.equal(half.code, 0, half.stdout + half.stderr);
-    assert.ok(half.report, "a report");
-    assert.match(half.report, /^# GPU check — stand-in run \(no GPU\)/);
-    assert.match(half.report, /\*\*Not a GPU measurement\.\*\*/);
-    assert.match(half.report, /compute-app pids visible: yes/);
-    assert.deepEqual(half.left, [], "the check removed its temp folders");
-    assert.deepEqual(half.running, [], "no process left running");
-  }
-  const run = halves[0]!;
+Deno.test("gpu-check --stand-in, first part: shares, a crash during load, a foreign holder, the launcher killed, llama.cpp on CUDA, through the real CLI, said to be no GPU measurement", async () => {
+  const run = await standInPart(STAND_IN_PARTS[0]);
   const llama = isLlamaServerBuilt() ? "PASS" : "SKIP";
   assert.deepEqual(
-    Object.fromEntries(halves.flatMap((half) => [...rows(half.report!)])),
+    Object.fromEntries(rows(run.report!)),
     {
       shares: "PASS",
       "crash-during-load": "PASS",
       "foreign-holder": "PASS",
       "launcher-killed": "PASS",
       "llama-cuda": llama,
-      "llama-packing": "PASS",
-      "vllm-switch": "PASS",
-      "container-release": "PASS",
-      "gpu-error": "PASS",
-      "device-ids": "PASS",
-      "quiet-neighbour": "PASS",
     },
     run.report,
   );
@@ -80,4 +66,8 @@ Deno.test("gpu-check without nvidia-smi exits 3 with one line and writes nothing
     unknown.stderr,
     /^gpu-check: --only: no scenario 'nope' \(expected shares, /,
   );
+  // The parts the stand-in tests run (this file and its two siblings) are every scenario.
+  const listed = /\(expected ([^)]*)\)/.exec(unknown.stderr)![1]!
+    .replace(/ or /, ", ").split(/, /).map((id) => id.trim()).sort();
+  assert.deepEqual(STAND_IN_PARTS.join(",").split(",").sort(), listed);
 });
