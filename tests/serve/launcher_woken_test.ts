@@ -132,7 +132,21 @@ Deno.test("three 10 GiB vLLM cards on one 24 GiB GPU: the third starts once an i
       clearInterval(watch);
     }
     assert.ok(peak <= 24576, `the device held ${peak} MiB at its peak`);
-    const after = await s.journal();
+    // The journal is written behind (it never waits): read it once the
+    // launcher's count of switches is in it.
+    const counted = async () => {
+      const active = (await models(s.port, true)).active;
+      return ["a", "b", "c"].reduce(
+        (n, x) => n + active[x]!.sleep!.switches,
+        0,
+      );
+    };
+    let after = await s.journal();
+    await waitFor(async () => {
+      after = await s.journal();
+      const journaled = after.filter((e) => e.reason === "switch").length;
+      return journaled >= await counted();
+    }, "every switch journaled");
     const switches = after.filter((e) => e.reason === "switch");
     assert.ok(switches.length >= 3, `switches: ${switches.length}`);
     assert.ok(
