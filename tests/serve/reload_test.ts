@@ -215,17 +215,21 @@ Deno.test("reload: bad input is refused with nothing changed, the launcher alive
   assert.match(await hup(s.launcher), /reload: 1 changed without a restart/);
   const file = `${s.root}/metrics/mymodel_serve_${s.port}.prom`;
   let families = parse("");
+  const countsOf = () =>
+    Object.fromEntries(
+      (families.get("mymodel_reloads_total")?.metrics ?? []).map((m) => [
+        m.labels?.result,
+        Number(m.value),
+      ]),
+    );
+  // The file is rewritten behind the reload: read it once it has the reload
+  // that took effect (a read between the two once saw ok 0).
   await waitFor(async () => {
-    families = parse(await Deno.readTextFile(file));
-    return families.has("mymodel_last_reload_timestamp_seconds");
+    families = parse(await Deno.readTextFile(file).catch(() => ""));
+    return families.has("mymodel_last_reload_timestamp_seconds") &&
+      (countsOf().ok ?? 0) >= 1;
   }, "the reload metrics");
-  const counts = Object.fromEntries(
-    get(families, "mymodel_reloads_total").metrics.map((m) => [
-      m.labels?.result,
-      Number(m.value),
-    ]),
-  );
-  assert.deepEqual(counts, { ok: 1, refused: 5 });
+  assert.deepEqual(countsOf(), { ok: 1, refused: 5 });
   const at = Number(
     get(families, "mymodel_last_reload_timestamp_seconds").metrics[0]!.value,
   );
